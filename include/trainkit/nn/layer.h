@@ -1,0 +1,82 @@
+// Layers and symbolic tensors, as in Keras 3.
+//
+//   // Sequential
+//   tk::Sequential model({tk::layers::Input({784}), tk::layers::Dense(256, "relu"), tk::layers::Dense(10)});
+//   // Functional: a layer called on symbolic tensors returns a symbolic tensor
+//   tk::KerasTensor in = tk::Input({784});
+//   tk::KerasTensor h = tk::layers::Dense(64, "relu")(in);
+//   model.get_layer("dense")->trainable = false;   // freeze
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trainkit/core/tensor.h"
+
+namespace tk {
+
+namespace nn {
+struct CallContext;  // graph-building state; defined in src/nn (layers emit graph ops through it)
+}
+
+class Layer;
+using LayerPtr = std::shared_ptr<Layer>;
+
+// A symbolic tensor: the output of a layer call, with its shape (batch dimension None).
+struct KerasTensor {
+  struct NodeData {
+    LayerPtr layer;                   // the layer that produced it (an InputLayer for inputs)
+    std::vector<KerasTensor> inputs;  // what the layer was called on
+    Shape shape;                      // (None, ...)
+  };
+  std::shared_ptr<NodeData> node;
+  const Shape& shape() const { return node->shape; }
+};
+
+// A weight of a layer: persistent storage the programs read and the optimizer updates in place.
+struct Weight {
+  std::string name;  // "dense/kernel"
+  Tensor value;      // e.g. (in, units) for a Dense kernel
+  bool trainable;    // false for statistics that are not learned by gradient
+};
+
+class Layer : public std::enable_shared_from_this<Layer> {
+ public:
+  explicit Layer(std::string name_prefix, std::string name = {});
+  virtual ~Layer() = default;
+
+  std::string name;
+  bool trainable = true;  // false: no gradients, no optimizer state, weights never change in fit
+
+  virtual std::string class_name() const = 0;
+  // Number of inputs the layer takes (-1 = two or more, e.g. Add).
+  virtual int arity() const { return 1; }
+  // Checks input shapes (batch None), creates weights on first call, returns the output shape.
+  virtual Shape build(const std::vector<Shape>& input_shapes) = 0;
+  // Emits the layer's ops for concrete shapes; returns the output value id.
+  virtual int call(nn::CallContext& ctx, const std::vector<int>& inputs) const = 0;
+
+  KerasTensor operator()(const KerasTensor& x);
+  KerasTensor operator()(const std::vector<KerasTensor>& xs);
+
+  std::vector<Weight>& weights() { return weights_; }
+  const std::vector<Weight>& weights() const { return weights_; }
+  int64_t count_params() const;
+  bool built() const { return built_; }
+
+ protected:
+  Weight& add_weight(const std::string& what, Shape shape, const std::string& initializer, bool trainable = true);
+  std::vector<Weight> weights_;
+  bool built_ = false;
+};
+
+// Resets Keras-style automatic layer names ("dense", "dense_1", ...) and the global seed stream.
+void clear_session();
+
+namespace utils {
+// Fixes weight initialization, shuffling and dropout for everything created afterwards (Keras'
+// keras.utils.set_random_seed).
+void set_random_seed(uint64_t seed);
+}  // namespace utils
+
+}  // namespace tk

@@ -1,0 +1,121 @@
+// Models: Sequential and functional (DAGs with several inputs and outputs), with Keras' compile /
+// fit / evaluate / predict / summary.
+//
+//   tk::utils::set_random_seed(42);
+//   tk::Sequential model({tk::layers::Input({784}), tk::layers::Dense(256, "relu"), tk::layers::Dense(10)});
+//   model.compile(tk::optimizers::Adam(), tk::losses::SparseCategoricalCrossentropy({.from_logits = true}),
+//                 {"accuracy"});
+//   tk::History h = model.fit(x_train, y_train, {.batch_size = 128, .epochs = 10, .validation_split = 0.1});
+//   tk::Logs test = model.evaluate(x_test, y_test);
+//   tk::Tensor logits = model.predict(x_test);
+#pragma once
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trainkit/nn/callbacks.h"
+#include "trainkit/nn/layers.h"
+#include "trainkit/nn/losses.h"
+#include "trainkit/nn/optimizers.h"
+
+namespace tk {
+
+namespace nn {
+class ProgramCache;
+}
+
+struct FitOptions {
+  int64_t batch_size = 32;
+  int epochs = 1;
+  int verbose = -1;  // -1 "auto": a progress bar on a terminal, one line per epoch otherwise; 0 silent
+  std::vector<CallbackPtr> callbacks = {};
+  float validation_split = 0.0f;  // the last fraction of x/y, taken before shuffling (as Keras)
+  std::optional<std::pair<std::vector<Tensor>, std::vector<Tensor>>> validation_data = std::nullopt;
+  bool shuffle = true;
+  int initial_epoch = 0;
+  int64_t steps_per_epoch = 0;   // 0: one pass over the data
+  int64_t validation_steps = 0;  // 0: one pass over the validation data
+  uint64_t seed = 0;             // 0: from tk::utils::set_random_seed
+};
+
+struct EvaluateOptions {
+  int64_t batch_size = 32;
+  int verbose = 0;
+  int64_t steps = 0;  // 0: all data
+};
+
+class Model {
+ public:
+  Model(std::vector<KerasTensor> inputs, std::vector<KerasTensor> outputs, std::string name = {});
+  Model(const KerasTensor& input, const KerasTensor& output, std::string name = {})
+      : Model(std::vector<KerasTensor>{input}, std::vector<KerasTensor>{output}, std::move(name)) {}
+  virtual ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  // One loss for every output, or one per output. Metrics apply to every output.
+  void compile(OptimizerPtr optimizer, Loss loss, std::vector<std::string> metrics = {});
+  void compile(OptimizerPtr optimizer, std::vector<Loss> losses, std::vector<std::string> metrics = {});
+
+  History fit(const Tensor& x, const Tensor& y, FitOptions options = {});
+  History fit(const std::vector<Tensor>& x, const std::vector<Tensor>& y, FitOptions options = {});
+  Logs evaluate(const Tensor& x, const Tensor& y, EvaluateOptions options = {});
+  Logs evaluate(const std::vector<Tensor>& x, const std::vector<Tensor>& y, EvaluateOptions options = {});
+  Tensor predict(const Tensor& x, int64_t batch_size = 32);
+  std::vector<Tensor> predict(const std::vector<Tensor>& x, int64_t batch_size = 32);
+  // One optimizer step on exactly this batch; the returned logs are this batch's loss and metrics.
+  // After the first call for a batch size it allocates nothing.
+  const Logs& train_on_batch(const std::vector<Tensor>& x, const std::vector<Tensor>& y);
+
+  void summary(std::ostream& os = std::cout) const;
+  std::string name() const { return name_; }
+  const std::vector<LayerPtr>& layers() const { return layers_; }
+  LayerPtr get_layer(const std::string& name) const;
+  std::vector<Tensor> get_weights() const;               // copies, in layer order
+  void set_weights(const std::vector<Tensor>& weights);  // shapes must match get_weights()
+  int64_t count_params() const;
+  bool stop_training = false;  // a callback sets it to end fit after the current epoch
+  OptimizerPtr optimizer() const { return optimizer_; }
+
+ protected:
+  Model(std::string name_prefix, std::string name);  // Sequential: graph set later
+  void init_graph(std::vector<KerasTensor> inputs, std::vector<KerasTensor> outputs);
+  virtual void ensure_built(const std::vector<Tensor>& x);
+
+ private:
+  friend class nn::ProgramCache;
+  void check_compiled(const char* what) const;
+  void check_data(const std::vector<Tensor>& x, const std::vector<Tensor>* y, const char* what) const;
+  Logs run_evaluation(const std::vector<Tensor>& x, const std::vector<Tensor>& y, int64_t batch_size, int64_t steps);
+
+  std::string name_;
+  std::vector<KerasTensor> inputs_, outputs_;
+  std::vector<LayerPtr> layers_;  // distinct layers in call order (inputs first)
+  OptimizerPtr optimizer_;
+  std::vector<Loss> losses_;
+  std::vector<std::string> metrics_;
+  std::unique_ptr<nn::ProgramCache> programs_;
+  uint64_t step_ = 0;  // training steps run (dropout randomness)
+  Logs batch_logs_;    // train_on_batch results, updated in place
+
+ protected:
+  bool has_graph_ = false;
+};
+
+class Sequential : public Model {
+ public:
+  explicit Sequential(std::vector<LayerPtr> layers = {}, std::string name = {});
+  // Appends a layer (before the first fit/compile build).
+  void add(LayerPtr layer);
+
+ protected:
+  void ensure_built(const std::vector<Tensor>& x) override;
+
+ private:
+  std::vector<LayerPtr> pending_;
+};
+
+}  // namespace tk

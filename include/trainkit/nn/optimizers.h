@@ -1,0 +1,70 @@
+// Optimizers with Keras 3 defaults and update rules.
+//
+//   model.compile(tk::optimizers::Adam({.learning_rate = 1e-3, .clipnorm = 1.0f}), "mse");
+//   model.compile(tk::optimizers::SGD({.learning_rate = 0.01f, .momentum = 0.9f, .nesterov = true}), ...);
+//   model.compile(tk::optimizers::get("rmsprop"), ...);     // by name, with defaults
+#pragma once
+#include <memory>
+#include <string>
+
+namespace tk {
+
+namespace graph {
+struct UpdateConfig;
+}
+
+class Optimizer {
+ public:
+  virtual ~Optimizer();
+  virtual std::string name() const = 0;    // "adam"
+  virtual int slots_per_variable() const = 0;
+  graph::UpdateConfig& config() { return *config_; }
+  const graph::UpdateConfig& config() const { return *config_; }
+  float learning_rate() const;
+  void set_learning_rate(float lr);        // takes effect at the next step (schedules, callbacks)
+  int64_t iterations() const;
+
+ protected:
+  Optimizer();
+  std::unique_ptr<graph::UpdateConfig> config_;
+};
+using OptimizerPtr = std::shared_ptr<Optimizer>;
+
+namespace optimizers {
+
+// Options every optimizer accepts (Keras' base optimizer arguments).
+struct Common {
+  float weight_decay = 0.0f;  // decoupled: w -= lr * weight_decay * w before the update
+  float clipnorm = 0.0f;      // clip each gradient to this L2 norm (0 = off)
+  float clipvalue = 0.0f;     // clip each gradient element to [-v, v] (0 = off)
+};
+
+struct SGDOptions : Common {
+  float learning_rate = 0.01f;
+  float momentum = 0.0f;
+  bool nesterov = false;
+};
+struct AdamOptions : Common {
+  float learning_rate = 0.001f;
+  float beta_1 = 0.9f, beta_2 = 0.999f, epsilon = 1e-7f;
+};
+struct AdamWOptions : AdamOptions {
+  AdamWOptions() { weight_decay = 0.004f; }
+};
+struct RMSpropOptions : Common {
+  float learning_rate = 0.001f;
+  float rho = 0.9f, momentum = 0.0f, epsilon = 1e-7f;
+  bool centered = false;
+};
+
+OptimizerPtr SGD(SGDOptions options = {});
+OptimizerPtr Adam(AdamOptions options = {});
+OptimizerPtr AdamW(AdamWOptions options = {});
+OptimizerPtr RMSprop(RMSpropOptions options = {});
+// "sgd", "adam", "adamw", "rmsprop" with Keras defaults (case-insensitive).
+OptimizerPtr get(const std::string& name);
+// By name with a learning rate (the CLI's --optimizer/--learning-rate).
+OptimizerPtr get(const std::string& name, float learning_rate);
+
+}  // namespace optimizers
+}  // namespace tk

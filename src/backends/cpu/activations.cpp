@@ -1,0 +1,115 @@
+// Activations (Keras 3 definitions) and their gradients.
+#include <algorithm>
+#include <cmath>
+
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/parallel.h"
+#include "graph/kernel.h"
+
+namespace tk::cpu {
+using graph::KernelArgs;
+using graph::Op;
+
+namespace {
+
+// y[i] = F(x[i], alpha)
+template <typename F>
+void unary(const KernelArgs& a, F f) {
+  const int64_t n = a.node.shape.numel();
+  const float* x = a.in_f(0);
+  float* y = a.out_f();
+  const float alpha = a.node.attrs.alpha;
+#pragma omp parallel for simd if (n > kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) y[i] = f(x[i], alpha);
+}
+
+// dx[i] = F(dy[i], v[i], alpha), v being x or y as the op's gradient rule chose.
+template <typename F>
+void binary_grad(const KernelArgs& a, F f) {
+  const int64_t n = a.node.shape.numel();
+  const float* dy = a.in_f(0);
+  const float* v = a.in_f(1);
+  float* dx = a.out_f();
+  const float alpha = a.node.attrs.alpha;
+#pragma omp parallel for simd if (n > kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) dx[i] = f(dy[i], v[i], alpha);
+}
+
+constexpr float kInvSqrt2 = 0.70710678118654752f;
+constexpr float kInvSqrt2Pi = 0.39894228040143268f;
+
+void relu(const KernelArgs& a) { unary(a, [](float x, float) { return x > 0.0f ? x : 0.0f; }); }
+void relu_grad(const KernelArgs& a) { binary_grad(a, [](float dy, float y, float) { return y > 0.0f ? dy : 0.0f; }); }
+void sigmoid(const KernelArgs& a) { unary(a, [](float x, float) { return 1.0f / (1.0f + std::exp(-x)); }); }
+void sigmoid_grad(const KernelArgs& a) { binary_grad(a, [](float dy, float y, float) { return dy * y * (1.0f - y); }); }
+void tanh_(const KernelArgs& a) { unary(a, [](float x, float) { return std::tanh(x); }); }
+void tanh_grad(const KernelArgs& a) { binary_grad(a, [](float dy, float y, float) { return dy * (1.0f - y * y); }); }
+// Keras' gelu default is the exact form: x * Phi(x).
+void gelu(const KernelArgs& a) { unary(a, [](float x, float) { return 0.5f * x * (1.0f + std::erf(x * kInvSqrt2)); }); }
+void gelu_grad(const KernelArgs& a) {
+  binary_grad(a, [](float dy, float x, float) {
+    return dy * (0.5f * (1.0f + std::erf(x * kInvSqrt2)) + x * kInvSqrt2Pi * std::exp(-0.5f * x * x));
+  });
+}
+void elu(const KernelArgs& a) { unary(a, [](float x, float al) { return x > 0.0f ? x : al * (std::exp(x) - 1.0f); }); }
+void elu_grad(const KernelArgs& a) {
+  binary_grad(a, [](float dy, float x, float al) { return x > 0.0f ? dy : dy * al * std::exp(x); });
+}
+void leaky_relu(const KernelArgs& a) { unary(a, [](float x, float al) { return x >= 0.0f ? x : al * x; }); }
+void leaky_relu_grad(const KernelArgs& a) {
+  binary_grad(a, [](float dy, float x, float al) { return x >= 0.0f ? dy : al * dy; });
+}
+
+// Softmax over the last axis: y(rows, n).
+void softmax(const KernelArgs& a) {
+  const int64_t n = a.node.shape[-1], rows = a.node.shape.numel() / (n ? n : 1);
+  const float* x = a.in_f(0);
+  float* y = a.out_f();
+#pragma omp parallel for if (rows * n > kParallelGrain)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * n;
+    float* yr = y + r * n;
+    float mx = *std::max_element(xr, xr + n), sum = 0.0f;
+    for (int64_t j = 0; j < n; ++j) sum += (yr[j] = std::exp(xr[j] - mx));
+    const float inv = 1.0f / sum;
+    for (int64_t j = 0; j < n; ++j) yr[j] *= inv;
+  }
+}
+
+// dx = y * (dy - sum(dy * y)) per row.
+void softmax_grad(const KernelArgs& a) {
+  const int64_t n = a.node.shape[-1], rows = a.node.shape.numel() / (n ? n : 1);
+  const float* dy = a.in_f(0);
+  const float* y = a.in_f(1);
+  float* dx = a.out_f();
+#pragma omp parallel for if (rows * n > kParallelGrain)
+  for (int64_t r = 0; r < rows; ++r) {
+    float dot = 0.0f;
+    for (int64_t j = 0; j < n; ++j) dot += dy[r * n + j] * y[r * n + j];
+    for (int64_t j = 0; j < n; ++j) dx[r * n + j] = y[r * n + j] * (dy[r * n + j] - dot);
+  }
+}
+
+}  // namespace
+
+void register_activation_kernels() {
+  using graph::register_kernel;
+  constexpr auto cpu = DeviceKind::cpu;
+  constexpr auto f32 = DType::f32;
+  register_kernel(cpu, Op::Relu, f32, relu);
+  register_kernel(cpu, Op::ReluGrad, f32, relu_grad);
+  register_kernel(cpu, Op::Sigmoid, f32, sigmoid);
+  register_kernel(cpu, Op::SigmoidGrad, f32, sigmoid_grad);
+  register_kernel(cpu, Op::Tanh, f32, tanh_);
+  register_kernel(cpu, Op::TanhGrad, f32, tanh_grad);
+  register_kernel(cpu, Op::Gelu, f32, gelu);
+  register_kernel(cpu, Op::GeluGrad, f32, gelu_grad);
+  register_kernel(cpu, Op::Elu, f32, elu);
+  register_kernel(cpu, Op::EluGrad, f32, elu_grad);
+  register_kernel(cpu, Op::LeakyRelu, f32, leaky_relu);
+  register_kernel(cpu, Op::LeakyReluGrad, f32, leaky_relu_grad);
+  register_kernel(cpu, Op::Softmax, f32, softmax);
+  register_kernel(cpu, Op::SoftmaxGrad, f32, softmax_grad);
+}
+
+}  // namespace tk::cpu

@@ -1,0 +1,99 @@
+#include <cstring>
+
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/parallel.h"
+#include "backends/cpu/random.h"
+#include "graph/kernel.h"
+
+namespace tk::cpu {
+using graph::KernelArgs;
+using graph::Op;
+
+namespace {
+
+void fill(const KernelArgs& a) {
+  const int64_t n = a.node.shape.numel();
+  float* y = a.out_f();
+  for (int64_t i = 0; i < n; ++i) y[i] = a.node.attrs.value;
+}
+
+void add(const KernelArgs& a) {
+  const int64_t n = a.node.shape.numel();
+  const size_t k = a.node.inputs.size();
+  float* y = a.out_f();
+  const float* x0 = a.in_f(0);
+  const float* x1 = k > 1 ? a.in_f(1) : x0;
+  if (k == 1) {
+    std::memcpy(y, x0, sizeof(float) * static_cast<size_t>(n));
+    return;
+  }
+#pragma omp parallel for simd if (n > kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) y[i] = x0[i] + x1[i];
+  for (size_t j = 2; j < k; ++j) {
+    const float* xj = a.in_f(static_cast<int>(j));
+#pragma omp parallel for simd if (n > kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) y[i] += xj[i];
+  }
+}
+
+void mul(const KernelArgs& a) {
+  const int64_t n = a.node.shape.numel();
+  const float* x0 = a.in_f(0);
+  const float* x1 = a.in_f(1);
+  float* y = a.out_f();
+#pragma omp parallel for simd if (n > kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) y[i] = x0[i] * x1[i];
+}
+
+void reshape(const KernelArgs& a) {
+  std::memcpy(a.out, a.in[0], static_cast<size_t>(a.node.shape.numel()) * dtype_size(a.node.dtype));
+}
+
+// y(rows, sum c_i) = [x_0(rows, c_0) | x_1(rows, c_1) | ...]
+void concat(const KernelArgs& a) {
+  const int64_t width = a.node.shape[-1], rows = a.node.shape.numel() / (width ? width : 1);
+  float* y = a.out_f();
+  int64_t col = 0;
+  for (size_t j = 0; j < a.node.inputs.size(); ++j) {
+    const int64_t c = a.in_shape(static_cast<int>(j))[-1];
+    const float* x = a.in_f(static_cast<int>(j));
+    for (int64_t r = 0; r < rows; ++r) std::memcpy(y + r * width + col, x + r * c, sizeof(float) * static_cast<size_t>(c));
+    col += c;
+  }
+}
+
+// y(rows, size) = x(rows, width)[:, begin:begin+size]
+void slice(const KernelArgs& a) {
+  const int64_t width = a.in_shape(0)[-1], size = a.node.attrs.size, begin = a.node.attrs.begin;
+  const int64_t rows = a.node.shape.numel() / (size ? size : 1);
+  const float* x = a.in_f(0);
+  float* y = a.out_f();
+  for (int64_t r = 0; r < rows; ++r) std::memcpy(y + r * size, x + r * width + begin, sizeof(float) * static_cast<size_t>(size));
+}
+
+// mask = 0 with probability rate, else 1/(1-rate); randomness from (seed, step, element index) only,
+// so it does not depend on the thread count.
+void dropout_mask(const KernelArgs& a) {
+  const int64_t n = a.node.shape.numel();
+  const float rate = a.node.attrs.alpha, keep = 1.0f / (1.0f - rate);
+  const uint64_t stream = mix64(a.node.attrs.seed ^ mix64(a.ctx.step + 0x632BE59BD9B4E019ull));
+  float* y = a.out_f();
+#pragma omp parallel for if (n > kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) y[i] = uniform01(stream, static_cast<uint64_t>(i)) < rate ? 0.0f : keep;
+}
+
+}  // namespace
+
+void register_elementwise_kernels() {
+  using graph::register_kernel;
+  register_kernel(DeviceKind::cpu, Op::Fill, DType::f32, fill);
+  register_kernel(DeviceKind::cpu, Op::Add, DType::f32, add);
+  register_kernel(DeviceKind::cpu, Op::Mul, DType::f32, mul);
+  register_kernel(DeviceKind::cpu, Op::Reshape, DType::f32, reshape);
+  register_kernel(DeviceKind::cpu, Op::Reshape, DType::i32, reshape);
+  register_kernel(DeviceKind::cpu, Op::Concat, DType::f32, concat);
+  register_kernel(DeviceKind::cpu, Op::Slice, DType::f32, slice);
+  register_kernel(DeviceKind::cpu, Op::DropoutMask, DType::f32, dropout_mask);
+}
+
+}  // namespace tk::cpu

@@ -1,0 +1,236 @@
+// Losses with Keras 3 semantics (reduction "sum_over_batch_size"), their gradients, and accuracy metrics.
+// Probabilities are clipped to [eps, 1 - eps] with Keras' epsilon 1e-7 when from_logits is false.
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "backends/cpu/kernels.h"
+#include "graph/kernel.h"
+#include "trainkit/core/error.h"
+
+namespace tk::cpu {
+using graph::KernelArgs;
+using graph::Op;
+
+namespace {
+
+constexpr float kEps = 1e-7f;
+float clip(float p) { return std::clamp(p, kEps, 1.0f - kEps); }
+bool inside(float p) { return p >= kEps && p <= 1.0f - kEps; }
+float softplus(float x) { return std::max(x, 0.0f) + std::log1p(std::exp(-std::abs(x))); }
+
+struct Dims {
+  int64_t rows, classes;
+};
+Dims dims(const KernelArgs& a) {
+  const Shape& p = a.in_shape(0);
+  const int64_t c = p.rank() > 1 ? p[-1] : 1;
+  return {p.numel() / (c ? c : 1), c};
+}
+
+// Labels of a sparse loss/metric, checked before use: a bad label names its row and the valid range.
+const int32_t* checked_labels(const KernelArgs& a, Dims d) {
+  const auto* t = static_cast<const int32_t*>(a.in[1]);
+  for (int64_t r = 0; r < d.rows; ++r)
+    if (t[r] < 0 || t[r] >= d.classes)
+      throw InvalidArgument(std::string(graph::op_name(a.node.op)) + " '" + a.node.name + "': label " +
+                            std::to_string(t[r]) + " at batch row " + std::to_string(r) + " is outside [0, " +
+                            std::to_string(d.classes) + ") (the model's last layer has " + std::to_string(d.classes) +
+                            " units; check the labels or the layer size)");
+  return t;
+}
+
+float scale_of(const KernelArgs& a, int dy_input, int64_t denom) {
+  return (dy_input >= 0 ? *a.in_f(dy_input) : 1.0f) / static_cast<float>(denom ? denom : 1);
+}
+
+// ---------------------------------------------------------------- mean squared error
+void mse(const KernelArgs& a) {
+  const int64_t n = a.in_shape(0).numel();
+  const float* p = a.in_f(0);
+  const float* t = a.in_f(1);
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += double(p[i] - t[i]) * double(p[i] - t[i]);
+  *a.out_f() = static_cast<float>(s / static_cast<double>(n ? n : 1));
+}
+void mse_grad(const KernelArgs& a) {
+  const int64_t n = a.in_shape(0).numel();
+  const float* p = a.in_f(0);
+  const float* t = a.in_f(1);
+  const float k = 2.0f * scale_of(a, 2, n);
+  float* dp = a.out_f();
+  for (int64_t i = 0; i < n; ++i) dp[i] = k * (p[i] - t[i]);
+}
+
+// ---------------------------------------------------------------- binary crossentropy (mean over all elements)
+void bce(const KernelArgs& a) {
+  const int64_t n = a.in_shape(0).numel();
+  const float* p = a.in_f(0);
+  const float* t = a.in_f(1);
+  double s = 0;
+  if (a.node.attrs.from_logits)
+    for (int64_t i = 0; i < n; ++i) s += softplus(p[i]) - p[i] * t[i];
+  else
+    for (int64_t i = 0; i < n; ++i) s -= t[i] * std::log(clip(p[i])) + (1.0f - t[i]) * std::log(1.0f - clip(p[i]));
+  *a.out_f() = static_cast<float>(s / static_cast<double>(n ? n : 1));
+}
+void bce_grad(const KernelArgs& a) {
+  const int64_t n = a.in_shape(0).numel();
+  const float* p = a.in_f(0);
+  const float* t = a.in_f(1);
+  const float k = scale_of(a, 2, n);
+  float* dp = a.out_f();
+  if (a.node.attrs.from_logits)
+    for (int64_t i = 0; i < n; ++i) dp[i] = k * (1.0f / (1.0f + std::exp(-p[i])) - t[i]);
+  else
+    for (int64_t i = 0; i < n; ++i)
+      dp[i] = inside(p[i]) ? -k * (t[i] / p[i] - (1.0f - t[i]) / (1.0f - p[i])) : 0.0f;
+}
+
+// ---------------------------------------------------------------- categorical crossentropy
+// logits: -sum t * log_softmax(x). probabilities: q = p / sum(p), -sum t * log(clip(q)).
+void cce(const KernelArgs& a) {
+  const Dims d = dims(a);
+  const float* p = a.in_f(0);
+  const float* t = a.in_f(1);
+  double s = 0;
+  for (int64_t r = 0; r < d.rows; ++r) {
+    const float* pr = p + r * d.classes;
+    const float* tr = t + r * d.classes;
+    if (a.node.attrs.from_logits) {
+      float mx = *std::max_element(pr, pr + d.classes), z = 0.0f;
+      for (int64_t j = 0; j < d.classes; ++j) z += std::exp(pr[j] - mx);
+      const float lse = mx + std::log(z);
+      for (int64_t j = 0; j < d.classes; ++j) s -= tr[j] * (pr[j] - lse);
+    } else {
+      float sum = 0.0f;
+      for (int64_t j = 0; j < d.classes; ++j) sum += pr[j];
+      for (int64_t j = 0; j < d.classes; ++j) s -= tr[j] * std::log(clip(pr[j] / sum));
+    }
+  }
+  *a.out_f() = static_cast<float>(s / static_cast<double>(d.rows ? d.rows : 1));
+}
+void cce_grad(const KernelArgs& a) {
+  const Dims d = dims(a);
+  const float* p = a.in_f(0);
+  const float* t = a.in_f(1);
+  const float k = scale_of(a, 2, d.rows);
+  float* dp = a.out_f();
+  for (int64_t r = 0; r < d.rows; ++r) {
+    const float* pr = p + r * d.classes;
+    const float* tr = t + r * d.classes;
+    float* gr = dp + r * d.classes;
+    if (a.node.attrs.from_logits) {
+      float mx = *std::max_element(pr, pr + d.classes), z = 0.0f, tsum = 0.0f;
+      for (int64_t j = 0; j < d.classes; ++j) z += (gr[j] = std::exp(pr[j] - mx));
+      for (int64_t j = 0; j < d.classes; ++j) tsum += tr[j];
+      for (int64_t j = 0; j < d.classes; ++j) gr[j] = k * (gr[j] / z * tsum - tr[j]);
+    } else {
+      // g_j = dL/dq_j; dL/dp_k = (g_k - sum_j g_j q_j) / sum(p)
+      float sum = 0.0f, gq = 0.0f;
+      for (int64_t j = 0; j < d.classes; ++j) sum += pr[j];
+      for (int64_t j = 0; j < d.classes; ++j) {
+        const float q = pr[j] / sum;
+        gr[j] = inside(q) ? -tr[j] / q : 0.0f;
+        gq += gr[j] * q;
+      }
+      for (int64_t j = 0; j < d.classes; ++j) gr[j] = k * (gr[j] - gq) / sum;
+    }
+  }
+}
+
+// ---------------------------------------------------------------- sparse categorical crossentropy
+// logits: logsumexp(x) - x_y. probabilities (Keras): log(sum(clip(p))) - log(clip(p_y)).
+void sparse_cce(const KernelArgs& a) {
+  const Dims d = dims(a);
+  const float* p = a.in_f(0);
+  const int32_t* y = checked_labels(a, d);
+  double s = 0;
+  for (int64_t r = 0; r < d.rows; ++r) {
+    const float* pr = p + r * d.classes;
+    if (a.node.attrs.from_logits) {
+      float mx = *std::max_element(pr, pr + d.classes), z = 0.0f;
+      for (int64_t j = 0; j < d.classes; ++j) z += std::exp(pr[j] - mx);
+      s += mx + std::log(z) - pr[y[r]];
+    } else {
+      float sum = 0.0f;
+      for (int64_t j = 0; j < d.classes; ++j) sum += clip(pr[j]);
+      s += std::log(sum) - std::log(clip(pr[y[r]]));
+    }
+  }
+  *a.out_f() = static_cast<float>(s / static_cast<double>(d.rows ? d.rows : 1));
+}
+void sparse_cce_grad(const KernelArgs& a) {
+  const Dims d = dims(a);
+  const float* p = a.in_f(0);
+  const int32_t* y = checked_labels(a, d);
+  const float k = scale_of(a, 2, d.rows);
+  float* dp = a.out_f();
+  for (int64_t r = 0; r < d.rows; ++r) {
+    const float* pr = p + r * d.classes;
+    float* gr = dp + r * d.classes;
+    if (a.node.attrs.from_logits) {
+      float mx = *std::max_element(pr, pr + d.classes), z = 0.0f;
+      for (int64_t j = 0; j < d.classes; ++j) z += (gr[j] = std::exp(pr[j] - mx));
+      const float inv = k / z;
+      for (int64_t j = 0; j < d.classes; ++j) gr[j] *= inv;
+      gr[y[r]] -= k;
+    } else {
+      float sum = 0.0f;
+      for (int64_t j = 0; j < d.classes; ++j) sum += clip(pr[j]);
+      for (int64_t j = 0; j < d.classes; ++j) {
+        float g = 1.0f / sum - (j == y[r] ? 1.0f / clip(pr[j]) : 0.0f);
+        gr[j] = inside(pr[j]) ? k * g : 0.0f;
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------- metrics (fraction correct in the batch)
+int64_t argmax(const float* x, int64_t n) { return std::max_element(x, x + n) - x; }
+
+void sparse_categorical_accuracy(const KernelArgs& a) {
+  const Dims d = dims(a);
+  const float* p = a.in_f(0);
+  const auto* y = static_cast<const int32_t*>(a.in[1]);
+  int64_t hits = 0;
+  for (int64_t r = 0; r < d.rows; ++r) hits += argmax(p + r * d.classes, d.classes) == y[r];
+  *a.out_f() = static_cast<float>(hits) / static_cast<float>(d.rows ? d.rows : 1);
+}
+void categorical_accuracy(const KernelArgs& a) {
+  const Dims d = dims(a);
+  const float* p = a.in_f(0);
+  const float* t = a.in_f(1);
+  int64_t hits = 0;
+  for (int64_t r = 0; r < d.rows; ++r) hits += argmax(p + r * d.classes, d.classes) == argmax(t + r * d.classes, d.classes);
+  *a.out_f() = static_cast<float>(hits) / static_cast<float>(d.rows ? d.rows : 1);
+}
+void binary_accuracy(const KernelArgs& a) {
+  const int64_t n = a.in_shape(0).numel();
+  const float* p = a.in_f(0);
+  const float* t = a.in_f(1);
+  int64_t hits = 0;
+  for (int64_t i = 0; i < n; ++i) hits += (p[i] > 0.5f) == (t[i] > 0.5f);
+  *a.out_f() = static_cast<float>(hits) / static_cast<float>(n ? n : 1);
+}
+
+}  // namespace
+
+void register_loss_kernels() {
+  using graph::register_kernel;
+  constexpr auto cpu = DeviceKind::cpu;
+  constexpr auto f32 = DType::f32;
+  register_kernel(cpu, Op::MseLoss, f32, mse);
+  register_kernel(cpu, Op::MseLossGrad, f32, mse_grad);
+  register_kernel(cpu, Op::BceLoss, f32, bce);
+  register_kernel(cpu, Op::BceLossGrad, f32, bce_grad);
+  register_kernel(cpu, Op::CceLoss, f32, cce);
+  register_kernel(cpu, Op::CceLossGrad, f32, cce_grad);
+  register_kernel(cpu, Op::SparseCceLoss, f32, sparse_cce);
+  register_kernel(cpu, Op::SparseCceLossGrad, f32, sparse_cce_grad);
+  register_kernel(cpu, Op::BinaryAccuracy, f32, binary_accuracy);
+  register_kernel(cpu, Op::CategoricalAccuracy, f32, categorical_accuracy);
+  register_kernel(cpu, Op::SparseCategoricalAccuracy, f32, sparse_categorical_accuracy);
+}
+
+}  // namespace tk::cpu

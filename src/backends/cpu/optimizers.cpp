@@ -1,0 +1,142 @@
+// Optimizer updates with Keras 3 rules, applied in place. Per variable, in Keras' order: clipnorm
+// (per-variable norm), then clipvalue, then decoupled weight decay, then the rule itself.
+#include <algorithm>
+#include <cmath>
+
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/parallel.h"
+#include "graph/kernel.h"
+
+namespace tk::cpu {
+using graph::KernelArgs;
+using graph::Op;
+using graph::UpdateConfig;
+
+namespace {
+
+// Scale that clip_by_norm applies (1 when off), computed once per variable.
+float clipnorm_scale(const float* g, int64_t n, float clipnorm) {
+  if (clipnorm <= 0.0f) return 1.0f;
+  double s = 0;
+#pragma omp parallel for reduction(+ : s) if (n > kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) s += double(g[i]) * g[i];
+  const float norm = static_cast<float>(std::sqrt(s));
+  return norm > clipnorm ? clipnorm / norm : 1.0f;
+}
+
+struct Grad {
+  float scale, clip;
+  float operator()(float g) const {
+    g *= scale;
+    return clip > 0.0f ? std::clamp(g, -clip, clip) : g;
+  }
+};
+
+Grad prepare(const KernelArgs& a, float* w, const float* g, int64_t n) {
+  const UpdateConfig& c = *a.node.attrs.update;
+  if (c.weight_decay > 0.0f) {
+    const float k = 1.0f - c.weight_decay * c.learning_rate;
+#pragma omp parallel for simd if (n > kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) w[i] *= k;
+  }
+  return {clipnorm_scale(g, n, c.clipnorm), c.clipvalue};
+}
+
+// (param, grad, momentum)
+void sgd(const KernelArgs& a) {
+  const UpdateConfig& c = *a.node.attrs.update;
+  const int64_t n = a.in_shape(0).numel();
+  float* w = a.inout_f(0);
+  const float* g = a.in_f(1);
+  float* m = a.inout_f(2);
+  const Grad clip = prepare(a, w, g, n);
+  const float lr = c.learning_rate, mu = c.momentum;
+  if (mu == 0.0f) {
+#pragma omp parallel for simd if (n > kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) w[i] -= lr * clip(g[i]);
+  } else if (c.nesterov) {
+#pragma omp parallel for simd if (n > kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) {
+      const float gi = clip(g[i]);
+      m[i] = mu * m[i] - lr * gi;
+      w[i] += mu * m[i] - lr * gi;
+    }
+  } else {
+#pragma omp parallel for simd if (n > kParallelGrain)
+    for (int64_t i = 0; i < n; ++i) {
+      m[i] = mu * m[i] - lr * clip(g[i]);
+      w[i] += m[i];
+    }
+  }
+}
+
+// (param, grad, m, v)
+void adam(const KernelArgs& a) {
+  const UpdateConfig& c = *a.node.attrs.update;
+  const int64_t n = a.in_shape(0).numel();
+  float* w = a.inout_f(0);
+  const float* g = a.in_f(1);
+  float* m = a.inout_f(2);
+  float* v = a.inout_f(3);
+  const Grad clip = prepare(a, w, g, n);
+  const double t = static_cast<double>(c.iterations + 1);
+  const float alpha = static_cast<float>(c.learning_rate * std::sqrt(1.0 - std::pow(double(c.beta_2), t)) /
+                                         (1.0 - std::pow(double(c.beta_1), t)));
+  const float b1 = 1.0f - c.beta_1, b2 = 1.0f - c.beta_2, eps = c.epsilon;
+#pragma omp parallel for simd if (n > kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) {
+    const float gi = clip(g[i]);
+    m[i] += (gi - m[i]) * b1;
+    v[i] += (gi * gi - v[i]) * b2;
+    w[i] -= alpha * m[i] / (std::sqrt(v[i]) + eps);
+  }
+}
+
+// (param, grad, velocity, momentum, average_gradient)
+void rmsprop(const KernelArgs& a) {
+  const UpdateConfig& c = *a.node.attrs.update;
+  const int64_t n = a.in_shape(0).numel();
+  float* w = a.inout_f(0);
+  const float* g = a.in_f(1);
+  float* vel = a.inout_f(2);
+  float* mom = a.inout_f(3);
+  float* avg = a.inout_f(4);
+  const Grad clip = prepare(a, w, g, n);
+  const float rho = c.rho, lr = c.learning_rate, eps = c.epsilon, mu = c.momentum;
+  const bool centered = c.centered;
+#pragma omp parallel for simd if (n > kParallelGrain)
+  for (int64_t i = 0; i < n; ++i) {
+    const float gi = clip(g[i]);
+    vel[i] = rho * vel[i] + (1.0f - rho) * gi * gi;
+    float denom = vel[i];
+    if (centered) {
+      avg[i] = rho * avg[i] + (1.0f - rho) * gi;
+      denom -= avg[i] * avg[i];
+    }
+    const float inc = lr * gi / std::sqrt(denom + eps);
+    if (mu > 0.0f) {
+      mom[i] = mu * mom[i] + inc;
+      w[i] -= mom[i];
+    } else {
+      w[i] -= inc;
+    }
+  }
+}
+
+}  // namespace
+
+void register_optimizer_kernels() {
+  graph::register_kernel(DeviceKind::cpu, Op::SgdUpdate, DType::f32, sgd);
+  graph::register_kernel(DeviceKind::cpu, Op::AdamUpdate, DType::f32, adam);
+  graph::register_kernel(DeviceKind::cpu, Op::RmspropUpdate, DType::f32, rmsprop);
+}
+
+void register_kernels() {
+  register_linalg_kernels();
+  register_elementwise_kernels();
+  register_activation_kernels();
+  register_loss_kernels();
+  register_optimizer_kernels();
+}
+
+}  // namespace tk::cpu

@@ -1,0 +1,49 @@
+// A dataflow graph of primitive ops with static shapes (one graph per program and batch size).
+//
+//   tk::graph::Graph g;
+//   int x = g.input("x", {128, 784});
+//   int w = g.variable("dense/kernel", weights);       // weights: a Tensor kept alive by its owner
+//   int y = g.add(Op::MatMul, {x, w});                 // shape (128, 256) inferred and checked
+#pragma once
+#include <string>
+#include <vector>
+
+#include "graph/op.h"
+#include "trainkit/core/dtype.h"
+#include "trainkit/core/tensor.h"
+
+namespace tk::graph {
+
+struct Node {
+  Op op;
+  std::vector<int> inputs;
+  Shape shape;
+  DType dtype = DType::f32;
+  Attrs attrs;
+  std::string name;  // owner tag: "layer/what", used in plans and error messages
+};
+
+struct Graph {
+  std::vector<Node> nodes;
+
+  const Node& operator[](int id) const { return nodes[static_cast<size_t>(id)]; }
+  Node& operator[](int id) { return nodes[static_cast<size_t>(id)]; }
+  int size() const { return static_cast<int>(nodes.size()); }
+
+  int input(std::string name, Shape shape, DType dtype = DType::f32);
+  int variable(std::string name, Tensor& storage);
+  int fill(float value, Shape shape = {});
+  // Adds an op; infers and validates its shape. Output dtype is float32 unless given.
+  int add(Op op, std::vector<int> inputs, Attrs attrs = {}, std::string name = {});
+};
+
+// Gives gradient rules a way to emit ops and read the forward graph.
+struct GradBuilder {
+  Graph& g;
+  const Node& node(int id) const { return g[id]; }
+  int add(Op op, std::vector<int> inputs, Attrs attrs = {}) {
+    return g.add(op, std::move(inputs), std::move(attrs), "grad");
+  }
+};
+
+}  // namespace tk::graph

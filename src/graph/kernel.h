@@ -1,0 +1,41 @@
+// The seam between graph/ and backends/: a kernel is a function registered per (device kind, op,
+// dtype). graph/ never includes a backend header; backends register into this table.
+#pragma once
+#include <cstdint>
+
+#include "graph/graph.h"
+#include "trainkit/core/device.h"
+
+namespace tk::graph {
+
+// Per-run state a kernel may read.
+struct ExecContext {
+  uint64_t step = 0;      // training steps run so far by this model (dropout randomness)
+  bool training = false;  // false for evaluate/predict
+};
+
+struct KernelArgs {
+  const Graph& g;
+  const Node& node;
+  void* out;                 // (node.shape) in the node's dtype; nullptr for ops without output
+  const void* const* in;     // one pointer per node.inputs[i]
+  const ExecContext& ctx;
+
+  const Shape& in_shape(int i) const { return g[node.inputs[static_cast<size_t>(i)]].shape; }
+  const float* in_f(int i) const { return static_cast<const float*>(in[i]); }
+  // Update ops overwrite their variable and slot inputs.
+  float* inout_f(int i) const { return const_cast<float*>(static_cast<const float*>(in[i])); }
+  float* out_f() const { return static_cast<float*>(out); }
+};
+
+using KernelFn = void (*)(const KernelArgs&);
+
+void register_kernel(DeviceKind device, Op op, DType dtype, KernelFn fn);
+// Throws Unsupported naming op, dtype and device when none is registered (never a silent fallback).
+KernelFn find_kernel(DeviceKind device, Op op, DType dtype);
+bool has_kernel(DeviceKind device, Op op, DType dtype);
+
+// Defined in backends/: registers every backend compiled into this build (idempotent).
+void ensure_backends_registered();
+
+}  // namespace tk::graph

@@ -1,0 +1,99 @@
+// The closed set of primitive ops. Adding an op touches: this enum, the table in op_table.cpp (shape
+// rule, gradient rule, arity), a CPU kernel in backends/cpu/, and a case in tests/test_op_gradients.cpp.
+// Forgetting the table entry fails the build (static_assert in op_table.cpp).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "trainkit/core/shape.h"
+
+namespace tk::graph {
+
+enum class Op : uint8_t {
+  // Sources
+  Input,     // a batch fed by the caller; lives in the arena for the whole program
+  Variable,  // persistent storage owned outside the program (weights, optimizer slots)
+  Fill,      // a constant tensor (attrs.value), e.g. the seed gradient 1.0 of a loss
+  // Linear algebra and shape
+  MatMul,    // (m,k)x(k,n) -> (m,n); attrs.trans_a / trans_b
+  BiasAdd,   // x(..., n) + b(n)
+  BiasGrad,  // sum of dy(..., n) over all but the last axis -> (n)
+  Add,       // a + b, equal shapes
+  Mul,       // a * b, equal shapes
+  Reshape,   // same data, attrs.shape
+  Concat,    // along the last axis
+  Slice,     // columns [attrs.begin, attrs.begin + attrs.size) of the last axis
+  // Activations and their gradients (grad ops take (dy, x) or (dy, y) as noted in op_table.cpp)
+  Relu, ReluGrad,
+  Sigmoid, SigmoidGrad,
+  Tanh, TanhGrad,
+  Gelu, GeluGrad,
+  Elu, EluGrad,
+  LeakyRelu, LeakyReluGrad,
+  Softmax, SoftmaxGrad,
+  DropoutMask,  // 0 or 1/(1-rate) per element; random per (seed, step, element)
+  // Losses: (pred, target) -> scalar mean over the batch; the grad op takes (pred, target, dy)
+  MseLoss, MseLossGrad,
+  BceLoss, BceLossGrad,
+  CceLoss, CceLossGrad,
+  SparseCceLoss, SparseCceLossGrad,
+  // Metrics: (pred, target) -> scalar fraction correct in this batch
+  BinaryAccuracy, CategoricalAccuracy, SparseCategoricalAccuracy,
+  // Optimizer updates: in place on (param, grad, slots...), no output
+  SgdUpdate,      // (param, grad, momentum)
+  AdamUpdate,     // (param, grad, m, v); AdamW through weight_decay
+  RmspropUpdate,  // (param, grad, velocity, momentum, average_gradient)
+  kCount
+};
+inline constexpr int kOpCount = static_cast<int>(Op::kCount);
+
+// Hyperparameters of an update op, owned by the optimizer; kernels read them at every step, so a
+// learning-rate schedule takes effect without recompiling.
+struct UpdateConfig {
+  float learning_rate = 0.001f;
+  float beta_1 = 0.9f, beta_2 = 0.999f, epsilon = 1e-7f;  // Adam
+  float momentum = 0.0f;                                   // SGD, RMSprop
+  bool nesterov = false;                                   // SGD
+  float rho = 0.9f;                                        // RMSprop
+  bool centered = false;                                   // RMSprop
+  float weight_decay = 0.0f;                               // decoupled (AdamW), any optimizer
+  float clipnorm = 0.0f;                                   // 0 = off; per variable, as Keras
+  float clipvalue = 0.0f;                                  // 0 = off
+  int64_t iterations = 0;                                  // updates applied so far (Keras' optimizer.iterations)
+};
+
+struct Attrs {
+  bool trans_a = false, trans_b = false;  // MatMul
+  bool from_logits = false;               // losses
+  float alpha = 0.0f;                     // LeakyRelu slope, Elu alpha, DropoutMask rate
+  float value = 0.0f;                     // Fill
+  uint64_t seed = 0;                      // DropoutMask
+  int64_t begin = 0, size = 0;            // Slice
+  Shape shape;                            // Reshape target, Fill shape
+  void* external = nullptr;               // Variable: the bound storage (float*)
+  UpdateConfig* update = nullptr;         // update ops
+};
+
+struct Graph;
+struct GradBuilder;
+
+// Validates the inputs and returns the output shape; throws InvalidArgument naming op and shapes.
+using ShapeFn = Shape (*)(const Graph& g, int node);
+// Emits ops computing the gradient of each input from dy (the gradient of the node's output).
+// Writes a value id into dx[i] for every input with need[i]; leaves -1 where there is none.
+using GradFn = void (*)(GradBuilder& b, int node, int dy, const bool* need, int* dx);
+
+struct OpInfo {
+  Op op;
+  std::string_view name;
+  int arity;          // number of inputs; -1 = variadic (at least one)
+  bool has_output;    // update ops have none
+  ShapeFn shape;
+  GradFn grad;        // nullptr: not differentiable (gradient ops, metrics, sources)
+};
+
+const OpInfo& op_info(Op op);
+inline std::string_view op_name(Op op) { return op_info(op).name; }
+
+}  // namespace tk::graph

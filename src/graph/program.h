@@ -1,0 +1,48 @@
+// A compiled program: a scheduled graph, its memory plan, one arena, and a flat list of kernel calls.
+// run() allocates nothing: every pointer is resolved when the program is built.
+//
+//   tk::graph::Program p(std::move(g), /*outputs=*/{loss, acc}, /*sinks=*/updates);
+//   std::memcpy(p.data(x_id), batch, bytes);   // inputs live in the arena
+//   p.run(ctx);
+//   float loss_value = *p.data_f(loss);
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "graph/kernel.h"
+#include "graph/schedule.h"
+
+namespace tk::graph {
+
+class Program {
+ public:
+  // `outputs` stay readable after run(); `sinks` are output-less ops to run (optimizer updates).
+  Program(Graph g, std::vector<int> outputs, std::vector<int> sinks = {}, Device device = Device::cpu());
+  Program(const Program&) = delete;
+  Program& operator=(const Program&) = delete;
+
+  void run(const ExecContext& ctx);
+
+  void* data(int value);
+  float* data_f(int value) { return static_cast<float*>(data(value)); }
+  const Graph& graph() const { return g_; }
+  const MemoryPlan& plan() const { return plan_; }
+  const std::vector<int>& order() const { return order_; }
+  size_t arena_bytes() const { return plan_.arena_bytes; }
+
+ private:
+  struct Step {
+    KernelFn fn;
+    int node;
+    void* out;
+    size_t in_begin;  // into in_ptrs_
+  };
+  Graph g_;
+  std::vector<int> order_;
+  MemoryPlan plan_;
+  std::unique_ptr<std::byte, void (*)(void*)> arena_{nullptr, nullptr};
+  std::vector<Step> steps_;
+  std::vector<const void*> in_ptrs_;
+};
+
+}  // namespace tk::graph

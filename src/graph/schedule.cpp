@@ -1,0 +1,107 @@
+#include "graph/schedule.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace tk::graph {
+
+std::vector<int> schedule(const Graph& g, const std::vector<int>& roots) {
+  const size_t n = static_cast<size_t>(g.size());
+  std::vector<char> needed(n, 0);
+  for (int r : roots) needed[static_cast<size_t>(r)] = 1;
+  for (int id = g.size() - 1; id >= 0; --id)
+    if (needed[static_cast<size_t>(id)])
+      for (int in : g[id].inputs) needed[static_cast<size_t>(in)] = 1;
+
+  // Readers of each value, to place in-place updates after every reader of what they overwrite.
+  std::vector<int> last_reader(n, -1);
+  for (int id = 0; id < g.size(); ++id)
+    if (needed[static_cast<size_t>(id)] && op_info(g[id].op).has_output)
+      for (int in : g[id].inputs) last_reader[static_cast<size_t>(in)] = std::max(last_reader[static_cast<size_t>(in)], id);
+
+  // Sort key: a node's own id, except update ops, which go right after max(inputs, readers of inputs).
+  std::vector<std::pair<double, int>> keyed;
+  for (int id = 0; id < g.size(); ++id) {
+    if (!needed[static_cast<size_t>(id)]) continue;
+    double key = id;
+    if (!op_info(g[id].op).has_output) {
+      int after = 0;
+      for (int in : g[id].inputs) after = std::max({after, in, last_reader[static_cast<size_t>(in)]});
+      key = after + 0.5;
+    }
+    keyed.emplace_back(key, id);
+  }
+  std::stable_sort(keyed.begin(), keyed.end());
+  std::vector<int> order;
+  order.reserve(keyed.size());
+  for (auto& [key, id] : keyed) order.push_back(id);
+  return order;
+}
+
+namespace {
+size_t align_up(size_t x) { return (x + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment; }
+bool in_arena(const Node& n) { return n.op != Op::Variable && op_info(n.op).has_output; }
+}  // namespace
+
+MemoryPlan plan_memory(const Graph& g, const std::vector<int>& order, const std::vector<int>& keep) {
+  const size_t n = static_cast<size_t>(g.size());
+  MemoryPlan plan;
+  plan.offset.assign(n, -1);
+  plan.first_use.assign(n, -1);
+  plan.last_use.assign(n, -1);
+  const int end = static_cast<int>(order.size());
+  for (int step = 0; step < end; ++step) {
+    int id = order[static_cast<size_t>(step)];
+    plan.first_use[static_cast<size_t>(id)] = step;
+    plan.last_use[static_cast<size_t>(id)] = std::max(plan.last_use[static_cast<size_t>(id)], step);
+    for (int in : g[id].inputs) plan.last_use[static_cast<size_t>(in)] = step;
+  }
+  for (int k : keep) {
+    plan.last_use[static_cast<size_t>(k)] = end;
+    if (g[k].op == Op::Input) plan.first_use[static_cast<size_t>(k)] = -1;  // written before step 0
+  }
+
+  struct Item {
+    int id;
+    size_t bytes;
+  };
+  std::vector<Item> items;
+  for (int id : order)
+    if (in_arena(g[id])) {
+      size_t bytes = align_up(static_cast<size_t>(g[id].shape.numel()) * dtype_size(g[id].dtype));
+      items.push_back({id, bytes == 0 ? kArenaAlignment : bytes});
+      plan.unplanned_bytes += items.back().bytes;
+    }
+  // Largest first; each goes to the lowest offset that does not collide with a placed buffer whose
+  // lifetime overlaps.
+  std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.bytes > b.bytes; });
+  struct Placed {
+    size_t offset, bytes;
+    int first, last;
+  };
+  std::vector<Placed> placed;
+  for (const Item& it : items) {
+    int first = plan.first_use[static_cast<size_t>(it.id)], last = plan.last_use[static_cast<size_t>(it.id)];
+    std::vector<std::pair<size_t, size_t>> busy;  // [offset, end) of overlapping lifetimes
+    for (const Placed& p : placed)
+      if (!(p.last < first || last < p.first)) busy.emplace_back(p.offset, p.offset + p.bytes);
+    std::sort(busy.begin(), busy.end());
+    size_t best = 0, best_gap = SIZE_MAX, cursor = 0;
+    bool found = false;
+    for (auto& [b, e] : busy) {
+      if (b > cursor && b - cursor >= it.bytes && b - cursor < best_gap) {
+        best = cursor;
+        best_gap = b - cursor;
+        found = true;
+      }
+      cursor = std::max(cursor, e);
+    }
+    if (!found) best = cursor;
+    placed.push_back({best, it.bytes, first, last});
+    plan.offset[static_cast<size_t>(it.id)] = static_cast<int64_t>(best);
+    plan.arena_bytes = std::max(plan.arena_bytes, best + it.bytes);
+  }
+  return plan;
+}
+
+}  // namespace tk::graph

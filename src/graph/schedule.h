@@ -1,0 +1,34 @@
+// Scheduling and static memory planning of a program.
+//
+//   auto order = tk::graph::schedule(g, roots);            // only what the roots need, topological
+//   auto plan  = tk::graph::plan_memory(g, order, keep);   // offsets in one arena
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "graph/graph.h"
+
+namespace tk::graph {
+
+// Nodes needed by `roots`, in an executable order. Update ops (no output) run as early as possible:
+// right after their last input is ready and after every other reader of the variables they overwrite,
+// so each gradient buffer dies as soon as it has been applied.
+std::vector<int> schedule(const Graph& g, const std::vector<int>& roots);
+
+inline constexpr size_t kArenaAlignment = 64;
+
+struct MemoryPlan {
+  std::vector<int64_t> offset;   // per node id: byte offset in the arena, -1 if not in the arena
+  std::vector<int> first_use;    // per node id: step index that produces it
+  std::vector<int> last_use;     // per node id: last step index that reads it
+  size_t arena_bytes = 0;        // the planned peak of transient memory
+  size_t unplanned_bytes = 0;    // the sum of all transient buffers (what a naive allocator would hold)
+};
+
+// Assigns every transient value (everything except Variable and output-less ops) an arena offset such
+// that values alive at the same time never overlap ("greedy by size", as in TFLite's arena planner).
+// Values in `keep` (program outputs, inputs) stay alive until the end.
+MemoryPlan plan_memory(const Graph& g, const std::vector<int>& order, const std::vector<int>& keep);
+
+}  // namespace tk::graph

@@ -1,0 +1,135 @@
+#include "trainkit/nn/callbacks.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "trainkit/core/error.h"
+
+namespace tk {
+
+void Logs::set(const std::string& key, double value) {
+  for (auto& [k, v] : items_)
+    if (k == key) {
+      v = value;
+      return;
+    }
+  items_.emplace_back(key, value);
+}
+
+double Logs::get(const std::string& key) const {
+  for (const auto& [k, v] : items_)
+    if (k == key) return v;
+  std::string known;
+  for (const auto& [k, v] : items_) known += (known.empty() ? "" : ", ") + k;
+  throw InvalidArgument("no log named '" + key + "' (available: " + known + ")");
+}
+
+bool Logs::contains(const std::string& key) const {
+  for (const auto& [k, v] : items_)
+    if (k == key) return true;
+  return false;
+}
+
+void History::on_epoch_end(int e, const Logs& logs) {
+  epoch.push_back(e);
+  for (const auto& [k, v] : logs.items()) history[k].push_back(v);
+}
+
+// ---------------------------------------------------------------- progress display
+ProgbarLogger::ProgbarLogger(int verbose, bool terminal) : verbose_(verbose), terminal_(terminal) { line_[0] = 0; }
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Appends printf-formatted text to buf (capacity cap), never overflowing.
+template <typename... A>
+void append(char* buf, size_t cap, const char* fmt, A... args) {
+  size_t used = std::strlen(buf);
+  if (used + 1 < cap) std::snprintf(buf + used, cap - used, fmt, args...);
+}
+
+void append_duration(char* buf, size_t cap, double s) {
+  if (s >= 3600) append(buf, cap, "%d:%02d:%02d", int(s) / 3600, (int(s) % 3600) / 60, int(s) % 60);
+  else if (s >= 60) append(buf, cap, "%d:%02d", int(s) / 60, int(s) % 60);
+  else append(buf, cap, "%.0fs", s);
+}
+
+void append_logs(char* buf, size_t cap, const Logs& logs, bool with_val) {
+  for (const auto& [k, v] : logs.items()) {
+    if (!with_val && k.rfind("val_", 0) == 0) continue;
+    if (std::abs(v) > 1e-3 || v == 0.0) append(buf, cap, " - %s: %.4f", k.c_str(), v);
+    else append(buf, cap, " - %s: %.4e", k.c_str(), v);
+  }
+}
+}  // namespace
+
+void ProgbarLogger::on_epoch_begin(int epoch, const Logs&) {
+  start_ = last_draw_ = Clock::now();
+  seen_ = 0;
+  if (verbose_ > 0) {
+    std::printf("Epoch %d/%d\n", epoch + 1, params.epochs);
+    std::fflush(stdout);
+  }
+}
+
+void ProgbarLogger::on_train_batch_end(int64_t batch, const Logs& logs) {
+  seen_ = batch + 1;
+  // Redraw at most every 50 ms (as Keras) so that printing never slows training.
+  if (verbose_ != 1 || !terminal_ || seconds_since(last_draw_) < 0.05) return;
+  last_draw_ = Clock::now();
+  draw(seen_, logs, false, false);
+}
+
+void ProgbarLogger::on_epoch_end(int, const Logs& logs) {
+  if (verbose_ <= 0) return;
+  draw(seen_, logs, true, true);
+}
+
+void ProgbarLogger::draw(int64_t done, const Logs& logs, bool final_line, bool with_val) {
+  const int64_t target = params.steps;
+  const double elapsed = seconds_since(start_);
+  const double per_step = done > 0 ? elapsed / static_cast<double>(done) : 0.0;
+  const int digits = target > 0 ? static_cast<int>(std::log10(static_cast<double>(target))) + 1 : 1;
+  line_[0] = 0;
+  const size_t cap = sizeof(line_);
+  if (verbose_ == 1) {
+    constexpr int kWidth = 30;
+    const int filled = target > 0 ? static_cast<int>(kWidth * done / target) : kWidth;
+    char bar[kWidth + 3];
+    int p = 0;
+    bar[p++] = '[';
+    for (int i = 0; i < kWidth; ++i)
+      bar[p++] = i < filled - 1 ? '=' : i == filled - 1 ? (done < target ? '>' : '=') : (i == 0 && filled == 0 ? '>' : '.');
+    bar[p++] = ']';
+    bar[p] = 0;
+    append(line_, cap, "\r%*lld/%lld %s - ", digits, static_cast<long long>(done), static_cast<long long>(target), bar);
+    if (!final_line) {
+      append(line_, cap, "ETA: ");
+      append_duration(line_, cap, per_step * static_cast<double>(target - done));
+    } else {
+      append_duration(line_, cap, elapsed);
+      if (per_step >= 1) append(line_, cap, " %.0fs/step", per_step);
+      else if (per_step >= 1e-3) append(line_, cap, " %.0fms/step", per_step * 1e3);
+      else append(line_, cap, " %.0fus/step", per_step * 1e6);
+    }
+    append_logs(line_, cap, logs, with_val);
+    if (terminal_) append(line_, cap, "\033[K");  // clear what a longer previous line left
+    if (final_line) append(line_, cap, "\n");
+    if (!terminal_) {  // no carriage returns in logs and pipes
+      if (!final_line) return;
+      std::memmove(line_, line_ + 1, std::strlen(line_));
+    }
+  } else {
+    append(line_, cap, "%lld/%lld - ", static_cast<long long>(done), static_cast<long long>(target));
+    append_duration(line_, cap, elapsed);
+    append_logs(line_, cap, logs, with_val);
+    if (per_step >= 1e-3) append(line_, cap, " - %.0fms/step\n", per_step * 1e3);
+    else append(line_, cap, " - %.0fus/step\n", per_step * 1e6);
+  }
+  std::fputs(line_, stdout);
+  std::fflush(stdout);
+}
+
+}  // namespace tk

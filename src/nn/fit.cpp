@@ -1,0 +1,220 @@
+// fit / evaluate / predict / train_on_batch: the loops around compiled programs.
+#include <unistd.h>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+#include "nn/batching.h"
+#include "nn/context.h"
+#include "nn/programs.h"
+#include "trainkit/core/error.h"
+
+namespace tk {
+namespace {
+
+void require(bool ok, const std::string& message) {
+  if (!ok) throw InvalidArgument(message);
+}
+
+// Binds one batch (rows idx[0..n) or [begin, begin+n)) to a program's inputs.
+void bind_batch(nn::Compiled& c, const std::vector<Tensor>& x, const std::vector<Tensor>* y, const int64_t* idx,
+                int64_t begin, int64_t n) {
+  graph::Program& p = *c.program;
+  for (size_t i = 0; i < c.x.size(); ++i)
+    if (p.plan().offset[static_cast<size_t>(c.x[i])] >= 0) nn::gather_rows(x[i], idx, begin, n, p.data(c.x[i]), DType::f32);
+  if (y)
+    for (size_t j = 0; j < c.y.size(); ++j) nn::gather_rows((*y)[j], idx, begin, n, p.data(c.y[j]), c.y_dtype[j]);
+}
+
+// Sample-weighted running means of the logs over an epoch (Keras weights each batch by its size).
+struct Accumulator {
+  std::vector<double> sum;
+  double count = 0;
+  void add(nn::Compiled& c, int64_t n) {
+    if (sum.size() != c.logs.size()) sum.assign(c.logs.size(), 0.0);
+    for (size_t k = 0; k < c.logs.size(); ++k) sum[k] += double(*c.program->data_f(c.logs[k].second)) * double(n);
+    count += double(n);
+  }
+  void write(const nn::Compiled& c, Logs& logs, const std::string& prefix = {}) const {
+    for (size_t k = 0; k < c.logs.size(); ++k)
+      logs.set(prefix.empty() ? c.logs[k].first : prefix + c.logs[k].first, count > 0 ? sum[k] / count : 0.0);
+  }
+};
+
+int64_t rows_of(const std::vector<Tensor>& x) { return x.empty() || x[0].shape().rank() == 0 ? 0 : x[0].dim(0); }
+
+}  // namespace
+
+History Model::fit(const Tensor& x, const Tensor& y, FitOptions options) {
+  return fit(std::vector<Tensor>{x}, std::vector<Tensor>{y}, std::move(options));
+}
+
+History Model::fit(const std::vector<Tensor>& x_all, const std::vector<Tensor>& y_all, FitOptions o) {
+  check_compiled("fit");
+  require(o.batch_size > 0, "fit: batch_size must be a positive integer, got " + std::to_string(o.batch_size));
+  require(o.epochs >= 0, "fit: epochs must be >= 0, got " + std::to_string(o.epochs));
+  require(o.initial_epoch >= 0 && o.initial_epoch <= o.epochs,
+          "fit: initial_epoch must be in [0, epochs], got " + std::to_string(o.initial_epoch));
+  require(o.validation_split >= 0.0f && o.validation_split < 1.0f,
+          "fit: validation_split must be in [0, 1), got " + std::to_string(o.validation_split));
+  require(o.steps_per_epoch >= 0 && o.validation_steps >= 0, "fit: steps_per_epoch and validation_steps must be >= 0");
+  require(o.verbose >= -1 && o.verbose <= 2, "fit: verbose must be -1 (auto), 0, 1 or 2, got " + std::to_string(o.verbose));
+  ensure_built(x_all);
+  check_data(x_all, &y_all, "fit");
+
+  // Validation data: given, or the last fraction of the arrays before shuffling (Keras' rule).
+  std::vector<Tensor> x = x_all, y = y_all, vx, vy;
+  const int64_t n_all = rows_of(x_all);
+  if (o.validation_data) {
+    vx = o.validation_data->first;
+    vy = o.validation_data->second;
+    check_data(vx, &vy, "fit (validation_data)");
+  } else if (o.validation_split > 0.0f) {
+    const auto split = static_cast<int64_t>(std::ceil(static_cast<double>(n_all) * (1.0 - o.validation_split)));
+    require(split > 0 && split < n_all, "fit: validation_split " + std::to_string(o.validation_split) + " of " +
+                                            std::to_string(n_all) + " samples leaves an empty training or validation set");
+    for (size_t i = 0; i < x.size(); ++i) {
+      vx.push_back(x_all[i].slice_rows(split, n_all));
+      x[i] = x_all[i].slice_rows(0, split);
+    }
+    for (size_t j = 0; j < y.size(); ++j) {
+      vy.push_back(y_all[j].slice_rows(split, n_all));
+      y[j] = y_all[j].slice_rows(0, split);
+    }
+  }
+  const int64_t n = rows_of(x);
+  require(n > 0, "fit: no training samples");
+  const int64_t batch = std::min(o.batch_size, n);
+  const int64_t steps = o.steps_per_epoch > 0 ? o.steps_per_epoch : (n + batch - 1) / batch;
+
+  if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
+  auto history = std::make_shared<History>();
+  std::vector<CallbackPtr> callbacks{history};
+  const int verbose = o.verbose == -1 ? 1 : o.verbose;
+  const bool terminal = isatty(STDOUT_FILENO) != 0;
+  if (verbose > 0) callbacks.push_back(std::make_shared<ProgbarLogger>(o.verbose == -1 && !terminal ? 2 : verbose, terminal));
+  callbacks.insert(callbacks.end(), o.callbacks.begin(), o.callbacks.end());
+  for (const CallbackPtr& cb : callbacks) {
+    cb->model = this;
+    cb->params = {o.epochs, steps, verbose};
+  }
+
+  std::vector<int64_t> perm(static_cast<size_t>(n));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::mt19937_64 rng(o.seed ? o.seed : nn::next_seed());
+  Logs logs;
+  stop_training = false;
+  for (const CallbackPtr& cb : callbacks) cb->on_train_begin(logs);
+  graph::ExecContext ctx{step_, true};
+  for (int epoch = o.initial_epoch; epoch < o.epochs && !stop_training; ++epoch) {
+    if (o.shuffle) std::shuffle(perm.begin(), perm.end(), rng);
+    logs.clear();
+    for (const CallbackPtr& cb : callbacks) cb->on_epoch_begin(epoch, logs);
+    Accumulator acc;
+    int64_t cursor = 0;
+    for (int64_t s = 0; s < steps; ++s) {
+      if (cursor >= n) cursor = 0;  // steps_per_epoch beyond one pass wraps around
+      const int64_t bs = std::min(batch, n - cursor);
+      nn::Compiled& c = programs_->get(nn::ProgramKind::train, bs);
+      for (const CallbackPtr& cb : callbacks) cb->on_train_batch_begin(s, logs);
+      bind_batch(c, x, &y, perm.data() + cursor, 0, bs);
+      ctx.step = step_++;
+      c.program->run(ctx);
+      ++optimizer_->config().iterations;
+      cursor += bs;
+      acc.add(c, bs);
+      acc.write(c, logs);
+      for (const CallbackPtr& cb : callbacks) cb->on_train_batch_end(s, logs);
+    }
+    if (!vx.empty()) {
+      Logs val = run_evaluation(vx, vy, o.batch_size, o.validation_steps);
+      for (const auto& [k, v] : val.items()) logs.set("val_" + k, v);
+    }
+    for (const CallbackPtr& cb : callbacks) cb->on_epoch_end(epoch, logs);
+  }
+  for (const CallbackPtr& cb : callbacks) cb->on_train_end(logs);
+  return *history;
+}
+
+const Logs& Model::train_on_batch(const std::vector<Tensor>& x, const std::vector<Tensor>& y) {
+  check_compiled("train_on_batch");
+  ensure_built(x);
+  check_data(x, &y, "train_on_batch");
+  const int64_t n = rows_of(x);
+  require(n > 0, "train_on_batch: empty batch");
+  if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
+  nn::Compiled& c = programs_->get(nn::ProgramKind::train, n);
+  bind_batch(c, x, &y, nullptr, 0, n);
+  graph::ExecContext ctx{step_++, true};
+  c.program->run(ctx);
+  ++optimizer_->config().iterations;
+  for (auto& [name, id] : c.logs) batch_logs_.set(name, *c.program->data_f(id));
+  return batch_logs_;
+}
+
+Logs Model::evaluate(const Tensor& x, const Tensor& y, EvaluateOptions options) {
+  return evaluate(std::vector<Tensor>{x}, std::vector<Tensor>{y}, options);
+}
+
+Logs Model::evaluate(const std::vector<Tensor>& x, const std::vector<Tensor>& y, EvaluateOptions o) {
+  check_compiled("evaluate");
+  require(o.batch_size > 0, "evaluate: batch_size must be a positive integer, got " + std::to_string(o.batch_size));
+  ensure_built(x);
+  check_data(x, &y, "evaluate");
+  Logs logs = run_evaluation(x, y, o.batch_size, o.steps);
+  if (o.verbose > 0) {
+    std::string line;
+    for (const auto& [k, v] : logs.items()) line += (line.empty() ? "" : " - ") + k + ": " + std::to_string(v);
+    std::printf("%s\n", line.c_str());
+  }
+  return logs;
+}
+
+Logs Model::run_evaluation(const std::vector<Tensor>& x, const std::vector<Tensor>& y, int64_t batch_size, int64_t steps) {
+  if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
+  const int64_t n = rows_of(x);
+  const int64_t batch = std::min(batch_size, std::max<int64_t>(n, 1));
+  Accumulator acc;
+  nn::Compiled* last = nullptr;
+  graph::ExecContext ctx{step_, false};
+  int64_t done_steps = 0;
+  for (int64_t begin = 0; begin < n && (steps == 0 || done_steps < steps); begin += batch, ++done_steps) {
+    const int64_t bs = std::min(batch, n - begin);
+    nn::Compiled& c = programs_->get(nn::ProgramKind::eval, bs);
+    bind_batch(c, x, &y, nullptr, begin, bs);
+    c.program->run(ctx);
+    acc.add(c, bs);
+    last = &c;
+  }
+  Logs logs;
+  if (last) acc.write(*last, logs);
+  return logs;
+}
+
+Tensor Model::predict(const Tensor& x, int64_t batch_size) { return predict(std::vector<Tensor>{x}, batch_size)[0]; }
+
+std::vector<Tensor> Model::predict(const std::vector<Tensor>& x, int64_t batch_size) {
+  require(batch_size > 0, "predict: batch_size must be a positive integer, got " + std::to_string(batch_size));
+  ensure_built(x);
+  check_data(x, nullptr, "predict");
+  if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
+  const int64_t n = rows_of(x);
+  std::vector<Tensor> out;
+  for (const KerasTensor& o : outputs_) out.emplace_back(o.shape().with_batch(n), DType::f32);
+  graph::ExecContext ctx{step_, false};
+  for (int64_t begin = 0; begin < n; begin += batch_size) {
+    const int64_t bs = std::min(batch_size, n - begin);
+    nn::Compiled& c = programs_->get(nn::ProgramKind::predict, bs);
+    bind_batch(c, x, nullptr, nullptr, begin, bs);
+    c.program->run(ctx);
+    for (size_t j = 0; j < out.size(); ++j) {
+      const size_t row = out[j].nbytes() / static_cast<size_t>(n);
+      std::memcpy(static_cast<char*>(out[j].raw()) + static_cast<size_t>(begin) * row, c.program->data(c.outputs[j]),
+                  static_cast<size_t>(bs) * row);
+    }
+  }
+  return out;
+}
+
+}  // namespace tk

@@ -1,0 +1,102 @@
+// Keras initializers. Variance-scaling ones use Keras' truncated normal (resampled beyond 2 stddev,
+// stddev corrected by 0.87962566103423978 so the variance is the requested one).
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <random>
+
+#include "nn/context.h"
+#include "trainkit/core/error.h"
+
+namespace tk::nn {
+namespace {
+
+struct SeedStream {
+  std::mutex mu;
+  std::mt19937_64 gen{std::random_device{}()};
+  std::map<std::string, int> names;
+};
+SeedStream& stream() {
+  static SeedStream s;
+  return s;
+}
+
+void truncated_normal(float* p, int64_t n, double stddev, std::mt19937_64& gen) {
+  std::normal_distribution<double> d(0.0, 1.0);
+  for (int64_t i = 0; i < n; ++i) {
+    double v;
+    do v = d(gen);
+    while (std::abs(v) > 2.0);
+    p[i] = static_cast<float>(v * stddev);
+  }
+}
+void uniform(float* p, int64_t n, double limit, std::mt19937_64& gen) {
+  std::uniform_real_distribution<double> d(-limit, limit);
+  for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(d(gen));
+}
+
+const char* const kNames[] = {"glorot_uniform", "glorot_normal", "he_normal",     "he_uniform",     "lecun_normal",
+                              "lecun_uniform",  "zeros",         "ones",          "random_normal",  "random_uniform"};
+}  // namespace
+
+void check_initializer(const std::string& name) {
+  for (const char* k : kNames)
+    if (name == k) return;
+  throw InvalidArgument("unknown initializer '" + name +
+                        "' (expected one of glorot_uniform, glorot_normal, he_normal, he_uniform, lecun_normal, "
+                        "lecun_uniform, zeros, ones, random_normal, random_uniform)");
+}
+
+void initialize(Tensor& t, const std::string& name, int64_t fan_in, int64_t fan_out, uint64_t seed) {
+  check_initializer(name);
+  float* p = t.data<float>();
+  const int64_t n = t.numel();
+  std::mt19937_64 gen(seed);
+  const double fi = static_cast<double>(std::max<int64_t>(fan_in, 1));
+  const double fo = static_cast<double>(std::max<int64_t>(fan_out, 1));
+  constexpr double kTruncCorrection = 0.87962566103423978;
+  if (name == "zeros" || name == "ones") {
+    for (int64_t i = 0; i < n; ++i) p[i] = name == "ones" ? 1.0f : 0.0f;
+  } else if (name == "glorot_uniform") {
+    uniform(p, n, std::sqrt(6.0 / (fi + fo)), gen);
+  } else if (name == "he_uniform") {
+    uniform(p, n, std::sqrt(6.0 / fi), gen);
+  } else if (name == "lecun_uniform") {
+    uniform(p, n, std::sqrt(3.0 / fi), gen);
+  } else if (name == "glorot_normal") {
+    truncated_normal(p, n, std::sqrt(2.0 / (fi + fo)) / kTruncCorrection, gen);
+  } else if (name == "he_normal") {
+    truncated_normal(p, n, std::sqrt(2.0 / fi) / kTruncCorrection, gen);
+  } else if (name == "lecun_normal") {
+    truncated_normal(p, n, std::sqrt(1.0 / fi) / kTruncCorrection, gen);
+  } else if (name == "random_normal") {
+    std::normal_distribution<double> d(0.0, 0.05);
+    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(d(gen));
+  } else {  // random_uniform
+    uniform(p, n, 0.05, gen);
+  }
+}
+
+uint64_t next_seed() {
+  std::lock_guard lock(stream().mu);
+  return stream().gen();
+}
+
+std::string unique_name(const std::string& prefix) {
+  std::lock_guard lock(stream().mu);
+  int k = stream().names[prefix]++;
+  return k == 0 ? prefix : prefix + "_" + std::to_string(k);
+}
+
+}  // namespace tk::nn
+
+namespace tk {
+void clear_session() {
+  std::lock_guard lock(nn::stream().mu);
+  nn::stream().names.clear();
+}
+void utils::set_random_seed(uint64_t seed) {
+  std::lock_guard lock(nn::stream().mu);
+  nn::stream().gen.seed(seed);
+}
+}  // namespace tk

@@ -1,0 +1,17 @@
+// The layer behind keras.Input: it has no op of its own; programs bind a batch to it.
+#pragma once
+#include "trainkit/nn/layer.h"
+
+namespace tk::nn {
+
+class InputLayer final : public Layer {
+ public:
+  InputLayer(Shape sample_shape, std::string name);
+  std::string class_name() const override { return "InputLayer"; }
+  int arity() const override { return 0; }
+  Shape build(const std::vector<Shape>&) override { return output.shape(); }
+  int call(CallContext&, const std::vector<int>&) const override;
+  KerasTensor output;  // (None, ...sample_shape)
+};
+
+}  // namespace tk::nn

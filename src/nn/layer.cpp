@@ -1,0 +1,47 @@
+#include "trainkit/nn/layer.h"
+
+#include "nn/context.h"
+#include "trainkit/core/error.h"
+
+namespace tk {
+
+Layer::Layer(std::string name_prefix, std::string given) : name(given.empty() ? nn::unique_name(name_prefix) : given) {}
+
+KerasTensor Layer::operator()(const KerasTensor& x) { return (*this)(std::vector<KerasTensor>{x}); }
+
+KerasTensor Layer::operator()(const std::vector<KerasTensor>& xs) {
+  const int n = static_cast<int>(xs.size());
+  if ((arity() >= 0 && n != arity()) || (arity() < 0 && n < 2))
+    throw InvalidArgument("layer '" + name + "' (" + class_name() + ") expects " +
+                          (arity() < 0 ? std::string("at least 2") : std::to_string(arity())) + " input(s), got " +
+                          std::to_string(n));
+  std::vector<Shape> shapes;
+  for (const KerasTensor& x : xs) {
+    if (!x.node) throw InvalidArgument("layer '" + name + "' called on an empty KerasTensor");
+    shapes.push_back(x.shape());
+  }
+  Shape out = build(shapes);
+  built_ = true;
+  auto node = std::make_shared<KerasTensor::NodeData>();
+  node->layer = shared_from_this();
+  node->inputs = xs;
+  node->shape = std::move(out);
+  return KerasTensor{node};
+}
+
+int64_t Layer::count_params() const {
+  int64_t n = 0;
+  for (const Weight& w : weights_) n += w.value.numel();
+  return n;
+}
+
+Weight& Layer::add_weight(const std::string& what, Shape shape, const std::string& initializer, bool weight_trainable) {
+  Tensor t(shape, DType::f32);
+  const int64_t fan_out = shape.rank() >= 1 ? shape[-1] : 1;
+  const int64_t fan_in = shape.rank() >= 2 ? shape.numel() / fan_out : fan_out;
+  nn::initialize(t, initializer, fan_in, fan_out, nn::next_seed());
+  weights_.push_back(Weight{name + "/" + what, std::move(t), weight_trainable});
+  return weights_.back();
+}
+
+}  // namespace tk

@@ -1,0 +1,196 @@
+#include "trainkit/nn/model.h"
+
+#include <cstring>
+#include <functional>
+#include <set>
+
+#include "nn/context.h"
+#include "nn/input_layer.h"
+#include "nn/programs.h"
+#include "trainkit/core/error.h"
+
+namespace tk {
+
+Model::Model(std::vector<KerasTensor> inputs, std::vector<KerasTensor> outputs, std::string name)
+    : name_(name.empty() ? nn::unique_name("functional") : std::move(name)) {
+  init_graph(std::move(inputs), std::move(outputs));
+}
+
+Model::Model(std::string name_prefix, std::string name) : name_(name.empty() ? nn::unique_name(name_prefix) : std::move(name)) {}
+
+Model::~Model() = default;
+
+void Model::init_graph(std::vector<KerasTensor> inputs, std::vector<KerasTensor> outputs) {
+  if (inputs.empty() || outputs.empty()) throw InvalidArgument("model '" + name_ + "' needs at least one input and one output");
+  for (const KerasTensor& in : inputs)
+    if (!in.node || !dynamic_cast<nn::InputLayer*>(in.node->layer.get()) || !in.node->inputs.empty())
+      throw InvalidArgument("model '" + name_ + "': every input must come from tk::Input(...)");
+  // Layers in call order: a DFS from the outputs, checking that every path ends at a declared input.
+  std::set<const KerasTensor::NodeData*> declared, visited;
+  for (const KerasTensor& in : inputs) declared.insert(in.node.get());
+  std::set<const Layer*> seen_layers;
+  std::function<void(const KerasTensor&)> visit = [&](const KerasTensor& t) {
+    if (!t.node) throw InvalidArgument("model '" + name_ + "': an output is an empty KerasTensor");
+    if (!visited.insert(t.node.get()).second) return;
+    if (t.node->inputs.empty() && !declared.count(t.node.get()))
+      throw InvalidArgument("model '" + name_ + "': output depends on input '" + t.node->layer->name +
+                            "', which is not among the model's inputs");
+    for (const KerasTensor& x : t.node->inputs) visit(x);
+    if (seen_layers.insert(t.node->layer.get()).second) layers_.push_back(t.node->layer);
+  };
+  for (const KerasTensor& in : inputs) visit(in);
+  for (const KerasTensor& out : outputs) visit(out);
+  inputs_ = std::move(inputs);
+  outputs_ = std::move(outputs);
+  has_graph_ = true;
+}
+
+void Model::ensure_built(const std::vector<Tensor>&) {}
+
+void Model::compile(OptimizerPtr optimizer, Loss loss, std::vector<std::string> metrics) {
+  compile(std::move(optimizer), std::vector<Loss>{std::move(loss)}, std::move(metrics));
+}
+
+void Model::compile(OptimizerPtr optimizer, std::vector<Loss> losses, std::vector<std::string> metrics) {
+  if (!optimizer) throw InvalidArgument("compile: optimizer is null (use tk::optimizers::Adam() or get(\"adam\"))");
+  for (const Loss& l : losses) nn::loss_op(l);  // validates the name
+  for (const std::string& m : metrics) nn::metric_op(m, losses.empty() ? Loss("mse") : losses[0], Shape{});
+  if (losses.empty()) throw InvalidArgument("compile: at least one loss is required");
+  optimizer_ = std::move(optimizer);
+  losses_ = std::move(losses);
+  metrics_ = std::move(metrics);
+  programs_.reset();  // a new compile (e.g. after freezing layers) rebuilds every program
+}
+
+void Model::check_compiled(const char* what) const {
+  if (!optimizer_) throw InvalidArgument(std::string(what) + ": model '" + name_ + "' must be compiled first (call compile())");
+}
+
+void Model::check_data(const std::vector<Tensor>& x, const std::vector<Tensor>* y, const char* what) const {
+  if (x.size() != inputs_.size())
+    throw InvalidArgument(std::string(what) + ": model '" + name_ + "' has " + std::to_string(inputs_.size()) +
+                          " input(s) but " + std::to_string(x.size()) + " x array(s) were given");
+  const int64_t n = x.empty() ? 0 : (x[0].shape().rank() ? x[0].dim(0) : 0);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const Shape want = inputs_[i].shape();
+    const Shape& got = x[i].shape();
+    if (!x[i].defined() || got.rank() != want.rank() || got.sample_shape() != want.sample_shape())
+      throw InvalidArgument(std::string(what) + ": input " + std::to_string(i) + " ('" + inputs_[i].node->layer->name +
+                            "') of model '" + name_ + "' expects shape " + want.to_string() + " but x has shape " +
+                            got.to_string() + " (reshape the data, or start the model with Input/Flatten for this shape)");
+    if (got[0] != n)
+      throw InvalidArgument(std::string(what) + ": x arrays differ in sample count (" + std::to_string(n) + " vs " +
+                            std::to_string(got[0]) + ")");
+    if (x[i].dtype() == DType::f16 || x[i].dtype() == DType::bf16)
+      throw Unsupported(std::string(what) + ": x of dtype " + std::string(dtype_name(x[i].dtype())) + " (convert it to float32)");
+  }
+  if (!y) return;
+  if (y->size() != outputs_.size())
+    throw InvalidArgument(std::string(what) + ": model '" + name_ + "' has " + std::to_string(outputs_.size()) +
+                          " output(s) but " + std::to_string(y->size()) + " y array(s) were given");
+  for (size_t j = 0; j < y->size(); ++j) {
+    const Tensor& t = (*y)[j];
+    const Shape out = outputs_[j].shape();
+    const Loss& loss = losses_.size() == 1 ? losses_[0] : losses_[j];
+    bool ok = t.defined() && t.shape().rank() >= 1;
+    std::string want;
+    if (nn::is_sparse(loss)) {
+      // Integer class ids: (n,) or (n, 1) for an output (None, classes).
+      Shape s = out.sample_shape();
+      Shape labels(std::vector<int64_t>(s.dims().begin(), s.dims().end() - (s.rank() ? 1 : 0)));
+      want = "(n" + (labels.rank() ? ", " + labels.to_string().substr(1) : std::string(")")) + " of class ids";
+      ok = ok && (t.shape().sample_shape() == labels ||
+                  (t.shape().sample_shape().numel() == labels.numel() && t.shape().sample_shape().numel() == 1));
+    } else {
+      want = out.to_string();
+      ok = ok && t.shape().sample_shape() == out.sample_shape();
+    }
+    if (!ok)
+      throw InvalidArgument(std::string(what) + ": target " + std::to_string(j) + " for output '" +
+                            outputs_[j].node->layer->name + "' (shape " + out.to_string() + ", loss " + loss.name +
+                            ") must have shape " + want + ", got " + (t.defined() ? t.shape().to_string() : "nothing") +
+                            (nn::is_sparse(loss) ? "" : " (for integer labels use sparse_categorical_crossentropy)"));
+    if (t.dim(0) != n)
+      throw InvalidArgument(std::string(what) + ": x has " + std::to_string(n) + " samples but y " + std::to_string(j) +
+                            " has " + std::to_string(t.dim(0)));
+  }
+  if (losses_.size() != 1 && losses_.size() != outputs_.size())
+    throw InvalidArgument(std::string(what) + ": " + std::to_string(losses_.size()) + " losses for " +
+                          std::to_string(outputs_.size()) + " outputs (give one loss, or one per output)");
+}
+
+LayerPtr Model::get_layer(const std::string& n) const {
+  for (const LayerPtr& l : layers_)
+    if (l->name == n) return l;
+  std::string known;
+  for (const LayerPtr& l : layers_) known += (known.empty() ? "" : ", ") + l->name;
+  throw InvalidArgument("model '" + name_ + "' has no layer named '" + n + "' (layers: " + known + ")");
+}
+
+std::vector<Tensor> Model::get_weights() const {
+  std::vector<Tensor> out;
+  for (const LayerPtr& l : layers_)
+    for (const Weight& w : l->weights()) out.push_back(w.value.clone());
+  return out;
+}
+
+void Model::set_weights(const std::vector<Tensor>& weights) {
+  std::vector<Weight*> mine;
+  for (const LayerPtr& l : layers_)
+    for (Weight& w : l->weights()) mine.push_back(&w);
+  if (mine.size() != weights.size())
+    throw InvalidArgument("set_weights: model '" + name_ + "' has " + std::to_string(mine.size()) + " weights, got " +
+                          std::to_string(weights.size()));
+  for (size_t i = 0; i < mine.size(); ++i)
+    if (weights[i].shape() != mine[i]->value.shape() || weights[i].dtype() != DType::f32)
+      throw InvalidArgument("set_weights: weight " + std::to_string(i) + " ('" + mine[i]->name + "') has shape " +
+                            mine[i]->value.shape().to_string() + " float32, got " + weights[i].shape().to_string() + " " +
+                            std::string(dtype_name(weights[i].dtype())));
+  // Copy into the existing storage: compiled programs hold pointers to it.
+  for (size_t i = 0; i < mine.size(); ++i) std::memcpy(mine[i]->value.raw(), weights[i].raw(), weights[i].nbytes());
+}
+
+int64_t Model::count_params() const {
+  int64_t n = 0;
+  for (const LayerPtr& l : layers_) n += l->count_params();
+  return n;
+}
+
+// ---------------------------------------------------------------- Sequential
+Sequential::Sequential(std::vector<LayerPtr> layers, std::string name) : Model("sequential", std::move(name)) {
+  for (LayerPtr& l : layers) add(std::move(l));
+  // With an Input first, build now so that summary() and the weights exist before fit (as Keras).
+  if (!pending_.empty() && dynamic_cast<nn::InputLayer*>(pending_.front().get())) ensure_built({});
+}
+
+void Sequential::add(LayerPtr layer) {
+  if (!layer) throw InvalidArgument("Sequential::add: null layer");
+  if (has_graph_) throw InvalidArgument("Sequential::add: model '" + name() + "' is already built; add layers before compile/fit");
+  bool is_input = dynamic_cast<nn::InputLayer*>(layer.get()) != nullptr;
+  if (is_input && !pending_.empty())
+    throw InvalidArgument("Sequential: an Input layer must come first (model '" + name() + "')");
+  if (!is_input && layer->arity() != 1)
+    throw InvalidArgument("Sequential: layer '" + layer->name + "' (" + layer->class_name() +
+                          ") takes several inputs; use the functional API");
+  pending_.push_back(std::move(layer));
+}
+
+void Sequential::ensure_built(const std::vector<Tensor>& x) {
+  if (has_graph_) return;
+  if (pending_.empty()) throw InvalidArgument("Sequential model '" + name() + "' has no layers");
+  KerasTensor in;
+  size_t first = 0;
+  if (auto* il = dynamic_cast<nn::InputLayer*>(pending_.front().get())) {
+    in = il->output;
+    first = 1;
+  } else {
+    if (x.empty() || !x[0].defined() || x[0].shape().rank() < 2)
+      throw InvalidArgument("Sequential model '" + name() + "' has no Input layer and no data to infer its input shape from");
+    in = tk::Input(x[0].shape().sample_shape());
+  }
+  KerasTensor h = in;
+  for (size_t i = first; i < pending_.size(); ++i) h = (*pending_[i])(h);
+  init_graph({in}, {h});
+}
+
+}  // namespace tk

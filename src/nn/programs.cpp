@@ -1,0 +1,140 @@
+#include "nn/programs.h"
+
+#include <functional>
+#include <unordered_map>
+
+#include "graph/autodiff.h"
+#include "nn/context.h"
+#include "nn/input_layer.h"
+#include "trainkit/core/error.h"
+
+namespace tk::nn {
+using graph::Op;
+
+Op loss_op(const Loss& loss) {
+  const std::string& n = loss.name;
+  if (n == "mean_squared_error" || n == "mse") return Op::MseLoss;
+  if (n == "binary_crossentropy") return Op::BceLoss;
+  if (n == "categorical_crossentropy") return Op::CceLoss;
+  if (n == "sparse_categorical_crossentropy") return Op::SparseCceLoss;
+  throw InvalidArgument("unknown loss '" + n +
+                        "' (expected one of mean_squared_error, mse, binary_crossentropy, categorical_crossentropy, "
+                        "sparse_categorical_crossentropy)");
+}
+
+bool is_sparse(const Loss& loss) { return loss_op(loss) == Op::SparseCceLoss; }
+
+Op metric_op(const std::string& metric, const Loss& loss, const Shape& out) {
+  if (metric == "accuracy" || metric == "acc") {
+    // Keras: binary when the loss is binary or the output has one unit; sparse when the loss is sparse.
+    Op l = loss_op(loss);
+    if (l == Op::BceLoss || (out.rank() >= 1 && out[-1] == 1)) return Op::BinaryAccuracy;
+    if (l == Op::SparseCceLoss) return Op::SparseCategoricalAccuracy;
+    return Op::CategoricalAccuracy;
+  }
+  if (metric == "binary_accuracy") return Op::BinaryAccuracy;
+  if (metric == "categorical_accuracy") return Op::CategoricalAccuracy;
+  if (metric == "sparse_categorical_accuracy") return Op::SparseCategoricalAccuracy;
+  throw InvalidArgument("unknown metric '" + metric +
+                        "' (expected one of accuracy, binary_accuracy, categorical_accuracy, sparse_categorical_accuracy)");
+}
+
+std::vector<Weight*> ProgramCache::trainable_weights() const {
+  std::vector<Weight*> out;
+  for (const LayerPtr& l : model_.layers_)
+    if (l->trainable)
+      for (Weight& w : l->weights())
+        if (w.trainable) out.push_back(&w);
+  return out;
+}
+
+Compiled& ProgramCache::get(ProgramKind kind, int64_t batch) {
+  auto key = std::make_pair(static_cast<int>(kind), batch);
+  auto it = cache_.find(key);
+  if (it != cache_.end()) return *it->second;
+  return *cache_.emplace(key, build(kind, batch)).first->second;
+}
+
+std::unique_ptr<Compiled> ProgramCache::build(ProgramKind kind, int64_t batch) {
+  auto c = std::make_unique<Compiled>();
+  graph::Graph g;
+  CallContext ctx{g, kind == ProgramKind::train, {}};
+
+  // Forward: walk the layer-call DAG from the outputs (memoized per symbolic node).
+  std::unordered_map<const KerasTensor::NodeData*, int> value;
+  for (size_t i = 0; i < model_.inputs_.size(); ++i) {
+    const KerasTensor& in = model_.inputs_[i];
+    int id = g.input(in.node->layer ? in.node->layer->name : "input_" + std::to_string(i), in.shape().with_batch(batch));
+    value[in.node.get()] = id;
+    c->x.push_back(id);
+  }
+  std::function<int(const KerasTensor&)> eval = [&](const KerasTensor& t) -> int {
+    auto found = value.find(t.node.get());
+    if (found != value.end()) return found->second;
+    std::vector<int> ins;
+    for (const KerasTensor& x : t.node->inputs) ins.push_back(eval(x));
+    int id = t.node->layer->call(ctx, ins);
+    value[t.node.get()] = id;
+    return id;
+  };
+  for (const KerasTensor& o : model_.outputs_) c->outputs.push_back(eval(o));
+
+  std::vector<int> keep = c->outputs;
+  std::vector<int> sinks;
+  if (kind != ProgramKind::predict) {
+    const bool multi = model_.outputs_.size() > 1;
+    std::vector<int> losses;
+    std::vector<std::pair<std::string, int>> metric_logs;
+    for (size_t j = 0; j < model_.outputs_.size(); ++j) {
+      const Loss& loss = model_.losses_[j];
+      const Shape& out_shape = g[c->outputs[j]].shape;
+      const std::string prefix = multi ? model_.outputs_[j].node->layer->name + "_" : "";
+      Shape target_shape = out_shape;
+      DType target_dtype = DType::f32;
+      if (is_sparse(loss)) {
+        target_shape = Shape(std::vector<int64_t>(out_shape.dims().begin(), out_shape.dims().end() - 1));
+        target_dtype = DType::i32;
+      }
+      int y = g.input(prefix + "target", target_shape, target_dtype);
+      c->y.push_back(y);
+      c->y_dtype.push_back(target_dtype);
+      graph::Attrs at;
+      at.from_logits = loss.from_logits;
+      losses.push_back(g.add(loss_op(loss), {c->outputs[j], y}, at, prefix + "loss"));
+      if (multi) c->logs.emplace_back(prefix + "loss", losses.back());
+      for (const std::string& m : model_.metrics_)
+        metric_logs.emplace_back(prefix + m, g.add(metric_op(m, loss, out_shape), {c->outputs[j], y}, {}, prefix + m));
+    }
+    int total = losses.size() == 1 ? losses[0] : g.add(Op::Add, losses, {}, "loss");
+    c->logs.insert(c->logs.begin(), {"loss", total});
+    c->logs.insert(c->logs.end(), metric_logs.begin(), metric_logs.end());
+    keep.clear();
+    for (auto& [name, id] : c->logs) keep.push_back(id);
+
+    if (kind == ProgramKind::train) {
+      std::vector<Weight*> weights = trainable_weights();
+      std::vector<int> vars;
+      for (Weight* w : weights) vars.push_back(ctx.variable(*w));
+      std::vector<int> grads = graph::gradients(g, losses, vars);
+      Optimizer& opt = *model_.optimizer_;
+      const std::string& kind_name = opt.name();
+      const Op update = kind_name == "SGD" ? Op::SgdUpdate : kind_name == "RMSprop" ? Op::RmspropUpdate : Op::AdamUpdate;
+      for (size_t i = 0; i < weights.size(); ++i) {
+        if (grads[i] < 0) continue;  // does not influence the loss
+        std::vector<Tensor>& slots = slots_[weights[i]->value.raw()];
+        if (slots.empty())
+          for (int s = 0; s < opt.slots_per_variable(); ++s) slots.emplace_back(weights[i]->value.shape(), DType::f32);
+        std::vector<int> ins{vars[i], grads[i]};
+        for (size_t s = 0; s < slots.size(); ++s)
+          ins.push_back(g.variable(weights[i]->name + "/slot" + std::to_string(s), slots[s]));
+        graph::Attrs at;
+        at.update = &opt.config();
+        sinks.push_back(g.add(update, ins, at, weights[i]->name + "/update"));
+      }
+    }
+  }
+  c->program = std::make_unique<graph::Program>(std::move(g), keep, sinks);
+  return c;
+}
+
+}  // namespace tk::nn

@@ -1,0 +1,42 @@
+// Compiles a Model into programs (one per kind and batch size) and keeps the optimizer slots.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/program.h"
+#include "trainkit/nn/model.h"
+
+namespace tk::nn {
+
+enum class ProgramKind { train, eval, predict };
+
+struct Compiled {
+  std::unique_ptr<graph::Program> program;
+  std::vector<int> x, y;                         // input value ids: model inputs, targets
+  std::vector<DType> y_dtype;                    // i32 for sparse targets
+  std::vector<int> outputs;                      // predictions (predict programs)
+  std::vector<std::pair<std::string, int>> logs; // log name -> scalar value id ("loss" first)
+};
+
+class ProgramCache {
+ public:
+  explicit ProgramCache(Model& m) : model_(m) {}
+  Compiled& get(ProgramKind kind, int64_t batch);
+  // Weights the optimizer updates: trainable weights of trainable layers, in layer order.
+  std::vector<Weight*> trainable_weights() const;
+
+ private:
+  std::unique_ptr<Compiled> build(ProgramKind kind, int64_t batch);
+  Model& model_;
+  std::map<std::pair<int, int64_t>, std::unique_ptr<Compiled>> cache_;
+  std::map<const void*, std::vector<Tensor>> slots_;  // per weight storage: optimizer slots
+};
+
+// The loss op and the resolved metric op for one output (Keras' "accuracy" resolution).
+graph::Op loss_op(const Loss& loss);
+bool is_sparse(const Loss& loss);
+graph::Op metric_op(const std::string& metric, const Loss& loss, const Shape& output_shape);
+
+}  // namespace tk::nn

@@ -1,0 +1,84 @@
+// Model::summary in Keras 3's layout.
+#include <cstdio>
+#include <map>
+#include <functional>
+#include <set>
+
+#include "nn/input_layer.h"
+#include "trainkit/nn/model.h"
+
+namespace tk {
+namespace {
+
+std::string with_commas(int64_t v) {
+  std::string s = std::to_string(v), out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i && (s.size() - i) % 3 == 0) out += ',';
+    out += s[i];
+  }
+  return out;
+}
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KB", "MB", "GB", "TB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) b /= 1024, ++u;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f %s", b, units[u]);
+  return buf;
+}
+
+std::string pad(const std::string& s, size_t w, bool right = false) {
+  // Box-drawing characters count as one column each but take 3 bytes; only ASCII is padded here.
+  if (s.size() >= w) return s.substr(0, w);
+  return right ? std::string(w - s.size(), ' ') + s : s + std::string(w - s.size(), ' ');
+}
+
+std::string repeat(const char* s, size_t n) {
+  std::string out;
+  for (size_t i = 0; i < n; ++i) out += s;
+  return out;
+}
+
+}  // namespace
+
+void Model::summary(std::ostream& os) const {
+  const_cast<Model*>(this)->ensure_built({});
+  const bool sequential = dynamic_cast<const Sequential*>(this) != nullptr;
+  // Output shape of each layer: from the symbolic graph.
+  std::map<const Layer*, Shape> shapes;
+  std::set<const KerasTensor::NodeData*> seen;
+  std::function<void(const KerasTensor&)> walk = [&](const KerasTensor& t) {
+    if (!seen.insert(t.node.get()).second) return;
+    shapes[t.node->layer.get()] = t.shape();
+    for (const KerasTensor& x : t.node->inputs) walk(x);
+  };
+  for (const KerasTensor& in : inputs_) shapes[in.node->layer.get()] = in.shape();
+  for (const KerasTensor& o : outputs_) walk(o);
+
+  const size_t w1 = 33, w2 = 24, w3 = 15;
+  os << "Model: \"" << name_ << "\"\n";
+  os << "┏" << repeat("━", w1) << "┳" << repeat("━", w2) << "┳" << repeat("━", w3) << "┓\n";
+  os << "┃ " << pad("Layer (type)", w1 - 1) << "┃ " << pad("Output Shape", w2 - 1) << "┃ " << pad("Param #", w3 - 2, true)
+     << " ┃\n";
+  os << "┡" << repeat("━", w1) << "╇" << repeat("━", w2) << "╇" << repeat("━", w3) << "┩\n";
+  int64_t trainable = 0, frozen = 0;
+  bool first = true;
+  for (const LayerPtr& l : layers_) {
+    const bool is_input = dynamic_cast<const nn::InputLayer*>(l.get()) != nullptr;
+    for (const Weight& w : l->weights()) (l->trainable && w.trainable ? trainable : frozen) += w.value.numel();
+    if (sequential && is_input) continue;
+    if (!first) os << "├" << repeat("─", w1) << "┼" << repeat("─", w2) << "┼" << repeat("─", w3) << "┤\n";
+    first = false;
+    std::string label = l->name + " (" + l->class_name() + ")" + (l->trainable || l->weights().empty() ? "" : " [frozen]");
+    auto it = shapes.find(l.get());
+    os << "│ " << pad(label, w1 - 1) << "│ " << pad(it == shapes.end() ? "?" : it->second.to_string(), w2 - 1) << "│ "
+       << pad(with_commas(l->count_params()), w3 - 2, true) << " │\n";
+  }
+  os << "└" << repeat("─", w1) << "┴" << repeat("─", w2) << "┴" << repeat("─", w3) << "┘\n";
+  os << " Total params: " << with_commas(trainable + frozen) << " (" << human_bytes(4.0 * double(trainable + frozen)) << ")\n";
+  os << " Trainable params: " << with_commas(trainable) << " (" << human_bytes(4.0 * double(trainable)) << ")\n";
+  os << " Non-trainable params: " << with_commas(frozen) << " (" << human_bytes(4.0 * double(frozen)) << ")\n";
+}
+
+}  // namespace tk
