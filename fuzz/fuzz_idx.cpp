@@ -17,13 +17,14 @@ namespace {
 
 // One file per process, reused for every input: creating a new name per input would litter /tmp, and the pid
 // keeps parallel fuzzing jobs (-jobs=N) apart.
+// Never destroyed, so the atexit hook that removes the file can still read it.
 const std::string& input_path() {
-  static const std::string path = [] {
-    std::string p = "/tmp/fuzz_idx_" + std::to_string(getpid()) + ".idx";
+  static const std::string* path = [] {
+    auto* p = new std::string("/tmp/fuzz_idx_" + std::to_string(getpid()) + ".idx");
     std::atexit([] { std::remove(input_path().c_str()); });
     return p;
   }();
-  return path;
+  return *path;
 }
 
 void write_input(const uint8_t* data, size_t size) {

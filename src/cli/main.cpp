@@ -1,1 +1,29 @@
-int main() { return 0; }
+// trainkit command line: `trainkit fit` trains on Fashion-MNIST by default.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "trainkit/core/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"trainkit: Keras-style training in C++ (CPU backend)", "trainkit"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "trainkit 0.1.0");
+  tk::cli::FitArgs fit_args;
+  tk::cli::add_fit_command(app, fit_args);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    if (app.got_subcommand("fit")) return tk::cli::run_fit(fit_args);
+  } catch (const tk::Error& e) {
+    std::fprintf(stderr, "trainkit: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "trainkit: internal error: %s (please report it)\n", e.what());
+    return 2;
+  }
+  return 0;
+}
