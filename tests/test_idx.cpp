@@ -379,6 +379,35 @@ TEST(IdxFashionMnist, AcceptsPlainAndGzipNamesAndScales) {
   EXPECT_EQ(d.y_test.shape(), (Shape{1}));
 }
 
+TEST(IdxFashionMnist, RejectsFilesThatAreNotFashionMnist) {
+  std::string dir = temp_path("fm_wrong");
+  std::filesystem::create_directories(dir);
+  auto put = [&](const std::string& name, const Bytes& b) {
+    std::filesystem::rename(write_file("fm_tmp", b), dir + "/" + name);
+  };
+  put("train-images-idx3-ubyte", cat(header(0x08, {1, 28, 27}), Bytes(28 * 27, 0)));  // wrong image size
+  put("train-labels-idx1-ubyte", cat(header(0x08, {1}), {3}));
+  put("t10k-images-idx3-ubyte", cat(header(0x08, {2, 28, 28}), Bytes(2 * 784, 0)));
+  put("t10k-labels-idx1-ubyte", cat(header(0x08, {2}), {1, 10}));  // 10 is not a class
+  try {
+    load_fashion_mnist(dir);
+    FAIL() << "no exception";
+  } catch (const FormatError& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find(dir + "/train-images-idx3-ubyte"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("(1, 28, 27)"), std::string::npos) << msg;
+  }
+  put("train-images-idx3-ubyte", cat(header(0x08, {1, 28, 28}), Bytes(784, 0)));
+  try {
+    load_fashion_mnist(dir);
+    FAIL() << "no exception";
+  } catch (const FormatError& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find(dir + "/t10k-labels-idx1-ubyte"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("label 10 at byte offset 9"), std::string::npos) << msg;
+  }
+}
+
 TEST(IdxFashionMnist, RealDataset) {
   std::string dir = default_fashion_mnist_dir();
   if (!std::filesystem::is_directory(dir))

@@ -21,22 +21,12 @@ constexpr int kMaxRank = 8;
 // than the file holds costs no more memory than the file itself.
 constexpr size_t kChunk = size_t{1} << 20;
 
-struct IdxType {
-  uint8_t code;
-  const char* name;
-  size_t size;
-  DType dtype;
-};
+struct IdxType { uint8_t code; const char* name; size_t size; DType dtype; };
 constexpr IdxType kTypes[] = {{0x08, "uint8", 1, DType::u8},    {0x09, "int8", 1, DType::i32},
                               {0x0B, "int16", 2, DType::i32},   {0x0C, "int32", 4, DType::i32},
                               {0x0D, "float32", 4, DType::f32}, {0x0E, "float64", 8, DType::f32}};
 
-std::string hex(uint64_t v, int digits) {
-  static const char* kDigits = "0123456789abcdef";
-  std::string s(static_cast<size_t>(digits), '0');
-  for (int i = digits - 1; i >= 0; --i, v >>= 4) s[static_cast<size_t>(i)] = kDigits[v & 0xF];
-  return s;
-}
+std::string hex(uint8_t b) { return {"0123456789abcdef"[b >> 4], "0123456789abcdef"[b & 0xF]}; }
 
 uint16_t be16(const uint8_t* p) { return static_cast<uint16_t>(p[0] << 8 | p[1]); }
 uint32_t be32(const uint8_t* p) {
@@ -149,7 +139,7 @@ Tensor load_idx(const std::string& path) {
   size_t got = in.read(magic, 4);
   if ((got >= 1 && magic[0] != 0) || (got >= 2 && magic[1] != 0)) {
     std::string found;
-    for (size_t i = 0; i < got; ++i) found += (i ? " " : "") + hex(magic[i], 2);
+    for (size_t i = 0; i < got; ++i) found += (i ? " " : "") + hex(magic[i]);
     in.fail("bad magic", 0, "found bytes " + found + ", expected 00 00 <type code> <rank>; this is neither an IDX "
             "file nor a gzipped IDX file", "check the path, or re-download the file");
   }
@@ -163,7 +153,7 @@ Tensor load_idx(const std::string& path) {
   for (const IdxType& t : kTypes)
     if (t.code == magic[2]) type = &t;
   if (!type)
-    in.fail("unknown type code", 2, "0x" + hex(magic[2], 2) + " (expected 0x08 uint8, 0x09 int8, 0x0B int16, "
+    in.fail("unknown type code", 2, "0x" + hex(magic[2]) + " (expected 0x08 uint8, 0x09 int8, 0x0B int16, "
             "0x0C int32, 0x0D float32 or 0x0E float64)", "the file is not IDX or is corrupted; re-download it");
   int rank = magic[3];
   if (rank == 0 || rank > kMaxRank)
@@ -235,17 +225,17 @@ FashionMnist load_fashion_mnist(const std::string& dir) {
     throw IoError("Fashion-MNIST directory '" + dir + "': neither '" + name + ".gz' nor '" + name +
                   "' exists (install Debian's dataset-fashion-mnist package or pass the directory)");
   };
-  // Resolve all four first so a missing file is reported before minutes are spent decompressing the others.
+  // Resolve all four first so that a missing one is reported before any time goes into decompressing the others.
   std::string paths[4] = {find("train-images-idx3-ubyte"), find("train-labels-idx1-ubyte"),
                           find("t10k-images-idx3-ubyte"), find("t10k-labels-idx1-ubyte")};
   auto load = [&](const std::string& images, const std::string& labels, Tensor& x, Tensor& y) {
     auto [raw_x, raw_y] = load_idx_pair(images, labels);
     if (raw_x.dtype() != DType::u8 || raw_x.shape().rank() != 3 || raw_x.dim(1) != 28 || raw_x.dim(2) != 28)
-      throw FormatError("IDX file '" + images + "': header at byte offset 0 declares " +
+      throw FormatError("IDX file '" + images + "': the header (from byte offset 0) declares " +
                         std::string(dtype_name(raw_x.dtype())) + " " + raw_x.shape().to_string() +
                         ", but Fashion-MNIST images are uint8 (N, 28, 28) (pass the Fashion-MNIST directory)");
     if (raw_y.dtype() != DType::u8 || raw_y.shape().rank() != 1)
-      throw FormatError("IDX file '" + labels + "': header at byte offset 0 declares " +
+      throw FormatError("IDX file '" + labels + "': the header (from byte offset 0) declares " +
                         std::string(dtype_name(raw_y.dtype())) + " " + raw_y.shape().to_string() +
                         ", but Fashion-MNIST labels are uint8 (N,) (pass the Fashion-MNIST directory)");
     const uint8_t* label = raw_y.data<uint8_t>();

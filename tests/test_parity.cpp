@@ -1,0 +1,119 @@
+// Parity with Keras 3: from the same initial weights and the same batches, trainkit's per-step losses
+// and final weights match those Keras produced (tests/fixtures/parity_mlp.txt, made by gen_parity.py).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+
+#include "trainkit/trainkit.h"
+
+namespace tk {
+namespace {
+
+std::map<std::string, Tensor> load_fixture(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw IoError("cannot open fixture " + path);
+  std::map<std::string, Tensor> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream head(line);
+    std::string tag, name, dtype;
+    int rank = 0;
+    head >> tag >> name >> dtype >> rank;
+    if (tag != "tensor") throw FormatError("fixture " + path + ": unexpected line '" + line.substr(0, 40) + "'");
+    std::vector<int64_t> dims(static_cast<size_t>(rank));
+    for (int64_t& d : dims) head >> d;
+    std::getline(in, line);
+    std::istringstream values(line);
+    Tensor t(Shape(dims), dtype == "int32" ? DType::i32 : DType::f32);
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      if (t.dtype() == DType::i32) values >> t.data<int32_t>()[i];
+      else values >> t.data<float>()[i];
+    }
+    if (!values) throw FormatError("fixture " + path + ": tensor " + name + " has too few values");
+    out.emplace(name, t);
+  }
+  return out;
+}
+
+struct Config {
+  std::string key;
+  std::function<OptimizerPtr()> make;
+  double loss_rtol;
+};
+
+class KerasParity : public ::testing::TestWithParam<Config> {
+ protected:
+  static void SetUpTestSuite() { fixture_ = new auto(load_fixture(std::string(TK_SOURCE_DIR) + "/tests/fixtures/parity_mlp.txt")); }
+  static void TearDownTestSuite() { delete fixture_; }
+  static std::map<std::string, Tensor>* fixture_;
+};
+std::map<std::string, Tensor>* KerasParity::fixture_ = nullptr;
+
+TEST_P(KerasParity, FiftyStepsMatchKerasLosses) {
+  const Config& cfg = GetParam();
+  auto& f = *fixture_;
+  Sequential model({layers::Input({20}), layers::Dense(32, "relu"), layers::Dense(16, "tanh"), layers::Dense(10)});
+  model.set_weights({f.at("w0"), f.at("w1"), f.at("w2"), f.at("w3"), f.at("w4"), f.at("w5")});
+  model.compile(cfg.make(), losses::SparseCategoricalCrossentropy({.from_logits = true}));
+  const Tensor& x = f.at("x");
+  const Tensor& y = f.at("y");
+  const Tensor& want = f.at(cfg.key + "/losses");
+  double worst = 0;
+  for (int s = 0; s < 50; ++s) {
+    const double got = model.train_on_batch({x.slice_rows(8 * s, 8 * s + 8)}, {y.slice_rows(8 * s, 8 * s + 8)}).get("loss");
+    const double ref = want.data<float>()[s];
+    const double rel = std::abs(got - ref) / std::max(std::abs(ref), 1e-6);
+    worst = std::max(worst, rel);
+    EXPECT_LE(rel, cfg.loss_rtol) << cfg.key << " step " << s << ": trainkit " << got << " vs Keras " << ref;
+  }
+  std::vector<Tensor> w = model.get_weights();
+  double worst_w = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    const Tensor& ref = f.at(cfg.key + "/final_w" + std::to_string(i));
+    for (int64_t k = 0; k < ref.numel(); ++k)
+      worst_w = std::max(worst_w, double(std::abs(w[i].data<float>()[k] - ref.data<float>()[k])));
+  }
+  EXPECT_LE(worst_w, 1e-4) << cfg.key << ": final weights differ from Keras";
+  std::printf("[ parity ] %-14s max relative loss difference %.2e, max weight difference %.2e\n", cfg.key.c_str(), worst, worst_w);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Optimizers, KerasParity,
+    ::testing::Values(
+        Config{"sgd_momentum", [] { return optimizers::SGD({.learning_rate = 0.05f, .momentum = 0.9f}); }, 1e-4},
+        Config{"sgd_nesterov", [] { return optimizers::SGD({.learning_rate = 0.05f, .momentum = 0.9f, .nesterov = true}); }, 1e-4},
+        Config{"adam", [] { return optimizers::Adam({.learning_rate = 0.01f}); }, 1e-4},
+        Config{"adamw",
+               [] {
+                 optimizers::AdamWOptions o;
+                 o.learning_rate = 0.01f;
+                 o.weight_decay = 0.05f;
+                 return optimizers::AdamW(o);
+               },
+               1e-4},
+        Config{"rmsprop", [] { return optimizers::RMSprop({.learning_rate = 0.005f}); }, 1e-4},
+        Config{"adam_clipnorm",
+               [] {
+                 optimizers::AdamOptions o;
+                 o.learning_rate = 0.01f;
+                 o.clipnorm = 0.5f;
+                 return optimizers::Adam(o);
+               },
+               1e-4},
+        Config{"sgd_clipvalue",
+               [] {
+                 optimizers::SGDOptions o;
+                 o.learning_rate = 0.05f;
+                 o.clipvalue = 0.01f;
+                 return optimizers::SGD(o);
+               },
+               1e-4}),
+    [](const auto& info) { return info.param.key; });
+
+}  // namespace
+}  // namespace tk
