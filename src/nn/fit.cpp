@@ -142,7 +142,7 @@ const Logs& Model::train_on_batch(const std::vector<Tensor>& x, const std::vecto
   ensure_built(x);
   check_data(x, &y, "train_on_batch");
   const int64_t n = rows_of(x);
-  require(n > 0, "train_on_batch: empty batch");
+  if (n <= 0) throw InvalidArgument("train_on_batch: empty batch");
   if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
   nn::Compiled& c = programs_->get(nn::ProgramKind::train, n);
   bind_batch(c, x, &y, nullptr, 0, n);

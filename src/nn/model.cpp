@@ -66,21 +66,36 @@ void Model::check_compiled(const char* what) const {
   if (!optimizer_) throw InvalidArgument(std::string(what) + ": model '" + name_ + "' must be compiled first (call compile())");
 }
 
+namespace {
+// a[1:] == b[1:] without building Shapes: check_data runs at every train_on_batch and must not allocate.
+bool same_sample_shape(const Shape& a, const Shape& b) {
+  if (a.rank() != b.rank()) return false;
+  for (int i = 1; i < a.rank(); ++i)
+    if (a[i] != b[i]) return false;
+  return true;
+}
+int64_t sample_numel(const Shape& s) {
+  int64_t n = 1;
+  for (int i = 1; i < s.rank(); ++i) n *= s[i];
+  return n;
+}
+}  // namespace
+
 void Model::check_data(const std::vector<Tensor>& x, const std::vector<Tensor>* y, const char* what) const {
   if (x.size() != inputs_.size())
     throw InvalidArgument(std::string(what) + ": model '" + name_ + "' has " + std::to_string(inputs_.size()) +
                           " input(s) but " + std::to_string(x.size()) + " x array(s) were given");
-  const int64_t n = x.empty() ? 0 : (x[0].shape().rank() ? x[0].dim(0) : 0);
+  const int64_t n = x.empty() || !x[0].defined() || x[0].shape().rank() == 0 ? 0 : x[0].dim(0);
   for (size_t i = 0; i < x.size(); ++i) {
-    const Shape want = inputs_[i].shape();
-    const Shape& got = x[i].shape();
-    if (!x[i].defined() || got.rank() != want.rank() || got.sample_shape() != want.sample_shape())
+    const Shape& want = inputs_[i].shape();
+    if (!x[i].defined() || !same_sample_shape(x[i].shape(), want))
       throw InvalidArgument(std::string(what) + ": input " + std::to_string(i) + " ('" + inputs_[i].node->layer->name +
                             "') of model '" + name_ + "' expects shape " + want.to_string() + " but x has shape " +
-                            got.to_string() + " (reshape the data, or start the model with Input/Flatten for this shape)");
-    if (got[0] != n)
+                            (x[i].defined() ? x[i].shape().to_string() : std::string("nothing")) +
+                            " (reshape the data, or start the model with Input/Flatten for this shape)");
+    if (x[i].dim(0) != n)
       throw InvalidArgument(std::string(what) + ": x arrays differ in sample count (" + std::to_string(n) + " vs " +
-                            std::to_string(got[0]) + ")");
+                            std::to_string(x[i].dim(0)) + ")");
     if (x[i].dtype() == DType::f16 || x[i].dtype() == DType::bf16)
       throw Unsupported(std::string(what) + ": x of dtype " + std::string(dtype_name(x[i].dtype())) + " (convert it to float32)");
   }
@@ -88,35 +103,36 @@ void Model::check_data(const std::vector<Tensor>& x, const std::vector<Tensor>* 
   if (y->size() != outputs_.size())
     throw InvalidArgument(std::string(what) + ": model '" + name_ + "' has " + std::to_string(outputs_.size()) +
                           " output(s) but " + std::to_string(y->size()) + " y array(s) were given");
+  if (losses_.size() != 1 && losses_.size() != outputs_.size())
+    throw InvalidArgument(std::string(what) + ": " + std::to_string(losses_.size()) + " losses for " +
+                          std::to_string(outputs_.size()) + " outputs (give one loss, or one per output)");
   for (size_t j = 0; j < y->size(); ++j) {
     const Tensor& t = (*y)[j];
-    const Shape out = outputs_[j].shape();
+    const Shape& out = outputs_[j].shape();
     const Loss& loss = losses_.size() == 1 ? losses_[0] : losses_[j];
+    const bool sparse = nn::is_sparse(loss);
     bool ok = t.defined() && t.shape().rank() >= 1;
-    std::string want;
-    if (nn::is_sparse(loss)) {
-      // Integer class ids: (n,) or (n, 1) for an output (None, classes).
-      Shape s = out.sample_shape();
-      Shape labels(std::vector<int64_t>(s.dims().begin(), s.dims().end() - (s.rank() ? 1 : 0)));
-      want = "(n" + (labels.rank() ? ", " + labels.to_string().substr(1) : std::string(")")) + " of class ids";
-      ok = ok && (t.shape().sample_shape() == labels ||
-                  (t.shape().sample_shape().numel() == labels.numel() && t.shape().sample_shape().numel() == 1));
-    } else {
-      want = out.to_string();
-      ok = ok && t.shape().sample_shape() == out.sample_shape();
+    if (ok && sparse) {
+      // Integer class ids: the output's shape without its last axis, or with a last axis of 1.
+      const Shape& s = t.shape();
+      ok = (s.rank() == out.rank() - 1 && sample_numel(s) * out[-1] == sample_numel(out)) ||
+           (s.rank() == out.rank() && s[-1] == 1 && sample_numel(s) * out[-1] == sample_numel(out));
+    } else if (ok) {
+      ok = same_sample_shape(t.shape(), out);
     }
-    if (!ok)
+    if (!ok) {
+      std::string want = out.to_string();
+      if (sparse) want = "(n" + (out.rank() > 2 ? ", " + out.sample_shape().to_string().substr(1) : std::string(")")) +
+                         " of class ids, without the last axis of " + out.to_string();
       throw InvalidArgument(std::string(what) + ": target " + std::to_string(j) + " for output '" +
                             outputs_[j].node->layer->name + "' (shape " + out.to_string() + ", loss " + loss.name +
                             ") must have shape " + want + ", got " + (t.defined() ? t.shape().to_string() : "nothing") +
-                            (nn::is_sparse(loss) ? "" : " (for integer labels use sparse_categorical_crossentropy)"));
+                            (sparse ? "" : " (for integer labels use sparse_categorical_crossentropy)"));
+    }
     if (t.dim(0) != n)
       throw InvalidArgument(std::string(what) + ": x has " + std::to_string(n) + " samples but y " + std::to_string(j) +
                             " has " + std::to_string(t.dim(0)));
   }
-  if (losses_.size() != 1 && losses_.size() != outputs_.size())
-    throw InvalidArgument(std::string(what) + ": " + std::to_string(losses_.size()) + " losses for " +
-                          std::to_string(outputs_.size()) + " outputs (give one loss, or one per output)");
 }
 
 LayerPtr Model::get_layer(const std::string& n) const {

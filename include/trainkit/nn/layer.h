@@ -9,6 +9,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "trainkit/core/tensor.h"
@@ -20,12 +21,11 @@ struct CallContext;  // graph-building state; defined in src/nn (layers emit gra
 }
 
 class Layer;
-using LayerPtr = std::shared_ptr<Layer>;
 
 // A symbolic tensor: the output of a layer call, with its shape (batch dimension None).
 struct KerasTensor {
   struct NodeData {
-    LayerPtr layer;                   // the layer that produced it (an InputLayer for inputs)
+    std::shared_ptr<Layer> layer;     // the layer that produced it (an InputLayer for inputs)
     std::vector<KerasTensor> inputs;  // what the layer was called on
     Shape shape;                      // (None, ...)
   };
@@ -68,6 +68,17 @@ class Layer : public std::enable_shared_from_this<Layer> {
   Weight& add_weight(const std::string& what, Shape shape, const std::string& initializer, bool trainable = true);
   std::vector<Weight> weights_;
   bool built_ = false;
+};
+
+// A shared layer handle that can be called like a Keras layer: Dense(64, "relu")(x).
+class LayerPtr : public std::shared_ptr<Layer> {
+ public:
+  LayerPtr() = default;
+  template <typename T>
+    requires std::is_base_of_v<Layer, T>
+  LayerPtr(std::shared_ptr<T> p) : std::shared_ptr<Layer>(std::move(p)) {}  // NOLINT: implicit like shared_ptr
+  KerasTensor operator()(const KerasTensor& x) const { return (**this)(x); }
+  KerasTensor operator()(const std::vector<KerasTensor>& xs) const { return (**this)(xs); }
 };
 
 // Resets Keras-style automatic layer names ("dense", "dense_1", ...) and the global seed stream.

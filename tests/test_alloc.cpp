@@ -1,0 +1,81 @@
+// A steady-state training step allocates nothing: every buffer comes from the program's arena, which
+// the memory planner sized before the first step. The global operator new is replaced in this test
+// binary to count heap allocations.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "graph/schedule.h"
+#include "trainkit/trainkit.h"
+
+namespace {
+std::atomic<int64_t> g_allocations{0};
+}
+
+void* operator new(std::size_t n) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t n) { return operator new(n); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+
+namespace tk {
+namespace {
+
+Tensor random_tensor(Shape s, uint32_t seed) {
+  Tensor t(s, DType::f32);
+  uint32_t state = seed;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    state = state * 1664525u + 1013904223u;
+    t.data<float>()[i] = static_cast<float>(state >> 8) / 16777216.0f - 0.5f;
+  }
+  return t;
+}
+
+void expect_no_allocations_per_step(Model& model, const std::vector<Tensor>& x, const std::vector<Tensor>& y) {
+  for (int i = 0; i < 3; ++i) model.train_on_batch(x, y);  // compile the program, create optimizer slots
+  const int64_t before = g_allocations.load();
+  for (int i = 0; i < 20; ++i) model.train_on_batch(x, y);
+  const int64_t per_step = (g_allocations.load() - before) / 20;
+  EXPECT_EQ(g_allocations.load() - before, 0) << "heap allocations in 20 steady-state steps (" << per_step << " per step)";
+}
+
+TEST(ZeroAllocation, DefaultMlpTrainingStepWithAdam) {
+  Sequential model({layers::Input({784}), layers::Dense(256, "relu"), layers::Dense(128, "relu"), layers::Dense(10)});
+  model.compile(optimizers::Adam(), losses::SparseCategoricalCrossentropy({.from_logits = true}), {"accuracy"});
+  Tensor y(Shape{128}, DType::u8);
+  for (int i = 0; i < 128; ++i) y.data<uint8_t>()[i] = static_cast<uint8_t>(i % 10);
+  expect_no_allocations_per_step(model, {random_tensor({128, 784}, 1)}, {y});
+}
+
+TEST(ZeroAllocation, DropoutSoftmaxSgdMomentumAndTwoOutputs) {
+  KerasTensor in = Input({32});
+  KerasTensor h = layers::Dropout(0.3f)(layers::Dense(64, "gelu")(in));
+  KerasTensor a = layers::Dense(5, "softmax", {.name = "probs"})(h);
+  KerasTensor b = layers::Dense(1, "sigmoid", {.name = "flag"})(layers::Concatenate()({h, in}));
+  Model model({in}, {a, b});
+  model.compile(optimizers::SGD({.learning_rate = 0.01f, .momentum = 0.9f}),
+                std::vector<Loss>{"categorical_crossentropy", "binary_crossentropy"}, {"accuracy"});
+  Tensor ya = Tensor::zeros({64, 5}), yb = Tensor::zeros({64, 1});
+  for (int i = 0; i < 64; ++i) {
+    ya.data<float>()[i * 5 + i % 5] = 1.0f;
+    yb.data<float>()[i] = static_cast<float>(i % 2);
+  }
+  expect_no_allocations_per_step(model, {random_tensor({64, 32}, 2)}, {ya, yb});
+}
+
+TEST(ZeroAllocation, CounterSeesAllocations) {  // the counter itself works, so the tests above can fail
+  const int64_t before = g_allocations.load();
+  auto* v = new std::vector<int>(100);
+  delete v;
+  EXPECT_GE(g_allocations.load() - before, 2);
+}
+
+}  // namespace
+}  // namespace tk
