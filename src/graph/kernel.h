@@ -37,5 +37,9 @@ bool has_kernel(DeviceKind device, Op op, DType dtype);
 
 // Defined in backends/: registers every backend compiled into this build (idempotent).
 void ensure_backends_registered();
+// Defined in backends/: puts the calling thread (and the kernels' worker threads) in the floating-point
+// mode kernels expect: denormals flushed to zero, as TensorFlow does, because gradients and Adam's
+// second moments underflow into denormals, which x86 cores process many times slower. Cheap when done.
+void prepare_thread_for_kernels();
 
 }  // namespace tk::graph

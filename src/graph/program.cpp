@@ -1,5 +1,8 @@
 #include "graph/program.h"
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -31,6 +34,9 @@ Program::Program(Graph g, std::vector<int> outputs, std::vector<int> sinks, Devi
     for (int in : n.inputs) in_ptrs_.push_back(data(in));
     steps_.push_back(s);
   }
+  step_seconds_.assign(steps_.size(), 0.0);
+  const char* env = std::getenv("TK_PROFILE");
+  profiling_ = print_profile_ = env && *env && *env != '0';
 }
 
 void* Program::data(int value) {
@@ -42,10 +48,45 @@ void* Program::data(int value) {
 }
 
 void Program::run(const ExecContext& ctx) {
-  for (const Step& s : steps_) {
-    const Node& n = g_[s.node];
-    s.fn(KernelArgs{g_, n, s.out, in_ptrs_.data() + s.in_begin, ctx});
+  prepare_thread_for_kernels();
+  if (!profiling_) {
+    for (const Step& s : steps_) s.fn(KernelArgs{g_, g_[s.node], s.out, in_ptrs_.data() + s.in_begin, ctx});
+    return;
   }
+  using Clock = std::chrono::steady_clock;
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    const Step& s = steps_[i];
+    const auto t0 = Clock::now();
+    s.fn(KernelArgs{g_, g_[s.node], s.out, in_ptrs_.data() + s.in_begin, ctx});
+    step_seconds_[i] += std::chrono::duration<double>(Clock::now() - t0).count();
+  }
+  ++runs_;
+}
+
+Program::~Program() {
+  if (print_profile_ && runs_ > 0) std::fputs(profile_report().c_str(), stderr);
+}
+
+std::string Program::profile_report(size_t top) const {
+  std::vector<size_t> idx(steps_.size());
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+  std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return step_seconds_[a] > step_seconds_[b]; });
+  double total = 0;
+  for (double t : step_seconds_) total += t;
+  char line[256];
+  std::snprintf(line, sizeof line, "program profile: %lld runs, %.3f ms per run, %zu ops, arena %.2f MiB\n",
+                static_cast<long long>(runs_), runs_ ? 1e3 * total / double(runs_) : 0.0, steps_.size(),
+                double(plan_.arena_bytes) / (1 << 20));
+  std::string out = line;
+  for (size_t k = 0; k < std::min(top, idx.size()); ++k) {
+    const Step& s = steps_[idx[k]];
+    const Node& n = g_[s.node];
+    std::snprintf(line, sizeof line, "  %6.1f%% %9.1f us  %-18s %-28s %s\n", total > 0 ? 100 * step_seconds_[idx[k]] / total : 0.0,
+                  runs_ ? 1e6 * step_seconds_[idx[k]] / double(runs_) : 0.0, std::string(op_name(n.op)).c_str(),
+                  n.name.c_str(), n.shape.to_string().c_str());
+    out += line;
+  }
+  return out;
 }
 
 }  // namespace tk::graph

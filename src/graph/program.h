@@ -7,6 +7,7 @@
 //   float loss_value = *p.data_f(loss);
 #pragma once
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "graph/kernel.h"
@@ -30,6 +31,12 @@ class Program {
   const std::vector<int>& order() const { return order_; }
   size_t arena_bytes() const { return plan_.arena_bytes; }
 
+  // Per-op wall time, on when TK_PROFILE=1 is set in the environment (or enabled here). The report lists
+  // ops by total time; it is printed to stderr when the program is destroyed if TK_PROFILE was set.
+  void enable_profiling(bool on) { profiling_ = on; }
+  std::string profile_report(size_t top = 15) const;
+  ~Program();
+
  private:
   struct Step {
     KernelFn fn;
@@ -43,6 +50,9 @@ class Program {
   std::unique_ptr<std::byte, void (*)(void*)> arena_{nullptr, nullptr};
   std::vector<Step> steps_;
   std::vector<const void*> in_ptrs_;
+  bool profiling_ = false, print_profile_ = false;
+  std::vector<double> step_seconds_;  // per entry of steps_
+  int64_t runs_ = 0;
 };
 
 }  // namespace tk::graph

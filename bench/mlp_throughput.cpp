@@ -1,0 +1,84 @@
+// Training throughput of the default MLP (784-256-128-10, relu, Adam, batch 128) on Fashion-MNIST, and
+// this machine's sgemm roofline measured in the same run. Prints one JSON line (bench/mlp_throughput.sh
+// runs it beside PyTorch and Keras and prints the ratios).
+//
+//   ./build/bench/tk_bench_mlp [--epochs 3] [--batch-size 128]
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "trainkit/trainkit.h"
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+// GFLOP/s of C(m,n) = A(m,k) B(k,n), best of a few repetitions.
+double sgemm_gflops(int m, int n, int k, bool ta = false, bool tb = false) {
+  std::vector<float> a(size_t(m) * k, 0.5f), b(size_t(k) * n, 0.25f), c(size_t(m) * n);
+  const int reps = std::max(3, int(2e9 / (2.0 * m * n * k)));
+  double best = 1e30;
+  for (int r = 0; r < 3; ++r) {
+    auto t0 = Clock::now();
+    for (int i = 0; i < reps; ++i)
+      cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a.data(),
+                  ta ? m : k, b.data(), tb ? k : n, 0.0f, c.data(), n);
+    best = std::min(best, seconds(t0, Clock::now()) / reps);
+  }
+  return 2.0 * m * n * k / best / 1e9;
+}
+}  // namespace
+
+int main(int argc, char** argv) try {
+  int epochs = 3;
+  int64_t batch = 128;
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (!std::strcmp(argv[i], "--epochs")) epochs = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--batch-size")) batch = std::atoll(argv[++i]);
+  }
+  tk::utils::set_random_seed(1);
+  tk::data::FashionMnist d = tk::data::load_fashion_mnist();
+  tk::Tensor x = d.x_train.reshape({60000, 784});
+  tk::Sequential model({tk::layers::Input({784}), tk::layers::Dense(256, "relu"), tk::layers::Dense(128, "relu"),
+                        tk::layers::Dense(10)});
+  model.compile(tk::optimizers::Adam(), tk::losses::SparseCategoricalCrossentropy({.from_logits = true}), {"accuracy"});
+
+  struct Timer : tk::Callback {
+    Clock::time_point t0;
+    std::vector<double> epoch_seconds;
+    void on_epoch_begin(int, const tk::Logs&) override { t0 = Clock::now(); }
+    void on_epoch_end(int, const tk::Logs&) override { epoch_seconds.push_back(seconds(t0, Clock::now())); }
+  };
+  auto timer = std::make_shared<Timer>();
+  model.fit(x, d.y_train, {.batch_size = batch, .epochs = 1 + epochs, .verbose = 0, .callbacks = {timer}});
+  double total = 0;
+  for (size_t e = 1; e < timer->epoch_seconds.size(); ++e) total += timer->epoch_seconds[e];  // epoch 0 warms up
+  const double samples_per_s = 60000.0 * epochs / total;
+  tk::Logs test = model.evaluate(d.x_test.reshape({10000, 784}), d.y_test, {.batch_size = 1000});
+
+  // Roofline: square sgemm, and the MLP's own GEMM shapes at this batch size.
+  const double sq512 = sgemm_gflops(512, 512, 512), sq1024 = sgemm_gflops(1024, 1024, 1024);
+  const double mlp_fwd1 = sgemm_gflops(int(batch), 256, 784);
+  const double flops_per_step = 2.0 * double(batch) * (784 * 256 + 256 * 128 + 128 * 10) * 2  // forward + dW
+                                + 2.0 * double(batch) * (256 * 128 + 128 * 10);               // dX (not layer 1)
+  const double achieved = flops_per_step * samples_per_s / double(batch) / 1e9;
+  std::printf(
+      "{\"peer\":\"trainkit\",\"threads\":%d,\"batch_size\":%lld,\"samples_per_s\":%.0f,\"epoch_seconds\":[",
+      omp_get_max_threads(), static_cast<long long>(batch), samples_per_s);
+  for (size_t e = 1; e < timer->epoch_seconds.size(); ++e) std::printf("%s%.3f", e > 1 ? "," : "", timer->epoch_seconds[e]);
+  std::printf(
+      "],\"test_accuracy\":%.4f,\"gflops_achieved\":%.1f,\"sgemm_gflops\":{\"512\":%.1f,\"1024\":%.1f,"
+      "\"mlp_128x256x784\":%.1f},\"roofline_fraction\":%.3f}\n",
+      test.get("accuracy"), achieved, sq512, sq1024, mlp_fwd1, achieved / sq1024);
+  return 0;
+} catch (const tk::Error& e) {
+  std::fprintf(stderr, "tk_bench_mlp: %s\n", e.what());
+  return 1;
+}

@@ -1,0 +1,433 @@
+// The `trainkit` command line, run as a separate process (TK_CLI_PATH) on small IDX files written here.
+// Checks exit codes, what goes to stdout and stderr, and that every user mistake is one clear error line.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using Bytes = std::vector<uint8_t>;
+
+bool contains(const std::string& haystack, const std::string& needle) { return haystack.find(needle) != std::string::npos; }
+
+#define EXPECT_CONTAINS(haystack, needle) \
+  EXPECT_TRUE(contains((haystack), (needle))) << "expected to find \"" << (needle) << "\" in:\n" << (haystack)
+
+// One directory per process (ctest may run tests in parallel), removed when the run ends.
+const std::filesystem::path& cli_dir() {
+  static const std::filesystem::path dir = [] {
+    auto d = std::filesystem::path(::testing::TempDir()) / ("tk_cli_" + std::to_string(getpid()));
+    std::filesystem::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+class RemoveCliDir : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(cli_dir(), ec);
+  }
+};
+[[maybe_unused]] const auto* const kRemoveCliDir = ::testing::AddGlobalTestEnvironment(new RemoveCliDir);
+
+std::string path_of(const std::string& name) { return (cli_dir() / name).string(); }
+
+std::string quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// ---------------------------------------------------------------- IDX files
+
+Bytes idx_bytes(const std::vector<uint32_t>& dims, const Bytes& data) {
+  Bytes b{0, 0, 0x08, static_cast<uint8_t>(dims.size())};
+  for (uint32_t d : dims)
+    for (int s = 24; s >= 0; s -= 8) b.push_back(static_cast<uint8_t>(d >> s));
+  b.insert(b.end(), data.begin(), data.end());
+  return b;
+}
+
+std::string write_file(const std::string& name, const Bytes& bytes) {
+  const std::string path = path_of(name);
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  EXPECT_NE(f, nullptr) << path;
+  if (!f) return path;
+  if (!bytes.empty()) EXPECT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), f), bytes.size());
+  std::fclose(f);
+  return path;
+}
+
+std::string write_gz(const std::string& name, const Bytes& bytes) {
+  const std::string path = path_of(name);
+  gzFile f = gzopen(path.c_str(), "wb");
+  EXPECT_NE(f, nullptr) << path;
+  if (!f) return path;
+  EXPECT_EQ(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())), static_cast<int>(bytes.size()));
+  EXPECT_EQ(gzclose(f), Z_OK);
+  return path;
+}
+
+Bytes read_bytes(const std::string& path) {
+  std::string s = read_text(path);
+  return Bytes(s.begin(), s.end());
+}
+
+// Images whose class is easy to read: class k lights up rows 2k..2k+1, on top of mild noise.
+struct Split {
+  Bytes images, labels;  // complete IDX files
+};
+Split make_split(uint32_t n, uint32_t seed, int label_modulo = 10) {
+  std::mt19937 gen(seed);
+  Bytes pixels(static_cast<size_t>(n) * 28 * 28), labels(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    const int label = static_cast<int>(i % static_cast<uint32_t>(label_modulo));
+    labels[i] = static_cast<uint8_t>(label);
+    uint8_t* img = pixels.data() + static_cast<size_t>(i) * 28 * 28;
+    for (int p = 0; p < 28 * 28; ++p) img[p] = static_cast<uint8_t>(gen() % 40);
+    const int cls = label % 10;
+    for (int r = 2 * cls; r < 2 * cls + 2; ++r)
+      for (int c = 2; c < 26; ++c) img[r * 28 + c] = static_cast<uint8_t>(200 + gen() % 56);
+  }
+  return {idx_bytes({n, 28, 28}, pixels), idx_bytes({n}, labels)};
+}
+
+struct DataFiles {
+  std::string train_images, train_labels, test_images, test_labels;
+  std::string args() const {
+    return " --train-images " + quote(train_images) + " --train-labels " + quote(train_labels) + " --test-images " +
+           quote(test_images) + " --test-labels " + quote(test_labels);
+  }
+};
+
+// Plain files: 256 training and 64 test samples, labels 0..9 (written once per process).
+const DataFiles& plain_data() {
+  static const DataFiles files = [] {
+    Split train = make_split(256, 1), test = make_split(64, 2);
+    return DataFiles{write_file("train-images", train.images), write_file("train-labels", train.labels),
+                     write_file("test-images", test.images), write_file("test-labels", test.labels)};
+  }();
+  return files;
+}
+
+// The same kind of data, gzipped.
+const DataFiles& gz_data() {
+  static const DataFiles files = [] {
+    Split train = make_split(256, 3), test = make_split(64, 4);
+    return DataFiles{write_gz("train-images.gz", train.images), write_gz("train-labels.gz", train.labels),
+                     write_gz("test-images.gz", test.images), write_gz("test-labels.gz", test.labels)};
+  }();
+  return files;
+}
+
+// ---------------------------------------------------------------- running the CLI
+
+struct Result {
+  bool exited = false;  // normal exit (not killed by a signal)
+  int code = -1;        // exit status
+  std::string out, err;
+  std::vector<std::string> error_lines;  // stderr lines starting "trainkit: error:"
+  int stderr_lines = 0;
+};
+
+Result run_cli(const std::string& args) {
+  static int counter = 0;
+  const std::string id = std::to_string(counter++);
+  const std::string out = path_of("stdout_" + id), err = path_of("stderr_" + id);
+  const std::string cmd = quote(TK_CLI_PATH) + " " + args + " >" + quote(out) + " 2>" + quote(err) + " </dev/null";
+  const int status = std::system(cmd.c_str());
+  Result r;
+  r.exited = status != -1 && WIFEXITED(status);
+  r.code = r.exited ? WEXITSTATUS(status) : -1;
+  r.out = read_text(out);
+  r.err = read_text(err);
+  std::istringstream lines(r.err);
+  for (std::string line; std::getline(lines, line);) {
+    ++r.stderr_lines;
+    if (line.rfind("trainkit: error:", 0) == 0) r.error_lines.push_back(line);
+  }
+  std::remove(out.c_str());
+  std::remove(err.c_str());
+  return r;
+}
+
+std::string describe(const Result& r) {
+  return "exit " + std::to_string(r.code) + (r.exited ? "" : " (killed)") + "\n--- stdout:\n" + r.out + "--- stderr:\n" + r.err;
+}
+
+// A user mistake: exit status 1, exactly one "trainkit: error:" line on stderr and nothing else there,
+// no crash, and the line names every `needles` item.
+void expect_user_error(const Result& r, const std::vector<std::string>& needles) {
+  EXPECT_TRUE(r.exited) << describe(r);
+  EXPECT_NE(r.code, 0) << describe(r);
+  EXPECT_LT(r.code, 128) << describe(r);
+  EXPECT_EQ(r.code, 1) << describe(r);
+  EXPECT_FALSE(contains(r.out + r.err, "Aborted")) << describe(r);
+  EXPECT_FALSE(contains(r.out + r.err, "Segmentation")) << describe(r);
+  EXPECT_FALSE(contains(r.err, "internal error")) << describe(r);
+  ASSERT_EQ(r.error_lines.size(), 1u) << describe(r);
+  EXPECT_EQ(r.stderr_lines, 1) << describe(r);
+  for (const std::string& n : needles) EXPECT_CONTAINS(r.error_lines[0], n);
+}
+
+// Parses "test_accuracy: 0.1234" from stdout; -1 when absent.
+double test_accuracy(const std::string& out) {
+  const std::string key = "test_accuracy: ";
+  size_t p = out.find(key);
+  if (p == std::string::npos) return -1.0;
+  return std::strtod(out.c_str() + p + key.size(), nullptr);
+}
+
+// ---------------------------------------------------------------- help
+
+TEST(CliHelp, TopLevelHelp) {
+  Result r = run_cli("--help");
+  EXPECT_EQ(r.code, 0) << describe(r);
+  EXPECT_CONTAINS(r.out, "fit");
+  EXPECT_CONTAINS(r.out, "Usage");
+}
+
+TEST(CliHelp, FitHelpListsOptions) {
+  Result r = run_cli("fit --help");
+  EXPECT_EQ(r.code, 0) << describe(r);
+  for (const char* opt : {"--epochs", "--batch-size", "--model", "--optimizer", "--learning-rate", "--seed",
+                          "--train-images", "--train-labels", "--test-images", "--test-labels", "--verbose"})
+    EXPECT_CONTAINS(r.out, opt);
+  EXPECT_TRUE(r.err.empty()) << describe(r);
+}
+
+TEST(CliHelp, VersionAndMissingSubcommand) {
+  Result v = run_cli("--version");
+  EXPECT_EQ(v.code, 0) << describe(v);
+  EXPECT_CONTAINS(v.out, "0.1.0");
+  Result none = run_cli("");
+  EXPECT_TRUE(none.exited);
+  EXPECT_NE(none.code, 0) << describe(none);
+  EXPECT_LT(none.code, 128) << describe(none);
+  Result unknown = run_cli("fit --epochz 3");
+  EXPECT_TRUE(unknown.exited);
+  EXPECT_NE(unknown.code, 0) << describe(unknown);
+  EXPECT_LT(unknown.code, 128) << describe(unknown);
+  EXPECT_CONTAINS(unknown.err, "--epochz");
+}
+
+// ---------------------------------------------------------------- successful runs
+
+TEST(CliFit, TinyRunSucceeds) {
+  Result r = run_cli("fit" + plain_data().args() + " --epochs 1 --batch-size 32 -v 0");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_CONTAINS(r.out, "test_loss:");
+  EXPECT_CONTAINS(r.out, "test_accuracy:");
+  const double acc = test_accuracy(r.out);
+  EXPECT_GE(acc, 0.0) << r.out;
+  EXPECT_LE(acc, 1.0) << r.out;
+  EXPECT_FALSE(contains(r.out, "Total params")) << "-v 0 prints no summary:\n" << r.out;
+  EXPECT_FALSE(contains(r.out, "Epoch 1/1")) << "-v 0 prints no progress:\n" << r.out;
+  EXPECT_TRUE(r.err.empty()) << describe(r);
+}
+
+TEST(CliFit, VerboseRunPrintsSummaryAndEpochs) {
+  Result r = run_cli("fit" + plain_data().args() + " --epochs 2 --batch-size 64 -v 2");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_CONTAINS(r.out, "Total params: 235,146");  // the default 784-256-128-10 MLP
+  EXPECT_CONTAINS(r.out, "Epoch 1/2");
+  EXPECT_CONTAINS(r.out, "Epoch 2/2");
+  EXPECT_CONTAINS(r.out, "loss:");
+  EXPECT_CONTAINS(r.out, "test_accuracy:");
+  EXPECT_FALSE(contains(r.out, "\r")) << "no carriage returns when stdout is not a terminal";
+  // --no-summary drops the summary but keeps the progress lines.
+  Result q = run_cli("fit" + plain_data().args() + " --epochs 1 -v 2 --no-summary");
+  ASSERT_EQ(q.code, 0) << describe(q);
+  EXPECT_FALSE(contains(q.out, "Total params")) << q.out;
+  EXPECT_CONTAINS(q.out, "Epoch 1/1");
+}
+
+TEST(CliFit, GzippedFilesCustomModelLearns) {
+  Result r = run_cli("fit" + gz_data().args() +
+                     " --model dense:32:relu,dropout:0.1,dense:10 --optimizer adam -l 0.01 --epochs 8 --batch-size 32"
+                     " --seed 7 -v 0");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_GE(test_accuracy(r.out), 0.9) << r.out;  // the classes are trivially separable
+}
+
+TEST(CliFit, SameSeedSameResult) {
+  const std::string args = "fit" + plain_data().args() + " --model dense:16:relu,dense:10 --epochs 2 --batch-size 32 --seed 3 -v 0";
+  Result a = run_cli(args), b = run_cli(args);
+  ASSERT_EQ(a.code, 0) << describe(a);
+  ASSERT_EQ(b.code, 0) << describe(b);
+  EXPECT_EQ(a.out, b.out);
+}
+
+TEST(CliFit, EveryOptimizerRuns) {
+  for (const char* opt : {"sgd", "adam", "adamw", "rmsprop", "SGD"}) {
+    Result r = run_cli("fit" + plain_data().args() + " --model dense:10 --optimizer " + opt + " --epochs 1 -v 0");
+    EXPECT_EQ(r.code, 0) << opt << "\n" << describe(r);
+    EXPECT_CONTAINS(r.out, "test_accuracy:");
+  }
+}
+
+TEST(CliFit, ValidationSplitShowsValLoss) {
+  Result r = run_cli("fit" + plain_data().args() + " --model dense:10 --epochs 1 --validation-split 0.25 -v 2 --no-summary");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_CONTAINS(r.out, "val_loss:");
+  EXPECT_CONTAINS(r.out, "val_accuracy:");
+}
+
+// ---------------------------------------------------------------- data errors
+
+TEST(CliErrors, MissingFile) {
+  const std::string missing = path_of("no-such-images-idx3-ubyte");
+  DataFiles d = plain_data();
+  d.train_images = missing;
+  Result r = run_cli("fit" + d.args() + " --epochs 1 -v 0");
+  expect_user_error(r, {missing});
+  EXPECT_TRUE(r.out.empty()) << describe(r);
+}
+
+TEST(CliErrors, MissingDataDir) {
+  const std::string dir = path_of("no-such-dir");
+  Result r = run_cli("fit --data-dir " + quote(dir) + " --epochs 1 -v 0");
+  expect_user_error(r, {dir});
+}
+
+TEST(CliErrors, IncompleteFileOptions) {
+  Result r = run_cli("fit --train-images " + quote(plain_data().train_images) + " --epochs 1 -v 0");
+  expect_user_error(r, {"--test-labels"});
+}
+
+TEST(CliErrors, TruncatedIdx) {
+  Bytes full = read_bytes(plain_data().train_images);
+  ASSERT_GT(full.size(), 5000u);
+  const std::string cut = write_file("truncated-images", Bytes(full.begin(), full.begin() + 5000));
+  DataFiles d = plain_data();
+  d.train_images = cut;
+  expect_user_error(run_cli("fit" + d.args() + " --epochs 1 -v 0"), {cut, "offset", "truncated"});
+
+  // The same inside a gzip stream: the gzipped copy of a truncated file.
+  const std::string cut_gz = write_gz("truncated-images.gz", Bytes(full.begin(), full.begin() + 5000));
+  d.train_images = cut_gz;
+  expect_user_error(run_cli("fit" + d.args() + " --epochs 1 -v 0"), {cut_gz, "offset"});
+
+  // A gzip file cut in the middle of its compressed stream.
+  Bytes gz = read_bytes(gz_data().train_images);
+  ASSERT_GT(gz.size(), 200u);
+  const std::string cut_stream = write_file("cut-stream-images.gz", Bytes(gz.begin(), gz.begin() + static_cast<long>(gz.size() / 2)));
+  d.train_images = cut_stream;
+  expect_user_error(run_cli("fit" + d.args() + " --epochs 1 -v 0"), {cut_stream, "offset"});
+}
+
+TEST(CliErrors, BadMagic) {
+  Bytes b = read_bytes(plain_data().train_labels);
+  b[0] = 0x12;
+  b[1] = 0x34;
+  const std::string bad = write_file("bad-magic-labels", b);
+  DataFiles d = plain_data();
+  d.train_labels = bad;
+  expect_user_error(run_cli("fit" + d.args() + " --epochs 1 -v 0"), {bad});
+
+  // An unknown type code.
+  b = read_bytes(plain_data().test_images);
+  b[2] = 0x42;
+  const std::string bad_type = write_file("bad-type-images", b);
+  d = plain_data();
+  d.test_images = bad_type;
+  expect_user_error(run_cli("fit" + d.args() + " --epochs 1 -v 0"), {bad_type, "0x42"});
+}
+
+TEST(CliErrors, CorruptGzip) {
+  Bytes gz = read_bytes(gz_data().train_images);
+  ASSERT_GT(gz.size(), 200u);
+  // Damage the deflate data (the gzip header is 10 bytes): invalid codes or a CRC mismatch.
+  for (size_t i = 20; i < 60; ++i) gz[i] = static_cast<uint8_t>(gz[i] ^ 0xA5);
+  const std::string bad = write_file("corrupt-images.gz", gz);
+  DataFiles d = gz_data();
+  d.train_images = bad;
+  expect_user_error(run_cli("fit" + d.args() + " --epochs 1 -v 0"), {bad});
+
+  // A damaged CRC in the trailer only.
+  Bytes crc = read_bytes(gz_data().test_labels);
+  crc[crc.size() - 8] = static_cast<uint8_t>(crc[crc.size() - 8] ^ 0xFF);
+  const std::string bad_crc = write_file("bad-crc-labels.gz", crc);
+  d = gz_data();
+  d.test_labels = bad_crc;
+  expect_user_error(run_cli("fit" + d.args() + " --epochs 1 -v 0"), {bad_crc});
+}
+
+TEST(CliErrors, ImageLabelCountMismatch) {
+  Split s = make_split(100, 9);
+  const std::string labels = write_file("labels-100", s.labels);
+  DataFiles d = plain_data();
+  d.train_labels = labels;  // 256 images, 100 labels
+  expect_user_error(run_cli("fit" + d.args() + " --epochs 1 -v 0"), {labels, "256", "100"});
+}
+
+// ---------------------------------------------------------------- argument errors
+
+struct BadArg {
+  const char* args;
+  std::vector<std::string> needles;
+};
+
+class CliBadArguments : public ::testing::TestWithParam<BadArg> {};
+
+TEST_P(CliBadArguments, OneErrorLineNamingTheValue) {
+  const BadArg& p = GetParam();
+  Result r = run_cli("fit" + plain_data().args() + " --epochs 1 -v 0 " + p.args);
+  expect_user_error(r, p.needles);
+  EXPECT_TRUE(r.out.empty()) << describe(r);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    CliErrors, CliBadArguments,
+    ::testing::Values(BadArg{"--model conv:3", {"conv"}},
+                      BadArg{"--model dense:10:foo", {"foo"}},
+                      BadArg{"--model dense:0", {"dense:0"}},
+                      BadArg{"--model dense:abc", {"dense:abc"}},
+                      BadArg{"--model dense:64:relu,dropout:1.5,dense:10", {"1.5"}},
+                      BadArg{"--model dense:64,,dense:10", {"--model"}},
+                      BadArg{"--optimizer adamx", {"adamx"}},
+                      BadArg{"-l -0.1", {"-0.1"}},
+                      BadArg{"--learning-rate=-2", {"-2"}},
+                      BadArg{"--batch-size 0", {"--batch-size", "0"}},
+                      BadArg{"--batch-size -4", {"-4"}},
+                      BadArg{"--epochs -1", {"--epochs", "-1"}},
+                      BadArg{"--validation-split 1.5", {"1.5"}}),
+    [](const ::testing::TestParamInfo<BadArg>& info) { return "Case" + std::to_string(info.index); });
+
+TEST(CliErrors, LabelsBeyondModelUnits) {
+  Split train = make_split(256, 5, 20);  // labels 0..19 with the default dense:10 head
+  DataFiles d = plain_data();
+  d.train_labels = write_file("labels-0-19", train.labels);
+  d.train_images = write_file("images-0-19", train.images);
+  Result r = run_cli("fit" + d.args() + " --epochs 1 --batch-size 32 -v 0");
+  expect_user_error(r, {"label ", "10"});
+  if (r.error_lines.size() == 1) {
+    const std::string& line = r.error_lines[0];
+    const size_t p = line.find("label ");
+    ASSERT_NE(p, std::string::npos) << line;
+    const long label = std::strtol(line.c_str() + p + 6, nullptr, 10);
+    EXPECT_GE(label, 10) << line;
+    EXPECT_LE(label, 19) << line;
+  }
+}
+
+}  // namespace
