@@ -72,7 +72,9 @@ std::string write_file(const std::string& name, const Bytes& bytes) {
   std::FILE* f = std::fopen(path.c_str(), "wb");
   EXPECT_NE(f, nullptr) << path;
   if (!f) return path;
-  if (!bytes.empty()) EXPECT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), f), bytes.size());
+  if (!bytes.empty()) {
+    EXPECT_EQ(std::fwrite(bytes.data(), 1, bytes.size(), f), bytes.size());
+  }
   std::fclose(f);
   return path;
 }
@@ -387,11 +389,13 @@ struct BadArg {
   std::vector<std::string> needles;
 };
 
+void PrintTo(const BadArg& b, std::ostream* os) { *os << '"' << b.args << '"'; }
+
 class CliBadArguments : public ::testing::TestWithParam<BadArg> {};
 
 TEST_P(CliBadArguments, OneErrorLineNamingTheValue) {
   const BadArg& p = GetParam();
-  Result r = run_cli("fit" + plain_data().args() + " --epochs 1 -v 0 " + p.args);
+  Result r = run_cli("fit" + plain_data().args() + " -v 0 " + p.args);
   expect_user_error(r, p.needles);
   EXPECT_TRUE(r.out.empty()) << describe(r);
 }
@@ -411,7 +415,7 @@ INSTANTIATE_TEST_SUITE_P(
                       BadArg{"--batch-size -4", {"-4"}},
                       BadArg{"--epochs -1", {"--epochs", "-1"}},
                       BadArg{"--validation-split 1.5", {"1.5"}}),
-    [](const ::testing::TestParamInfo<BadArg>& info) { return "Case" + std::to_string(info.index); });
+    [](const ::testing::TestParamInfo<BadArg>& param) { return "Case" + std::to_string(param.index); });
 
 TEST(CliErrors, LabelsBeyondModelUnits) {
   Split train = make_split(256, 5, 20);  // labels 0..19 with the default dense:10 head

@@ -51,6 +51,19 @@ std::string error_of(F&& f) {
   return {};
 }
 
+// Optimizers with a learning rate (designated initializers of the derived option structs trip
+// -Wmissing-field-initializers on the base part).
+tk::OptimizerPtr adam(float learning_rate) {
+  optimizers::AdamOptions o;
+  o.learning_rate = learning_rate;
+  return optimizers::Adam(o);
+}
+tk::OptimizerPtr sgd(float learning_rate) {
+  optimizers::SGDOptions o;
+  o.learning_rate = learning_rate;
+  return optimizers::SGD(o);
+}
+
 FitOptions quiet(int epochs = 1, int64_t batch_size = 32) {
   FitOptions o;
   o.epochs = epochs;
@@ -301,7 +314,7 @@ TEST(ModelApiFunctional, TwoInputsConcatenateFitPredict) {
   Tensor xa = uniform({n, 3}, 1), xb = uniform({n, 5}, 2);
   Tensor y(Shape{n, 1}, tk::DType::f32);
   for (int64_t i = 0; i < n; ++i) y.data<float>()[i] = xa.data<float>()[i * 3] - 0.5f * xb.data<float>()[i * 5 + 4];
-  m.compile(optimizers::Adam({.learning_rate = 0.02f}), "mse");
+  m.compile(adam(0.02f), "mse");
   History h = m.fit(std::vector<Tensor>{xa, xb}, std::vector<Tensor>{y}, quiet(8, 16));
   ASSERT_EQ(h.history.count("loss"), 1u);
   ASSERT_EQ(h.history["loss"].size(), 8u);
@@ -458,7 +471,7 @@ TEST(ModelApiTraining, SeparableTwoClassReachesHighAccuracy) {
   Tensor x = Tensor::from_vector<float>({256, 2}, xs);
   Tensor y = Tensor::from_vector<int32_t>({256}, ys);
   Sequential m({layers::Input({2}), layers::Dense(8, "relu"), layers::Dense(2)});
-  m.compile(optimizers::Adam({.learning_rate = 0.05f}), tk::losses::SparseCategoricalCrossentropy({.from_logits = true}),
+  m.compile(adam(0.05f), tk::losses::SparseCategoricalCrossentropy({.from_logits = true}),
             {"accuracy"});
   History h = m.fit(x, y, quiet(30, 32));
   EXPECT_LT(h.history["loss"].back(), h.history["loss"].front());
@@ -474,7 +487,7 @@ TEST(ModelApiTraining, LinearRegressionConvergesWithSgd) {
   Tensor y(Shape{n, 1}, tk::DType::f32);
   for (int64_t i = 0; i < n; ++i) y.data<float>()[i] = 3.0f * x.data<float>()[i] - 1.0f;
   Sequential m({layers::Input({1}), layers::Dense(1)});
-  m.compile(optimizers::SGD({.learning_rate = 0.1f}), "mse");
+  m.compile(sgd(0.1f), "mse");
   History h = m.fit(x, y, quiet(100, 16));
   std::vector<Tensor> w = m.get_weights();
   EXPECT_NEAR(w[0].data<float>()[0], 3.0f, 0.05f);
@@ -763,7 +776,7 @@ TEST(ModelApiFrozen, FrozenLayerWeightsAreBitIdenticalAfterFit) {
   Tensor x = uniform({64, 4}, 71);
   Tensor y = labels(64, 3, 72);
   m.get_layer("frozen")->trainable = false;
-  m.compile(optimizers::Adam({.learning_rate = 0.01f}), tk::losses::SparseCategoricalCrossentropy({.from_logits = true}));
+  m.compile(adam(0.01f), tk::losses::SparseCategoricalCrossentropy({.from_logits = true}));
   std::vector<Tensor> before = m.get_weights();
   m.fit(x, y, quiet(2, 16));
   std::vector<Tensor> after = m.get_weights();
@@ -780,14 +793,14 @@ TEST(ModelApiFrozen, FreezingAfterTrainingTakesEffectOnRecompile) {
   Sequential m({layers::Input({4}), layers::Dense(8, "relu", {.name = "body"}), layers::Dense(3, "linear", {.name = "head"})});
   Tensor x = uniform({32, 4}, 73);
   Tensor y = labels(32, 3, 74);
-  m.compile(optimizers::Adam({.learning_rate = 0.01f}), tk::losses::SparseCategoricalCrossentropy({.from_logits = true}));
+  m.compile(adam(0.01f), tk::losses::SparseCategoricalCrossentropy({.from_logits = true}));
   std::vector<Tensor> w0 = m.get_weights();
   m.fit(x, y, quiet(1, 16));
   std::vector<Tensor> w1 = m.get_weights();
   EXPECT_FALSE(same_bits(w0[0], w1[0]));  // body trains while trainable
 
   m.get_layer("body")->trainable = false;
-  m.compile(optimizers::Adam({.learning_rate = 0.01f}), tk::losses::SparseCategoricalCrossentropy({.from_logits = true}));
+  m.compile(adam(0.01f), tk::losses::SparseCategoricalCrossentropy({.from_logits = true}));
   m.fit(x, y, quiet(1, 16));
   std::vector<Tensor> w2 = m.get_weights();
   EXPECT_TRUE(same_bits(w1[0], w2[0]));
@@ -817,7 +830,7 @@ TEST(ModelApiDropout, SeededFitsAreIdenticalAndDropoutActsInTraining) {
   auto run = [&](float rate) {
     tk::utils::set_random_seed(86);
     Sequential m({layers::Input({6}), layers::Dense(16, "relu"), layers::Dropout(rate, 1234), layers::Dense(3)});
-    m.compile(optimizers::Adam({.learning_rate = 0.01f}), tk::losses::SparseCategoricalCrossentropy({.from_logits = true}));
+    m.compile(adam(0.01f), tk::losses::SparseCategoricalCrossentropy({.from_logits = true}));
     FitOptions o = quiet(2, 16);
     o.seed = 9;
     History h = m.fit(x, y, o);
@@ -908,12 +921,12 @@ TEST(ModelApiErrors, UnknownOptimizerName) {
 }
 
 TEST(ModelApiErrors, NegativeLearningRate) {
-  std::string msg = error_of<tk::InvalidArgument>([] { optimizers::SGD({.learning_rate = -0.1f}); });
+  std::string msg = error_of<tk::InvalidArgument>([] { sgd(-0.1f); });
   EXPECT_CONTAINS(msg, "learning_rate");
   EXPECT_CONTAINS(msg, "-0.1");
   msg = error_of<tk::InvalidArgument>([] { optimizers::get("adam", -0.5f); });
   EXPECT_CONTAINS(msg, "-0.5");
-  msg = error_of<tk::InvalidArgument>([] { optimizers::Adam({.learning_rate = -1.0f}); });
+  msg = error_of<tk::InvalidArgument>([] { adam(-1.0f); });
   EXPECT_CONTAINS(msg, "learning_rate");
   msg = error_of<tk::InvalidArgument>([] { optimizers::Adam()->set_learning_rate(std::nanf("")); });
   EXPECT_CONTAINS(msg, "learning_rate");
@@ -1045,7 +1058,7 @@ TEST(ModelApiErrors, SequentialMisuse) {
 TEST(ModelApiTrainOnBatch, ReturnsBatchLossAndUpdatesWeights) {
   tk::utils::set_random_seed(101);
   Sequential m({layers::Input({3}), layers::Dense(2)});
-  m.compile(optimizers::SGD({.learning_rate = 0.05f}), "mse", {});
+  m.compile(sgd(0.05f), "mse", {});
   Tensor x = uniform({16, 3}, 101);
   Tensor y = uniform({16, 2}, 102, -2.0f, 2.0f);
   const double before_loss = m.evaluate(x, y, {.batch_size = 16}).get("loss");

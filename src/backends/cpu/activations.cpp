@@ -19,8 +19,10 @@ void unary(const KernelArgs& a, F f) {
   const float* x = a.in_f(0);
   float* y = a.out_f();
   const float alpha = a.node.attrs.alpha;
-#pragma omp parallel for simd if (n > kParallelGrain)
-  for (int64_t i = 0; i < n; ++i) y[i] = f(x[i], alpha);
+  parallel_for(n, [&](int64_t b, int64_t e) {
+#pragma omp simd
+    for (int64_t i = b; i < e; ++i) y[i] = f(x[i], alpha);
+  });
 }
 
 // dx[i] = F(dy[i], v[i], alpha), v being x or y as the op's gradient rule chose.
@@ -31,8 +33,10 @@ void binary_grad(const KernelArgs& a, F f) {
   const float* v = a.in_f(1);
   float* dx = a.out_f();
   const float alpha = a.node.attrs.alpha;
-#pragma omp parallel for simd if (n > kParallelGrain)
-  for (int64_t i = 0; i < n; ++i) dx[i] = f(dy[i], v[i], alpha);
+  parallel_for(n, [&](int64_t b, int64_t e) {
+#pragma omp simd
+    for (int64_t i = b; i < e; ++i) dx[i] = f(dy[i], v[i], alpha);
+  });
 }
 
 constexpr float kInvSqrt2 = 0.70710678118654752f;
@@ -65,8 +69,8 @@ void softmax(const KernelArgs& a) {
   const int64_t n = a.node.shape[-1], rows = a.node.shape.numel() / (n ? n : 1);
   const float* x = a.in_f(0);
   float* y = a.out_f();
-#pragma omp parallel for if (rows * n > kParallelGrain)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_for(rows, [&](int64_t rb, int64_t re) {
+  for (int64_t r = rb; r < re; ++r) {
     const float* xr = x + r * n;
     float* yr = y + r * n;
     float mx = *std::max_element(xr, xr + n), sum = 0.0f;
@@ -74,6 +78,7 @@ void softmax(const KernelArgs& a) {
     const float inv = 1.0f / sum;
     for (int64_t j = 0; j < n; ++j) yr[j] *= inv;
   }
+  }, kParallelGrain / std::max<int64_t>(n, 1));
 }
 
 // dx = y * (dy - sum(dy * y)) per row.
@@ -82,12 +87,13 @@ void softmax_grad(const KernelArgs& a) {
   const float* dy = a.in_f(0);
   const float* y = a.in_f(1);
   float* dx = a.out_f();
-#pragma omp parallel for if (rows * n > kParallelGrain)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_for(rows, [&](int64_t rb, int64_t re) {
+  for (int64_t r = rb; r < re; ++r) {
     float dot = 0.0f;
     for (int64_t j = 0; j < n; ++j) dot += dy[r * n + j] * y[r * n + j];
     for (int64_t j = 0; j < n; ++j) dx[r * n + j] = y[r * n + j] * (dy[r * n + j] - dot);
   }
+  }, kParallelGrain / std::max<int64_t>(n, 1));
 }
 
 }  // namespace

@@ -27,13 +27,15 @@ void add(const KernelArgs& a) {
     std::memcpy(y, x0, sizeof(float) * static_cast<size_t>(n));
     return;
   }
-#pragma omp parallel for simd if (n > kParallelGrain)
-  for (int64_t i = 0; i < n; ++i) y[i] = x0[i] + x1[i];
-  for (size_t j = 2; j < k; ++j) {
-    const float* xj = a.in_f(static_cast<int>(j));
-#pragma omp parallel for simd if (n > kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) y[i] += xj[i];
-  }
+  parallel_for(n, [&](int64_t b, int64_t e) {
+#pragma omp simd
+    for (int64_t i = b; i < e; ++i) y[i] = x0[i] + x1[i];
+    for (size_t j = 2; j < k; ++j) {
+      const float* xj = a.in_f(static_cast<int>(j));
+#pragma omp simd
+      for (int64_t i = b; i < e; ++i) y[i] += xj[i];
+    }
+  });
 }
 
 void mul(const KernelArgs& a) {
@@ -41,8 +43,10 @@ void mul(const KernelArgs& a) {
   const float* x0 = a.in_f(0);
   const float* x1 = a.in_f(1);
   float* y = a.out_f();
-#pragma omp parallel for simd if (n > kParallelGrain)
-  for (int64_t i = 0; i < n; ++i) y[i] = x0[i] * x1[i];
+  parallel_for(n, [&](int64_t b, int64_t e) {
+#pragma omp simd
+    for (int64_t i = b; i < e; ++i) y[i] = x0[i] * x1[i];
+  });
 }
 
 void reshape(const KernelArgs& a) {
@@ -78,8 +82,9 @@ void dropout_mask(const KernelArgs& a) {
   const float rate = a.node.attrs.alpha, keep = 1.0f / (1.0f - rate);
   const uint64_t stream = mix64(a.node.attrs.seed ^ mix64(a.ctx.step + 0x632BE59BD9B4E019ull));
   float* y = a.out_f();
-#pragma omp parallel for if (n > kParallelGrain)
-  for (int64_t i = 0; i < n; ++i) y[i] = uniform01(stream, static_cast<uint64_t>(i)) < rate ? 0.0f : keep;
+  parallel_for(n, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) y[i] = uniform01(stream, static_cast<uint64_t>(i)) < rate ? 0.0f : keep;
+  });
 }
 
 }  // namespace

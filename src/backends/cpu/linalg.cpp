@@ -1,5 +1,6 @@
 #include <cblas.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "backends/cpu/kernels.h"
@@ -34,11 +35,12 @@ void bias_add(const KernelArgs& a) {
   const float* x = a.in_f(0);
   const float* b = a.in_f(1);
   float* y = a.out_f();
-#pragma omp parallel for if (rows * n > kParallelGrain)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_for(rows, [&](int64_t rb, int64_t re) {
+    for (int64_t r = rb; r < re; ++r) {
 #pragma omp simd
-    for (int64_t j = 0; j < n; ++j) y[r * n + j] = x[r * n + j] + b[j];
-  }
+      for (int64_t j = 0; j < n; ++j) y[r * n + j] = x[r * n + j] + b[j];
+    }
+  }, kParallelGrain / std::max<int64_t>(n, 1));
 }
 
 // db(n) = sum over rows of dy(rows, n)

@@ -18,8 +18,12 @@ namespace {
 float clipnorm_scale(const float* g, int64_t n, float clipnorm) {
   if (clipnorm <= 0.0f) return 1.0f;
   double s = 0;
-#pragma omp parallel for reduction(+ : s) if (n > kParallelGrain)
-  for (int64_t i = 0; i < n; ++i) s += double(g[i]) * g[i];
+  if (n > kParallelGrain) {
+#pragma omp parallel for reduction(+ : s)
+    for (int64_t i = 0; i < n; ++i) s += double(g[i]) * g[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) s += double(g[i]) * g[i];
+  }
   const float norm = static_cast<float>(std::sqrt(s));
   return norm > clipnorm ? clipnorm / norm : 1.0f;
 }
@@ -36,8 +40,9 @@ Grad prepare(const KernelArgs& a, float* w, const float* g, int64_t n) {
   const UpdateConfig& c = *a.node.attrs.update;
   if (c.weight_decay > 0.0f) {
     const float k = 1.0f - c.weight_decay * c.learning_rate;
-#pragma omp parallel for simd if (n > kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) w[i] *= k;
+    parallel_for(n, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) w[i] *= k;
+    });
   }
   return {clipnorm_scale(g, n, c.clipnorm), c.clipvalue};
 }
@@ -52,21 +57,27 @@ void sgd(const KernelArgs& a) {
   const Grad clip = prepare(a, w, g, n);
   const float lr = c.learning_rate, mu = c.momentum;
   if (mu == 0.0f) {
-#pragma omp parallel for simd if (n > kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) w[i] -= lr * clip(g[i]);
+    parallel_for(n, [&](int64_t b, int64_t e) {
+#pragma omp simd
+      for (int64_t i = b; i < e; ++i) w[i] -= lr * clip(g[i]);
+    });
   } else if (c.nesterov) {
-#pragma omp parallel for simd if (n > kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) {
-      const float gi = clip(g[i]);
-      m[i] = mu * m[i] - lr * gi;
-      w[i] += mu * m[i] - lr * gi;
-    }
+    parallel_for(n, [&](int64_t b, int64_t e) {
+#pragma omp simd
+      for (int64_t i = b; i < e; ++i) {
+        const float gi = clip(g[i]);
+        m[i] = mu * m[i] - lr * gi;
+        w[i] += mu * m[i] - lr * gi;
+      }
+    });
   } else {
-#pragma omp parallel for simd if (n > kParallelGrain)
-    for (int64_t i = 0; i < n; ++i) {
-      m[i] = mu * m[i] - lr * clip(g[i]);
-      w[i] += m[i];
-    }
+    parallel_for(n, [&](int64_t b, int64_t e) {
+#pragma omp simd
+      for (int64_t i = b; i < e; ++i) {
+        m[i] = mu * m[i] - lr * clip(g[i]);
+        w[i] += m[i];
+      }
+    });
   }
 }
 
@@ -83,13 +94,15 @@ void adam(const KernelArgs& a) {
   const float alpha = static_cast<float>(c.learning_rate * std::sqrt(1.0 - std::pow(double(c.beta_2), t)) /
                                          (1.0 - std::pow(double(c.beta_1), t)));
   const float b1 = 1.0f - c.beta_1, b2 = 1.0f - c.beta_2, eps = c.epsilon;
-#pragma omp parallel for simd if (n > kParallelGrain)
-  for (int64_t i = 0; i < n; ++i) {
-    const float gi = clip(g[i]);
-    m[i] += (gi - m[i]) * b1;
-    v[i] += (gi * gi - v[i]) * b2;
-    w[i] -= alpha * m[i] / (std::sqrt(v[i]) + eps);
-  }
+  parallel_for(n, [&](int64_t b, int64_t e) {
+#pragma omp simd
+    for (int64_t i = b; i < e; ++i) {
+      const float gi = clip(g[i]);
+      m[i] += (gi - m[i]) * b1;
+      v[i] += (gi * gi - v[i]) * b2;
+      w[i] -= alpha * m[i] / (std::sqrt(v[i]) + eps);
+    }
+  });
 }
 
 // (param, grad, velocity, momentum, average_gradient)
@@ -104,8 +117,8 @@ void rmsprop(const KernelArgs& a) {
   const Grad clip = prepare(a, w, g, n);
   const float rho = c.rho, lr = c.learning_rate, eps = c.epsilon, mu = c.momentum;
   const bool centered = c.centered;
-#pragma omp parallel for simd if (n > kParallelGrain)
-  for (int64_t i = 0; i < n; ++i) {
+  parallel_for(n, [&](int64_t b, int64_t e) {
+  for (int64_t i = b; i < e; ++i) {
     const float gi = clip(g[i]);
     vel[i] = rho * vel[i] + (1.0f - rho) * gi * gi;
     float denom = vel[i];
@@ -121,6 +134,7 @@ void rmsprop(const KernelArgs& a) {
       w[i] -= inc;
     }
   }
+  });
 }
 
 }  // namespace

@@ -1,11 +1,31 @@
 // One threading model for the whole step: OpenMP, shared with OpenBLAS (Debian's openmp variant), so
 // the two never oversubscribe the cores.
 #pragma once
+#include <omp.h>
+
+#include <algorithm>
 #include <cstdint>
 
 namespace tk::cpu {
 
-// Below this many elements a loop runs on one thread: a parallel region costs a few microseconds.
+// Below this many elements a loop runs on the calling thread without entering OpenMP at all: a
+// parallel region costs microseconds, more than a small elementwise op.
 inline constexpr int64_t kParallelGrain = 1 << 15;
+
+// Calls body(begin, end) over contiguous chunks of [0, n), one chunk per thread when n is large.
+template <typename Body>
+void parallel_for(int64_t n, Body body, int64_t grain = kParallelGrain) {
+  if (n <= grain || omp_get_max_threads() == 1) {
+    body(int64_t{0}, n);
+    return;
+  }
+#pragma omp parallel
+  {
+    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int64_t chunk = (n + nt - 1) / nt;
+    const int64_t begin = std::min(n, t * chunk), end = std::min(n, begin + chunk);
+    if (begin < end) body(begin, end);
+  }
+}
 
 }  // namespace tk::cpu
