@@ -28,8 +28,8 @@ double sgemm_gflops(int m, int n, int k, bool ta = false, bool tb = false) {
   for (int r = 0; r < 3; ++r) {
     auto t0 = Clock::now();
     for (int i = 0; i < reps; ++i)
-      cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a.data(),
-                  ta ? m : k, b.data(), tb ? k : n, 0.0f, c.data(), n);
+      cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f,
+                  a.data(), ta ? m : k, b.data(), tb ? k : n, 0.0f, c.data(), n);
     best = std::min(best, seconds(t0, Clock::now()) / reps);
   }
   return 2.0 * m * n * k / best / 1e9;
@@ -40,8 +40,10 @@ int main(int argc, char** argv) try {
   int epochs = 3;
   int64_t batch = 128;
   for (int i = 1; i + 1 < argc; ++i) {
-    if (!std::strcmp(argv[i], "--epochs")) epochs = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--batch-size")) batch = std::atoll(argv[++i]);
+    if (!std::strcmp(argv[i], "--epochs"))
+      epochs = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--batch-size"))
+      batch = std::atoll(argv[++i]);
   }
   tk::utils::set_random_seed(1);
   tk::data::FashionMnist d = tk::data::load_fashion_mnist();
@@ -69,10 +71,10 @@ int main(int argc, char** argv) try {
   const double flops_per_step = 2.0 * double(batch) * (784 * 256 + 256 * 128 + 128 * 10) * 2  // forward + dW
                                 + 2.0 * double(batch) * (256 * 128 + 128 * 10);               // dX (not layer 1)
   const double achieved = flops_per_step * samples_per_s / double(batch) / 1e9;
-  std::printf(
-      "{\"peer\":\"trainkit\",\"threads\":%d,\"batch_size\":%lld,\"samples_per_s\":%.0f,\"epoch_seconds\":[",
-      omp_get_max_threads(), static_cast<long long>(batch), samples_per_s);
-  for (size_t e = 1; e < timer->epoch_seconds.size(); ++e) std::printf("%s%.3f", e > 1 ? "," : "", timer->epoch_seconds[e]);
+  std::printf("{\"peer\":\"trainkit\",\"threads\":%d,\"batch_size\":%lld,\"samples_per_s\":%.0f,\"epoch_seconds\":[",
+              omp_get_max_threads(), static_cast<long long>(batch), samples_per_s);
+  for (size_t e = 1; e < timer->epoch_seconds.size(); ++e)
+    std::printf("%s%.3f", e > 1 ? "," : "", timer->epoch_seconds[e]);
   std::printf(
       "],\"test_accuracy\":%.4f,\"gflops_achieved\":%.1f,\"sgemm_gflops\":{\"512\":%.1f,\"1024\":%.1f,"
       "\"mlp_128x256x784\":%.1f},\"roofline_fraction\":%.3f}\n",

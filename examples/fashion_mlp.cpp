@@ -16,13 +16,12 @@ int main() try {
                 tk::losses::SparseCategoricalCrossentropy({.from_logits = true}), {"accuracy"});
   model.summary();
 
-  tk::History history = model.fit(data.x_train, data.y_train,
-                                  {.batch_size = 128, .epochs = 10, .validation_split = 0.1f});
+  tk::History history =
+      model.fit(data.x_train, data.y_train, {.batch_size = 128, .epochs = 10, .validation_split = 0.1f});
 
   tk::Logs test = model.evaluate(data.x_test, data.y_test, {.batch_size = 1000});
-  std::printf("test loss %.4f - test accuracy %.4f (best val_accuracy %.4f)\n", test.get("loss"),
-              test.get("accuracy"), *std::max_element(history.history["val_accuracy"].begin(),
-                                                      history.history["val_accuracy"].end()));
+  std::printf("test loss %.4f - test accuracy %.4f (best val_accuracy %.4f)\n", test.get("loss"), test.get("accuracy"),
+              *std::max_element(history.history["val_accuracy"].begin(), history.history["val_accuracy"].end()));
 
   tk::Tensor logits = model.predict(data.x_test.slice_rows(0, 5));  // (5, 10)
   std::printf("first prediction: %s\n", logits.to_string(10).c_str());

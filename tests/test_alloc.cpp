@@ -43,7 +43,8 @@ void expect_no_allocations_per_step(Model& model, const std::vector<Tensor>& x, 
   const int64_t before = g_allocations.load();
   for (int i = 0; i < 20; ++i) model.train_on_batch(x, y);
   const int64_t per_step = (g_allocations.load() - before) / 20;
-  EXPECT_EQ(g_allocations.load() - before, 0) << "heap allocations in 20 steady-state steps (" << per_step << " per step)";
+  EXPECT_EQ(g_allocations.load() - before, 0)
+      << "heap allocations in 20 steady-state steps (" << per_step << " per step)";
 }
 
 TEST(ZeroAllocation, DefaultMlpTrainingStepWithAdam) {

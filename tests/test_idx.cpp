@@ -1,5 +1,3 @@
-#include "trainkit/data/idx.h"
-
 #include <gtest/gtest.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -13,6 +11,8 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include "trainkit/data/idx.h"
 
 namespace tk::data {
 namespace {
@@ -239,7 +239,7 @@ TEST(IdxErrors, TruncatedRealSizeHeader) {
 TEST(IdxErrors, TruncatedData) {
   Bytes b = cat(header(0x08, {10, 28, 28}), Bytes(1000, 7));
   expect_error<FormatError>(write_file("trunc", b), {"truncated at byte offset 1016:", "got 1000",
-                                                    "expected 7840 data bytes for shape (10, 28, 28)"});
+                                                     "expected 7840 data bytes for shape (10, 28, 28)"});
   expect_error<FormatError>(write_file("trunc", b, true),
                             {"truncated at byte offset 1016 of the decompressed stream", "got 1000"});
 }
@@ -338,7 +338,10 @@ TEST(IdxFashionMnist, DefaultDirHonoursEnvironment) {
   EXPECT_EQ(default_fashion_mnist_dir(), "/usr/share/datasets/fashion-mnist");
   setenv("TK_FASHION_MNIST_DIR", "/data/fm", 1);
   EXPECT_EQ(default_fashion_mnist_dir(), "/data/fm");
-  if (old) setenv("TK_FASHION_MNIST_DIR", saved.c_str(), 1); else unsetenv("TK_FASHION_MNIST_DIR");
+  if (old)
+    setenv("TK_FASHION_MNIST_DIR", saved.c_str(), 1);
+  else
+    unsetenv("TK_FASHION_MNIST_DIR");
 }
 
 TEST(IdxFashionMnist, MissingFileNamesDirectoryAndFile) {

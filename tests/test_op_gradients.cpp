@@ -46,8 +46,11 @@ std::vector<Case> cases() {
       Attrs at;
       at.trans_a = ta;
       at.trans_b = tb;
-      c.push_back({"MatMul ta=" + std::to_string(ta) + " tb=" + std::to_string(tb), Op::MatMul,
-                   {ta ? Shape{4, 3} : Shape{3, 4}, tb ? Shape{5, 4} : Shape{4, 5}}, {true, true}, at});
+      c.push_back({"MatMul ta=" + std::to_string(ta) + " tb=" + std::to_string(tb),
+                   Op::MatMul,
+                   {ta ? Shape{4, 3} : Shape{3, 4}, tb ? Shape{5, 4} : Shape{4, 5}},
+                   {true, true},
+                   at});
     }
   c.push_back({"BiasAdd", Op::BiasAdd, {{3, 5}, {5}}, {true, true}});
   c.push_back({"BiasAdd rank3", Op::BiasAdd, {{2, 3, 4}, {4}}, {true, true}});
@@ -76,13 +79,17 @@ std::vector<Case> cases() {
   for (bool logits : {true, false}) {
     Attrs at;
     at.from_logits = logits;
-    auto init = logits ? std::function<void(int, float*, int64_t, std::mt19937&)>(
-                             [](int i, float* p, int64_t n, std::mt19937& g) { i == 0 ? default_init(i, p, n, g) : probs_init(i, p, n, g); })
-                       : prob_target_init;
+    auto init =
+        logits
+            ? std::function<void(int, float*, int64_t, std::mt19937&)>([](int i, float* p, int64_t n, std::mt19937& g) {
+                i == 0 ? default_init(i, p, n, g) : probs_init(i, p, n, g);
+              })
+            : prob_target_init;
     const std::string sfx = logits ? " logits" : " probs";
     c.push_back({"BceLoss" + sfx, Op::BceLoss, {{4, 3}, {4, 3}}, {true, false}, at, init});
     c.push_back({"CceLoss" + sfx, Op::CceLoss, {{4, 5}, {4, 5}}, {true, false}, at, init});
-    Case sparse{"SparseCceLoss" + sfx, Op::SparseCceLoss, {{4, 5}, {4}}, {true, false}, at, nullptr, {DType::f32, DType::i32}};
+    Case sparse{"SparseCceLoss" + sfx,   Op::SparseCceLoss, {{4, 5}, {4}}, {true, false}, at, nullptr,
+                {DType::f32, DType::i32}};
     sparse.init = [logits](int i, float* p, int64_t n, std::mt19937& g) {
       if (i == 1) {
         auto* labels = reinterpret_cast<int32_t*>(p);
@@ -125,8 +132,10 @@ TEST_P(OpGradient, MatchesCentralDifferences) {
 
   for (size_t i = 0; i < in.size(); ++i) {
     const int64_t n = tc.inputs[i].numel();
-    if (tc.init) tc.init(static_cast<int>(i), p.data_f(in[i]), n, gen);
-    else default_init(static_cast<int>(i), p.data_f(in[i]), n, gen);
+    if (tc.init)
+      tc.init(static_cast<int>(i), p.data_f(in[i]), n, gen);
+    else
+      default_init(static_cast<int>(i), p.data_f(in[i]), n, gen);
   }
   const int64_t ny = p.graph()[y].shape.numel();
   std::uniform_real_distribution<float> ur(-1.0f, 1.0f);
@@ -175,7 +184,8 @@ TEST(OpGradientCoverage, EveryDifferentiableOpHasACase) {
   for (const Case& c : cases()) covered.insert(c.op);
   for (int i = 0; i < kOpCount; ++i) {
     const OpInfo& info = op_info(static_cast<Op>(i));
-    if (info.grad) EXPECT_TRUE(covered.count(info.op)) << info.name << " has a gradient rule but no finite-difference case";
+    if (info.grad)
+      EXPECT_TRUE(covered.count(info.op)) << info.name << " has a gradient rule but no finite-difference case";
   }
 }
 
@@ -213,7 +223,9 @@ TEST(Autodiff, TwoLayerNetworkWithFanOutMatchesFiniteDifferences) {
       p.run(ctx);
       const double down = *p.data_f(loss);
       w[k] = saved;
-      EXPECT_NEAR(analytic[static_cast<size_t>(k)], (up - down) / (2 * step), 2e-3 + 1e-2 * std::abs(analytic[static_cast<size_t>(k)])) << "var " << v << " elem " << k;
+      EXPECT_NEAR(analytic[static_cast<size_t>(k)], (up - down) / (2 * step),
+                  2e-3 + 1e-2 * std::abs(analytic[static_cast<size_t>(k)]))
+          << "var " << v << " elem " << k;
     }
   }
 }
@@ -277,8 +289,10 @@ TEST(Kernels, DropoutMaskKeepsTheRateAndDependsOnlyOnSeedAndStep) {
   std::vector<float> first(p.data_f(m), p.data_f(m) + 100000);
   int64_t zeros = 0;
   for (float v : first) {
-    if (v == 0.0f) ++zeros;
-    else EXPECT_FLOAT_EQ(v, 1.0f / 0.7f);
+    if (v == 0.0f)
+      ++zeros;
+    else
+      EXPECT_FLOAT_EQ(v, 1.0f / 0.7f);
   }
   EXPECT_NEAR(double(zeros) / 100000.0, 0.3, 0.01);
   p.run(ctx);

@@ -31,8 +31,10 @@ std::map<std::string, Tensor> load_fixture(const std::string& path) {
     std::istringstream values(line);
     Tensor t(Shape(dims), dtype == "int32" ? DType::i32 : DType::f32);
     for (int64_t i = 0; i < t.numel(); ++i) {
-      if (t.dtype() == DType::i32) values >> t.data<int32_t>()[i];
-      else values >> t.data<float>()[i];
+      if (t.dtype() == DType::i32)
+        values >> t.data<int32_t>()[i];
+      else
+        values >> t.data<float>()[i];
     }
     if (!values) throw FormatError("fixture " + path + ": tensor " + name + " has too few values");
     out.emplace(name, t);
@@ -48,7 +50,9 @@ struct Config {
 
 class KerasParity : public ::testing::TestWithParam<Config> {
  protected:
-  static void SetUpTestSuite() { fixture_ = new auto(load_fixture(std::string(TK_SOURCE_DIR) + "/tests/fixtures/parity_mlp.txt")); }
+  static void SetUpTestSuite() {
+    fixture_ = new auto(load_fixture(std::string(TK_SOURCE_DIR) + "/tests/fixtures/parity_mlp.txt"));
+  }
   static void TearDownTestSuite() { delete fixture_; }
   static std::map<std::string, Tensor>* fixture_;
 };
@@ -65,7 +69,8 @@ TEST_P(KerasParity, FiftyStepsMatchKerasLosses) {
   const Tensor& want = f.at(cfg.key + "/losses");
   double worst = 0;
   for (int s = 0; s < 50; ++s) {
-    const double got = model.train_on_batch({x.slice_rows(8 * s, 8 * s + 8)}, {y.slice_rows(8 * s, 8 * s + 8)}).get("loss");
+    const double got =
+        model.train_on_batch({x.slice_rows(8 * s, 8 * s + 8)}, {y.slice_rows(8 * s, 8 * s + 8)}).get("loss");
     const double ref = want.data<float>()[s];
     const double rel = std::abs(got - ref) / std::max(std::abs(ref), 1e-6);
     worst = std::max(worst, rel);
@@ -79,14 +84,16 @@ TEST_P(KerasParity, FiftyStepsMatchKerasLosses) {
       worst_w = std::max(worst_w, double(std::abs(w[i].data<float>()[k] - ref.data<float>()[k])));
   }
   EXPECT_LE(worst_w, 1e-4) << cfg.key << ": final weights differ from Keras";
-  std::printf("[ parity ] %-14s max relative loss difference %.2e, max weight difference %.2e\n", cfg.key.c_str(), worst, worst_w);
+  std::printf("[ parity ] %-14s max relative loss difference %.2e, max weight difference %.2e\n", cfg.key.c_str(),
+              worst, worst_w);
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Optimizers, KerasParity,
     ::testing::Values(
         Config{"sgd_momentum", [] { return optimizers::SGD({.learning_rate = 0.05f, .momentum = 0.9f}); }, 1e-4},
-        Config{"sgd_nesterov", [] { return optimizers::SGD({.learning_rate = 0.05f, .momentum = 0.9f, .nesterov = true}); }, 1e-4},
+        Config{"sgd_nesterov",
+               [] { return optimizers::SGD({.learning_rate = 0.05f, .momentum = 0.9f, .nesterov = true}); }, 1e-4},
         Config{"adam", [] { return optimizers::Adam({.learning_rate = 0.01f}); }, 1e-4},
         Config{"adamw",
                [] {

@@ -7,12 +7,15 @@
 namespace tk::cli {
 
 void add_fit_command(CLI::App& app, FitArgs& a) {
-  CLI::App* fit = app.add_subcommand("fit", "Train a model (default: MLP 784-256-128-10 on Fashion-MNIST) and report test accuracy");
-  fit->add_option("-m,--model", a.model, "Layers after the input, e.g. dense:256:relu,dropout:0.2,dense:10")->capture_default_str();
+  CLI::App* fit = app.add_subcommand(
+      "fit", "Train a model (default: MLP 784-256-128-10 on Fashion-MNIST) and report test accuracy");
+  fit->add_option("-m,--model", a.model, "Layers after the input, e.g. dense:256:relu,dropout:0.2,dense:10")
+      ->capture_default_str();
   fit->add_option("-e,--epochs", a.epochs, "Passes over the training data")->capture_default_str();
   fit->add_option("-b,--batch-size", a.batch_size, "Samples per step")->capture_default_str();
   fit->add_option("-l,--learning-rate", a.learning_rate, "Optimizer learning rate")->capture_default_str();
-  fit->add_option("-o,--optimizer", a.optimizer, "sgd, adam, adamw or rmsprop (Keras defaults otherwise)")->capture_default_str();
+  fit->add_option("-o,--optimizer", a.optimizer, "sgd, adam, adamw or rmsprop (Keras defaults otherwise)")
+      ->capture_default_str();
   fit->add_option("-s,--seed", a.seed, "Seed for weights, shuffling and dropout")->capture_default_str();
   fit->add_option("--data-dir", a.data_dir, "Directory with the four Fashion-MNIST IDX files (.gz or plain)");
   fit->add_option("--train-images", a.train_images, "IDX file of training images (overrides --data-dir)");
@@ -21,7 +24,8 @@ void add_fit_command(CLI::App& app, FitArgs& a) {
   fit->add_option("--test-labels", a.test_labels, "IDX file of test labels");
   fit->add_option("--validation-split", a.validation_split, "Fraction of the training data held out for validation")
       ->capture_default_str();
-  fit->add_option("-v,--verbose", a.verbose, "0 silent, 1 progress bar, 2 one line per epoch (default: bar on a terminal)");
+  fit->add_option("-v,--verbose", a.verbose,
+                  "0 silent, 1 progress bar, 2 one line per epoch (default: bar on a terminal)");
   fit->add_flag("!--no-summary", a.summary, "Do not print the model summary");
 }
 
@@ -41,13 +45,15 @@ Tensor as_features(const Tensor& t) {
 int run_fit(const FitArgs& a) {
   // Hyperparameters first: a mistake there should not cost a data load.
   if (a.epochs < 0) throw InvalidArgument("--epochs must be >= 0, got " + std::to_string(a.epochs));
-  if (a.batch_size <= 0) throw InvalidArgument("--batch-size must be a positive integer, got " + std::to_string(a.batch_size));
+  if (a.batch_size <= 0)
+    throw InvalidArgument("--batch-size must be a positive integer, got " + std::to_string(a.batch_size));
   utils::set_random_seed(a.seed);
   OptimizerPtr optimizer = optimizers::get(a.optimizer, a.learning_rate);
   std::vector<LayerPtr> spec = parse_model_spec(a.model);
 
   data::FashionMnist d;
-  const bool explicit_files = !a.train_images.empty() || !a.train_labels.empty() || !a.test_images.empty() || !a.test_labels.empty();
+  const bool explicit_files =
+      !a.train_images.empty() || !a.train_labels.empty() || !a.test_images.empty() || !a.test_labels.empty();
   if (explicit_files) {
     if (a.train_images.empty() || a.train_labels.empty() || a.test_images.empty() || a.test_labels.empty())
       throw InvalidArgument("--train-images, --train-labels, --test-images and --test-labels must be given together");
@@ -58,7 +64,8 @@ int run_fit(const FitArgs& a) {
   } else {
     d = data::load_fashion_mnist(a.data_dir.empty() ? data::default_fashion_mnist_dir() : a.data_dir);
   }
-  if (d.x_train.shape().rank() < 2) throw InvalidArgument("training images must have a sample shape, got " + d.x_train.shape().to_string());
+  if (d.x_train.shape().rank() < 2)
+    throw InvalidArgument("training images must have a sample shape, got " + d.x_train.shape().to_string());
 
   std::vector<LayerPtr> layers{layers::Input(d.x_train.shape().sample_shape())};
   if (d.x_train.shape().rank() > 2) layers.push_back(layers::Flatten());
@@ -67,8 +74,9 @@ int run_fit(const FitArgs& a) {
   model.compile(optimizer, losses::SparseCategoricalCrossentropy({.from_logits = true}), {"accuracy"});
   if (a.summary && a.verbose != 0) model.summary();
 
-  model.fit(d.x_train, d.y_train,
-            {.batch_size = a.batch_size, .epochs = a.epochs, .verbose = a.verbose, .validation_split = a.validation_split});
+  model.fit(
+      d.x_train, d.y_train,
+      {.batch_size = a.batch_size, .epochs = a.epochs, .verbose = a.verbose, .validation_split = a.validation_split});
   Logs test = model.evaluate(d.x_test, d.y_test, {.batch_size = 1000});
   std::printf("test_loss: %.4f - test_accuracy: %.4f\n", test.get("loss"), test.get("accuracy"));
   return 0;

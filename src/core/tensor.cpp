@@ -17,7 +17,8 @@ Storage::Storage(size_t bytes, Device device) : bytes_(bytes), device_(device) {
 Storage::~Storage() { std::free(data_); }
 
 Tensor::Tensor(Shape shape, DType dtype, Device device) : shape_(std::move(shape)), dtype_(dtype) {
-  if (!shape_.fully_known()) throw InvalidArgument("cannot allocate a tensor of partially known shape " + shape_.to_string());
+  if (!shape_.fully_known())
+    throw InvalidArgument("cannot allocate a tensor of partially known shape " + shape_.to_string());
   for (int64_t d : shape_.dims())
     if (d < 0) throw InvalidArgument("negative dimension in shape " + shape_.to_string());
   storage_ = std::make_shared<Storage>(static_cast<size_t>(shape_.numel()) * dtype_size(dtype), device);
@@ -55,8 +56,8 @@ Tensor Tensor::reshape(Shape shape) const {
 
 Tensor Tensor::slice_rows(int64_t begin, int64_t end) const {
   if (shape_.rank() == 0 || begin < 0 || end > shape_[0] || begin > end)
-    throw InvalidArgument("slice_rows [" + std::to_string(begin) + ", " + std::to_string(end) + ") out of range for shape " +
-                          shape_.to_string());
+    throw InvalidArgument("slice_rows [" + std::to_string(begin) + ", " + std::to_string(end) +
+                          ") out of range for shape " + shape_.to_string());
   Shape s = shape_.with_batch(end - begin);
   Tensor t(s, dtype_, device());
   size_t row = static_cast<size_t>(shape_.sample_shape().numel()) * dtype_size(dtype_);
@@ -69,12 +70,33 @@ template <typename D>
 void convert_into(const Tensor& src, D* dst) {
   int64_t n = src.numel();
   switch (src.dtype()) {
-    case DType::f32: { auto p = src.data<float>(); for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<D>(p[i]); break; }
-    case DType::i32: { auto p = src.data<int32_t>(); for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<D>(p[i]); break; }
-    case DType::i64: { auto p = src.data<int64_t>(); for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<D>(p[i]); break; }
-    case DType::u8: { auto p = src.data<uint8_t>(); for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<D>(p[i]); break; }
-    case DType::boolean: { auto p = src.data<bool>(); for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<D>(p[i]); break; }
-    default: throw Unsupported("conversion from " + std::string(dtype_name(src.dtype())) + " is not implemented");
+    case DType::f32: {
+      auto p = src.data<float>();
+      for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<D>(p[i]);
+      break;
+    }
+    case DType::i32: {
+      auto p = src.data<int32_t>();
+      for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<D>(p[i]);
+      break;
+    }
+    case DType::i64: {
+      auto p = src.data<int64_t>();
+      for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<D>(p[i]);
+      break;
+    }
+    case DType::u8: {
+      auto p = src.data<uint8_t>();
+      for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<D>(p[i]);
+      break;
+    }
+    case DType::boolean: {
+      auto p = src.data<bool>();
+      for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<D>(p[i]);
+      break;
+    }
+    default:
+      throw Unsupported("conversion from " + std::string(dtype_name(src.dtype())) + " is not implemented");
   }
 }
 }  // namespace
@@ -83,11 +105,20 @@ Tensor Tensor::to(DType dtype) const {
   if (dtype == dtype_) return clone();
   Tensor t(shape_, dtype, device());
   switch (dtype) {
-    case DType::f32: convert_into(*this, t.data<float>()); break;
-    case DType::i32: convert_into(*this, t.data<int32_t>()); break;
-    case DType::i64: convert_into(*this, t.data<int64_t>()); break;
-    case DType::u8: convert_into(*this, t.data<uint8_t>()); break;
-    default: throw Unsupported("conversion to " + std::string(dtype_name(dtype)) + " is not implemented");
+    case DType::f32:
+      convert_into(*this, t.data<float>());
+      break;
+    case DType::i32:
+      convert_into(*this, t.data<int32_t>());
+      break;
+    case DType::i64:
+      convert_into(*this, t.data<int64_t>());
+      break;
+    case DType::u8:
+      convert_into(*this, t.data<uint8_t>());
+      break;
+    default:
+      throw Unsupported("conversion to " + std::string(dtype_name(dtype)) + " is not implemented");
   }
   return t;
 }

@@ -21,7 +21,12 @@ constexpr int kMaxRank = 8;
 // than the file holds costs no more memory than the file itself.
 constexpr size_t kChunk = size_t{1} << 20;
 
-struct IdxType { uint8_t code; const char* name; size_t size; DType dtype; };
+struct IdxType {
+  uint8_t code;
+  const char* name;
+  size_t size;
+  DType dtype;
+};
 constexpr IdxType kTypes[] = {{0x08, "uint8", 1, DType::u8},    {0x09, "int8", 1, DType::i32},
                               {0x0B, "int16", 2, DType::i32},   {0x0C, "int32", 4, DType::i32},
                               {0x0D, "float32", 4, DType::f32}, {0x0E, "float64", 8, DType::f32}};
@@ -94,8 +99,8 @@ class IdxReader {
     if (err == Z_MEM_ERROR) throw OutOfMemoryError(prefix() + "zlib ran out of memory while decompressing");
     // zlib drops the bytes it decompressed in the failing call, so the compressed offset is the precise one.
     throw FormatError(prefix() + "corrupt gzip stream at byte offset " + std::to_string(gzoffset(file_)) +
-                      " of the compressed file, after " + std::to_string(offset_) + " decompressed bytes were read: " +
-                      msg + " (re-download the file)");
+                      " of the compressed file, after " + std::to_string(offset_) +
+                      " decompressed bytes were read: " + msg + " (re-download the file)");
   }
 
   std::string path_;
@@ -112,11 +117,21 @@ Tensor decode(const std::vector<uint8_t>& raw, const IdxType& type, Shape shape)
   int32_t* ints = type.dtype == DType::i32 ? t.data<int32_t>() : nullptr;
   float* floats = type.dtype == DType::f32 ? t.data<float>() : nullptr;
   switch (type.code) {
-    case 0x08: if (n) std::memcpy(t.raw(), p, n); break;
-    case 0x09: for (size_t i = 0; i < n; ++i) ints[i] = static_cast<int8_t>(p[i]); break;
-    case 0x0B: for (size_t i = 0; i < n; ++i) ints[i] = static_cast<int16_t>(be16(p + 2 * i)); break;
-    case 0x0C: for (size_t i = 0; i < n; ++i) ints[i] = static_cast<int32_t>(be32(p + 4 * i)); break;
-    case 0x0D: for (size_t i = 0; i < n; ++i) floats[i] = std::bit_cast<float>(be32(p + 4 * i)); break;
+    case 0x08:
+      if (n) std::memcpy(t.raw(), p, n);
+      break;
+    case 0x09:
+      for (size_t i = 0; i < n; ++i) ints[i] = static_cast<int8_t>(p[i]);
+      break;
+    case 0x0B:
+      for (size_t i = 0; i < n; ++i) ints[i] = static_cast<int16_t>(be16(p + 2 * i));
+      break;
+    case 0x0C:
+      for (size_t i = 0; i < n; ++i) ints[i] = static_cast<int32_t>(be32(p + 4 * i));
+      break;
+    case 0x0D:
+      for (size_t i = 0; i < n; ++i) floats[i] = std::bit_cast<float>(be32(p + 4 * i));
+      break;
     case 0x0E: {
       // Out-of-range doubles become infinities explicitly rather than through an undefined conversion.
       constexpr double kMax = std::numeric_limits<float>::max();
@@ -140,11 +155,15 @@ Tensor load_idx(const std::string& path) {
   if ((got >= 1 && magic[0] != 0) || (got >= 2 && magic[1] != 0)) {
     std::string found;
     for (size_t i = 0; i < got; ++i) found += (i ? " " : "") + hex(magic[i]);
-    in.fail("bad magic", 0, "found bytes " + found + ", expected 00 00 <type code> <rank>; this is neither an IDX "
-            "file nor a gzipped IDX file", "check the path, or re-download the file");
+    in.fail("bad magic", 0,
+            "found bytes " + found +
+                ", expected 00 00 <type code> <rank>; this is neither an IDX "
+                "file nor a gzipped IDX file",
+            "check the path, or re-download the file");
   }
-  if (got == 0) in.fail("truncated header", 0, in.gzipped() ? "the decompressed stream is empty" : "the file is empty",
-                        "check the path, or re-download the file");
+  if (got == 0)
+    in.fail("truncated header", 0, in.gzipped() ? "the decompressed stream is empty" : "the file is empty",
+            "check the path, or re-download the file");
   if (got < 4)
     in.fail("truncated header", got, "expected a 4-byte magic number, got " + std::to_string(got) + " bytes",
             "re-download the file");
@@ -153,8 +172,11 @@ Tensor load_idx(const std::string& path) {
   for (const IdxType& t : kTypes)
     if (t.code == magic[2]) type = &t;
   if (!type)
-    in.fail("unknown type code", 2, "0x" + hex(magic[2]) + " (expected 0x08 uint8, 0x09 int8, 0x0B int16, "
-            "0x0C int32, 0x0D float32 or 0x0E float64)", "the file is not IDX or is corrupted; re-download it");
+    in.fail("unknown type code", 2,
+            "0x" + hex(magic[2]) +
+                " (expected 0x08 uint8, 0x09 int8, 0x0B int16, "
+                "0x0C int32, 0x0D float32 or 0x0E float64)",
+            "the file is not IDX or is corrupted; re-download it");
   int rank = magic[3];
   if (rank == 0 || rank > kMaxRank)
     in.fail("bad rank", 3, "rank " + std::to_string(rank) + " (expected 1 to " + std::to_string(kMaxRank) + ")",
@@ -164,8 +186,10 @@ Tensor load_idx(const std::string& path) {
   size_t header = 4 + 4 * static_cast<size_t>(rank);
   got = in.read(dim_bytes, header - 4);
   if (got < header - 4)
-    in.fail("truncated header", 4 + got, "expected " + std::to_string(header) + " header bytes for " +
-            std::to_string(rank) + " dimensions, got " + std::to_string(4 + got), "re-download the file");
+    in.fail("truncated header", 4 + got,
+            "expected " + std::to_string(header) + " header bytes for " + std::to_string(rank) + " dimensions, got " +
+                std::to_string(4 + got),
+            "re-download the file");
   std::vector<int64_t> dims;
   for (int i = 0; i < rank; ++i) dims.push_back(be32(dim_bytes + 4 * i));
   Shape shape(dims);
@@ -174,9 +198,10 @@ Tensor load_idx(const std::string& path) {
   for (int i = 0; i < rank; ++i) {
     if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(dims[static_cast<size_t>(i)]), &bytes) ||
         bytes > kMaxDataBytes)
-      in.fail("dimension too large", 4 + 4 * static_cast<uint64_t>(i), "dimension " + std::to_string(i) + " is " +
-              std::to_string(dims[static_cast<size_t>(i)]) + ", so shape " + shape.to_string() + " of " +
-              type->name + " would need more than the 4 GiB limit", "the file is corrupted; re-download it");
+      in.fail("dimension too large", 4 + 4 * static_cast<uint64_t>(i),
+              "dimension " + std::to_string(i) + " is " + std::to_string(dims[static_cast<size_t>(i)]) + ", so shape " +
+                  shape.to_string() + " of " + type->name + " would need more than the 4 GiB limit",
+              "the file is corrupted; re-download it");
   }
 
   std::vector<uint8_t> raw;
@@ -190,13 +215,16 @@ Tensor load_idx(const std::string& path) {
     if (got < want) break;
   }
   if (raw.size() < bytes)
-    in.fail("truncated", in.offset(), "expected " + std::to_string(bytes) + " data bytes for shape " +
-            shape.to_string() + " of " + type->name + ", got " + std::to_string(raw.size()), "re-download the file");
+    in.fail("truncated", in.offset(),
+            "expected " + std::to_string(bytes) + " data bytes for shape " + shape.to_string() + " of " + type->name +
+                ", got " + std::to_string(raw.size()),
+            "re-download the file");
   // Reading one more byte also makes zlib verify the gzip trailer (CRC and length).
   uint8_t extra = 0;
   if (in.read(&extra, 1) != 0)
-    in.fail("trailing bytes", header + bytes, "the data for shape " + shape.to_string() + " of " + type->name +
-            " ends here but the file goes on", "the header does not match the data; re-download the file");
+    in.fail("trailing bytes", header + bytes,
+            "the data for shape " + shape.to_string() + " of " + type->name + " ends here but the file goes on",
+            "the header does not match the data; re-download the file");
   return decode(raw, *type, std::move(shape));
 }
 

@@ -34,11 +34,11 @@ std::vector<int> gradients(Graph& g, const std::vector<int>& losses, const std::
     if (node.inputs.empty()) continue;
     std::vector<char> need(node.inputs.size());
     bool any = false;
-    for (size_t i = 0; i < node.inputs.size(); ++i) any |= (need[i] = depends[static_cast<size_t>(node.inputs[i])]) != 0;
+    for (size_t i = 0; i < node.inputs.size(); ++i)
+      any |= (need[i] = depends[static_cast<size_t>(node.inputs[i])]) != 0;
     if (!any) continue;
     const OpInfo& info = op_info(node.op);
-    if (!info.grad)
-      throw Unsupported("op " + std::string(info.name) + " ('" + node.name + "') has no gradient rule");
+    if (!info.grad) throw Unsupported("op " + std::string(info.name) + " ('" + node.name + "') has no gradient rule");
     std::vector<int> dx(node.inputs.size(), -1);
     std::vector<int> inputs = node.inputs;  // the builder may grow g and invalidate `node`
     info.grad(builder, id, dy, reinterpret_cast<const bool*>(need.data()), dx.data());

@@ -17,8 +17,8 @@ struct ExecContext {
 struct KernelArgs {
   const Graph& g;
   const Node& node;
-  void* out;                 // (node.shape) in the node's dtype; nullptr for ops without output
-  const void* const* in;     // one pointer per node.inputs[i]
+  void* out;              // (node.shape) in the node's dtype; nullptr for ops without output
+  const void* const* in;  // one pointer per node.inputs[i]
   const ExecContext& ctx;
 
   const Shape& in_shape(int i) const { return g[node.inputs[static_cast<size_t>(i)]].shape; }

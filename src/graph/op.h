@@ -25,21 +25,34 @@ enum class Op : uint8_t {
   Concat,    // along the last axis
   Slice,     // columns [attrs.begin, attrs.begin + attrs.size) of the last axis
   // Activations and their gradients (grad ops take (dy, x) or (dy, y) as noted in op_table.cpp)
-  Relu, ReluGrad,
-  Sigmoid, SigmoidGrad,
-  Tanh, TanhGrad,
-  Gelu, GeluGrad,
-  Elu, EluGrad,
-  LeakyRelu, LeakyReluGrad,
-  Softmax, SoftmaxGrad,
+  Relu,
+  ReluGrad,
+  Sigmoid,
+  SigmoidGrad,
+  Tanh,
+  TanhGrad,
+  Gelu,
+  GeluGrad,
+  Elu,
+  EluGrad,
+  LeakyRelu,
+  LeakyReluGrad,
+  Softmax,
+  SoftmaxGrad,
   DropoutMask,  // 0 or 1/(1-rate) per element; random per (seed, step, element)
   // Losses: (pred, target) -> scalar mean over the batch; the grad op takes (pred, target, dy)
-  MseLoss, MseLossGrad,
-  BceLoss, BceLossGrad,
-  CceLoss, CceLossGrad,
-  SparseCceLoss, SparseCceLossGrad,
+  MseLoss,
+  MseLossGrad,
+  BceLoss,
+  BceLossGrad,
+  CceLoss,
+  CceLossGrad,
+  SparseCceLoss,
+  SparseCceLossGrad,
   // Metrics: (pred, target) -> scalar fraction correct in this batch
-  BinaryAccuracy, CategoricalAccuracy, SparseCategoricalAccuracy,
+  BinaryAccuracy,
+  CategoricalAccuracy,
+  SparseCategoricalAccuracy,
   // Optimizer updates: in place on (param, grad, slots...), no output
   SgdUpdate,      // (param, grad, momentum)
   AdamUpdate,     // (param, grad, m, v); AdamW through weight_decay
@@ -53,14 +66,14 @@ inline constexpr int kOpCount = static_cast<int>(Op::kCount);
 struct UpdateConfig {
   float learning_rate = 0.001f;
   float beta_1 = 0.9f, beta_2 = 0.999f, epsilon = 1e-7f;  // Adam
-  float momentum = 0.0f;                                   // SGD, RMSprop
-  bool nesterov = false;                                   // SGD
-  float rho = 0.9f;                                        // RMSprop
-  bool centered = false;                                   // RMSprop
-  float weight_decay = 0.0f;                               // decoupled (AdamW), any optimizer
-  float clipnorm = 0.0f;                                   // 0 = off; per variable, as Keras
-  float clipvalue = 0.0f;                                  // 0 = off
-  int64_t iterations = 0;                                  // updates applied so far (Keras' optimizer.iterations)
+  float momentum = 0.0f;                                  // SGD, RMSprop
+  bool nesterov = false;                                  // SGD
+  float rho = 0.9f;                                       // RMSprop
+  bool centered = false;                                  // RMSprop
+  float weight_decay = 0.0f;                              // decoupled (AdamW), any optimizer
+  float clipnorm = 0.0f;                                  // 0 = off; per variable, as Keras
+  float clipvalue = 0.0f;                                 // 0 = off
+  int64_t iterations = 0;                                 // updates applied so far (Keras' optimizer.iterations)
 };
 
 struct Attrs {
@@ -87,10 +100,10 @@ using GradFn = void (*)(GradBuilder& b, int node, int dy, const bool* need, int*
 struct OpInfo {
   Op op;
   std::string_view name;
-  int arity;          // number of inputs; -1 = variadic (at least one)
-  bool has_output;    // update ops have none
+  int arity;        // number of inputs; -1 = variadic (at least one)
+  bool has_output;  // update ops have none
   ShapeFn shape;
-  GradFn grad;        // nullptr: not differentiable (gradient ops, metrics, sources)
+  GradFn grad;  // nullptr: not differentiable (gradient ops, metrics, sources)
 };
 
 const OpInfo& op_info(Op op);

@@ -97,7 +97,9 @@ Shape shape_loss(const Graph& g, int node) {
   if (p.rank() < 1) shape_error(g, node, "predictions need a batch dimension");
   if (sparse) {
     bool ok = (t.rank() == p.rank() - 1 || (t.rank() == p.rank() && t[-1] == 1)) && t[0] == p[0];
-    if (!ok) shape_error(g, node, "sparse labels must have shape " + p.with_batch(p[0]).to_string() + " without its last axis");
+    if (!ok)
+      shape_error(g, node,
+                  "sparse labels must have shape " + p.with_batch(p[0]).to_string() + " without its last axis");
   } else if (t != p) {
     shape_error(g, node, "targets must have the shape of the predictions");
   }

@@ -17,7 +17,8 @@ std::vector<int> schedule(const Graph& g, const std::vector<int>& roots) {
   std::vector<int> last_reader(n, -1);
   for (int id = 0; id < g.size(); ++id)
     if (needed[static_cast<size_t>(id)] && op_info(g[id].op).has_output)
-      for (int in : g[id].inputs) last_reader[static_cast<size_t>(in)] = std::max(last_reader[static_cast<size_t>(in)], id);
+      for (int in : g[id].inputs)
+        last_reader[static_cast<size_t>(in)] = std::max(last_reader[static_cast<size_t>(in)], id);
 
   // Sort key: a node's own id, except update ops, which go right after max(inputs, readers of inputs).
   std::vector<std::pair<double, int>> keyed;

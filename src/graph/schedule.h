@@ -19,11 +19,11 @@ std::vector<int> schedule(const Graph& g, const std::vector<int>& roots);
 inline constexpr size_t kArenaAlignment = 64;
 
 struct MemoryPlan {
-  std::vector<int64_t> offset;   // per node id: byte offset in the arena, -1 if not in the arena
-  std::vector<int> first_use;    // per node id: step index that produces it
-  std::vector<int> last_use;     // per node id: last step index that reads it
-  size_t arena_bytes = 0;        // the planned peak of transient memory
-  size_t unplanned_bytes = 0;    // the sum of all transient buffers (what a naive allocator would hold)
+  std::vector<int64_t> offset;  // per node id: byte offset in the arena, -1 if not in the arena
+  std::vector<int> first_use;   // per node id: step index that produces it
+  std::vector<int> last_use;    // per node id: last step index that reads it
+  size_t arena_bytes = 0;       // the planned peak of transient memory
+  size_t unplanned_bytes = 0;   // the sum of all transient buffers (what a naive allocator would hold)
 };
 
 // Assigns every transient value (everything except Variable and output-less ops) an arena offset such

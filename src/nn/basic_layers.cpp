@@ -12,7 +12,9 @@ namespace nn {
 InputLayer::InputLayer(Shape sample_shape, std::string given) : Layer("input_layer", std::move(given)) {
   std::vector<int64_t> dims{-1};
   for (int64_t d : sample_shape.dims()) {
-    if (d <= 0) throw InvalidArgument("Input '" + name + "': shape " + sample_shape.to_string() + " must have positive dimensions");
+    if (d <= 0)
+      throw InvalidArgument("Input '" + name + "': shape " + sample_shape.to_string() +
+                            " must have positive dimensions");
     dims.push_back(d);
   }
   auto node = std::make_shared<KerasTensor::NodeData>();
@@ -31,7 +33,8 @@ namespace {
 
 class ActivationLayer final : public Layer {
  public:
-  ActivationLayer(std::string activation, std::string n) : Layer("activation", std::move(n)), activation_(std::move(activation)) {
+  ActivationLayer(std::string activation, std::string n)
+      : Layer("activation", std::move(n)), activation_(std::move(activation)) {
     nn::check_activation(activation_);
   }
   std::string class_name() const override { return "Activation"; }
@@ -78,7 +81,8 @@ class ReshapeLayer final : public Layer {
   Shape infer(const Shape& input) const {
     const std::vector<Shape> in{input};
     Shape sample = in[0].sample_shape();
-    if (!sample.fully_known()) throw InvalidArgument(class_name() + " '" + name + "': input shape " + in[0].to_string() + " is not fully known");
+    if (!sample.fully_known())
+      throw InvalidArgument(class_name() + " '" + name + "': input shape " + in[0].to_string() + " is not fully known");
     const int64_t n = sample.numel();
     std::vector<int64_t> out{-1};
     if (!target_) {
@@ -86,17 +90,20 @@ class ReshapeLayer final : public Layer {
     } else {
       int64_t known = 1, unknown = -1;
       for (int i = 0; i < target_->rank(); ++i) {
-        if ((*target_)[i] == -1 && unknown < 0) unknown = i;
-        else if ((*target_)[i] <= 0) throw InvalidArgument("Reshape '" + name + "': bad target shape " + target_->to_string());
-        else known *= (*target_)[i];
+        if ((*target_)[i] == -1 && unknown < 0)
+          unknown = i;
+        else if ((*target_)[i] <= 0)
+          throw InvalidArgument("Reshape '" + name + "': bad target shape " + target_->to_string());
+        else
+          known *= (*target_)[i];
       }
       std::vector<int64_t> dims = target_->dims();
       if (unknown >= 0) dims[static_cast<size_t>(unknown)] = known > 0 && n % known == 0 ? n / known : -1;
       int64_t total = 1;
       for (int64_t d : dims) total *= d;
       if (total != n)
-        throw InvalidArgument("Reshape '" + name + "': cannot reshape input " + in[0].to_string() + " (" + std::to_string(n) +
-                              " values per sample) to " + target_->to_string());
+        throw InvalidArgument("Reshape '" + name + "': cannot reshape input " + in[0].to_string() + " (" +
+                              std::to_string(n) + " values per sample) to " + target_->to_string());
       out.insert(out.end(), dims.begin(), dims.end());
     }
     return Shape(std::move(out));
@@ -121,7 +128,8 @@ class ReshapeLayer final : public Layer {
 
 class MergeLayer final : public Layer {
  public:
-  MergeLayer(bool concat, int axis, std::string n) : Layer(concat ? "concatenate" : "add", std::move(n)), concat_(concat), axis_(axis) {}
+  MergeLayer(bool concat, int axis, std::string n)
+      : Layer(concat ? "concatenate" : "add", std::move(n)), concat_(concat), axis_(axis) {}
   std::string class_name() const override { return concat_ ? "Concatenate" : "Add"; }
   int arity() const override { return -1; }
   Shape build(const std::vector<Shape>& in) override {
@@ -129,7 +137,8 @@ class MergeLayer final : public Layer {
     if (concat_) {
       const int last = out.rank() - 1;
       if (axis_ != -1 && axis_ != last)
-        throw Unsupported("Concatenate '" + name + "': only the last axis (-1) is supported, got axis " + std::to_string(axis_));
+        throw Unsupported("Concatenate '" + name + "': only the last axis (-1) is supported, got axis " +
+                          std::to_string(axis_));
       out[-1] = 0;
     }
     for (const Shape& s : in) {
@@ -171,7 +180,9 @@ LayerPtr Input(Shape shape, std::string name) { return make_input(std::move(shap
 LayerPtr Activation(std::string activation, std::string name) {
   return std::make_shared<ActivationLayer>(std::move(activation), std::move(name));
 }
-LayerPtr Dropout(float rate, uint64_t seed, std::string name) { return std::make_shared<DropoutLayer>(rate, seed, std::move(name)); }
+LayerPtr Dropout(float rate, uint64_t seed, std::string name) {
+  return std::make_shared<DropoutLayer>(rate, seed, std::move(name));
+}
 LayerPtr Flatten(std::string name) { return std::make_shared<ReshapeLayer>("flatten", std::nullopt, std::move(name)); }
 LayerPtr Reshape(Shape target_shape, std::string name) {
   return std::make_shared<ReshapeLayer>("reshape", std::move(target_shape), std::move(name));

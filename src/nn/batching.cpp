@@ -17,12 +17,18 @@ void convert_rows(const S* src, const int64_t* idx, int64_t begin, int64_t n, in
 template <typename D>
 void from_any(const Tensor& src, const int64_t* idx, int64_t begin, int64_t n, int64_t row, D* dst) {
   switch (src.dtype()) {
-    case DType::f32: return convert_rows(src.data<float>(), idx, begin, n, row, dst);
-    case DType::i32: return convert_rows(src.data<int32_t>(), idx, begin, n, row, dst);
-    case DType::i64: return convert_rows(src.data<int64_t>(), idx, begin, n, row, dst);
-    case DType::u8: return convert_rows(src.data<uint8_t>(), idx, begin, n, row, dst);
-    case DType::boolean: return convert_rows(src.data<bool>(), idx, begin, n, row, dst);
-    default: throw Unsupported("batches of dtype " + std::string(dtype_name(src.dtype())) + " (convert to float32)");
+    case DType::f32:
+      return convert_rows(src.data<float>(), idx, begin, n, row, dst);
+    case DType::i32:
+      return convert_rows(src.data<int32_t>(), idx, begin, n, row, dst);
+    case DType::i64:
+      return convert_rows(src.data<int64_t>(), idx, begin, n, row, dst);
+    case DType::u8:
+      return convert_rows(src.data<uint8_t>(), idx, begin, n, row, dst);
+    case DType::boolean:
+      return convert_rows(src.data<bool>(), idx, begin, n, row, dst);
+    default:
+      throw Unsupported("batches of dtype " + std::string(dtype_name(src.dtype())) + " (convert to float32)");
   }
 }
 
@@ -37,7 +43,8 @@ void gather_rows(const Tensor& src, const int64_t* idx, int64_t begin, int64_t n
     if (!idx) {
       std::memcpy(d, s + static_cast<size_t>(begin) * bytes, static_cast<size_t>(n) * bytes);
     } else {
-      for (int64_t r = 0; r < n; ++r) std::memcpy(d + static_cast<size_t>(r) * bytes, s + static_cast<size_t>(idx[r]) * bytes, bytes);
+      for (int64_t r = 0; r < n; ++r)
+        std::memcpy(d + static_cast<size_t>(r) * bytes, s + static_cast<size_t>(idx[r]) * bytes, bytes);
     }
     return;
   }

@@ -51,16 +51,21 @@ void append(char* buf, size_t cap, const char* fmt, A... args) {
 }
 
 void append_duration(char* buf, size_t cap, double s) {
-  if (s >= 3600) append(buf, cap, "%d:%02d:%02d", int(s) / 3600, (int(s) % 3600) / 60, int(s) % 60);
-  else if (s >= 60) append(buf, cap, "%d:%02d", int(s) / 60, int(s) % 60);
-  else append(buf, cap, "%.0fs", s);
+  if (s >= 3600)
+    append(buf, cap, "%d:%02d:%02d", int(s) / 3600, (int(s) % 3600) / 60, int(s) % 60);
+  else if (s >= 60)
+    append(buf, cap, "%d:%02d", int(s) / 60, int(s) % 60);
+  else
+    append(buf, cap, "%.0fs", s);
 }
 
 void append_logs(char* buf, size_t cap, const Logs& logs, bool with_val) {
   for (const auto& [k, v] : logs.items()) {
     if (!with_val && k.rfind("val_", 0) == 0) continue;
-    if (std::abs(v) > 1e-3 || v == 0.0) append(buf, cap, " - %s: %.4f", k.c_str(), v);
-    else append(buf, cap, " - %s: %.4e", k.c_str(), v);
+    if (std::abs(v) > 1e-3 || v == 0.0)
+      append(buf, cap, " - %s: %.4f", k.c_str(), v);
+    else
+      append(buf, cap, " - %s: %.4e", k.c_str(), v);
   }
 }
 }  // namespace
@@ -101,7 +106,9 @@ void ProgbarLogger::draw(int64_t done, const Logs& logs, bool final_line, bool w
     int p = 0;
     bar[p++] = '[';
     for (int i = 0; i < kWidth; ++i)
-      bar[p++] = i < filled - 1 ? '=' : i == filled - 1 ? (done < target ? '>' : '=') : (i == 0 && filled == 0 ? '>' : '.');
+      bar[p++] = i < filled - 1    ? '='
+                 : i == filled - 1 ? (done < target ? '>' : '=')
+                                   : (i == 0 && filled == 0 ? '>' : '.');
     bar[p++] = ']';
     bar[p] = 0;
     append(line_, cap, "\r%*lld/%lld %s - ", digits, static_cast<long long>(done), static_cast<long long>(target), bar);
@@ -110,9 +117,12 @@ void ProgbarLogger::draw(int64_t done, const Logs& logs, bool final_line, bool w
       append_duration(line_, cap, per_step * static_cast<double>(target - done));
     } else {
       append_duration(line_, cap, elapsed);
-      if (per_step >= 1) append(line_, cap, " %.0fs/step", per_step);
-      else if (per_step >= 1e-3) append(line_, cap, " %.0fms/step", per_step * 1e3);
-      else append(line_, cap, " %.0fus/step", per_step * 1e6);
+      if (per_step >= 1)
+        append(line_, cap, " %.0fs/step", per_step);
+      else if (per_step >= 1e-3)
+        append(line_, cap, " %.0fms/step", per_step * 1e3);
+      else
+        append(line_, cap, " %.0fus/step", per_step * 1e6);
     }
     append_logs(line_, cap, logs, with_val);
     if (terminal_) append(line_, cap, "\033[K");  // clear what a longer previous line left
@@ -125,8 +135,10 @@ void ProgbarLogger::draw(int64_t done, const Logs& logs, bool final_line, bool w
     append(line_, cap, "%lld/%lld - ", static_cast<long long>(done), static_cast<long long>(target));
     append_duration(line_, cap, elapsed);
     append_logs(line_, cap, logs, with_val);
-    if (per_step >= 1e-3) append(line_, cap, " - %.0fms/step\n", per_step * 1e3);
-    else append(line_, cap, " - %.0fus/step\n", per_step * 1e6);
+    if (per_step >= 1e-3)
+      append(line_, cap, " - %.0fms/step\n", per_step * 1e3);
+    else
+      append(line_, cap, " - %.0fus/step\n", per_step * 1e6);
   }
   std::fputs(line_, stdout);
   std::fflush(stdout);

@@ -22,7 +22,8 @@ void bind_batch(nn::Compiled& c, const std::vector<Tensor>& x, const std::vector
                 int64_t begin, int64_t n) {
   graph::Program& p = *c.program;
   for (size_t i = 0; i < c.x.size(); ++i)
-    if (p.plan().offset[static_cast<size_t>(c.x[i])] >= 0) nn::gather_rows(x[i], idx, begin, n, p.data(c.x[i]), DType::f32);
+    if (p.plan().offset[static_cast<size_t>(c.x[i])] >= 0)
+      nn::gather_rows(x[i], idx, begin, n, p.data(c.x[i]), DType::f32);
   if (y)
     for (size_t j = 0; j < c.y.size(); ++j) nn::gather_rows((*y)[j], idx, begin, n, p.data(c.y[j]), c.y_dtype[j]);
 }
@@ -59,7 +60,8 @@ History Model::fit(const std::vector<Tensor>& x_all, const std::vector<Tensor>& 
   require(o.validation_split >= 0.0f && o.validation_split < 1.0f,
           "fit: validation_split must be in [0, 1), got " + std::to_string(o.validation_split));
   require(o.steps_per_epoch >= 0 && o.validation_steps >= 0, "fit: steps_per_epoch and validation_steps must be >= 0");
-  require(o.verbose >= -1 && o.verbose <= 2, "fit: verbose must be -1 (auto), 0, 1 or 2, got " + std::to_string(o.verbose));
+  require(o.verbose >= -1 && o.verbose <= 2,
+          "fit: verbose must be -1 (auto), 0, 1 or 2, got " + std::to_string(o.verbose));
   ensure_built(x_all);
   check_data(x_all, &y_all, "fit");
 
@@ -73,7 +75,8 @@ History Model::fit(const std::vector<Tensor>& x_all, const std::vector<Tensor>& 
   } else if (o.validation_split > 0.0f) {
     const auto split = static_cast<int64_t>(std::ceil(static_cast<double>(n_all) * (1.0 - o.validation_split)));
     require(split > 0 && split < n_all, "fit: validation_split " + std::to_string(o.validation_split) + " of " +
-                                            std::to_string(n_all) + " samples leaves an empty training or validation set");
+                                            std::to_string(n_all) +
+                                            " samples leaves an empty training or validation set");
     for (size_t i = 0; i < x.size(); ++i) {
       vx.push_back(x_all[i].slice_rows(split, n_all));
       x[i] = x_all[i].slice_rows(0, split);
@@ -93,7 +96,8 @@ History Model::fit(const std::vector<Tensor>& x_all, const std::vector<Tensor>& 
   std::vector<CallbackPtr> callbacks{history};
   const int verbose = o.verbose == -1 ? 1 : o.verbose;
   const bool terminal = isatty(STDOUT_FILENO) != 0;
-  if (verbose > 0) callbacks.push_back(std::make_shared<ProgbarLogger>(o.verbose == -1 && !terminal ? 2 : verbose, terminal));
+  if (verbose > 0)
+    callbacks.push_back(std::make_shared<ProgbarLogger>(o.verbose == -1 && !terminal ? 2 : verbose, terminal));
   callbacks.insert(callbacks.end(), o.callbacks.begin(), o.callbacks.end());
   for (const CallbackPtr& cb : callbacks) {
     cb->model = this;
@@ -171,7 +175,8 @@ Logs Model::evaluate(const std::vector<Tensor>& x, const std::vector<Tensor>& y,
   return logs;
 }
 
-Logs Model::run_evaluation(const std::vector<Tensor>& x, const std::vector<Tensor>& y, int64_t batch_size, int64_t steps) {
+Logs Model::run_evaluation(const std::vector<Tensor>& x, const std::vector<Tensor>& y, int64_t batch_size,
+                           int64_t steps) {
   if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
   const int64_t n = rows_of(x);
   const int64_t batch = std::min(batch_size, std::max<int64_t>(n, 1));

@@ -35,8 +35,8 @@ void uniform(float* p, int64_t n, double limit, std::mt19937_64& gen) {
   for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(d(gen));
 }
 
-const char* const kNames[] = {"glorot_uniform", "glorot_normal", "he_normal",     "he_uniform",     "lecun_normal",
-                              "lecun_uniform",  "zeros",         "ones",          "random_normal",  "random_uniform"};
+const char* const kNames[] = {"glorot_uniform", "glorot_normal", "he_normal", "he_uniform",    "lecun_normal",
+                              "lecun_uniform",  "zeros",         "ones",      "random_normal", "random_uniform"};
 }  // namespace
 
 void check_initializer(const std::string& name) {

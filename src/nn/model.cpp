@@ -16,12 +16,14 @@ Model::Model(std::vector<KerasTensor> inputs, std::vector<KerasTensor> outputs, 
   init_graph(std::move(inputs), std::move(outputs));
 }
 
-Model::Model(std::string name_prefix, std::string name) : name_(name.empty() ? nn::unique_name(name_prefix) : std::move(name)) {}
+Model::Model(std::string name_prefix, std::string name)
+    : name_(name.empty() ? nn::unique_name(name_prefix) : std::move(name)) {}
 
 Model::~Model() = default;
 
 void Model::init_graph(std::vector<KerasTensor> inputs, std::vector<KerasTensor> outputs) {
-  if (inputs.empty() || outputs.empty()) throw InvalidArgument("model '" + name_ + "' needs at least one input and one output");
+  if (inputs.empty() || outputs.empty())
+    throw InvalidArgument("model '" + name_ + "' needs at least one input and one output");
   for (const KerasTensor& in : inputs)
     if (!in.node || !dynamic_cast<nn::InputLayer*>(in.node->layer.get()) || !in.node->inputs.empty())
       throw InvalidArgument("model '" + name_ + "': every input must come from tk::Input(...)");
@@ -63,7 +65,8 @@ void Model::compile(OptimizerPtr optimizer, std::vector<Loss> losses, std::vecto
 }
 
 void Model::check_compiled(const char* what) const {
-  if (!optimizer_) throw InvalidArgument(std::string(what) + ": model '" + name_ + "' must be compiled first (call compile())");
+  if (!optimizer_)
+    throw InvalidArgument(std::string(what) + ": model '" + name_ + "' must be compiled first (call compile())");
 }
 
 namespace {
@@ -97,7 +100,8 @@ void Model::check_data(const std::vector<Tensor>& x, const std::vector<Tensor>* 
       throw InvalidArgument(std::string(what) + ": x arrays differ in sample count (" + std::to_string(n) + " vs " +
                             std::to_string(x[i].dim(0)) + ")");
     if (x[i].dtype() == DType::f16 || x[i].dtype() == DType::bf16)
-      throw Unsupported(std::string(what) + ": x of dtype " + std::string(dtype_name(x[i].dtype())) + " (convert it to float32)");
+      throw Unsupported(std::string(what) + ": x of dtype " + std::string(dtype_name(x[i].dtype())) +
+                        " (convert it to float32)");
   }
   if (!y) return;
   if (y->size() != outputs_.size())
@@ -122,8 +126,9 @@ void Model::check_data(const std::vector<Tensor>& x, const std::vector<Tensor>* 
     }
     if (!ok) {
       std::string want = out.to_string();
-      if (sparse) want = "(n" + (out.rank() > 2 ? ", " + out.sample_shape().to_string().substr(1) : std::string(")")) +
-                         " of class ids, without the last axis of " + out.to_string();
+      if (sparse)
+        want = "(n" + (out.rank() > 2 ? ", " + out.sample_shape().to_string().substr(1) : std::string(")")) +
+               " of class ids, without the last axis of " + out.to_string();
       throw InvalidArgument(std::string(what) + ": target " + std::to_string(j) + " for output '" +
                             outputs_[j].node->layer->name + "' (shape " + out.to_string() + ", loss " + loss.name +
                             ") must have shape " + want + ", got " + (t.defined() ? t.shape().to_string() : "nothing") +
@@ -160,8 +165,8 @@ void Model::set_weights(const std::vector<Tensor>& weights) {
   for (size_t i = 0; i < mine.size(); ++i)
     if (weights[i].shape() != mine[i]->value.shape() || weights[i].dtype() != DType::f32)
       throw InvalidArgument("set_weights: weight " + std::to_string(i) + " ('" + mine[i]->name + "') has shape " +
-                            mine[i]->value.shape().to_string() + " float32, got " + weights[i].shape().to_string() + " " +
-                            std::string(dtype_name(weights[i].dtype())));
+                            mine[i]->value.shape().to_string() + " float32, got " + weights[i].shape().to_string() +
+                            " " + std::string(dtype_name(weights[i].dtype())));
   // Copy into the existing storage: compiled programs hold pointers to it.
   for (size_t i = 0; i < mine.size(); ++i) std::memcpy(mine[i]->value.raw(), weights[i].raw(), weights[i].nbytes());
 }
@@ -181,7 +186,8 @@ Sequential::Sequential(std::vector<LayerPtr> layers, std::string name) : Model("
 
 void Sequential::add(LayerPtr layer) {
   if (!layer) throw InvalidArgument("Sequential::add: null layer");
-  if (has_graph_) throw InvalidArgument("Sequential::add: model '" + name() + "' is already built; add layers before compile/fit");
+  if (has_graph_)
+    throw InvalidArgument("Sequential::add: model '" + name() + "' is already built; add layers before compile/fit");
   bool is_input = dynamic_cast<nn::InputLayer*>(layer.get()) != nullptr;
   if (is_input && !pending_.empty())
     throw InvalidArgument("Sequential: an Input layer must come first (model '" + name() + "')");
@@ -201,7 +207,8 @@ void Sequential::ensure_built(const std::vector<Tensor>& x) {
     first = 1;
   } else {
     if (x.empty() || !x[0].defined() || x[0].shape().rank() < 2)
-      throw InvalidArgument("Sequential model '" + name() + "' has no Input layer and no data to infer its input shape from");
+      throw InvalidArgument("Sequential model '" + name() +
+                            "' has no Input layer and no data to infer its input shape from");
     in = tk::Input(x[0].shape().sample_shape());
   }
   KerasTensor h = in;

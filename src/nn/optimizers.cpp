@@ -33,8 +33,7 @@ class Impl final : public Optimizer {
 };
 
 void check(bool ok, const std::string& opt, const std::string& what, float v, const std::string& range) {
-  if (!ok)
-    throw InvalidArgument(opt + ": " + what + " must be " + range + ", got " + std::to_string(v));
+  if (!ok) throw InvalidArgument(opt + ": " + what + " must be " + range + ", got " + std::to_string(v));
 }
 
 std::shared_ptr<Impl> make(const std::string& name, int slots, float lr, const optimizers::Common& c) {

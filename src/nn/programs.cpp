@@ -35,8 +35,9 @@ Op metric_op(const std::string& metric, const Loss& loss, const Shape& out) {
   if (metric == "binary_accuracy") return Op::BinaryAccuracy;
   if (metric == "categorical_accuracy") return Op::CategoricalAccuracy;
   if (metric == "sparse_categorical_accuracy") return Op::SparseCategoricalAccuracy;
-  throw InvalidArgument("unknown metric '" + metric +
-                        "' (expected one of accuracy, binary_accuracy, categorical_accuracy, sparse_categorical_accuracy)");
+  throw InvalidArgument(
+      "unknown metric '" + metric +
+      "' (expected one of accuracy, binary_accuracy, categorical_accuracy, sparse_categorical_accuracy)");
 }
 
 std::vector<Weight*> ProgramCache::trainable_weights() const {
@@ -64,7 +65,8 @@ std::unique_ptr<Compiled> ProgramCache::build(ProgramKind kind, int64_t batch) {
   std::unordered_map<const KerasTensor::NodeData*, int> value;
   for (size_t i = 0; i < model_.inputs_.size(); ++i) {
     const KerasTensor& in = model_.inputs_[i];
-    int id = g.input(in.node->layer ? in.node->layer->name : "input_" + std::to_string(i), in.shape().with_batch(batch));
+    int id =
+        g.input(in.node->layer ? in.node->layer->name : "input_" + std::to_string(i), in.shape().with_batch(batch));
     value[in.node.get()] = id;
     c->x.push_back(id);
   }
@@ -118,7 +120,9 @@ std::unique_ptr<Compiled> ProgramCache::build(ProgramKind kind, int64_t batch) {
       std::vector<int> grads = graph::gradients(g, losses, vars);
       Optimizer& opt = *model_.optimizer_;
       const std::string& kind_name = opt.name();
-      const Op update = kind_name == "SGD" ? Op::SgdUpdate : kind_name == "RMSprop" ? Op::RmspropUpdate : Op::AdamUpdate;
+      const Op update = kind_name == "SGD"       ? Op::SgdUpdate
+                        : kind_name == "RMSprop" ? Op::RmspropUpdate
+                                                 : Op::AdamUpdate;
       for (size_t i = 0; i < weights.size(); ++i) {
         if (grads[i] < 0) continue;  // does not influence the loss
         std::vector<Tensor>& slots = slots_[weights[i]->value.raw()];

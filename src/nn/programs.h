@@ -14,10 +14,10 @@ enum class ProgramKind { train, eval, predict };
 
 struct Compiled {
   std::unique_ptr<graph::Program> program;
-  std::vector<int> x, y;                         // input value ids: model inputs, targets
-  std::vector<DType> y_dtype;                    // i32 for sparse targets
-  std::vector<int> outputs;                      // predictions (predict programs)
-  std::vector<std::pair<std::string, int>> logs; // log name -> scalar value id ("loss" first)
+  std::vector<int> x, y;                          // input value ids: model inputs, targets
+  std::vector<DType> y_dtype;                     // i32 for sparse targets
+  std::vector<int> outputs;                       // predictions (predict programs)
+  std::vector<std::pair<std::string, int>> logs;  // log name -> scalar value id ("loss" first)
 };
 
 class ProgramCache {

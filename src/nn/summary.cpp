@@ -1,7 +1,7 @@
 // Model::summary in Keras 3's layout.
 #include <cstdio>
-#include <map>
 #include <functional>
+#include <map>
 #include <set>
 
 #include "nn/input_layer.h"
@@ -59,8 +59,8 @@ void Model::summary(std::ostream& os) const {
   const size_t w1 = 33, w2 = 24, w3 = 15;
   os << "Model: \"" << name_ << "\"\n";
   os << "┏" << repeat("━", w1) << "┳" << repeat("━", w2) << "┳" << repeat("━", w3) << "┓\n";
-  os << "┃ " << pad("Layer (type)", w1 - 1) << "┃ " << pad("Output Shape", w2 - 1) << "┃ " << pad("Param #", w3 - 2, true)
-     << " ┃\n";
+  os << "┃ " << pad("Layer (type)", w1 - 1) << "┃ " << pad("Output Shape", w2 - 1) << "┃ "
+     << pad("Param #", w3 - 2, true) << " ┃\n";
   os << "┡" << repeat("━", w1) << "╇" << repeat("━", w2) << "╇" << repeat("━", w3) << "┩\n";
   int64_t trainable = 0, frozen = 0;
   bool first = true;
@@ -70,13 +70,15 @@ void Model::summary(std::ostream& os) const {
     if (sequential && is_input) continue;
     if (!first) os << "├" << repeat("─", w1) << "┼" << repeat("─", w2) << "┼" << repeat("─", w3) << "┤\n";
     first = false;
-    std::string label = l->name + " (" + l->class_name() + ")" + (l->trainable || l->weights().empty() ? "" : " [frozen]");
+    std::string label =
+        l->name + " (" + l->class_name() + ")" + (l->trainable || l->weights().empty() ? "" : " [frozen]");
     auto it = shapes.find(l.get());
     os << "│ " << pad(label, w1 - 1) << "│ " << pad(it == shapes.end() ? "?" : it->second.to_string(), w2 - 1) << "│ "
        << pad(with_commas(l->count_params()), w3 - 2, true) << " │\n";
   }
   os << "└" << repeat("─", w1) << "┴" << repeat("─", w2) << "┴" << repeat("─", w3) << "┘\n";
-  os << " Total params: " << with_commas(trainable + frozen) << " (" << human_bytes(4.0 * double(trainable + frozen)) << ")\n";
+  os << " Total params: " << with_commas(trainable + frozen) << " (" << human_bytes(4.0 * double(trainable + frozen))
+     << ")\n";
   os << " Trainable params: " << with_commas(trainable) << " (" << human_bytes(4.0 * double(trainable)) << ")\n";
   os << " Non-trainable params: " << with_commas(frozen) << " (" << human_bytes(4.0 * double(frozen)) << ")\n";
 }

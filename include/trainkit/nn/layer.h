@@ -75,8 +75,8 @@ class LayerPtr : public std::shared_ptr<Layer> {
  public:
   LayerPtr() = default;
   template <typename T>
-    requires std::is_base_of_v<Layer, T>
-  LayerPtr(std::shared_ptr<T> p) : std::shared_ptr<Layer>(std::move(p)) {}  // NOLINT: implicit like shared_ptr
+  requires std::is_base_of_v<Layer, T> LayerPtr(std::shared_ptr<T> p)
+      : std::shared_ptr<Layer>(std::move(p)) {}  // NOLINT: implicit like shared_ptr
   KerasTensor operator()(const KerasTensor& x) const { return (**this)(x); }
   KerasTensor operator()(const std::vector<KerasTensor>& xs) const { return (**this)(xs); }
 };

@@ -23,7 +23,9 @@ struct Options {
 inline Loss MeanSquaredError() { return Loss("mean_squared_error"); }
 inline Loss BinaryCrossentropy(Options o = {}) { return Loss("binary_crossentropy", o.from_logits); }
 inline Loss CategoricalCrossentropy(Options o = {}) { return Loss("categorical_crossentropy", o.from_logits); }
-inline Loss SparseCategoricalCrossentropy(Options o = {}) { return Loss("sparse_categorical_crossentropy", o.from_logits); }
+inline Loss SparseCategoricalCrossentropy(Options o = {}) {
+  return Loss("sparse_categorical_crossentropy", o.from_logits);
+}
 }  // namespace losses
 
 }  // namespace tk

@@ -16,12 +16,12 @@ struct UpdateConfig;
 class Optimizer {
  public:
   virtual ~Optimizer();
-  virtual std::string name() const = 0;    // "adam"
+  virtual std::string name() const = 0;  // "adam"
   virtual int slots_per_variable() const = 0;
   graph::UpdateConfig& config() { return *config_; }
   const graph::UpdateConfig& config() const { return *config_; }
   float learning_rate() const;
-  void set_learning_rate(float lr);        // takes effect at the next step (schedules, callbacks)
+  void set_learning_rate(float lr);  // takes effect at the next step (schedules, callbacks)
   int64_t iterations() const;
 
  protected:

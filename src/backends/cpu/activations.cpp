@@ -42,24 +42,42 @@ void binary_grad(const KernelArgs& a, F f) {
 constexpr float kInvSqrt2 = 0.70710678118654752f;
 constexpr float kInvSqrt2Pi = 0.39894228040143268f;
 
-void relu(const KernelArgs& a) { unary(a, [](float x, float) { return x > 0.0f ? x : 0.0f; }); }
-void relu_grad(const KernelArgs& a) { binary_grad(a, [](float dy, float y, float) { return y > 0.0f ? dy : 0.0f; }); }
-void sigmoid(const KernelArgs& a) { unary(a, [](float x, float) { return 1.0f / (1.0f + std::exp(-x)); }); }
-void sigmoid_grad(const KernelArgs& a) { binary_grad(a, [](float dy, float y, float) { return dy * y * (1.0f - y); }); }
-void tanh_(const KernelArgs& a) { unary(a, [](float x, float) { return std::tanh(x); }); }
-void tanh_grad(const KernelArgs& a) { binary_grad(a, [](float dy, float y, float) { return dy * (1.0f - y * y); }); }
+void relu(const KernelArgs& a) {
+  unary(a, [](float x, float) { return x > 0.0f ? x : 0.0f; });
+}
+void relu_grad(const KernelArgs& a) {
+  binary_grad(a, [](float dy, float y, float) { return y > 0.0f ? dy : 0.0f; });
+}
+void sigmoid(const KernelArgs& a) {
+  unary(a, [](float x, float) { return 1.0f / (1.0f + std::exp(-x)); });
+}
+void sigmoid_grad(const KernelArgs& a) {
+  binary_grad(a, [](float dy, float y, float) { return dy * y * (1.0f - y); });
+}
+void tanh_(const KernelArgs& a) {
+  unary(a, [](float x, float) { return std::tanh(x); });
+}
+void tanh_grad(const KernelArgs& a) {
+  binary_grad(a, [](float dy, float y, float) { return dy * (1.0f - y * y); });
+}
 // Keras' gelu default is the exact form: x * Phi(x).
-void gelu(const KernelArgs& a) { unary(a, [](float x, float) { return 0.5f * x * (1.0f + std::erf(x * kInvSqrt2)); }); }
+void gelu(const KernelArgs& a) {
+  unary(a, [](float x, float) { return 0.5f * x * (1.0f + std::erf(x * kInvSqrt2)); });
+}
 void gelu_grad(const KernelArgs& a) {
   binary_grad(a, [](float dy, float x, float) {
     return dy * (0.5f * (1.0f + std::erf(x * kInvSqrt2)) + x * kInvSqrt2Pi * std::exp(-0.5f * x * x));
   });
 }
-void elu(const KernelArgs& a) { unary(a, [](float x, float al) { return x > 0.0f ? x : al * (std::exp(x) - 1.0f); }); }
+void elu(const KernelArgs& a) {
+  unary(a, [](float x, float al) { return x > 0.0f ? x : al * (std::exp(x) - 1.0f); });
+}
 void elu_grad(const KernelArgs& a) {
   binary_grad(a, [](float dy, float x, float al) { return x > 0.0f ? dy : dy * al * std::exp(x); });
 }
-void leaky_relu(const KernelArgs& a) { unary(a, [](float x, float al) { return x >= 0.0f ? x : al * x; }); }
+void leaky_relu(const KernelArgs& a) {
+  unary(a, [](float x, float al) { return x >= 0.0f ? x : al * x; });
+}
 void leaky_relu_grad(const KernelArgs& a) {
   binary_grad(a, [](float dy, float x, float al) { return x >= 0.0f ? dy : al * dy; });
 }
@@ -69,16 +87,19 @@ void softmax(const KernelArgs& a) {
   const int64_t n = a.node.shape[-1], rows = a.node.shape.numel() / (n ? n : 1);
   const float* x = a.in_f(0);
   float* y = a.out_f();
-  parallel_for(rows, [&](int64_t rb, int64_t re) {
-  for (int64_t r = rb; r < re; ++r) {
-    const float* xr = x + r * n;
-    float* yr = y + r * n;
-    float mx = *std::max_element(xr, xr + n), sum = 0.0f;
-    for (int64_t j = 0; j < n; ++j) sum += (yr[j] = std::exp(xr[j] - mx));
-    const float inv = 1.0f / sum;
-    for (int64_t j = 0; j < n; ++j) yr[j] *= inv;
-  }
-  }, kParallelGrain / std::max<int64_t>(n, 1));
+  parallel_for(
+      rows,
+      [&](int64_t rb, int64_t re) {
+        for (int64_t r = rb; r < re; ++r) {
+          const float* xr = x + r * n;
+          float* yr = y + r * n;
+          float mx = *std::max_element(xr, xr + n), sum = 0.0f;
+          for (int64_t j = 0; j < n; ++j) sum += (yr[j] = std::exp(xr[j] - mx));
+          const float inv = 1.0f / sum;
+          for (int64_t j = 0; j < n; ++j) yr[j] *= inv;
+        }
+      },
+      kParallelGrain / std::max<int64_t>(n, 1));
 }
 
 // dx = y * (dy - sum(dy * y)) per row.
@@ -87,13 +108,16 @@ void softmax_grad(const KernelArgs& a) {
   const float* dy = a.in_f(0);
   const float* y = a.in_f(1);
   float* dx = a.out_f();
-  parallel_for(rows, [&](int64_t rb, int64_t re) {
-  for (int64_t r = rb; r < re; ++r) {
-    float dot = 0.0f;
-    for (int64_t j = 0; j < n; ++j) dot += dy[r * n + j] * y[r * n + j];
-    for (int64_t j = 0; j < n; ++j) dx[r * n + j] = y[r * n + j] * (dy[r * n + j] - dot);
-  }
-  }, kParallelGrain / std::max<int64_t>(n, 1));
+  parallel_for(
+      rows,
+      [&](int64_t rb, int64_t re) {
+        for (int64_t r = rb; r < re; ++r) {
+          float dot = 0.0f;
+          for (int64_t j = 0; j < n; ++j) dot += dy[r * n + j] * y[r * n + j];
+          for (int64_t j = 0; j < n; ++j) dx[r * n + j] = y[r * n + j] * (dy[r * n + j] - dot);
+        }
+      },
+      kParallelGrain / std::max<int64_t>(n, 1));
 }
 
 }  // namespace

@@ -61,7 +61,8 @@ void concat(const KernelArgs& a) {
   for (size_t j = 0; j < a.node.inputs.size(); ++j) {
     const int64_t c = a.in_shape(static_cast<int>(j))[-1];
     const float* x = a.in_f(static_cast<int>(j));
-    for (int64_t r = 0; r < rows; ++r) std::memcpy(y + r * width + col, x + r * c, sizeof(float) * static_cast<size_t>(c));
+    for (int64_t r = 0; r < rows; ++r)
+      std::memcpy(y + r * width + col, x + r * c, sizeof(float) * static_cast<size_t>(c));
     col += c;
   }
 }
@@ -72,7 +73,8 @@ void slice(const KernelArgs& a) {
   const int64_t rows = a.node.shape.numel() / (size ? size : 1);
   const float* x = a.in_f(0);
   float* y = a.out_f();
-  for (int64_t r = 0; r < rows; ++r) std::memcpy(y + r * size, x + r * width + begin, sizeof(float) * static_cast<size_t>(size));
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(y + r * size, x + r * width + begin, sizeof(float) * static_cast<size_t>(size));
 }
 
 // mask = 0 with probability rate, else 1/(1-rate); randomness from (seed, step, element index) only,

@@ -3,11 +3,11 @@
 
 namespace tk::cpu {
 
-void register_linalg_kernels();      // linalg.cpp: MatMul (OpenBLAS), BiasAdd, BiasGrad
-void register_elementwise_kernels(); // elementwise.cpp: Fill, Add, Mul, Reshape, Concat, Slice, DropoutMask
-void register_activation_kernels();  // activations.cpp
-void register_loss_kernels();        // losses.cpp: losses, their gradients, accuracy metrics
-void register_optimizer_kernels();   // optimizers.cpp
-void register_kernels();             // all of the above
+void register_linalg_kernels();       // linalg.cpp: MatMul (OpenBLAS), BiasAdd, BiasGrad
+void register_elementwise_kernels();  // elementwise.cpp: Fill, Add, Mul, Reshape, Concat, Slice, DropoutMask
+void register_activation_kernels();   // activations.cpp
+void register_loss_kernels();         // losses.cpp: losses, their gradients, accuracy metrics
+void register_optimizer_kernels();    // optimizers.cpp
+void register_kernels();              // all of the above
 
 }  // namespace tk::cpu

@@ -25,8 +25,8 @@ void matmul(const KernelArgs& a) {
     std::memset(a.out, 0, sizeof(float) * static_cast<size_t>(m) * static_cast<size_t>(n));
     return;
   }
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f,
-              a.in_f(0), static_cast<blasint>(sa[1]), a.in_f(1), static_cast<blasint>(sb[1]), 0.0f, a.out_f(), n);
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a.in_f(0),
+              static_cast<blasint>(sa[1]), a.in_f(1), static_cast<blasint>(sb[1]), 0.0f, a.out_f(), n);
 }
 
 // y(rows, n) = x(rows, n) + b(n)
@@ -35,12 +35,15 @@ void bias_add(const KernelArgs& a) {
   const float* x = a.in_f(0);
   const float* b = a.in_f(1);
   float* y = a.out_f();
-  parallel_for(rows, [&](int64_t rb, int64_t re) {
-    for (int64_t r = rb; r < re; ++r) {
+  parallel_for(
+      rows,
+      [&](int64_t rb, int64_t re) {
+        for (int64_t r = rb; r < re; ++r) {
 #pragma omp simd
-      for (int64_t j = 0; j < n; ++j) y[r * n + j] = x[r * n + j] + b[j];
-    }
-  }, kParallelGrain / std::max<int64_t>(n, 1));
+          for (int64_t j = 0; j < n; ++j) y[r * n + j] = x[r * n + j] + b[j];
+        }
+      },
+      kParallelGrain / std::max<int64_t>(n, 1));
 }
 
 // db(n) = sum over rows of dy(rows, n)

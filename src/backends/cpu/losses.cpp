@@ -83,8 +83,7 @@ void bce_grad(const KernelArgs& a) {
   if (a.node.attrs.from_logits)
     for (int64_t i = 0; i < n; ++i) dp[i] = k * (1.0f / (1.0f + std::exp(-p[i])) - t[i]);
   else
-    for (int64_t i = 0; i < n; ++i)
-      dp[i] = inside(p[i]) ? -k * (t[i] / p[i] - (1.0f - t[i]) / (1.0f - p[i])) : 0.0f;
+    for (int64_t i = 0; i < n; ++i) dp[i] = inside(p[i]) ? -k * (t[i] / p[i] - (1.0f - t[i]) / (1.0f - p[i])) : 0.0f;
 }
 
 // ---------------------------------------------------------------- categorical crossentropy
@@ -202,7 +201,8 @@ void categorical_accuracy(const KernelArgs& a) {
   const float* p = a.in_f(0);
   const float* t = a.in_f(1);
   int64_t hits = 0;
-  for (int64_t r = 0; r < d.rows; ++r) hits += argmax(p + r * d.classes, d.classes) == argmax(t + r * d.classes, d.classes);
+  for (int64_t r = 0; r < d.rows; ++r)
+    hits += argmax(p + r * d.classes, d.classes) == argmax(t + r * d.classes, d.classes);
   *a.out_f() = static_cast<float>(hits) / static_cast<float>(d.rows ? d.rows : 1);
 }
 void binary_accuracy(const KernelArgs& a) {

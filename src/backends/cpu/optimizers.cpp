@@ -118,22 +118,22 @@ void rmsprop(const KernelArgs& a) {
   const float rho = c.rho, lr = c.learning_rate, eps = c.epsilon, mu = c.momentum;
   const bool centered = c.centered;
   parallel_for(n, [&](int64_t b, int64_t e) {
-  for (int64_t i = b; i < e; ++i) {
-    const float gi = clip(g[i]);
-    vel[i] = rho * vel[i] + (1.0f - rho) * gi * gi;
-    float denom = vel[i];
-    if (centered) {
-      avg[i] = rho * avg[i] + (1.0f - rho) * gi;
-      denom -= avg[i] * avg[i];
+    for (int64_t i = b; i < e; ++i) {
+      const float gi = clip(g[i]);
+      vel[i] = rho * vel[i] + (1.0f - rho) * gi * gi;
+      float denom = vel[i];
+      if (centered) {
+        avg[i] = rho * avg[i] + (1.0f - rho) * gi;
+        denom -= avg[i] * avg[i];
+      }
+      const float inc = lr * gi / std::sqrt(denom + eps);
+      if (mu > 0.0f) {
+        mom[i] = mu * mom[i] + inc;
+        w[i] -= mom[i];
+      } else {
+        w[i] -= inc;
+      }
     }
-    const float inc = lr * gi / std::sqrt(denom + eps);
-    if (mu > 0.0f) {
-      mom[i] = mu * mom[i] + inc;
-      w[i] -= mom[i];
-    } else {
-      w[i] -= inc;
-    }
-  }
   });
 }
 
