@@ -154,7 +154,10 @@ Tensor load_idx(const std::string& path) {
   size_t got = in.read(magic, 4);
   if ((got >= 1 && magic[0] != 0) || (got >= 2 && magic[1] != 0)) {
     std::string found;
-    for (size_t i = 0; i < got; ++i) found += (i ? " " : "") + hex(magic[i]);
+    for (size_t i = 0; i < got; ++i) {
+      if (i) found += ' ';  // (GCC 12 flags `(i ? " " : "") + hex(...)` with a false -Wrestrict)
+      found += hex(magic[i]);
+    }
     in.fail("bad magic", 0,
             "found bytes " + found +
                 ", expected 00 00 <type code> <rank>; this is neither an IDX "

@@ -19,8 +19,6 @@ const Shape& in_shape(const Graph& g, int node, int i) { return g[g[node].inputs
 
 // ---------------------------------------------------------------- shape rules
 Shape shape_source(const Graph& g, int node) { return g[node].attrs.shape; }
-Shape shape_none(const Graph&, int) { return Shape{}; }
-Shape shape_scalar(const Graph&, int) { return Shape{}; }
 
 Shape shape_same_as_first(const Graph& g, int node) {
   const Shape& s = in_shape(g, node, 0);
