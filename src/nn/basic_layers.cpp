@@ -17,10 +17,15 @@ InputLayer::InputLayer(Shape sample_shape, std::string given) : Layer("input_lay
                             " must have positive dimensions");
     dims.push_back(d);
   }
-  auto node = std::make_shared<KerasTensor::NodeData>();
-  node->shape = Shape(std::move(dims));
-  output = KerasTensor{node};
+  batch_shape = Shape(std::move(dims));
   built_ = true;
+}
+
+KerasTensor input_tensor(std::shared_ptr<InputLayer> layer) {
+  auto node = std::make_shared<KerasTensor::NodeData>();
+  node->shape = layer->batch_shape;
+  node->layer = std::move(layer);
+  return KerasTensor{node};
 }
 
 int InputLayer::call(CallContext&, const std::vector<int>&) const {
@@ -167,13 +172,11 @@ class MergeLayer final : public Layer {
 
 namespace {
 std::shared_ptr<nn::InputLayer> make_input(Shape shape, std::string name) {
-  auto layer = std::make_shared<nn::InputLayer>(std::move(shape), std::move(name));
-  layer->output.node->layer = layer;  // the symbolic tensor points back at its layer
-  return layer;
+  return std::make_shared<nn::InputLayer>(std::move(shape), std::move(name));
 }
 }  // namespace
 
-KerasTensor Input(Shape shape, std::string name) { return make_input(std::move(shape), std::move(name))->output; }
+KerasTensor Input(Shape shape, std::string name) { return nn::input_tensor(make_input(std::move(shape), std::move(name))); }
 
 namespace layers {
 LayerPtr Input(Shape shape, std::string name) { return make_input(std::move(shape), std::move(name)); }

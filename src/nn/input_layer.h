@@ -9,9 +9,12 @@ class InputLayer final : public Layer {
   InputLayer(Shape sample_shape, std::string name);
   std::string class_name() const override { return "InputLayer"; }
   int arity() const override { return 0; }
-  Shape build(const std::vector<Shape>&) override { return output.shape(); }
+  Shape build(const std::vector<Shape>&) override { return batch_shape; }
   int call(CallContext&, const std::vector<int>&) const override;
-  KerasTensor output;  // (None, ...sample_shape)
+  Shape batch_shape;  // (None, ...sample_shape)
 };
+
+// A new symbolic tensor produced by `layer`. The node owns the layer, never the reverse (no cycle).
+KerasTensor input_tensor(std::shared_ptr<InputLayer> layer);
 
 }  // namespace tk::nn

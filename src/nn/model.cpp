@@ -202,8 +202,8 @@ void Sequential::ensure_built(const std::vector<Tensor>& x) {
   if (pending_.empty()) throw InvalidArgument("Sequential model '" + name() + "' has no layers");
   KerasTensor in;
   size_t first = 0;
-  if (auto* il = dynamic_cast<nn::InputLayer*>(pending_.front().get())) {
-    in = il->output;
+  if (auto il = std::dynamic_pointer_cast<nn::InputLayer>(pending_.front())) {
+    in = nn::input_tensor(il);
     first = 1;
   } else {
     if (x.empty() || !x[0].defined() || x[0].shape().rank() < 2)
