@@ -18,7 +18,9 @@ namespace {
 
 using Bytes = std::vector<uint8_t>;
 
-bool contains(const std::string& haystack, const std::string& needle) { return haystack.find(needle) != std::string::npos; }
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
 
 #define EXPECT_CONTAINS(haystack, needle) \
   EXPECT_TRUE(contains((haystack), (needle))) << "expected to find \"" << (needle) << "\" in:\n" << (haystack)
@@ -173,7 +175,8 @@ Result run_cli(const std::string& args) {
 }
 
 std::string describe(const Result& r) {
-  return "exit " + std::to_string(r.code) + (r.exited ? "" : " (killed)") + "\n--- stdout:\n" + r.out + "--- stderr:\n" + r.err;
+  return "exit " + std::to_string(r.code) + (r.exited ? "" : " (killed)") + "\n--- stdout:\n" + r.out +
+         "--- stderr:\n" + r.err;
 }
 
 // A user mistake: exit status 1, exactly one "trainkit: error:" line on stderr and nothing else there,
@@ -272,7 +275,8 @@ TEST(CliFit, GzippedFilesCustomModelLearns) {
 }
 
 TEST(CliFit, SameSeedSameResult) {
-  const std::string args = "fit" + plain_data().args() + " --model dense:16:relu,dense:10 --epochs 2 --batch-size 32 --seed 3 -v 0";
+  const std::string args =
+      "fit" + plain_data().args() + " --model dense:16:relu,dense:10 --epochs 2 --batch-size 32 --seed 3 -v 0";
   Result a = run_cli(args), b = run_cli(args);
   ASSERT_EQ(a.code, 0) << describe(a);
   ASSERT_EQ(b.code, 0) << describe(b);
@@ -288,7 +292,8 @@ TEST(CliFit, EveryOptimizerRuns) {
 }
 
 TEST(CliFit, ValidationSplitShowsValLoss) {
-  Result r = run_cli("fit" + plain_data().args() + " --model dense:10 --epochs 1 --validation-split 0.25 -v 2 --no-summary");
+  Result r =
+      run_cli("fit" + plain_data().args() + " --model dense:10 --epochs 1 --validation-split 0.25 -v 2 --no-summary");
   ASSERT_EQ(r.code, 0) << describe(r);
   EXPECT_CONTAINS(r.out, "val_loss:");
   EXPECT_CONTAINS(r.out, "val_accuracy:");
@@ -332,7 +337,8 @@ TEST(CliErrors, TruncatedIdx) {
   // A gzip file cut in the middle of its compressed stream.
   Bytes gz = read_bytes(gz_data().train_images);
   ASSERT_GT(gz.size(), 200u);
-  const std::string cut_stream = write_file("cut-stream-images.gz", Bytes(gz.begin(), gz.begin() + static_cast<long>(gz.size() / 2)));
+  const std::string cut_stream =
+      write_file("cut-stream-images.gz", Bytes(gz.begin(), gz.begin() + static_cast<long>(gz.size() / 2)));
   d.train_images = cut_stream;
   expect_user_error(run_cli("fit" + d.args() + " --epochs 1 -v 0"), {cut_stream, "offset"});
 }
@@ -402,19 +408,13 @@ TEST_P(CliBadArguments, OneErrorLineNamingTheValue) {
 
 INSTANTIATE_TEST_SUITE_P(
     CliErrors, CliBadArguments,
-    ::testing::Values(BadArg{"--model conv:3", {"conv"}},
-                      BadArg{"--model dense:10:foo", {"foo"}},
-                      BadArg{"--model dense:0", {"dense:0"}},
-                      BadArg{"--model dense:abc", {"dense:abc"}},
+    ::testing::Values(BadArg{"--model conv:3", {"conv"}}, BadArg{"--model dense:10:foo", {"foo"}},
+                      BadArg{"--model dense:0", {"dense:0"}}, BadArg{"--model dense:abc", {"dense:abc"}},
                       BadArg{"--model dense:64:relu,dropout:1.5,dense:10", {"1.5"}},
-                      BadArg{"--model dense:64,,dense:10", {"--model"}},
-                      BadArg{"--optimizer adamx", {"adamx"}},
-                      BadArg{"-l -0.1", {"-0.1"}},
-                      BadArg{"--learning-rate=-2", {"-2"}},
-                      BadArg{"--batch-size 0", {"--batch-size", "0"}},
-                      BadArg{"--batch-size -4", {"-4"}},
-                      BadArg{"--epochs -1", {"--epochs", "-1"}},
-                      BadArg{"--validation-split 1.5", {"1.5"}}),
+                      BadArg{"--model dense:64,,dense:10", {"--model"}}, BadArg{"--optimizer adamx", {"adamx"}},
+                      BadArg{"-l -0.1", {"-0.1"}}, BadArg{"--learning-rate=-2", {"-2"}},
+                      BadArg{"--batch-size 0", {"--batch-size", "0"}}, BadArg{"--batch-size -4", {"-4"}},
+                      BadArg{"--epochs -1", {"--epochs", "-1"}}, BadArg{"--validation-split 1.5", {"1.5"}}),
     [](const ::testing::TestParamInfo<BadArg>& param) { return "Case" + std::to_string(param.index); });
 
 TEST(CliErrors, LabelsBeyondModelUnits) {

@@ -31,7 +31,9 @@ namespace optimizers = tk::optimizers;
 
 // ---------------------------------------------------------------- helpers
 
-bool contains(const std::string& haystack, const std::string& needle) { return haystack.find(needle) != std::string::npos; }
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
 
 #define EXPECT_CONTAINS(haystack, needle) \
   EXPECT_TRUE(contains((haystack), (needle))) << "expected to find \"" << (needle) << "\" in: " << (haystack)
@@ -138,7 +140,9 @@ struct Recorder : tk::Callback {
   void on_epoch_end(int e, const tk::Logs& logs) override {
     events.push_back("epoch_end " + std::to_string(e) + (logs.contains("loss") ? " loss" : " noloss"));
   }
-  void on_train_batch_begin(int64_t b, const tk::Logs&) override { events.push_back("batch_begin " + std::to_string(b)); }
+  void on_train_batch_begin(int64_t b, const tk::Logs&) override {
+    events.push_back("batch_begin " + std::to_string(b));
+  }
   void on_train_batch_end(int64_t b, const tk::Logs& logs) override {
     events.push_back("batch_end " + std::to_string(b) + (logs.contains("loss") ? " loss" : " noloss"));
     ++batches;
@@ -409,7 +413,8 @@ TEST(ModelApiFunctional, TwoOutputsTwoLosses) {
   EXPECT_NEAR(logs.get("loss"), cce + mse, 1e-4 * (cce + mse));
 
   // Wrong number of targets.
-  std::string msg = error_of<tk::InvalidArgument>([&] { m.fit(std::vector<Tensor>{x}, std::vector<Tensor>{y_cls}, quiet()); });
+  std::string msg =
+      error_of<tk::InvalidArgument>([&] { m.fit(std::vector<Tensor>{x}, std::vector<Tensor>{y_cls}, quiet()); });
   EXPECT_CONTAINS(msg, "2 output(s)");
 }
 
@@ -469,8 +474,7 @@ TEST(ModelApiTraining, SeparableTwoClassReachesHighAccuracy) {
   Tensor x = Tensor::from_vector<float>({256, 2}, xs);
   Tensor y = Tensor::from_vector<int32_t>({256}, ys);
   Sequential m({layers::Input({2}), layers::Dense(8, "relu"), layers::Dense(2)});
-  m.compile(adam(0.05f), tk::losses::SparseCategoricalCrossentropy({.from_logits = true}),
-            {"accuracy"});
+  m.compile(adam(0.05f), tk::losses::SparseCategoricalCrossentropy({.from_logits = true}), {"accuracy"});
   History h = m.fit(x, y, quiet(30, 32));
   EXPECT_LT(h.history["loss"].back(), h.history["loss"].front());
   tk::Logs logs = m.evaluate(x, y);
@@ -770,7 +774,8 @@ TEST(ModelApiFit, ZeroEpochsDoesNothing) {
 
 TEST(ModelApiFrozen, FrozenLayerWeightsAreBitIdenticalAfterFit) {
   tk::utils::set_random_seed(71);
-  Sequential m({layers::Input({4}), layers::Dense(8, "relu", {.name = "frozen"}), layers::Dense(3, "linear", {.name = "head"})});
+  Sequential m(
+      {layers::Input({4}), layers::Dense(8, "relu", {.name = "frozen"}), layers::Dense(3, "linear", {.name = "head"})});
   Tensor x = uniform({64, 4}, 71);
   Tensor y = labels(64, 3, 72);
   m.get_layer("frozen")->trainable = false;
@@ -788,7 +793,8 @@ TEST(ModelApiFrozen, FrozenLayerWeightsAreBitIdenticalAfterFit) {
 
 TEST(ModelApiFrozen, FreezingAfterTrainingTakesEffectOnRecompile) {
   tk::utils::set_random_seed(73);
-  Sequential m({layers::Input({4}), layers::Dense(8, "relu", {.name = "body"}), layers::Dense(3, "linear", {.name = "head"})});
+  Sequential m(
+      {layers::Input({4}), layers::Dense(8, "relu", {.name = "body"}), layers::Dense(3, "linear", {.name = "head"})});
   Tensor x = uniform({32, 4}, 73);
   Tensor y = labels(32, 3, 74);
   m.compile(adam(0.01f), tk::losses::SparseCategoricalCrossentropy({.from_logits = true}));
@@ -850,7 +856,7 @@ TEST(ModelApiErrors, WrongSampleShapeNamesBothShapes) {
   Tensor x = uniform({8, 100}, 1);
   Tensor y = labels(8, 10, 2);
   for (auto call : std::vector<std::function<void()>>{[&] { m.fit(x, y, quiet()); }, [&] { m.evaluate(x, y); },
-                                                     [&] { m.predict(x); }}) {
+                                                      [&] { m.predict(x); }}) {
     std::string msg = error_of<tk::InvalidArgument>(call);
     EXPECT_CONTAINS(msg, "(None, 784)");
     EXPECT_CONTAINS(msg, "(8, 100)");
@@ -899,8 +905,8 @@ TEST(ModelApiErrors, UnknownLoss) {
 
 TEST(ModelApiErrors, UnknownMetric) {
   auto m = small_classifier();
-  std::string msg =
-      error_of<tk::InvalidArgument>([&] { m->compile(optimizers::Adam(), "sparse_categorical_crossentropy", {"f1_score"}); });
+  std::string msg = error_of<tk::InvalidArgument>(
+      [&] { m->compile(optimizers::Adam(), "sparse_categorical_crossentropy", {"f1_score"}); });
   EXPECT_CONTAINS(msg, "f1_score");
   EXPECT_CONTAINS(msg, "accuracy");
 }

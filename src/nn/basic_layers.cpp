@@ -176,7 +176,9 @@ std::shared_ptr<nn::InputLayer> make_input(Shape shape, std::string name) {
 }
 }  // namespace
 
-KerasTensor Input(Shape shape, std::string name) { return nn::input_tensor(make_input(std::move(shape), std::move(name))); }
+KerasTensor Input(Shape shape, std::string name) {
+  return nn::input_tensor(make_input(std::move(shape), std::move(name)));
+}
 
 namespace layers {
 LayerPtr Input(Shape shape, std::string name) { return make_input(std::move(shape), std::move(name)); }

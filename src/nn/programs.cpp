@@ -89,7 +89,7 @@ std::unique_ptr<Compiled> ProgramCache::build(ProgramKind kind, int64_t batch) {
     std::vector<std::pair<std::string, int>> metric_logs;
     for (size_t j = 0; j < model_.outputs_.size(); ++j) {
       const Loss& loss = model_.losses_.size() == 1 ? model_.losses_[0] : model_.losses_[j];  // one loss for all
-      const Shape out_shape = g[c->outputs[j]].shape;  // a copy: g grows below
+      const Shape out_shape = g[c->outputs[j]].shape;                                         // a copy: g grows below
       const std::string prefix = multi ? model_.outputs_[j].node->layer->name + "_" : "";
       Shape target_shape = out_shape;
       DType target_dtype = DType::f32;
