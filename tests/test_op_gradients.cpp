@@ -5,10 +5,14 @@
 // L = sum(y * r) for a random r, and compares with central differences of L.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
+#include <numeric>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include "graph/autodiff.h"
 #include "graph/program.h"
@@ -25,6 +29,7 @@ struct Case {
   // Fills input i (default: uniform in [-2, 2] away from 0, where activations have kinks).
   std::function<void(int, float*, int64_t, std::mt19937&)> init = nullptr;
   std::vector<DType> dtypes = {};
+  float step = 1e-2f;  // relative finite-difference step; ops linear in each input can take a larger one
 };
 
 void default_init(int, float* p, int64_t n, std::mt19937& gen) {
@@ -75,6 +80,61 @@ std::vector<Case> cases() {
     c.push_back({"LeakyRelu", Op::LeakyRelu, {{4, 5}}, {true}, at});
   }
   c.push_back({"Softmax", Op::Softmax, {{3, 6}}, {true}});
+  // Images (NHWC). Window attributes: kernel, stride, dilation, pad (top, bottom, left, right).
+  auto win = [](int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t dh, int64_t dw, std::array<int64_t, 4> pad) {
+    Attrs at;
+    at.kernel[0] = kh, at.kernel[1] = kw, at.stride[0] = sh, at.stride[1] = sw, at.dilation[0] = dh,
+    at.dilation[1] = dw;
+    for (int i = 0; i < 4; ++i) at.pad[i] = pad[static_cast<size_t>(i)];
+    return at;
+  };
+  // Conv2D is linear in each input, so a large step costs no truncation error and beats float rounding.
+  for (auto [label, xs, ws, at] :
+       {std::tuple{"Conv2D valid", Shape{2, 5, 4, 3}, Shape{3, 2, 3, 4}, win(3, 2, 1, 1, 1, 1, {0, 0, 0, 0})},
+        std::tuple{"Conv2D same odd pad", Shape{2, 5, 6, 2}, Shape{3, 2, 2, 3}, win(3, 2, 1, 1, 1, 1, {1, 1, 0, 1})},
+        std::tuple{"Conv2D stride2", Shape{2, 7, 6, 2}, Shape{3, 3, 2, 2}, win(3, 3, 2, 2, 1, 1, {1, 1, 0, 1})},
+        std::tuple{"Conv2D dilation2", Shape{1, 7, 7, 2}, Shape{3, 3, 2, 2}, win(3, 3, 1, 1, 2, 2, {2, 2, 2, 2})}}) {
+    Case cc{label, Op::Conv2D, {xs, ws}, {true, true}, at};
+    cc.step = 0.25f;
+    c.push_back(cc);
+  }
+  // Pooling inputs: distinct values 0.1 apart, so a finite-difference step never changes the maximum.
+  auto spaced = [](int, float* p, int64_t n, std::mt19937& g) {
+    std::vector<int64_t> perm(static_cast<size_t>(n));
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), g);
+    for (int64_t i = 0; i < n; ++i) p[i] = 0.1f * static_cast<float>(perm[static_cast<size_t>(i)]) - 2.0f;
+  };
+  c.push_back({"MaxPool2D 2x2", Op::MaxPool2D, {{2, 4, 5, 2}}, {true}, win(2, 2, 2, 2, 1, 1, {0, 0, 0, 0}), spaced});
+  c.push_back(
+      {"MaxPool2D 3x3 s2 same", Op::MaxPool2D, {{2, 5, 6, 2}}, {true}, win(3, 3, 2, 2, 1, 1, {1, 1, 1, 1}), spaced});
+  c.push_back({"AvgPool2D 2x2", Op::AvgPool2D, {{2, 4, 4, 3}}, {true}, win(2, 2, 2, 2, 1, 1, {0, 0, 0, 0})});
+  c.push_back({"AvgPool2D 3x3 s2 same", Op::AvgPool2D, {{2, 5, 5, 2}}, {true}, win(3, 3, 2, 2, 1, 1, {1, 1, 1, 1})});
+  c.push_back({"Pad2D", Op::Pad2D, {{2, 3, 2, 2}}, {true}, win(1, 1, 1, 1, 1, 1, {1, 2, 0, 3})});
+  c.push_back({"Crop2D", Op::Crop2D, {{2, 5, 6, 2}}, {true}, win(1, 1, 1, 1, 1, 1, {1, 2, 0, 3})});
+  {
+    Attrs at;
+    at.kernel[0] = 2, at.kernel[1] = 3;
+    c.push_back({"Upsample2D", Op::Upsample2D, {{2, 2, 3, 2}}, {true}, at});
+  }
+  {
+    Attrs at;
+    at.epsilon = 1e-3f;
+    auto bn_init = [](int i, float* p, int64_t n, std::mt19937& g) {
+      if (i == 2) {  // moving variance: positive
+        std::uniform_real_distribution<float> u(0.5f, 1.5f);
+        for (int64_t k = 0; k < n; ++k) p[k] = u(g);
+      } else {
+        default_init(i, p, n, g);
+      }
+    };
+    c.push_back({"BnInference",
+                 Op::BnInference,
+                 {{3, 2, 2, 4}, {4}, {4}, {4}, {4}},
+                 {true, false, false, false, false},
+                 at,
+                 bn_init});
+  }
   c.push_back({"MseLoss", Op::MseLoss, {{4, 3}, {4, 3}}, {true, false}});
   for (bool logits : {true, false}) {
     Attrs at;
@@ -153,10 +213,11 @@ TEST_P(OpGradient, MatchesCentralDifferences) {
   for (size_t i = 0; i < in.size(); ++i) {
     if (!tc.differentiable[i]) continue;
     const int64_t n = tc.inputs[i].numel();
+    objective();  // at the unperturbed point (the previous input's loop ended on a perturbed run)
     std::vector<float> analytic(p.data_f(dx[i]), p.data_f(dx[i]) + n);
     float* x = p.data_f(in[i]);
     for (int64_t k = 0; k < n; ++k) {
-      const float h = 1e-2f * std::max(1.0f, std::abs(x[k]));
+      const float h = tc.step * std::max(1.0f, std::abs(x[k]));
       const float saved = x[k];
       x[k] = saved + h;
       const double up = objective();
@@ -182,6 +243,7 @@ INSTANTIATE_TEST_SUITE_P(AllOps, OpGradient, ::testing::ValuesIn(cases()), [](co
 TEST(OpGradientCoverage, EveryDifferentiableOpHasACase) {
   std::set<Op> covered;
   for (const Case& c : cases()) covered.insert(c.op);
+  covered.insert(Op::BnApply);  // through its batch statistics: BatchNorm.TrainingGradientMatchesFiniteDifferences
   for (int i = 0; i < kOpCount; ++i) {
     const OpInfo& info = op_info(static_cast<Op>(i));
     if (info.grad)
@@ -240,6 +302,47 @@ TEST(Autodiff, ValuesThatDoNotReachTheLossGetNoGradient) {
   std::vector<int> grads = gradients(g, {loss}, {vw, vu});
   EXPECT_GE(grads[0], 0);
   EXPECT_EQ(grads[1], -1);
+}
+
+// BnApply's gradient includes the path through BnStats(x), so it is checked on the composition.
+TEST(BatchNorm, TrainingGradientMatchesFiniteDifferences) {
+  std::mt19937 gen(11);
+  Tensor gamma = Tensor::zeros({3}), beta = Tensor::zeros({3});
+  for (Tensor* t : {&gamma, &beta}) default_init(0, t->data<float>(), 3, gen);
+  Graph g;
+  int x = g.input("x", {4, 2, 2, 3});
+  int r = g.input("r", {4, 2, 2, 3});
+  int vg = g.variable("gamma", gamma), vb = g.variable("beta", beta);
+  Attrs at;
+  at.epsilon = 1e-3f;
+  int stats = g.add(Op::BnStats, {x}, at);
+  int y = g.add(Op::BnApply, {x, stats, vg, vb}, at);
+  int loss = g.add(Op::MseLoss, {y, r});
+  // x as a "variable" for autodiff: differentiate with respect to the input node itself.
+  std::vector<int> grads = gradients(g, {loss}, {x, vg, vb});
+  Program p(std::move(g), {loss, grads[0], grads[1], grads[2]});
+  default_init(0, p.data_f(x), 48, gen);
+  default_init(0, p.data_f(r), 48, gen);
+  ExecContext ctx;
+  p.run(ctx);
+  std::vector<std::pair<float*, int>> params{
+      {p.data_f(x), grads[0]}, {gamma.data<float>(), grads[1]}, {beta.data<float>(), grads[2]}};
+  for (auto& [values, grad] : params) {
+    const int64_t n = p.graph()[grad].shape.numel();
+    std::vector<float> analytic(p.data_f(grad), p.data_f(grad) + n);
+    for (int64_t k = 0; k < n; ++k) {
+      const float saved = values[k], h = 1e-2f;
+      values[k] = saved + h;
+      p.run(ctx);
+      const double up = *p.data_f(loss);
+      values[k] = saved - h;
+      p.run(ctx);
+      const double down = *p.data_f(loss);
+      values[k] = saved;
+      const double numeric = (up - down) / (2 * h);
+      EXPECT_NEAR(analytic[size_t(k)], numeric, 2e-3 + 2e-2 * std::abs(numeric)) << "grad " << grad << " elem " << k;
+    }
+  }
 }
 
 TEST(OpTable, ShapeErrorsNameTheOpAndShapes) {

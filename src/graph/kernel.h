@@ -20,6 +20,7 @@ struct KernelArgs {
   void* out;              // (node.shape) in the node's dtype; nullptr for ops without output
   const void* const* in;  // one pointer per node.inputs[i]
   const ExecContext& ctx;
+  void* workspace;  // the program's scratch, at least op_info(op).workspace bytes, 64-byte aligned
 
   const Shape& in_shape(int i) const { return g[node.inputs[static_cast<size_t>(i)]].shape; }
   const float* in_f(int i) const { return static_cast<const float*>(in[i]); }

@@ -39,7 +39,27 @@ enum class Op : uint8_t {
   LeakyReluGrad,
   Softmax,
   SoftmaxGrad,
-  DropoutMask,  // 0 or 1/(1-rate) per element; random per (seed, step, element)
+  DropoutMask,  // 0 or 1/(1-rate) per element (per sample and channel if attrs.spatial); random per (seed, step, index)
+  // Images, NHWC (channels_last, as Keras). Windows: attrs.kernel, stride, dilation, pad (top, bottom, left, right)
+  Conv2D,            // x (N,H,W,C), w (KH,KW,C,F) -> (N,OH,OW,F); im2col + GEMM
+  Conv2DGradInput,   // (dy, w) -> attrs.shape (x)
+  Conv2DGradFilter,  // (x, dy) -> attrs.shape (w)
+  MaxPool2D,
+  MaxPool2DGrad,  // grad: (dy, x) -> x; padding never wins the max
+  AvgPool2D,
+  AvgPool2DGrad,  // grad: (dy) -> attrs.shape; padding excluded from the average (as TF)
+  Pad2D,
+  Crop2D,  // zero padding by attrs.pad / its inverse
+  Upsample2D,
+  Upsample2DGrad,  // nearest, factors attrs.kernel; grad: (dy) -> sum over each block
+  // Batch normalization over all axes but the last (Keras 3: biased batch variance)
+  BnStats,          // x -> (2, C): mean; variance
+  BnApply,          // (x, stats, gamma, beta) -> gamma * (x - mean) / sqrt(var + eps) + beta
+  BnInputGrad,      // (dy, x, stats, gamma) -> dx, through the batch statistics too
+  BnGammaGrad,      // (dy, x, stats) -> (C)
+  BnInference,      // (x, moving_mean, moving_variance, gamma, beta) -> y
+  BnInferenceGrad,  // (dy, moving_variance, gamma) -> dx
+  BnUpdateMoving,   // in place on (stats, moving_mean, moving_variance), attrs.momentum; no output
   // Losses: (pred, target) -> scalar mean over the batch; the grad op takes (pred, target, dy)
   MseLoss,
   MseLossGrad,
@@ -86,6 +106,13 @@ struct Attrs {
   Shape shape;                            // Reshape target, Fill shape
   void* external = nullptr;               // Variable: the bound storage (float*)
   UpdateConfig* update = nullptr;         // update ops
+  int64_t kernel[2] = {1, 1};             // window (KH, KW) of pooling; factors of Upsample2D
+  int64_t stride[2] = {1, 1};
+  int64_t dilation[2] = {1, 1};
+  int64_t pad[4] = {0, 0, 0, 0};            // top, bottom, left, right
+  bool spatial = false;                     // DropoutMask: one draw per (sample, channel)
+  bool split_ties = false;                  // MaxPool2DGrad: share dy among tied maxima (GlobalMaxPooling2D)
+  float momentum = 0.99f, epsilon = 1e-3f;  // batch normalization
 };
 
 struct Graph;
@@ -96,6 +123,8 @@ using ShapeFn = Shape (*)(const Graph& g, int node);
 // Emits ops computing the gradient of each input from dy (the gradient of the node's output).
 // Writes a value id into dx[i] for every input with need[i]; leaves -1 where there is none.
 using GradFn = void (*)(GradBuilder& b, int node, int dy, const bool* need, int* dx);
+// Scratch bytes a kernel needs while it runs (im2col buffers, double accumulators); shared by all ops.
+using WorkspaceFn = size_t (*)(const Graph& g, int node);
 
 struct OpInfo {
   Op op;
@@ -103,7 +132,8 @@ struct OpInfo {
   int arity;        // number of inputs; -1 = variadic (at least one)
   bool has_output;  // update ops have none
   ShapeFn shape;
-  GradFn grad;  // nullptr: not differentiable (gradient ops, metrics, sources)
+  GradFn grad;                      // nullptr: not differentiable (gradient ops, metrics, sources)
+  WorkspaceFn workspace = nullptr;  // scratch the kernel needs, if any
 };
 
 const OpInfo& op_info(Op op);

@@ -2,6 +2,7 @@
 #include <array>
 
 #include "graph/graph.h"
+#include "graph/window.h"
 #include "trainkit/core/error.h"
 
 namespace tk::graph {
@@ -105,6 +106,83 @@ Shape shape_loss(const Graph& g, int node) {
   return is_grad ? p : Shape{};
 }
 
+// ---------------------------------------------------------------- images (NHWC)
+const Shape& rank4(const Graph& g, int node, int i, const char* what) {
+  const Shape& s = in_shape(g, node, i);
+  if (s.rank() != 4) shape_error(g, node, std::string(what) + " must be (batch, height, width, channels)");
+  return s;
+}
+
+Shape shape_conv(const Graph& g, int node) {
+  const Shape& x = rank4(g, node, 0, "input");
+  const Shape& w = in_shape(g, node, 1);
+  const Attrs& a = g[node].attrs;
+  if (w.rank() != 4 || w[0] != a.kernel[0] || w[1] != a.kernel[1] || w[2] != x[3])
+    shape_error(g, node, "kernel must be (kh, kw, in_channels, filters) with in_channels = " + std::to_string(x[3]));
+  Window win = Window::of(x, a);
+  if (win.oh <= 0 || win.ow <= 0) shape_error(g, node, "the window does not fit in the padded input");
+  return Shape{x[0], win.oh, win.ow, w[3]};
+}
+
+Shape shape_pool(const Graph& g, int node) {
+  const Shape& x = rank4(g, node, 0, "input");
+  Window win = Window::of(x, g[node].attrs);
+  if (win.oh <= 0 || win.ow <= 0) shape_error(g, node, "the pooling window does not fit in the padded input");
+  return Shape{x[0], win.oh, win.ow, x[3]};
+}
+
+Shape shape_attr(const Graph& g, int node) {  // gradient ops that restore a known shape
+  if (!g[node].attrs.shape.fully_known()) shape_error(g, node, "needs the shape to produce");
+  return g[node].attrs.shape;
+}
+
+Shape shape_attr_from_x(const Graph& g, int node) { return in_shape(g, node, 1); }  // (dy, x) -> x
+
+Shape shape_pad(const Graph& g, int node) {
+  Shape s = rank4(g, node, 0, "input");
+  const int64_t* p = g[node].attrs.pad;
+  const int64_t sign = g[node].op == Op::Pad2D ? 1 : -1;
+  s[1] += sign * (p[0] + p[1]);
+  s[2] += sign * (p[2] + p[3]);
+  if (s[1] <= 0 || s[2] <= 0) shape_error(g, node, "cropping removes the whole image");
+  return s;
+}
+
+Shape shape_upsample(const Graph& g, int node) {
+  Shape s = rank4(g, node, 0, "input");
+  s[1] *= g[node].attrs.kernel[0];
+  s[2] *= g[node].attrs.kernel[1];
+  return s;
+}
+
+Shape shape_bn_stats(const Graph& g, int node) {
+  const Shape& x = in_shape(g, node, 0);
+  if (x.rank() < 2) shape_error(g, node, "needs a batch and a channel axis");
+  return Shape{2, x[-1]};
+}
+
+// Per-channel inputs are (C) vectors, or (2, C) when they come from BnStats; BnInputGrad/BnGammaGrad also
+// take x, which must match dy.
+Shape shape_bn(const Graph& g, int node) {
+  const Node& n = g[node];
+  const Shape& first = in_shape(g, node, 0);
+  const int64_t c = first[-1];
+  size_t per_channel_from = 1;
+  if (n.op == Op::BnInputGrad || n.op == Op::BnGammaGrad) {
+    if (in_shape(g, node, 1) != first) shape_error(g, node, "dy and x must have equal shapes");
+    per_channel_from = 2;
+  }
+  for (size_t i = per_channel_from; i < n.inputs.size(); ++i) {
+    const Shape& s = in_shape(g, node, static_cast<int>(i));
+    const bool is_stats = g[n.inputs[i]].op == Op::BnStats;
+    if (is_stats ? s != Shape{2, c} : s != Shape{c})
+      shape_error(g, node, "per-channel inputs must have " + std::to_string(c) + " channels");
+  }
+  if (n.op == Op::BnGammaGrad) return Shape{c};
+  if (n.op == Op::BnUpdateMoving) return Shape{};
+  return first;
+}
+
 Shape shape_update(const Graph& g, int node) {
   const Shape& p = in_shape(g, node, 0);
   for (size_t i = 1; i < g[node].inputs.size(); ++i)
@@ -189,6 +267,63 @@ void grad_from_y(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
   if (need[0]) dx[0] = b.add(GradOp, {dy, node}, at);
 }
 
+void grad_conv(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
+  Node n = b.node(node);
+  Attrs at = n.attrs;
+  if (need[0]) {
+    at.shape = b.node(n.inputs[0]).shape;
+    dx[0] = b.add(Op::Conv2DGradInput, {dy, n.inputs[1]}, at);
+  }
+  if (need[1]) {
+    at.shape = b.node(n.inputs[1]).shape;
+    dx[1] = b.add(Op::Conv2DGradFilter, {n.inputs[0], dy}, at);
+  }
+}
+
+void grad_max_pool(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
+  Node n = b.node(node);
+  if (need[0]) dx[0] = b.add(Op::MaxPool2DGrad, {dy, n.inputs[0]}, n.attrs);
+}
+
+// Gradient ops that need only dy and the input's shape.
+template <Op GradOp>
+void grad_to_input_shape(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
+  Node n = b.node(node);
+  Attrs at = n.attrs;
+  at.shape = b.node(n.inputs[0]).shape;
+  if (need[0]) dx[0] = b.add(GradOp, {dy}, at);
+}
+
+template <Op Inverse>
+void grad_pad_crop(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
+  if (need[0]) dx[0] = b.add(Inverse, {dy}, b.node(node).attrs);
+}
+
+// y = BnApply(x, stats(x), gamma, beta): dx includes the path through the batch statistics, so the
+// stats input itself gets no gradient.
+void grad_bn_apply(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
+  Node n = b.node(node);
+  if (need[0]) dx[0] = b.add(Op::BnInputGrad, {dy, n.inputs[0], n.inputs[1], n.inputs[2]}, n.attrs);
+  if (need[2]) dx[2] = b.add(Op::BnGammaGrad, {dy, n.inputs[0], n.inputs[1]}, n.attrs);
+  if (need[3]) dx[3] = b.add(Op::BiasGrad, {dy});
+}
+
+void grad_bn_inference(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
+  Node n = b.node(node);
+  if (need[0]) dx[0] = b.add(Op::BnInferenceGrad, {dy, n.inputs[2], n.inputs[3]}, n.attrs);
+  if (need[4]) dx[4] = b.add(Op::BiasGrad, {dy});
+}
+
+size_t workspace_conv(const Graph& g, int node) {
+  const Node& n = g[node];
+  const Shape& x = n.op == Op::Conv2DGradInput ? n.attrs.shape : g[n.inputs[0]].shape;
+  return conv_workspace_bytes(Window::of(x, n.attrs));
+}
+
+size_t workspace_bn(const Graph& g, int node) {  // double accumulators per channel
+  return 2 * static_cast<size_t>(g[g[node].inputs[0]].shape[-1]) * sizeof(double);
+}
+
 template <Op GradOp>
 void grad_loss(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
   Node n = b.node(node);
@@ -224,6 +359,24 @@ constexpr std::array<OpInfo, kOpCount> kTable{{
     {Op::Softmax, "Softmax", 1, true, shape_same_as_first, grad_from_y<Op::SoftmaxGrad>},
     {Op::SoftmaxGrad, "SoftmaxGrad", 2, true, shape_dy_x, nullptr},
     {Op::DropoutMask, "DropoutMask", 0, true, shape_source, nullptr},
+    {Op::Conv2D, "Conv2D", 2, true, shape_conv, grad_conv, workspace_conv},
+    {Op::Conv2DGradInput, "Conv2DGradInput", 2, true, shape_attr, nullptr, workspace_conv},
+    {Op::Conv2DGradFilter, "Conv2DGradFilter", 2, true, shape_attr, nullptr, workspace_conv},
+    {Op::MaxPool2D, "MaxPool2D", 1, true, shape_pool, grad_max_pool},
+    {Op::MaxPool2DGrad, "MaxPool2DGrad", 2, true, shape_attr_from_x, nullptr},
+    {Op::AvgPool2D, "AvgPool2D", 1, true, shape_pool, grad_to_input_shape<Op::AvgPool2DGrad>},
+    {Op::AvgPool2DGrad, "AvgPool2DGrad", 1, true, shape_attr, nullptr},
+    {Op::Pad2D, "Pad2D", 1, true, shape_pad, grad_pad_crop<Op::Crop2D>},
+    {Op::Crop2D, "Crop2D", 1, true, shape_pad, grad_pad_crop<Op::Pad2D>},
+    {Op::Upsample2D, "Upsample2D", 1, true, shape_upsample, grad_to_input_shape<Op::Upsample2DGrad>},
+    {Op::Upsample2DGrad, "Upsample2DGrad", 1, true, shape_attr, nullptr},
+    {Op::BnStats, "BnStats", 1, true, shape_bn_stats, nullptr, workspace_bn},
+    {Op::BnApply, "BnApply", 4, true, shape_bn, grad_bn_apply},
+    {Op::BnInputGrad, "BnInputGrad", 4, true, shape_bn, nullptr, workspace_bn},
+    {Op::BnGammaGrad, "BnGammaGrad", 3, true, shape_bn, nullptr, workspace_bn},
+    {Op::BnInference, "BnInference", 5, true, shape_bn, grad_bn_inference},
+    {Op::BnInferenceGrad, "BnInferenceGrad", 3, true, shape_bn, nullptr},
+    {Op::BnUpdateMoving, "BnUpdateMoving", 3, false, shape_bn, nullptr},
     {Op::MseLoss, "MseLoss", 2, true, shape_loss, grad_loss<Op::MseLossGrad>},
     {Op::MseLossGrad, "MseLossGrad", 3, true, shape_loss, nullptr},
     {Op::BceLoss, "BceLoss", 2, true, shape_loss, grad_loss<Op::BceLossGrad>},

@@ -19,7 +19,7 @@ Program::Program(Graph g, std::vector<int> outputs, std::vector<int> sinks, Devi
     if (g_[id].op == Op::Input) keep.push_back(id);
   plan_ = plan_memory(g_, order_, keep);
 
-  size_t bytes = plan_.arena_bytes == 0 ? kArenaAlignment : plan_.arena_bytes;
+  size_t bytes = std::max(plan_.arena_bytes + plan_.workspace_bytes, kArenaAlignment);
   void* arena = std::aligned_alloc(kArenaAlignment, bytes);
   if (!arena) throw OutOfMemoryError("program arena of " + std::to_string(bytes) + " bytes could not be allocated");
   std::memset(arena, 0, bytes);
@@ -49,15 +49,16 @@ void* Program::data(int value) {
 
 void Program::run(const ExecContext& ctx) {
   prepare_thread_for_kernels();
+  void* workspace = arena_.get() + plan_.arena_bytes;
   if (!profiling_) {
-    for (const Step& s : steps_) s.fn(KernelArgs{g_, g_[s.node], s.out, in_ptrs_.data() + s.in_begin, ctx});
+    for (const Step& s : steps_) s.fn(KernelArgs{g_, g_[s.node], s.out, in_ptrs_.data() + s.in_begin, ctx, workspace});
     return;
   }
   using Clock = std::chrono::steady_clock;
   for (size_t i = 0; i < steps_.size(); ++i) {
     const Step& s = steps_[i];
     const auto t0 = Clock::now();
-    s.fn(KernelArgs{g_, g_[s.node], s.out, in_ptrs_.data() + s.in_begin, ctx});
+    s.fn(KernelArgs{g_, g_[s.node], s.out, in_ptrs_.data() + s.in_begin, ctx, workspace});
     step_seconds_[i] += std::chrono::duration<double>(Clock::now() - t0).count();
   }
   ++runs_;

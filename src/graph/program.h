@@ -29,7 +29,7 @@ class Program {
   const Graph& graph() const { return g_; }
   const MemoryPlan& plan() const { return plan_; }
   const std::vector<int>& order() const { return order_; }
-  size_t arena_bytes() const { return plan_.arena_bytes; }
+  size_t arena_bytes() const { return plan_.arena_bytes; }  // transient values (workspace not included)
 
   // Per-op wall time, on when TK_PROFILE=1 is set in the environment (or enabled here). The report lists
   // ops by total time; it is printed to stderr when the program is destroyed if TK_PROFILE was set.

@@ -2,6 +2,7 @@
 #pragma once
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "graph/graph.h"
 #include "trainkit/nn/layer.h"
@@ -21,6 +22,7 @@ struct CallContext {
     return id;
   }
   std::unordered_map<const void*, int> vars;
+  std::vector<int> sinks;  // output-less ops a training program must run (BatchNormalization's moving statistics)
 };
 
 // Activation by Keras name; "linear" (and "") emit nothing.

@@ -37,8 +37,13 @@ int64_t Layer::count_params() const {
 
 Weight& Layer::add_weight(const std::string& what, Shape shape, const std::string& initializer, bool weight_trainable) {
   Tensor t(shape, DType::f32);
-  const int64_t fan_out = shape.rank() >= 1 ? shape[-1] : 1;
-  const int64_t fan_in = shape.rank() >= 2 ? shape.numel() / fan_out : fan_out;
+  // Keras' compute_fans: kernels (..., in, out) scale by the receptive field (kh * kw for Conv2D).
+  int64_t fan_in = shape.rank() >= 1 ? shape[-1] : 1, fan_out = fan_in;
+  if (shape.rank() >= 2) {
+    const int64_t receptive = shape.numel() / (shape[-1] * shape[-2]);
+    fan_in = shape[-2] * receptive;
+    fan_out = shape[-1] * receptive;
+  }
   nn::initialize(t, initializer, fan_in, fan_out, nn::next_seed());
   weights_.push_back(Weight{name + "/" + what, std::move(t), weight_trainable});
   return weights_.back();

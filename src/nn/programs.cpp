@@ -59,7 +59,7 @@ Compiled& ProgramCache::get(ProgramKind kind, int64_t batch) {
 std::unique_ptr<Compiled> ProgramCache::build(ProgramKind kind, int64_t batch) {
   auto c = std::make_unique<Compiled>();
   graph::Graph g;
-  CallContext ctx{g, kind == ProgramKind::train, {}};
+  CallContext ctx{g, kind == ProgramKind::train, {}, {}};
 
   // Forward: walk the layer-call DAG from the outputs (memoized per symbolic node).
   std::unordered_map<const KerasTensor::NodeData*, int> value;
@@ -137,6 +137,7 @@ std::unique_ptr<Compiled> ProgramCache::build(ProgramKind kind, int64_t batch) {
       }
     }
   }
+  if (kind == ProgramKind::train) sinks.insert(sinks.end(), ctx.sinks.begin(), ctx.sinks.end());
   c->program = std::make_unique<graph::Program>(std::move(g), keep, sinks);
   return c;
 }

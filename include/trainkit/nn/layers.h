@@ -4,6 +4,8 @@
 //   auto model = tk::Sequential({Input({28, 28}), Flatten(), Dense(128, "relu"), Dropout(0.2), Dense(10)});
 //   Dense(64, "relu", {.use_bias = false, .kernel_initializer = "he_normal", .name = "hidden"});
 #pragma once
+#include <optional>
+
 #include "trainkit/nn/layer.h"
 
 namespace tk {
@@ -34,6 +36,51 @@ LayerPtr Flatten(std::string name = {});
 LayerPtr Reshape(Shape target_shape, std::string name = {});
 LayerPtr Add(std::string name = {});
 LayerPtr Concatenate(int axis = -1, std::string name = {});
+
+// ---------------------------------------------------------------- images, channels_last (N, H, W, C)
+// A (height, width) pair that a single int also converts to, as Keras' kernel_size=3.
+struct Size2 {
+  Size2(int64_t both) : h(both), w(both) {}  // NOLINT: implicit like Keras
+  Size2(int64_t height, int64_t width) : h(height), w(width) {}
+  int64_t h, w;
+};
+
+struct Conv2DOptions {
+  Size2 strides = 1;
+  std::string padding = "valid";  // or "same" (Keras puts the odd pixel at the bottom/right)
+  Size2 dilation_rate = 1;
+  bool use_bias = true;
+  std::string kernel_initializer = "glorot_uniform";
+  std::string bias_initializer = "zeros";
+  std::string name = {};
+};
+// kernel (kh, kw, in_channels, filters), bias (filters,).
+LayerPtr Conv2D(int64_t filters, Size2 kernel_size, std::string activation = "linear", Conv2DOptions options = {});
+
+struct PoolOptions {
+  std::optional<Size2> strides = std::nullopt;  // default: pool_size
+  std::string padding = "valid";
+  std::string name = {};
+};
+LayerPtr MaxPooling2D(Size2 pool_size = 2, PoolOptions options = {});
+LayerPtr AveragePooling2D(Size2 pool_size = 2, PoolOptions options = {});  // padding excluded from averages
+LayerPtr GlobalAveragePooling2D(std::string name = {});                    // (N, H, W, C) -> (N, C)
+LayerPtr GlobalMaxPooling2D(std::string name = {});
+
+struct BatchNormalizationOptions {
+  float momentum = 0.99f;
+  float epsilon = 1e-3f;
+  std::string name = {};
+};
+// Over the last axis. Weights: gamma, beta (trainable), moving_mean, moving_variance (not trainable).
+// Training uses batch statistics; evaluate/predict, and a frozen layer (trainable = false, as Keras 3),
+// use the moving ones.
+LayerPtr BatchNormalization(BatchNormalizationOptions options = {});
+// Drops whole channels: one draw per (sample, channel).
+LayerPtr SpatialDropout2D(float rate, uint64_t seed = 0, std::string name = {});
+LayerPtr ZeroPadding2D(Size2 padding = 1, std::string name = {});  // symmetric
+LayerPtr ZeroPadding2D(int64_t top, int64_t bottom, int64_t left, int64_t right, std::string name = {});
+LayerPtr UpSampling2D(Size2 size = 2, std::string name = {});  // nearest
 
 }  // namespace layers
 }  // namespace tk

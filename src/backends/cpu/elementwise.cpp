@@ -84,8 +84,15 @@ void dropout_mask(const KernelArgs& a) {
   const float rate = a.node.attrs.alpha, keep = 1.0f / (1.0f - rate);
   const uint64_t stream = mix64(a.node.attrs.seed ^ mix64(a.ctx.step + 0x632BE59BD9B4E019ull));
   float* y = a.out_f();
+  // Spatial dropout (SpatialDropout2D): one draw per (sample, channel) of an (N, H, W, C) tensor.
+  const Shape& s = a.node.shape;
+  const bool spatial = a.node.attrs.spatial && s.rank() == 4;
+  const int64_t c = s.rank() ? s[-1] : 1, per_sample = spatial ? s[1] * s[2] * c : 1;
   parallel_for(n, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) y[i] = uniform01(stream, static_cast<uint64_t>(i)) < rate ? 0.0f : keep;
+    for (int64_t i = b; i < e; ++i) {
+      const int64_t key = spatial ? (i / per_sample) * c + i % c : i;
+      y[i] = uniform01(stream, static_cast<uint64_t>(key)) < rate ? 0.0f : keep;
+    }
   });
 }
 

@@ -8,6 +8,9 @@ void register_elementwise_kernels();  // elementwise.cpp: Fill, Add, Mul, Reshap
 void register_activation_kernels();   // activations.cpp
 void register_loss_kernels();         // losses.cpp: losses, their gradients, accuracy metrics
 void register_optimizer_kernels();    // optimizers.cpp
+void register_conv_kernels();         // conv.cpp: Conv2D and its gradients (im2col + OpenBLAS)
+void register_pooling_kernels();      // pooling.cpp: max/avg pooling, Pad2D, Crop2D, Upsample2D
+void register_batchnorm_kernels();    // batchnorm.cpp
 void register_kernels();              // all of the above
 
 }  // namespace tk::cpu

@@ -151,6 +151,9 @@ void register_kernels() {
   register_activation_kernels();
   register_loss_kernels();
   register_optimizer_kernels();
+  register_conv_kernels();
+  register_pooling_kernels();
+  register_batchnorm_kernels();
 }
 
 }  // namespace tk::cpu

@@ -1,0 +1,141 @@
+// Batch normalization over all axes but the last: x is viewed as (M, C). Per-channel sums accumulate in
+// double in the program's workspace (2 * C doubles) so long batches do not lose precision.
+#include <cmath>
+
+#include "backends/cpu/kernels.h"
+#include "graph/kernel.h"
+
+namespace tk::cpu {
+using graph::KernelArgs;
+using graph::Op;
+
+namespace {
+
+struct View {
+  int64_t m, c;
+};
+View view(const Shape& x) { return {x.numel() / x[-1], x[-1]}; }
+
+// stats(2, C) = [mean; biased variance]
+void bn_stats(const KernelArgs& a) {
+  const View v = view(a.in_shape(0));
+  const float* x = a.in_f(0);
+  double* sum = static_cast<double*>(a.workspace);
+  double* sq = sum + v.c;
+  for (int64_t j = 0; j < v.c; ++j) sum[j] = sq[j] = 0.0;
+  for (int64_t i = 0; i < v.m; ++i)
+    for (int64_t j = 0; j < v.c; ++j) sum[j] += x[i * v.c + j];
+  for (int64_t j = 0; j < v.c; ++j) sum[j] /= static_cast<double>(v.m);
+  for (int64_t i = 0; i < v.m; ++i)
+    for (int64_t j = 0; j < v.c; ++j) {
+      const double d = x[i * v.c + j] - sum[j];
+      sq[j] += d * d;
+    }
+  float* out = a.out_f();
+  for (int64_t j = 0; j < v.c; ++j) {
+    out[j] = static_cast<float>(sum[j]);
+    out[v.c + j] = static_cast<float>(sq[j] / static_cast<double>(v.m));
+  }
+}
+
+// y = gamma * (x - mean) / sqrt(var + eps) + beta, with (mean, var) from stats(2, C) or separate vectors.
+void normalize(const KernelArgs& a, const float* mean, const float* var, const float* gamma, const float* beta) {
+  const View v = view(a.in_shape(0));
+  const float* x = a.in_f(0);
+  float* y = a.out_f();
+  const float eps = a.node.attrs.epsilon;
+  for (int64_t i = 0; i < v.m; ++i)
+    for (int64_t j = 0; j < v.c; ++j)
+      y[i * v.c + j] = (x[i * v.c + j] - mean[j]) / std::sqrt(var[j] + eps) * gamma[j] + beta[j];
+}
+
+void bn_apply(const KernelArgs& a) {
+  const float* stats = a.in_f(1);
+  normalize(a, stats, stats + a.in_shape(0)[-1], a.in_f(2), a.in_f(3));
+}
+
+void bn_inference(const KernelArgs& a) { normalize(a, a.in_f(1), a.in_f(2), a.in_f(3), a.in_f(4)); }
+
+// Per channel: sum(dy) and sum(dy * xhat) into ws[0..C) and ws[C..2C).
+void grad_sums(const KernelArgs& a, const float* dy, const float* x, const float* stats, double* ws) {
+  const View v = view(a.in_shape(0));
+  const float eps = a.node.attrs.epsilon;
+  double* sdy = ws;
+  double* sdyx = ws + v.c;
+  for (int64_t j = 0; j < v.c; ++j) sdy[j] = sdyx[j] = 0.0;
+  for (int64_t i = 0; i < v.m; ++i)
+    for (int64_t j = 0; j < v.c; ++j) {
+      const float xhat = (x[i * v.c + j] - stats[j]) / std::sqrt(stats[v.c + j] + eps);
+      sdy[j] += dy[i * v.c + j];
+      sdyx[j] += double(dy[i * v.c + j]) * xhat;
+    }
+}
+
+// dx = gamma * invstd / M * (M * dy - sum(dy) - xhat * sum(dy * xhat))
+void bn_input_grad(const KernelArgs& a) {
+  const View v = view(a.in_shape(0));
+  const float* dy = a.in_f(0);
+  const float* x = a.in_f(1);
+  const float* stats = a.in_f(2);
+  const float* gamma = a.in_f(3);
+  double* ws = static_cast<double*>(a.workspace);
+  grad_sums(a, dy, x, stats, ws);
+  const float eps = a.node.attrs.epsilon, m = static_cast<float>(v.m);
+  float* dx = a.out_f();
+  for (int64_t i = 0; i < v.m; ++i)
+    for (int64_t j = 0; j < v.c; ++j) {
+      const float invstd = 1.0f / std::sqrt(stats[v.c + j] + eps);
+      const float xhat = (x[i * v.c + j] - stats[j]) * invstd;
+      dx[i * v.c + j] = gamma[j] * invstd / m *
+                        (m * dy[i * v.c + j] - static_cast<float>(ws[j]) - xhat * static_cast<float>(ws[v.c + j]));
+    }
+}
+
+void bn_gamma_grad(const KernelArgs& a) {
+  const int64_t c = a.in_shape(0)[-1];
+  double* ws = static_cast<double*>(a.workspace);
+  grad_sums(a, a.in_f(0), a.in_f(1), a.in_f(2), ws);
+  for (int64_t j = 0; j < c; ++j) a.out_f()[j] = static_cast<float>(ws[c + j]);
+}
+
+// dx = dy * gamma / sqrt(moving_variance + eps)
+void bn_inference_grad(const KernelArgs& a) {
+  const View v = view(a.in_shape(0));
+  const float* dy = a.in_f(0);
+  const float* var = a.in_f(1);
+  const float* gamma = a.in_f(2);
+  const float eps = a.node.attrs.epsilon;
+  float* dx = a.out_f();
+  for (int64_t i = 0; i < v.m; ++i)
+    for (int64_t j = 0; j < v.c; ++j) dx[i * v.c + j] = dy[i * v.c + j] * gamma[j] / std::sqrt(var[j] + eps);
+}
+
+// moving = moving * momentum + batch * (1 - momentum), for the mean and the (biased) variance (Keras 3).
+void bn_update_moving(const KernelArgs& a) {
+  const int64_t c = a.in_shape(1)[0];
+  const float* stats = a.in_f(0);
+  float* mean = a.inout_f(1);
+  float* var = a.inout_f(2);
+  const float mu = a.node.attrs.momentum;
+  for (int64_t j = 0; j < c; ++j) {
+    mean[j] = mean[j] * mu + stats[j] * (1.0f - mu);
+    var[j] = var[j] * mu + stats[c + j] * (1.0f - mu);
+  }
+}
+
+}  // namespace
+
+void register_batchnorm_kernels() {
+  using graph::register_kernel;
+  constexpr auto cpu = DeviceKind::cpu;
+  constexpr auto f32 = DType::f32;
+  register_kernel(cpu, Op::BnStats, f32, bn_stats);
+  register_kernel(cpu, Op::BnApply, f32, bn_apply);
+  register_kernel(cpu, Op::BnInputGrad, f32, bn_input_grad);
+  register_kernel(cpu, Op::BnGammaGrad, f32, bn_gamma_grad);
+  register_kernel(cpu, Op::BnInference, f32, bn_inference);
+  register_kernel(cpu, Op::BnInferenceGrad, f32, bn_inference_grad);
+  register_kernel(cpu, Op::BnUpdateMoving, f32, bn_update_moving);
+}
+
+}  // namespace tk::cpu

@@ -1,0 +1,192 @@
+// Max and average pooling (NHWC), and the spatial reshaping ops Pad2D, Crop2D, Upsample2D.
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/parallel.h"
+#include "graph/kernel.h"
+#include "graph/window.h"
+
+namespace tk::cpu {
+using graph::KernelArgs;
+using graph::Op;
+using graph::Window;
+
+namespace {
+
+// Calls f(n, oh, ow, ih0, ih1, iw0, iw1): the window of output pixel (oh, ow) clipped to the image.
+template <typename F>
+void for_each_window(const Window& g, F f) {
+  parallel_for(
+      g.n,
+      [&](int64_t b, int64_t e) {
+        for (int64_t n = b; n < e; ++n)
+          for (int64_t oh = 0; oh < g.oh; ++oh)
+            for (int64_t ow = 0; ow < g.ow; ++ow) {
+              const int64_t h0 = oh * g.sh - g.pt, w0 = ow * g.sw - g.pl;
+              f(n, oh, ow, std::max<int64_t>(h0, 0), std::min(h0 + g.kh, g.h), std::max<int64_t>(w0, 0),
+                std::min(w0 + g.kw, g.w));
+            }
+      },
+      1);
+}
+
+// y(N, OH, OW, C) = max over the window; padding never wins.
+void max_pool(const KernelArgs& a) {
+  const Window g = Window::of(a.in_shape(0), a.node.attrs);
+  const float* x = a.in_f(0);
+  float* y = a.out_f();
+  for_each_window(g, [&](int64_t n, int64_t oh, int64_t ow, int64_t h0, int64_t h1, int64_t w0, int64_t w1) {
+    float* out = y + ((n * g.oh + oh) * g.ow + ow) * g.c;
+    for (int64_t c = 0; c < g.c; ++c) out[c] = -std::numeric_limits<float>::infinity();
+    for (int64_t ih = h0; ih < h1; ++ih)
+      for (int64_t iw = w0; iw < w1; ++iw) {
+        const float* in = x + ((n * g.h + ih) * g.w + iw) * g.c;
+        for (int64_t c = 0; c < g.c; ++c) out[c] = std::max(out[c], in[c]);
+      }
+  });
+}
+
+// dx gets each dy at the first maximum of its window (row-major scan, as TensorFlow's MaxPoolGrad), or,
+// with split_ties (a global max, TensorFlow's reduce_max gradient), shared evenly by all tied maxima.
+void max_pool_grad(const KernelArgs& a) {
+  const Window g = Window::of(a.node.shape, a.node.attrs);
+  const bool split = a.node.attrs.split_ties;
+  const float* dy = a.in_f(0);
+  const float* x = a.in_f(1);
+  float* dx = a.out_f();
+  std::memset(dx, 0, sizeof(float) * static_cast<size_t>(a.node.shape.numel()));
+  for_each_window(g, [&](int64_t n, int64_t oh, int64_t ow, int64_t h0, int64_t h1, int64_t w0, int64_t w1) {
+    const float* d = dy + ((n * g.oh + oh) * g.ow + ow) * g.c;
+    for (int64_t c = 0; c < g.c; ++c) {
+      int64_t best = -1, ties = 0;
+      float best_v = -std::numeric_limits<float>::infinity();
+      for (int64_t ih = h0; ih < h1; ++ih)
+        for (int64_t iw = w0; iw < w1; ++iw) {
+          const int64_t at = ((n * g.h + ih) * g.w + iw) * g.c + c;
+          if (best < 0 || x[at] > best_v)
+            best = at, best_v = x[at], ties = 1;
+          else if (x[at] == best_v)
+            ++ties;
+        }
+      if (best < 0) continue;
+      if (!split || ties == 1) {
+        dx[best] += d[c];
+        continue;
+      }
+      const float share = d[c] / static_cast<float>(ties);
+      for (int64_t ih = h0; ih < h1; ++ih)
+        for (int64_t iw = w0; iw < w1; ++iw) {
+          const int64_t at = ((n * g.h + ih) * g.w + iw) * g.c + c;
+          if (x[at] == best_v) dx[at] += share;
+        }
+    }
+  });
+}
+
+// Average over the window's pixels inside the image (padding excluded, as TensorFlow).
+void avg_pool(const KernelArgs& a) {
+  const Window g = Window::of(a.in_shape(0), a.node.attrs);
+  const float* x = a.in_f(0);
+  float* y = a.out_f();
+  for_each_window(g, [&](int64_t n, int64_t oh, int64_t ow, int64_t h0, int64_t h1, int64_t w0, int64_t w1) {
+    float* out = y + ((n * g.oh + oh) * g.ow + ow) * g.c;
+    for (int64_t c = 0; c < g.c; ++c) out[c] = 0.0f;
+    for (int64_t ih = h0; ih < h1; ++ih)
+      for (int64_t iw = w0; iw < w1; ++iw) {
+        const float* in = x + ((n * g.h + ih) * g.w + iw) * g.c;
+        for (int64_t c = 0; c < g.c; ++c) out[c] += in[c];
+      }
+    const float inv = 1.0f / static_cast<float>(std::max<int64_t>((h1 - h0) * (w1 - w0), 1));
+    for (int64_t c = 0; c < g.c; ++c) out[c] *= inv;
+  });
+}
+
+void avg_pool_grad(const KernelArgs& a) {
+  const Window g = Window::of(a.node.shape, a.node.attrs);
+  const float* dy = a.in_f(0);
+  float* dx = a.out_f();
+  std::memset(dx, 0, sizeof(float) * static_cast<size_t>(a.node.shape.numel()));
+  for_each_window(g, [&](int64_t n, int64_t oh, int64_t ow, int64_t h0, int64_t h1, int64_t w0, int64_t w1) {
+    const float* d = dy + ((n * g.oh + oh) * g.ow + ow) * g.c;
+    const float inv = 1.0f / static_cast<float>(std::max<int64_t>((h1 - h0) * (w1 - w0), 1));
+    for (int64_t ih = h0; ih < h1; ++ih)
+      for (int64_t iw = w0; iw < w1; ++iw) {
+        float* out = dx + ((n * g.h + ih) * g.w + iw) * g.c;
+        for (int64_t c = 0; c < g.c; ++c) out[c] += d[c] * inv;
+      }
+  });
+}
+
+// Copies the overlap of a (N, H, W, C) image block into another, offset by (dh, dw); the rest of dst is zero.
+void copy_shifted(const Shape& src_s, const float* src, const Shape& dst_s, float* dst, int64_t dh, int64_t dw) {
+  std::memset(dst, 0, sizeof(float) * static_cast<size_t>(dst_s.numel()));
+  const int64_t c = src_s[3];
+  for (int64_t n = 0; n < src_s[0]; ++n)
+    for (int64_t h = 0; h < src_s[1]; ++h) {
+      const int64_t th = h + dh;
+      if (th < 0 || th >= dst_s[1]) continue;
+      for (int64_t w = 0; w < src_s[2]; ++w) {
+        const int64_t tw = w + dw;
+        if (tw < 0 || tw >= dst_s[2]) continue;
+        std::memcpy(dst + ((n * dst_s[1] + th) * dst_s[2] + tw) * c, src + ((n * src_s[1] + h) * src_s[2] + w) * c,
+                    sizeof(float) * static_cast<size_t>(c));
+      }
+    }
+}
+
+void pad2d(const KernelArgs& a) {
+  copy_shifted(a.in_shape(0), a.in_f(0), a.node.shape, a.out_f(), a.node.attrs.pad[0], a.node.attrs.pad[2]);
+}
+void crop2d(const KernelArgs& a) {
+  copy_shifted(a.in_shape(0), a.in_f(0), a.node.shape, a.out_f(), -a.node.attrs.pad[0], -a.node.attrs.pad[2]);
+}
+
+// y(N, H*sh, W*sw, C): nearest neighbour.
+void upsample(const KernelArgs& a) {
+  const Shape& x = a.in_shape(0);
+  const Shape& y = a.node.shape;
+  const int64_t sh = a.node.attrs.kernel[0], sw = a.node.attrs.kernel[1], c = x[3];
+  const float* in = a.in_f(0);
+  float* out = a.out_f();
+  for (int64_t n = 0; n < y[0]; ++n)
+    for (int64_t h = 0; h < y[1]; ++h)
+      for (int64_t w = 0; w < y[2]; ++w)
+        std::memcpy(out + ((n * y[1] + h) * y[2] + w) * c, in + ((n * x[1] + h / sh) * x[2] + w / sw) * c,
+                    sizeof(float) * static_cast<size_t>(c));
+}
+
+void upsample_grad(const KernelArgs& a) {
+  const Shape& dy_s = a.in_shape(0);
+  const Shape& x = a.node.shape;
+  const int64_t sh = a.node.attrs.kernel[0], sw = a.node.attrs.kernel[1], c = x[3];
+  const float* dy = a.in_f(0);
+  float* dx = a.out_f();
+  std::memset(dx, 0, sizeof(float) * static_cast<size_t>(x.numel()));
+  for (int64_t n = 0; n < dy_s[0]; ++n)
+    for (int64_t h = 0; h < dy_s[1]; ++h)
+      for (int64_t w = 0; w < dy_s[2]; ++w) {
+        const float* src = dy + ((n * dy_s[1] + h) * dy_s[2] + w) * c;
+        float* dst = dx + ((n * x[1] + h / sh) * x[2] + w / sw) * c;
+        for (int64_t k = 0; k < c; ++k) dst[k] += src[k];
+      }
+}
+
+}  // namespace
+
+void register_pooling_kernels() {
+  using graph::register_kernel;
+  constexpr auto cpu = DeviceKind::cpu;
+  constexpr auto f32 = DType::f32;
+  register_kernel(cpu, Op::MaxPool2D, f32, max_pool);
+  register_kernel(cpu, Op::MaxPool2DGrad, f32, max_pool_grad);
+  register_kernel(cpu, Op::AvgPool2D, f32, avg_pool);
+  register_kernel(cpu, Op::AvgPool2DGrad, f32, avg_pool_grad);
+  register_kernel(cpu, Op::Pad2D, f32, pad2d);
+  register_kernel(cpu, Op::Crop2D, f32, crop2d);
+  register_kernel(cpu, Op::Upsample2D, f32, upsample);
+  register_kernel(cpu, Op::Upsample2DGrad, f32, upsample_grad);
+}
+
+}  // namespace tk::cpu
