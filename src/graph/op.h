@@ -53,13 +53,14 @@ enum class Op : uint8_t {
   Upsample2D,
   Upsample2DGrad,  // nearest, factors attrs.kernel; grad: (dy) -> sum over each block
   // Batch normalization over all axes but the last (Keras 3: biased batch variance)
-  BnStats,          // x -> (2, C): mean; variance
-  BnApply,          // (x, stats, gamma, beta) -> gamma * (x - mean) / sqrt(var + eps) + beta
-  BnInputGrad,      // (dy, x, stats, gamma) -> dx, through the batch statistics too
-  BnGammaGrad,      // (dy, x, stats) -> (C)
-  BnInference,      // (x, moving_mean, moving_variance, gamma, beta) -> y
-  BnInferenceGrad,  // (dy, moving_variance, gamma) -> dx
-  BnUpdateMoving,   // in place on (stats, moving_mean, moving_variance), attrs.momentum; no output
+  BnStats,               // x -> (2, C): mean; variance
+  BnApply,               // (x, stats, gamma, beta) -> gamma * (x - mean) / sqrt(var + eps) + beta
+  BnInputGrad,           // (dy, x, stats, gamma) -> dx, through the batch statistics too
+  BnGammaGrad,           // (dy, x, stats) -> (C)
+  BnInference,           // (x, moving_mean, moving_variance, gamma, beta) -> y
+  BnInferenceGrad,       // (dy, moving_variance, gamma) -> dx
+  BnInferenceGammaGrad,  // (dy, x, moving_mean, moving_variance) -> (C)
+  BnUpdateMoving,        // in place on (stats, moving_mean, moving_variance), attrs.momentum; no output
   // Losses: (pred, target) -> scalar mean over the batch; the grad op takes (pred, target, dy)
   MseLoss,
   MseLossGrad,

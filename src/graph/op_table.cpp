@@ -168,7 +168,7 @@ Shape shape_bn(const Graph& g, int node) {
   const Shape& first = in_shape(g, node, 0);
   const int64_t c = first[-1];
   size_t per_channel_from = 1;
-  if (n.op == Op::BnInputGrad || n.op == Op::BnGammaGrad) {
+  if (n.op == Op::BnInputGrad || n.op == Op::BnGammaGrad || n.op == Op::BnInferenceGammaGrad) {
     if (in_shape(g, node, 1) != first) shape_error(g, node, "dy and x must have equal shapes");
     per_channel_from = 2;
   }
@@ -178,7 +178,7 @@ Shape shape_bn(const Graph& g, int node) {
     if (is_stats ? s != Shape{2, c} : s != Shape{c})
       shape_error(g, node, "per-channel inputs must have " + std::to_string(c) + " channels");
   }
-  if (n.op == Op::BnGammaGrad) return Shape{c};
+  if (n.op == Op::BnGammaGrad || n.op == Op::BnInferenceGammaGrad) return Shape{c};
   if (n.op == Op::BnUpdateMoving) return Shape{};
   return first;
 }
@@ -311,6 +311,7 @@ void grad_bn_apply(GradBuilder& b, int node, int dy, const bool* need, int* dx) 
 void grad_bn_inference(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
   Node n = b.node(node);
   if (need[0]) dx[0] = b.add(Op::BnInferenceGrad, {dy, n.inputs[2], n.inputs[3]}, n.attrs);
+  if (need[3]) dx[3] = b.add(Op::BnInferenceGammaGrad, {dy, n.inputs[0], n.inputs[1], n.inputs[2]}, n.attrs);
   if (need[4]) dx[4] = b.add(Op::BiasGrad, {dy});
 }
 
@@ -376,6 +377,7 @@ constexpr std::array<OpInfo, kOpCount> kTable{{
     {Op::BnGammaGrad, "BnGammaGrad", 3, true, shape_bn, nullptr, workspace_bn},
     {Op::BnInference, "BnInference", 5, true, shape_bn, grad_bn_inference},
     {Op::BnInferenceGrad, "BnInferenceGrad", 3, true, shape_bn, nullptr},
+    {Op::BnInferenceGammaGrad, "BnInferenceGammaGrad", 4, true, shape_bn, nullptr},
     {Op::BnUpdateMoving, "BnUpdateMoving", 3, false, shape_bn, nullptr},
     {Op::MseLoss, "MseLoss", 2, true, shape_loss, grad_loss<Op::MseLossGrad>},
     {Op::MseLossGrad, "MseLossGrad", 3, true, shape_loss, nullptr},

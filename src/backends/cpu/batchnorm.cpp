@@ -110,6 +110,20 @@ void bn_inference_grad(const KernelArgs& a) {
     for (int64_t j = 0; j < v.c; ++j) dx[i * v.c + j] = dy[i * v.c + j] * gamma[j] / std::sqrt(var[j] + eps);
 }
 
+// dgamma = sum(dy * (x - moving_mean) / sqrt(moving_variance + eps)) per channel
+void bn_inference_gamma_grad(const KernelArgs& a) {
+  const View v = view(a.in_shape(0));
+  const float* dy = a.in_f(0);
+  const float* x = a.in_f(1);
+  const float* mean = a.in_f(2);
+  const float* var = a.in_f(3);
+  const float eps = a.node.attrs.epsilon;
+  float* out = a.out_f();
+  for (int64_t j = 0; j < v.c; ++j) out[j] = 0.0f;
+  for (int64_t i = 0; i < v.m; ++i)
+    for (int64_t j = 0; j < v.c; ++j) out[j] += dy[i * v.c + j] * (x[i * v.c + j] - mean[j]) / std::sqrt(var[j] + eps);
+}
+
 // moving = moving * momentum + batch * (1 - momentum), for the mean and the (biased) variance (Keras 3).
 void bn_update_moving(const KernelArgs& a) {
   const int64_t c = a.in_shape(1)[0];
@@ -135,6 +149,7 @@ void register_batchnorm_kernels() {
   register_kernel(cpu, Op::BnGammaGrad, f32, bn_gamma_grad);
   register_kernel(cpu, Op::BnInference, f32, bn_inference);
   register_kernel(cpu, Op::BnInferenceGrad, f32, bn_inference_grad);
+  register_kernel(cpu, Op::BnInferenceGammaGrad, f32, bn_inference_gamma_grad);
   register_kernel(cpu, Op::BnUpdateMoving, f32, bn_update_moving);
 }
 

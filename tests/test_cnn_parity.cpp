@@ -1,0 +1,146 @@
+// Parity with Keras 3 for the image layers: forward values, input gradients and weight gradients of
+// L = sum(y * r) (tests/fixtures/cnn_layers.txt, made by gen_cnn_parity.py), and 8 training steps of a
+// small CNN with BatchNormalization.
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "fixture.h"
+#include "graph/autodiff.h"
+#include "graph/program.h"
+#include "nn/context.h"
+#include "trainkit/trainkit.h"
+
+namespace tk {
+namespace {
+using namespace layers;
+
+std::map<std::string, Tensor>& fixture() {
+  static auto f = testing::load_fixture(testing::fixture_path("cnn_layers.txt"));
+  return f;
+}
+
+double max_abs_diff(const float* a, const Tensor& ref) {
+  double m = 0;
+  for (int64_t i = 0; i < ref.numel(); ++i) m = std::max(m, double(std::abs(a[i] - ref.data<float>()[i])));
+  return m;
+}
+
+struct LayerCase {
+  std::string name;
+  std::function<LayerPtr()> make;
+  bool training = false;
+};
+
+class KerasLayerParity : public ::testing::TestWithParam<LayerCase> {};
+
+// Builds y = layer(x) and L = MSE(y, t) with t = y - r * numel / 2, so that dL/dy = r exactly: the
+// gradients of L are those of sum(y * r) that Keras recorded.
+TEST_P(KerasLayerParity, ForwardAndGradientsMatchKeras) {
+  const LayerCase& c = GetParam();
+  auto& f = fixture();
+  const Tensor& x = f.at(c.name + "/x");
+  const Tensor& r = f.at(c.name + "/r");
+  LayerPtr layer = c.make();
+  (*layer)(tk::Input(x.shape().sample_shape()));  // builds the weights
+  for (size_t i = 0; i < layer->weights().size(); ++i) {
+    const Tensor& w = f.at(c.name + "/w" + std::to_string(i));
+    ASSERT_EQ(w.shape(), layer->weights()[i].value.shape()) << "weight " << i;
+    std::memcpy(layer->weights()[i].value.raw(), w.raw(), w.nbytes());
+  }
+  graph::Graph g;
+  nn::CallContext ctx{g, c.training, {}, {}};
+  const int xi = g.input("x", x.shape());
+  const int y = layer->call(ctx, {xi});
+  const int t = g.input("t", g[y].shape);
+  const int loss = g.add(graph::Op::MseLoss, {y, t});
+  std::vector<int> wrt{xi};
+  std::vector<int> trainable;
+  for (const Weight& w : layer->weights())
+    if (w.trainable) wrt.push_back(ctx.variable(w));
+  std::vector<int> grads = graph::gradients(g, {loss}, wrt);
+  std::vector<int> outs{y, loss};
+  for (int gr : grads) {
+    ASSERT_GE(gr, 0);
+    outs.push_back(gr);
+  }
+  graph::Program p(std::move(g), outs, ctx.sinks);
+  std::memcpy(p.data(xi), x.raw(), x.nbytes());
+  graph::ExecContext ec;
+  ec.training = c.training;
+  p.run(ec);  // the first run also applies BatchNormalization's moving-statistics update once
+  ASSERT_LE(max_abs_diff(p.data_f(y), f.at(c.name + "/y")), 2e-5) << "forward";
+  if (c.name == "bn_train") {
+    EXPECT_LE(max_abs_diff(layer->weights()[2].value.data<float>(), f.at("bn_train/moving_mean_after")), 1e-6);
+    EXPECT_LE(max_abs_diff(layer->weights()[3].value.data<float>(), f.at("bn_train/moving_variance_after")), 1e-6);
+  }
+  const int64_t n = r.numel();
+  for (int64_t i = 0; i < n; ++i) p.data_f(t)[i] = p.data_f(y)[i] - r.data<float>()[i] * float(n) / 2.0f;
+  p.run(ec);
+  EXPECT_LE(max_abs_diff(p.data_f(grads[0]), f.at(c.name + "/dx")), 5e-5) << "dL/dx";
+  for (size_t k = 1; k < grads.size(); ++k)
+    EXPECT_LE(max_abs_diff(p.data_f(grads[k]), f.at(c.name + "/dw" + std::to_string(k - 1))), 2e-4) << "dL/dw" << k - 1;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layers, KerasLayerParity,
+    ::testing::Values(
+        LayerCase{"conv_valid", [] { return Conv2D(3, 3); }},
+        LayerCase{"conv_same_odd",
+                  [] {
+                    return Conv2D(4, {3, 2}, "linear", {.padding = "same"});
+                  }},
+        LayerCase{"conv_stride2_same", [] { return Conv2D(3, 3, "linear", {.strides = 2, .padding = "same"}); }},
+        LayerCase{"conv_stride2_valid",
+                  [] {
+                    return Conv2D(2, {2, 3}, "linear", {.strides = {2, 1}});
+                  }},
+        LayerCase{"conv_dilation2", [] { return Conv2D(3, 3, "linear", {.padding = "same", .dilation_rate = 2}); }},
+        LayerCase{"conv_nobias_5x5", [] { return Conv2D(5, 5, "linear", {.padding = "same", .use_bias = false}); }},
+        LayerCase{"maxpool_2", [] { return MaxPooling2D(2); }},
+        LayerCase{"maxpool_3s2_same", [] { return MaxPooling2D(3, {.strides = 2, .padding = "same"}); }},
+        LayerCase{"maxpool_ties", [] { return MaxPooling2D(3, {.strides = 2, .padding = "same"}); }},
+        LayerCase{"avgpool_2", [] { return AveragePooling2D(2); }},
+        LayerCase{"avgpool_3s2_same", [] { return AveragePooling2D(3, {.strides = 2, .padding = "same"}); }},
+        LayerCase{"avgpool_2_same_odd", [] { return AveragePooling2D(2, {.padding = "same"}); }},
+        LayerCase{"gap", [] { return GlobalAveragePooling2D(); }},
+        LayerCase{"gmp", [] { return GlobalMaxPooling2D(); }},
+        LayerCase{"gmp_ties", [] { return GlobalMaxPooling2D(); }},
+        LayerCase{"zeropad", [] { return ZeroPadding2D(1, 2, 3, 0); }},
+        LayerCase{"upsample",
+                  [] {
+                    return UpSampling2D({2, 3});
+                  }},
+        LayerCase{"bn_train", [] { return BatchNormalization(); }, true},
+        LayerCase{"bn_infer", [] { return BatchNormalization(); }, false}),
+    [](const auto& info) { return info.param.name; });
+
+TEST(KerasCnnParity, EightTrainingStepsWithBatchNormalizationMatchKeras) {
+  auto& f = fixture();
+  Sequential model({layers::Input({8, 8, 1}), Conv2D(4, 3, "relu", {.padding = "same"}), MaxPooling2D(2),
+                    Conv2D(6, 3, "relu", {.padding = "same"}), BatchNormalization(), MaxPooling2D(2), Flatten(),
+                    Dense(10)});
+  std::vector<Tensor> w;
+  for (int i = 0; i < 10; ++i) w.push_back(f.at("cnn_steps/w" + std::to_string(i)));
+  model.set_weights(w);
+  optimizers::SGDOptions sgd;
+  sgd.learning_rate = 0.05f;
+  sgd.momentum = 0.9f;
+  model.compile(optimizers::SGD(sgd), losses::SparseCategoricalCrossentropy({.from_logits = true}));
+  const Tensor& x = f.at("cnn_steps/x");
+  const Tensor& y = f.at("cnn_steps/y");
+  const Tensor& want = f.at("cnn_steps/losses");
+  for (int s = 0; s < 8; ++s) {
+    const double got =
+        model.train_on_batch({x.slice_rows(8 * s, 8 * s + 8)}, {y.slice_rows(8 * s, 8 * s + 8)}).get("loss");
+    EXPECT_NEAR(got, want.data<float>()[s], 1e-5 * std::max(1.0, std::abs(double(want.data<float>()[s]))))
+        << "step " << s;
+  }
+  std::vector<Tensor> final_w = model.get_weights();
+  for (size_t i = 0; i < final_w.size(); ++i)
+    EXPECT_LE(max_abs_diff(final_w[i].data<float>(), f.at("cnn_steps/final_w" + std::to_string(i))), 2e-5)
+        << "weight " << i;
+}
+
+}  // namespace
+}  // namespace tk
