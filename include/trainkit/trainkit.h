@@ -16,4 +16,5 @@
 #include "trainkit/nn/layers.h"
 #include "trainkit/nn/losses.h"
 #include "trainkit/nn/model.h"
+#include "trainkit/nn/models.h"
 #include "trainkit/nn/optimizers.h"

@@ -49,7 +49,8 @@ int run_fit(const FitArgs& a) {
     throw InvalidArgument("--batch-size must be a positive integer, got " + std::to_string(a.batch_size));
   utils::set_random_seed(a.seed);
   OptimizerPtr optimizer = optimizers::get(a.optimizer, a.learning_rate);
-  std::vector<LayerPtr> spec = parse_model_spec(a.model);
+  const bool cnn = a.model == "cnn";
+  std::vector<LayerPtr> spec = cnn ? std::vector<LayerPtr>{} : parse_model_spec(a.model);
 
   data::FashionMnist d;
   const bool explicit_files =
@@ -67,10 +68,16 @@ int run_fit(const FitArgs& a) {
   if (d.x_train.shape().rank() < 2)
     throw InvalidArgument("training images must have a sample shape, got " + d.x_train.shape().to_string());
 
-  std::vector<LayerPtr> layers{layers::Input(d.x_train.shape().sample_shape())};
-  if (d.x_train.shape().rank() > 2) layers.push_back(layers::Flatten());
-  layers.insert(layers.end(), spec.begin(), spec.end());
-  Sequential model(layers);
+  std::unique_ptr<Sequential> owned;
+  if (cnn) {
+    owned = models::tutorial_cnn(d.x_train.shape().sample_shape());
+  } else {
+    std::vector<LayerPtr> layers{layers::Input(d.x_train.shape().sample_shape())};
+    if (d.x_train.shape().rank() > 2) layers.push_back(layers::Flatten());
+    layers.insert(layers.end(), spec.begin(), spec.end());
+    owned = std::make_unique<Sequential>(layers);
+  }
+  Sequential& model = *owned;
   model.compile(optimizer, losses::SparseCategoricalCrossentropy({.from_logits = true}), {"accuracy"});
   if (a.summary && a.verbose != 0) model.summary();
 

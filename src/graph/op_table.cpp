@@ -282,7 +282,7 @@ void grad_conv(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
 
 void grad_max_pool(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
   Node n = b.node(node);
-  if (need[0]) dx[0] = b.add(Op::MaxPool2DGrad, {dy, n.inputs[0]}, n.attrs);
+  if (need[0]) dx[0] = b.add(Op::MaxPool2DGrad, {dy, n.inputs[0], node}, n.attrs);
 }
 
 // Gradient ops that need only dy and the input's shape.
@@ -364,7 +364,7 @@ constexpr std::array<OpInfo, kOpCount> kTable{{
     {Op::Conv2DGradInput, "Conv2DGradInput", 2, true, shape_attr, nullptr, workspace_conv},
     {Op::Conv2DGradFilter, "Conv2DGradFilter", 2, true, shape_attr, nullptr, workspace_conv},
     {Op::MaxPool2D, "MaxPool2D", 1, true, shape_pool, grad_max_pool},
-    {Op::MaxPool2DGrad, "MaxPool2DGrad", 2, true, shape_attr_from_x, nullptr},
+    {Op::MaxPool2DGrad, "MaxPool2DGrad", 3, true, shape_attr_from_x, nullptr},
     {Op::AvgPool2D, "AvgPool2D", 1, true, shape_pool, grad_to_input_shape<Op::AvgPool2DGrad>},
     {Op::AvgPool2DGrad, "AvgPool2DGrad", 1, true, shape_attr, nullptr},
     {Op::Pad2D, "Pad2D", 1, true, shape_pad, grad_pad_crop<Op::Crop2D>},

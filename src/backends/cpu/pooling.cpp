@@ -49,37 +49,41 @@ void max_pool(const KernelArgs& a) {
 }
 
 // dx gets each dy at the first maximum of its window (row-major scan, as TensorFlow's MaxPoolGrad), or,
-// with split_ties (a global max, TensorFlow's reduce_max gradient), shared evenly by all tied maxima.
+// with split_ties (a global max: TensorFlow's reduce_max gradient), shared evenly by all tied maxima.
+// The maximum itself is y, so one pass over the window finds it; channels are the inner, contiguous loop.
 void max_pool_grad(const KernelArgs& a) {
   const Window g = Window::of(a.node.shape, a.node.attrs);
   const bool split = a.node.attrs.split_ties;
   const float* dy = a.in_f(0);
   const float* x = a.in_f(1);
+  const float* y = a.in_f(2);
   float* dx = a.out_f();
   std::memset(dx, 0, sizeof(float) * static_cast<size_t>(a.node.shape.numel()));
+  constexpr int64_t kBlock = 256;  // channels handled per pass, with per-channel state on the stack
   for_each_window(g, [&](int64_t n, int64_t oh, int64_t ow, int64_t h0, int64_t h1, int64_t w0, int64_t w1) {
-    const float* d = dy + ((n * g.oh + oh) * g.ow + ow) * g.c;
-    for (int64_t c = 0; c < g.c; ++c) {
-      int64_t best = -1, ties = 0;
-      float best_v = -std::numeric_limits<float>::infinity();
-      for (int64_t ih = h0; ih < h1; ++ih)
-        for (int64_t iw = w0; iw < w1; ++iw) {
-          const int64_t at = ((n * g.h + ih) * g.w + iw) * g.c + c;
-          if (best < 0 || x[at] > best_v)
-            best = at, best_v = x[at], ties = 1;
-          else if (x[at] == best_v)
-            ++ties;
-        }
-      if (best < 0) continue;
-      if (!split || ties == 1) {
-        dx[best] += d[c];
-        continue;
+    const int64_t out = ((n * g.oh + oh) * g.ow + ow) * g.c;
+    for (int64_t c0 = 0; c0 < g.c; c0 += kBlock) {
+      const int64_t cn = std::min(kBlock, g.c - c0);
+      float share[kBlock];
+      bool done[kBlock];
+      for (int64_t c = 0; c < cn; ++c) done[c] = false, share[c] = dy[out + c0 + c];
+      if (split) {  // count the ties first
+        int ties[kBlock] = {};
+        for (int64_t ih = h0; ih < h1; ++ih)
+          for (int64_t iw = w0; iw < w1; ++iw) {
+            const float* xp = x + ((n * g.h + ih) * g.w + iw) * g.c + c0;
+            for (int64_t c = 0; c < cn; ++c) ties[c] += xp[c] == y[out + c0 + c];
+          }
+        for (int64_t c = 0; c < cn; ++c) share[c] /= static_cast<float>(std::max(ties[c], 1));
       }
-      const float share = d[c] / static_cast<float>(ties);
       for (int64_t ih = h0; ih < h1; ++ih)
         for (int64_t iw = w0; iw < w1; ++iw) {
-          const int64_t at = ((n * g.h + ih) * g.w + iw) * g.c + c;
-          if (x[at] == best_v) dx[at] += share;
+          const int64_t at = ((n * g.h + ih) * g.w + iw) * g.c + c0;
+          for (int64_t c = 0; c < cn; ++c)
+            if (!done[c] && x[at + c] == y[out + c0 + c]) {
+              dx[at + c] += share[c];
+              done[c] = !split;
+            }
         }
     }
   });
