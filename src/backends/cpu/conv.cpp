@@ -18,38 +18,56 @@ using graph::Window;
 namespace {
 
 // col(P, K) for one image: row p = (oh, ow), column (kh * KW + kw) * C + c; zeros where the window
-// reads padding.
+// reads padding. Without dilation a kernel row is KW * C contiguous floats of x, copied at once.
 void im2col(const Window& g, const float* x, float* col) {
+  const int64_t row_len = g.kw * g.c;
   for (int64_t oh = 0; oh < g.oh; ++oh)
     for (int64_t ow = 0; ow < g.ow; ++ow) {
       float* row = col + (oh * g.ow + ow) * g.patch();
+      const int64_t iw0 = ow * g.sw - g.pl;
+      const bool whole_row = g.dw == 1 && iw0 >= 0 && iw0 + g.kw <= g.w;
       for (int64_t kh = 0; kh < g.kh; ++kh) {
         const int64_t ih = oh * g.sh - g.pt + kh * g.dh;
-        for (int64_t kw = 0; kw < g.kw; ++kw) {
-          const int64_t iw = ow * g.sw - g.pl + kw * g.dw;
-          float* dst = row + (kh * g.kw + kw) * g.c;
-          if (ih < 0 || ih >= g.h || iw < 0 || iw >= g.w)
-            std::memset(dst, 0, sizeof(float) * static_cast<size_t>(g.c));
-          else
-            std::memcpy(dst, x + (ih * g.w + iw) * g.c, sizeof(float) * static_cast<size_t>(g.c));
+        float* dst_row = row + kh * row_len;
+        if (ih < 0 || ih >= g.h) {
+          std::memset(dst_row, 0, sizeof(float) * static_cast<size_t>(row_len));
+        } else if (whole_row) {
+          std::memcpy(dst_row, x + (ih * g.w + iw0) * g.c, sizeof(float) * static_cast<size_t>(row_len));
+        } else {
+          for (int64_t kw = 0; kw < g.kw; ++kw) {
+            const int64_t iw = iw0 + kw * g.dw;
+            float* dst = dst_row + kw * g.c;
+            if (iw < 0 || iw >= g.w) std::memset(dst, 0, sizeof(float) * static_cast<size_t>(g.c));
+            else std::memcpy(dst, x + (ih * g.w + iw) * g.c, sizeof(float) * static_cast<size_t>(g.c));
+          }
         }
       }
     }
 }
 
-// dx(H, W, C) += the columns of dcol(P, K) scattered back to the pixels they were read from.
+// dx(H, W, C) = the columns of dcol(P, K) scattered back (added) to the pixels they were read from.
 void col2im(const Window& g, const float* dcol, float* dx) {
   std::memset(dx, 0, sizeof(float) * static_cast<size_t>(g.h * g.w * g.c));
+  const int64_t row_len = g.kw * g.c;
   for (int64_t oh = 0; oh < g.oh; ++oh)
     for (int64_t ow = 0; ow < g.ow; ++ow) {
       const float* row = dcol + (oh * g.ow + ow) * g.patch();
+      const int64_t iw0 = ow * g.sw - g.pl;
+      const bool whole_row = g.dw == 1 && iw0 >= 0 && iw0 + g.kw <= g.w;
       for (int64_t kh = 0; kh < g.kh; ++kh) {
         const int64_t ih = oh * g.sh - g.pt + kh * g.dh;
         if (ih < 0 || ih >= g.h) continue;
+        const float* src_row = row + kh * row_len;
+        if (whole_row) {
+          float* dst = dx + (ih * g.w + iw0) * g.c;
+#pragma omp simd
+          for (int64_t i = 0; i < row_len; ++i) dst[i] += src_row[i];
+          continue;
+        }
         for (int64_t kw = 0; kw < g.kw; ++kw) {
-          const int64_t iw = ow * g.sw - g.pl + kw * g.dw;
+          const int64_t iw = iw0 + kw * g.dw;
           if (iw < 0 || iw >= g.w) continue;
-          const float* src = row + (kh * g.kw + kw) * g.c;
+          const float* src = src_row + kw * g.c;
           float* dst = dx + (ih * g.w + iw) * g.c;
 #pragma omp simd
           for (int64_t c = 0; c < g.c; ++c) dst[c] += src[c];
