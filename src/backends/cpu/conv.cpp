@@ -37,8 +37,10 @@ void im2col(const Window& g, const float* x, float* col) {
           for (int64_t kw = 0; kw < g.kw; ++kw) {
             const int64_t iw = iw0 + kw * g.dw;
             float* dst = dst_row + kw * g.c;
-            if (iw < 0 || iw >= g.w) std::memset(dst, 0, sizeof(float) * static_cast<size_t>(g.c));
-            else std::memcpy(dst, x + (ih * g.w + iw) * g.c, sizeof(float) * static_cast<size_t>(g.c));
+            if (iw < 0 || iw >= g.w)
+              std::memset(dst, 0, sizeof(float) * static_cast<size_t>(g.c));
+            else
+              std::memcpy(dst, x + (ih * g.w + iw) * g.c, sizeof(float) * static_cast<size_t>(g.c));
           }
         }
       }
