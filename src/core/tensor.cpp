@@ -5,23 +5,20 @@
 
 namespace tk {
 
-Storage::Storage(size_t bytes, Device device) : bytes_(bytes), device_(device) {
-  if (device.kind != DeviceKind::cpu)
-    throw Unsupported("Storage on " + device.to_string() + ": this build has only the cpu backend");
-  size_t rounded = (bytes + 63) / 64 * 64;
-  data_ = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
-  if (!data_) throw OutOfMemoryError("could not allocate " + std::to_string(bytes) + " bytes on " + device.to_string());
-  std::memset(data_, 0, rounded == 0 ? 64 : rounded);
+Storage::Storage(size_t bytes, Device device, const std::string& owner) : bytes_(bytes), device_(device) {
+  data_ = device_allocate(bytes, device, owner);
+  std::memset(data_, 0, bytes);
 }
 
-Storage::~Storage() { std::free(data_); }
+Storage::~Storage() { device_free(data_, device_); }
 
-Tensor::Tensor(Shape shape, DType dtype, Device device) : shape_(std::move(shape)), dtype_(dtype) {
+Tensor::Tensor(Shape shape, DType dtype, Device device, const std::string& owner)
+    : shape_(std::move(shape)), dtype_(dtype) {
   if (!shape_.fully_known())
     throw InvalidArgument("cannot allocate a tensor of partially known shape " + shape_.to_string());
   for (int64_t d : shape_.dims())
     if (d < 0) throw InvalidArgument("negative dimension in shape " + shape_.to_string());
-  storage_ = std::make_shared<Storage>(static_cast<size_t>(shape_.numel()) * dtype_size(dtype), device);
+  storage_ = std::make_shared<Storage>(static_cast<size_t>(shape_.numel()) * dtype_size(dtype), device, owner);
 }
 
 Tensor Tensor::zeros(Shape shape, DType dtype) { return Tensor(std::move(shape), dtype); }

@@ -10,7 +10,8 @@
 
 namespace tk::graph {
 
-Program::Program(Graph g, std::vector<int> outputs, std::vector<int> sinks, Device device) : g_(std::move(g)) {
+Program::Program(Graph g, std::vector<int> outputs, std::vector<int> sinks, Device device, const std::string& owner)
+    : g_(std::move(g)) {
   std::vector<int> roots = outputs;
   roots.insert(roots.end(), sinks.begin(), sinks.end());
   order_ = schedule(g_, roots);
@@ -19,11 +20,8 @@ Program::Program(Graph g, std::vector<int> outputs, std::vector<int> sinks, Devi
     if (g_[id].op == Op::Input) keep.push_back(id);
   plan_ = plan_memory(g_, order_, keep);
 
-  size_t bytes = std::max(plan_.arena_bytes + plan_.workspace_bytes, kArenaAlignment);
-  void* arena = std::aligned_alloc(kArenaAlignment, bytes);
-  if (!arena) throw OutOfMemoryError("program arena of " + std::to_string(bytes) + " bytes could not be allocated");
-  std::memset(arena, 0, bytes);
-  arena_ = {static_cast<std::byte*>(arena), std::free};
+  const size_t bytes = std::max(plan_.arena_bytes + plan_.workspace_bytes, kArenaAlignment);
+  arena_ = Tensor(Shape{static_cast<int64_t>(bytes)}, DType::u8, device, owner);
 
   // Resolve every kernel and pointer now; run() only walks steps_.
   steps_.reserve(order_.size());
@@ -44,12 +42,12 @@ void* Program::data(int value) {
   if (n.op == Op::Variable) return n.attrs.external;
   int64_t off = plan_.offset[static_cast<size_t>(value)];
   if (off < 0) throw InvalidArgument("value '" + n.name + "' has no storage in this program");
-  return arena_.get() + off;
+  return static_cast<std::byte*>(arena_.raw()) + off;
 }
 
 void Program::run(const ExecContext& ctx) {
   prepare_thread_for_kernels();
-  void* workspace = arena_.get() + plan_.arena_bytes;
+  void* workspace = static_cast<std::byte*>(arena_.raw()) + plan_.arena_bytes;
   if (!profiling_) {
     for (const Step& s : steps_) s.fn(KernelArgs{g_, g_[s.node], s.out, in_ptrs_.data() + s.in_begin, ctx, workspace});
     return;

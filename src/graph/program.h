@@ -18,7 +18,9 @@ namespace tk::graph {
 class Program {
  public:
   // `outputs` stay readable after run(); `sinks` are output-less ops to run (optimizer updates).
-  Program(Graph g, std::vector<int> outputs, std::vector<int> sinks = {}, Device device = Device::cpu());
+  // `owner` tags the arena in the device's memory statistics ("sequential: train program, batch 128").
+  Program(Graph g, std::vector<int> outputs, std::vector<int> sinks = {}, Device device = Device::cpu(),
+          const std::string& owner = "program arena");
   Program(const Program&) = delete;
   Program& operator=(const Program&) = delete;
 
@@ -47,7 +49,7 @@ class Program {
   Graph g_;
   std::vector<int> order_;
   MemoryPlan plan_;
-  std::unique_ptr<std::byte, void (*)(void*)> arena_{nullptr, nullptr};
+  Tensor arena_;  // (arena_bytes + workspace_bytes) bytes from the device budget
   std::vector<Step> steps_;
   std::vector<const void*> in_ptrs_;
   bool profiling_ = false, print_profile_ = false;

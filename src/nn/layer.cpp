@@ -36,7 +36,7 @@ int64_t Layer::count_params() const {
 }
 
 Weight& Layer::add_weight(const std::string& what, Shape shape, const std::string& initializer, bool weight_trainable) {
-  Tensor t(shape, DType::f32);
+  Tensor t(shape, DType::f32, Device::cpu(), name + "/" + what);
   // Keras' compute_fans: kernels (..., in, out) scale by the receptive field (kh * kw for Conv2D).
   int64_t fan_in = shape.rank() >= 1 ? shape[-1] : 1, fan_out = fan_in;
   if (shape.rank() >= 2) {

@@ -127,7 +127,9 @@ std::unique_ptr<Compiled> ProgramCache::build(ProgramKind kind, int64_t batch) {
         if (grads[i] < 0) continue;  // does not influence the loss
         std::vector<Tensor>& slots = slots_[weights[i]->value.raw()];
         if (slots.empty())
-          for (int s = 0; s < opt.slots_per_variable(); ++s) slots.emplace_back(weights[i]->value.shape(), DType::f32);
+          for (int s = 0; s < opt.slots_per_variable(); ++s)
+            slots.emplace_back(weights[i]->value.shape(), DType::f32, Device::cpu(),
+                               weights[i]->name + "/" + opt.name() + " slot " + std::to_string(s));
         std::vector<int> ins{vars[i], grads[i]};
         for (size_t s = 0; s < slots.size(); ++s)
           ins.push_back(g.variable(weights[i]->name + "/slot" + std::to_string(s), slots[s]));
@@ -138,7 +140,10 @@ std::unique_ptr<Compiled> ProgramCache::build(ProgramKind kind, int64_t batch) {
     }
   }
   if (kind == ProgramKind::train) sinks.insert(sinks.end(), ctx.sinks.begin(), ctx.sinks.end());
-  c->program = std::make_unique<graph::Program>(std::move(g), keep, sinks);
+  static const char* const kKind[] = {"train", "eval", "predict"};
+  c->program = std::make_unique<graph::Program>(std::move(g), keep, sinks, Device::cpu(),
+                                                model_.name_ + ": " + kKind[static_cast<int>(kind)] +
+                                                    " program arena, batch " + std::to_string(batch));
   return c;
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "trainkit/core/device.h"
@@ -16,10 +17,15 @@
 
 namespace tk {
 
-// 64-byte aligned bytes on one device.
+// Device memory behind tensors, implemented by the runtime (runtime/device_memory.cpp): every byte is
+// charged to the device's budget under an owner tag. A link-time seam, so core/ depends on nothing above it.
+void* device_allocate(size_t bytes, Device device, const std::string& owner);
+void device_free(void* p, Device device) noexcept;
+
+// 256-byte aligned bytes on one device, charged to its budget.
 class Storage {
  public:
-  Storage(size_t bytes, Device device);
+  Storage(size_t bytes, Device device, const std::string& owner = {});
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -37,7 +43,8 @@ class Storage {
 class Tensor {
  public:
   Tensor() = default;
-  Tensor(Shape shape, DType dtype, Device device = Device::cpu());
+  // `owner` names the allocation in memory statistics and out-of-memory reports ("dense/kernel").
+  Tensor(Shape shape, DType dtype, Device device = Device::cpu(), const std::string& owner = {});
 
   static Tensor zeros(Shape shape, DType dtype = DType::f32);
   static Tensor full(Shape shape, float value);

@@ -1,0 +1,54 @@
+// Device memory: budgets, statistics and configuration (TensorFlow's tf.config, made explicit).
+//
+//   tk::config::set_memory_limit(tk::Device::cpu(), 2ull << 30);   // before the device is first used
+//   // or: TK_MEMORY_LIMIT=1.5GiB, TK_MEMORY_FRACTION=0.45, TK_MEMORY_GROWTH=false in the environment
+//   tk::MemoryInfo m = tk::config::get_memory_info();              // current, peak, reserved, limit, ...
+//   tk::config::reset_peak_memory();
+//
+// Every tensor, weight, optimizer slot and program arena is charged to its device's budget. Exceeding it
+// throws tk::OutOfMemoryError whose message is a report: what was requested and for whom, the budget,
+// what is in use and by whom (the largest live allocations by owner), fragmentation, and what to do.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trainkit/core/device.h"
+
+namespace tk {
+
+struct MemoryInfo {
+  size_t current = 0;             // bytes in live allocations
+  size_t peak = 0;                // highest `current` since start or reset_peak_memory()
+  size_t reserved = 0;            // bytes taken from the device (regions the allocator holds)
+  size_t limit = 0;               // the budget
+  size_t total = 0;               // the physical device's memory
+  int64_t allocations = 0;        // live allocations
+  size_t largest_free_block = 0;  // inside reserved regions
+  double fragmentation = 0.0;     // 1 - largest free block / free bytes inside reserved regions
+  bool growth = true;             // reserve on demand (true) or the whole limit up front
+};
+
+struct DeviceInfo {
+  Device device;
+  std::string name;   // e.g. the CPU model
+  size_t total = 0;   // physical memory in bytes
+};
+
+namespace config {
+
+std::vector<DeviceInfo> list_devices();
+// Budgets; each throws InvalidArgument once the device has been used (as TensorFlow's
+// "cannot be modified after being initialized").
+void set_memory_limit(Device device, size_t bytes);
+void set_memory_fraction(Device device, double fraction);
+void set_memory_growth(Device device, bool growth);
+MemoryInfo get_memory_info(Device device = Device::cpu());
+void reset_peak_memory(Device device = Device::cpu());
+// Parses "1.5GiB", "512MB", "1024" (bytes); KB/MB/GB are powers of 1000, KiB/MiB/GiB of 1024.
+size_t parse_bytes(const std::string& text);
+std::string format_bytes(size_t bytes);  // "1.50 GiB"
+
+}  // namespace config
+}  // namespace tk

@@ -1,0 +1,208 @@
+#include "runtime/device_memory.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
+#include "trainkit/core/error.h"
+
+namespace tk::runtime {
+namespace {
+
+size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos && colon + 2 <= line.size()) return line.substr(colon + 2);
+    }
+  return "cpu";
+}
+
+size_t physical_memory() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : size_t{16} << 30;
+}
+
+}  // namespace
+
+DeviceMemory& DeviceMemory::get(Device device) {
+  if (device.kind != DeviceKind::cpu || device.index != 0)
+    throw Unsupported("device " + device.to_string() + " is not available in this build (only cpu:0)");
+  // Never destroyed: tensors with static storage duration may still free into it at exit.
+  static DeviceMemory* cpu = [] {
+    auto* m = new DeviceMemory(DeviceInfo{Device::cpu(), cpu_model_name(), physical_memory()});
+    apply_environment(*m);
+    return m;
+  }();
+  return *cpu;
+}
+
+DeviceMemory::DeviceMemory(DeviceInfo info) : info_(std::move(info)), limit_(info_.total) {}
+
+bool DeviceMemory::in_use() const {
+  std::lock_guard lock(mu_);
+  return announced_;
+}
+
+void DeviceMemory::set_limit(size_t bytes, std::string source) {
+  std::lock_guard lock(mu_);
+  limit_ = bytes;
+  limit_source_ = std::move(source);
+}
+
+void DeviceMemory::set_growth(bool growth) {
+  std::lock_guard lock(mu_);
+  growth_ = growth;
+}
+
+void DeviceMemory::announce() {
+  if (announced_) return;
+  announced_ = true;
+  // TensorFlow's "Created device ... with N MB memory" line, saying where the budget came from.
+  std::printf("Created device %s with %s budget (%s, %s) -> physical device: %s, total %s\n",
+              info_.device.to_string().c_str(), config::format_bytes(limit_).c_str(), limit_source_.c_str(),
+              growth_ ? "growth" : "reserved up front", info_.name.c_str(), config::format_bytes(info_.total).c_str());
+  std::fflush(stdout);
+  if (!growth_ && !add_region(limit_))
+    throw OutOfMemoryError("could not reserve the budget of " + config::format_bytes(limit_) + " on " +
+                           info_.device.to_string() + " (lower TK_MEMORY_LIMIT / TK_MEMORY_FRACTION)");
+}
+
+bool DeviceMemory::add_region(size_t bytes) {
+  size_t size = growth_ ? round_up(bytes, kRegionGranularity) : bytes;
+  if (reserved_ + size > limit_) size = bytes;  // the last region may be smaller than the granularity
+  if (size == 0 || reserved_ + size > limit_) return false;
+  void* base = std::aligned_alloc(kAllocationAlignment, round_up(size, kAllocationAlignment));
+  if (!base) return false;
+  regions_.push_back({static_cast<char*>(base), size, 0});
+  blocks_.emplace(static_cast<char*>(base), Block{size, true, static_cast<int>(regions_.size() - 1), {}});
+  reserved_ += size;
+  return true;
+}
+
+void* DeviceMemory::allocate(size_t bytes, const std::string& owner) {
+  std::lock_guard lock(mu_);
+  announce();
+  const size_t need = round_up(std::max<size_t>(bytes, 1), kAllocationAlignment);
+  auto best_fit = [&] {
+    auto best = blocks_.end();
+    for (auto it = blocks_.begin(); it != blocks_.end(); ++it)
+      if (it->second.free && it->second.size >= need && (best == blocks_.end() || it->second.size < best->second.size)) best = it;
+    return best;
+  };
+  auto it = best_fit();
+  if (it == blocks_.end()) {
+    if (!growth_ || !add_region(need)) out_of_memory(bytes, owner);
+    it = best_fit();
+  }
+  Block& b = it->second;
+  if (b.size > need) {  // split: the tail stays free
+    blocks_.emplace(it->first + need, Block{b.size - need, true, b.region, {}});
+    b.size = need;
+  }
+  b.free = false;
+  b.owner = owner;
+  ++regions_[static_cast<size_t>(b.region)].used_blocks;
+  current_ += need;
+  peak_ = std::max(peak_, current_);
+  return it->first;
+}
+
+void DeviceMemory::free(void* p) noexcept {
+  if (!p) return;
+  std::lock_guard lock(mu_);
+  auto it = blocks_.find(static_cast<char*>(p));
+  if (it == blocks_.end() || it->second.free) return;  // not ours (or a double free): ignore
+  Block& b = it->second;
+  b.free = true;
+  b.owner.clear();
+  current_ -= b.size;
+  Region& r = regions_[static_cast<size_t>(b.region)];
+  --r.used_blocks;
+  // Coalesce with the free neighbours of the same region.
+  auto next = std::next(it);
+  if (next != blocks_.end() && next->second.free && next->second.region == b.region) {
+    b.size += next->second.size;
+    blocks_.erase(next);
+  }
+  if (it != blocks_.begin()) {
+    auto prev = std::prev(it);
+    if (prev->second.free && prev->second.region == b.region) {
+      prev->second.size += b.size;
+      blocks_.erase(it);
+      it = prev;
+    }
+  }
+  // A region with nothing left in it goes back to the device (under growth).
+  if (growth_ && r.used_blocks == 0) {
+    blocks_.erase(it);
+    std::free(r.base);
+    reserved_ -= r.size;
+    r = Region{nullptr, 0, 0};
+  }
+}
+
+MemoryInfo DeviceMemory::info() const {
+  std::lock_guard lock(mu_);
+  MemoryInfo m;
+  m.current = current_, m.peak = peak_, m.reserved = reserved_, m.limit = limit_, m.total = info_.total, m.growth = growth_;
+  size_t free_bytes = 0;
+  for (const auto& [p, b] : blocks_) {
+    if (b.free) {
+      free_bytes += b.size;
+      m.largest_free_block = std::max(m.largest_free_block, b.size);
+    } else {
+      ++m.allocations;
+    }
+  }
+  m.fragmentation = free_bytes ? 1.0 - double(m.largest_free_block) / double(free_bytes) : 0.0;
+  return m;
+}
+
+void DeviceMemory::reset_peak() {
+  std::lock_guard lock(mu_);
+  peak_ = current_;
+}
+
+std::vector<std::pair<std::string, size_t>> DeviceMemory::largest_allocations(size_t n) const {
+  std::lock_guard lock(mu_);
+  std::vector<std::pair<std::string, size_t>> live;
+  for (const auto& [p, b] : blocks_)
+    if (!b.free) live.emplace_back(b.owner.empty() ? "(unnamed tensor)" : b.owner, b.size);
+  std::sort(live.begin(), live.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  if (live.size() > n) live.resize(n);
+  return live;
+}
+
+void DeviceMemory::out_of_memory(size_t bytes, const std::string& owner) const {
+  // Called with mu_ held: gather the numbers directly.
+  size_t free_bytes = 0, largest = 0;
+  std::vector<std::pair<std::string, size_t>> live;
+  for (const auto& [p, b] : blocks_) {
+    if (b.free) free_bytes += b.size, largest = std::max(largest, b.size);
+    else live.emplace_back(b.owner.empty() ? "(unnamed tensor)" : b.owner, b.size);
+  }
+  std::sort(live.begin(), live.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  using config::format_bytes;
+  std::string r = "OOM when allocating " + format_bytes(bytes) + " for '" + owner + "' on " + info_.device.to_string() +
+                  ": budget " + format_bytes(limit_) + " (" + limit_source_ + "), in use " + format_bytes(current_) +
+                  ", reserved " + format_bytes(reserved_) + ", largest free block " + format_bytes(largest) +
+                  ", fragmentation " + std::to_string(int(100.0 * (free_bytes ? 1.0 - double(largest) / double(free_bytes) : 0.0))) + "%";
+  r += "\n  largest live allocations:";
+  for (size_t i = 0; i < std::min<size_t>(10, live.size()); ++i)
+    r += "\n    " + format_bytes(live[i].second) + "  " + live[i].first;
+  if (live.empty()) r += " none";
+  r += "\n  what to do: use a smaller batch size (`trainkit plan` shows the largest that fits), freeze layers "
+       "(trainable = false: no gradients, no optimizer state), or raise the budget (TK_MEMORY_LIMIT / "
+       "TK_MEMORY_FRACTION)";
+  throw OutOfMemoryError(r);
+}
+
+}  // namespace tk::runtime

@@ -1,0 +1,68 @@
+// One device's memory: a budget, a best-fit allocator with coalescing over regions taken from the
+// device on demand (256-byte aligned), an owner tag per allocation, and statistics.
+//
+//   auto& mem = tk::runtime::DeviceMemory::get(tk::Device::cpu());
+//   void* p = mem.allocate(bytes, "dense/kernel");    // throws OutOfMemoryError with a report
+//   mem.free(p);
+#pragma once
+#include <cstddef>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "trainkit/runtime/memory.h"
+
+namespace tk::runtime {
+
+inline constexpr size_t kAllocationAlignment = 256;
+inline constexpr size_t kRegionGranularity = size_t{2} << 20;  // regions are multiples of 2 MiB
+
+class DeviceMemory {
+ public:
+  static DeviceMemory& get(Device device);
+
+  void* allocate(size_t bytes, const std::string& owner);
+  void free(void* p) noexcept;
+  MemoryInfo info() const;
+  void reset_peak();
+  // The live allocations, largest first: (owner, bytes).
+  std::vector<std::pair<std::string, size_t>> largest_allocations(size_t n) const;
+
+  // Budget configuration; only before the first allocation.
+  void set_limit(size_t bytes, std::string source);  // source: "TK_MEMORY_LIMIT", "fraction 0.45 of total", ...
+  void set_growth(bool growth);
+  bool in_use() const;
+  const DeviceInfo& device_info() const { return info_; }
+
+ private:
+  explicit DeviceMemory(DeviceInfo info);
+  struct Block {
+    size_t size;
+    bool free;
+    int region;
+    std::string owner;
+  };
+  struct Region {
+    char* base;
+    size_t size;
+    size_t used_blocks;  // live allocations inside
+  };
+  // Adds a region of at least `bytes` as one free block; false when the budget does not allow it.
+  bool add_region(size_t bytes);
+  void announce();                  // the "Created device" line, once
+  [[noreturn]] void out_of_memory(size_t bytes, const std::string& owner) const;
+
+  mutable std::mutex mu_;
+  DeviceInfo info_;
+  size_t limit_, current_ = 0, peak_ = 0, reserved_ = 0;
+  bool growth_ = true, announced_ = false;
+  std::string limit_source_ = "physical memory";
+  std::map<char*, Block> blocks_;  // every block of every region, by address
+  std::vector<Region> regions_;    // index = Block::region; a released region has base == nullptr
+};
+
+// Reads TK_MEMORY_LIMIT, TK_MEMORY_FRACTION and TK_MEMORY_GROWTH (config.cpp).
+void apply_environment(DeviceMemory& memory);
+
+}  // namespace tk::runtime
