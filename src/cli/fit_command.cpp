@@ -47,6 +47,8 @@ int run_fit(const FitArgs& a) {
   if (a.epochs < 0) throw InvalidArgument("--epochs must be >= 0, got " + std::to_string(a.epochs));
   if (a.batch_size <= 0)
     throw InvalidArgument("--batch-size must be a positive integer, got " + std::to_string(a.batch_size));
+  if (!(a.validation_split >= 0.0f && a.validation_split < 1.0f))
+    throw InvalidArgument("--validation-split must be in [0, 1), got " + std::to_string(a.validation_split));
   utils::set_random_seed(a.seed);
   OptimizerPtr optimizer = optimizers::get(a.optimizer, a.learning_rate);
   const bool cnn = a.model == "cnn";
