@@ -42,7 +42,9 @@ struct Conv {
   tk::Shape y() const { return {n, oh(), ow(), f}; }
 };
 enum class Kind { forward, backward_data, backward_weights };
-const char* kind_name(Kind k) { return k == Kind::forward ? "fwd" : k == Kind::backward_data ? "bwd_data" : "bwd_weights"; }
+const char* kind_name(Kind k) {
+  return k == Kind::forward ? "fwd" : k == Kind::backward_data ? "bwd_data" : "bwd_weights";
+}
 
 int64_t numel(const tk::Shape& s) { return s.numel(); }
 
@@ -132,8 +134,8 @@ Result run_onednn(const Problem& pb, dnnl::algorithm alg, bool blocked, dnnl::en
   auto md = [&](const memory::desc& user) {
     return blocked ? memory::desc(user.dims(), memory::data_type::f32, tag::any) : user;
   };
-  convolution_forward::primitive_desc fwd(
-      {prop_kind::forward_training, alg, md(xu), md(wu), md(yu), strides, pad, pad}, eng);
+  convolution_forward::primitive_desc fwd({prop_kind::forward_training, alg, md(xu), md(wu), md(yu), strides, pad, pad},
+                                          eng);
   primitive_desc_base pd = fwd;
   primitive prim;
   int args[3];  // the two inputs and the output, as oneDNN names them
@@ -156,7 +158,7 @@ Result run_onednn(const Problem& pb, dnnl::algorithm alg, bool blocked, dnnl::en
   Result r;
   r.out.resize(size_t(numel(pb.out_shape)));
   float* user_ptr[3] = {const_cast<float*>(pb.in0.data()), const_cast<float*>(pb.in1.data()), r.out.data()};
-  std::vector<memory> umem, pmem;       // user-layout and primitive-layout memories
+  std::vector<memory> umem, pmem;  // user-layout and primitive-layout memories
   std::vector<std::pair<reorder, std::pair<memory, memory>>> to_prim, from_prim;
   std::unordered_map<int, memory> exec_args;
   r.impl = pd.impl_info_str();
@@ -165,20 +167,33 @@ Result run_onednn(const Problem& pb, dnnl::algorithm alg, bool blocked, dnnl::en
     memory u(user[i], eng, user_ptr[i]);
     memory m = want == user[i] ? u : memory(want, eng);
     if (!(want == user[i])) {
-      if (i < 2) to_prim.push_back({reorder(u, m), {u, m}});
-      else from_prim.push_back({reorder(m, u), {m, u}});
+      if (i < 2)
+        to_prim.push_back({reorder(u, m), {u, m}});
+      else
+        from_prim.push_back({reorder(m, u), {m, u}});
     }
     r.impl += std::string(i ? "," : " [") + layout(want) + (i == 2 ? "]" : "");
     exec_args[args[i]] = m;
   }
-  auto reorders_in = [&] { for (auto& [ro, mm] : to_prim) ro.execute(st, mm.first, mm.second); };
-  auto reorders_out = [&] { for (auto& [ro, mm] : from_prim) ro.execute(st, mm.first, mm.second); };
+  auto reorders_in = [&] {
+    for (auto& [ro, mm] : to_prim) ro.execute(st, mm.first, mm.second);
+  };
+  auto reorders_out = [&] {
+    for (auto& [ro, mm] : from_prim) ro.execute(st, mm.first, mm.second);
+  };
   reorders_in();
-  r.ms = best_ms([&] { prim.execute(st, exec_args); st.wait(); });
+  r.ms = best_ms([&] {
+    prim.execute(st, exec_args);
+    st.wait();
+  });
   reorders_out();
   st.wait();
   if (!to_prim.empty() || !from_prim.empty())
-    r.reorder_ms = best_ms([&] { reorders_in(); reorders_out(); st.wait(); });
+    r.reorder_ms = best_ms([&] {
+      reorders_in();
+      reorders_out();
+      st.wait();
+    });
   return r;
 }
 
@@ -229,8 +244,8 @@ int main() try {
         for (auto alg : {dnnl::algorithm::convolution_direct, dnnl::algorithm::convolution_auto}) {
           Result r = run_onednn(pb, alg, blocked, eng, st);
           std::printf("%-17s %-7s %-6s %8.3f ms  reorders %6.3f ms  max|diff| %.2e (max|ref| %.1f)  %s\n", op.c_str(),
-                      blocked ? "blocked" : "nhwc", alg == dnnl::algorithm::convolution_direct ? "direct" : "auto", r.ms,
-                      r.reorder_ms, max_abs_diff(r.out, row.tk.out), scale, r.impl.c_str());
+                      blocked ? "blocked" : "nhwc", alg == dnnl::algorithm::convolution_direct ? "direct" : "auto",
+                      r.ms, r.reorder_ms, max_abs_diff(r.out, row.tk.out), scale, r.impl.c_str());
           Result& slot = blocked ? row.blk : row.nhwc;  // keep the faster of direct / auto
           if (slot.out.empty() || r.ms < slot.ms) slot = std::move(r);
         }
@@ -242,8 +257,8 @@ int main() try {
     return std::string(buf);
   };
   std::printf("\nms per call (GFLOP/s); oneDNN columns: faster of direct/auto; ratio = trainkit / oneDNN\n");
-  std::printf("%-17s | %-16s | %-16s | %-28s | %-8s | %s\n", "op", "trainkit", "oneDNN nhwc", "oneDNN blocked (+reorders)",
-              "tk/nhwc", "tk/(blocked+reorders)");
+  std::printf("%-17s | %-16s | %-16s | %-28s | %-8s | %s\n", "op", "trainkit", "oneDNN nhwc",
+              "oneDNN blocked (+reorders)", "tk/nhwc", "tk/(blocked+reorders)");
   for (const Row& r : rows) {
     char blk[64];
     std::snprintf(blk, sizeof blk, "%s +%.3f", cell(r.blk.ms, r.gflop).c_str(), r.blk.reorder_ms);

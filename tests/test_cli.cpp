@@ -435,3 +435,65 @@ TEST(CliErrors, LabelsBeyondModelUnits) {
 }
 
 }  // namespace
+
+// ---------------------------------------------------------------- memory budgets through the CLI
+namespace {
+size_t peak_of(const std::string& out, size_t* budget) {
+  unsigned long long peak = 0, limit = 0;
+  const size_t p = out.find("peak memory: ");
+  if (p == std::string::npos) return 0;
+  std::sscanf(out.c_str() + p, "peak memory: %llu bytes (%*[^)]) of a %llu-byte budget", &peak, &limit);
+  *budget = limit;
+  return peak;
+}
+}  // namespace
+
+TEST(CliMemory, OutOfMemoryPrintsTheReportAndExitsNonZero) {
+  const Result r = run_cli("fit -v 0 --epochs 1 --batch-size 256 --model dense:4096:relu,dense:4096:relu,dense:10" +
+                           plain_data().args());
+  ASSERT_EQ(r.code, 0) << describe(r);  // fits without a budget (about 0.6 GiB of weights and Adam state)
+  const std::string env = "TK_MEMORY_LIMIT=48MiB ";
+  const std::string cmd = env + quote(TK_CLI_PATH) +
+                          " fit -v 0 --epochs 1 --batch-size 256 --model dense:4096:relu,dense:4096:relu,dense:10" +
+                          plain_data().args() + " >" + quote(path_of("oom_out")) + " 2>" + quote(path_of("oom_err"));
+  const int status = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 1);
+  const std::string err = read_text(path_of("oom_err"));
+  for (const char* part : {"trainkit: error: OOM when allocating", "budget 48.00 MiB (TK_MEMORY_LIMIT=48MiB)",
+                           "largest live allocations", "dense/kernel", "what to do", "trainkit plan"})
+    EXPECT_CONTAINS(err, part);
+  EXPECT_FALSE(contains(err, "Aborted"));
+}
+
+TEST(CliMemory, PlanShowsTotalsAndTheLargestBatchThatFits) {
+  const Result r = run_cli("plan --batch-size 64");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  for (const char* part : {"Memory plan of one training step, batch size 64", "dense_1", "optimizer state",
+                           "total (peak)", "largest batch that fits"})
+    EXPECT_CONTAINS(r.out, part);
+  const std::string cmd = "TK_MEMORY_LIMIT=64MiB " + quote(TK_CLI_PATH) + " plan --model cnn --batch-size 4096 >" +
+                          quote(path_of("plan_out")) + " 2>&1";
+  const int status = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 3) << read_text(path_of("plan_out"));
+  EXPECT_CONTAINS(read_text(path_of("plan_out")), "does NOT fit");
+}
+
+TEST(CliMemory, TwoProcessesWithFractionBudgetsBothFinishUnderBudget) {
+  std::string cmds;
+  for (int i = 0; i < 2; ++i)
+    cmds += "TK_MEMORY_FRACTION=0.45 " + quote(TK_CLI_PATH) + " fit -v 0 --epochs 2 --batch-size 32" +
+            plain_data().args() + " >" + quote(path_of("two_" + std::to_string(i))) + " 2>&1 & ";
+  const int status = std::system(("(" + cmds + "wait)").c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  for (int i = 0; i < 2; ++i) {
+    const std::string out = read_text(path_of("two_" + std::to_string(i)));
+    EXPECT_CONTAINS(out, "test_accuracy:");
+    EXPECT_CONTAINS(out, "TK_MEMORY_FRACTION=0.45");
+    size_t budget = 0;
+    const size_t peak = peak_of(out, &budget);
+    EXPECT_GT(peak, 0u) << out;
+    EXPECT_LE(peak, budget) << out;
+  }
+}

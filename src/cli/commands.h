@@ -1,7 +1,11 @@
 // CLI subcommands.
 #pragma once
 #include <CLI/CLI.hpp>
+#include <memory>
 #include <string>
+#include <vector>
+
+#include "trainkit/nn/model.h"
 
 namespace tk::cli {
 
@@ -21,5 +25,17 @@ struct FitArgs {
 
 void add_fit_command(CLI::App& app, FitArgs& args);
 int run_fit(const FitArgs& args);
+
+struct PlanArgs {
+  std::string model = "dense:256:relu,dense:128:relu,dense:10";
+  int64_t batch_size = 128;
+  std::string optimizer = "adam";
+  std::vector<int64_t> input_shape = {28, 28};
+};
+void add_plan_command(CLI::App& app, PlanArgs& args);
+int run_plan(const PlanArgs& args);
+
+// The model a --model value names: "cnn", or a spec of layers after the input.
+std::unique_ptr<Sequential> make_model(const std::string& model, const Shape& sample_shape);
 
 }  // namespace tk::cli

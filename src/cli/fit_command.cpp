@@ -2,6 +2,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_spec.h"
+#include "trainkit/runtime/memory.h"
 #include "trainkit/trainkit.h"
 
 namespace tk::cli {
@@ -42,6 +43,14 @@ Tensor as_features(const Tensor& t) {
 }
 }  // namespace
 
+std::unique_ptr<Sequential> make_model(const std::string& model, const Shape& sample) {
+  if (model == "cnn") return models::tutorial_cnn(sample);
+  std::vector<LayerPtr> layers{layers::Input(sample)};
+  if (sample.rank() > 1) layers.push_back(layers::Flatten());
+  for (LayerPtr& l : parse_model_spec(model)) layers.push_back(l);
+  return std::make_unique<Sequential>(layers);
+}
+
 int run_fit(const FitArgs& a) {
   // Hyperparameters first: a mistake there should not cost a data load.
   if (a.epochs < 0) throw InvalidArgument("--epochs must be >= 0, got " + std::to_string(a.epochs));
@@ -51,8 +60,10 @@ int run_fit(const FitArgs& a) {
     throw InvalidArgument("--validation-split must be in [0, 1), got " + std::to_string(a.validation_split));
   utils::set_random_seed(a.seed);
   OptimizerPtr optimizer = optimizers::get(a.optimizer, a.learning_rate);
-  const bool cnn = a.model == "cnn";
-  std::vector<LayerPtr> spec = cnn ? std::vector<LayerPtr>{} : parse_model_spec(a.model);
+  if (a.model != "cnn") {
+    parse_model_spec(a.model);  // validates the spec before the data is loaded
+    clear_session();            // so that the real model's layers are named dense, dense_1, ...
+  }
 
   data::FashionMnist d;
   const bool explicit_files =
@@ -70,15 +81,7 @@ int run_fit(const FitArgs& a) {
   if (d.x_train.shape().rank() < 2)
     throw InvalidArgument("training images must have a sample shape, got " + d.x_train.shape().to_string());
 
-  std::unique_ptr<Sequential> owned;
-  if (cnn) {
-    owned = models::tutorial_cnn(d.x_train.shape().sample_shape());
-  } else {
-    std::vector<LayerPtr> layers{layers::Input(d.x_train.shape().sample_shape())};
-    if (d.x_train.shape().rank() > 2) layers.push_back(layers::Flatten());
-    layers.insert(layers.end(), spec.begin(), spec.end());
-    owned = std::make_unique<Sequential>(layers);
-  }
+  std::unique_ptr<Sequential> owned = make_model(a.model, d.x_train.shape().sample_shape());
   Sequential& model = *owned;
   model.compile(optimizer, losses::SparseCategoricalCrossentropy({.from_logits = true}), {"accuracy"});
   if (a.summary && a.verbose != 0) model.summary();
@@ -88,6 +91,9 @@ int run_fit(const FitArgs& a) {
       {.batch_size = a.batch_size, .epochs = a.epochs, .verbose = a.verbose, .validation_split = a.validation_split});
   Logs test = model.evaluate(d.x_test, d.y_test, {.batch_size = 1000});
   std::printf("test_loss: %.4f - test_accuracy: %.4f\n", test.get("loss"), test.get("accuracy"));
+  const MemoryInfo mem = config::get_memory_info();
+  std::printf("peak memory: %zu bytes (%s) of a %zu-byte budget (%s)\n", mem.peak,
+              config::format_bytes(mem.peak).c_str(), mem.limit, config::format_bytes(mem.limit).c_str());
   return 0;
 }
 

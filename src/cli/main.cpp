@@ -11,6 +11,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "trainkit 0.1.0");
   tk::cli::FitArgs fit_args;
   tk::cli::add_fit_command(app, fit_args);
+  tk::cli::PlanArgs plan_args;
+  tk::cli::add_plan_command(app, plan_args);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -18,6 +20,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (app.got_subcommand("fit")) return tk::cli::run_fit(fit_args);
+    if (app.got_subcommand("plan")) return tk::cli::run_plan(plan_args);
   } catch (const tk::Error& e) {
     std::fprintf(stderr, "trainkit: error: %s\n", e.what());
     return 1;

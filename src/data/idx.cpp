@@ -110,8 +110,8 @@ class IdxReader {
 };
 
 // Big-endian IDX elements -> the tensor's dtype. The caller has checked raw holds numel * type.size bytes.
-Tensor decode(const std::vector<uint8_t>& raw, const IdxType& type, Shape shape) {
-  Tensor t(std::move(shape), type.dtype);
+Tensor decode(const std::vector<uint8_t>& raw, const IdxType& type, Shape shape, const std::string& path) {
+  Tensor t(std::move(shape), type.dtype, Device::cpu(), path);  // owner tag: the file it came from
   const uint8_t* p = raw.data();
   auto n = static_cast<size_t>(t.numel());
   int32_t* ints = type.dtype == DType::i32 ? t.data<int32_t>() : nullptr;
@@ -228,7 +228,7 @@ Tensor load_idx(const std::string& path) {
     in.fail("trailing bytes", header + bytes,
             "the data for shape " + shape.to_string() + " of " + type->name + " ends here but the file goes on",
             "the header does not match the data; re-download the file");
-  return decode(raw, *type, std::move(shape));
+  return decode(raw, *type, std::move(shape), path);
 }
 
 std::pair<Tensor, Tensor> load_idx_pair(const std::string& images, const std::string& labels) {
@@ -275,7 +275,7 @@ FashionMnist load_fashion_mnist(const std::string& dir) {
         throw FormatError("IDX file '" + labels + "': label " + std::to_string(label[i]) + " at byte offset " +
                           std::to_string(8 + i) + (labels.ends_with(".gz") ? " of the decompressed stream" : "") +
                           " is not a class 0..9 (re-download the file)");
-    x = Tensor(raw_x.shape(), DType::f32);
+    x = Tensor(raw_x.shape(), DType::f32, Device::cpu(), images + " (float32 / 255)");
     const uint8_t* src = raw_x.data<uint8_t>();
     float* dst = x.data<float>();
     for (int64_t i = 0; i < x.numel(); ++i) dst[i] = static_cast<float>(src[i]) / 255.0f;

@@ -21,6 +21,14 @@ int Graph::variable(std::string name, Tensor& storage) {
   return id;
 }
 
+int Graph::placeholder_variable(std::string name, Shape shape, DType dtype) {
+  Attrs at;
+  at.shape = std::move(shape);
+  int id = add(Op::Variable, {}, std::move(at), std::move(name));
+  nodes.back().dtype = dtype;
+  return id;
+}
+
 int Graph::fill(float value, Shape shape) {
   Attrs at;
   at.value = value;

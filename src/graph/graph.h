@@ -32,6 +32,8 @@ struct Graph {
 
   int input(std::string name, Shape shape, DType dtype = DType::f32);
   int variable(std::string name, Tensor& storage);
+  // A Variable whose storage does not exist yet (memory planning only; a Program cannot run it).
+  int placeholder_variable(std::string name, Shape shape, DType dtype = DType::f32);
   int fill(float value, Shape shape = {});
   // Adds an op; infers and validates its shape. Output dtype is float32 unless given.
   int add(Op op, std::vector<int> inputs, Attrs attrs = {}, std::string name = {});

@@ -57,8 +57,19 @@ Compiled& ProgramCache::get(ProgramKind kind, int64_t batch) {
 }
 
 std::unique_ptr<Compiled> ProgramCache::build(ProgramKind kind, int64_t batch) {
-  auto c = std::make_unique<Compiled>();
-  graph::Graph g;
+  Traced t = trace(kind, batch, true);
+  static const char* const kKind[] = {"train", "eval", "predict"};
+  t.compiled->program = std::make_unique<graph::Program>(
+      std::move(t.g), t.keep, t.sinks, Device::cpu(),
+      model_.name_ + ": " + kKind[static_cast<int>(kind)] + " program arena, batch " + std::to_string(batch));
+  return std::move(t.compiled);
+}
+
+ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool allocate_slots) {
+  Traced traced;
+  traced.compiled = std::make_unique<Compiled>();
+  Compiled* c = traced.compiled.get();
+  graph::Graph& g = traced.g;
   CallContext ctx{g, kind == ProgramKind::train, {}, {}};
 
   // Forward: walk the layer-call DAG from the outputs (memoized per symbolic node).
@@ -125,14 +136,20 @@ std::unique_ptr<Compiled> ProgramCache::build(ProgramKind kind, int64_t batch) {
                                                  : Op::AdamUpdate;
       for (size_t i = 0; i < weights.size(); ++i) {
         if (grads[i] < 0) continue;  // does not influence the loss
-        std::vector<Tensor>& slots = slots_[weights[i]->value.raw()];
-        if (slots.empty())
-          for (int s = 0; s < opt.slots_per_variable(); ++s)
-            slots.emplace_back(weights[i]->value.shape(), DType::f32, Device::cpu(),
-                               weights[i]->name + "/" + opt.name() + " slot " + std::to_string(s));
         std::vector<int> ins{vars[i], grads[i]};
-        for (size_t s = 0; s < slots.size(); ++s)
-          ins.push_back(g.variable(weights[i]->name + "/slot" + std::to_string(s), slots[s]));
+        auto found = slots_.find(weights[i]->value.raw());
+        if (allocate_slots && found == slots_.end()) {  // optimizer state is created with the first program
+          std::vector<Tensor> fresh;
+          for (int s = 0; s < opt.slots_per_variable(); ++s)
+            fresh.emplace_back(weights[i]->value.shape(), DType::f32, Device::cpu(),
+                               weights[i]->name + "/" + opt.name() + " slot " + std::to_string(s));
+          found = slots_.emplace(weights[i]->value.raw(), std::move(fresh)).first;
+        }
+        for (int s = 0; s < opt.slots_per_variable(); ++s) {
+          const std::string slot_name = weights[i]->name + "/slot" + std::to_string(s);
+          ins.push_back(found != slots_.end() ? g.variable(slot_name, found->second[static_cast<size_t>(s)])
+                                              : g.placeholder_variable(slot_name, weights[i]->value.shape()));
+        }
         graph::Attrs at;
         at.update = &opt.config();
         sinks.push_back(g.add(update, ins, at, weights[i]->name + "/update"));
@@ -140,11 +157,9 @@ std::unique_ptr<Compiled> ProgramCache::build(ProgramKind kind, int64_t batch) {
     }
   }
   if (kind == ProgramKind::train) sinks.insert(sinks.end(), ctx.sinks.begin(), ctx.sinks.end());
-  static const char* const kKind[] = {"train", "eval", "predict"};
-  c->program = std::make_unique<graph::Program>(std::move(g), keep, sinks, Device::cpu(),
-                                                model_.name_ + ": " + kKind[static_cast<int>(kind)] +
-                                                    " program arena, batch " + std::to_string(batch));
-  return c;
+  traced.keep = std::move(keep);
+  traced.sinks = std::move(sinks);
+  return traced;
 }
 
 }  // namespace tk::nn

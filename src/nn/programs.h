@@ -27,6 +27,15 @@ class ProgramCache {
   // Weights the optimizer updates: trainable weights of trainable layers, in layer order.
   std::vector<Weight*> trainable_weights() const;
 
+  // The graph of a program without compiling it. With allocate_slots false, missing optimizer slots are
+  // placeholders, so planning allocates nothing.
+  struct Traced {
+    graph::Graph g;
+    std::vector<int> keep, sinks;
+    std::unique_ptr<Compiled> compiled;  // metadata only (program not built)
+  };
+  Traced trace(ProgramKind kind, int64_t batch, bool allocate_slots);
+
  private:
   std::unique_ptr<Compiled> build(ProgramKind kind, int64_t batch);
   Model& model_;

@@ -75,8 +75,8 @@ size_t parse_bytes(const std::string& text) {
   std::string unit(end);
   while (!unit.empty() && unit.front() == ' ') unit.erase(unit.begin());
   static const std::pair<const char*, double> kUnits[] = {
-      {"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
-      {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
+      {"", 1},      {"B", 1},        {"KB", 1e3},        {"MB", 1e6},           {"GB", 1e9},
+      {"TB", 1e12}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
   if (end == text.c_str() || !(v >= 0) || !std::isfinite(v))
     throw InvalidArgument("'" + text + "' is not a byte size (examples: 1073741824, 512MB, 1.5GiB)");
   for (const auto& [name, scale] : kUnits)
@@ -106,7 +106,8 @@ void set_memory_fraction(Device device, double fraction) {
   runtime::DeviceMemory& m = unused_device(device, "set_memory_fraction");
   if (!(fraction > 0.0 && fraction <= 1.0))
     throw InvalidArgument("set_memory_fraction: fraction must be in (0, 1], got " + std::to_string(fraction));
-  m.set_limit(static_cast<size_t>(fraction * double(m.device_info().total)), "fraction " + std::to_string(fraction).substr(0, 4));
+  m.set_limit(static_cast<size_t>(fraction * double(m.device_info().total)),
+              "fraction " + std::to_string(fraction).substr(0, 4));
 }
 
 void set_memory_growth(Device device, bool growth) { unused_device(device, "set_memory_growth").set_growth(growth); }

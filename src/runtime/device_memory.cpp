@@ -94,7 +94,8 @@ void* DeviceMemory::allocate(size_t bytes, const std::string& owner) {
   auto best_fit = [&] {
     auto best = blocks_.end();
     for (auto it = blocks_.begin(); it != blocks_.end(); ++it)
-      if (it->second.free && it->second.size >= need && (best == blocks_.end() || it->second.size < best->second.size)) best = it;
+      if (it->second.free && it->second.size >= need && (best == blocks_.end() || it->second.size < best->second.size))
+        best = it;
     return best;
   };
   auto it = best_fit();
@@ -152,7 +153,8 @@ void DeviceMemory::free(void* p) noexcept {
 MemoryInfo DeviceMemory::info() const {
   std::lock_guard lock(mu_);
   MemoryInfo m;
-  m.current = current_, m.peak = peak_, m.reserved = reserved_, m.limit = limit_, m.total = info_.total, m.growth = growth_;
+  m.current = current_, m.peak = peak_, m.reserved = reserved_, m.limit = limit_, m.total = info_.total,
+  m.growth = growth_;
   size_t free_bytes = 0;
   for (const auto& [p, b] : blocks_) {
     if (b.free) {
@@ -186,15 +188,18 @@ void DeviceMemory::out_of_memory(size_t bytes, const std::string& owner) const {
   size_t free_bytes = 0, largest = 0;
   std::vector<std::pair<std::string, size_t>> live;
   for (const auto& [p, b] : blocks_) {
-    if (b.free) free_bytes += b.size, largest = std::max(largest, b.size);
-    else live.emplace_back(b.owner.empty() ? "(unnamed tensor)" : b.owner, b.size);
+    if (b.free)
+      free_bytes += b.size, largest = std::max(largest, b.size);
+    else
+      live.emplace_back(b.owner.empty() ? "(unnamed tensor)" : b.owner, b.size);
   }
   std::sort(live.begin(), live.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   using config::format_bytes;
   std::string r = "OOM when allocating " + format_bytes(bytes) + " for '" + owner + "' on " + info_.device.to_string() +
                   ": budget " + format_bytes(limit_) + " (" + limit_source_ + "), in use " + format_bytes(current_) +
                   ", reserved " + format_bytes(reserved_) + ", largest free block " + format_bytes(largest) +
-                  ", fragmentation " + std::to_string(int(100.0 * (free_bytes ? 1.0 - double(largest) / double(free_bytes) : 0.0))) + "%";
+                  ", fragmentation " +
+                  std::to_string(int(100.0 * (free_bytes ? 1.0 - double(largest) / double(free_bytes) : 0.0))) + "%";
   r += "\n  largest live allocations:";
   for (size_t i = 0; i < std::min<size_t>(10, live.size()); ++i)
     r += "\n    " + format_bytes(live[i].second) + "  " + live[i].first;

@@ -21,6 +21,8 @@ inline constexpr size_t kRegionGranularity = size_t{2} << 20;  // regions are mu
 class DeviceMemory {
  public:
   static DeviceMemory& get(Device device);
+  // A standalone instance (tests); the process-wide ones come from get().
+  explicit DeviceMemory(DeviceInfo info);
 
   void* allocate(size_t bytes, const std::string& owner);
   void free(void* p) noexcept;
@@ -36,7 +38,6 @@ class DeviceMemory {
   const DeviceInfo& device_info() const { return info_; }
 
  private:
-  explicit DeviceMemory(DeviceInfo info);
   struct Block {
     size_t size;
     bool free;
@@ -50,7 +51,7 @@ class DeviceMemory {
   };
   // Adds a region of at least `bytes` as one free block; false when the budget does not allow it.
   bool add_region(size_t bytes);
-  void announce();                  // the "Created device" line, once
+  void announce();  // the "Created device" line, once
   [[noreturn]] void out_of_memory(size_t bytes, const std::string& owner) const;
 
   mutable std::mutex mu_;

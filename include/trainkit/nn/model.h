@@ -19,6 +19,7 @@
 #include "trainkit/nn/callbacks.h"
 #include "trainkit/nn/layers.h"
 #include "trainkit/nn/losses.h"
+#include "trainkit/nn/memory_plan.h"
 #include "trainkit/nn/optimizers.h"
 
 namespace tk {
@@ -71,6 +72,11 @@ class Model {
   const Logs& train_on_batch(const std::vector<Tensor>& x, const std::vector<Tensor>& y);
 
   void summary(std::ostream& os = std::cout) const;
+  // Bytes a training step with this batch size takes (weights, optimizer state, arena, workspace), per
+  // layer; computed from the compiled program's memory plan without allocating it. Requires compile().
+  MemoryPlan memory_plan(int64_t batch_size);
+  // The largest batch size (up to `cap`) whose plan fits in `available` bytes; 0 if none does.
+  int64_t largest_batch_that_fits(size_t available, int64_t cap = 1 << 16);
   std::string name() const { return name_; }
   const std::vector<LayerPtr>& layers() const { return layers_; }
   LayerPtr get_layer(const std::string& name) const;

@@ -32,8 +32,8 @@ struct MemoryInfo {
 
 struct DeviceInfo {
   Device device;
-  std::string name;   // e.g. the CPU model
-  size_t total = 0;   // physical memory in bytes
+  std::string name;  // e.g. the CPU model
+  size_t total = 0;  // physical memory in bytes
 };
 
 namespace config {

@@ -1,0 +1,115 @@
+// Model::memory_plan: the compiled training program's memory plan, attributed to layers.
+#include <cstdio>
+#include <map>
+
+#include "graph/schedule.h"
+#include "nn/programs.h"
+#include "trainkit/core/error.h"
+#include "trainkit/runtime/memory.h"
+
+namespace tk {
+namespace {
+
+size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }  // the device allocator's granularity
+
+std::string layer_of(const std::string& node_name) { return node_name.substr(0, node_name.find('/')); }
+
+}  // namespace
+
+MemoryPlan Model::memory_plan(int64_t batch_size) {
+  check_compiled("memory_plan");
+  if (batch_size <= 0)
+    throw InvalidArgument("memory_plan: batch_size must be positive, got " + std::to_string(batch_size));
+  ensure_built({});
+  if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
+  nn::ProgramCache::Traced t = programs_->trace(nn::ProgramKind::train, batch_size, false);
+  std::vector<int> roots = t.keep;
+  roots.insert(roots.end(), t.sinks.begin(), t.sinks.end());
+  const std::vector<int> order = graph::schedule(t.g, roots);
+  std::vector<int> keep = t.keep;
+  for (int id : order)
+    if (t.g[id].op == graph::Op::Input) keep.push_back(id);
+  const graph::MemoryPlan mp = graph::plan_memory(t.g, order, keep);
+
+  MemoryPlan plan;
+  plan.batch_size = batch_size;
+  plan.arena = aligned(std::max(mp.arena_bytes + mp.workspace_bytes, graph::kArenaAlignment)) - mp.workspace_bytes;
+  plan.workspace = mp.workspace_bytes;
+  plan.unshared = mp.unplanned_bytes;
+  std::map<std::string, size_t> index;
+  for (const LayerPtr& l : layers_) {
+    index[l->name] = plan.layers.size();
+    LayerMemory lm{l->name};
+    for (const Weight& w : l->weights()) lm.weights += aligned(w.value.nbytes());
+    plan.layers.push_back(lm);
+    plan.weights += lm.weights;
+  }
+  // Optimizer slots and gradients: from the update ops (param, grad, slots...).
+  for (int id : order) {
+    const graph::Node& n = t.g[id];
+    const bool update =
+        n.op == graph::Op::SgdUpdate || n.op == graph::Op::AdamUpdate || n.op == graph::Op::RmspropUpdate;
+    if (update) {
+      auto it = index.find(layer_of(n.name));
+      const size_t bytes = static_cast<size_t>(t.g[n.inputs[0]].shape.numel()) * sizeof(float);
+      const size_t slots = (n.inputs.size() - 2) * aligned(bytes);
+      plan.optimizer_state += slots;
+      plan.gradients += bytes;
+      if (it != index.end())
+        plan.layers[it->second].optimizer_state += slots, plan.layers[it->second].gradients += bytes;
+    } else if (mp.offset[static_cast<size_t>(id)] >= 0 && n.name.find('/') != std::string::npos) {
+      auto it = index.find(layer_of(n.name));
+      if (it != index.end())
+        plan.layers[it->second].activations += static_cast<size_t>(n.shape.numel()) * dtype_size(n.dtype);
+    }
+  }
+  plan.total = plan.weights + plan.optimizer_state + plan.arena + plan.workspace;
+  return plan;
+}
+
+int64_t Model::largest_batch_that_fits(size_t available, int64_t cap) {
+  auto fits = [&](int64_t b) { return memory_plan(b).total <= available; };
+  if (!fits(1)) return 0;
+  int64_t lo = 1, hi = 1;
+  while (hi < cap && fits(std::min(cap, hi * 2))) hi = std::min(cap, hi * 2), lo = hi;
+  if (hi >= cap) return cap;
+  hi = std::min(cap, hi * 2);  // lo fits, hi does not
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    (fits(mid) ? lo : hi) = mid;
+  }
+  return lo;
+}
+
+std::string MemoryPlan::to_string() const {
+  using config::format_bytes;
+  std::string out;
+  char line[256];
+  std::snprintf(line, sizeof line, "Memory plan of one training step, batch size %lld\n",
+                static_cast<long long>(batch_size));
+  out += line;
+  std::snprintf(line, sizeof line, "%-28s %12s %12s %12s %14s\n", "Layer", "Weights", "Gradients", "Optimizer",
+                "Activations");
+  out += line;
+  for (const LayerMemory& l : layers) {
+    std::snprintf(line, sizeof line, "%-28s %12s %12s %12s %14s\n", l.layer.substr(0, 28).c_str(),
+                  format_bytes(l.weights).c_str(), format_bytes(l.gradients).c_str(),
+                  format_bytes(l.optimizer_state).c_str(), format_bytes(l.activations).c_str());
+    out += line;
+  }
+  out += "Totals\n";
+  auto row = [&](const char* what, size_t v, const char* note) {
+    std::snprintf(line, sizeof line, "  %-18s %12s  %s\n", what, format_bytes(v).c_str(), note);
+    out += line;
+  };
+  row("weights", weights, "persistent");
+  row("optimizer state", optimizer_state, "persistent");
+  row("arena", arena, "inputs, activations and gradients, sharing memory where lifetimes allow");
+  row("  (gradients)", gradients, "part of the arena");
+  row("  (without reuse)", unshared, "what the arena would be if nothing shared memory");
+  row("workspace", workspace, "scratch shared by all ops");
+  row("total (peak)", total, "weights + optimizer state + arena + workspace");
+  return out;
+}
+
+}  // namespace tk

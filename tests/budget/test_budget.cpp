@@ -1,0 +1,45 @@
+// Runs with TK_MEMORY_LIMIT=24MiB (set by CTest): an out-of-memory error leaves the process usable, and
+// training continues with a batch size that the plan says fits.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "trainkit/runtime/memory.h"
+#include "trainkit/trainkit.h"
+
+namespace tk {
+namespace {
+
+TEST(Budget, LimitComesFromTheEnvironment) { EXPECT_EQ(config::get_memory_info().limit, size_t{24} << 20); }
+
+TEST(Budget, OutOfMemoryIsCaughtAndTrainingContinuesWithABatchThatFits) {
+  Sequential model({layers::Input({256}), layers::Dense(512, "relu"), layers::Dense(512, "relu"), layers::Dense(10)});
+  model.compile(optimizers::Adam(), losses::SparseCategoricalCrossentropy({.from_logits = true}));
+  const int64_t big = 4096;
+  Tensor x = Tensor::full({big, 256}, 0.01f);
+  Tensor y(Shape{big}, DType::i32);
+  const MemoryInfo before = config::get_memory_info();
+  try {
+    model.train_on_batch({x}, {y});
+    FAIL() << "a batch of " << big << " should not fit in 24 MiB";
+  } catch (const OutOfMemoryError& e) {
+    EXPECT_NE(std::string(e.what()).find("train program arena, batch 4096"), std::string::npos) << e.what();
+  }
+  // Nothing of the failed program is left behind: only the optimizer state, created before the arena.
+  EXPECT_EQ(config::get_memory_info().current, before.current + model.memory_plan(1).optimizer_state);
+  // The plan names a batch that fits what is left; training with it succeeds. What is left: the budget
+  // not yet reserved (free fragments inside reserved regions cannot hold a large arena), plus the
+  // model's own weights and optimizer state, which the plan counts, less 2 MiB for the batch slices.
+  const MemoryInfo now = config::get_memory_info();
+  const MemoryPlan plan = model.memory_plan(1);
+  const size_t available = now.limit - now.reserved + plan.weights + plan.optimizer_state - (size_t{2} << 20);
+  const int64_t fits = model.largest_batch_that_fits(available);
+  ASSERT_GT(fits, 0);
+  ASSERT_LT(fits, big);
+  const Logs& logs = model.train_on_batch({x.slice_rows(0, fits)}, {y.slice_rows(0, fits)});
+  EXPECT_TRUE(std::isfinite(logs.get("loss")));
+  EXPECT_LE(config::get_memory_info().peak, now.limit);
+}
+
+}  // namespace
+}  // namespace tk
