@@ -10,7 +10,8 @@
 
 namespace tk::graph {
 
-Program::Program(Graph g, std::vector<int> outputs, std::vector<int> sinks, Device device, const std::string& owner)
+Program::Program(Graph g, std::vector<int> outputs, std::vector<int> sinks, Device device, const std::string& owner,
+                 bool own_arena)
     : g_(std::move(g)) {
   std::vector<int> roots = outputs;
   roots.insert(roots.end(), sinks.begin(), sinks.end());
@@ -20,21 +21,38 @@ Program::Program(Graph g, std::vector<int> outputs, std::vector<int> sinks, Devi
     if (g_[id].op == Op::Input) keep.push_back(id);
   plan_ = plan_memory(g_, order_, keep);
 
-  const size_t bytes = std::max(plan_.arena_bytes + plan_.workspace_bytes, kArenaAlignment);
-  arena_ = Tensor(Shape{static_cast<int64_t>(bytes)}, DType::u8, device, owner);
-
-  // Resolve every kernel and pointer now; run() only walks steps_.
+  // Resolve every kernel now; run() only walks steps_.
   steps_.reserve(order_.size());
+  size_t n_inputs = 0;
   for (int id : order_) {
     const Node& n = g_[id];
     if (n.op == Op::Input || n.op == Op::Variable) continue;
-    Step s{find_kernel(device.kind, n.op, n.dtype), id, op_info(n.op).has_output ? data(id) : nullptr, in_ptrs_.size()};
-    for (int in : n.inputs) in_ptrs_.push_back(data(in));
-    steps_.push_back(s);
+    steps_.push_back(Step{find_kernel(device.kind, n.op, n.dtype), id, nullptr, n_inputs});
+    n_inputs += n.inputs.size();
   }
+  in_ptrs_.assign(n_inputs, nullptr);
   step_seconds_.assign(steps_.size(), 0.0);
+  if (own_arena) bind_arena(Tensor(Shape{static_cast<int64_t>(arena_bytes_required())}, DType::u8, device, owner));
   const char* env = std::getenv("TK_PROFILE");
   profiling_ = print_profile_ = env && *env && *env != '0';
+}
+
+size_t Program::arena_bytes_required() const {
+  return std::max(plan_.arena_bytes + plan_.workspace_bytes, kArenaAlignment);
+}
+
+void Program::bind_arena(Tensor arena) {
+  arena_ = std::move(arena);
+  if (!arena_.defined()) return;
+  if (arena_.nbytes() < arena_bytes_required())
+    throw InvalidArgument("program arena of " + std::to_string(arena_.nbytes()) + " bytes is smaller than the " +
+                          std::to_string(arena_bytes_required()) + " bytes planned");
+  // Every pointer a kernel receives, resolved once per arena.
+  for (Step& s : steps_) {
+    const Node& n = g_[s.node];
+    s.out = op_info(n.op).has_output ? data(s.node) : nullptr;
+    for (size_t i = 0; i < n.inputs.size(); ++i) in_ptrs_[s.in_begin + i] = data(n.inputs[i]);
+  }
 }
 
 void* Program::data(int value) {
@@ -42,10 +60,12 @@ void* Program::data(int value) {
   if (n.op == Op::Variable) return n.attrs.external;
   int64_t off = plan_.offset[static_cast<size_t>(value)];
   if (off < 0) throw InvalidArgument("value '" + n.name + "' has no storage in this program");
+  if (!arena_.defined()) throw InvalidArgument("program has no arena bound (bind_arena)");
   return static_cast<std::byte*>(arena_.raw()) + off;
 }
 
 void Program::run(const ExecContext& ctx) {
+  if (!arena_.defined()) throw InvalidArgument("program has no arena bound (bind_arena)");
   prepare_thread_for_kernels();
   void* workspace = static_cast<std::byte*>(arena_.raw()) + plan_.arena_bytes;
   if (!profiling_) {

@@ -19,8 +19,10 @@ class Program {
  public:
   // `outputs` stay readable after run(); `sinks` are output-less ops to run (optimizer updates).
   // `owner` tags the arena in the device's memory statistics ("sequential: train program, batch 128").
+  // With own_arena false the program allocates nothing: the caller binds an arena (bind_arena) of at
+  // least arena_bytes_required() bytes, which programs that never run at the same time can share.
   Program(Graph g, std::vector<int> outputs, std::vector<int> sinks = {}, Device device = Device::cpu(),
-          const std::string& owner = "program arena");
+          const std::string& owner = "program arena", bool own_arena = true);
   Program(const Program&) = delete;
   Program& operator=(const Program&) = delete;
 
@@ -32,6 +34,8 @@ class Program {
   const MemoryPlan& plan() const { return plan_; }
   const std::vector<int>& order() const { return order_; }
   size_t arena_bytes() const { return plan_.arena_bytes; }  // transient values (workspace not included)
+  size_t arena_bytes_required() const;                      // arena + workspace
+  void bind_arena(Tensor arena);                            // an empty Tensor unbinds
 
   // Per-op wall time, on when TK_PROFILE=1 is set in the environment (or enabled here). The report lists
   // ops by total time; it is printed to stderr when the program is destroyed if TK_PROFILE was set.

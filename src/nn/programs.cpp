@@ -58,10 +58,20 @@ Compiled& ProgramCache::get(ProgramKind kind, int64_t batch) {
 
 std::unique_ptr<Compiled> ProgramCache::build(ProgramKind kind, int64_t batch) {
   Traced t = trace(kind, batch, true);
-  static const char* const kKind[] = {"train", "eval", "predict"};
-  t.compiled->program = std::make_unique<graph::Program>(
-      std::move(t.g), t.keep, t.sinks, Device::cpu(),
-      model_.name_ + ": " + kKind[static_cast<int>(kind)] + " program arena, batch " + std::to_string(batch));
+  t.compiled->program = std::make_unique<graph::Program>(std::move(t.g), t.keep, t.sinks, Device::cpu(), "", false);
+  graph::Program& p = *t.compiled->program;
+  if (!arena_.defined() || arena_.nbytes() < p.arena_bytes_required()) {
+    // Programs of one model never run at the same time, so they share one arena as large as the largest
+    // plan: a validation or last-partial-batch program costs no extra memory. Unbind, release, then
+    // allocate, so the old and the new arena are never held together.
+    for (auto& [key, c] : cache_) c->program->bind_arena(Tensor());
+    arena_ = Tensor();
+    static const char* const kKind[] = {"train", "eval", "predict"};
+    arena_ = Tensor(Shape{static_cast<int64_t>(p.arena_bytes_required())}, DType::u8, Device::cpu(),
+                    model_.name_ + ": program arena (" + kKind[static_cast<int>(kind)] + ", batch " + std::to_string(batch) + ")");
+    for (auto& [key, c] : cache_) c->program->bind_arena(arena_);
+  }
+  p.bind_arena(arena_);
   return std::move(t.compiled);
 }
 

@@ -41,6 +41,7 @@ class ProgramCache {
   Model& model_;
   std::map<std::pair<int, int64_t>, std::unique_ptr<Compiled>> cache_;
   std::map<const void*, std::vector<Tensor>> slots_;  // per weight storage: optimizer slots
+  Tensor arena_;                                      // shared by every program of the model
 };
 
 // The loss op and the resolved metric op for one output (Keras' "accuracy" resolution).

@@ -23,7 +23,7 @@ TEST(Budget, OutOfMemoryIsCaughtAndTrainingContinuesWithABatchThatFits) {
     model.train_on_batch({x}, {y});
     FAIL() << "a batch of " << big << " should not fit in 24 MiB";
   } catch (const OutOfMemoryError& e) {
-    EXPECT_NE(std::string(e.what()).find("train program arena, batch 4096"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("program arena (train, batch 4096)"), std::string::npos) << e.what();
   }
   // Nothing of the failed program is left behind: only the optimizer state, created before the arena.
   EXPECT_EQ(config::get_memory_info().current, before.current + model.memory_plan(1).optimizer_state);
