@@ -5,8 +5,8 @@
 #include <functional>
 
 #include "runtime/device_memory.h"
-#include "trainkit/trainkit.h"
 #include "trainkit/runtime/memory.h"
+#include "trainkit/trainkit.h"
 
 namespace tk {
 namespace {
@@ -24,7 +24,7 @@ TEST(Allocator, BestFitCoalescesAndGivesRegionsBack) {
   EXPECT_EQ(i.current, 1024u + 3072u + 1024u);
   EXPECT_EQ(i.allocations, 3);
   EXPECT_EQ(i.reserved, runtime::kRegionGranularity);
-  m.free(b);                     // a hole of 3072 between a and c
+  m.free(b);                        // a hole of 3072 between a and c
   void* d = m.allocate(2000, "d");  // best fit: the 3072 hole, not the big tail
   EXPECT_EQ(d, b);
   m.free(d);
@@ -48,8 +48,9 @@ TEST(Allocator, OverBudgetThrowsAReportAndStaysUsable) {
     FAIL() << "expected OutOfMemoryError";
   } catch (const OutOfMemoryError& e) {
     const std::string r = e.what();
-    for (const char* part : {"OOM when allocating 2.00 MiB", "train program arena, batch 4096", "budget 4.00 MiB",
-                             "in use 3.00 MiB", "largest live allocations", "dense/kernel", "what to do", "smaller batch"})
+    for (const char* part :
+         {"OOM when allocating 2.00 MiB", "train program arena, batch 4096", "budget 4.00 MiB", "in use 3.00 MiB",
+          "largest live allocations", "dense/kernel", "what to do", "smaller batch"})
       EXPECT_NE(r.find(part), std::string::npos) << "missing '" << part << "' in:\n" << r;
   }
   void* small = m.allocate(512 << 10, "fits");  // still usable
@@ -132,16 +133,27 @@ TEST_P(PlanVsMeasured, PlannedTotalMatchesTheMeasuredPeakOfATrainingStep) {
 INSTANTIATE_TEST_SUITE_P(
     Models, PlanVsMeasured,
     ::testing::Values(PlanCase{"mlp_small", [] { return mlp({32}); }, Shape{64}, 16},
-                      PlanCase{"mlp_256_128", [] { return mlp({256, 128}); }, Shape{64}, 256},
+                      PlanCase{"mlp_256_128",
+                               [] {
+                                 return mlp({256, 128});
+                               },
+                               Shape{64}, 256},
                       PlanCase{"deep_mlp_12", [] { return mlp(std::vector<int64_t>(12, 96)); }, Shape{64}, 64},
-                      PlanCase{"mlp_frozen_first", [] { return mlp({256, 128}, true); }, Shape{64}, 128},
-                      PlanCase{"tutorial_cnn", [] { return std::unique_ptr<Model>(models::tutorial_cnn()); }, Shape{28, 28}, 16},
-                      PlanCase{"small_cnn_bn", [] {
+                      PlanCase{"mlp_frozen_first",
+                               [] {
+                                 return mlp({256, 128}, true);
+                               },
+                               Shape{64}, 128},
+                      PlanCase{"tutorial_cnn", [] { return std::unique_ptr<Model>(models::tutorial_cnn()); },
+                               Shape{28, 28}, 16},
+                      PlanCase{"small_cnn_bn",
+                               [] {
                                  using namespace layers;
                                  return std::unique_ptr<Model>(std::make_unique<Sequential>(std::vector<LayerPtr>{
-                                     layers::Input({12, 12, 3}), Conv2D(8, 3, "relu"), BatchNormalization(), MaxPooling2D(2),
-                                     Flatten(), Dense(10)}));
-                               }, Shape{12, 12, 3}, 32}),
+                                     layers::Input({12, 12, 3}), Conv2D(8, 3, "relu"), BatchNormalization(),
+                                     MaxPooling2D(2), Flatten(), Dense(10)}));
+                               },
+                               Shape{12, 12, 3}, 32}),
     [](const auto& info) { return info.param.name; });
 
 TEST(MemoryPlan, FrozenLayersHaveNoGradientsAndNoOptimizerState) {
@@ -184,6 +196,56 @@ TEST(MemoryRelease, TwoHundredModelsBuiltTrainedAndDestroyedLeaveNothingBehind) 
     ASSERT_EQ(after.current, before.current) << "model " << i;
     ASSERT_EQ(after.reserved, before.reserved) << "model " << i;
   }
+}
+
+}  // namespace
+}  // namespace tk
+
+namespace tk {
+namespace {
+
+// Gradient accumulation over micro-batches gives the update of the whole batch (up to float rounding).
+class MicroBatching : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MicroBatching, SameUpdatesAsTheWholeBatch) {
+  Tensor x = Tensor::zeros({256, 20});
+  Tensor y(Shape{256}, DType::i32);
+  uint32_t state = 7;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    state = state * 1664525u + 1013904223u;
+    x.data<float>()[i] = static_cast<float>(state >> 8) / 16777216.0f - 0.5f;
+  }
+  for (int i = 0; i < 256; ++i) y.data<int32_t>()[i] = (i * 7) % 10;
+  std::vector<std::vector<Tensor>> results;
+  for (int64_t micro : {int64_t{0}, int64_t{16}, int64_t{24}}) {  // 24: micro-batches of 24, 24, 16
+    utils::set_random_seed(3);
+    Sequential m({layers::Input({20}), layers::Dense(32, "tanh"), layers::Dense(10)});
+    m.compile(optimizers::get(GetParam(), GetParam() == "sgd" ? 0.1f : 0.01f),
+              losses::SparseCategoricalCrossentropy({.from_logits = true}), {"accuracy"});
+    History h = m.fit(x, y, {.batch_size = 64, .epochs = 3, .verbose = 0, .shuffle = false, .micro_batch_size = micro});
+    results.push_back(m.get_weights());
+    ASSERT_EQ(h.history["loss"].size(), 3u);
+  }
+  for (size_t r = 1; r < results.size(); ++r)
+    for (size_t i = 0; i < results[0].size(); ++i)
+      for (int64_t k = 0; k < results[0][i].numel(); ++k)
+        ASSERT_NEAR(results[r][i].data<float>()[k], results[0][i].data<float>()[k], 2e-5)
+            << GetParam() << " micro run " << r << " weight " << i << " element " << k;
+}
+
+INSTANTIATE_TEST_SUITE_P(Optimizers, MicroBatching, ::testing::Values("sgd", "adam", "rmsprop"));
+
+TEST(MicroBatching, NeedsLessMemoryThanTheWholeBatch) {
+  auto whole = mlp({512, 512});
+  whole->compile(optimizers::Adam(), losses::SparseCategoricalCrossentropy({.from_logits = true}));
+  const size_t before = config::get_memory_info().current;
+  Tensor x = Tensor::full({1024, 64}, 0.1f);
+  Tensor y(Shape{1024}, DType::i32);
+  config::reset_peak_memory();
+  whole->fit(x, y, {.batch_size = 1024, .epochs = 1, .verbose = 0, .micro_batch_size = 128});
+  const size_t micro_peak = config::get_memory_info().peak - before;
+  EXPECT_LT(micro_peak, whole->memory_plan(1024).total) << "micro-batches of 128 must need less than a batch of 1024";
+  EXPECT_GE(micro_peak, whole->memory_plan(128).total) << "at least a micro-batch step";
 }
 
 }  // namespace

@@ -12,7 +12,8 @@ namespace tk::cli {
 struct FitArgs {
   std::string model = "dense:256:relu,dense:128:relu,dense:10";
   int epochs = 10;
-  int64_t batch_size = 128;
+  std::string batch_size = "128";      // or "auto"
+  std::string micro_batch_size = "0";  // 0: off, N, or "auto"
   float learning_rate = 1e-3f;
   std::string optimizer = "adam";
   uint64_t seed = 42;
@@ -36,6 +37,9 @@ void add_plan_command(CLI::App& app, PlanArgs& args);
 int run_plan(const PlanArgs& args);
 
 // The model a --model value names: "cnn", or a spec of layers after the input.
+// "auto" -> tk::kAutoBatchSize; otherwise a positive integer (or >= 0 when zero_ok). Names the option.
+int64_t parse_batch_option(const std::string& option, const std::string& value, bool zero_ok);
+
 std::unique_ptr<Sequential> make_model(const std::string& model, const Shape& sample_shape);
 
 }  // namespace tk::cli

@@ -13,7 +13,13 @@ void add_fit_command(CLI::App& app, FitArgs& a) {
   fit->add_option("-m,--model", a.model, "Layers after the input, e.g. dense:256:relu,dropout:0.2,dense:10")
       ->capture_default_str();
   fit->add_option("-e,--epochs", a.epochs, "Passes over the training data")->capture_default_str();
-  fit->add_option("-b,--batch-size", a.batch_size, "Samples per step")->capture_default_str();
+  fit->add_option("-b,--batch-size", a.batch_size,
+                  "Samples per step, or \"auto\": the largest that fits the memory budget (from the plan)")
+      ->capture_default_str();
+  fit->add_option("--micro-batch-size", a.micro_batch_size,
+                  "Split each batch into micro-batches of this size with gradient accumulation (same update), or "
+                  "\"auto\": the largest that fits")
+      ->capture_default_str();
   fit->add_option("-l,--learning-rate", a.learning_rate, "Optimizer learning rate")->capture_default_str();
   fit->add_option("-o,--optimizer", a.optimizer, "sgd, adam, adamw or rmsprop (Keras defaults otherwise)")
       ->capture_default_str();
@@ -43,6 +49,16 @@ Tensor as_features(const Tensor& t) {
 }
 }  // namespace
 
+int64_t parse_batch_option(const std::string& option, const std::string& value, bool zero_ok) {
+  if (value == "auto") return kAutoBatchSize;
+  char* end = nullptr;
+  const long long v = std::strtoll(value.c_str(), &end, 10);
+  if (value.empty() || *end != '\0' || v < (zero_ok ? 0 : 1))
+    throw InvalidArgument(option + " must be " + (zero_ok ? "a non-negative" : "a positive") +
+                          " integer or \"auto\", got " + value);
+  return v;
+}
+
 std::unique_ptr<Sequential> make_model(const std::string& model, const Shape& sample) {
   if (model == "cnn") return models::tutorial_cnn(sample);
   std::vector<LayerPtr> layers{layers::Input(sample)};
@@ -54,8 +70,8 @@ std::unique_ptr<Sequential> make_model(const std::string& model, const Shape& sa
 int run_fit(const FitArgs& a) {
   // Hyperparameters first: a mistake there should not cost a data load.
   if (a.epochs < 0) throw InvalidArgument("--epochs must be >= 0, got " + std::to_string(a.epochs));
-  if (a.batch_size <= 0)
-    throw InvalidArgument("--batch-size must be a positive integer, got " + std::to_string(a.batch_size));
+  const int64_t batch_size = parse_batch_option("--batch-size", a.batch_size, false);
+  const int64_t micro_batch_size = parse_batch_option("--micro-batch-size", a.micro_batch_size, true);
   if (!(a.validation_split >= 0.0f && a.validation_split < 1.0f))
     throw InvalidArgument("--validation-split must be in [0, 1), got " + std::to_string(a.validation_split));
   utils::set_random_seed(a.seed);
@@ -86,9 +102,12 @@ int run_fit(const FitArgs& a) {
   model.compile(optimizer, losses::SparseCategoricalCrossentropy({.from_logits = true}), {"accuracy"});
   if (a.summary && a.verbose != 0) model.summary();
 
-  model.fit(
-      d.x_train, d.y_train,
-      {.batch_size = a.batch_size, .epochs = a.epochs, .verbose = a.verbose, .validation_split = a.validation_split});
+  model.fit(d.x_train, d.y_train,
+            {.batch_size = batch_size,
+             .epochs = a.epochs,
+             .verbose = a.verbose,
+             .validation_split = a.validation_split,
+             .micro_batch_size = micro_batch_size});
   Logs test = model.evaluate(d.x_test, d.y_test, {.batch_size = 1000});
   std::printf("test_loss: %.4f - test_accuracy: %.4f\n", test.get("loss"), test.get("accuracy"));
   const MemoryInfo mem = config::get_memory_info();

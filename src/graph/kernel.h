@@ -10,8 +10,9 @@ namespace tk::graph {
 
 // Per-run state a kernel may read.
 struct ExecContext {
-  uint64_t step = 0;      // training steps run so far by this model (dropout randomness)
-  bool training = false;  // false for evaluate/predict
+  uint64_t step = 0;        // training steps run so far by this model (dropout randomness)
+  bool training = false;    // false for evaluate/predict
+  float grad_scale = 1.0f;  // AccumulateGrad: this micro-batch's share of the batch (rows / batch rows)
 };
 
 struct KernelArgs {

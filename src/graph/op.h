@@ -75,9 +75,10 @@ enum class Op : uint8_t {
   CategoricalAccuracy,
   SparseCategoricalAccuracy,
   // Optimizer updates: in place on (param, grad, slots...), no output
-  SgdUpdate,      // (param, grad, momentum)
-  AdamUpdate,     // (param, grad, m, v); AdamW through weight_decay
-  RmspropUpdate,  // (param, grad, velocity, momentum, average_gradient)
+  SgdUpdate,       // (param, grad, momentum)
+  AdamUpdate,      // (param, grad, m, v); AdamW through weight_decay
+  RmspropUpdate,   // (param, grad, velocity, momentum, average_gradient)
+  AccumulateGrad,  // in place: acc += grad * ctx.grad_scale (micro-batching); (acc, grad), no output
   kCount
 };
 inline constexpr int kOpCount = static_cast<int>(Op::kCount);
@@ -112,6 +113,7 @@ struct Attrs {
   int64_t dilation[2] = {1, 1};
   int64_t pad[4] = {0, 0, 0, 0};            // top, bottom, left, right
   bool spatial = false;                     // DropoutMask: one draw per (sample, channel)
+  bool zero_grad = false;                   // update ops: clear the gradient input after applying it
   bool split_ties = false;                  // MaxPool2DGrad: share dy among tied maxima (GlobalMaxPooling2D)
   float momentum = 0.99f, epsilon = 1e-3f;  // batch normalization
 };

@@ -393,6 +393,7 @@ constexpr std::array<OpInfo, kOpCount> kTable{{
     {Op::SgdUpdate, "SgdUpdate", 3, false, shape_update, nullptr},
     {Op::AdamUpdate, "AdamUpdate", 4, false, shape_update, nullptr},
     {Op::RmspropUpdate, "RmspropUpdate", 5, false, shape_update, nullptr},
+    {Op::AccumulateGrad, "AccumulateGrad", 2, false, shape_same_as_first, nullptr},
 }};
 
 constexpr bool table_in_enum_order() {

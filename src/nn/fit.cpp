@@ -9,6 +9,7 @@
 #include "nn/context.h"
 #include "nn/programs.h"
 #include "trainkit/core/error.h"
+#include "trainkit/runtime/memory.h"
 
 namespace tk {
 namespace {
@@ -29,17 +30,22 @@ void bind_batch(nn::Compiled& c, const std::vector<Tensor>& x, const std::vector
 }
 
 // Sample-weighted running means of the logs over an epoch (Keras weights each batch by its size).
+// (Log names are copied once: a program may be evicted from the cache while the epoch goes on.)
 struct Accumulator {
+  std::vector<std::string> names;
   std::vector<double> sum;
   double count = 0;
   void add(nn::Compiled& c, int64_t n) {
-    if (sum.size() != c.logs.size()) sum.assign(c.logs.size(), 0.0);
+    if (names.size() != c.logs.size()) {
+      names.clear();
+      for (const auto& [name, id] : c.logs) names.push_back(name);
+      sum.assign(c.logs.size(), 0.0);
+    }
     for (size_t k = 0; k < c.logs.size(); ++k) sum[k] += double(*c.program->data_f(c.logs[k].second)) * double(n);
     count += double(n);
   }
-  void write(const nn::Compiled& c, Logs& logs, const std::string& prefix = {}) const {
-    for (size_t k = 0; k < c.logs.size(); ++k)
-      logs.set(prefix.empty() ? c.logs[k].first : prefix + c.logs[k].first, count > 0 ? sum[k] / count : 0.0);
+  void write(Logs& logs) const {
+    for (size_t k = 0; k < names.size(); ++k) logs.set(names[k], count > 0 ? sum[k] / count : 0.0);
   }
 };
 
@@ -53,7 +59,12 @@ History Model::fit(const Tensor& x, const Tensor& y, FitOptions options) {
 
 History Model::fit(const std::vector<Tensor>& x_all, const std::vector<Tensor>& y_all, FitOptions o) {
   check_compiled("fit");
-  require(o.batch_size > 0, "fit: batch_size must be a positive integer, got " + std::to_string(o.batch_size));
+  require(o.batch_size > 0 || o.batch_size == kAutoBatchSize,
+          "fit: batch_size must be a positive integer or tk::kAutoBatchSize, got " + std::to_string(o.batch_size));
+  require(
+      o.micro_batch_size >= 0 || o.micro_batch_size == kAutoBatchSize,
+      "fit: micro_batch_size must be >= 0 (0: off) or tk::kAutoBatchSize, got " + std::to_string(o.micro_batch_size));
+  require(o.auto_batch_cap > 0, "fit: auto_batch_cap must be positive");
   require(o.epochs >= 0, "fit: epochs must be >= 0, got " + std::to_string(o.epochs));
   require(o.initial_epoch >= 0 && o.initial_epoch <= o.epochs,
           "fit: initial_epoch must be in [0, epochs], got " + std::to_string(o.initial_epoch));
@@ -88,8 +99,33 @@ History Model::fit(const std::vector<Tensor>& x_all, const std::vector<Tensor>& 
   }
   const int64_t n = rows_of(x);
   require(n > 0, "fit: no training samples");
-  const int64_t batch = std::min(o.batch_size, n);
+  if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
+  int64_t batch = std::min(o.batch_size, n);
+  if (o.batch_size == kAutoBatchSize) {
+    const size_t available = memory_available_for_training();
+    batch = largest_batch_that_fits(available, std::min(o.auto_batch_cap, n));
+    if (batch == 0)
+      throw OutOfMemoryError("fit: batch_size auto: not even a batch of 1 fits the " + config::format_bytes(available) +
+                             " available for training (raise the budget)");
+    if (o.verbose != 0)
+      std::printf("batch_size auto: %lld (plan %s of %s available)\n", static_cast<long long>(batch),
+                  config::format_bytes(memory_plan(batch).total).c_str(), config::format_bytes(available).c_str());
+  }
   const int64_t steps = o.steps_per_epoch > 0 ? o.steps_per_epoch : (n + batch - 1) / batch;
+  int64_t micro = o.micro_batch_size;
+  if (micro == kAutoBatchSize) {
+    size_t accumulators = 0;
+    for (Weight* w : programs_->trainable_weights()) accumulators += (w->value.nbytes() + 255) / 256 * 256;
+    const size_t available = memory_available_for_training();
+    micro = largest_batch_that_fits(available > accumulators ? available - accumulators : 0, batch);
+    if (micro == 0)
+      throw OutOfMemoryError("fit: micro_batch_size auto: not even a micro-batch of 1 fits the " +
+                             config::format_bytes(available) + " available for training (raise the budget)");
+    if (o.verbose != 0)
+      std::printf("micro_batch_size auto: %lld per step of %lld\n", static_cast<long long>(micro),
+                  static_cast<long long>(batch));
+  }
+  if (micro >= batch) micro = 0;  // a micro-batch as large as the batch is a plain step
 
   if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
   auto history = std::make_shared<History>();
@@ -120,19 +156,33 @@ History Model::fit(const std::vector<Tensor>& x_all, const std::vector<Tensor>& 
     for (int64_t s = 0; s < steps; ++s) {
       if (cursor >= n) cursor = 0;  // steps_per_epoch beyond one pass wraps around
       const int64_t bs = std::min(batch, n - cursor);
-      nn::Compiled& c = programs_->get(nn::ProgramKind::train, bs);
       for (const CallbackPtr& cb : callbacks) cb->on_train_batch_begin(s, logs);
-      bind_batch(c, x, &y, perm.data() + cursor, 0, bs);
-      ctx.step = step_++;
-      c.program->run(ctx);
+      if (micro == 0) {
+        nn::Compiled& c = programs_->get(nn::ProgramKind::train, bs);
+        bind_batch(c, x, &y, perm.data() + cursor, 0, bs);
+        ctx.step = step_;
+        c.program->run(ctx);
+        acc.add(c, bs);
+      } else {  // gradient accumulation over micro-batches, then one update
+        for (int64_t r = 0; r < bs; r += micro) {
+          const int64_t mb = std::min(micro, bs - r);
+          nn::Compiled& c = programs_->get(nn::ProgramKind::accumulate, mb);
+          bind_batch(c, x, &y, perm.data() + cursor + r, 0, mb);
+          ctx.step = (step_ << 20) + static_cast<uint64_t>(r);  // distinct dropout draws per micro-batch
+          ctx.grad_scale = static_cast<float>(mb) / static_cast<float>(bs);
+          c.program->run(ctx);
+          acc.add(c, mb);
+        }
+        programs_->get(nn::ProgramKind::apply, 0).program->run(ctx);
+      }
+      ++step_;
       ++optimizer_->config().iterations;
       cursor += bs;
-      acc.add(c, bs);
-      acc.write(c, logs);
+      acc.write(logs);
       for (const CallbackPtr& cb : callbacks) cb->on_train_batch_end(s, logs);
     }
     if (!vx.empty()) {
-      Logs val = run_evaluation(vx, vy, o.batch_size, o.validation_steps);
+      Logs val = run_evaluation(vx, vy, micro > 0 ? micro : batch, o.validation_steps);
       for (const auto& [k, v] : val.items()) logs.set("val_" + k, v);
     }
     for (const CallbackPtr& cb : callbacks) cb->on_epoch_end(epoch, logs);
@@ -181,7 +231,6 @@ Logs Model::run_evaluation(const std::vector<Tensor>& x, const std::vector<Tenso
   const int64_t n = rows_of(x);
   const int64_t batch = std::min(batch_size, std::max<int64_t>(n, 1));
   Accumulator acc;
-  nn::Compiled* last = nullptr;
   graph::ExecContext ctx{step_, false};
   int64_t done_steps = 0;
   for (int64_t begin = 0; begin < n && (steps == 0 || done_steps < steps); begin += batch, ++done_steps) {
@@ -190,10 +239,9 @@ Logs Model::run_evaluation(const std::vector<Tensor>& x, const std::vector<Tenso
     bind_batch(c, x, &y, nullptr, begin, bs);
     c.program->run(ctx);
     acc.add(c, bs);
-    last = &c;
   }
   Logs logs;
-  if (last) acc.write(*last, logs);
+  acc.write(logs);
   return logs;
 }
 

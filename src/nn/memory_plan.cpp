@@ -81,6 +81,19 @@ int64_t Model::largest_batch_that_fits(size_t available, int64_t cap) {
   return lo;
 }
 
+size_t Model::memory_available_for_training() const {
+  const MemoryInfo m = config::get_memory_info();
+  size_t mine = 0;
+  for (const LayerPtr& l : layers_)
+    for (const Weight& w : l->weights()) mine += aligned(w.value.nbytes());
+  if (programs_) mine += programs_->persistent_bytes();
+  // Count what others hold by reservation, not by use: free pieces inside reserved regions may be too
+  // small for an arena, which needs one contiguous block.
+  const size_t usable = static_cast<size_t>(0.95 * double(m.limit));
+  const size_t others = m.reserved > mine ? m.reserved - mine : 0;
+  return usable > others ? usable - others : 0;
+}
+
 std::string MemoryPlan::to_string() const {
   using config::format_bytes;
   std::string out;

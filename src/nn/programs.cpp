@@ -1,6 +1,8 @@
 #include "nn/programs.h"
 
+#include <algorithm>
 #include <functional>
+#include <set>
 #include <unordered_map>
 
 #include "graph/autodiff.h"
@@ -56,23 +58,107 @@ Compiled& ProgramCache::get(ProgramKind kind, int64_t batch) {
   return *cache_.emplace(key, build(kind, batch)).first->second;
 }
 
+size_t ProgramCache::persistent_bytes() const {
+  size_t bytes = arena_.defined() ? (arena_.nbytes() + 255) / 256 * 256 : 0;
+  for (const auto& [w, acc] : accumulators_) bytes += (acc.nbytes() + 255) / 256 * 256;
+  for (const auto& [w, slots] : slots_)
+    for (const Tensor& t : slots) bytes += (t.nbytes() + 255) / 256 * 256;
+  return bytes;
+}
+
 std::unique_ptr<Compiled> ProgramCache::build(ProgramKind kind, int64_t batch) {
-  Traced t = trace(kind, batch, true);
-  t.compiled->program = std::make_unique<graph::Program>(std::move(t.g), t.keep, t.sinks, Device::cpu(), "", false);
-  graph::Program& p = *t.compiled->program;
-  if (!arena_.defined() || arena_.nbytes() < p.arena_bytes_required()) {
-    // Programs of one model never run at the same time, so they share one arena as large as the largest
-    // plan: a validation or last-partial-batch program costs no extra memory. Unbind, release, then
-    // allocate, so the old and the new arena are never held together.
-    for (auto& [key, c] : cache_) c->program->bind_arena(Tensor());
-    arena_ = Tensor();
-    static const char* const kKind[] = {"train", "eval", "predict"};
-    arena_ = Tensor(Shape{static_cast<int64_t>(p.arena_bytes_required())}, DType::u8, Device::cpu(),
-                    model_.name_ + ": program arena (" + kKind[static_cast<int>(kind)] + ", batch " + std::to_string(batch) + ")");
-    for (auto& [key, c] : cache_) c->program->bind_arena(arena_);
+  // Programs of one model never run at the same time, so they share one arena as large as the largest
+  // plan: a validation or last-partial-batch program costs no extra memory. The arena is released before
+  // tracing — the trace may create optimizer state or gradient accumulators, which should not compete
+  // with an arena that is about to be re-sized — and the old and new arenas are never held together.
+  size_t needed = 0;
+  for (auto& [key, c] : cache_) {
+    needed = std::max(needed, c->program->arena_bytes_required());
+    c->program->bind_arena(Tensor());
   }
-  p.bind_arena(arena_);
-  return std::move(t.compiled);
+  const size_t before = needed;
+  arena_ = Tensor();
+  auto restore = [&] {  // give the programs that worked before their arena back, or forget them
+    if (before == 0) return;
+    try {
+      arena_ = Tensor(Shape{static_cast<int64_t>(before)}, DType::u8, Device::cpu(), model_.name_ + ": program arena");
+      for (auto& [key, c] : cache_) c->program->bind_arena(arena_);
+    } catch (const OutOfMemoryError&) {
+      cache_.clear();  // they are rebuilt (and their arena planned again) when next needed
+    }
+  };
+  static const char* const kKind[] = {"train", "eval", "predict", "accumulate", "apply"};
+  std::unique_ptr<Compiled> compiled;
+  try {
+    Traced t = trace(kind, batch, true);
+    t.compiled->program = std::make_unique<graph::Program>(std::move(t.g), t.keep, t.sinks, Device::cpu(), "", false);
+    const size_t own = t.compiled->program->arena_bytes_required();
+    needed = std::max(needed, own);
+    const std::string owner =
+        model_.name_ + ": program arena (" + kKind[static_cast<int>(kind)] + ", batch " + std::to_string(batch) + ")";
+    try {
+      arena_ = Tensor(Shape{static_cast<int64_t>(needed)}, DType::u8, Device::cpu(), owner);
+    } catch (const OutOfMemoryError&) {
+      if (needed == own) throw;
+      // Keeping every cached program is what does not fit: evict those larger than this one (they are
+      // rebuilt if used again, e.g. after switching from whole batches to micro-batches).
+      std::erase_if(cache_, [&](const auto& kv) { return kv.second->program->arena_bytes_required() > own; });
+      needed = own;
+      arena_ = Tensor(Shape{static_cast<int64_t>(needed)}, DType::u8, Device::cpu(), owner);
+    }
+    compiled = std::move(t.compiled);
+  } catch (const OutOfMemoryError& e) {
+    restore();
+    // The report's first remedy, made concrete: the batch size the plan says fits now.
+    std::string what = e.what();
+    if (kind == ProgramKind::train || kind == ProgramKind::accumulate) {
+      const int64_t fits = model_.largest_batch_that_fits(model_.memory_available_for_training(), batch);
+      what += fits > 0 ? "\n  a batch of " + std::to_string(fits) +
+                             " fits this budget now (fit with batch_size=" + std::to_string(fits) +
+                             ", batch_size=tk::kAutoBatchSize, or micro_batch_size=" + std::to_string(fits) +
+                             " to keep the batch of " + std::to_string(batch) + ")"
+                       : "\n  not even a batch of 1 fits this budget: raise the budget or make the model smaller";
+    }
+    throw OutOfMemoryError(what);
+  } catch (...) {
+    restore();
+    throw;
+  }
+  for (auto& [key, c] : cache_) c->program->bind_arena(arena_);
+  compiled->program->bind_arena(arena_);
+  return compiled;
+}
+
+int ProgramCache::accumulator(graph::Graph& g, const Weight& w, bool allocate) {
+  const std::string name = w.name + "/gradient accumulator";
+  auto found = accumulators_.find(w.value.raw());
+  if (allocate && found == accumulators_.end())
+    found = accumulators_.emplace(w.value.raw(), Tensor(w.value.shape(), DType::f32, Device::cpu(), name)).first;
+  return found != accumulators_.end() ? g.variable(name, found->second) : g.placeholder_variable(name, w.value.shape());
+}
+
+int ProgramCache::add_update(graph::Graph& g, const Weight& w, int var, int grad, bool zero_grad, bool allocate_slots) {
+  Optimizer& opt = *model_.optimizer_;
+  const std::string& kind_name = opt.name();
+  const Op update = kind_name == "SGD" ? Op::SgdUpdate : kind_name == "RMSprop" ? Op::RmspropUpdate : Op::AdamUpdate;
+  std::vector<int> ins{var, grad};
+  auto found = slots_.find(w.value.raw());
+  if (allocate_slots && found == slots_.end()) {  // optimizer state is created with the first program
+    std::vector<Tensor> fresh;
+    for (int s = 0; s < opt.slots_per_variable(); ++s)
+      fresh.emplace_back(w.value.shape(), DType::f32, Device::cpu(),
+                         w.name + "/" + opt.name() + " slot " + std::to_string(s));
+    found = slots_.emplace(w.value.raw(), std::move(fresh)).first;
+  }
+  for (int s = 0; s < opt.slots_per_variable(); ++s) {
+    const std::string slot_name = w.name + "/slot" + std::to_string(s);
+    ins.push_back(found != slots_.end() ? g.variable(slot_name, found->second[static_cast<size_t>(s)])
+                                        : g.placeholder_variable(slot_name, w.value.shape()));
+  }
+  graph::Attrs at;
+  at.update = &opt.config();
+  at.zero_grad = zero_grad;
+  return g.add(update, ins, at, w.name + "/update");
 }
 
 ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool allocate_slots) {
@@ -80,7 +166,14 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
   traced.compiled = std::make_unique<Compiled>();
   Compiled* c = traced.compiled.get();
   graph::Graph& g = traced.g;
-  CallContext ctx{g, kind == ProgramKind::train, {}, {}};
+  if (kind == ProgramKind::apply) {  // one optimizer step from the accumulated gradients, which it clears
+    for (Weight* w : trainable_weights())
+      if (has_gradient_.count(w->value.raw()))
+        traced.sinks.push_back(
+            add_update(g, *w, g.variable(w->name, w->value), accumulator(g, *w, allocate_slots), true, allocate_slots));
+    return traced;
+  }
+  CallContext ctx{g, kind == ProgramKind::train || kind == ProgramKind::accumulate, {}, {}};
 
   // Forward: walk the layer-call DAG from the outputs (memoized per symbolic node).
   std::unordered_map<const KerasTensor::NodeData*, int> value;
@@ -134,39 +227,25 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
     keep.clear();
     for (auto& [name, id] : c->logs) keep.push_back(id);
 
-    if (kind == ProgramKind::train) {
+    if (kind == ProgramKind::train || kind == ProgramKind::accumulate) {
       std::vector<Weight*> weights = trainable_weights();
       std::vector<int> vars;
       for (Weight* w : weights) vars.push_back(ctx.variable(*w));
       std::vector<int> grads = graph::gradients(g, losses, vars);
-      Optimizer& opt = *model_.optimizer_;
-      const std::string& kind_name = opt.name();
-      const Op update = kind_name == "SGD"       ? Op::SgdUpdate
-                        : kind_name == "RMSprop" ? Op::RmspropUpdate
-                                                 : Op::AdamUpdate;
       for (size_t i = 0; i < weights.size(); ++i) {
         if (grads[i] < 0) continue;  // does not influence the loss
-        std::vector<int> ins{vars[i], grads[i]};
-        auto found = slots_.find(weights[i]->value.raw());
-        if (allocate_slots && found == slots_.end()) {  // optimizer state is created with the first program
-          std::vector<Tensor> fresh;
-          for (int s = 0; s < opt.slots_per_variable(); ++s)
-            fresh.emplace_back(weights[i]->value.shape(), DType::f32, Device::cpu(),
-                               weights[i]->name + "/" + opt.name() + " slot " + std::to_string(s));
-          found = slots_.emplace(weights[i]->value.raw(), std::move(fresh)).first;
+        if (kind == ProgramKind::train) {
+          sinks.push_back(add_update(g, *weights[i], vars[i], grads[i], false, allocate_slots));
+        } else {  // micro-batching: add this micro-batch's share of the gradient into the accumulator
+          sinks.push_back(g.add(Op::AccumulateGrad, {accumulator(g, *weights[i], allocate_slots), grads[i]}, {},
+                                weights[i]->name + "/accumulate"));
+          has_gradient_.insert(weights[i]->value.raw());
         }
-        for (int s = 0; s < opt.slots_per_variable(); ++s) {
-          const std::string slot_name = weights[i]->name + "/slot" + std::to_string(s);
-          ins.push_back(found != slots_.end() ? g.variable(slot_name, found->second[static_cast<size_t>(s)])
-                                              : g.placeholder_variable(slot_name, weights[i]->value.shape()));
-        }
-        graph::Attrs at;
-        at.update = &opt.config();
-        sinks.push_back(g.add(update, ins, at, weights[i]->name + "/update"));
       }
     }
   }
-  if (kind == ProgramKind::train) sinks.insert(sinks.end(), ctx.sinks.begin(), ctx.sinks.end());
+  if (kind == ProgramKind::train || kind == ProgramKind::accumulate)
+    sinks.insert(sinks.end(), ctx.sinks.begin(), ctx.sinks.end());
   traced.keep = std::move(keep);
   traced.sinks = std::move(sinks);
   return traced;

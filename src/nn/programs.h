@@ -2,6 +2,7 @@
 #pragma once
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -10,7 +11,9 @@
 
 namespace tk::nn {
 
-enum class ProgramKind { train, eval, predict };
+// accumulate: forward + backward adding the gradients into accumulators (micro-batching);
+// apply: one optimizer step from the accumulators.
+enum class ProgramKind { train, eval, predict, accumulate, apply };
 
 struct Compiled {
   std::unique_ptr<graph::Program> program;
@@ -35,13 +38,19 @@ class ProgramCache {
     std::unique_ptr<Compiled> compiled;  // metadata only (program not built)
   };
   Traced trace(ProgramKind kind, int64_t batch, bool allocate_slots);
+  // Bytes this cache holds on the device: optimizer slots and the shared arena.
+  size_t persistent_bytes() const;
 
  private:
   std::unique_ptr<Compiled> build(ProgramKind kind, int64_t batch);
+  int accumulator(graph::Graph& g, const Weight& w, bool allocate);
+  int add_update(graph::Graph& g, const Weight& w, int var, int grad, bool zero_grad, bool allocate_slots);
   Model& model_;
   std::map<std::pair<int, int64_t>, std::unique_ptr<Compiled>> cache_;
   std::map<const void*, std::vector<Tensor>> slots_;  // per weight storage: optimizer slots
   Tensor arena_;                                      // shared by every program of the model
+  std::map<const void*, Tensor> accumulators_;        // per weight storage: micro-batch gradient sums
+  std::set<const void*> has_gradient_;                // weights the accumulate program reaches
 };
 
 // The loss op and the resolved metric op for one output (Keras' "accuracy" resolution).

@@ -43,3 +43,24 @@ TEST(Budget, OutOfMemoryIsCaughtAndTrainingContinuesWithABatchThatFits) {
 
 }  // namespace
 }  // namespace tk
+
+namespace tk {
+namespace {
+
+TEST(Budget, AutoBatchSizeAndAutoMicroBatchesTrainWithinTheBudget) {
+  Sequential model({layers::Input({256}), layers::Dense(512, "relu"), layers::Dense(512, "relu"), layers::Dense(10)});
+  model.compile(optimizers::Adam(), losses::SparseCategoricalCrossentropy({.from_logits = true}));
+  Tensor x = Tensor::full({4096, 256}, 0.01f);
+  Tensor y(Shape{4096}, DType::i32);
+  config::reset_peak_memory();
+  History h = model.fit(x, y, {.batch_size = kAutoBatchSize, .epochs = 1, .verbose = 0, .auto_batch_cap = 4096});
+  EXPECT_EQ(h.history["loss"].size(), 1u);
+  EXPECT_LE(config::get_memory_info().peak, config::get_memory_info().limit);
+  // A batch of 4096 does not fit (Budget.OutOfMemory... above), but micro-batches keep it.
+  History h2 = model.fit(x, y, {.batch_size = 4096, .epochs = 1, .verbose = 0, .micro_batch_size = kAutoBatchSize});
+  EXPECT_TRUE(std::isfinite(h2.history["loss"][0]));
+  EXPECT_LE(config::get_memory_info().peak, config::get_memory_info().limit);
+}
+
+}  // namespace
+}  // namespace tk

@@ -28,8 +28,14 @@ namespace nn {
 class ProgramCache;
 }
 
+// batch_size = kAutoBatchSize: the largest batch (up to auto_batch_cap and the sample count) whose memory
+// plan fits the device budget with a 5% margin, chosen from the plan without trial runs.
+// micro_batch_size = kAutoBatchSize: keep batch_size but split each batch into the largest micro-batches
+// that fit, accumulating gradients (the same update up to float rounding).
+inline constexpr int64_t kAutoBatchSize = -1;
+
 struct FitOptions {
-  int64_t batch_size = 32;
+  int64_t batch_size = 32;  // or kAutoBatchSize
   int epochs = 1;
   int verbose = -1;  // -1 "auto": a progress bar on a terminal, one line per epoch otherwise; 0 silent
   std::vector<CallbackPtr> callbacks = {};
@@ -37,9 +43,11 @@ struct FitOptions {
   std::optional<std::pair<std::vector<Tensor>, std::vector<Tensor>>> validation_data = std::nullopt;
   bool shuffle = true;
   int initial_epoch = 0;
-  int64_t steps_per_epoch = 0;   // 0: one pass over the data
-  int64_t validation_steps = 0;  // 0: one pass over the validation data
-  uint64_t seed = 0;             // 0: from tk::utils::set_random_seed
+  int64_t steps_per_epoch = 0;    // 0: one pass over the data
+  int64_t validation_steps = 0;   // 0: one pass over the validation data
+  uint64_t seed = 0;              // 0: from tk::utils::set_random_seed
+  int64_t auto_batch_cap = 1024;  // upper bound for kAutoBatchSize
+  int64_t micro_batch_size = 0;   // 0: off; n: gradient accumulation over micro-batches of n; or kAutoBatchSize
 };
 
 struct EvaluateOptions {
@@ -77,6 +85,9 @@ class Model {
   MemoryPlan memory_plan(int64_t batch_size);
   // The largest batch size (up to `cap`) whose plan fits in `available` bytes; 0 if none does.
   int64_t largest_batch_that_fits(size_t available, int64_t cap = 1 << 16);
+  // Bytes a training step may use now: 95% of the budget, less what others hold reserved (this model's
+  // own weights, optimizer state and arena count as available: the plan includes them).
+  size_t memory_available_for_training() const;
   std::string name() const { return name_; }
   const std::vector<LayerPtr>& layers() const { return layers_; }
   LayerPtr get_layer(const std::string& name) const;

@@ -2,6 +2,7 @@
 // (per-variable norm), then clipvalue, then decoupled weight decay, then the rule itself.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
@@ -139,10 +140,30 @@ void rmsprop(const KernelArgs& a) {
 
 }  // namespace
 
+// An update that, when asked (micro-batching), clears the gradient accumulator it consumed.
+template <void (*Update)(const KernelArgs&)>
+void with_zero_grad(const KernelArgs& a) {
+  Update(a);
+  if (a.node.attrs.zero_grad) std::memset(a.inout_f(1), 0, sizeof(float) * static_cast<size_t>(a.in_shape(1).numel()));
+}
+
+// acc += grad * ctx.grad_scale
+void accumulate_grad(const KernelArgs& a) {
+  const int64_t n = a.in_shape(0).numel();
+  float* acc = a.inout_f(0);
+  const float* g = a.in_f(1);
+  const float k = a.ctx.grad_scale;
+  parallel_for(n, [&](int64_t b, int64_t e) {
+#pragma omp simd
+    for (int64_t i = b; i < e; ++i) acc[i] += g[i] * k;
+  });
+}
+
 void register_optimizer_kernels() {
-  graph::register_kernel(DeviceKind::cpu, Op::SgdUpdate, DType::f32, sgd);
-  graph::register_kernel(DeviceKind::cpu, Op::AdamUpdate, DType::f32, adam);
-  graph::register_kernel(DeviceKind::cpu, Op::RmspropUpdate, DType::f32, rmsprop);
+  graph::register_kernel(DeviceKind::cpu, Op::AccumulateGrad, DType::f32, accumulate_grad);
+  graph::register_kernel(DeviceKind::cpu, Op::SgdUpdate, DType::f32, with_zero_grad<sgd>);
+  graph::register_kernel(DeviceKind::cpu, Op::AdamUpdate, DType::f32, with_zero_grad<adam>);
+  graph::register_kernel(DeviceKind::cpu, Op::RmspropUpdate, DType::f32, with_zero_grad<rmsprop>);
 }
 
 void register_kernels() {
