@@ -250,3 +250,42 @@ TEST(MicroBatching, NeedsLessMemoryThanTheWholeBatch) {
 
 }  // namespace
 }  // namespace tk
+
+namespace tk {
+namespace {
+
+std::unique_ptr<Sequential> deep_mlp(int depth, int64_t width) {
+  std::vector<LayerPtr> l{layers::Input({32})};
+  for (int i = 0; i < depth; ++i) l.push_back(layers::Dense(width, "tanh"));
+  l.push_back(layers::Dense(10));
+  return std::make_unique<Sequential>(l);
+}
+
+TEST(Rematerialization, SameLossesLessArenaAndTheExtraComputeIsReported) {
+  Tensor x = Tensor::full({256, 32}, 0.3f);
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = float((i * 37) % 101) / 101.0f - 0.5f;
+  Tensor y(Shape{256}, DType::i32);
+  for (int i = 0; i < 256; ++i) y.data<int32_t>()[i] = i % 10;
+  std::vector<std::vector<double>> losses(2);
+  std::vector<MemoryPlan> plans;
+  for (int r = 0; r < 2; ++r) {
+    utils::set_random_seed(5);
+    auto m = deep_mlp(40, 64);
+    m->rematerialization = r == 0 ? Remat::off : Remat::on;
+    m->compile(optimizers::Adam(), losses::SparseCategoricalCrossentropy({.from_logits = true}));
+    plans.push_back(m->memory_plan(256));
+    for (int s = 0; s < 5; ++s) losses[r].push_back(m->train_on_batch({x}, {y}).get("loss"));
+  }
+  for (int s = 0; s < 5; ++s)
+    EXPECT_EQ(losses[0][s], losses[1][s]) << "step " << s << ": recomputation changes nothing";
+  EXPECT_FALSE(plans[0].rematerialized);
+  EXPECT_TRUE(plans[1].rematerialized);
+  EXPECT_LT(plans[1].arena * 2, plans[0].arena) << plans[0].to_string() << plans[1].to_string();
+  EXPECT_GT(plans[1].recomputed_ops, 40);
+  EXPECT_GT(plans[1].recompute_flops, 0.0);
+  EXPECT_LT(plans[1].recompute_flops, 0.5 * plans[1].step_flops) << "about one extra forward pass at most";
+  EXPECT_NE(plans[1].to_string().find("rematerialized"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tk

@@ -1,12 +1,27 @@
 #include "graph/autodiff.h"
 
 #include <algorithm>
+#include <cmath>
+#include <functional>
 
 #include "trainkit/core/error.h"
 
 namespace tk::graph {
 
-std::vector<int> gradients(Graph& g, const std::vector<int>& losses, const std::vector<int>& wrt) {
+double op_flops(const Graph& g, int node) {
+  const Node& n = g[node];
+  if (n.op == Op::MatMul) {
+    const Shape& a = g[n.inputs[0]].shape;
+    return 2.0 * double(n.shape.numel()) * double(n.attrs.trans_a ? a[0] : a[1]);
+  }
+  if (n.op == Op::Conv2D) {
+    const Shape& w = g[n.inputs[1]].shape;
+    return 2.0 * double(n.shape.numel()) * double(w[0] * w[1] * w[2]);
+  }
+  return op_info(n.op).has_output ? double(n.shape.numel()) : 0.0;
+}
+
+std::vector<int> gradients(Graph& g, const std::vector<int>& losses, const std::vector<int>& wrt, RematStats* remat) {
   const int n = g.size();
   // Forward pass: which values depend on a variable we differentiate with respect to.
   std::vector<char> depends(static_cast<size_t>(n), 0);
@@ -27,6 +42,37 @@ std::vector<int> gradients(Graph& g, const std::vector<int>& losses, const std::
 
   const int last = *std::max_element(losses.begin(), losses.end());
   GradBuilder builder{g};
+  std::vector<char> recomputable;
+  std::vector<int> copies;
+  std::function<int(int)> recompute;
+  if (remat) {
+    // Forward values that may be dropped and recomputed; every k-th one stays as a checkpoint.
+    recomputable.assign(static_cast<size_t>(n), 0);
+    std::vector<int> forward;
+    for (int id = 0; id < n; ++id) {
+      const Node& node = g[id];
+      const bool source = node.op == Op::Input || node.op == Op::Variable || node.op == Op::Fill;
+      if (!source && op_info(node.op).has_output) forward.push_back(id);
+      remat->forward_flops += op_flops(g, id);
+    }
+    const auto k = static_cast<size_t>(std::ceil(std::sqrt(double(std::max<size_t>(forward.size(), 1)))));
+    for (size_t i = 0; i < forward.size(); ++i)
+      if ((i + 1) % k != 0) recomputable[static_cast<size_t>(forward[i])] = 1;
+    copies.assign(static_cast<size_t>(n), -1);
+    recompute = [&](int v) -> int {
+      if (v < 0 || v >= n || !recomputable[static_cast<size_t>(v)]) return v;
+      if (copies[static_cast<size_t>(v)] >= 0) return copies[static_cast<size_t>(v)];
+      Node original = g[v];
+      for (int& in : original.inputs) in = recompute(in);
+      const int copy = g.add(original.op, original.inputs, original.attrs, original.name + "/recompute");
+      g[copy].dtype = original.dtype;
+      copies[static_cast<size_t>(v)] = copy;
+      ++remat->recomputed_ops;
+      remat->recomputed_flops += op_flops(g, copy);
+      return copy;
+    };
+    builder.remap = [&recompute](int v) { return recompute(v); };
+  }
   for (int id = last; id >= 0; --id) {
     int dy = grad[static_cast<size_t>(id)];
     if (dy < 0 || !depends[static_cast<size_t>(id)]) continue;

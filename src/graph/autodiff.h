@@ -9,7 +9,22 @@
 
 namespace tk::graph {
 
+// Rematerialization (Chen et al. 2016, "Training Deep Nets with Sublinear Memory Cost"): keep every
+// k-th forward value (k = ceil(sqrt(n))) as a checkpoint; gradient ops that need any other forward value
+// get a copy recomputed from the nearest checkpoints, so forward activations die after the forward pass.
+struct RematStats {
+  int recomputed_ops = 0;
+  double recomputed_flops = 0;  // extra work per step (GEMM/conv multiply-adds count 2 flops)
+  double forward_flops = 0;     // the forward pass it repeats part of
+};
+
 // Each loss in `losses` is a scalar seeded with gradient 1 (so the gradient is that of their sum).
-std::vector<int> gradients(Graph& g, const std::vector<int>& losses, const std::vector<int>& wrt);
+// With `remat` non-null, rematerializes as above and fills it in.
+std::vector<int> gradients(Graph& g, const std::vector<int>& losses, const std::vector<int>& wrt,
+                           RematStats* remat = nullptr);
+
+// Approximate floating-point operations of one node (2·m·n·k for MatMul, 2·N·OH·OW·K·F for Conv2D,
+// one per output element otherwise).
+double op_flops(const Graph& g, int node);
 
 }  // namespace tk::graph

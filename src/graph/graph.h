@@ -5,6 +5,7 @@
 //   int w = g.variable("dense/kernel", weights);       // weights: a Tensor kept alive by its owner
 //   int y = g.add(Op::MatMul, {x, w});                 // shape (128, 256) inferred and checked
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -40,10 +41,15 @@ struct Graph {
 };
 
 // Gives gradient rules a way to emit ops and read the forward graph.
+// Gradient rules read forward values by id; with rematerialization, `remap` swaps a dropped forward
+// value for its recomputed copy (emitted on demand, just before the gradient op that needs it).
 struct GradBuilder {
   Graph& g;
+  std::function<int(int)> remap = nullptr;
   const Node& node(int id) const { return g[id]; }
   int add(Op op, std::vector<int> inputs, Attrs attrs = {}) {
+    if (remap)
+      for (int& in : inputs) in = remap(in);
     return g.add(op, std::move(inputs), std::move(attrs), "grad");
   }
 };

@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <map>
 
+#include "graph/autodiff.h"
 #include "graph/schedule.h"
 #include "nn/programs.h"
 #include "trainkit/core/error.h"
@@ -20,9 +21,17 @@ MemoryPlan Model::memory_plan(int64_t batch_size) {
   check_compiled("memory_plan");
   if (batch_size <= 0)
     throw InvalidArgument("memory_plan: batch_size must be positive, got " + std::to_string(batch_size));
+  if (rematerialization == Remat::on) return memory_plan_with(batch_size, true);
+  MemoryPlan plain = memory_plan_with(batch_size, false);
+  if (rematerialization == Remat::off || plain.total <= memory_available_for_training()) return plain;
+  return memory_plan_with(batch_size, true);  // the automatic last resort
+}
+
+MemoryPlan Model::memory_plan_with(int64_t batch_size, bool remat) {
   ensure_built({});
   if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
-  nn::ProgramCache::Traced t = programs_->trace(nn::ProgramKind::train, batch_size, false);
+  graph::RematStats stats;
+  nn::ProgramCache::Traced t = programs_->trace(nn::ProgramKind::train, batch_size, false, remat, &stats);
   std::vector<int> roots = t.keep;
   roots.insert(roots.end(), t.sinks.begin(), t.sinks.end());
   const std::vector<int> order = graph::schedule(t.g, roots);
@@ -64,11 +73,20 @@ MemoryPlan Model::memory_plan(int64_t batch_size) {
     }
   }
   plan.total = plan.weights + plan.optimizer_state + plan.arena + plan.workspace;
+  plan.rematerialized = remat;
+  plan.recomputed_ops = stats.recomputed_ops;
+  plan.recompute_flops = stats.recomputed_flops;
+  double forward = 0;
+  for (int id = 0; id < t.g.size(); ++id)
+    if (t.g[id].name.find("grad") == std::string::npos && t.g[id].name.find("/recompute") == std::string::npos)
+      forward += graph::op_flops(t.g, id);
+  plan.step_flops = 3 * forward;
   return plan;
 }
 
 int64_t Model::largest_batch_that_fits(size_t available, int64_t cap) {
-  auto fits = [&](int64_t b) { return memory_plan(b).total <= available; };
+  // Plain plans unless rematerialization is forced: a batch that needs recomputation is not chosen.
+  auto fits = [&](int64_t b) { return memory_plan_with(b, rematerialization == Remat::on).total <= available; };
   if (!fits(1)) return 0;
   int64_t lo = 1, hi = 1;
   while (hi < cap && fits(std::min(cap, hi * 2))) hi = std::min(cap, hi * 2), lo = hi;
@@ -122,6 +140,12 @@ std::string MemoryPlan::to_string() const {
   row("  (without reuse)", unshared, "what the arena would be if nothing shared memory");
   row("workspace", workspace, "scratch shared by all ops");
   row("total (peak)", total, "weights + optimizer state + arena + workspace");
+  if (rematerialized) {
+    std::snprintf(line, sizeof line,
+                  "  rematerialized: %d forward ops recomputed during backward, +%.1f%% compute per step\n",
+                  recomputed_ops, step_flops > 0 ? 100.0 * recompute_flops / step_flops : 0.0);
+    out += line;
+  }
   return out;
 }
 

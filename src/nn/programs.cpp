@@ -90,7 +90,9 @@ std::unique_ptr<Compiled> ProgramCache::build(ProgramKind kind, int64_t batch) {
   static const char* const kKind[] = {"train", "eval", "predict", "accumulate", "apply"};
   std::unique_ptr<Compiled> compiled;
   try {
-    Traced t = trace(kind, batch, true);
+    const bool remat = (kind == ProgramKind::train || kind == ProgramKind::accumulate) &&
+                       model_.rematerialization != Remat::off && model_.memory_plan(batch).rematerialized;
+    Traced t = trace(kind, batch, true, remat);
     t.compiled->program = std::make_unique<graph::Program>(std::move(t.g), t.keep, t.sinks, Device::cpu(), "", false);
     const size_t own = t.compiled->program->arena_bytes_required();
     needed = std::max(needed, own);
@@ -161,7 +163,8 @@ int ProgramCache::add_update(graph::Graph& g, const Weight& w, int var, int grad
   return g.add(update, ins, at, w.name + "/update");
 }
 
-ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool allocate_slots) {
+ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool allocate_slots, bool remat,
+                                         graph::RematStats* stats) {
   Traced traced;
   traced.compiled = std::make_unique<Compiled>();
   Compiled* c = traced.compiled.get();
@@ -231,7 +234,8 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
       std::vector<Weight*> weights = trainable_weights();
       std::vector<int> vars;
       for (Weight* w : weights) vars.push_back(ctx.variable(*w));
-      std::vector<int> grads = graph::gradients(g, losses, vars);
+      graph::RematStats local;
+      std::vector<int> grads = graph::gradients(g, losses, vars, remat ? (stats ? stats : &local) : nullptr);
       for (size_t i = 0; i < weights.size(); ++i) {
         if (grads[i] < 0) continue;  // does not influence the loss
         if (kind == ProgramKind::train) {

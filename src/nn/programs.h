@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "graph/autodiff.h"
 #include "graph/program.h"
 #include "trainkit/nn/model.h"
 
@@ -37,7 +38,9 @@ class ProgramCache {
     std::vector<int> keep, sinks;
     std::unique_ptr<Compiled> compiled;  // metadata only (program not built)
   };
-  Traced trace(ProgramKind kind, int64_t batch, bool allocate_slots);
+  // remat: rematerialize the backward pass (stats filled in when non-null).
+  Traced trace(ProgramKind kind, int64_t batch, bool allocate_slots, bool remat = false,
+               graph::RematStats* stats = nullptr);
   // Bytes this cache holds on the device: optimizer slots and the shared arena.
   size_t persistent_bytes() const;
 

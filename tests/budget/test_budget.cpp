@@ -64,3 +64,51 @@ TEST(Budget, AutoBatchSizeAndAutoMicroBatchesTrainWithinTheBudget) {
 
 }  // namespace
 }  // namespace tk
+
+namespace tk {
+namespace {
+
+// A 40-layer MLP whose plain plan exceeds the 24 MiB budget trains under it: rematerialization is the
+// automatic last resort, and its losses equal those of a run that fits by micro-batching.
+TEST(Budget, DeepMlpTrainsUnderTheBudgetByRematerialization) {
+  auto make = [] {
+    utils::set_random_seed(9);
+    std::vector<LayerPtr> l{layers::Input({64})};
+    for (int i = 0; i < 40; ++i) l.push_back(layers::Dense(128, "relu"));
+    l.push_back(layers::Dense(10));
+    auto m = std::make_unique<Sequential>(l);
+    m->compile(optimizers::SGD({.learning_rate = 0.01f}), losses::SparseCategoricalCrossentropy({.from_logits = true}));
+    return m;
+  };
+  const int64_t batch = 2048;
+  Tensor x = Tensor::full({batch, 64}, 0.0f);
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = float((i * 13) % 97) / 97.0f - 0.5f;
+  Tensor y(Shape{batch}, DType::i32);
+  for (int i = 0; i < batch; ++i) y.data<int32_t>()[i] = i % 10;
+  std::vector<double> remat_losses, micro_losses;
+  {
+    auto m = make();
+    m->rematerialization = Remat::off;
+    const MemoryPlan plain = m->memory_plan(batch);
+    m->rematerialization = Remat::automatic;
+    const MemoryPlan chosen = m->memory_plan(batch);
+    ASSERT_GT(plain.total, m->memory_available_for_training()) << "the plain plan must not fit for this test";
+    ASSERT_TRUE(chosen.rematerialized);
+    ASSERT_LE(chosen.total, m->memory_available_for_training()) << chosen.to_string();
+    History h = m->fit(x, y, {.batch_size = batch, .epochs = 3, .verbose = 0, .shuffle = false});
+    remat_losses = h.history["loss"];
+  }
+  {
+    auto m = make();
+    m->rematerialization = Remat::off;
+    History h =
+        m->fit(x, y, {.batch_size = batch, .epochs = 3, .verbose = 0, .shuffle = false, .micro_batch_size = 256});
+    micro_losses = h.history["loss"];
+  }
+  ASSERT_EQ(remat_losses.size(), 3u);
+  for (size_t e = 0; e < 3; ++e) EXPECT_NEAR(remat_losses[e], micro_losses[e], 1e-5 * std::abs(micro_losses[e])) << e;
+  EXPECT_LE(config::get_memory_info().peak, config::get_memory_info().limit);
+}
+
+}  // namespace
+}  // namespace tk

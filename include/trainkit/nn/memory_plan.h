@@ -24,10 +24,14 @@ struct MemoryPlan {
   size_t weights = 0;
   size_t gradients = 0;  // part of `arena`
   size_t optimizer_state = 0;
-  size_t arena = 0;      // planned peak of every transient buffer: inputs, activations, gradients
-  size_t workspace = 0;  // scratch shared by all ops (im2col buffers, ...)
-  size_t total = 0;      // weights + optimizer_state + arena + workspace: the step's peak
-  size_t unshared = 0;   // what the transient buffers would take without the planner's reuse
+  size_t arena = 0;             // planned peak of every transient buffer: inputs, activations, gradients
+  size_t workspace = 0;         // scratch shared by all ops (im2col buffers, ...)
+  size_t total = 0;             // weights + optimizer_state + arena + workspace: the step's peak
+  size_t unshared = 0;          // what the transient buffers would take without the planner's reuse
+  bool rematerialized = false;  // forward activations recomputed during backward
+  int recomputed_ops = 0;
+  double recompute_flops = 0;  // extra work per step
+  double step_flops = 0;       // the step's work without rematerialization (≈ 3 × forward)
   std::vector<LayerMemory> layers;
   std::string to_string() const;
 };

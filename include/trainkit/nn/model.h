@@ -34,6 +34,10 @@ class ProgramCache;
 // that fit, accumulating gradients (the same update up to float rounding).
 inline constexpr int64_t kAutoBatchSize = -1;
 
+// Rematerialization: recompute forward activations during backward instead of keeping them
+// (sqrt(n) checkpoints, Chen et al. 2016). automatic: only when the plain plan does not fit the budget.
+enum class Remat { off, on, automatic };
+
 struct FitOptions {
   int64_t batch_size = 32;  // or kAutoBatchSize
   int epochs = 1;
@@ -94,7 +98,8 @@ class Model {
   std::vector<Tensor> get_weights() const;               // copies, in layer order
   void set_weights(const std::vector<Tensor>& weights);  // shapes must match get_weights()
   int64_t count_params() const;
-  bool stop_training = false;  // a callback sets it to end fit after the current epoch
+  bool stop_training = false;                  // a callback sets it to end fit after the current epoch
+  Remat rematerialization = Remat::automatic;  // takes effect for programs compiled afterwards
   OptimizerPtr optimizer() const { return optimizer_; }
 
  protected:
@@ -105,6 +110,7 @@ class Model {
  private:
   friend class nn::ProgramCache;
   void check_compiled(const char* what) const;
+  MemoryPlan memory_plan_with(int64_t batch_size, bool remat);
   void check_data(const std::vector<Tensor>& x, const std::vector<Tensor>* y, const char* what) const;
   Logs run_evaluation(const std::vector<Tensor>& x, const std::vector<Tensor>& y, int64_t batch_size, int64_t steps);
 
