@@ -85,6 +85,9 @@ TEST(MemoryConfig, ParsesByteSizesAndRejectsLateChanges) {
   }
   EXPECT_THROW(config::set_memory_fraction(Device::cpu(), 0.5), InvalidArgument);
   EXPECT_EQ(config::list_devices().size(), 1u);
+  EXPECT_THROW(config::set_visible_devices({Device::cuda(0)}), Unsupported);
+  config::set_visible_devices({Device::cpu()});
+  EXPECT_EQ(config::list_devices().size(), 1u);
   EXPECT_GT(config::get_memory_info().total, size_t{0});
 }
 

@@ -1,4 +1,5 @@
 // tk::config: budgets from the API and the environment, device listing, byte-size parsing.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -94,7 +95,51 @@ std::string format_bytes(size_t bytes) {
   return buf;
 }
 
-std::vector<DeviceInfo> list_devices() { return {runtime::DeviceMemory::get(Device::cpu()).device_info()}; }
+namespace {
+std::vector<Device>& visible() {
+  static std::vector<Device> v;  // empty: all
+  return v;
+}
+
+// TK_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES: "-1" or "" means no GPU; GPU indices cannot be honoured by
+// this cpu-only build, which says so instead of silently ignoring them.
+void check_visible_env() {
+  for (const char* name : {"TK_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"}) {
+    const char* v = std::getenv(name);
+    if (!v || !*v || std::string(v) == "-1" || std::string(v) == "cpu" || std::string(v) == "cpu:0") continue;
+    static bool warned = false;
+    if (!warned)
+      std::fprintf(stderr,
+                   "trainkit: warning: %s=%s names GPUs, but this build has only the cpu backend; using cpu:0\n", name,
+                   v);
+    warned = true;
+  }
+}
+}  // namespace
+
+std::vector<DeviceInfo> list_devices() {
+  check_visible_env();
+  std::vector<DeviceInfo> all = runtime::DeviceMemory::all(), out;
+  for (const DeviceInfo& d : all)
+    if (visible().empty() || std::find(visible().begin(), visible().end(), d.device) != visible().end())
+      out.push_back(d);
+  return out;
+}
+
+void set_visible_devices(const std::vector<Device>& devices) {
+  const std::vector<DeviceInfo> all = runtime::DeviceMemory::all();
+  for (const Device& d : devices)
+    if (std::none_of(all.begin(), all.end(), [&](const DeviceInfo& i) { return i.device == d; }))
+      throw Unsupported("set_visible_devices: " + d.to_string() + " does not exist (devices: " +
+                        std::to_string(all.size()) + " cpu; this build has no CUDA backend)");
+  visible() = devices;
+}
+
+void set_logical_device_configuration(Device physical, const std::vector<size_t>& memory_limits) {
+  if (physical != Device::cpu())
+    throw Unsupported("set_logical_device_configuration: " + physical.to_string() + " is not available in this build");
+  runtime::DeviceMemory::split_cpu(memory_limits);
+}
 
 void set_memory_limit(Device device, size_t bytes) {
   runtime::DeviceMemory& m = unused_device(device, "set_memory_limit");

@@ -32,16 +32,64 @@ size_t physical_memory() {
 
 }  // namespace
 
-DeviceMemory& DeviceMemory::get(Device device) {
-  if (device.kind != DeviceKind::cpu || device.index != 0)
-    throw Unsupported("device " + device.to_string() + " is not available in this build (only cpu:0)");
-  // Never destroyed: tensors with static storage duration may still free into it at exit.
-  static DeviceMemory* cpu = [] {
+namespace {
+// The CPU's logical devices: cpu:0 alone, unless split by set_logical_device_configuration. Never
+// destroyed: tensors with static storage duration may still free into them at exit.
+std::vector<DeviceMemory*>& cpu_devices() {
+  static std::vector<DeviceMemory*> devices = [] {
     auto* m = new DeviceMemory(DeviceInfo{Device::cpu(), cpu_model_name(), physical_memory()});
     apply_environment(*m);
-    return m;
+    return std::vector<DeviceMemory*>{m};
   }();
-  return *cpu;
+  return devices;
+}
+std::mutex& devices_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+}  // namespace
+
+DeviceMemory& DeviceMemory::get(Device device) {
+  std::lock_guard lock(devices_mutex());
+  std::vector<DeviceMemory*>& cpus = cpu_devices();
+  if (device.kind != DeviceKind::cpu || device.index < 0 || static_cast<size_t>(device.index) >= cpus.size())
+    throw Unsupported("device " + device.to_string() +
+                      " is not available (this build has the cpu backend; logical cpu "
+                      "devices: " +
+                      std::to_string(cpus.size()) + ", see tk::config::set_logical_device_configuration)");
+  return *cpus[static_cast<size_t>(device.index)];
+}
+
+std::vector<DeviceInfo> DeviceMemory::all() {
+  std::lock_guard lock(devices_mutex());
+  std::vector<DeviceInfo> out;
+  for (DeviceMemory* m : cpu_devices()) out.push_back(m->device_info());
+  return out;
+}
+
+void DeviceMemory::split_cpu(const std::vector<size_t>& limits) {
+  std::lock_guard lock(devices_mutex());
+  std::vector<DeviceMemory*>& cpus = cpu_devices();
+  DeviceMemory& physical = *cpus[0];
+  if (cpus.size() > 1) throw InvalidArgument("set_logical_device_configuration: the cpu is already split");
+  if (physical.in_use())
+    throw InvalidArgument(
+        "set_logical_device_configuration: cpu:0 is already in use; split it before creating tensors");
+  if (limits.empty()) throw InvalidArgument("set_logical_device_configuration: give at least one memory limit");
+  size_t sum = 0;
+  for (size_t l : limits) sum += l;
+  const size_t budget = physical.info().limit;
+  if (sum > budget)
+    throw InvalidArgument("set_logical_device_configuration: the limits add up to " + config::format_bytes(sum) +
+                          ", more than the cpu budget of " + config::format_bytes(budget));
+  const DeviceInfo base = physical.device_info();
+  physical.set_limit(limits[0], "logical device 0 of " + std::to_string(limits.size()));
+  for (size_t i = 1; i < limits.size(); ++i) {
+    auto* m = new DeviceMemory(DeviceInfo{Device::cpu(static_cast<int>(i)), base.name, base.total});
+    m->set_limit(limits[i], "logical device " + std::to_string(i) + " of " + std::to_string(limits.size()));
+    m->set_growth(physical.info().growth);
+    cpus.push_back(m);
+  }
 }
 
 DeviceMemory::DeviceMemory(DeviceInfo info) : info_(std::move(info)), limit_(info_.total) {}

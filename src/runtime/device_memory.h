@@ -21,6 +21,9 @@ inline constexpr size_t kRegionGranularity = size_t{2} << 20;  // regions are mu
 class DeviceMemory {
  public:
   static DeviceMemory& get(Device device);
+  static std::vector<DeviceInfo> all();
+  // Splits the physical cpu into logical devices cpu:0..n-1 with these budgets (before first use).
+  static void split_cpu(const std::vector<size_t>& limits);
   // A standalone instance (tests); the process-wide ones come from get().
   explicit DeviceMemory(DeviceInfo info);
 

@@ -38,13 +38,20 @@ struct DeviceInfo {
 
 namespace config {
 
+// Devices this process may use (after set_visible_devices / TK_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES;
+// "-1" in either variable means cpu only). This build has the cpu backend only.
 std::vector<DeviceInfo> list_devices();
+// Restricts the devices list_devices() reports; each must exist (Unsupported otherwise).
+void set_visible_devices(const std::vector<Device>& devices);
 // Budgets; each throws InvalidArgument once the device has been used (as TensorFlow's
 // "cannot be modified after being initialized").
 void set_memory_limit(Device device, size_t bytes);
 void set_memory_fraction(Device device, double fraction);
 void set_memory_growth(Device device, bool growth);
 MemoryInfo get_memory_info(Device device = Device::cpu());
+// Splits a physical device into logical devices (cpu:0, cpu:1, ...) with their own budgets, as
+// TensorFlow's set_logical_device_configuration; before first use. The limits must fit the budget.
+void set_logical_device_configuration(Device physical, const std::vector<size_t>& memory_limits);
 void reset_peak_memory(Device device = Device::cpu());
 // Parses "1.5GiB", "512MB", "1024" (bytes); KB/MB/GB are powers of 1000, KiB/MiB/GiB of 1024.
 size_t parse_bytes(const std::string& text);
