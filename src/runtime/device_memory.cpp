@@ -252,9 +252,11 @@ void DeviceMemory::out_of_memory(size_t bytes, const std::string& owner) const {
   for (size_t i = 0; i < std::min<size_t>(10, live.size()); ++i)
     r += "\n    " + format_bytes(live[i].second) + "  " + live[i].first;
   if (live.empty()) r += " none";
-  r += "\n  what to do: use a smaller batch size (`trainkit plan` shows the largest that fits), freeze layers "
-       "(trainable = false: no gradients, no optimizer state), or raise the budget (TK_MEMORY_LIMIT / "
-       "TK_MEMORY_FRACTION)";
+  r += "\n  what to do, in order: (1) a smaller batch size (`trainkit plan` or Model::largest_batch_that_fits shows "
+       "the largest that fits; fit(batch_size = tk::kAutoBatchSize) picks it, micro_batch_size keeps the batch); "
+       "(2) mixed precision (not available in this version yet); (3) freeze layers (trainable = false: no gradients, "
+       "no optimizer state); (4) rematerialization (model.rematerialization = tk::Remat::on; automatic when the plan "
+       "does not fit); or raise the budget (TK_MEMORY_LIMIT / TK_MEMORY_FRACTION)";
   throw OutOfMemoryError(r);
 }
 
