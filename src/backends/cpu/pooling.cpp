@@ -51,6 +51,39 @@ void max_pool(const KernelArgs& a) {
 // dx gets each dy at the first maximum of its window (row-major scan, as TensorFlow's MaxPoolGrad), or,
 // with split_ties (a global max: TensorFlow's reduce_max gradient), shared evenly by all tied maxima.
 // The maximum itself is y, so one pass over the window finds it; channels are the inner, contiguous loop.
+// Non-overlapping windows without padding (the usual 2x2 / stride 2): every pixel belongs to at most one
+// window, so each dx element is written exactly once (no zeroing pass) and channels vectorize.
+void max_pool_grad_tiled(const Window& g, const float* dy, const float* x, const float* y, float* dx) {
+  const bool covered = g.oh * g.kh == g.h && g.ow * g.kw == g.w;
+  if (!covered) std::memset(dx, 0, sizeof(float) * static_cast<size_t>(g.n * g.h * g.w * g.c));
+  constexpr int64_t kBlock = 64;
+  parallel_for(
+      g.n * g.oh,
+      [&](int64_t b, int64_t e) {
+        for (int64_t row = b; row < e; ++row) {
+          const int64_t n = row / g.oh, oh = row % g.oh;
+          for (int64_t ow = 0; ow < g.ow; ++ow) {
+            const int64_t out = ((n * g.oh + oh) * g.ow + ow) * g.c;
+            for (int64_t c0 = 0; c0 < g.c; c0 += kBlock) {
+              const int64_t cn = std::min(kBlock, g.c - c0);
+              bool found[kBlock] = {};
+              for (int64_t kh = 0; kh < g.kh; ++kh)
+                for (int64_t kw = 0; kw < g.kw; ++kw) {
+                  const int64_t at = ((n * g.h + oh * g.kh + kh) * g.w + ow * g.kw + kw) * g.c + c0;
+#pragma omp simd
+                  for (int64_t c = 0; c < cn; ++c) {
+                    const bool hit = !found[c] && x[at + c] == y[out + c0 + c];
+                    dx[at + c] = hit ? dy[out + c0 + c] : 0.0f;
+                    found[c] = found[c] || hit;
+                  }
+                }
+            }
+          }
+        }
+      },
+      1);
+}
+
 void max_pool_grad(const KernelArgs& a) {
   const Window g = Window::of(a.node.shape, a.node.attrs);
   const bool split = a.node.attrs.split_ties;
@@ -58,6 +91,9 @@ void max_pool_grad(const KernelArgs& a) {
   const float* x = a.in_f(1);
   const float* y = a.in_f(2);
   float* dx = a.out_f();
+  if (!split && g.sh == g.kh && g.sw == g.kw && g.pt == 0 && g.pb == 0 && g.pl == 0 && g.pr == 0 && g.dh == 1 &&
+      g.dw == 1)
+    return max_pool_grad_tiled(g, dy, x, y, dx);
   std::memset(dx, 0, sizeof(float) * static_cast<size_t>(a.node.shape.numel()));
   constexpr int64_t kBlock = 256;  // channels handled per pass, with per-channel state on the stack
   for_each_window(g, [&](int64_t n, int64_t oh, int64_t ow, int64_t h0, int64_t h1, int64_t w0, int64_t w1) {
