@@ -131,7 +131,7 @@ int run_variant(const Variant& v) {
   layers.push_back(tk::layers::Dense(kClasses));
   tk::Sequential model(layers);
   model.rematerialization = v.remat ? tk::Remat::on : tk::Remat::off;
-  model.compile(tk::optimizers::Adam()  /* learning_rate 1e-3 */,
+  model.compile(tk::optimizers::Adam() /* learning_rate 1e-3 */,
                 tk::losses::SparseCategoricalCrossentropy({.from_logits = true}));
   float loss = 0;
   for (int s = 0; s < kSteps; ++s) {
@@ -164,8 +164,8 @@ int run_variant(const Variant& v) {
       "\"measured_bytes\":%zu,\"reserved_bytes_after\":%zu,\"rss_delta_bytes\":%s,"
       "\"theoretical_min_bytes\":%zu,"
       "\"theoretical_min_formula\":\"4*(4*%lld params) + 4*(%lld*(784+sum widths) = %lld floats)\"}\n",
-      v.name, static_cast<long long>(th.params), static_cast<long long>(kBatch), kSteps, loss, plan.total,
-      plan.weights, plan.optimizer_state, plan.arena, plan.gradients, plan.workspace, plan.unshared,
+      v.name, static_cast<long long>(th.params), static_cast<long long>(kBatch), kSteps, loss, plan.total, plan.weights,
+      plan.optimizer_state, plan.arena, plan.gradients, plan.workspace, plan.unshared,
       plan.rematerialized ? "true" : "false", plan.recomputed_ops, measured, after.reserved,
       hwm_ok ? std::to_string(rss_delta).c_str() : "null", th.bytes, static_cast<long long>(th.params),
       static_cast<long long>(kBatch), static_cast<long long>(th.activation_floats));
@@ -186,8 +186,9 @@ int main(int argc, char** argv) try {
     return 2;
   }
   // Every variant in a fresh process.
-  std::fprintf(stderr, "theoretical min = 4 B x (4 x params: weights + gradients + 2 Adam slots) "
-                       "+ 4 B x batch x (784 + sum of layer widths: input + every layer's output)\n");
+  std::fprintf(stderr,
+               "theoretical min = 4 B x (4 x params: weights + gradients + 2 Adam slots) "
+               "+ 4 B x batch x (784 + sum of layer widths: input + every layer's output)\n");
   int rc = 0;
   for (const Variant& v : variants()) {
     std::fflush(stdout);

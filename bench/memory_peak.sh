@@ -17,13 +17,15 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)" --target tk_bench_memory >/dev/null
 export OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; $(date -u +%F)" >&2
-tk=$(./build/bench/tk_bench_memory 2>/dev/null)
+tk=$(./build/bench/tk_bench_memory)  # memory plan totals go to stderr
 # The profiler's kineto start/stop lines and the missing-GPU line are noise on a CPU-only machine.
 pt=$("$VENV/bin/python" bench/peers/torch_memory.py --threads 2 2> >(grep -v -e USDT -e gpuGetDeviceCount >&2))
 python3 - "$tk" "$pt" <<'PY'
 import json, sys
-tk = {r["model"]: r for r in map(json.loads, sys.argv[1].splitlines())}
-pt = {r["model"]: r for r in map(json.loads, sys.argv[2].splitlines())}
+def rows_of(text):  # JSON lines only: trainkit also prints "Created device ..."
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+tk = {r["model"]: r for r in rows_of(sys.argv[1])}
+pt = {r["model"]: r for r in rows_of(sys.argv[2])}
 MiB = 1 << 20
 print("theoretical min = 4 B x (4 x params: weights + gradients + 2 Adam slots)"
       " + 4 B x batch x (784 + sum of layer widths: input + every layer's output), batch 128")

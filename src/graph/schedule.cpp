@@ -27,7 +27,13 @@ std::vector<int> schedule(const Graph& g, const std::vector<int>& roots) {
     double key = id;
     if (!op_info(g[id].op).has_output) {
       int after = 0;
-      for (int in : g[id].inputs) after = std::max({after, in, last_reader[static_cast<size_t>(in)]});
+      for (int in : g[id].inputs) {
+        // A source (weight, optimizer slot) is ready from the start whatever its id — slots are created
+        // after the gradient ops — so only its readers order the update; a computed input also must exist.
+        const Op op = g[in].op;
+        const bool source = op == Op::Variable || op == Op::Input || op == Op::Fill;
+        after = std::max({after, source ? 0 : in, last_reader[static_cast<size_t>(in)]});
+      }
       key = after + 0.5;
     }
     keyed.emplace_back(key, id);
