@@ -11,7 +11,23 @@ Table& table() {
   static Table t{};
   return t;
 }
+std::array<std::array<WorkspaceFn, kOpCount>, kDeviceKindCount>& workspaces() {
+  static std::array<std::array<WorkspaceFn, kOpCount>, kDeviceKindCount> t{};
+  return t;
+}
 }  // namespace
+
+void register_workspace(DeviceKind device, Op op, WorkspaceFn fn) {
+  workspaces()[static_cast<size_t>(device)][static_cast<size_t>(op)] = fn;
+}
+
+size_t workspace_bytes(const Graph& g, int node, DeviceKind device) {
+  ensure_backends_registered();
+  const Op op = g[node].op;
+  if (WorkspaceFn fn = workspaces()[static_cast<size_t>(device)][static_cast<size_t>(op)]) return fn(g, node);
+  if (WorkspaceFn fn = op_info(op).workspace) return fn(g, node);
+  return 0;
+}
 
 void register_kernel(DeviceKind device, Op op, DType dtype, KernelFn fn) {
   table()[static_cast<size_t>(device)][static_cast<size_t>(op)][static_cast<size_t>(dtype)] = fn;

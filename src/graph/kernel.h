@@ -37,6 +37,11 @@ void register_kernel(DeviceKind device, Op op, DType dtype, KernelFn fn);
 KernelFn find_kernel(DeviceKind device, Op op, DType dtype);
 bool has_kernel(DeviceKind device, Op op, DType dtype);
 
+// A backend whose kernel for `op` needs scratch other than the op table's default says how much here
+// (e.g. oneDNN's blocked layouts); the planner asks workspace_bytes(), so the plan stays exact.
+void register_workspace(DeviceKind device, Op op, WorkspaceFn fn);
+size_t workspace_bytes(const Graph& g, int node, DeviceKind device = DeviceKind::cpu);
+
 // Defined in backends/: registers every backend compiled into this build (idempotent).
 void ensure_backends_registered();
 // Defined in backends/: puts the calling thread (and the kernels' worker threads) in the floating-point

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "graph/kernel.h"
+
 namespace tk::graph {
 
 std::vector<int> schedule(const Graph& g, const std::vector<int>& roots) {
@@ -108,9 +110,7 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<int>& order, const std:
     plan.offset[static_cast<size_t>(it.id)] = static_cast<int64_t>(best);
     plan.arena_bytes = std::max(plan.arena_bytes, best + it.bytes);
   }
-  for (int id : order)
-    if (const WorkspaceFn ws = op_info(g[id].op).workspace)
-      plan.workspace_bytes = std::max(plan.workspace_bytes, align_up(ws(g, id)));
+  for (int id : order) plan.workspace_bytes = std::max(plan.workspace_bytes, align_up(workspace_bytes(g, id)));
   return plan;
 }
 

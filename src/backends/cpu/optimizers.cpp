@@ -175,6 +175,7 @@ void register_kernels() {
   register_conv_kernels();
   register_pooling_kernels();
   register_batchnorm_kernels();
+  register_onednn_conv_kernels();  // after the im2col ones, which it replaces
 }
 
 }  // namespace tk::cpu

@@ -66,15 +66,19 @@ void max_pool_grad_tiled(const Window& g, const float* dy, const float* x, const
             const int64_t out = ((n * g.oh + oh) * g.ow + ow) * g.c;
             for (int64_t c0 = 0; c0 < g.c; c0 += kBlock) {
               const int64_t cn = std::min(kBlock, g.c - c0);
-              bool found[kBlock] = {};
+              const float* ym = y + out + c0;
+              const float* d = dy + out + c0;
+              float taken[kBlock] = {};  // 1 once this channel's maximum has been given its gradient
               for (int64_t kh = 0; kh < g.kh; ++kh)
                 for (int64_t kw = 0; kw < g.kw; ++kw) {
                   const int64_t at = ((n * g.h + oh * g.kh + kh) * g.w + ow * g.kw + kw) * g.c + c0;
+                  const float* xp = x + at;
+                  float* dp = dx + at;
 #pragma omp simd
                   for (int64_t c = 0; c < cn; ++c) {
-                    const bool hit = !found[c] && x[at + c] == y[out + c0 + c];
-                    dx[at + c] = hit ? dy[out + c0 + c] : 0.0f;
-                    found[c] = found[c] || hit;
+                    const float hit = (xp[c] == ym[c]) & (taken[c] == 0.0f) ? 1.0f : 0.0f;
+                    dp[c] = hit != 0.0f ? d[c] : 0.0f;  // a select, not a product: inf * 0 would be NaN
+                    taken[c] += hit;
                   }
                 }
             }

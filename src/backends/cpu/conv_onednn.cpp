@@ -1,0 +1,199 @@
+// Conv2D and its gradients through oneDNN (Debian's libdnnl, OpenMP runtime: the same thread pool as
+// our kernels and OpenBLAS). Chosen by measurement (docs/benchmarks.md): oneDNN's direct AVX-512
+// convolutions in blocked layouts, including the reorders from and to our NHWC/HWIO tensors, ran
+// 2.1–4.5x faster than im2col + OpenBLAS on the tutorial CNN's convolutions. TK_CONV=im2col selects
+// the im2col kernels instead.
+//
+// Every buffer oneDNN needs (blocked copies of the inputs and output, and its scratchpad) is carved from
+// the program's workspace, whose size the planner asks for through register_workspace — so the memory
+// plan stays exact and nothing is allocated while a step runs (primitives are built once per shape).
+#ifdef TK_HAVE_ONEDNN
+#include <array>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "backends/cpu/kernels.h"
+#include "graph/kernel.h"
+#include "graph/window.h"
+
+namespace tk::cpu {
+using graph::KernelArgs;
+using graph::Op;
+using graph::Window;
+
+namespace {
+using dnnl::memory;
+using tag = dnnl::memory::format_tag;
+using dt = dnnl::memory::data_type;
+
+dnnl::engine& engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+size_t align64(size_t x) { return (x + 63) / 64 * 64; }
+
+// One convolution (op, shapes, window): the primitive, the reorders between our layouts and oneDNN's,
+// and memory objects whose data handles are set at every call.
+struct Conv {
+  // Roles: a, b are the primitive's two inputs; c its output (fwd: src, weights -> dst;
+  // bwd_data: diff_dst, weights -> diff_src; bwd_weights: src, diff_dst -> diff_weights).
+  memory user[3], inner[3], scratch;
+  dnnl::primitive prim;
+  std::array<std::unique_ptr<dnnl::reorder>, 3> reorder;  // null when the layouts already agree
+  std::unordered_map<int, memory> args;
+  int arg_of[3];
+  size_t offset[4] = {0, 0, 0, 0};  // in the workspace: inner a, b, c, scratchpad
+  size_t workspace = 0;
+};
+
+using Key = std::array<int64_t, 18>;
+
+Key key_of(Op op, const Window& g, int64_t f) {
+  return {static_cast<int64_t>(op),
+          g.n,
+          g.h,
+          g.w,
+          g.c,
+          f,
+          g.kh,
+          g.kw,
+          g.sh,
+          g.sw,
+          g.dh,
+          g.dw,
+          g.pt,
+          g.pb,
+          g.pl,
+          g.pr,
+          g.oh,
+          g.ow};
+}
+
+Conv build(Op op, const Window& g, int64_t f) {
+  const memory::dims src{g.n, g.c, g.h, g.w}, wei{f, g.c, g.kh, g.kw}, dst{g.n, f, g.oh, g.ow};
+  const memory::dims strides{g.sh, g.sw}, dilates{g.dh - 1, g.dw - 1}, pad_l{g.pt, g.pl}, pad_r{g.pb, g.pr};
+  auto any = [](const memory::dims& d) { return memory::desc(d, dt::f32, tag::any); };
+  const memory::desc user_src(src, dt::f32, tag::nhwc), user_wei(wei, dt::f32, tag::hwio),
+      user_dst(dst, dt::f32, tag::nhwc);
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  const auto fwd_desc =
+      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, any(src),
+                                      any(wei), any(dst), strides, dilates, pad_l, pad_r);
+  const auto fwd_pd = dnnl::convolution_forward::primitive_desc(fwd_desc, attr, engine());
+  Conv c;
+  memory::desc user_md[3], inner_md[3], scratch_md;
+  if (op == Op::Conv2D) {
+    user_md[0] = user_src, user_md[1] = user_wei, user_md[2] = user_dst;
+    inner_md[0] = fwd_pd.src_desc(), inner_md[1] = fwd_pd.weights_desc(), inner_md[2] = fwd_pd.dst_desc();
+    scratch_md = fwd_pd.scratchpad_desc();
+    c.prim = dnnl::convolution_forward(fwd_pd);
+    c.arg_of[0] = DNNL_ARG_SRC, c.arg_of[1] = DNNL_ARG_WEIGHTS, c.arg_of[2] = DNNL_ARG_DST;
+  } else if (op == Op::Conv2DGradInput) {
+    const auto d = dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, any(src), any(wei),
+                                                         any(dst), strides, dilates, pad_l, pad_r);
+    const auto pd = dnnl::convolution_backward_data::primitive_desc(d, attr, engine(), fwd_pd);
+    user_md[0] = user_dst, user_md[1] = user_wei, user_md[2] = user_src;
+    inner_md[0] = pd.diff_dst_desc(), inner_md[1] = pd.weights_desc(), inner_md[2] = pd.diff_src_desc();
+    scratch_md = pd.scratchpad_desc();
+    c.prim = dnnl::convolution_backward_data(pd);
+    c.arg_of[0] = DNNL_ARG_DIFF_DST, c.arg_of[1] = DNNL_ARG_WEIGHTS, c.arg_of[2] = DNNL_ARG_DIFF_SRC;
+  } else {
+    const auto d = dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, any(src), any(wei),
+                                                            any(dst), strides, dilates, pad_l, pad_r);
+    const auto pd = dnnl::convolution_backward_weights::primitive_desc(d, attr, engine(), fwd_pd);
+    user_md[0] = user_src, user_md[1] = user_dst, user_md[2] = user_wei;
+    inner_md[0] = pd.src_desc(), inner_md[1] = pd.diff_dst_desc(), inner_md[2] = pd.diff_weights_desc();
+    scratch_md = pd.scratchpad_desc();
+    c.prim = dnnl::convolution_backward_weights(pd);
+    c.arg_of[0] = DNNL_ARG_SRC, c.arg_of[1] = DNNL_ARG_DIFF_DST, c.arg_of[2] = DNNL_ARG_DIFF_WEIGHTS;
+  }
+  size_t at = 0;
+  for (int i = 0; i < 3; ++i) {
+    c.user[i] = memory(user_md[i], engine(), DNNL_MEMORY_NONE);
+    if (inner_md[i] == user_md[i]) {
+      c.inner[i] = c.user[i];
+      continue;
+    }
+    c.inner[i] = memory(inner_md[i], engine(), DNNL_MEMORY_NONE);
+    c.offset[i] = at;
+    at += align64(inner_md[i].get_size());
+    c.reorder[static_cast<size_t>(i)] = i < 2 ? std::make_unique<dnnl::reorder>(c.user[i], c.inner[i])
+                                              : std::make_unique<dnnl::reorder>(c.inner[i], c.user[i]);
+  }
+  c.offset[3] = at;
+  c.scratch = memory(scratch_md, engine(), DNNL_MEMORY_NONE);
+  c.workspace = at + align64(scratch_md.get_size());
+  for (int i = 0; i < 3; ++i) c.args[c.arg_of[i]] = c.inner[i];
+  c.args[DNNL_ARG_SCRATCHPAD] = c.scratch;
+  return c;
+}
+
+std::mutex& cache_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::map<Key, std::unique_ptr<Conv>>& cache() {
+  static std::map<Key, std::unique_ptr<Conv>> c;
+  return c;
+}
+
+// The window and filter count of a conv op node.
+std::pair<Window, int64_t> geometry(const graph::Graph& gr, int node) {
+  const graph::Node& n = gr[node];
+  if (n.op == Op::Conv2D) return {Window::of(gr[n.inputs[0]].shape, n.attrs), gr[n.inputs[1]].shape[3]};
+  if (n.op == Op::Conv2DGradInput) return {Window::of(n.attrs.shape, n.attrs), gr[n.inputs[1]].shape[3]};
+  return {Window::of(gr[n.inputs[0]].shape, n.attrs), n.attrs.shape[3]};  // Conv2DGradFilter
+}
+
+Conv& conv_for(Op op, const Window& g, int64_t f) {
+  std::lock_guard lock(cache_mutex());
+  auto& slot = cache()[key_of(op, g, f)];
+  if (!slot) slot = std::make_unique<Conv>(build(op, g, f));
+  return *slot;
+}
+
+size_t workspace(const graph::Graph& gr, int node) {
+  auto [g, f] = geometry(gr, node);
+  return conv_for(gr[node].op, g, f).workspace;
+}
+
+void run(const KernelArgs& a) {
+  auto [g, f] = geometry(a.g, a.g.size() ? static_cast<int>(&a.node - &a.g[0]) : 0);
+  Conv& c = conv_for(a.node.op, g, f);
+  auto* ws = static_cast<char*>(a.workspace);
+  c.user[0].set_data_handle(const_cast<void*>(a.in[0]));
+  c.user[1].set_data_handle(const_cast<void*>(a.in[1]));
+  c.user[2].set_data_handle(a.out);
+  for (int i = 0; i < 3; ++i)
+    if (c.reorder[static_cast<size_t>(i)]) c.inner[i].set_data_handle(ws + c.offset[i]);
+  c.scratch.set_data_handle(ws + c.offset[3]);
+  static thread_local dnnl::stream s(engine());  // created once per thread: no allocation per step
+  for (int i = 0; i < 2; ++i)
+    if (c.reorder[static_cast<size_t>(i)]) c.reorder[static_cast<size_t>(i)]->execute(s, c.user[i], c.inner[i]);
+  c.prim.execute(s, c.args);
+  if (c.reorder[2]) c.reorder[2]->execute(s, c.inner[2], c.user[2]);
+  s.wait();
+}
+
+}  // namespace
+
+bool register_onednn_conv_kernels() {
+  const char* choice = std::getenv("TK_CONV");
+  if (choice && std::string(choice) == "im2col") return false;
+  for (Op op : {Op::Conv2D, Op::Conv2DGradInput, Op::Conv2DGradFilter}) {
+    graph::register_kernel(DeviceKind::cpu, op, DType::f32, run);
+    graph::register_workspace(DeviceKind::cpu, op, workspace);
+  }
+  return true;
+}
+
+}  // namespace tk::cpu
+#else
+namespace tk::cpu {
+bool register_onednn_conv_kernels() { return false; }
+}  // namespace tk::cpu
+#endif
