@@ -16,7 +16,7 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)" --target tk_bench_cnn >/dev/null
 export OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; $(date -u +%F)" >&2
-tk=$(./build/bench/tk_bench_cnn --epochs "$EPOCHS" --max-steps "$STEPS")
+tk=$(./build/bench/tk_bench_cnn --epochs "$EPOCHS" --max-steps "$STEPS" | tail -n 1)  # the last line is the JSON
 pt=$("$VENV/bin/python" bench/peers/torch_cnn.py --epochs "$EPOCHS" --max-steps "$STEPS" --threads 2)
 ks=$("$VENV/bin/python" bench/peers/keras_cnn.py --epochs "$EPOCHS" --max-steps "$STEPS" --threads 2)
 python3 - "$tk" "$pt" "$ks" <<'PY'
