@@ -35,13 +35,14 @@ size_t physical_memory() {
 namespace {
 // The CPU's logical devices: cpu:0 alone, unless split by set_logical_device_configuration. Never
 // destroyed: tensors with static storage duration may still free into them at exit.
+// (The vector is never destroyed either, so the devices stay reachable and leak checkers stay quiet.)
 std::vector<DeviceMemory*>& cpu_devices() {
-  static std::vector<DeviceMemory*> devices = [] {
+  static auto* devices = [] {
     auto* m = new DeviceMemory(DeviceInfo{Device::cpu(), cpu_model_name(), physical_memory()});
     apply_environment(*m);
-    return std::vector<DeviceMemory*>{m};
+    return new std::vector<DeviceMemory*>{m};
   }();
-  return devices;
+  return *devices;
 }
 std::mutex& devices_mutex() {
   static std::mutex mu;
@@ -93,6 +94,10 @@ void DeviceMemory::split_cpu(const std::vector<size_t>& limits) {
 }
 
 DeviceMemory::DeviceMemory(DeviceInfo info) : info_(std::move(info)), limit_(info_.total) {}
+
+DeviceMemory::~DeviceMemory() {
+  for (Region& r : regions_) std::free(r.base);
+}
 
 bool DeviceMemory::in_use() const {
   std::lock_guard lock(mu_);

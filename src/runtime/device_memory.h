@@ -26,6 +26,9 @@ class DeviceMemory {
   static void split_cpu(const std::vector<size_t>& limits);
   // A standalone instance (tests); the process-wide ones come from get().
   explicit DeviceMemory(DeviceInfo info);
+  ~DeviceMemory();  // gives every region back (standalone instances; the process-wide ones live forever)
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
 
   void* allocate(size_t bytes, const std::string& owner);
   void free(void* p) noexcept;
