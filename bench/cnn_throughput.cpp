@@ -12,26 +12,12 @@
 #include <cstring>
 #include <vector>
 
+#include "bench_common.h"
 #include "trainkit/trainkit.h"
 
-namespace {
-using Clock = std::chrono::steady_clock;
-double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
-
-double sgemm_gflops(int m, int n, int k) {
-  std::vector<float> a(size_t(m) * k, 0.5f), b(size_t(k) * n, 0.25f), c(size_t(m) * n);
-  const int reps = std::max(3, int(2e9 / (2.0 * m * n * k)));
-  double best = 1e30;
-  for (int r = 0; r < 3; ++r) {
-    auto t0 = Clock::now();
-    for (int i = 0; i < reps; ++i)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data(),
-                  n);
-    best = std::min(best, seconds(t0, Clock::now()) / reps);
-  }
-  return 2.0 * m * n * k / best / 1e9;
-}
-}  // namespace
+using tk::bench::Clock;
+using tk::bench::seconds;
+using tk::bench::sgemm_gflops;
 
 int main(int argc, char** argv) try {
   int epochs = 2;
@@ -49,13 +35,7 @@ int main(int argc, char** argv) try {
   auto model = tk::models::tutorial_cnn();
   model->compile(tk::optimizers::Adam(), tk::losses::SparseCategoricalCrossentropy({.from_logits = true}),
                  {"accuracy"});
-  struct Timer : tk::Callback {
-    Clock::time_point t0;
-    std::vector<double> epoch_seconds;
-    void on_epoch_begin(int, const tk::Logs&) override { t0 = Clock::now(); }
-    void on_epoch_end(int, const tk::Logs&) override { epoch_seconds.push_back(seconds(t0, Clock::now())); }
-  };
-  auto timer = std::make_shared<Timer>();
+  auto timer = std::make_shared<tk::bench::EpochTimer>();
   const int64_t steps = max_steps > 0 ? max_steps : (60000 + batch - 1) / batch;
   model->fit(d.x_train, d.y_train,
              {.batch_size = batch, .epochs = 1 + epochs, .verbose = 0, .callbacks = {timer}, .steps_per_epoch = steps});

@@ -13,28 +13,12 @@
 #include <string>
 #include <vector>
 
+#include "bench_common.h"
 #include "trainkit/trainkit.h"
 
-namespace {
-using Clock = std::chrono::steady_clock;
-
-double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
-
-// GFLOP/s of C(m,n) = A(m,k) B(k,n), best of a few repetitions.
-double sgemm_gflops(int m, int n, int k, bool ta = false, bool tb = false) {
-  std::vector<float> a(size_t(m) * k, 0.5f), b(size_t(k) * n, 0.25f), c(size_t(m) * n);
-  const int reps = std::max(3, int(2e9 / (2.0 * m * n * k)));
-  double best = 1e30;
-  for (int r = 0; r < 3; ++r) {
-    auto t0 = Clock::now();
-    for (int i = 0; i < reps; ++i)
-      cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f,
-                  a.data(), ta ? m : k, b.data(), tb ? k : n, 0.0f, c.data(), n);
-    best = std::min(best, seconds(t0, Clock::now()) / reps);
-  }
-  return 2.0 * m * n * k / best / 1e9;
-}
-}  // namespace
+using tk::bench::Clock;
+using tk::bench::seconds;
+using tk::bench::sgemm_gflops;
 
 int main(int argc, char** argv) try {
   int epochs = 3;
@@ -52,13 +36,7 @@ int main(int argc, char** argv) try {
                         tk::layers::Dense(10)});
   model.compile(tk::optimizers::Adam(), tk::losses::SparseCategoricalCrossentropy({.from_logits = true}), {"accuracy"});
 
-  struct Timer : tk::Callback {
-    Clock::time_point t0;
-    std::vector<double> epoch_seconds;
-    void on_epoch_begin(int, const tk::Logs&) override { t0 = Clock::now(); }
-    void on_epoch_end(int, const tk::Logs&) override { epoch_seconds.push_back(seconds(t0, Clock::now())); }
-  };
-  auto timer = std::make_shared<Timer>();
+  auto timer = std::make_shared<tk::bench::EpochTimer>();
   model.fit(x, d.y_train, {.batch_size = batch, .epochs = 1 + epochs, .verbose = 0, .callbacks = {timer}});
   double total = 0;
   for (size_t e = 1; e < timer->epoch_seconds.size(); ++e) total += timer->epoch_seconds[e];  // epoch 0 warms up
