@@ -6,15 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 EPOCHS="${1:-3}"
-VENV="${TK_VENV:-.venv}"
-if [ ! -x "$VENV/bin/python" ]; then
-  python3 -m venv "$VENV"
-  "$VENV/bin/pip" install -q -r bench/peers/requirements.txt
-fi
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j"$(nproc)" --target tk_bench_mlp >/dev/null
-export OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2
-echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; $(date -u +%F)" >&2
+source bench/_setup.sh
+bench_setup tk_bench_mlp
 tk=$(./build/bench/tk_bench_mlp --epochs "$EPOCHS" | tail -n 1)  # the last line is the JSON
 pt=$("$VENV/bin/python" bench/peers/torch_mlp.py --epochs "$EPOCHS" --threads 2)
 ks=$("$VENV/bin/python" bench/peers/keras_mlp.py --epochs "$EPOCHS" --threads 2)

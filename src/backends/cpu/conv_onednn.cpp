@@ -142,8 +142,7 @@ std::map<Key, std::unique_ptr<Conv>>& cache() {
 }
 
 // The window and filter count of a conv op node.
-std::pair<Window, int64_t> geometry(const graph::Graph& gr, int node) {
-  const graph::Node& n = gr[node];
+std::pair<Window, int64_t> geometry(const graph::Graph& gr, const graph::Node& n) {
   if (n.op == Op::Conv2D) return {Window::of(gr[n.inputs[0]].shape, n.attrs), gr[n.inputs[1]].shape[3]};
   if (n.op == Op::Conv2DGradInput) return {Window::of(n.attrs.shape, n.attrs), gr[n.inputs[1]].shape[3]};
   return {Window::of(gr[n.inputs[0]].shape, n.attrs), n.attrs.shape[3]};  // Conv2DGradFilter
@@ -157,12 +156,12 @@ Conv& conv_for(Op op, const Window& g, int64_t f) {
 }
 
 size_t workspace(const graph::Graph& gr, int node) {
-  auto [g, f] = geometry(gr, node);
+  auto [g, f] = geometry(gr, gr[node]);
   return conv_for(gr[node].op, g, f).workspace;
 }
 
 void run(const KernelArgs& a) {
-  auto [g, f] = geometry(a.g, a.g.size() ? static_cast<int>(&a.node - &a.g[0]) : 0);
+  auto [g, f] = geometry(a.g, a.node);
   Conv& c = conv_for(a.node.op, g, f);
   auto* ws = static_cast<char*>(a.workspace);
   c.user[0].set_data_handle(const_cast<void*>(a.in[0]));
