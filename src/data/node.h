@@ -118,7 +118,6 @@ class Node {
 int64_t element_bytes(const Element& e);
 // Stacks equal-shaped elements into one: component shapes (n, ...). Errors name the stage and element.
 void stack_elements(const std::vector<Element>& items, size_t n, Element& out, const char* stage);
-std::string shapes_of(const Element& e);
 
 // Node factories, one file per family.
 std::shared_ptr<Node> make_slices_node(std::vector<Tensor> arrays, std::string name);

@@ -44,6 +44,11 @@ StallReport StallMeter::report(const std::vector<StageStats>& stages) const {
   r.p99_wait_ms = quantile(waits_, 0.99) * 1e3;
   r.verdict = stall_verdict(r.wait_fraction);
   r.advice = stall_advice(stages, r.wait_fraction);
+  const size_t at = r.advice.find("slowest stage: ");
+  if (at != std::string::npos) {
+    const size_t begin = at + 15;
+    r.slowest_stage = r.advice.substr(begin, r.advice.find(" at ", begin) - begin);
+  }
   return r;
 }
 

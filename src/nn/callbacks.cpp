@@ -62,10 +62,18 @@ void append_duration(char* buf, size_t cap, double s) {
 void append_logs(char* buf, size_t cap, const Logs& logs, bool with_val) {
   for (const auto& [k, v] : logs.items()) {
     if (!with_val && k.rfind("val_", 0) == 0) continue;
+    if (k.rfind("input_", 0) == 0) continue;  // stall accounting: summarized at the end of the line
     if (std::abs(v) > 1e-3 || v == 0.0)
       append(buf, cap, " - %s: %.4f", k.c_str(), v);
     else
       append(buf, cap, " - %s: %.4e", k.c_str(), v);
+  }
+  if (with_val && logs.contains("input_wait_fraction")) {
+    const double f = logs.get("input_wait_fraction");
+    append(buf, cap, " - input wait: %.1f%% (%s)", f * 100,
+           f < 0.05   ? "not input-bound"
+           : f < 0.20 ? "moderately input-bound"
+                      : "highly input-bound");
   }
 }
 }  // namespace
@@ -111,11 +119,15 @@ void ProgbarLogger::draw(int64_t done, const Logs& logs, bool final_line, bool w
                                    : (i == 0 && filled == 0 ? '>' : '.');
     bar[p++] = ']';
     bar[p] = 0;
-    append(line_, cap, "\r%*lld/%lld %s - ", digits, static_cast<long long>(done), static_cast<long long>(target), bar);
-    if (!final_line) {
+    if (target > 0)
+      append(line_, cap, "\r%*lld/%lld %s - ", digits, static_cast<long long>(done), static_cast<long long>(target),
+             bar);
+    else  // a dataset of unknown length, first epoch (Keras prints "Unknown")
+      append(line_, cap, "\r%lld/Unknown - ", static_cast<long long>(done));
+    if (!final_line && target > 0) {
       append(line_, cap, "ETA: ");
       append_duration(line_, cap, per_step * static_cast<double>(target - done));
-    } else {
+    } else if (final_line) {
       append_duration(line_, cap, elapsed);
       if (per_step >= 1)
         append(line_, cap, " %.0fs/step", per_step);
@@ -132,7 +144,10 @@ void ProgbarLogger::draw(int64_t done, const Logs& logs, bool final_line, bool w
       std::memmove(line_, line_ + 1, std::strlen(line_));
     }
   } else {
-    append(line_, cap, "%lld/%lld - ", static_cast<long long>(done), static_cast<long long>(target));
+    if (target > 0)
+      append(line_, cap, "%lld/%lld - ", static_cast<long long>(done), static_cast<long long>(target));
+    else
+      append(line_, cap, "%lld/Unknown - ", static_cast<long long>(done));
     append_duration(line_, cap, elapsed);
     append_logs(line_, cap, logs, with_val);
     if (per_step >= 1e-3)

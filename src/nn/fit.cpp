@@ -7,6 +7,7 @@
 
 #include "nn/batching.h"
 #include "nn/context.h"
+#include "nn/fit_common.h"
 #include "nn/programs.h"
 #include "trainkit/core/error.h"
 #include "trainkit/runtime/memory.h"
@@ -17,37 +18,6 @@ namespace {
 void require(bool ok, const std::string& message) {
   if (!ok) throw InvalidArgument(message);
 }
-
-// Binds one batch (rows idx[0..n) or [begin, begin+n)) to a program's inputs.
-void bind_batch(nn::Compiled& c, const std::vector<Tensor>& x, const std::vector<Tensor>* y, const int64_t* idx,
-                int64_t begin, int64_t n) {
-  graph::Program& p = *c.program;
-  for (size_t i = 0; i < c.x.size(); ++i)
-    if (p.plan().offset[static_cast<size_t>(c.x[i])] >= 0)
-      nn::gather_rows(x[i], idx, begin, n, p.data(c.x[i]), DType::f32);
-  if (y)
-    for (size_t j = 0; j < c.y.size(); ++j) nn::gather_rows((*y)[j], idx, begin, n, p.data(c.y[j]), c.y_dtype[j]);
-}
-
-// Sample-weighted running means of the logs over an epoch (Keras weights each batch by its size).
-// (Log names are copied once: a program may be evicted from the cache while the epoch goes on.)
-struct Accumulator {
-  std::vector<std::string> names;
-  std::vector<double> sum;
-  double count = 0;
-  void add(nn::Compiled& c, int64_t n) {
-    if (names.size() != c.logs.size()) {
-      names.clear();
-      for (const auto& [name, id] : c.logs) names.push_back(name);
-      sum.assign(c.logs.size(), 0.0);
-    }
-    for (size_t k = 0; k < c.logs.size(); ++k) sum[k] += double(*c.program->data_f(c.logs[k].second)) * double(n);
-    count += double(n);
-  }
-  void write(Logs& logs) const {
-    for (size_t k = 0; k < names.size(); ++k) logs.set(names[k], count > 0 ? sum[k] / count : 0.0);
-  }
-};
 
 int64_t rows_of(const std::vector<Tensor>& x) { return x.empty() || x[0].shape().rank() == 0 ? 0 : x[0].dim(0); }
 
@@ -146,37 +116,17 @@ History Model::fit(const std::vector<Tensor>& x_all, const std::vector<Tensor>& 
   Logs logs;
   stop_training = false;
   for (const CallbackPtr& cb : callbacks) cb->on_train_begin(logs);
-  graph::ExecContext ctx{step_, true};
   for (int epoch = o.initial_epoch; epoch < o.epochs && !stop_training; ++epoch) {
     if (o.shuffle) std::shuffle(perm.begin(), perm.end(), rng);
     logs.clear();
     for (const CallbackPtr& cb : callbacks) cb->on_epoch_begin(epoch, logs);
-    Accumulator acc;
+    nn::Accumulator acc;
     int64_t cursor = 0;
     for (int64_t s = 0; s < steps; ++s) {
       if (cursor >= n) cursor = 0;  // steps_per_epoch beyond one pass wraps around
       const int64_t bs = std::min(batch, n - cursor);
       for (const CallbackPtr& cb : callbacks) cb->on_train_batch_begin(s, logs);
-      if (micro == 0) {
-        nn::Compiled& c = programs_->get(nn::ProgramKind::train, bs);
-        bind_batch(c, x, &y, perm.data() + cursor, 0, bs);
-        ctx.step = step_;
-        c.program->run(ctx);
-        acc.add(c, bs);
-      } else {  // gradient accumulation over micro-batches, then one update
-        for (int64_t r = 0; r < bs; r += micro) {
-          const int64_t mb = std::min(micro, bs - r);
-          nn::Compiled& c = programs_->get(nn::ProgramKind::accumulate, mb);
-          bind_batch(c, x, &y, perm.data() + cursor + r, 0, mb);
-          ctx.step = (step_ << 20) + static_cast<uint64_t>(r);  // distinct dropout draws per micro-batch
-          ctx.grad_scale = static_cast<float>(mb) / static_cast<float>(bs);
-          c.program->run(ctx);
-          acc.add(c, mb);
-        }
-        programs_->get(nn::ProgramKind::apply, 0).program->run(ctx);
-      }
-      ++step_;
-      ++optimizer_->config().iterations;
+      train_step(x, y, perm.data() + cursor, bs, micro, acc);
       cursor += bs;
       acc.write(logs);
       for (const CallbackPtr& cb : callbacks) cb->on_train_batch_end(s, logs);
@@ -191,6 +141,30 @@ History Model::fit(const std::vector<Tensor>& x_all, const std::vector<Tensor>& 
   return *history;
 }
 
+void Model::train_step(const std::vector<Tensor>& x, const std::vector<Tensor>& y, const int64_t* idx, int64_t bs,
+                       int64_t micro, nn::Accumulator& acc) {
+  graph::ExecContext ctx{step_, true};
+  if (micro == 0 || micro >= bs) {
+    nn::Compiled& c = programs_->get(nn::ProgramKind::train, bs);
+    nn::bind_batch(c, x, &y, idx, 0, bs);
+    c.program->run(ctx);
+    acc.add(c, bs);
+  } else {  // gradient accumulation over micro-batches, then one update
+    for (int64_t r = 0; r < bs; r += micro) {
+      const int64_t mb = std::min(micro, bs - r);
+      nn::Compiled& c = programs_->get(nn::ProgramKind::accumulate, mb);
+      nn::bind_batch(c, x, &y, idx ? idx + r : nullptr, idx ? 0 : r, mb);
+      ctx.step = (step_ << 20) + static_cast<uint64_t>(r);  // distinct dropout draws per micro-batch
+      ctx.grad_scale = static_cast<float>(mb) / static_cast<float>(bs);
+      c.program->run(ctx);
+      acc.add(c, mb);
+    }
+    programs_->get(nn::ProgramKind::apply, 0).program->run(ctx);
+  }
+  ++step_;
+  ++optimizer_->config().iterations;
+}
+
 const Logs& Model::train_on_batch(const std::vector<Tensor>& x, const std::vector<Tensor>& y) {
   check_compiled("train_on_batch");
   ensure_built(x);
@@ -199,7 +173,7 @@ const Logs& Model::train_on_batch(const std::vector<Tensor>& x, const std::vecto
   if (n <= 0) throw InvalidArgument("train_on_batch: empty batch");
   if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
   nn::Compiled& c = programs_->get(nn::ProgramKind::train, n);
-  bind_batch(c, x, &y, nullptr, 0, n);
+  nn::bind_batch(c, x, &y, nullptr, 0, n);
   graph::ExecContext ctx{step_++, true};
   c.program->run(ctx);
   ++optimizer_->config().iterations;
@@ -230,13 +204,13 @@ Logs Model::run_evaluation(const std::vector<Tensor>& x, const std::vector<Tenso
   if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
   const int64_t n = rows_of(x);
   const int64_t batch = std::min(batch_size, std::max<int64_t>(n, 1));
-  Accumulator acc;
+  nn::Accumulator acc;
   graph::ExecContext ctx{step_, false};
   int64_t done_steps = 0;
   for (int64_t begin = 0; begin < n && (steps == 0 || done_steps < steps); begin += batch, ++done_steps) {
     const int64_t bs = std::min(batch, n - begin);
     nn::Compiled& c = programs_->get(nn::ProgramKind::eval, bs);
-    bind_batch(c, x, &y, nullptr, begin, bs);
+    nn::bind_batch(c, x, &y, nullptr, begin, bs);
     c.program->run(ctx);
     acc.add(c, bs);
   }
@@ -259,7 +233,7 @@ std::vector<Tensor> Model::predict(const std::vector<Tensor>& x, int64_t batch_s
   for (int64_t begin = 0; begin < n; begin += batch_size) {
     const int64_t bs = std::min(batch_size, n - begin);
     nn::Compiled& c = programs_->get(nn::ProgramKind::predict, bs);
-    bind_batch(c, x, nullptr, nullptr, begin, bs);
+    nn::bind_batch(c, x, nullptr, nullptr, begin, bs);
     c.program->run(ctx);
     for (size_t j = 0; j < out.size(); ++j) {
       const size_t row = out[j].nbytes() / static_cast<size_t>(n);

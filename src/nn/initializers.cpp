@@ -7,6 +7,7 @@
 
 #include "nn/context.h"
 #include "trainkit/core/error.h"
+#include "trainkit/data/dataset.h"
 
 namespace tk::nn {
 namespace {
@@ -98,5 +99,6 @@ void clear_session() {
 void utils::set_random_seed(uint64_t seed) {
   std::lock_guard lock(nn::stream().mu);
   nn::stream().gen.seed(seed);
+  data::set_global_seed(seed);  // shuffles and random maps without their own seed
 }
 }  // namespace tk

@@ -504,6 +504,7 @@ TEST(Stall, AdviceNamesTheSlowestStageAndWhatToChange) {
   EXPECT_NEAR(r.wait_fraction, 0.599 / 1.599, 1e-9);
   EXPECT_NEAR(r.p50_wait_ms, 1.0, 1e-9);
   EXPECT_EQ(r.verdict, "highly input-bound");
+  EXPECT_EQ(r.slowest_stage, "tfrecord(a.tfrecord)");
   EXPECT_NE(r.summary().find("input wait 37.5%"), std::string::npos) << r.summary();
 }
 

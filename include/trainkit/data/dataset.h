@@ -153,6 +153,9 @@ void set_global_seed(uint64_t seed);
 // repeatable). InvalidArgument naming the pattern when nothing matches.
 std::vector<std::string> list_files(const std::string& pattern, bool shuffle = false, uint64_t seed = 0);
 
+// "(float32(128, 28, 28), uint8(128,))": an element's components, for error messages.
+std::string shapes_of(const Element& e);
+
 // The budget AUTOTUNE uses by default: half of MemAvailable (/proc/meminfo).
 size_t default_ram_budget();
 

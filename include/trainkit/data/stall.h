@@ -25,6 +25,7 @@ struct StallReport {
   double p50_wait_ms = 0, p99_wait_ms = 0;
   std::string verdict;          // "not input-bound" | "moderately input-bound" | "highly input-bound"
   std::string advice;           // empty when not input-bound
+  std::string slowest_stage;    // the stage the advice names
   std::string summary() const;  // "input wait 3.1% (p50 0.01 ms, p99 0.20 ms): not input-bound"
 };
 

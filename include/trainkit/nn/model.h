@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "trainkit/data/dataset.h"
 #include "trainkit/nn/callbacks.h"
 #include "trainkit/nn/layers.h"
 #include "trainkit/nn/losses.h"
@@ -26,7 +27,8 @@ namespace tk {
 
 namespace nn {
 class ProgramCache;
-}
+struct Accumulator;
+}  // namespace nn
 
 // batch_size = kAutoBatchSize: the largest batch (up to auto_batch_cap and the sample count) whose memory
 // plan fits the device budget with a 5% margin, chosen from the plan without trial runs.
@@ -52,6 +54,8 @@ struct FitOptions {
   uint64_t seed = 0;              // 0: from tk::utils::set_random_seed
   int64_t auto_batch_cap = 1024;  // upper bound for kAutoBatchSize
   int64_t micro_batch_size = 0;   // 0: off; n: gradient accumulation over micro-batches of n; or kAutoBatchSize
+  // Validation from a Dataset of (x..., y...) batches (with fit(Dataset); validation_data takes arrays).
+  std::optional<data::Dataset> validation_dataset = std::nullopt;
 };
 
 struct EvaluateOptions {
@@ -77,6 +81,15 @@ class Model {
   History fit(const std::vector<Tensor>& x, const std::vector<Tensor>& y, FitOptions options = {});
   Logs evaluate(const Tensor& x, const Tensor& y, EvaluateOptions options = {});
   Logs evaluate(const std::vector<Tensor>& x, const std::vector<Tensor>& y, EvaluateOptions options = {});
+  // From a Dataset whose elements are batches (x..., y...): the model's inputs first, then one target per
+  // output (Keras' (x, y) convention). batch_size, shuffle and validation_split do not apply: the dataset
+  // batches and shuffles. The next batch is staged while the current step runs (a prefetch is added when
+  // the pipeline does not end with one), and every epoch reports how long the step waited for input
+  // (logs "input_wait_fraction", "input_wait_p50_ms", "input_wait_p99_ms", and advice when input-bound).
+  History fit(const data::Dataset& dataset, FitOptions options = {});
+  Logs evaluate(const data::Dataset& dataset, EvaluateOptions options = {});
+  // Elements may carry targets after the inputs; they are ignored.
+  std::vector<Tensor> predict(const data::Dataset& dataset);
   Tensor predict(const Tensor& x, int64_t batch_size = 32);
   std::vector<Tensor> predict(const std::vector<Tensor>& x, int64_t batch_size = 32);
   // One optimizer step on exactly this batch; the returned logs are this batch's loss and metrics.
@@ -113,6 +126,13 @@ class Model {
   MemoryPlan memory_plan_with(int64_t batch_size, bool remat);
   void check_data(const std::vector<Tensor>& x, const std::vector<Tensor>* y, const char* what) const;
   Logs run_evaluation(const std::vector<Tensor>& x, const std::vector<Tensor>& y, int64_t batch_size, int64_t steps);
+  Logs run_evaluation(const data::Dataset& dataset, int64_t steps);
+  // One optimizer step on rows idx[0..bs) (or [0, bs) when idx is null), in micro-batches when micro > 0.
+  void train_step(const std::vector<Tensor>& x, const std::vector<Tensor>& y, const int64_t* idx, int64_t bs,
+                  int64_t micro, nn::Accumulator& acc);
+  // Splits a dataset element into x (the model's inputs) and y (the rest); InvalidArgument when it cannot.
+  void split_element(data::Element& e, std::vector<Tensor>& x, std::vector<Tensor>& y, bool need_y,
+                     const char* what) const;
 
   std::string name_;
   std::vector<KerasTensor> inputs_, outputs_;

@@ -1,0 +1,233 @@
+// fit / evaluate / predict over a tk::data::Dataset of batches, with stall accounting per epoch.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <set>
+
+#include "nn/fit_common.h"
+#include "nn/programs.h"
+#include "nn/staging.h"
+#include "trainkit/core/error.h"
+#include "trainkit/data/stall.h"
+#include "trainkit/nn/model.h"
+
+namespace tk {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+void require(bool ok, const std::string& message) {
+  if (!ok) throw InvalidArgument(message);
+}
+
+// The next batch is produced on the pipeline's own thread while the step runs: add a prefetch unless the
+// pipeline already ends with one.
+data::Dataset staged(const data::Dataset& d) {
+  const std::string chain = d.describe();
+  const size_t last = chain.rfind(" -> ");
+  const bool ends_with_prefetch = chain.compare(last == std::string::npos ? 0 : last + 4, 8, "prefetch") == 0;
+  return ends_with_prefetch ? d : d.prefetch(2);
+}
+
+}  // namespace
+
+void Model::split_element(data::Element& e, std::vector<Tensor>& x, std::vector<Tensor>& y, bool need_y,
+                          const char* what) const {
+  const size_t nx = inputs_.size(), ny = outputs_.size();
+  if (e.size() < nx || (need_y && e.size() != nx + ny))
+    throw InvalidArgument(std::string(what) + ": the dataset's elements have " + std::to_string(e.size()) +
+                          " component(s) " + data::shapes_of(e) + " but model '" + name_ + "' takes " +
+                          std::to_string(nx) + " input(s)" +
+                          (need_y ? " and " + std::to_string(ny) + " target(s): elements must be (x..., y...)" : "") +
+                          " (batch the dataset, and map it to that tuple)");
+  for (const Tensor& t : e)
+    if (t.shape().rank() == 0)
+      throw InvalidArgument(std::string(what) + ": the dataset's elements " + data::shapes_of(e) +
+                            " have a scalar component: fit takes batches (add .batch(n) to the pipeline)");
+  x.assign(e.begin(), e.begin() + static_cast<std::ptrdiff_t>(nx));
+  y.assign(e.begin() + static_cast<std::ptrdiff_t>(nx), e.end());
+}
+
+History Model::fit(const data::Dataset& dataset, FitOptions o) {
+  check_compiled("fit");
+  require(o.epochs >= 0, "fit: epochs must be >= 0, got " + std::to_string(o.epochs));
+  require(o.initial_epoch >= 0 && o.initial_epoch <= o.epochs,
+          "fit: initial_epoch must be in [0, epochs], got " + std::to_string(o.initial_epoch));
+  require(o.validation_split == 0.0f,
+          "fit: validation_split is not supported with a Dataset (the dataset is not indexable): pass "
+          "validation_dataset, or split before building the pipeline (take / skip)");
+  require(!o.validation_data, "fit: with a Dataset, give validation as validation_dataset");
+  require(o.steps_per_epoch >= 0 && o.validation_steps >= 0, "fit: steps_per_epoch and validation_steps must be >= 0");
+  require(o.micro_batch_size >= 0, "fit: with a Dataset, micro_batch_size must be >= 0 (the dataset sets the batch)");
+  require(o.verbose >= -1 && o.verbose <= 2,
+          "fit: verbose must be -1 (auto), 0, 1 or 2, got " + std::to_string(o.verbose));
+  const int64_t card = dataset.cardinality();
+  require(card != data::kInfiniteCardinality || o.steps_per_epoch > 0,
+          "fit: the dataset is infinite (repeat() without a count): give steps_per_epoch");
+  require(card != 0, "fit: the dataset is empty (" + dataset.describe() + ")");
+
+  const data::Dataset pipeline = staged(dataset);
+  // A fixed number of steps keeps one pass going across epochs (Keras' behaviour with steps_per_epoch).
+  const bool persistent = o.steps_per_epoch > 0;
+  int64_t steps = o.steps_per_epoch > 0 ? o.steps_per_epoch : (card >= 0 ? card : 0);  // 0: unknown yet
+
+  data::Iterator it = pipeline.iterator();
+  data::Element element;
+  std::vector<Tensor> x, y;
+  auto first_wait = Clock::now();
+  bool pending = it.next(element);  // the first batch builds the model
+  const double first_wait_s = since(first_wait);
+  require(pending, "fit: the dataset yielded no batch (" + dataset.describe() + ")");
+  split_element(element, x, y, true, "fit");
+  ensure_built(x);
+  check_data(x, &y, "fit");
+  if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
+
+  auto history = std::make_shared<History>();
+  std::vector<CallbackPtr> callbacks{history};
+  const int verbose = o.verbose == -1 ? 1 : o.verbose;
+  const bool terminal = isatty(STDOUT_FILENO) != 0;
+  if (verbose > 0)
+    callbacks.push_back(std::make_shared<ProgbarLogger>(o.verbose == -1 && !terminal ? 2 : verbose, terminal));
+  callbacks.insert(callbacks.end(), o.callbacks.begin(), o.callbacks.end());
+  for (const CallbackPtr& cb : callbacks) {
+    cb->model = this;
+    cb->params = {o.epochs, steps, verbose};
+  }
+
+  nn::HostStager stager;
+  data::StallMeter meter;
+  std::set<std::string> advised;
+  Logs logs;
+  stop_training = false;
+  for (const CallbackPtr& cb : callbacks) cb->on_train_begin(logs);
+  for (int epoch = o.initial_epoch; epoch < o.epochs && !stop_training; ++epoch) {
+    if (epoch > o.initial_epoch && !persistent) {
+      it = pipeline.iterator();
+      pending = false;
+    }
+    logs.clear();
+    meter.reset();
+    for (const CallbackPtr& cb : callbacks) cb->on_epoch_begin(epoch, logs);
+    nn::Accumulator acc;
+    int64_t s = 0;
+    for (; steps == 0 || s < steps; ++s) {
+      const auto t0 = Clock::now();
+      if (!pending && !it.next(element)) {
+        if (persistent) {
+          std::printf(
+              "WARNING: Your input ran out of data; interrupting training. Make sure that your dataset can "
+              "generate at least steps_per_epoch * epochs batches (%lld); you may need to use repeat().\n",
+              static_cast<long long>(o.steps_per_epoch * o.epochs));
+          stop_training = true;
+        }
+        break;
+      }
+      meter.add_wait(pending && epoch == o.initial_epoch && s == 0 ? first_wait_s : since(t0));
+      pending = false;
+      const auto t1 = Clock::now();
+      split_element(element, x, y, true, "fit");
+      check_data(x, &y, "fit");
+      stager.stage(std::move(x), std::move(y));
+      for (const CallbackPtr& cb : callbacks) cb->on_train_batch_begin(s, logs);
+      train_step(stager.x(), stager.y(), nullptr, stager.x()[0].dim(0), o.micro_batch_size, acc);
+      acc.write(logs);
+      meter.add_compute(since(t1));
+      for (const CallbackPtr& cb : callbacks) cb->on_train_batch_end(s, logs);
+    }
+    if (steps == 0) {  // the first pass counted the steps: later progress bars know their length
+      steps = s;
+      for (const CallbackPtr& cb : callbacks) cb->params.steps = steps;
+    }
+    const data::StallReport r = meter.report(it.stats());
+    logs.set("input_wait_fraction", r.wait_fraction);
+    logs.set("input_wait_p50_ms", r.p50_wait_ms);
+    logs.set("input_wait_p99_ms", r.p99_wait_ms);
+    if (o.validation_dataset) {
+      Logs val = run_evaluation(*o.validation_dataset, o.validation_steps);
+      for (const auto& [k, v] : val.items()) logs.set("val_" + k, v);
+    }
+    for (const CallbackPtr& cb : callbacks) cb->on_epoch_end(epoch, logs);
+    if (verbose > 0 && !r.advice.empty() && advised.insert(r.verdict + r.slowest_stage).second)
+      std::printf("Input pipeline: %s. %s\n", r.summary().c_str(), r.advice.c_str());
+  }
+  for (const CallbackPtr& cb : callbacks) cb->on_train_end(logs);
+  return *history;
+}
+
+Logs Model::run_evaluation(const data::Dataset& dataset, int64_t steps) {
+  if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
+  data::Iterator it = staged(dataset).iterator();
+  data::Element e;
+  std::vector<Tensor> x, y;
+  nn::Accumulator acc;
+  graph::ExecContext ctx{step_, false};
+  for (int64_t s = 0; (steps == 0 || s < steps) && it.next(e); ++s) {
+    split_element(e, x, y, true, "evaluate");
+    ensure_built(x);
+    check_data(x, &y, "evaluate");
+    const int64_t bs = x[0].dim(0);
+    nn::Compiled& c = programs_->get(nn::ProgramKind::eval, bs);
+    nn::bind_batch(c, x, &y, nullptr, 0, bs);
+    c.program->run(ctx);
+    acc.add(c, bs);
+  }
+  Logs logs;
+  acc.write(logs);
+  return logs;
+}
+
+Logs Model::evaluate(const data::Dataset& dataset, EvaluateOptions o) {
+  check_compiled("evaluate");
+  require(dataset.cardinality() != data::kInfiniteCardinality || o.steps > 0,
+          "evaluate: the dataset is infinite (repeat() without a count): give steps");
+  Logs logs = run_evaluation(dataset, o.steps);
+  if (o.verbose > 0) {
+    std::string line;
+    for (const auto& [k, v] : logs.items()) line += (line.empty() ? "" : " - ") + k + ": " + std::to_string(v);
+    std::printf("%s\n", line.c_str());
+  }
+  return logs;
+}
+
+std::vector<Tensor> Model::predict(const data::Dataset& dataset) {
+  require(dataset.cardinality() != data::kInfiniteCardinality,
+          "predict: the dataset is infinite (repeat() without a count): add take(n)");
+  if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
+  data::Iterator it = staged(dataset).iterator();
+  data::Element e;
+  std::vector<Tensor> x, y;
+  std::vector<std::vector<Tensor>> parts(outputs_.size());
+  int64_t total = 0;
+  graph::ExecContext ctx{step_, false};
+  while (it.next(e)) {
+    split_element(e, x, y, false, "predict");
+    ensure_built(x);
+    check_data(x, nullptr, "predict");
+    const int64_t bs = x[0].dim(0);
+    nn::Compiled& c = programs_->get(nn::ProgramKind::predict, bs);
+    nn::bind_batch(c, x, nullptr, nullptr, 0, bs);
+    c.program->run(ctx);
+    for (size_t j = 0; j < outputs_.size(); ++j) {
+      Tensor out(outputs_[j].shape().with_batch(bs), DType::f32);
+      std::memcpy(out.raw(), c.program->data(c.outputs[j]), out.nbytes());
+      parts[j].push_back(std::move(out));
+    }
+    total += bs;
+  }
+  std::vector<Tensor> result;
+  for (size_t j = 0; j < outputs_.size(); ++j) {
+    Tensor all(outputs_[j].shape().with_batch(total), DType::f32);
+    size_t offset = 0;
+    for (const Tensor& p : parts[j]) {
+      std::memcpy(static_cast<char*>(all.raw()) + offset, p.raw(), p.nbytes());
+      offset += p.nbytes();
+    }
+    result.push_back(std::move(all));
+  }
+  return result;
+}
+
+}  // namespace tk
