@@ -28,5 +28,34 @@ TEST(LogicalDevices, SplitTheCpuIntoDevicesWithTheirOwnBudgets) {
   EXPECT_THROW(Tensor(Shape{4}, DType::f32, Device::cpu(2)), Unsupported);
 }
 
+// After the test above (same process): cpu:0 and cpu:1 have 24 MiB each.
+TEST(LogicalDevices, DatasetOnDeviceIsChargedThereAndNamesSizeAndBudgetWhenItDoesNotFit) {
+  Tensor host(Shape{4, 1 << 20}, DType::f32, Device::cpu(0), "host arrays");   // 16 MiB
+  Tensor other(Shape{9, 1 << 18}, DType::f32, Device::cpu(1), "other model");  // 9 MiB: 15 MiB left
+  try {
+    data::Dataset::on_device({host}, Device::cpu(1));
+    FAIL() << "expected OutOfMemoryError";
+  } catch (const OutOfMemoryError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("Dataset::on_device: the arrays need 16.00 MiB"), std::string::npos) << m;
+    EXPECT_NE(m.find("of its 24.00 MiB budget free"), std::string::npos) << m;
+    EXPECT_NE(m.find("from_tensor_slices"), std::string::npos) << m;
+  }
+  const size_t before = config::get_memory_info(Device::cpu(1)).current;
+  {
+    Tensor small = Tensor::from_vector<float>({4, 2}, {0, 1, 2, 3, 4, 5, 6, 7});
+    data::Dataset d = data::Dataset::on_device({small}, Device::cpu(1));
+    EXPECT_GT(config::get_memory_info(Device::cpu(1)).current, before) << "the copy is charged to cpu:1";
+    data::Iterator it = d.shuffle(4, 3).batch(4).iterator();
+    data::Element b;
+    ASSERT_TRUE(it.next(b));
+    EXPECT_EQ(b[0].device(), Device::cpu(1)) << "batches are gathered on the device";
+    float sum = 0;
+    for (int i = 0; i < 8; ++i) sum += b[0].data<float>()[i];
+    EXPECT_EQ(sum, 28.0f);
+  }
+  EXPECT_EQ(config::get_memory_info(Device::cpu(1)).current, before) << "given back with the Dataset";
+}
+
 }  // namespace
 }  // namespace tk
