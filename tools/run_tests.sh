@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Sets everything up and runs the test suite twice: a Release build with warnings as errors, then an
-# AddressSanitizer + UndefinedBehaviorSanitizer build. Also checks formatting.
+# Sets everything up and runs the test suite: a Release build with warnings as errors, an AddressSanitizer +
+# UndefinedBehaviorSanitizer build, the input pipeline's tests under ThreadSanitizer, and every parser's
+# fuzz target for a bounded time (tools/run_fuzz.sh). Also checks formatting.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/install_deps.sh
@@ -19,4 +20,12 @@ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTK_SANITIZE=ON -DTK
 cmake --build build-asan -j"$jobs"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 (cd build-asan && ctest --output-on-failure -j"$jobs" -LE slow)
+
+echo "== ThreadSanitizer build: input pipeline and readers"
+cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTK_TSAN=ON -DTK_WERROR=ON -DTK_BUILD_BENCH=OFF >/dev/null
+cmake --build build-tsan -j"$jobs" --target trainkit_data_tests
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ./build-tsan/tests/trainkit_data_tests
+
+echo "== fuzzing every parser (${FUZZ_SECONDS:-20} s each)"
+bash tools/run_fuzz.sh
 echo "== all tests passed"
