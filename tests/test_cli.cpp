@@ -497,3 +497,71 @@ TEST(CliMemory, TwoProcessesWithFractionBudgetsBothFinishUnderBudget) {
     EXPECT_LE(peak, budget) << out;
   }
 }
+
+// ---------------------------------------------------------------- --data: every file format
+
+namespace data_files {
+
+std::string fixture(const std::string& name) { return std::string(TK_SOURCE_DIR) + "/tests/fixtures/data/cli/" + name; }
+
+// 400 training / 100 test rows, y = (x0 + x1 > 0), written by NumPy, h5py, TensorFlow and Python's csv
+// (tests/fixtures/data/cli/gen_cli_fixtures.py). Every format must train the same model to the same result.
+double test_accuracy(const Result& r) {
+  const size_t at = r.out.find("test_accuracy: ");
+  return at == std::string::npos ? -1.0 : std::stod(r.out.substr(at + 15));
+}
+
+TEST(CliData, EveryFormatTrainsTheSameModelToTheSameAccuracy) {
+  const std::string common = " --model dense:16:relu,dense:2 --epochs 10 -l 0.01 --batch-size 32 -v 2 --no-summary";
+  const std::vector<std::pair<std::string, std::string>> formats{
+      {"npz", ""}, {"h5", ""}, {"csv", " --y label"}, {"tfrecord", " --x x:4 --y y"}};
+  std::vector<double> acc;
+  for (const auto& [ext, extra] : formats) {
+    Result r = run_cli("fit --data " + quote(fixture("train." + ext)) + " --validation-data " +
+                       quote(fixture("test." + ext)) + extra + common);
+    ASSERT_EQ(r.code, 0) << ext << "\n" << describe(r);
+    EXPECT_CONTAINS(r.out, "input wait");
+    acc.push_back(test_accuracy(r));
+    EXPECT_GT(acc.back(), 0.9) << ext << "\n" << r.out;
+  }
+  for (double a : acc) EXPECT_EQ(a, acc[0]);  // same rows, same seed: the same training run
+}
+
+TEST(CliData, BadDataOptionsAreClearErrors) {
+  struct Case {
+    std::string args, expect;
+  };
+  const std::vector<Case> cases{
+      {"--data " + quote(fixture("train.csv")), "name the label column with --y"},
+      {"--data " + quote(fixture("train.csv")) + " --y nope", "no column named 'nope'"},
+      {"--data " + quote(fixture("train.npz")) + " --x nope", "nope"},
+      {"--data " + quote(fixture("train.h5")) + " --x /missing", "/missing"},
+      {"--data " + quote(fixture("train.tfrecord")), "--x NAME[:DIMS[:DTYPE]]"},
+      {"--data " + quote(fixture("train.tfrecord")) + " --x x:5 --y y", "x"},
+      {"--data " + quote(fixture("gen_cli_fixtures.py")), "pass --format"},
+      {"--data " + quote(fixture("train.npz")) + " --format parquet", "unknown format 'parquet'"},
+      {"--data " + quote(path_of("does-not-exist.npz")), "does-not-exist.npz"},
+      {"--data " + quote(fixture("train.npz")) + " --validation-split 0.1", "--validation-data"},
+      {"--validation-data " + quote(fixture("test.npz")), "--validation-data needs --data"},
+  };
+  for (const Case& c : cases) {
+    Result r = run_cli("fit " + c.args + " --epochs 1 -v 0");
+    EXPECT_NE(r.code, 0) << c.args;
+    EXPECT_TRUE(r.exited) << c.args;
+    ASSERT_EQ(r.error_lines.size(), 1u) << c.args << "\n" << describe(r);
+    EXPECT_CONTAINS(r.error_lines[0], c.expect);
+  }
+}
+
+TEST(CliData, CorruptRecordNamesFileAndOffset) {
+  Bytes bytes = read_bytes(fixture("train.tfrecord"));
+  bytes[bytes.size() / 2] ^= 0x40;  // inside some record's data: its CRC no longer matches
+  const std::string bad = write_file("bad.tfrecord", bytes);
+  Result r = run_cli("fit --data " + quote(bad) + " --x x:4 --y y --epochs 1 -v 0");
+  EXPECT_NE(r.code, 0);
+  ASSERT_EQ(r.error_lines.size(), 1u) << describe(r);
+  EXPECT_CONTAINS(r.error_lines[0], "bad.tfrecord");
+  EXPECT_CONTAINS(r.error_lines[0], "offset");
+}
+
+}  // namespace data_files

@@ -20,6 +20,9 @@ struct FitArgs {
   std::string data_dir;  // default: tk::data::default_fashion_mnist_dir()
   std::string train_images, train_labels, test_images, test_labels;
   float validation_split = 0.0f;
+  // --data: a file in any supported format instead of the IDX options (cli/data_source.h)
+  std::string data, validation_data, format = "auto", x, y, validation_y;
+  int64_t shuffle_buffer = 10000;
   int verbose = -1;
   bool summary = true;
 };

@@ -1,6 +1,8 @@
 #include <cstdio>
+#include <optional>
 
 #include "cli/commands.h"
+#include "cli/data_source.h"
 #include "cli/model_spec.h"
 #include "trainkit/runtime/memory.h"
 #include "trainkit/trainkit.h"
@@ -29,6 +31,20 @@ void add_fit_command(CLI::App& app, FitArgs& a) {
   fit->add_option("--train-labels", a.train_labels, "IDX file of training labels");
   fit->add_option("--test-images", a.test_images, "IDX file of test images");
   fit->add_option("--test-labels", a.test_labels, "IDX file of test labels");
+  fit->add_option("--data", a.data,
+                  "Training data file: .csv, .npz, .npy, .h5/.hdf5, .tfrecord or IDX (format from the name, or "
+                  "--format); replaces Fashion-MNIST");
+  fit->add_option("--validation-data", a.validation_data,
+                  "Data file (same format as --data) evaluated after every epoch and at the end");
+  fit->add_option("--format", a.format, "auto, idx, csv, npy, npz, hdf5 or tfrecord")->capture_default_str();
+  fit->add_option("--x", a.x,
+                  "Features: CSV columns (comma-separated; default all but --y), NPZ key (x), HDF5 dataset (x), "
+                  "TFRecord feature NAME[:DIMS[:DTYPE]] (e.g. image:28x28)");
+  fit->add_option("--y", a.y,
+                  "Labels: CSV column, NPZ key (y), HDF5 dataset (y), TFRecord int64 feature (label), or the labels "
+                  "file for IDX and NPY");
+  fit->add_option("--validation-y", a.validation_y, "Labels file for --validation-data (IDX and NPY)");
+  fit->add_option("--shuffle-buffer", a.shuffle_buffer, "Shuffle buffer for --data (elements)")->capture_default_str();
   fit->add_option("--validation-split", a.validation_split, "Fraction of the training data held out for validation")
       ->capture_default_str();
   fit->add_option("-v,--verbose", a.verbose,
@@ -67,6 +83,60 @@ std::unique_ptr<Sequential> make_model(const std::string& model, const Shape& sa
   return std::make_unique<Sequential>(layers);
 }
 
+namespace {
+
+// fit over a --data file: file -> shuffle -> batch -> prefetch, validation from --validation-data.
+int run_fit_data(const FitArgs& a, OptimizerPtr optimizer, int64_t batch_size, int64_t micro_batch_size) {
+  if (a.validation_split != 0.0f)
+    throw InvalidArgument("--validation-split does not apply to --data (a stream): pass --validation-data");
+  if (a.shuffle_buffer <= 0)
+    throw InvalidArgument("--shuffle-buffer must be positive, got " + std::to_string(a.shuffle_buffer));
+  const DataArgs args{a.format, a.x, a.y};
+  const data::Dataset train_src = open_data_file(a.data, args, "--data");
+  std::optional<data::Dataset> val_src;
+  if (!a.validation_data.empty()) {
+    DataArgs v = args;
+    if (!a.validation_y.empty()) v.y = a.validation_y;
+    const std::string fmt = data_format(a.validation_data, a.format);
+    if ((fmt == "idx" || fmt == "npy") && a.validation_y.empty())
+      throw InvalidArgument("--validation-data " + a.validation_data + ": " + fmt +
+                            " needs its labels file as --validation-y");
+    val_src = open_data_file(a.validation_data, v, "--validation-data");
+  }
+  data::Element first;
+  {
+    data::Iterator it = train_src.iterator();
+    if (!it.next(first)) throw InvalidArgument("--data " + a.data + ": the file holds no samples");
+  }
+  std::unique_ptr<Sequential> owned = make_model(a.model, first[0].shape());
+  Sequential& model = *owned;
+  model.compile(optimizer, losses::SparseCategoricalCrossentropy({.from_logits = true}), {"accuracy"});
+  if (a.summary && a.verbose != 0) model.summary();
+  int64_t batch = batch_size;
+  if (batch == kAutoBatchSize) {
+    batch = model.largest_batch_that_fits(model.memory_available_for_training(), 1024);
+    if (batch == 0) throw OutOfMemoryError("--batch-size auto: not even a batch of 1 fits the memory budget");
+    if (a.verbose != 0) std::printf("batch_size auto: %lld\n", static_cast<long long>(batch));
+  }
+  const data::Dataset train = train_src.shuffle(a.shuffle_buffer, a.seed).batch(batch).prefetch(data::AUTOTUNE);
+  std::optional<data::Dataset> val;
+  if (val_src) val = val_src->batch(1000).prefetch(data::AUTOTUNE);
+  model.fit(train, {.epochs = a.epochs,
+                    .verbose = a.verbose,
+                    .micro_batch_size = micro_batch_size == kAutoBatchSize ? 0 : micro_batch_size,
+                    .validation_dataset = val});
+  if (val) {
+    Logs test = model.evaluate(*val);
+    std::printf("test_loss: %.4f - test_accuracy: %.4f\n", test.get("loss"), test.get("accuracy"));
+  }
+  const MemoryInfo mem = config::get_memory_info();
+  std::printf("peak memory: %zu bytes (%s) of a %zu-byte budget (%s)\n", mem.peak,
+              config::format_bytes(mem.peak).c_str(), mem.limit, config::format_bytes(mem.limit).c_str());
+  return 0;
+}
+
+}  // namespace
+
 int run_fit(const FitArgs& a) {
   // Hyperparameters first: a mistake there should not cost a data load.
   if (a.epochs < 0) throw InvalidArgument("--epochs must be >= 0, got " + std::to_string(a.epochs));
@@ -81,6 +151,14 @@ int run_fit(const FitArgs& a) {
     clear_session();            // so that the real model's layers are named dense, dense_1, ...
   }
 
+  if (!a.data.empty()) {
+    if (!a.train_images.empty() || !a.train_labels.empty() || !a.test_images.empty() || !a.test_labels.empty())
+      throw InvalidArgument(
+          "--data replaces --train-images/--train-labels/--test-images/--test-labels: give one or "
+          "the other");
+    return run_fit_data(a, optimizer, batch_size, micro_batch_size);
+  }
+  if (!a.validation_data.empty()) throw InvalidArgument("--validation-data needs --data");
   data::FashionMnist d;
   const bool explicit_files =
       !a.train_images.empty() || !a.train_labels.empty() || !a.test_images.empty() || !a.test_labels.empty();

@@ -1,0 +1,187 @@
+#include "cli/data_source.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+
+#include "trainkit/core/error.h"
+#include "trainkit/data/csv.h"
+#include "trainkit/data/hdf5.h"
+#include "trainkit/data/idx.h"
+#include "trainkit/data/npy.h"
+#include "trainkit/data/tfrecord.h"
+
+namespace tk::cli {
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    const size_t end = s.find(sep, start);
+    out.push_back(s.substr(start, end == std::string::npos ? std::string::npos : end - start));
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return out;
+}
+
+// Features as float32; integer data (pixels) scaled by 1/255 as Keras' tutorials do.
+Tensor as_features(const Tensor& t) {
+  if (t.dtype() == DType::f32) return t;
+  Tensor f = t.to(DType::f32);
+  if (t.dtype() == DType::u8) {
+    float* p = f.data<float>();
+    for (int64_t i = 0; i < f.numel(); ++i) p[i] *= 1.0f / 255.0f;
+  }
+  return f;
+}
+
+// Labels as int32 scalars per sample (sparse categorical targets).
+Tensor as_labels(const Tensor& t, const std::string& where) {
+  if (t.dtype() == DType::f32 || t.dtype() == DType::f16 || t.dtype() == DType::bf16) {
+    Tensor f = t.dtype() == DType::f32 ? t : t.to(DType::f32);
+    for (int64_t i = 0; i < f.numel(); ++i) {
+      const float v = f.data<float>()[i];
+      if (v != static_cast<float>(static_cast<int64_t>(v)))
+        throw InvalidArgument(where + ": label " + std::to_string(v) +
+                              " is not a whole number (classification labels must be class indices)");
+    }
+  }
+  return t.dtype() == DType::i32 ? t : t.to(DType::i32);
+}
+
+data::Element sample(const Tensor& x, const Tensor& y, const std::string& where) {
+  return {as_features(x), as_labels(y, where)};
+}
+
+data::Dataset from_arrays(Tensor x, Tensor y, const std::string& where) {
+  if (x.shape().rank() == 0 || y.shape().rank() == 0 || x.dim(0) != y.dim(0))
+    throw InvalidArgument(where + ": features " + x.shape().to_string() + " and labels " + y.shape().to_string() +
+                          " must have the same number of rows");
+  if (y.shape().rank() > 1 && y.shape().sample_shape().numel() == 1) y = y.reshape(Shape({y.dim(0)}));
+  return data::Dataset::from_tensor_slices({as_features(x), as_labels(y, where)});
+}
+
+// "image:28x28:uint8" -> FeatureSpec
+data::FeatureSpec feature_spec(const std::string& text, DType default_dtype, const std::string& option) {
+  const std::vector<std::string> parts = split(text, ':');
+  if (parts.empty() || parts[0].empty() || parts.size() > 3)
+    throw InvalidArgument(option + ": expected NAME[:DIMS[:DTYPE]] (e.g. image:28x28 or image:784:uint8), got '" +
+                          text + "'");
+  data::FeatureSpec spec{parts[0], default_dtype, Shape(std::vector<int64_t>{})};
+  if (parts.size() >= 2 && !parts[1].empty()) {
+    std::vector<int64_t> dims;
+    for (const std::string& d : split(parts[1], 'x')) {
+      char* end = nullptr;
+      const long long v = std::strtoll(d.c_str(), &end, 10);
+      if (d.empty() || *end || v <= 0)
+        throw InvalidArgument(option + ": bad dimensions '" + parts[1] + "' in '" + text + "' (write e.g. 28x28)");
+      dims.push_back(v);
+    }
+    spec.shape = Shape(dims);
+  }
+  if (parts.size() == 3) spec.dtype = dtype_from_name(parts[2]);
+  return spec;
+}
+
+// The header line's names (what --x defaults to); the CSV reader checks the rest of the file.
+std::vector<std::string> csv_header(const std::string& path, const std::string& where) {
+  std::ifstream in(path);
+  std::string line;
+  if (!in || !std::getline(in, line)) throw IoError(where + ": cannot read the header line");
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  std::vector<std::string> names = split(line, ',');
+  for (std::string& n : names)
+    if (n.size() >= 2 && n.front() == '"' && n.back() == '"') n = n.substr(1, n.size() - 2);
+  return names;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+}  // namespace
+
+std::string data_format(const std::string& path, const std::string& format) {
+  if (format != "auto") {
+    static const std::vector<std::string> known{"idx", "csv", "npy", "npz", "hdf5", "tfrecord"};
+    if (std::find(known.begin(), known.end(), format) == known.end())
+      throw InvalidArgument("--format: unknown format '" + format + "' (auto, idx, csv, npy, npz, hdf5, tfrecord)");
+    return format;
+  }
+  std::string p = path;
+  if (ends_with(p, ".gz")) p = p.substr(0, p.size() - 3);
+  if (ends_with(p, ".csv")) return "csv";
+  if (ends_with(p, ".npz")) return "npz";
+  if (ends_with(p, ".npy")) return "npy";
+  if (ends_with(p, ".h5") || ends_with(p, ".hdf5") || ends_with(p, ".hdf")) return "hdf5";
+  if (ends_with(p, ".tfrecord") || ends_with(p, ".tfrecords")) return "tfrecord";
+  if (ends_with(p, "-ubyte") || ends_with(p, ".idx")) return "idx";
+  throw InvalidArgument("cannot tell the format of '" + path +
+                        "' from its name: pass --format (idx, csv, npy, npz, hdf5, tfrecord)");
+}
+
+data::Dataset open_data_file(const std::string& path, const DataArgs& a, const std::string& option) {
+  const std::string fmt = data_format(path, a.format);
+  const std::string where = option + " " + path;
+  if (fmt == "idx" || fmt == "npy") {
+    if (a.y.empty())
+      throw InvalidArgument(where + ": " + fmt + " needs the labels file as --y (e.g. --y train-labels-idx1-ubyte.gz)");
+    const std::string& ypath = a.y;
+    if (fmt == "idx") {
+      auto [x, y] = data::load_idx_pair(path, ypath);
+      return from_arrays(x, y, where);
+    }
+    return from_arrays(data::load_npy(path), data::load_npy(ypath), where);
+  }
+  if (fmt == "npz") {
+    const std::string xk = a.x.empty() ? "x" : a.x, yk = a.y.empty() ? "y" : a.y;
+    return from_arrays(data::load_npz(path, xk), data::load_npz(path, yk), where);
+  }
+  if (fmt == "hdf5") {
+    const std::vector<std::string> names{a.x.empty() ? "x" : a.x, a.y.empty() ? "y" : a.y};
+    auto open = [path, names] { return data::open_hdf5(path, names); };
+    return data::Dataset::from_reader(open, "hdf5(" + path + ")").map([where](data::Element e) {
+      return sample(e[0], e[1], where);
+    });
+  }
+  if (fmt == "tfrecord") {
+    if (a.x.empty())
+      throw InvalidArgument(where + ": name the feature with --x NAME[:DIMS[:DTYPE]] (e.g. --x image:28x28)");
+    std::vector<data::FeatureSpec> specs{feature_spec(a.x, DType::f32, "--x"),
+                                         feature_spec(a.y.empty() ? "label" : a.y, DType::i64, "--y")};
+    const data::Compression c = ends_with(path, ".gz") ? data::Compression::gzip : data::Compression::none;
+    auto open = [path, specs, c] { return data::open_tfrecord(path, specs, c); };
+    return data::Dataset::from_reader(open, "tfrecord(" + path + ")").map([where](data::Element e) {
+      return sample(e[0], e[1], where);
+    });
+  }
+  // csv: one scalar per column; features stacked into a vector
+  if (a.y.empty()) throw InvalidArgument(where + ": name the label column with --y");
+  data::CsvOptions o;
+  if (!a.x.empty()) o.select = split(a.x, ',');
+  if (o.select.empty()) {
+    o.select = csv_header(path, where);
+    const auto before = o.select.size();
+    o.select.erase(std::remove(o.select.begin(), o.select.end(), a.y), o.select.end());
+    if (o.select.size() == before)
+      throw InvalidArgument(where + ": no column named '" + a.y + "' for --y (the header has: " + join(o.select) + ")");
+  }
+  o.select.push_back(a.y);
+  const auto k = static_cast<int64_t>(o.select.size()) - 1;
+  auto open = [path, o] { return data::open_csv(path, o); };
+  return data::Dataset::from_reader(open, "csv(" + path + ")").map([k, where](data::Element e) {
+    Tensor x(Shape({k}), DType::f32);
+    for (int64_t i = 0; i < k; ++i) x.data<float>()[i] = e[static_cast<size_t>(i)].to(DType::f32).data<float>()[0];
+    return sample(x, e[static_cast<size_t>(k)], where);
+  });
+}
+
+}  // namespace tk::cli
