@@ -5,11 +5,13 @@
 //     arrays (x float32 (60000, 784), y uint8 (60000,)): batches per second, and the hand-off latency of a
 //     ready batch (next() after the consumer slept long enough for the buffer to be full).
 //   tk_bench_overlap overlap --element-us C --step-ms S --parallel P [--elements N] [--batch B]
-//     A source whose elements cost C us of CPU each (a spin in a map with num_parallel_calls = P) feeding a
+//     A source whose elements cost C us of CPU each (fixed work calibrated to C us on an idle core, in a map
+//     with num_parallel_calls = P) feeding a
 //     "model step" of S ms (a sleep: the device computes while the host is free, as on a GPU). The epoch
 //     can at best take max(steps * S, N * C / P); the ratio measured / bound is printed.
 // Output: one JSON line.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -84,10 +86,24 @@ int throughput(int argc, char** argv) {
   return 0;
 }
 
-void spin_us(double us) {
-  const auto end = Clock::now() + std::chrono::nanoseconds(static_cast<int64_t>(us * 1e3));
-  while (Clock::now() < end) {
+// A fixed amount of CPU work (not a wall-clock wait: a descheduled thread must not finish early), calibrated
+// once so that it takes `us` microseconds on an idle core.
+uint64_t work(uint64_t iterations) {
+  uint64_t x = 88172645463325252ull;
+  for (uint64_t i = 0; i < iterations; ++i) x = x * 6364136223846793005ull + 1442695040888963407ull;
+  return x;
+}
+std::atomic<uint64_t> g_sink{0};
+double iterations_per_us() {
+  uint64_t n = 1 << 16;
+  double secs = 0;
+  while (secs < 0.05) {
+    n *= 2;
+    const auto t = Clock::now();
+    g_sink += work(n);
+    secs = seconds_since(t);
   }
+  return static_cast<double>(n) / (secs * 1e6);
 }
 
 int overlap(int argc, char** argv) {
@@ -96,10 +112,11 @@ int overlap(int argc, char** argv) {
   const auto parallel = static_cast<int64_t>(arg(argc, argv, "--parallel", 2));
   const auto n = static_cast<int64_t>(arg(argc, argv, "--elements", 6400));
   const auto batch = static_cast<int64_t>(arg(argc, argv, "--batch", 64));
+  const auto iterations = static_cast<uint64_t>(element_us * iterations_per_us());
   Dataset d = Dataset::range(n)
                   .map(
-                      [element_us](Element e) {
-                        spin_us(element_us);
+                      [iterations](Element e) {
+                        g_sink += work(iterations);
                         return e;
                       },
                       {.num_parallel_calls = parallel})

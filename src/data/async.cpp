@@ -227,7 +227,8 @@ class ParallelMapIterator final : public IteratorImpl {
       cancelled_ = true;
     }
     consumer_cv_.notify_all();
-    worker_cv_.notify_all();
+    idle_cv_.notify_all();
+    room_cv_.notify_all();
     in_->cancel();
   }
 
@@ -241,16 +242,18 @@ class ParallelMapIterator final : public IteratorImpl {
       return std::find_if(slots_.begin(), slots_.end(), [](const Slot& s) { return s.ready; });
     };
     std::list<Slot>::iterator it;
+    consumer_waiting_ = true;  // workers wake the consumer only while it waits (a wake-up per element costs)
     consumer_cv_.wait(lock, [&] {
       it = ready();
       return it != slots_.end() || (slots_.empty() && in_done_) || cancelled_;
     });
+    consumer_waiting_ = false;
     if (it == slots_.end()) return false;  // end of input, or cancelled
     Slot s = std::move(*it);
     slots_.erase(it);
     account(-s.bytes);
     lock.unlock();
-    worker_cv_.notify_all();
+    room_cv_.notify_one();  // at most one worker waits for room: the one holding pull_mu_
     if (s.error) std::rethrow_exception(s.error);
     out = std::move(s.value);
     return true;
@@ -271,13 +274,13 @@ class ParallelMapIterator final : public IteratorImpl {
       uint64_t index = 0;
       {
         std::unique_lock<std::mutex> lock(mu_);  // threads beyond the tuned parallelism sleep here
-        worker_cv_.wait(lock, [&] { return cancelled_ || in_done_ || k < active_; });
+        idle_cv_.wait(lock, [&] { return cancelled_ || in_done_ || k < active_; });
         if (cancelled_ || in_done_) return;
       }
       {
         std::unique_lock<std::mutex> pull_lock(pull_mu_);  // one upstream pull at a time, in order
         std::unique_lock<std::mutex> lock(mu_);
-        worker_cv_.wait(lock, [&] { return cancelled_ || in_done_ || static_cast<int64_t>(slots_.size()) < limit_; });
+        room_cv_.wait(lock, [&] { return cancelled_ || in_done_ || static_cast<int64_t>(slots_.size()) < limit_; });
         if (cancelled_ || in_done_) return;
         lock.unlock();
         std::exception_ptr err;
@@ -292,7 +295,8 @@ class ParallelMapIterator final : public IteratorImpl {
           in_done_ = true;
           if (err) slots_.push_back(Slot{{}, err, 0, true});  // in order: the consumer sees it in turn
           consumer_cv_.notify_all();
-          worker_cv_.notify_all();
+          idle_cv_.notify_all();
+          room_cv_.notify_all();
           return;
         }
         slots_.emplace_back();
@@ -308,6 +312,7 @@ class ParallelMapIterator final : public IteratorImpl {
         result.error = std::current_exception();
       }
       counters_->work_ns.fetch_add(now_ns() - t0, std::memory_order_relaxed);
+      bool wake = false;
       {
         std::lock_guard<std::mutex> lock(mu_);
         slot->value = std::move(result.value);
@@ -316,8 +321,9 @@ class ParallelMapIterator final : public IteratorImpl {
         slot->ready = true;
         account(result.bytes);
         elem_bytes_ = std::max(elem_bytes_, result.bytes);
+        wake = consumer_waiting_ && (!m_.options.deterministic || slot == &slots_.front());
       }
-      consumer_cv_.notify_all();
+      if (wake) consumer_cv_.notify_one();
     }
   }
 
@@ -342,7 +348,8 @@ class ParallelMapIterator final : public IteratorImpl {
     limit_ = 2 * static_cast<int64_t>(p);
     counters_->parallelism = p;
     counters_->buffer_limit = limit_;
-    worker_cv_.notify_all();
+    idle_cv_.notify_all();
+    room_cv_.notify_all();
   }
   void account(int64_t bytes) {
     pipeline_->buffered_bytes.fetch_add(bytes, std::memory_order_relaxed);
@@ -354,14 +361,14 @@ class ParallelMapIterator final : public IteratorImpl {
   std::unique_ptr<IteratorImpl> in_;
   std::mutex pull_mu_;
   std::mutex mu_;
-  std::condition_variable consumer_cv_, worker_cv_;
+  std::condition_variable consumer_cv_, idle_cv_, room_cv_;
   std::list<Slot> slots_;  // input order; a list, so workers' pointers survive erasures
   uint64_t next_index_ = 0;
   int max_threads_ = 1;
   int active_ = 1;
   int64_t limit_ = 2;
   int64_t elem_bytes_ = 0;
-  bool in_done_ = false, cancelled_ = false;
+  bool in_done_ = false, cancelled_ = false, consumer_waiting_ = false;
   TunePeriod tune_;
   std::vector<std::thread> threads_;
 };
