@@ -28,8 +28,10 @@ TEST(LogicalDevices, SplitTheCpuIntoDevicesWithTheirOwnBudgets) {
   EXPECT_THROW(Tensor(Shape{4}, DType::f32, Device::cpu(2)), Unsupported);
 }
 
-// After the test above (same process): cpu:0 and cpu:1 have 24 MiB each.
+// cpu:0 and cpu:1 with 24 MiB each (configured here when this test runs in its own process, as under CTest).
 TEST(LogicalDevices, DatasetOnDeviceIsChargedThereAndNamesSizeAndBudgetWhenItDoesNotFit) {
+  if (config::list_devices().size() < 2)
+    config::set_logical_device_configuration(Device::cpu(), {size_t{24} << 20, size_t{24} << 20});
   Tensor host(Shape{4, 1 << 20}, DType::f32, Device::cpu(0), "host arrays");   // 16 MiB
   Tensor other(Shape{9, 1 << 18}, DType::f32, Device::cpu(1), "other model");  // 9 MiB: 15 MiB left
   try {
