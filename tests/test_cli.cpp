@@ -527,6 +527,20 @@ TEST(CliData, EveryFormatTrainsTheSameModelToTheSameAccuracy) {
   for (double a : acc) EXPECT_EQ(a, acc[0]);  // same rows, same seed: the same training run
 }
 
+TEST(CliData, IdxFilesThroughThePipeline) {
+  const DataFiles& d = plain_data();  // names without extensions: --format idx
+  Result r = run_cli("fit --data " + quote(d.train_images) + " --y " + quote(d.train_labels) + " --validation-data " +
+                     quote(d.test_images) + " --validation-y " + quote(d.test_labels) +
+                     " --format idx --epochs 3 -v 2 --no-summary");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_GT(test_accuracy(r), 0.5) << r.out;
+  Result missing = run_cli("fit --data " + quote(d.train_images) + " --y " + quote(d.train_labels) +
+                           " --validation-data " + quote(d.test_images) + " --format idx --epochs 1 -v 0");
+  EXPECT_NE(missing.code, 0);
+  ASSERT_EQ(missing.error_lines.size(), 1u) << describe(missing);
+  EXPECT_CONTAINS(missing.error_lines[0], "--validation-y");
+}
+
 TEST(CliData, BadDataOptionsAreClearErrors) {
   struct Case {
     std::string args, expect;
