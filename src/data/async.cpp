@@ -83,7 +83,11 @@ class PrefetchIterator final : public IteratorImpl {
     while (true) {
       {
         std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return cancelled_ || static_cast<int64_t>(queue_.size()) < limit_; });
+        // Autotuned: the depth is also bounded by the RAM budget (at least one element always fits).
+        cv_.wait(lock, [&] {
+          return cancelled_ || (static_cast<int64_t>(queue_.size()) < limit_ &&
+                                (!autotune_ || queue_.empty() || pipeline_->may_buffer(elem_bytes_)));
+        });
         if (cancelled_) break;
       }
       Element e;
@@ -180,7 +184,7 @@ std::string stage_name(const MapSpec& m) { return m.options.name.empty() ? "map"
 class SequentialMapIterator final : public IteratorImpl {
  public:
   SequentialMapIterator(const PassContext& ctx, const Node& input, const MapSpec& m)
-      : IteratorImpl(ctx, stage_name(m)), m_(m), pass_(ctx.pass) {
+      : IteratorImpl(ctx, stage_name(m), "map"), m_(m), pass_(ctx.pass) {
     in_ = input.make(ctx);
   }
   void cancel() override { in_->cancel(); }
@@ -206,7 +210,7 @@ class SequentialMapIterator final : public IteratorImpl {
 class ParallelMapIterator final : public IteratorImpl {
  public:
   ParallelMapIterator(const PassContext& ctx, const Node& input, const MapSpec& m)
-      : IteratorImpl(ctx, stage_name(m)), m_(m), pass_(ctx.pass) {
+      : IteratorImpl(ctx, stage_name(m), "map"), m_(m), pass_(ctx.pass) {
     async_ = true;
     const bool autotune = m.options.num_parallel_calls == AUTOTUNE;
     max_threads_ = autotune ? pipeline_->cpu_budget : static_cast<int>(m.options.num_parallel_calls);
@@ -214,7 +218,13 @@ class ParallelMapIterator final : public IteratorImpl {
     counters_->autotuned = autotune;
     set_parallelism(active_);
     in_ = input.make(ctx);
-    for (int k = 0; k < max_threads_; ++k) threads_.emplace_back([this, k] { work(k); });
+    try {
+      for (int k = 0; k < max_threads_; ++k) threads_.emplace_back([this, k] { work(k); });
+    } catch (...) {  // e.g. the thread limit: stop the threads already started before giving up
+      cancel();
+      for (std::thread& t : threads_) t.join();
+      throw;
+    }
   }
   ~ParallelMapIterator() override {
     cancel();
@@ -280,7 +290,11 @@ class ParallelMapIterator final : public IteratorImpl {
       {
         std::unique_lock<std::mutex> pull_lock(pull_mu_);  // one upstream pull at a time, in order
         std::unique_lock<std::mutex> lock(mu_);
-        room_cv_.wait(lock, [&] { return cancelled_ || in_done_ || static_cast<int64_t>(slots_.size()) < limit_; });
+        room_cv_.wait(lock, [&] {
+          return cancelled_ || in_done_ ||
+                 (static_cast<int64_t>(slots_.size()) < limit_ &&
+                  (!counters_->autotuned || slots_.empty() || pipeline_->may_buffer(elem_bytes_)));
+        });
         if (cancelled_ || in_done_) return;
         lock.unlock();
         std::exception_ptr err;

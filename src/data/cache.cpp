@@ -5,7 +5,9 @@
 // component: uint8 dtype, uint8 rank, int64 dims[rank], the bytes; after the last element: uint32
 // 0xFFFFFFFF and uint64 element count.
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -33,7 +35,11 @@ bool file_exists(const std::string& path) {
 
 class CacheWriter {
  public:
-  explicit CacheWriter(std::string path) : path_(std::move(path)), tmp_(path_ + ".tmp") {
+  // A temporary name of its own (pid and a counter): passes or processes filling the same cache never
+  // write into one file; each renames a complete file into place.
+  explicit CacheWriter(std::string path)
+      : path_(std::move(path)),
+        tmp_(path_ + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter_.fetch_add(1))) {
     f_ = std::fopen(tmp_.c_str(), "wb");
     if (!f_)
       throw IoError("cache: cannot create " + tmp_ + ": " + std::strerror(errno) +
@@ -75,6 +81,7 @@ class CacheWriter {
     if (n && std::fwrite(p, 1, n, f_) != n)
       throw IoError("cache: cannot write " + tmp_ + ": " + std::strerror(errno) + " (is the disk full?)");
   }
+  static inline std::atomic<uint64_t> counter_{0};
   std::string path_, tmp_;
   std::FILE* f_ = nullptr;
   uint64_t count_ = 0;
@@ -189,18 +196,21 @@ class CacheNode final : public Node {
         finish();
         return false;
       }
-      if (writer_)
+      if (writer_) {
         writer_->write(out);
-      else
-        filling_.push_back(out);
+      } else {  // a copy: tensors share storage, and downstream may write into what it receives
+        Element copy(out.size());
+        for (size_t c = 0; c < out.size(); ++c) copy[c] = out[c].clone();
+        filling_.push_back(std::move(copy));
+      }
       return true;
     }
 
    private:
     void finish() {
       if (writer_) {
-        writer_->commit();
-        writer_.reset();
+        std::unique_ptr<CacheWriter> w = std::move(writer_);  // never committed twice, even if this throws
+        w->commit();
         return;
       }
       std::lock_guard<std::mutex> lock(n_.memory_.mu);

@@ -72,16 +72,24 @@ void set_global_seed(uint64_t seed) {
   g_seed_counter.store(0);
 }
 
-std::shared_ptr<StageCounters> Pipeline::add_stage(std::string name) {
+std::shared_ptr<StageCounters> Pipeline::add_stage(std::string name, std::string kind) {
+  std::lock_guard<std::mutex> lock(stages_mu);
+  for (const auto& c : stages)
+    if (!c->live && c->name == name && c->kind == kind) {
+      c->live = true;
+      return c;
+    }
   auto c = std::make_shared<StageCounters>();
   c->name = std::move(name);
-  std::lock_guard<std::mutex> lock(stages_mu);
+  c->kind = std::move(kind);
   stages.push_back(c);
   return c;
 }
 
-IteratorImpl::IteratorImpl(const PassContext& ctx, std::string name)
-    : pipeline_(ctx.pipeline), counters_(ctx.pipeline->add_stage(std::move(name))) {}
+IteratorImpl::IteratorImpl(const PassContext& ctx, std::string name, std::string kind) : pipeline_(ctx.pipeline) {
+  std::string k = kind.empty() ? name : std::move(kind);
+  counters_ = ctx.pipeline->add_stage(std::move(name), std::move(k));
+}
 
 bool IteratorImpl::next(Element& out) {
   const int64_t saved = tl_nested_ns;
@@ -199,7 +207,8 @@ std::vector<StageStats> Iterator::stats() const {
     s.parallelism = c.parallelism.load();
     s.buffer_limit = c.buffer_limit.load();
     s.buffered_bytes = c.buffered_bytes.load();
-    s.autotuned = c.autotuned;
+    s.autotuned = c.autotuned.load();
+    s.kind = c.kind;
     out.push_back(std::move(s));
   }
   return out;
@@ -330,13 +339,16 @@ std::string Dataset::describe() const {
   return s;
 }
 
-Iterator Dataset::iterator() const {
+Iterator Dataset::iterator() const { return make_iterator(*this, node_->passes.fetch_add(1)); }
+
+Iterator make_iterator(const Dataset& d, uint64_t pass) {
+  const std::shared_ptr<Node>& node_ = d.node();
   auto pipeline = std::make_shared<Pipeline>();
   const Options* o = find_options(*node_);
   pipeline->ram_budget = o && o->ram_budget ? o->ram_budget : default_ram_budget();
   const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   pipeline->cpu_budget = o && o->cpu_budget ? o->cpu_budget : hw;
-  PassContext ctx{pipeline, node_->passes.fetch_add(1)};
+  PassContext ctx{pipeline, pass};
   auto root = std::make_unique<RootIterator>(ctx, node_, node_->make(ctx));
   return Iterator(std::move(root));
 }

@@ -47,6 +47,10 @@ class InterleaveNode final : public Node {
    protected:
     bool do_next(Element& out) override {
       while (true) {
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          if (cancelled_) return false;  // do not open further inputs once cancelled
+        }
         Open& s = slots_[cur_];
         if (!s.it && !open_next(s)) {  // an empty slot takes the next input at its turn
           if (std::none_of(slots_.begin(), slots_.end(), [](const Open& o) { return o.it != nullptr; })) return false;

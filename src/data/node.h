@@ -33,13 +33,15 @@ uint64_t resolve_seed(uint64_t seed);
 // Live counters of one stage, shared between the stage's threads and Iterator::stats().
 struct StageCounters {
   std::string name;
+  std::string kind;  // "map", "prefetch", "source", ... (for advice; names can be user-chosen)
   std::atomic<int64_t> elements{0};
   std::atomic<int64_t> work_ns{0};
   std::atomic<int64_t> wait_ns{0};
   std::atomic<int> parallelism{1};
   std::atomic<int64_t> buffer_limit{0};
   std::atomic<int64_t> buffered_bytes{0};
-  bool autotuned = false;
+  std::atomic<bool> autotuned{false};
+  std::atomic<bool> live{true};  // false once its iterator is gone: a later pass's stage reuses it
 };
 
 // Shared by all stages of one pass.
@@ -53,10 +55,13 @@ struct Pipeline {
   std::atomic<int64_t> root_away_ns{0};
   std::mutex stages_mu;
   std::vector<std::shared_ptr<StageCounters>> stages;
-  std::shared_ptr<StageCounters> add_stage(std::string name);
+  // Counters for a new stage: a released stage of the same name and kind is reused, so repeat / interleave
+  // passes accumulate into one entry instead of adding one per pass.
+  std::shared_ptr<StageCounters> add_stage(std::string name, std::string kind);
   // True when buffering `bytes` more keeps the pipeline within its RAM budget.
   bool may_buffer(int64_t bytes) const {
-    return buffered_bytes.load(std::memory_order_relaxed) + bytes <= static_cast<int64_t>(ram_budget);
+    const int64_t budget = ram_budget > static_cast<size_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(ram_budget);
+    return buffered_bytes.load(std::memory_order_relaxed) + bytes <= budget;
   }
 };
 
@@ -79,8 +84,8 @@ class RandomAccess {
 
 class IteratorImpl {
  public:
-  IteratorImpl(const PassContext& ctx, std::string name);
-  virtual ~IteratorImpl() = default;
+  IteratorImpl(const PassContext& ctx, std::string name, std::string kind = {});
+  virtual ~IteratorImpl() { counters_->live = false; }
   IteratorImpl(const IteratorImpl&) = delete;
   IteratorImpl& operator=(const IteratorImpl&) = delete;
 
@@ -113,6 +118,9 @@ class Node {
   std::optional<Options> options;  // set by with_options
   mutable std::atomic<uint64_t> passes{0};
 };
+
+// A pass over `d` numbered `pass` (fit numbers passes by the user's dataset, not by its own wrapper).
+Iterator make_iterator(const Dataset& d, uint64_t pass);
 
 // Bytes held by an element's tensors.
 int64_t element_bytes(const Element& e);

@@ -186,7 +186,9 @@ class ReaderNode final : public Node {
 class ZipIterator final : public IteratorImpl {
  public:
   ZipIterator(const PassContext& ctx, const std::vector<std::shared_ptr<Node>>& inputs) : IteratorImpl(ctx, "zip") {
-    for (size_t i = 0; i < inputs.size(); ++i) ins_.push_back(inputs[i]->make({ctx.pipeline, mix_seed(ctx.pass, i)}));
+    // The same pass number for every input: two inputs shuffled with the same seed stay aligned (tf.data's
+    // features/labels idiom).
+    for (const auto& in : inputs) ins_.push_back(in->make(ctx));
   }
   void cancel() override {
     for (auto& in : ins_) in->cancel();

@@ -13,8 +13,6 @@ std::string fmt(const char* f, double v) {
   return b;
 }
 
-bool starts_with(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
-
 double quantile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
   const auto k = static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5);
@@ -71,7 +69,7 @@ std::string stall_advice(const std::vector<StageStats>& stages, double wait_frac
   double worst_busy = -1;
   bool has_prefetch = false;
   for (const StageStats& s : stages) {
-    if (starts_with(s.name, "prefetch")) has_prefetch = true;
+    if (s.kind == "prefetch") has_prefetch = true;
     const double busy = s.work_seconds / std::max(1, s.parallelism);
     if (busy > worst_busy) {
       worst_busy = busy;
@@ -84,17 +82,17 @@ std::string stall_advice(const std::vector<StageStats>& stages, double wait_frac
     a = "slowest stage: " + worst->name + fmt(" at %.3f ms/element", per);
     if (worst->parallelism > 1 || worst->autotuned) a += " on " + std::to_string(worst->parallelism) + " threads";
     a += ": ";
-    const bool is_map = starts_with(worst->name, "map") || (worst->buffer_limit > 0 && worst->parallelism > 1);
+    const bool is_map = worst->kind == "map";
     if (is_map && worst->autotuned)
       a += "AUTOTUNE already gives it " + std::to_string(worst->parallelism) +
            " threads; make the function cheaper, cache() its output if it does not change between epochs, or "
            "raise Options::cpu_budget";
     else if (is_map)
       a += "raise num_parallel_calls (now " + std::to_string(worst->parallelism) + ") or use AUTOTUNE";
-    else if (starts_with(worst->name, "interleave"))
+    else if (worst->kind == "interleave")
       a += "read more files at once (interleave num_parallel_calls, cycle_length)";
-    else if (starts_with(worst->name, "batch") || starts_with(worst->name, "shuffle") ||
-             starts_with(worst->name, "filter") || starts_with(worst->name, "unbatch"))
+    else if (worst->kind == "batch" || worst->kind == "shuffle" || worst->kind == "filter" ||
+             worst->kind == "unbatch" || worst->kind == "cache" || worst->kind == "zip")
       a += "it runs on one thread: put a map with num_parallel_calls before it for per-element work, and "
            "prefetch(AUTOTUNE) after it";
     else

@@ -22,18 +22,25 @@ class UnaryIterator : public IteratorImpl {
   void cancel() override {
     std::lock_guard<std::mutex> lock(swap_mu_);
     cancelled_ = true;
-    in_->cancel();
+    if (in_) in_->cancel();
   }
   const RandomAccess* indexed() const override { return forwards_index_ ? in_->indexed() : nullptr; }
 
  protected:
   // Replaces the input (repeat's next pass); false once cancelled. cancel() may run on another thread.
   bool replace_input(const Node& node, uint64_t pass) {
+    std::unique_ptr<IteratorImpl> old;
+    {
+      std::lock_guard<std::mutex> lock(swap_mu_);
+      if (cancelled_) return false;
+      old = std::move(in_);
+    }
+    old.reset();  // the finished pass's stages go first, so the new pass's stages reuse their counters
     std::unique_ptr<IteratorImpl> fresh = node.make({pipeline_, pass});
     std::lock_guard<std::mutex> lock(swap_mu_);
-    if (cancelled_) return false;
-    std::swap(in_, fresh);
-    return true;  // the old input is destroyed here, after the swap, outside cancel()'s reach
+    in_ = std::move(fresh);
+    if (cancelled_) in_->cancel();
+    return true;
   }
   // Upstream's next element or row index, whichever this pass uses.
   bool pull(Element& e) { return in_->next(e); }
@@ -291,7 +298,7 @@ class RepeatNode final : public UnaryNode {
         if (pull_one()) return true;
         ++rep_;
         if (n_.count_ > 0 && rep_ >= n_.count_) return false;
-        if (++empty_passes > 1) return false;  // an empty input repeated forever is still empty
+        if (n_.count_ < 0 && ++empty_passes > 1) return false;  // an empty input repeated forever is empty
         if (!replace_input(*n_.inputs[0], mix_seed(pass_, static_cast<uint64_t>(rep_)))) return false;
       }
     }

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <set>
 
+#include "data/node.h"
 #include "nn/fit_common.h"
 #include "nn/programs.h"
 #include "nn/staging.h"
@@ -68,12 +69,16 @@ History Model::fit(const data::Dataset& dataset, FitOptions o) {
           "fit: the dataset is infinite (repeat() without a count): give steps_per_epoch");
   require(card != 0, "fit: the dataset is empty (" + dataset.describe() + ")");
 
+  require(!o.validation_dataset || o.validation_dataset->cardinality() != data::kInfiniteCardinality ||
+              o.validation_steps > 0,
+          "fit: validation_dataset is infinite (repeat() without a count): give validation_steps");
   const data::Dataset pipeline = staged(dataset);
   // A fixed number of steps keeps one pass going across epochs (Keras' behaviour with steps_per_epoch).
   const bool persistent = o.steps_per_epoch > 0;
   int64_t steps = o.steps_per_epoch > 0 ? o.steps_per_epoch : (card >= 0 ? card : 0);  // 0: unknown yet
 
-  data::Iterator it = pipeline.iterator();
+  // Passes are numbered by the user's dataset (reshuffling continues across fit calls), not by the wrapper.
+  data::Iterator it = data::make_iterator(pipeline, dataset.node()->passes.fetch_add(1));
   data::Element element;
   std::vector<Tensor> x, y;
   auto first_wait = Clock::now();
@@ -105,7 +110,8 @@ History Model::fit(const data::Dataset& dataset, FitOptions o) {
   for (const CallbackPtr& cb : callbacks) cb->on_train_begin(logs);
   for (int epoch = o.initial_epoch; epoch < o.epochs && !stop_training; ++epoch) {
     if (epoch > o.initial_epoch && !persistent) {
-      it = pipeline.iterator();
+      it = data::Iterator();  // stop the last pass's threads before starting the next
+      it = data::make_iterator(pipeline, dataset.node()->passes.fetch_add(1));
       pending = false;
     }
     logs.clear();

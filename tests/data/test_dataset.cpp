@@ -484,10 +484,10 @@ TEST(Stall, VerdictThresholdsAreTensorFlowProfilers) {
 TEST(Stall, AdviceNamesTheSlowestStageAndWhatToChange) {
   std::vector<StageStats> stages(3);
   stages[0] = {.name = "tfrecord(a.tfrecord)", .elements = 1000, .work_seconds = 0.1};
-  stages[1] = {.name = "map", .elements = 1000, .work_seconds = 4.0, .parallelism = 2, .buffer_limit = 4};
-  stages[2] = {.name = "batch", .elements = 10, .work_seconds = 0.05};
+  stages[1] = {.name = "augment", .kind = "map", .elements = 1000, .work_seconds = 4.0, .parallelism = 2};
+  stages[2] = {.name = "batch", .kind = "batch", .elements = 10, .work_seconds = 0.05};
   const std::string a = stall_advice(stages, 0.3);
-  EXPECT_NE(a.find("slowest stage: map"), std::string::npos) << a;
+  EXPECT_NE(a.find("slowest stage: augment"), std::string::npos) << a;
   EXPECT_NE(a.find("num_parallel_calls (now 2)"), std::string::npos) << a;
   EXPECT_NE(a.find("prefetch(AUTOTUNE)"), std::string::npos) << a;
   EXPECT_EQ(stall_advice(stages, 0.01), "");
@@ -518,6 +518,88 @@ TEST(Dataset, BadArgumentsAreClearErrors) {
   Iterator empty;
   Element e;
   EXPECT_THROW(empty.next(e), InvalidArgument);
+}
+
+// ---- regressions found in review
+
+TEST(Dataset, InPlaceMapDuringTheFillingPassDoesNotChangeTheCache) {
+  Dataset d = generated_range(5).cache();
+  auto add = [](Element e) {
+    *e[0].data<int64_t>() += 100;
+    return e;
+  };
+  EXPECT_EQ(values(d.map(add)), iota(5, 100));  // fills the cache
+  EXPECT_EQ(values(d.map(add)), iota(5, 100));  // replays it
+  EXPECT_EQ(values(d), iota(5));
+}
+
+TEST(Dataset, ZipOfSameSeedShufflesStaysAligned) {
+  Dataset z = Dataset::zip({Dataset::range(50).shuffle(50, 42), Dataset::range(50).shuffle(50, 42)});
+  for (int pass = 0; pass < 2; ++pass) {
+    Iterator it = z.iterator();
+    Element e;
+    while (it.next(e)) EXPECT_EQ(scalar(e[0]), scalar(e[1]));
+  }
+}
+
+TEST(Dataset, FiniteRepeatGoesOnAfterAnEmptyPass) {
+  auto calls = std::make_shared<int>(0);
+  Dataset d = Dataset::from_generator([calls] {
+    const bool empty = (*calls)++ == 1;  // the second pass is empty
+    auto i = std::make_shared<int64_t>(0);
+    return Dataset::Generator([empty, i](Element& e) {
+      if (empty || *i >= 2) return false;
+      e.assign(1, i64_scalar((*i)++));
+      return true;
+    });
+  });
+  EXPECT_EQ(values(d.repeat(3)), (std::vector<int64_t>{0, 1, 0, 1}));
+}
+
+TEST(Dataset, CancelledParallelInterleaveOpensNoMoreInputs) {
+  auto opened = std::make_shared<std::atomic<int>>(0);
+  {
+    Dataset d = Dataset::range(200)
+                    .interleave(
+                        [opened](const Element&) {
+                          ++*opened;
+                          return Dataset::range(3);
+                        },
+                        {.cycle_length = 2, .num_parallel_calls = 2})
+                    .prefetch(1);
+    Iterator it = d.iterator();
+    Element e;
+    ASSERT_TRUE(it.next(e));
+  }
+  EXPECT_LT(opened->load(), 20);
+}
+
+TEST(Dataset, StatsAccumulateOverRepeatedPasses) {
+  Iterator it = Dataset::range(2).map([](Element e) { return e; }).repeat(100).iterator();
+  Element e;
+  int n = 0;
+  while (it.next(e)) ++n;
+  EXPECT_EQ(n, 200);
+  const std::vector<StageStats> s = it.stats();
+  EXPECT_LE(s.size(), 3u);  // range, map, repeat: one entry each, not one per pass
+  for (const StageStats& st : s)
+    if (st.kind == "map") EXPECT_EQ(st.elements, 200);
+}
+
+TEST(Dataset, PrefetchAutotuneStaysWithinTheRamBudget) {
+  // 64 KiB elements, a 1 MiB budget, a fast producer and a consumer that pauses: buffers stay near the budget.
+  Dataset d = Dataset::range(300)
+                  .map([](Element) { return Element{Tensor::zeros({16384})}; })
+                  .prefetch(AUTOTUNE)
+                  .with_options({.ram_budget = 1 << 20});
+  Iterator it = d.iterator();
+  Element e;
+  int64_t peak = 0;
+  for (int i = 0; it.next(e); ++i) {
+    if (i % 50 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    peak = std::max(peak, it.buffered_bytes());
+  }
+  EXPECT_LE(peak, (1 << 20) + 65536);
 }
 
 }  // namespace

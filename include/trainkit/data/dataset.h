@@ -62,6 +62,7 @@ struct Options {
 // What one stage of a running pipeline did (Iterator::stats), for stall advice and tuning.
 struct StageStats {
   std::string name;            // "map", "batch", "from_tensor_slices", "tfrecord(train.tfrecord)", ...
+  std::string kind;            // the stage type: "map", "prefetch", "batch", "shuffle", "interleave", ...
   int64_t elements = 0;        // produced so far
   double work_seconds = 0;     // time spent producing them (summed over threads), upstream excluded
   double wait_seconds = 0;     // time its consumer spent blocked on it (asynchronous stages)
