@@ -11,7 +11,8 @@ echo "== format check (clang-format)"
 git ls-files '*.cpp' '*.h' | xargs clang-format --dry-run -Werror
 
 echo "== Release build, warnings as errors"
-cmake -S . -B build-ci -DCMAKE_BUILD_TYPE=Release -DTK_WERROR=ON >/dev/null
+# TK_CUDA=ON: the CUDA backend must compile and link here (the toolkit is installed; no GPU runs here).
+cmake -S . -B build-ci -DCMAKE_BUILD_TYPE=Release -DTK_WERROR=ON -DTK_CUDA=ON >/dev/null
 cmake --build build-ci -j"$jobs"
 (cd build-ci && ctest --output-on-failure -j"$jobs")
 
@@ -22,7 +23,8 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktra
 (cd build-asan && ctest --output-on-failure -j"$jobs" -LE slow)
 
 echo "== ThreadSanitizer build: input pipeline and readers"
-cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTK_TSAN=ON -DTK_WERROR=ON -DTK_BUILD_BENCH=OFF >/dev/null
+cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTK_TSAN=ON -DTK_WERROR=ON -DTK_BUILD_BENCH=OFF \
+  -DTK_CUDA=OFF >/dev/null  # also compiles the no-CUDA branch
 cmake --build build-tsan -j"$jobs" --target trainkit_data_tests
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ./build-tsan/tests/trainkit_data_tests
 

@@ -39,6 +39,16 @@ struct PlanArgs {
 void add_plan_command(CLI::App& app, PlanArgs& args);
 int run_plan(const PlanArgs& args);
 
+// `trainkit devices` and `trainkit smi` (devices_command.cpp). Without a GPU both say why and exit 0.
+void add_devices_command(CLI::App& app);
+int run_devices();
+struct SmiArgs {
+  double watch = 0.0;  // seconds between reports; 0: one report
+  int count = 0;       // with watch: stop after this many reports (0: until interrupted)
+};
+void add_smi_command(CLI::App& app, SmiArgs& args);
+int run_smi(const SmiArgs& args);
+
 // The model a --model value names: "cnn", or a spec of layers after the input.
 // "auto" -> tk::kAutoBatchSize; otherwise a positive integer (or >= 0 when zero_ok). Names the option.
 int64_t parse_batch_option(const std::string& option, const std::string& value, bool zero_ok);

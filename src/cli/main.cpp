@@ -13,6 +13,9 @@ int main(int argc, char** argv) {
   tk::cli::add_fit_command(app, fit_args);
   tk::cli::PlanArgs plan_args;
   tk::cli::add_plan_command(app, plan_args);
+  tk::cli::add_devices_command(app);
+  tk::cli::SmiArgs smi_args;
+  tk::cli::add_smi_command(app, smi_args);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -21,6 +24,8 @@ int main(int argc, char** argv) {
   try {
     if (app.got_subcommand("fit")) return tk::cli::run_fit(fit_args);
     if (app.got_subcommand("plan")) return tk::cli::run_plan(plan_args);
+    if (app.got_subcommand("devices")) return tk::cli::run_devices();
+    if (app.got_subcommand("smi")) return tk::cli::run_smi(smi_args);
   } catch (const tk::Error& e) {
     std::fprintf(stderr, "trainkit: error: %s\n", e.what());
     return 1;

@@ -1,13 +1,38 @@
 #include "trainkit/core/tensor.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <sstream>
 
 namespace tk {
 
+// Byte operations on a device's memory, defined by the runtime next to device_allocate (runtime/config.cpp):
+// memset/memcpy on the cpu, the CUDA runtime for CUDA devices. Tensor data on a CUDA device is device memory:
+// nothing here dereferences it on the host.
+void device_memset_zero(void* p, size_t bytes, Device device);
+void device_copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
+
+namespace {
+void require_host(const Tensor& t, const char* what) {
+  if (t.device().kind != DeviceKind::cpu)
+    throw Unsupported(std::string(what) + ": the tensor is on " + t.device().to_string() +
+                      ", and this operation has no CUDA implementation yet (no CUDA kernels are built; keep the "
+                      "tensor on the cpu)");
+}
+}  // namespace
+
 Storage::Storage(size_t bytes, Device device, const std::string& owner) : bytes_(bytes), device_(device) {
   data_ = device_allocate(bytes, device, owner);
-  std::memset(data_, 0, bytes);
+  if (device.kind == DeviceKind::cpu) {
+    std::memset(data_, 0, bytes);
+    return;
+  }
+  try {
+    device_memset_zero(data_, bytes, device);
+  } catch (...) {
+    device_free(data_, device);
+    throw;
+  }
 }
 
 Storage::~Storage() { device_free(data_, device_); }
@@ -38,7 +63,7 @@ void Tensor::check_type(DType want) const {
 
 Tensor Tensor::clone() const {
   Tensor t(shape_, dtype_, device());
-  if (nbytes()) std::memcpy(t.raw(), raw(), nbytes());
+  device_copy(t.raw(), t.device(), raw(), device(), nbytes());
   return t;
 }
 
@@ -58,7 +83,8 @@ Tensor Tensor::slice_rows(int64_t begin, int64_t end) const {
   Shape s = shape_.with_batch(end - begin);
   Tensor t(s, dtype_, device());
   size_t row = static_cast<size_t>(shape_.sample_shape().numel()) * dtype_size(dtype_);
-  if (t.nbytes()) std::memcpy(t.raw(), static_cast<const char*>(raw()) + static_cast<size_t>(begin) * row, t.nbytes());
+  device_copy(t.raw(), t.device(), static_cast<const char*>(raw()) + static_cast<size_t>(begin) * row, device(),
+              t.nbytes());
   return t;
 }
 
@@ -100,6 +126,7 @@ void convert_into(const Tensor& src, D* dst) {
 
 Tensor Tensor::to(DType dtype) const {
   if (dtype == dtype_) return clone();
+  require_host(*this, ("Tensor::to(" + std::string(dtype_name(dtype)) + ")").c_str());
   Tensor t(shape_, dtype, device());
   switch (dtype) {
     case DType::f32:
@@ -122,9 +149,16 @@ Tensor Tensor::to(DType dtype) const {
 
 std::string Tensor::to_string(int max_elements) const {
   std::ostringstream os;
-  os << "Tensor(shape=" << shape_.to_string() << ", dtype=" << dtype_name(dtype_) << ", values=[";
+  os << "Tensor(shape=" << shape_.to_string() << ", dtype=" << dtype_name(dtype_);
   int64_t n = std::min<int64_t>(numel(), max_elements);
-  Tensor f = dtype_ == DType::f32 ? *this : to(DType::f32);
+  Tensor host = *this;
+  if (defined() && device().kind != DeviceKind::cpu) {  // copy the elements shown to the host first
+    os << ", device=" << device().to_string();
+    host = Tensor(Shape{std::max<int64_t>(n, 0)}, dtype_, Device::cpu(), "Tensor::to_string");
+    device_copy(host.raw(), Device::cpu(), raw(), device(), host.nbytes());
+  }
+  os << ", values=[";
+  Tensor f = dtype_ == DType::f32 ? host : host.to(DType::f32);
   for (int64_t i = 0; i < n; ++i) os << (i ? ", " : "") << f.data<float>()[i];
   if (numel() > n) os << ", ...";
   os << "])";

@@ -3,7 +3,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
+#include "runtime/cuda_device.h"
 #include "runtime/device_memory.h"
 #include "trainkit/core/error.h"
 
@@ -40,6 +42,22 @@ void* device_allocate(size_t bytes, Device device, const std::string& owner) {
 }
 void device_free(void* p, Device device) noexcept {
   if (p) runtime::DeviceMemory::get(device).free(p);
+}
+// Byte operations behind Tensor (declared in core/tensor.cpp): plain memset/memcpy on the cpu, the CUDA
+// runtime when either side is a CUDA device.
+void device_memset_zero(void* p, size_t bytes, Device device) {
+  if (!bytes) return;
+  if (device.kind == DeviceKind::cpu)
+    std::memset(p, 0, bytes);
+  else
+    runtime::cuda_memset_zero(p, bytes, runtime::cuda_device(device.index).ordinal);
+}
+void device_copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
+  if (!bytes) return;
+  if (dst_device.kind == DeviceKind::cpu && src_device.kind == DeviceKind::cpu)
+    std::memcpy(dst, src, bytes);
+  else
+    runtime::cuda_copy(dst, src, bytes);
 }
 
 namespace runtime {
@@ -101,18 +119,36 @@ std::vector<Device>& visible() {
   return v;
 }
 
-// TK_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES: "-1" or "" means no GPU; GPU indices cannot be honoured by
-// this cpu-only build, which says so instead of silently ignoring them.
+// TK_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES: with the CUDA backend, the CUDA runtime applies the latter and
+// discovery the former (runtime/cuda_device.cpp). Without it, GPU names cannot be honoured: say so instead of
+// silently ignoring them ("-1", "" and "cpu" mean no GPU).
 void check_visible_env() {
+  if (runtime::cuda_built()) return;
   for (const char* name : {"TK_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"}) {
     const char* v = std::getenv(name);
     if (!v || !*v || std::string(v) == "-1" || std::string(v) == "cpu" || std::string(v) == "cpu:0") continue;
     static bool warned = false;
     if (!warned)
-      std::fprintf(stderr,
-                   "trainkit: warning: %s=%s names GPUs, but this build has only the cpu backend; using cpu:0\n", name,
-                   v);
+      std::fprintf(stderr, "trainkit: warning: %s=%s names GPUs, but this build has no CUDA backend; using the cpu\n",
+                   name, v);
     warned = true;
+  }
+}
+
+std::string device_counts(const std::vector<DeviceInfo>& all) {
+  const auto gpus =
+      std::count_if(all.begin(), all.end(), [](const DeviceInfo& d) { return d.device.kind == DeviceKind::cuda; });
+  std::string s = std::to_string(all.size() - static_cast<size_t>(gpus)) + " cpu, " + std::to_string(gpus) + " cuda";
+  if (gpus == 0) s += "; no CUDA device: " + runtime::cuda_devices().reason;
+  return s;
+}
+
+// Free memory of a CUDA device now; 0 when it cannot be queried (e.g. exclusive mode, held by another process).
+size_t cuda_free_now(Device device) {
+  try {
+    return runtime::cuda_mem_get_info(runtime::cuda_device(device.index).ordinal).free;
+  } catch (const Error&) {
+    return 0;
   }
 }
 }  // namespace
@@ -120,24 +156,32 @@ void check_visible_env() {
 std::vector<DeviceInfo> list_devices() {
   check_visible_env();
   std::vector<DeviceInfo> all = runtime::DeviceMemory::all(), out;
-  for (const DeviceInfo& d : all)
-    if (visible().empty() || std::find(visible().begin(), visible().end(), d.device) != visible().end())
+  for (DeviceInfo& d : all)
+    if (visible().empty() || std::find(visible().begin(), visible().end(), d.device) != visible().end()) {
+      if (d.device.kind == DeviceKind::cuda) d.free = cuda_free_now(d.device);
       out.push_back(d);
+    }
   return out;
+}
+
+std::string no_cuda_device_reason() {
+  const runtime::CudaDevices& c = runtime::cuda_devices();
+  return c.devices.empty() ? c.reason : std::string();
 }
 
 void set_visible_devices(const std::vector<Device>& devices) {
   const std::vector<DeviceInfo> all = runtime::DeviceMemory::all();
   for (const Device& d : devices)
     if (std::none_of(all.begin(), all.end(), [&](const DeviceInfo& i) { return i.device == d; }))
-      throw Unsupported("set_visible_devices: " + d.to_string() + " does not exist (devices: " +
-                        std::to_string(all.size()) + " cpu; this build has no CUDA backend)");
+      throw Unsupported("set_visible_devices: " + d.to_string() + " does not exist (devices: " + device_counts(all) +
+                        ")");
   visible() = devices;
 }
 
 void set_logical_device_configuration(Device physical, const std::vector<size_t>& memory_limits) {
   if (physical != Device::cpu())
-    throw Unsupported("set_logical_device_configuration: " + physical.to_string() + " is not available in this build");
+    throw Unsupported("set_logical_device_configuration: only the cpu can be split into logical devices; " +
+                      physical.to_string() + " cannot (not implemented for CUDA devices yet)");
   runtime::DeviceMemory::split_cpu(memory_limits);
 }
 

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "runtime/cuda_device.h"
 #include "trainkit/core/error.h"
 
 namespace tk::runtime {
@@ -30,7 +31,19 @@ size_t physical_memory() {
   return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : size_t{16} << 30;
 }
 
+class HostRegions final : public RegionSource {
+ public:
+  void* take(size_t bytes, std::string& error) override {
+    void* p = std::aligned_alloc(kAllocationAlignment, round_up(bytes, kAllocationAlignment));
+    if (!p) error = "aligned_alloc(" + config::format_bytes(bytes) + ") failed: the host is out of memory";
+    return p;
+  }
+  void give_back(void* base) noexcept override { std::free(base); }
+};
+
 }  // namespace
+
+std::unique_ptr<RegionSource> host_region_source() { return std::make_unique<HostRegions>(); }
 
 namespace {
 // The CPU's logical devices: cpu:0 alone, unless split by set_logical_device_configuration. Never
@@ -38,25 +51,54 @@ namespace {
 // (The vector is never destroyed either, so the devices stay reachable and leak checkers stay quiet.)
 std::vector<DeviceMemory*>& cpu_devices() {
   static auto* devices = [] {
-    auto* m = new DeviceMemory(DeviceInfo{Device::cpu(), cpu_model_name(), physical_memory()});
-    apply_environment(*m);
-    return new std::vector<DeviceMemory*>{m};
+    auto m = std::make_unique<DeviceMemory>(DeviceInfo{Device::cpu(), cpu_model_name(), physical_memory()});
+    apply_environment(*m);  // may throw (a bad TK_MEMORY_* value): nothing leaks, the next call tries again
+    return new std::vector<DeviceMemory*>{m.release()};
   }();
   return *devices;
+}
+// The CUDA devices' memories, created when each is first asked for (never destroyed, as the cpu's).
+std::vector<DeviceMemory*>& cuda_memories() {
+  static auto* memories = new std::vector<DeviceMemory*>;
+  return *memories;
 }
 std::mutex& devices_mutex() {
   static std::mutex mu;
   return mu;
 }
+
+// A CUDA device's memory: cudaMalloc regions, and by default TensorFlow's budget (runtime/cuda_device.h:
+// the memory free now less a system reserve); TK_MEMORY_* override it in apply_environment.
+DeviceMemory* new_cuda_memory(const CudaDevice& d) {
+  const CudaMemInfo now = cuda_mem_get_info(d.ordinal);
+  auto* m = new DeviceMemory(d.info, cuda_region_source(d.ordinal));
+  const size_t reserve = gpu_system_reserve(now.free, d.info.compute_capability_major);
+  if (now.free > reserve)
+    m->set_limit(now.free - reserve, "free " + config::format_bytes(now.free) + " less a " +
+                                         config::format_bytes(reserve) + " system reserve");
+  else
+    m->set_limit(now.free, "free memory (" + config::format_bytes(now.free) + ")");
+  return m;
+}
 }  // namespace
 
 DeviceMemory& DeviceMemory::get(Device device) {
   std::lock_guard lock(devices_mutex());
+  if (device.kind == DeviceKind::cuda) {
+    const CudaDevice& d = cuda_device(device.index);  // throws Unsupported with the reason
+    std::vector<DeviceMemory*>& memories = cuda_memories();
+    const auto i = static_cast<size_t>(device.index);
+    if (memories.size() <= i) memories.resize(i + 1, nullptr);
+    if (!memories[i]) {
+      std::unique_ptr<DeviceMemory> m(new_cuda_memory(d));
+      apply_environment(*m);
+      memories[i] = m.release();
+    }
+    return *memories[i];
+  }
   std::vector<DeviceMemory*>& cpus = cpu_devices();
   if (device.kind != DeviceKind::cpu || device.index < 0 || static_cast<size_t>(device.index) >= cpus.size())
-    throw Unsupported("device " + device.to_string() +
-                      " is not available (this build has the cpu backend; logical cpu "
-                      "devices: " +
+    throw Unsupported("device " + device.to_string() + " is not available (logical cpu devices: " +
                       std::to_string(cpus.size()) + ", see tk::config::set_logical_device_configuration)");
   return *cpus[static_cast<size_t>(device.index)];
 }
@@ -65,6 +107,7 @@ std::vector<DeviceInfo> DeviceMemory::all() {
   std::lock_guard lock(devices_mutex());
   std::vector<DeviceInfo> out;
   for (DeviceMemory* m : cpu_devices()) out.push_back(m->device_info());
+  for (const CudaDevice& d : cuda_devices().devices) out.push_back(d.info);
   return out;
 }
 
@@ -93,10 +136,14 @@ void DeviceMemory::split_cpu(const std::vector<size_t>& limits) {
   }
 }
 
-DeviceMemory::DeviceMemory(DeviceInfo info) : info_(std::move(info)), limit_(info_.total) {}
+DeviceMemory::DeviceMemory(DeviceInfo info, std::unique_ptr<RegionSource> source)
+    : info_(std::move(info)), source_(std::move(source)), limit_(info_.total) {
+  if (!source_) source_ = host_region_source();
+}
 
 DeviceMemory::~DeviceMemory() {
-  for (Region& r : regions_) std::free(r.base);
+  for (Region& r : regions_)
+    if (r.base) source_->give_back(r.base);
 }
 
 bool DeviceMemory::in_use() const {
@@ -119,20 +166,31 @@ void DeviceMemory::announce() {
   if (announced_) return;
   announced_ = true;
   // TensorFlow's "Created device ... with N MB memory" line, saying where the budget came from.
-  std::printf("Created device %s with %s budget (%s, %s) -> physical device: %s, total %s\n",
-              info_.device.to_string().c_str(), config::format_bytes(limit_).c_str(), limit_source_.c_str(),
-              growth_ ? "growth" : "reserved up front", info_.name.c_str(), config::format_bytes(info_.total).c_str());
+  if (info_.pci_bus_id.empty())
+    std::printf("Created device %s with %s budget (%s, %s) -> physical device: %s, total %s\n",
+                info_.device.to_string().c_str(), config::format_bytes(limit_).c_str(), limit_source_.c_str(),
+                growth_ ? "growth" : "reserved up front", info_.name.c_str(),
+                config::format_bytes(info_.total).c_str());
+  else  // a GPU, as TensorFlow prints it: "-> device: 0, name: ..., pci bus id: ..., compute capability: 9.0"
+    std::printf(
+        "Created device %s with %s budget (%s, %s) -> device: %d, name: %s, pci bus id: %s, compute capability: "
+        "%d.%d, total %s\n",
+        info_.device.to_string().c_str(), config::format_bytes(limit_).c_str(), limit_source_.c_str(),
+        growth_ ? "growth" : "reserved up front", info_.device.index, info_.name.c_str(), info_.pci_bus_id.c_str(),
+        info_.compute_capability_major, info_.compute_capability_minor, config::format_bytes(info_.total).c_str());
   std::fflush(stdout);
   if (!growth_ && !add_region(limit_))
     throw OutOfMemoryError("could not reserve the budget of " + config::format_bytes(limit_) + " on " +
-                           info_.device.to_string() + " (lower TK_MEMORY_LIMIT / TK_MEMORY_FRACTION)");
+                           info_.device.to_string() + (region_error_.empty() ? "" : ": " + region_error_) +
+                           " (lower TK_MEMORY_LIMIT / TK_MEMORY_FRACTION)");
 }
 
 bool DeviceMemory::add_region(size_t bytes) {
+  region_error_.clear();
   size_t size = growth_ ? round_up(bytes, kRegionGranularity) : bytes;
   if (reserved_ + size > limit_) size = bytes;  // the last region may be smaller than the granularity
   if (size == 0 || reserved_ + size > limit_) return false;
-  void* base = std::aligned_alloc(kAllocationAlignment, round_up(size, kAllocationAlignment));
+  void* base = source_->take(round_up(size, kAllocationAlignment), region_error_);
   if (!base) return false;
   regions_.push_back({static_cast<char*>(base), size, 0});
   blocks_.emplace(static_cast<char*>(base), Block{size, true, static_cast<int>(regions_.size() - 1), {}});
@@ -197,7 +255,7 @@ void DeviceMemory::free(void* p) noexcept {
   // A region with nothing left in it goes back to the device (under growth).
   if (growth_ && r.used_blocks == 0) {
     blocks_.erase(it);
-    std::free(r.base);
+    source_->give_back(r.base);
     reserved_ -= r.size;
     r = Region{nullptr, 0, 0};
   }
@@ -207,7 +265,7 @@ MemoryInfo DeviceMemory::info() const {
   std::lock_guard lock(mu_);
   MemoryInfo m;
   m.current = current_, m.peak = peak_, m.reserved = reserved_, m.limit = limit_, m.total = info_.total,
-  m.growth = growth_;
+  m.growth = growth_, m.limit_source = limit_source_;
   size_t free_bytes = 0;
   for (const auto& [p, b] : blocks_) {
     if (b.free) {
@@ -253,6 +311,10 @@ void DeviceMemory::out_of_memory(size_t bytes, const std::string& owner) const {
                   ", reserved " + format_bytes(reserved_) + ", largest free block " + format_bytes(largest) +
                   ", fragmentation " +
                   std::to_string(int(100.0 * (free_bytes ? 1.0 - double(largest) / double(free_bytes) : 0.0))) + "%";
+  if (!region_error_.empty())
+    r += "\n  the budget allowed it but the device refused: " + region_error_ +
+         (info_.device.kind == DeviceKind::cuda ? " (other processes may hold the GPU's memory: see `trainkit smi`)"
+                                                : "");
   r += "\n  largest live allocations:";
   for (size_t i = 0; i < std::min<size_t>(10, live.size()); ++i)
     r += "\n    " + format_bytes(live[i].second) + "  " + live[i].first;

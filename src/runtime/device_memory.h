@@ -7,6 +7,7 @@
 #pragma once
 #include <cstddef>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -18,14 +19,27 @@ namespace tk::runtime {
 inline constexpr size_t kAllocationAlignment = 256;
 inline constexpr size_t kRegionGranularity = size_t{2} << 20;  // regions are multiples of 2 MiB
 
+// Where a device's regions come from: host memory (aligned_alloc) for the cpu, cudaMalloc for a CUDA device
+// (runtime/cuda_device.cpp). The allocator above it is the same for every device.
+class RegionSource {
+ public:
+  virtual ~RegionSource() = default;
+  // `bytes` (a multiple of kAllocationAlignment), kAllocationAlignment-aligned; nullptr when the device cannot
+  // give it, with the reason in `error` ("cudaMalloc(2.00 MiB): out of memory (cudaErrorMemoryAllocation)").
+  virtual void* take(size_t bytes, std::string& error) = 0;
+  virtual void give_back(void* base) noexcept = 0;
+};
+std::unique_ptr<RegionSource> host_region_source();
+
 class DeviceMemory {
  public:
+  // cpu:N or cuda:N (Unsupported, naming the reason, when the device does not exist).
   static DeviceMemory& get(Device device);
-  static std::vector<DeviceInfo> all();
+  static std::vector<DeviceInfo> all();  // the cpu's logical devices, then the visible CUDA devices
   // Splits the physical cpu into logical devices cpu:0..n-1 with these budgets (before first use).
   static void split_cpu(const std::vector<size_t>& limits);
-  // A standalone instance (tests); the process-wide ones come from get().
-  explicit DeviceMemory(DeviceInfo info);
+  // A standalone instance (tests); the process-wide ones come from get(). Regions come from `source`.
+  explicit DeviceMemory(DeviceInfo info, std::unique_ptr<RegionSource> source = host_region_source());
   ~DeviceMemory();  // gives every region back (standalone instances; the process-wide ones live forever)
   DeviceMemory(const DeviceMemory&) = delete;
   DeviceMemory& operator=(const DeviceMemory&) = delete;
@@ -62,6 +76,8 @@ class DeviceMemory {
 
   mutable std::mutex mu_;
   DeviceInfo info_;
+  std::unique_ptr<RegionSource> source_;
+  std::string region_error_;  // why the device last refused a region the budget allowed
   size_t limit_, current_ = 0, peak_ = 0, reserved_ = 0;
   bool growth_ = true, announced_ = false;
   std::string limit_source_ = "physical memory";

@@ -8,12 +8,20 @@
 namespace tk {
 namespace {
 
+// The cpu devices only (a GPU machine lists cuda devices too).
+std::vector<DeviceInfo> cpu_devices() {
+  std::vector<DeviceInfo> out;
+  for (const DeviceInfo& d : config::list_devices())
+    if (d.device.kind == DeviceKind::cpu) out.push_back(d);
+  return out;
+}
+
 TEST(LogicalDevices, SplitTheCpuIntoDevicesWithTheirOwnBudgets) {
   EXPECT_THROW(config::set_logical_device_configuration(Device::cpu(), {size_t{40} << 20, size_t{40} << 20}),
                InvalidArgument)
       << "80 MiB of logical devices do not fit a 64 MiB budget";
   config::set_logical_device_configuration(Device::cpu(), {size_t{24} << 20, size_t{24} << 20});
-  const std::vector<DeviceInfo> devices = config::list_devices();
+  const std::vector<DeviceInfo> devices = cpu_devices();
   ASSERT_EQ(devices.size(), 2u);
   EXPECT_EQ(devices[1].device, Device::cpu(1));
   EXPECT_EQ(config::get_memory_info(Device::cpu(1)).limit, size_t{24} << 20);
@@ -30,7 +38,7 @@ TEST(LogicalDevices, SplitTheCpuIntoDevicesWithTheirOwnBudgets) {
 
 // cpu:0 and cpu:1 with 24 MiB each (configured here when this test runs in its own process, as under CTest).
 TEST(LogicalDevices, DatasetOnDeviceIsChargedThereAndNamesSizeAndBudgetWhenItDoesNotFit) {
-  if (config::list_devices().size() < 2)
+  if (cpu_devices().size() < 2)
     config::set_logical_device_configuration(Device::cpu(), {size_t{24} << 20, size_t{24} << 20});
   Tensor host(Shape{4, 1 << 20}, DType::f32, Device::cpu(0), "host arrays");   // 16 MiB
   Tensor other(Shape{9, 1 << 18}, DType::f32, Device::cpu(1), "other model");  // 9 MiB: 15 MiB left
