@@ -30,17 +30,6 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
-// Features as float32; integer data (pixels) scaled by 1/255 as Keras' tutorials do.
-Tensor as_features(const Tensor& t) {
-  if (t.dtype() == DType::f32) return t;
-  Tensor f = t.to(DType::f32);
-  if (t.dtype() == DType::u8) {
-    float* p = f.data<float>();
-    for (int64_t i = 0; i < f.numel(); ++i) p[i] *= 1.0f / 255.0f;
-  }
-  return f;
-}
-
 // Labels as int32 scalars per sample (sparse categorical targets).
 Tensor as_labels(const Tensor& t, const std::string& where) {
   if (t.dtype() == DType::f32 || t.dtype() == DType::f16 || t.dtype() == DType::bf16) {
@@ -108,6 +97,16 @@ std::string join(const std::vector<std::string>& v) {
 }
 
 }  // namespace
+
+Tensor as_features(const Tensor& t) {
+  if (t.dtype() == DType::f32) return t;
+  Tensor f = t.to(DType::f32);
+  if (t.dtype() == DType::u8) {
+    float* p = f.data<float>();
+    for (int64_t i = 0; i < f.numel(); ++i) p[i] *= 1.0f / 255.0f;
+  }
+  return f;
+}
 
 std::string data_format(const std::string& path, const std::string& format) {
   if (format != "auto") {

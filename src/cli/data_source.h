@@ -20,6 +20,9 @@ struct DataArgs {
   std::string x, y;             // meaning depends on the format (above)
 };
 
+// Features as float32; integer data (uint8 pixels) scaled by 1/255, as Keras' tutorials do.
+Tensor as_features(const Tensor& t);
+
 // "csv", "npz", ... for a path and a --format value; InvalidArgument naming the path when unknown.
 std::string data_format(const std::string& path, const std::string& format);
 

@@ -52,19 +52,6 @@ void add_fit_command(CLI::App& app, FitArgs& a) {
   fit->add_flag("!--no-summary", a.summary, "Do not print the model summary");
 }
 
-namespace {
-// Images as float32 in [0, 1]; integer pixel data is scaled by 1/255 as Keras' tutorials do.
-Tensor as_features(const Tensor& t) {
-  if (t.dtype() == DType::f32) return t;
-  Tensor f = t.to(DType::f32);
-  if (t.dtype() == DType::u8) {
-    float* p = f.data<float>();
-    for (int64_t i = 0; i < f.numel(); ++i) p[i] *= 1.0f / 255.0f;
-  }
-  return f;
-}
-}  // namespace
-
 int64_t parse_batch_option(const std::string& option, const std::string& value, bool zero_ok) {
   if (value == "auto") return kAutoBatchSize;
   char* end = nullptr;

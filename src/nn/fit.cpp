@@ -99,16 +99,7 @@ History Model::fit(const std::vector<Tensor>& x_all, const std::vector<Tensor>& 
 
   if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
   auto history = std::make_shared<History>();
-  std::vector<CallbackPtr> callbacks{history};
-  const int verbose = o.verbose == -1 ? 1 : o.verbose;
-  const bool terminal = isatty(STDOUT_FILENO) != 0;
-  if (verbose > 0)
-    callbacks.push_back(std::make_shared<ProgbarLogger>(o.verbose == -1 && !terminal ? 2 : verbose, terminal));
-  callbacks.insert(callbacks.end(), o.callbacks.begin(), o.callbacks.end());
-  for (const CallbackPtr& cb : callbacks) {
-    cb->model = this;
-    cb->params = {o.epochs, steps, verbose};
-  }
+  const std::vector<CallbackPtr> callbacks = nn::fit_callbacks(this, o, steps, history);
 
   std::vector<int64_t> perm(static_cast<size_t>(n));
   std::iota(perm.begin(), perm.end(), 0);
@@ -165,6 +156,29 @@ void Model::train_step(const std::vector<Tensor>& x, const std::vector<Tensor>& 
   ++optimizer_->config().iterations;
 }
 
+namespace nn {
+std::vector<CallbackPtr> fit_callbacks(Model* model, const FitOptions& o, int64_t steps,
+                                       const std::shared_ptr<History>& history) {
+  std::vector<CallbackPtr> callbacks{history};
+  const int verbose = o.verbose == -1 ? 1 : o.verbose;
+  const bool terminal = isatty(STDOUT_FILENO) != 0;
+  if (verbose > 0)
+    callbacks.push_back(std::make_shared<ProgbarLogger>(o.verbose == -1 && !terminal ? 2 : verbose, terminal));
+  callbacks.insert(callbacks.end(), o.callbacks.begin(), o.callbacks.end());
+  for (const CallbackPtr& cb : callbacks) {
+    cb->model = model;
+    cb->params = {o.epochs, steps, verbose};
+  }
+  return callbacks;
+}
+
+void print_logs(const Logs& logs) {
+  std::string line;
+  for (const auto& [k, v] : logs.items()) line += (line.empty() ? "" : " - ") + k + ": " + std::to_string(v);
+  std::printf("%s\n", line.c_str());
+}
+}  // namespace nn
+
 const Logs& Model::train_on_batch(const std::vector<Tensor>& x, const std::vector<Tensor>& y) {
   check_compiled("train_on_batch");
   ensure_built(x);
@@ -191,11 +205,7 @@ Logs Model::evaluate(const std::vector<Tensor>& x, const std::vector<Tensor>& y,
   ensure_built(x);
   check_data(x, &y, "evaluate");
   Logs logs = run_evaluation(x, y, o.batch_size, o.steps);
-  if (o.verbose > 0) {
-    std::string line;
-    for (const auto& [k, v] : logs.items()) line += (line.empty() ? "" : " - ") + k + ": " + std::to_string(v);
-    std::printf("%s\n", line.c_str());
-  }
+  if (o.verbose > 0) nn::print_logs(logs);
   return logs;
 }
 

@@ -6,6 +6,7 @@
 #include "nn/batching.h"
 #include "nn/programs.h"
 #include "trainkit/nn/callbacks.h"
+#include "trainkit/nn/model.h"
 
 namespace tk::nn {
 
@@ -38,5 +39,12 @@ struct Accumulator {
     for (size_t k = 0; k < names.size(); ++k) logs.set(names[k], count > 0 ? sum[k] / count : 0.0);
   }
 };
+
+// History, the progress display (when verbose) and the user's callbacks, bound to the model and fit's
+// parameters (fit.cpp).
+std::vector<CallbackPtr> fit_callbacks(Model* model, const FitOptions& o, int64_t steps,
+                                       const std::shared_ptr<History>& history);
+// evaluate(verbose): "loss: 0.31 - accuracy: 0.89".
+void print_logs(const Logs& logs);
 
 }  // namespace tk::nn

@@ -1,5 +1,4 @@
 // fit / evaluate / predict over a tk::data::Dataset of batches, with stall accounting per epoch.
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -26,10 +25,9 @@ void require(bool ok, const std::string& message) {
 // The next batch is produced on the pipeline's own thread while the step runs: add a prefetch unless the
 // pipeline already ends with one.
 data::Dataset staged(const data::Dataset& d) {
-  const std::string chain = d.describe();
-  const size_t last = chain.rfind(" -> ");
-  const bool ends_with_prefetch = chain.compare(last == std::string::npos ? 0 : last + 4, 8, "prefetch") == 0;
-  return ends_with_prefetch ? d : d.prefetch(2);
+  const data::Node* last = d.node().get();
+  while (last->label().empty() && !last->inputs.empty()) last = last->inputs[0].get();  // with_options
+  return last->label().rfind("prefetch", 0) == 0 ? d : d.prefetch(2);
 }
 
 }  // namespace
@@ -91,16 +89,8 @@ History Model::fit(const data::Dataset& dataset, FitOptions o) {
   if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
 
   auto history = std::make_shared<History>();
-  std::vector<CallbackPtr> callbacks{history};
   const int verbose = o.verbose == -1 ? 1 : o.verbose;
-  const bool terminal = isatty(STDOUT_FILENO) != 0;
-  if (verbose > 0)
-    callbacks.push_back(std::make_shared<ProgbarLogger>(o.verbose == -1 && !terminal ? 2 : verbose, terminal));
-  callbacks.insert(callbacks.end(), o.callbacks.begin(), o.callbacks.end());
-  for (const CallbackPtr& cb : callbacks) {
-    cb->model = this;
-    cb->params = {o.epochs, steps, verbose};
-  }
+  const std::vector<CallbackPtr> callbacks = nn::fit_callbacks(this, o, steps, history);
 
   nn::HostStager stager;
   data::StallMeter meter;
@@ -134,6 +124,7 @@ History Model::fit(const data::Dataset& dataset, FitOptions o) {
       meter.add_wait(pending && epoch == o.initial_epoch && s == 0 ? first_wait_s : since(t0));
       pending = false;
       const auto t1 = Clock::now();
+      stager.recycle(x, y);
       split_element(element, x, y, true, "fit");
       check_data(x, &y, "fit");
       stager.stage(std::move(x), std::move(y));
@@ -190,11 +181,7 @@ Logs Model::evaluate(const data::Dataset& dataset, EvaluateOptions o) {
   require(dataset.cardinality() != data::kInfiniteCardinality || o.steps > 0,
           "evaluate: the dataset is infinite (repeat() without a count): give steps");
   Logs logs = run_evaluation(dataset, o.steps);
-  if (o.verbose > 0) {
-    std::string line;
-    for (const auto& [k, v] : logs.items()) line += (line.empty() ? "" : " - ") + k + ": " + std::to_string(v);
-    std::printf("%s\n", line.c_str());
-  }
+  if (o.verbose > 0) nn::print_logs(logs);
   return logs;
 }
 

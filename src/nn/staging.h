@@ -7,6 +7,7 @@
 // the compute stream wait on the copy's event. fit() only talks to this interface.
 #pragma once
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "nn/fit_common.h"
@@ -31,6 +32,11 @@ class HostStager final : public BatchStager {
   void stage(std::vector<Tensor> x, std::vector<Tensor> y) override {
     x_ = std::move(x);
     y_ = std::move(y);
+  }
+  // Hands the previous batch's vectors back, so a loop reuses their capacity.
+  void recycle(std::vector<Tensor>& x, std::vector<Tensor>& y) {
+    std::swap(x, x_);
+    std::swap(y, y_);
   }
   int64_t bind(Compiled& c, bool with_targets) override {
     const int64_t n = x_.empty() ? 0 : x_[0].dim(0);

@@ -25,6 +25,7 @@
 // plain C calls reproduce it. LeakSanitizer (ASan builds) ignores leaks allocated inside libhdf5 only.
 extern "C" const char* __lsan_default_suppressions() { return "leak:libhdf5_serial.so\n"; }
 
+#include "temp_files.h"
 namespace tk::data {
 namespace {
 
@@ -33,26 +34,8 @@ using Bytes = std::vector<uint8_t>;
 // Written by tests/fixtures/data/hdf5/gen_hdf5_fixtures.py (h5py); its docstring lists every dataset.
 const std::string kFixture = std::string(TK_SOURCE_DIR) + "/tests/fixtures/data/hdf5/fixture.h5";
 
-// One directory per process, so concurrent runs (ctest -j) never share files; removed when the run ends.
-const std::filesystem::path& temp_dir() {
-  static const std::filesystem::path dir = [] {
-    auto d = std::filesystem::path(::testing::TempDir()) / ("tk_hdf5_" + std::to_string(getpid()));
-    std::filesystem::create_directories(d);
-    return d;
-  }();
-  return dir;
-}
-
-class RemoveTempDir : public ::testing::Environment {
- public:
-  void TearDown() override {
-    std::error_code ec;
-    std::filesystem::remove_all(temp_dir(), ec);
-  }
-};
-[[maybe_unused]] const auto* const kRemoveTempDir = ::testing::AddGlobalTestEnvironment(new RemoveTempDir);
-
-std::string temp_path(const std::string& name) { return (temp_dir() / name).string(); }
+using test::temp_dir;
+using test::temp_path;
 
 Bytes read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -10,33 +10,15 @@
 #include <string>
 #include <vector>
 
+#include "temp_files.h"
 #include "trainkit/data/npy.h"
-
 namespace tk::data {
 namespace {
 
 using Bytes = std::vector<uint8_t>;
 
-// One directory per process, so concurrent runs (ctest -j) never share files; removed when the run ends.
-const std::filesystem::path& temp_dir() {
-  static const std::filesystem::path dir = [] {
-    auto d = std::filesystem::path(::testing::TempDir()) / ("tk_npy_" + std::to_string(getpid()));
-    std::filesystem::create_directories(d);
-    return d;
-  }();
-  return dir;
-}
-
-class RemoveTempDir : public ::testing::Environment {
- public:
-  void TearDown() override {
-    std::error_code ec;
-    std::filesystem::remove_all(temp_dir(), ec);
-  }
-};
-[[maybe_unused]] const auto* const kRemoveTempDir = ::testing::AddGlobalTestEnvironment(new RemoveTempDir);
-
-std::string temp_path(const std::string& name) { return (temp_dir() / name).string(); }
+using test::temp_dir;
+using test::temp_path;
 
 // Written by tests/fixtures/data/npy/gen_npy_fixtures.py with real NumPy.
 std::string fixture(const std::string& name) { return std::string(TK_SOURCE_DIR) + "/tests/fixtures/data/npy/" + name; }

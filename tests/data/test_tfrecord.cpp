@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "data/crc32c.h"
+#include "temp_files.h"
 #include "trainkit/data/tfrecord.h"
-
 namespace tk::data {
 namespace {
 
@@ -21,26 +21,8 @@ namespace {
 
 const std::string kFixtures = std::string(TK_SOURCE_DIR) + "/tests/fixtures/data/tfrecord/";
 
-// One directory per process, so concurrent runs (ctest -j) never share files; removed when the run ends.
-const std::filesystem::path& temp_dir() {
-  static const std::filesystem::path dir = [] {
-    auto d = std::filesystem::path(::testing::TempDir()) / ("tk_tfrecord_" + std::to_string(getpid()));
-    std::filesystem::create_directories(d);
-    return d;
-  }();
-  return dir;
-}
-
-class RemoveTempDir : public ::testing::Environment {
- public:
-  void TearDown() override {
-    std::error_code ec;
-    std::filesystem::remove_all(temp_dir(), ec);
-  }
-};
-[[maybe_unused]] const auto* const kRemoveTempDir = ::testing::AddGlobalTestEnvironment(new RemoveTempDir);
-
-std::string temp_path(const std::string& name) { return (temp_dir() / name).string(); }
+using test::temp_dir;
+using test::temp_path;
 
 std::string read_bytes(const std::string& path) {
   std::string out;
