@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "data/crc32c.h"
+#include "data/formats/crc32c.h"
 #include "fuzz_common.h"
 #include "trainkit/core/error.h"
 #include "trainkit/data/tfrecord.h"

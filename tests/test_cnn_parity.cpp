@@ -8,7 +8,7 @@
 #include "fixture.h"
 #include "graph/autodiff.h"
 #include "graph/program.h"
-#include "nn/context.h"
+#include "nn/layers/context.h"
 #include "trainkit/trainkit.h"
 
 namespace tk {

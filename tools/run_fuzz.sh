@@ -14,7 +14,7 @@ flags=(-std=c++20 -g -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-saniti
        -Iinclude -Isrc -I/usr/include/hdf5/serial)
 # The readers and what they stand on (core, runtime, data), compiled once for all targets.
 objs=()
-for src in src/core/*.cpp src/runtime/*.cpp src/data/*.cpp; do
+for src in src/core/*.cpp src/runtime/*.cpp src/data/*.cpp src/data/formats/*.cpp; do
   obj="$out/obj/$(echo "$src" | tr '/' '_').o"
   if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ]; then "$CXX" "${flags[@]}" -c "$src" -o "$obj"; fi
   objs+=("$obj")

@@ -4,9 +4,9 @@
 #include <functional>
 #include <set>
 
-#include "nn/context.h"
-#include "nn/input_layer.h"
-#include "nn/programs.h"
+#include "nn/layers/context.h"
+#include "nn/layers/input_layer.h"
+#include "nn/compiler/programs.h"
 #include "trainkit/core/error.h"
 
 namespace tk {

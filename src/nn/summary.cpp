@@ -4,7 +4,7 @@
 #include <map>
 #include <set>
 
-#include "nn/input_layer.h"
+#include "nn/layers/input_layer.h"
 #include "trainkit/nn/model.h"
 
 namespace tk {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "data/crc32c.h"
+#include "data/formats/crc32c.h"
 #include "temp_files.h"
 #include "trainkit/data/tfrecord.h"
 namespace tk::data {

@@ -1,7 +1,7 @@
 // Image layers (channels_last): Conv2D, pooling, BatchNormalization, SpatialDropout2D, ZeroPadding2D,
 // UpSampling2D — Keras 3 semantics.
 #include "graph/window.h"
-#include "nn/context.h"
+#include "nn/layers/context.h"
 #include "trainkit/core/error.h"
 #include "trainkit/nn/layers.h"
 

@@ -1,4 +1,4 @@
-#include "data/crc32c.h"
+#include "data/formats/crc32c.h"
 
 #include <array>
 #include <cstring>

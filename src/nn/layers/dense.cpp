@@ -1,5 +1,5 @@
 // Dense: activation(x @ kernel + bias) over the last axis. kernel (in, units), bias (units,).
-#include "nn/context.h"
+#include "nn/layers/context.h"
 #include "trainkit/core/error.h"
 #include "trainkit/nn/layers.h"
 

@@ -1,6 +1,6 @@
 #include "trainkit/nn/layer.h"
 
-#include "nn/context.h"
+#include "nn/layers/context.h"
 #include "trainkit/core/error.h"
 
 namespace tk {

@@ -3,8 +3,8 @@
 #include <string>
 #include <vector>
 
-#include "nn/batching.h"
-#include "nn/programs.h"
+#include "nn/training/batching.h"
+#include "nn/compiler/programs.h"
 #include "trainkit/nn/callbacks.h"
 #include "trainkit/nn/model.h"
 

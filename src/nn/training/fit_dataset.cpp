@@ -5,9 +5,9 @@
 #include <set>
 
 #include "data/node.h"
-#include "nn/fit_common.h"
-#include "nn/programs.h"
-#include "nn/staging.h"
+#include "nn/training/fit_common.h"
+#include "nn/compiler/programs.h"
+#include "nn/training/staging.h"
 #include "trainkit/core/error.h"
 #include "trainkit/data/stall.h"
 #include "trainkit/nn/model.h"

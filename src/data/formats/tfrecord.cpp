@@ -12,8 +12,8 @@
 #include <limits>
 #include <map>
 
-#include "data/crc32c.h"
-#include "data/protobuf_wire.h"
+#include "data/formats/crc32c.h"
+#include "data/formats/protobuf_wire.h"
 
 namespace tk::data {
 namespace {

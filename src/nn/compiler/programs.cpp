@@ -1,4 +1,4 @@
-#include "nn/programs.h"
+#include "nn/compiler/programs.h"
 
 #include <algorithm>
 #include <functional>
@@ -6,8 +6,8 @@
 #include <unordered_map>
 
 #include "graph/autodiff.h"
-#include "nn/context.h"
-#include "nn/input_layer.h"
+#include "nn/layers/context.h"
+#include "nn/layers/input_layer.h"
 #include "trainkit/core/error.h"
 
 namespace tk::nn {

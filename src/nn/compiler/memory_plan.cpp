@@ -4,7 +4,7 @@
 
 #include "graph/autodiff.h"
 #include "graph/schedule.h"
-#include "nn/programs.h"
+#include "nn/compiler/programs.h"
 #include "trainkit/core/error.h"
 #include "trainkit/runtime/memory.h"
 

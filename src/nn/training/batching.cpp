@@ -1,4 +1,4 @@
-#include "nn/batching.h"
+#include "nn/training/batching.h"
 
 #include <cstring>
 

@@ -1,8 +1,8 @@
 // Layers without weights: InputLayer, Activation, Dropout, Flatten, Reshape, Add, Concatenate.
 #include <optional>
 
-#include "nn/context.h"
-#include "nn/input_layer.h"
+#include "nn/layers/context.h"
+#include "nn/layers/input_layer.h"
 #include "trainkit/core/error.h"
 #include "trainkit/nn/layers.h"
 

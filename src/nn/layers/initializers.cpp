@@ -5,7 +5,7 @@
 #include <mutex>
 #include <random>
 
-#include "nn/context.h"
+#include "nn/layers/context.h"
 #include "trainkit/core/error.h"
 #include "trainkit/data/dataset.h"
 

@@ -5,10 +5,10 @@
 #include <numeric>
 #include <random>
 
-#include "nn/batching.h"
-#include "nn/context.h"
-#include "nn/fit_common.h"
-#include "nn/programs.h"
+#include "nn/training/batching.h"
+#include "nn/layers/context.h"
+#include "nn/training/fit_common.h"
+#include "nn/compiler/programs.h"
 #include "trainkit/core/error.h"
 #include "trainkit/runtime/memory.h"
 

@@ -1,6 +1,6 @@
 #include <array>
 
-#include "nn/context.h"
+#include "nn/layers/context.h"
 #include "trainkit/core/error.h"
 
 namespace tk::nn {

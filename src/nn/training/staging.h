@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "nn/fit_common.h"
+#include "nn/training/fit_common.h"
 #include "trainkit/core/device.h"
 
 namespace tk::nn {
