@@ -1,4 +1,5 @@
-// Element types. Kernels exist for f32 (compute) and the integer types used for labels.
+// Element types: float32, the 16-bit floats (storage types in core/half.h), and the integer types of labels
+// and raw data. Which (op, dtype, device) has a kernel is the kernel registry's business (graph/kernel.h).
 //
 //   tk::DType t = tk::DType::f32;
 //   size_t bytes = tk::dtype_size(t) * n;   // 4 * n
@@ -7,6 +8,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+
+#include "trainkit/core/half.h"
 
 namespace tk {
 
@@ -64,6 +67,14 @@ constexpr DType dtype_of();
 template <>
 constexpr DType dtype_of<float>() {
   return DType::f32;
+}
+template <>
+constexpr DType dtype_of<float16>() {
+  return DType::f16;
+}
+template <>
+constexpr DType dtype_of<bfloat16>() {
+  return DType::bf16;
 }
 template <>
 constexpr DType dtype_of<int32_t>() {

@@ -1,0 +1,99 @@
+// 16-bit floating-point storage types and their conversions to and from float32.
+//
+//   tk::float16 h = tk::float16::from_float(0.1f);   // round-to-nearest-even, as NumPy's astype(float16)
+//   float back = h.to_float();                        // exact (every float16 is a float32)
+//   tk::bfloat16 b = tk::bfloat16::from_float(3.14159f);
+//   tk::convert_f32_to_f16(src, dst, n);              // bulk, the same rounding
+//
+// float16 is IEEE 754 binary16 (1 sign, 5 exponent, 10 mantissa bits); bfloat16 is the top half of a
+// float32 (1, 8, 7). Conversions from float32 round to nearest, ties to even; overflow becomes Inf; NaN
+// stays NaN with its sign (float16 keeps the top payload bits as NumPy does; bfloat16 becomes the quiet
+// NaN 0x7fc0 / 0xffc0 as ml_dtypes does); Inf stays Inf. Both widen to float32 exactly.
+#pragma once
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+
+namespace tk {
+
+namespace half_detail {
+
+constexpr uint16_t f32_to_f16_bits(float value) {
+  uint32_t f = std::bit_cast<uint32_t>(value);
+  const uint32_t sign = (f >> 16) & 0x8000u;
+  f &= 0x7fffffffu;
+  if (f >= 0x7f800000u) {  // Inf or NaN
+    if (f == 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u);
+    uint32_t h = 0x7c00u + ((f & 0x007fffffu) >> 13);  // NumPy: keep the payload's top bits
+    if (h == 0x7c00u) ++h;                              // ... but never turn a NaN into Inf
+    return static_cast<uint16_t>(sign | h);
+  }
+  if (f >= 0x47800000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 65536: Inf
+  if (f < 0x38800000u) {  // below 2^-14: float16 subnormal or zero; round at 2^-24 by hand
+    if (f < 0x33000000u) return static_cast<uint16_t>(sign);  // < 2^-25: rounds to zero
+    const uint32_t exponent = f >> 23;                         // 102 .. 112
+    const uint32_t mantissa = (f & 0x007fffffu) | 0x00800000u;  // implicit one
+    const uint32_t shift = 126u - exponent;                    // bits dropped: 14 .. 24
+    uint32_t h = mantissa >> shift;
+    const uint32_t rest = mantissa & ((1u << shift) - 1u), halfway = 1u << (shift - 1u);
+    if (rest > halfway || (rest == halfway && (h & 1u))) ++h;
+    return static_cast<uint16_t>(sign | h);
+  }
+  // Normal: re-bias the exponent (127 -> 15) and round the 13 dropped mantissa bits to nearest even; a
+  // carry out of the mantissa correctly bumps the exponent (up to Inf at 65520).
+  const uint32_t odd = (f >> 13) & 1u;
+  f += 0xc8000000u + 0x0fffu + odd;
+  return static_cast<uint16_t>(sign | (f >> 13));
+}
+
+constexpr float f16_bits_to_f32(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu;
+  if (exponent == 0x1fu) return std::bit_cast<float>(sign | 0x7f800000u | (mantissa << 13));
+  if (exponent != 0) return std::bit_cast<float>(sign | ((exponent + 112u) << 23) | (mantissa << 13));
+  if (mantissa == 0) return std::bit_cast<float>(sign);
+  // Subnormal: mantissa * 2^-24, normal in float32. Normalize by hand (no FPU: exact under FTZ/DAZ too).
+  uint32_t m = mantissa;
+  uint32_t e = 113;  // exponent of 2^-14 in float32
+  while (!(m & 0x400u)) {
+    m <<= 1;
+    --e;
+  }
+  return std::bit_cast<float>(sign | (e << 23) | ((m & 0x3ffu) << 13));
+}
+
+constexpr uint16_t f32_to_bf16_bits(float value) {
+  const uint32_t f = std::bit_cast<uint32_t>(value);
+  if ((f & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((f & 0x80000000u) ? 0xffc0u : 0x7fc0u);
+  const uint32_t rounding = 0x7fffu + ((f >> 16) & 1u);  // ties to even; overflow carries into Inf
+  return static_cast<uint16_t>((f + rounding) >> 16);
+}
+
+constexpr float bf16_bits_to_f32(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
+
+}  // namespace half_detail
+
+struct float16 {
+  uint16_t bits = 0;
+  static constexpr float16 from_bits(uint16_t b) { return float16{b}; }
+  static constexpr float16 from_float(float f) { return float16{half_detail::f32_to_f16_bits(f)}; }
+  constexpr float to_float() const { return half_detail::f16_bits_to_f32(bits); }
+  constexpr bool operator==(const float16&) const = default;
+};
+
+struct bfloat16 {
+  uint16_t bits = 0;
+  static constexpr bfloat16 from_bits(uint16_t b) { return bfloat16{b}; }
+  static constexpr bfloat16 from_float(float f) { return bfloat16{half_detail::f32_to_bf16_bits(f)}; }
+  constexpr float to_float() const { return half_detail::bf16_bits_to_f32(bits); }
+  constexpr bool operator==(const bfloat16&) const = default;
+};
+static_assert(sizeof(float16) == 2 && sizeof(bfloat16) == 2);
+
+// Bulk conversions (n elements; src and dst may not overlap).
+void convert_f32_to_f16(const float* src, float16* dst, size_t n);
+void convert_f16_to_f32(const float16* src, float* dst, size_t n);
+void convert_f32_to_bf16(const float* src, bfloat16* dst, size_t n);
+void convert_bf16_to_f32(const bfloat16* src, float* dst, size_t n);
+
+}  // namespace tk
