@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "trainkit/core/convert.h"
+
 namespace tk {
 
 // Byte operations on a device's memory, defined by the runtime next to device_allocate (runtime/config.cpp):
@@ -35,7 +37,33 @@ Storage::Storage(size_t bytes, Device device, const std::string& owner) : bytes_
   }
 }
 
-Storage::~Storage() { device_free(data_, device_); }
+Storage::Storage(void* data, size_t bytes, Device device, std::function<void(void*)> release)
+    : data_(data), bytes_(bytes), device_(device), release_(std::move(release)) {
+  if (!release_) release_ = [](void*) {};
+}
+
+Storage::~Storage() {
+  if (release_)
+    release_(data_);
+  else
+    device_free(data_, device_);
+}
+
+Tensor Tensor::from_blob(void* data, Shape shape, DType dtype, Device device, std::function<void(void*)> release) {
+  if (!shape.fully_known()) throw InvalidArgument("from_blob: partially known shape " + shape.to_string());
+  Tensor t;
+  t.shape_ = std::move(shape);
+  t.dtype_ = dtype;
+  t.storage_ = std::make_shared<Storage>(data, static_cast<size_t>(t.shape_.numel()) * dtype_size(dtype), device,
+                                         std::move(release));
+  return t;
+}
+
+Tensor Tensor::to_device(Device device) const {
+  Tensor t(shape_, dtype_, device);
+  device_copy(t.raw(), device, raw(), this->device(), nbytes());
+  return t;
+}
 
 Tensor::Tensor(Shape shape, DType dtype, Device device, const std::string& owner)
     : shape_(std::move(shape)), dtype_(dtype) {
@@ -55,7 +83,15 @@ Tensor Tensor::full(Shape shape, float value) {
   return t;
 }
 
+void Tensor::check_host(const char* what) const {
+  if (storage_ && storage_->device().kind != DeviceKind::cpu)
+    throw InvalidArgument(std::string(what) + ": the tensor (shape " + shape_.to_string() + ", " +
+                          std::string(dtype_name(dtype_)) + ") is in the memory of " + device().to_string() +
+                          ", which the host cannot read; copy it to the cpu first (Tensor::to_device(tk::Device::cpu()))");
+}
+
 void Tensor::check_type(DType want) const {
+  check_host("Tensor::data()");
   if (want != dtype_)
     throw InvalidArgument("tensor of dtype " + std::string(dtype_name(dtype_)) + " accessed as " +
                           std::string(dtype_name(want)) + " (convert it with Tensor::to)");
@@ -88,62 +124,11 @@ Tensor Tensor::slice_rows(int64_t begin, int64_t end) const {
   return t;
 }
 
-namespace {
-template <typename D>
-void convert_into(const Tensor& src, D* dst) {
-  int64_t n = src.numel();
-  switch (src.dtype()) {
-    case DType::f32: {
-      auto p = src.data<float>();
-      for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<D>(p[i]);
-      break;
-    }
-    case DType::i32: {
-      auto p = src.data<int32_t>();
-      for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<D>(p[i]);
-      break;
-    }
-    case DType::i64: {
-      auto p = src.data<int64_t>();
-      for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<D>(p[i]);
-      break;
-    }
-    case DType::u8: {
-      auto p = src.data<uint8_t>();
-      for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<D>(p[i]);
-      break;
-    }
-    case DType::boolean: {
-      auto p = src.data<bool>();
-      for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<D>(p[i]);
-      break;
-    }
-    default:
-      throw Unsupported("conversion from " + std::string(dtype_name(src.dtype())) + " is not implemented");
-  }
-}
-}  // namespace
-
 Tensor Tensor::to(DType dtype) const {
   if (dtype == dtype_) return clone();
   require_host(*this, ("Tensor::to(" + std::string(dtype_name(dtype)) + ")").c_str());
   Tensor t(shape_, dtype, device());
-  switch (dtype) {
-    case DType::f32:
-      convert_into(*this, t.data<float>());
-      break;
-    case DType::i32:
-      convert_into(*this, t.data<int32_t>());
-      break;
-    case DType::i64:
-      convert_into(*this, t.data<int64_t>());
-      break;
-    case DType::u8:
-      convert_into(*this, t.data<uint8_t>());
-      break;
-    default:
-      throw Unsupported("conversion to " + std::string(dtype_name(dtype)) + " is not implemented");
-  }
+  convert_elements(raw(), dtype_, t.raw(), dtype, static_cast<size_t>(numel()));
   return t;
 }
 

@@ -65,7 +65,6 @@ std::vector<int> gradients(Graph& g, const std::vector<int>& losses, const std::
       Node original = g[v];
       for (int& in : original.inputs) in = recompute(in);
       const int copy = g.add(original.op, original.inputs, original.attrs, original.name + "/recompute");
-      g[copy].dtype = original.dtype;
       copies[static_cast<size_t>(v)] = copy;
       ++remat->recomputed_ops;
       remat->recomputed_flops += op_flops(g, copy);

@@ -7,33 +7,38 @@ namespace tk::graph {
 int Graph::input(std::string name, Shape shape, DType dtype) {
   Attrs at;
   at.shape = std::move(shape);
-  int id = add(Op::Input, {}, std::move(at), std::move(name));
-  nodes.back().dtype = dtype;
-  return id;
+  at.dtype = dtype;
+  return add(Op::Input, {}, std::move(at), std::move(name));
 }
 
 int Graph::variable(std::string name, Tensor& storage) {
   Attrs at;
   at.shape = storage.shape();
   at.external = storage.raw();
-  int id = add(Op::Variable, {}, std::move(at), std::move(name));
-  nodes.back().dtype = storage.dtype();
-  return id;
+  at.dtype = storage.dtype();
+  return add(Op::Variable, {}, std::move(at), std::move(name));
 }
 
 int Graph::placeholder_variable(std::string name, Shape shape, DType dtype) {
   Attrs at;
   at.shape = std::move(shape);
-  int id = add(Op::Variable, {}, std::move(at), std::move(name));
-  nodes.back().dtype = dtype;
-  return id;
+  at.dtype = dtype;
+  return add(Op::Variable, {}, std::move(at), std::move(name));
 }
 
-int Graph::fill(float value, Shape shape) {
+int Graph::fill(float value, Shape shape, DType dtype) {
   Attrs at;
   at.value = value;
   at.shape = std::move(shape);
+  at.dtype = dtype;
   return add(Op::Fill, {}, std::move(at), "fill");
+}
+
+int Graph::cast(int x, DType dtype, std::string name) {
+  if ((*this)[x].dtype == dtype) return x;
+  Attrs at;
+  at.dtype = dtype;
+  return add(Op::Cast, {x}, std::move(at), std::move(name));
 }
 
 int Graph::add(Op op, std::vector<int> inputs, Attrs attrs, std::string name) {
@@ -48,6 +53,7 @@ int Graph::add(Op op, std::vector<int> inputs, Attrs attrs, std::string name) {
   int id = size() - 1;
   try {
     nodes.back().shape = info.shape(*this, id);
+    nodes.back().dtype = info.dtype(*this, id);
   } catch (...) {
     nodes.pop_back();
     throw;

@@ -3,7 +3,8 @@
 //   tk::graph::Graph g;
 //   int x = g.input("x", {128, 784});
 //   int w = g.variable("dense/kernel", weights);       // weights: a Tensor kept alive by its owner
-//   int y = g.add(Op::MatMul, {x, w});                 // shape (128, 256) inferred and checked
+//   int y = g.add(Op::MatMul, {x, w});                 // shape (128, 256) and dtype inferred and checked
+//   int h = g.cast(y, tk::DType::bf16);                // explicit: ops never mix dtypes
 #pragma once
 #include <functional>
 #include <string>
@@ -19,7 +20,7 @@ struct Node {
   Op op;
   std::vector<int> inputs;
   Shape shape;
-  DType dtype = DType::f32;
+  DType dtype = DType::f32;  // of the output (of the in-place operand for ops without output)
   Attrs attrs;
   std::string name;  // owner tag: "layer/what", used in plans and error messages
 };
@@ -35,8 +36,10 @@ struct Graph {
   int variable(std::string name, Tensor& storage);
   // A Variable whose storage does not exist yet (memory planning only; a Program cannot run it).
   int placeholder_variable(std::string name, Shape shape, DType dtype = DType::f32);
-  int fill(float value, Shape shape = {});
-  // Adds an op; infers and validates its shape. Output dtype is float32 unless given.
+  int fill(float value, Shape shape = {}, DType dtype = DType::f32);
+  // x itself when it already has `dtype`, else a Cast.
+  int cast(int x, DType dtype, std::string name = {});
+  // Adds an op; infers and validates its output shape and dtype (the op table's rules; never promotes).
   int add(Op op, std::vector<int> inputs, Attrs attrs = {}, std::string name = {});
 };
 

@@ -1,11 +1,14 @@
-// The closed set of primitive ops. Adding an op touches: this enum, the table in op_table.cpp (shape
-// rule, gradient rule, arity), a CPU kernel in backends/cpu/, and a case in tests/test_op_gradients.cpp.
-// Forgetting the table entry fails the build (static_assert in op_table.cpp).
+// The closed set of primitive ops. Adding an op touches: this enum, the table in op_table.cpp (arity, shape
+// rule, dtype rule, gradient rule), a kernel per backend in backends/<backend>/ (registered per device
+// kind, op, input dtypes and output dtype), and a case in tests/test_op_gradients.cpp (the harness that
+// checks every op on every backend and dtype). Forgetting the table entry fails the build (static_assert
+// in op_table.cpp); forgetting a kernel or a test case fails tests/test_op_gradients.cpp.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <string_view>
 
+#include "trainkit/core/dtype.h"
 #include "trainkit/core/shape.h"
 
 namespace tk::graph {
@@ -15,12 +18,14 @@ enum class Op : uint8_t {
   Input,     // a batch fed by the caller; lives in the arena for the whole program
   Variable,  // persistent storage owned outside the program (weights, optimizer slots)
   Fill,      // a constant tensor (attrs.value), e.g. the seed gradient 1.0 of a loss
+  Cast,      // x -> attrs.dtype (float <-> float with round-to-nearest-even, float <-> integer)
   // Linear algebra and shape
   MatMul,    // (m,k)x(k,n) -> (m,n); attrs.trans_a / trans_b
   BiasAdd,   // x(..., n) + b(n)
   BiasGrad,  // sum of dy(..., n) over all but the last axis -> (n)
   Add,       // a + b, equal shapes
   Mul,       // a * b, equal shapes
+  Scale,     // x * attrs.value + attrs.alpha (Keras' Rescaling; fused into batch staging when it reads an Input)
   Reshape,   // same data, attrs.shape
   Concat,    // along the last axis
   Slice,     // columns [attrs.begin, attrs.begin + attrs.size) of the last axis
@@ -41,7 +46,7 @@ enum class Op : uint8_t {
   SoftmaxGrad,
   DropoutMask,  // 0 or 1/(1-rate) per element (per sample and channel if attrs.spatial); random per (seed, step, index)
   // Images, NHWC (channels_last, as Keras). Windows: attrs.kernel, stride, dilation, pad (top, bottom, left, right)
-  Conv2D,            // x (N,H,W,C), w (KH,KW,C,F) -> (N,OH,OW,F); im2col + GEMM
+  Conv2D,            // x (N,H,W,C), w (KH,KW,C,F) -> (N,OH,OW,F)
   Conv2DGradInput,   // (dy, w) -> attrs.shape (x)
   Conv2DGradFilter,  // (x, dy) -> attrs.shape (w)
   MaxPool2D,
@@ -83,8 +88,8 @@ enum class Op : uint8_t {
 };
 inline constexpr int kOpCount = static_cast<int>(Op::kCount);
 
-// Hyperparameters of an update op, owned by the optimizer; kernels read them at every step, so a
-// learning-rate schedule takes effect without recompiling.
+// Hyperparameters of an update op, owned by the optimizer; kernels read them at every step (never baked
+// into a kernel call), so a learning-rate schedule takes effect without recompiling.
 struct UpdateConfig {
   float learning_rate = 0.001f;
   float beta_1 = 0.9f, beta_2 = 0.999f, epsilon = 1e-7f;  // Adam
@@ -96,17 +101,19 @@ struct UpdateConfig {
   float clipnorm = 0.0f;                                  // 0 = off; per variable, as Keras
   float clipvalue = 0.0f;                                 // 0 = off
   int64_t iterations = 0;                                 // updates applied so far (Keras' optimizer.iterations)
+  Op update_op = Op::SgdUpdate;                           // the optimizer's update rule (set by the optimizer)
 };
 
 struct Attrs {
   bool trans_a = false, trans_b = false;  // MatMul
   bool from_logits = false;               // losses
-  float alpha = 0.0f;                     // LeakyRelu slope, Elu alpha, DropoutMask rate
-  float value = 0.0f;                     // Fill
+  float alpha = 0.0f;                     // LeakyRelu slope, Elu alpha, DropoutMask rate, Scale offset
+  float value = 0.0f;                     // Fill; Scale factor
   uint64_t seed = 0;                      // DropoutMask
   int64_t begin = 0, size = 0;            // Slice
   Shape shape;                            // Reshape target, Fill shape
-  void* external = nullptr;               // Variable: the bound storage (float*)
+  DType dtype = DType::f32;               // Input, Variable, Fill, DropoutMask: the value's; Cast: the target
+  void* external = nullptr;               // Variable: the bound storage (in the variable's dtype)
   UpdateConfig* update = nullptr;         // update ops
   int64_t kernel[2] = {1, 1};             // window (KH, KW) of pooling; factors of Upsample2D
   int64_t stride[2] = {1, 1};
@@ -123,20 +130,24 @@ struct GradBuilder;
 
 // Validates the inputs and returns the output shape; throws InvalidArgument naming op and shapes.
 using ShapeFn = Shape (*)(const Graph& g, int node);
+// Validates the input dtypes and returns the output dtype (of the in-place operand for ops without output);
+// throws InvalidArgument naming op, node and dtypes. Never promotes: mixing dtypes needs a Cast.
+using DTypeFn = DType (*)(const Graph& g, int node);
 // Emits ops computing the gradient of each input from dy (the gradient of the node's output).
 // Writes a value id into dx[i] for every input with need[i]; leaves -1 where there is none.
 using GradFn = void (*)(GradBuilder& b, int node, int dy, const bool* need, int* dx);
-// Scratch bytes a kernel needs while it runs (im2col buffers, double accumulators); shared by all ops.
+// Scratch bytes a kernel needs while it runs. Not an op property: the backend that runs the op says
+// (graph/backend.h), so the op table knows nothing of im2col or oneDNN.
 using WorkspaceFn = size_t (*)(const Graph& g, int node);
 
 struct OpInfo {
   Op op;
   std::string_view name;
-  int arity;        // number of inputs; -1 = variadic (at least one)
+  int arity;        // number of inputs; -1 = variadic (at least one, all of one dtype)
   bool has_output;  // update ops have none
   ShapeFn shape;
-  GradFn grad;                      // nullptr: not differentiable (gradient ops, metrics, sources)
-  WorkspaceFn workspace = nullptr;  // scratch the kernel needs, if any
+  DTypeFn dtype;
+  GradFn grad;  // nullptr: not differentiable (gradient ops, metrics, sources)
 };
 
 const OpInfo& op_info(Op op);

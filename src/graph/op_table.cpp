@@ -1,8 +1,10 @@
-// The op table: per op its name, arity, shape rule and gradient rule. Kernels live in backends/.
+// The op table: per op its name, arity, shape rule, dtype rule and gradient rule. Kernels and their
+// workspace needs live in backends/.
 #include <array>
 
 #include "graph/graph.h"
 #include "graph/window.h"
+#include "trainkit/core/dtype.h"
 #include "trainkit/core/error.h"
 
 namespace tk::graph {
@@ -191,7 +193,72 @@ Shape shape_update(const Graph& g, int node) {
   return Shape{};
 }
 
+// ---------------------------------------------------------------- dtype rules
+std::string dtype_list(const Graph& g, int node) {
+  std::string s;
+  for (int in : g[node].inputs) s += (s.empty() ? "" : ", ") + std::string(dtype_name(g[in].dtype));
+  return s;
+}
+
+[[noreturn]] void dtype_error(const Graph& g, int node, const std::string& why) {
+  throw InvalidArgument(std::string(op_name(g[node].op)) + " '" + g[node].name + "': " + why + " (input dtypes " +
+                        dtype_list(g, node) + "; insert a Cast where dtypes differ)");
+}
+
+DType in_dtype(const Graph& g, int node, int i) { return g[g[node].inputs[static_cast<size_t>(i)]].dtype; }
+
+// Sources: the dtype the graph builder gave.
+DType dtype_source(const Graph& g, int node) { return g[node].attrs.dtype; }
+
+DType dtype_cast(const Graph& g, int node) { return g[node].attrs.dtype; }
+
+// All inputs of one floating dtype, which is the output's (arithmetic, activations, windows, updates).
+DType dtype_same_float(const Graph& g, int node) {
+  const DType t = in_dtype(g, node, 0);
+  if (!is_floating(t)) dtype_error(g, node, "needs floating-point inputs");
+  for (size_t i = 1; i < g[node].inputs.size(); ++i)
+    if (in_dtype(g, node, static_cast<int>(i)) != t) dtype_error(g, node, "inputs must have one dtype");
+  return t;
+}
+
+// Data movement: any dtype, all inputs alike.
+DType dtype_same_any(const Graph& g, int node) {
+  const DType t = in_dtype(g, node, 0);
+  for (size_t i = 1; i < g[node].inputs.size(); ++i)
+    if (in_dtype(g, node, static_cast<int>(i)) != t) dtype_error(g, node, "inputs must have one dtype");
+  return t;
+}
+
+bool is_sparse_target_op(Op op) {
+  return op == Op::SparseCceLoss || op == Op::SparseCceLossGrad || op == Op::SparseCategoricalAccuracy;
+}
+
+// Losses and metrics: floating predictions; targets of the same dtype, or int32 class indices for the
+// sparse ones; the gradient's dy is the float32 loss. Loss values and metrics are float32 whatever the
+// predictions' dtype (Keras computes losses in float32); a loss gradient has the predictions' dtype.
+DType dtype_loss(const Graph& g, int node) {
+  const Op op = g[node].op;
+  const DType p = in_dtype(g, node, 0), t = in_dtype(g, node, 1);
+  if (!is_floating(p)) dtype_error(g, node, "predictions must be floating-point");
+  if (is_sparse_target_op(op) ? t != DType::i32 : t != p)
+    dtype_error(g, node, is_sparse_target_op(op) ? "sparse targets must be int32 class indices"
+                                                 : "targets must have the predictions' dtype");
+  const bool is_grad = op == Op::MseLossGrad || op == Op::BceLossGrad || op == Op::CceLossGrad ||
+                       op == Op::SparseCceLossGrad;
+  if (is_grad && in_dtype(g, node, 2) != DType::f32) dtype_error(g, node, "the loss gradient dy must be float32");
+  return is_grad ? p : DType::f32;
+}
+
 // ---------------------------------------------------------------- gradient rules
+// The gradient of a cast is dy cast back (nothing flows into integer inputs).
+void grad_cast(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
+  const DType from = b.node(b.node(node).inputs[0]).dtype;
+  if (!need[0] || !is_floating(from)) return;
+  Attrs at;
+  at.dtype = from;
+  dx[0] = b.node(dy).dtype == from ? dy : b.add(Op::Cast, {dy}, at);
+}
+
 void grad_matmul(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
   Node n = b.node(node);
   int A = n.inputs[0], B = n.inputs[1];
@@ -231,6 +298,12 @@ void grad_mul(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
   Node n = b.node(node);
   if (need[0]) dx[0] = b.add(Op::Mul, {dy, n.inputs[1]});
   if (need[1]) dx[1] = b.add(Op::Mul, {dy, n.inputs[0]});
+}
+
+void grad_scale(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
+  Attrs at;
+  at.value = b.node(node).attrs.value;
+  if (need[0]) dx[0] = b.add(Op::Scale, {dy}, at);
 }
 
 void grad_reshape(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
@@ -315,16 +388,6 @@ void grad_bn_inference(GradBuilder& b, int node, int dy, const bool* need, int* 
   if (need[4]) dx[4] = b.add(Op::BiasGrad, {dy});
 }
 
-size_t workspace_conv(const Graph& g, int node) {
-  const Node& n = g[node];
-  const Shape& x = n.op == Op::Conv2DGradInput ? n.attrs.shape : g[n.inputs[0]].shape;
-  return conv_workspace_bytes(Window::of(x, n.attrs));
-}
-
-size_t workspace_bn(const Graph& g, int node) {  // double accumulators per channel
-  return 2 * static_cast<size_t>(g[g[node].inputs[0]].shape[-1]) * sizeof(double);
-}
-
 template <Op GradOp>
 void grad_loss(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
   Node n = b.node(node);
@@ -334,66 +397,68 @@ void grad_loss(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
 
 // ---------------------------------------------------------------- the table
 constexpr std::array<OpInfo, kOpCount> kTable{{
-    {Op::Input, "Input", 0, true, shape_source, nullptr},
-    {Op::Variable, "Variable", 0, true, shape_source, nullptr},
-    {Op::Fill, "Fill", 0, true, shape_source, nullptr},
-    {Op::MatMul, "MatMul", 2, true, shape_matmul, grad_matmul},
-    {Op::BiasAdd, "BiasAdd", 2, true, shape_bias_add, grad_bias_add},
-    {Op::BiasGrad, "BiasGrad", 1, true, shape_bias_grad, nullptr},
-    {Op::Add, "Add", -1, true, shape_same_as_first, grad_add},
-    {Op::Mul, "Mul", 2, true, shape_same_as_first, grad_mul},
-    {Op::Reshape, "Reshape", 1, true, shape_reshape, grad_reshape},
-    {Op::Concat, "Concat", -1, true, shape_concat, grad_concat},
-    {Op::Slice, "Slice", 1, true, shape_slice, nullptr},
-    {Op::Relu, "Relu", 1, true, shape_same_as_first, grad_from_y<Op::ReluGrad>},
-    {Op::ReluGrad, "ReluGrad", 2, true, shape_dy_x, nullptr},
-    {Op::Sigmoid, "Sigmoid", 1, true, shape_same_as_first, grad_from_y<Op::SigmoidGrad>},
-    {Op::SigmoidGrad, "SigmoidGrad", 2, true, shape_dy_x, nullptr},
-    {Op::Tanh, "Tanh", 1, true, shape_same_as_first, grad_from_y<Op::TanhGrad>},
-    {Op::TanhGrad, "TanhGrad", 2, true, shape_dy_x, nullptr},
-    {Op::Gelu, "Gelu", 1, true, shape_same_as_first, grad_from_x<Op::GeluGrad>},
-    {Op::GeluGrad, "GeluGrad", 2, true, shape_dy_x, nullptr},
-    {Op::Elu, "Elu", 1, true, shape_same_as_first, grad_from_x<Op::EluGrad>},
-    {Op::EluGrad, "EluGrad", 2, true, shape_dy_x, nullptr},
-    {Op::LeakyRelu, "LeakyRelu", 1, true, shape_same_as_first, grad_from_x<Op::LeakyReluGrad>},
-    {Op::LeakyReluGrad, "LeakyReluGrad", 2, true, shape_dy_x, nullptr},
-    {Op::Softmax, "Softmax", 1, true, shape_same_as_first, grad_from_y<Op::SoftmaxGrad>},
-    {Op::SoftmaxGrad, "SoftmaxGrad", 2, true, shape_dy_x, nullptr},
-    {Op::DropoutMask, "DropoutMask", 0, true, shape_source, nullptr},
-    {Op::Conv2D, "Conv2D", 2, true, shape_conv, grad_conv, workspace_conv},
-    {Op::Conv2DGradInput, "Conv2DGradInput", 2, true, shape_attr, nullptr, workspace_conv},
-    {Op::Conv2DGradFilter, "Conv2DGradFilter", 2, true, shape_attr, nullptr, workspace_conv},
-    {Op::MaxPool2D, "MaxPool2D", 1, true, shape_pool, grad_max_pool},
-    {Op::MaxPool2DGrad, "MaxPool2DGrad", 3, true, shape_attr_from_x, nullptr},
-    {Op::AvgPool2D, "AvgPool2D", 1, true, shape_pool, grad_to_input_shape<Op::AvgPool2DGrad>},
-    {Op::AvgPool2DGrad, "AvgPool2DGrad", 1, true, shape_attr, nullptr},
-    {Op::Pad2D, "Pad2D", 1, true, shape_pad, grad_pad_crop<Op::Crop2D>},
-    {Op::Crop2D, "Crop2D", 1, true, shape_pad, grad_pad_crop<Op::Pad2D>},
-    {Op::Upsample2D, "Upsample2D", 1, true, shape_upsample, grad_to_input_shape<Op::Upsample2DGrad>},
-    {Op::Upsample2DGrad, "Upsample2DGrad", 1, true, shape_attr, nullptr},
-    {Op::BnStats, "BnStats", 1, true, shape_bn_stats, nullptr, workspace_bn},
-    {Op::BnApply, "BnApply", 4, true, shape_bn, grad_bn_apply},
-    {Op::BnInputGrad, "BnInputGrad", 4, true, shape_bn, nullptr, workspace_bn},
-    {Op::BnGammaGrad, "BnGammaGrad", 3, true, shape_bn, nullptr, workspace_bn},
-    {Op::BnInference, "BnInference", 5, true, shape_bn, grad_bn_inference},
-    {Op::BnInferenceGrad, "BnInferenceGrad", 3, true, shape_bn, nullptr},
-    {Op::BnInferenceGammaGrad, "BnInferenceGammaGrad", 4, true, shape_bn, nullptr},
-    {Op::BnUpdateMoving, "BnUpdateMoving", 3, false, shape_bn, nullptr},
-    {Op::MseLoss, "MseLoss", 2, true, shape_loss, grad_loss<Op::MseLossGrad>},
-    {Op::MseLossGrad, "MseLossGrad", 3, true, shape_loss, nullptr},
-    {Op::BceLoss, "BceLoss", 2, true, shape_loss, grad_loss<Op::BceLossGrad>},
-    {Op::BceLossGrad, "BceLossGrad", 3, true, shape_loss, nullptr},
-    {Op::CceLoss, "CceLoss", 2, true, shape_loss, grad_loss<Op::CceLossGrad>},
-    {Op::CceLossGrad, "CceLossGrad", 3, true, shape_loss, nullptr},
-    {Op::SparseCceLoss, "SparseCceLoss", 2, true, shape_loss, grad_loss<Op::SparseCceLossGrad>},
-    {Op::SparseCceLossGrad, "SparseCceLossGrad", 3, true, shape_loss, nullptr},
-    {Op::BinaryAccuracy, "BinaryAccuracy", 2, true, shape_loss, nullptr},
-    {Op::CategoricalAccuracy, "CategoricalAccuracy", 2, true, shape_loss, nullptr},
-    {Op::SparseCategoricalAccuracy, "SparseCategoricalAccuracy", 2, true, shape_loss, nullptr},
-    {Op::SgdUpdate, "SgdUpdate", 3, false, shape_update, nullptr},
-    {Op::AdamUpdate, "AdamUpdate", 4, false, shape_update, nullptr},
-    {Op::RmspropUpdate, "RmspropUpdate", 5, false, shape_update, nullptr},
-    {Op::AccumulateGrad, "AccumulateGrad", 2, false, shape_same_as_first, nullptr},
+    {Op::Input, "Input", 0, true, shape_source, dtype_source, nullptr},
+    {Op::Variable, "Variable", 0, true, shape_source, dtype_source, nullptr},
+    {Op::Fill, "Fill", 0, true, shape_source, dtype_source, nullptr},
+    {Op::Cast, "Cast", 1, true, shape_same_as_first, dtype_cast, grad_cast},
+    {Op::MatMul, "MatMul", 2, true, shape_matmul, dtype_same_float, grad_matmul},
+    {Op::BiasAdd, "BiasAdd", 2, true, shape_bias_add, dtype_same_float, grad_bias_add},
+    {Op::BiasGrad, "BiasGrad", 1, true, shape_bias_grad, dtype_same_float, nullptr},
+    {Op::Add, "Add", -1, true, shape_same_as_first, dtype_same_float, grad_add},
+    {Op::Mul, "Mul", 2, true, shape_same_as_first, dtype_same_float, grad_mul},
+    {Op::Scale, "Scale", 1, true, shape_same_as_first, dtype_same_float, grad_scale},
+    {Op::Reshape, "Reshape", 1, true, shape_reshape, dtype_same_any, grad_reshape},
+    {Op::Concat, "Concat", -1, true, shape_concat, dtype_same_any, grad_concat},
+    {Op::Slice, "Slice", 1, true, shape_slice, dtype_same_any, nullptr},
+    {Op::Relu, "Relu", 1, true, shape_same_as_first, dtype_same_float, grad_from_y<Op::ReluGrad>},
+    {Op::ReluGrad, "ReluGrad", 2, true, shape_dy_x, dtype_same_float, nullptr},
+    {Op::Sigmoid, "Sigmoid", 1, true, shape_same_as_first, dtype_same_float, grad_from_y<Op::SigmoidGrad>},
+    {Op::SigmoidGrad, "SigmoidGrad", 2, true, shape_dy_x, dtype_same_float, nullptr},
+    {Op::Tanh, "Tanh", 1, true, shape_same_as_first, dtype_same_float, grad_from_y<Op::TanhGrad>},
+    {Op::TanhGrad, "TanhGrad", 2, true, shape_dy_x, dtype_same_float, nullptr},
+    {Op::Gelu, "Gelu", 1, true, shape_same_as_first, dtype_same_float, grad_from_x<Op::GeluGrad>},
+    {Op::GeluGrad, "GeluGrad", 2, true, shape_dy_x, dtype_same_float, nullptr},
+    {Op::Elu, "Elu", 1, true, shape_same_as_first, dtype_same_float, grad_from_x<Op::EluGrad>},
+    {Op::EluGrad, "EluGrad", 2, true, shape_dy_x, dtype_same_float, nullptr},
+    {Op::LeakyRelu, "LeakyRelu", 1, true, shape_same_as_first, dtype_same_float, grad_from_x<Op::LeakyReluGrad>},
+    {Op::LeakyReluGrad, "LeakyReluGrad", 2, true, shape_dy_x, dtype_same_float, nullptr},
+    {Op::Softmax, "Softmax", 1, true, shape_same_as_first, dtype_same_float, grad_from_y<Op::SoftmaxGrad>},
+    {Op::SoftmaxGrad, "SoftmaxGrad", 2, true, shape_dy_x, dtype_same_float, nullptr},
+    {Op::DropoutMask, "DropoutMask", 0, true, shape_source, dtype_source, nullptr},
+    {Op::Conv2D, "Conv2D", 2, true, shape_conv, dtype_same_float, grad_conv},
+    {Op::Conv2DGradInput, "Conv2DGradInput", 2, true, shape_attr, dtype_same_float, nullptr},
+    {Op::Conv2DGradFilter, "Conv2DGradFilter", 2, true, shape_attr, dtype_same_float, nullptr},
+    {Op::MaxPool2D, "MaxPool2D", 1, true, shape_pool, dtype_same_float, grad_max_pool},
+    {Op::MaxPool2DGrad, "MaxPool2DGrad", 3, true, shape_attr_from_x, dtype_same_float, nullptr},
+    {Op::AvgPool2D, "AvgPool2D", 1, true, shape_pool, dtype_same_float, grad_to_input_shape<Op::AvgPool2DGrad>},
+    {Op::AvgPool2DGrad, "AvgPool2DGrad", 1, true, shape_attr, dtype_same_float, nullptr},
+    {Op::Pad2D, "Pad2D", 1, true, shape_pad, dtype_same_any, grad_pad_crop<Op::Crop2D>},
+    {Op::Crop2D, "Crop2D", 1, true, shape_pad, dtype_same_any, grad_pad_crop<Op::Pad2D>},
+    {Op::Upsample2D, "Upsample2D", 1, true, shape_upsample, dtype_same_any, grad_to_input_shape<Op::Upsample2DGrad>},
+    {Op::Upsample2DGrad, "Upsample2DGrad", 1, true, shape_attr, dtype_same_float, nullptr},
+    {Op::BnStats, "BnStats", 1, true, shape_bn_stats, dtype_same_float, nullptr},
+    {Op::BnApply, "BnApply", 4, true, shape_bn, dtype_same_float, grad_bn_apply},
+    {Op::BnInputGrad, "BnInputGrad", 4, true, shape_bn, dtype_same_float, nullptr},
+    {Op::BnGammaGrad, "BnGammaGrad", 3, true, shape_bn, dtype_same_float, nullptr},
+    {Op::BnInference, "BnInference", 5, true, shape_bn, dtype_same_float, grad_bn_inference},
+    {Op::BnInferenceGrad, "BnInferenceGrad", 3, true, shape_bn, dtype_same_float, nullptr},
+    {Op::BnInferenceGammaGrad, "BnInferenceGammaGrad", 4, true, shape_bn, dtype_same_float, nullptr},
+    {Op::BnUpdateMoving, "BnUpdateMoving", 3, false, shape_bn, dtype_same_float, nullptr},
+    {Op::MseLoss, "MseLoss", 2, true, shape_loss, dtype_loss, grad_loss<Op::MseLossGrad>},
+    {Op::MseLossGrad, "MseLossGrad", 3, true, shape_loss, dtype_loss, nullptr},
+    {Op::BceLoss, "BceLoss", 2, true, shape_loss, dtype_loss, grad_loss<Op::BceLossGrad>},
+    {Op::BceLossGrad, "BceLossGrad", 3, true, shape_loss, dtype_loss, nullptr},
+    {Op::CceLoss, "CceLoss", 2, true, shape_loss, dtype_loss, grad_loss<Op::CceLossGrad>},
+    {Op::CceLossGrad, "CceLossGrad", 3, true, shape_loss, dtype_loss, nullptr},
+    {Op::SparseCceLoss, "SparseCceLoss", 2, true, shape_loss, dtype_loss, grad_loss<Op::SparseCceLossGrad>},
+    {Op::SparseCceLossGrad, "SparseCceLossGrad", 3, true, shape_loss, dtype_loss, nullptr},
+    {Op::BinaryAccuracy, "BinaryAccuracy", 2, true, shape_loss, dtype_loss, nullptr},
+    {Op::CategoricalAccuracy, "CategoricalAccuracy", 2, true, shape_loss, dtype_loss, nullptr},
+    {Op::SparseCategoricalAccuracy, "SparseCategoricalAccuracy", 2, true, shape_loss, dtype_loss, nullptr},
+    {Op::SgdUpdate, "SgdUpdate", 3, false, shape_update, dtype_same_float, nullptr},
+    {Op::AdamUpdate, "AdamUpdate", 4, false, shape_update, dtype_same_float, nullptr},
+    {Op::RmspropUpdate, "RmspropUpdate", 5, false, shape_update, dtype_same_float, nullptr},
+    {Op::AccumulateGrad, "AccumulateGrad", 2, false, shape_same_as_first, dtype_same_float, nullptr},
 }};
 
 constexpr bool table_in_enum_order() {

@@ -10,16 +10,22 @@
 
 namespace tk::graph {
 
+InputSlot InputAccess::slot(Program& p, int value) const {
+  const Node& n = p.g_[value];
+  if (n.op != Op::Input) throw InvalidArgument("value '" + n.name + "' is not a program input");
+  return InputSlot{p.storage(value), n.shape, n.dtype, p.device_};
+}
+
 Program::Program(Graph g, std::vector<int> outputs, std::vector<int> sinks, Device device, const std::string& owner,
                  bool own_arena)
-    : g_(std::move(g)) {
+    : g_(std::move(g)), device_(device), backend_(&backend(device.kind)), outputs_(outputs) {
   std::vector<int> roots = outputs;
   roots.insert(roots.end(), sinks.begin(), sinks.end());
   order_ = schedule(g_, roots);
   std::vector<int> keep = outputs;
   for (int id : order_)
     if (g_[id].op == Op::Input) keep.push_back(id);
-  plan_ = plan_memory(g_, order_, keep);
+  plan_ = plan_memory(g_, order_, keep, device);
 
   // Resolve every kernel now; run() only walks steps_.
   steps_.reserve(order_.size());
@@ -27,10 +33,13 @@ Program::Program(Graph g, std::vector<int> outputs, std::vector<int> sinks, Devi
   for (int id : order_) {
     const Node& n = g_[id];
     if (n.op == Op::Input || n.op == Op::Variable) continue;
-    steps_.push_back(Step{find_kernel(device.kind, n.op, n.dtype), id, nullptr, n_inputs});
+    steps_.push_back(Step{find_kernel(device.kind, n.op, signature_of(g_, id)), id, nullptr, n_inputs});
     n_inputs += n.inputs.size();
   }
   in_ptrs_.assign(n_inputs, nullptr);
+  in_dtypes_.assign(n_inputs, DType::f32);
+  for (const Step& s : steps_)
+    for (size_t i = 0; i < g_[s.node].inputs.size(); ++i) in_dtypes_[s.in_begin + i] = g_[g_[s.node].inputs[i]].dtype;
   step_seconds_.assign(steps_.size(), 0.0);
   if (own_arena) bind_arena(Tensor(Shape{static_cast<int64_t>(arena_bytes_required())}, DType::u8, device, owner));
   const char* env = std::getenv("TK_PROFILE");
@@ -50,36 +59,97 @@ void Program::bind_arena(Tensor arena) {
   // Every pointer a kernel receives, resolved once per arena.
   for (Step& s : steps_) {
     const Node& n = g_[s.node];
-    s.out = op_info(n.op).has_output ? data(s.node) : nullptr;
-    for (size_t i = 0; i < n.inputs.size(); ++i) in_ptrs_[s.in_begin + i] = data(n.inputs[i]);
+    s.out = op_info(n.op).has_output ? storage(s.node) : nullptr;
+    for (size_t i = 0; i < n.inputs.size(); ++i) in_ptrs_[s.in_begin + i] = storage(n.inputs[i]);
   }
 }
 
-void* Program::data(int value) {
+void* Program::storage(int value) const {
   const Node& n = g_[value];
   if (n.op == Op::Variable) return n.attrs.external;
   int64_t off = plan_.offset[static_cast<size_t>(value)];
   if (off < 0) throw InvalidArgument("value '" + n.name + "' has no storage in this program");
   if (!arena_.defined()) throw InvalidArgument("program has no arena bound (bind_arena)");
-  return static_cast<std::byte*>(arena_.raw()) + off;
+  return static_cast<std::byte*>(const_cast<void*>(arena_.raw())) + off;
 }
 
 void Program::run(const ExecContext& ctx) {
   if (!arena_.defined()) throw InvalidArgument("program has no arena bound (bind_arena)");
-  prepare_thread_for_kernels();
+  if (ctx.device != device_)
+    throw InvalidArgument("a program built for " + device_.to_string() + " was run with a context for " +
+                          ctx.device.to_string());
+  backend_->prepare_thread();
   void* workspace = static_cast<std::byte*>(arena_.raw()) + plan_.arena_bytes;
+  auto args = [&](const Step& s) {
+    return KernelArgs{g_,  g_[s.node], s.out, in_ptrs_.data() + s.in_begin, ctx, workspace, in_dtypes_.data() + s.in_begin,
+                      g_[s.node].dtype};
+  };
   if (!profiling_) {
-    for (const Step& s : steps_) s.fn(KernelArgs{g_, g_[s.node], s.out, in_ptrs_.data() + s.in_begin, ctx, workspace});
+    for (const Step& s : steps_) s.fn(args(s));
     return;
   }
   using Clock = std::chrono::steady_clock;
   for (size_t i = 0; i < steps_.size(); ++i) {
     const Step& s = steps_[i];
     const auto t0 = Clock::now();
-    s.fn(KernelArgs{g_, g_[s.node], s.out, in_ptrs_.data() + s.in_begin, ctx, workspace});
+    s.fn(args(s));
+    backend_->synchronize(ctx);  // so the time is the kernel's, not its launch's
     step_seconds_[i] += std::chrono::duration<double>(Clock::now() - t0).count();
   }
   ++runs_;
+}
+
+void Program::synchronize() const {
+  ExecContext ctx;
+  ctx.device = device_;
+  backend_->synchronize(ctx);
+}
+
+const void* Program::readable(int value, size_t bytes) const {
+  if (std::find(outputs_.begin(), outputs_.end(), value) == outputs_.end())
+    throw InvalidArgument("value '" + g_[value].name + "' is not an output of this program");
+  const size_t have = static_cast<size_t>(g_[value].shape.numel()) * dtype_size(g_[value].dtype);
+  if (bytes > have)
+    throw InvalidArgument("reading " + std::to_string(bytes) + " bytes of output '" + g_[value].name + "', which has " +
+                          std::to_string(have));
+  return storage(value);
+}
+
+void Program::read_output(int value, void* host_dst, size_t bytes) const {
+  const void* src = readable(value, bytes);
+  ExecContext ctx;
+  ctx.device = device_;
+  backend_->synchronize(ctx);
+  backend_->copy_to_host(host_dst, src, bytes, ctx);
+}
+
+float Program::output_scalar(int value) const {
+  const Node& n = g_[value];
+  if (n.shape.numel() != 1 || !is_floating(n.dtype))
+    throw InvalidArgument("output '" + n.name + "' is not a floating-point scalar (shape " + n.shape.to_string() +
+                          ", " + std::string(dtype_name(n.dtype)) + ")");
+  alignas(4) unsigned char bytes[4] = {};
+  read_output(value, bytes, dtype_size(n.dtype));
+  uint16_t half = 0;
+  std::memcpy(&half, bytes, sizeof half);
+  switch (n.dtype) {
+    case DType::f16:
+      return float16::from_bits(half).to_float();
+    case DType::bf16:
+      return bfloat16::from_bits(half).to_float();
+    default: {
+      float f = 0;
+      std::memcpy(&f, bytes, sizeof f);
+      return f;
+    }
+  }
+}
+
+Tensor Program::output(int value) const {
+  const Node& n = g_[value];
+  Tensor t(n.shape, n.dtype, Device::cpu(), n.name);
+  read_output(value, t.raw(), t.nbytes());
+  return t;
 }
 
 Program::~Program() {

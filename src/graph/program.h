@@ -1,35 +1,71 @@
-// A compiled program: a scheduled graph, its memory plan, one arena, and a flat list of kernel calls.
-// run() allocates nothing: every pointer is resolved when the program is built.
+// A compiled program: a scheduled graph, its memory plan, one arena on the program's device, and a flat
+// list of kernel calls. run() allocates nothing: every pointer is resolved when the program is built.
+// The program owns the host/device boundary: inputs are written only through an InputAccess (held by
+// nn::BatchStager, the one way a host batch reaches a program), outputs are read through output_*(),
+// which synchronize with the device first.
 //
-//   tk::graph::Program p(std::move(g), /*outputs=*/{loss, acc}, /*sinks=*/updates);
-//   std::memcpy(p.data(x_id), batch, bytes);   // inputs live in the arena
-//   p.run(ctx);
-//   float loss_value = *p.data_f(loss);
+//   tk::graph::Program p(std::move(g), /*outputs=*/{loss, acc}, /*sinks=*/updates, tk::Device::cpu());
+//   // a BatchStager writes the inputs ...
+//   p.run(ctx);                         // may return before an asynchronous device finishes
+//   float loss_value = p.output_scalar(loss);
 #pragma once
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "graph/backend.h"
 #include "graph/kernel.h"
 #include "graph/schedule.h"
 
+namespace tk::nn {
+class BatchStager;
+}
+
 namespace tk::graph {
+
+class Program;
+
+// Where one program input lives: device memory of `shape` and `dtype`. Handed out only by InputAccess.
+struct InputSlot {
+  void* data;
+  const Shape& shape;
+  DType dtype;
+  Device device;
+};
+
+// The key to a program's inputs. Only nn::BatchStager can make one: no other code writes program inputs.
+class InputAccess {
+ public:
+  InputSlot slot(Program& p, int value) const;
+
+ private:
+  InputAccess() = default;
+  friend class tk::nn::BatchStager;
+};
 
 class Program {
  public:
   // `outputs` stay readable after run(); `sinks` are output-less ops to run (optimizer updates).
   // `owner` tags the arena in the device's memory statistics ("sequential: train program, batch 128").
   // With own_arena false the program allocates nothing: the caller binds an arena (bind_arena) of at
-  // least arena_bytes_required() bytes, which programs that never run at the same time can share.
-  Program(Graph g, std::vector<int> outputs, std::vector<int> sinks = {}, Device device = Device::cpu(),
+  // least arena_bytes_required() bytes on the program's device, which programs that never run at the
+  // same time can share. Throws Unsupported when the device lacks a kernel for some (op, dtypes).
+  Program(Graph g, std::vector<int> outputs, std::vector<int> sinks, Device device,
           const std::string& owner = "program arena", bool own_arena = true);
   Program(const Program&) = delete;
   Program& operator=(const Program&) = delete;
 
+  // Queues every kernel on ctx's device (ctx.device must be the program's).
   void run(const ExecContext& ctx);
+  // Waits for the device (a no-op on the CPU).
+  void synchronize() const;
 
-  void* data(int value);
-  float* data_f(int value) { return static_cast<float*>(data(value)); }
+  // Program outputs (values in `outputs`) read back to the host; each synchronizes first.
+  float output_scalar(int value) const;                         // a one-element floating output, as float
+  void read_output(int value, void* host_dst, size_t bytes) const;  // raw bytes in the value's dtype
+  Tensor output(int value) const;                               // a host copy (allocates)
+
+  Device device() const { return device_; }
   const Graph& graph() const { return g_; }
   const MemoryPlan& plan() const { return plan_; }
   const std::vector<int>& order() const { return order_; }
@@ -44,18 +80,25 @@ class Program {
   ~Program();
 
  private:
+  friend class InputAccess;
   struct Step {
     KernelFn fn;
     int node;
     void* out;
-    size_t in_begin;  // into in_ptrs_
+    size_t in_begin;  // into in_ptrs_ and in_dtypes_
   };
+  void* storage(int value) const;  // device address of a value
+  const void* readable(int value, size_t bytes) const;
   Graph g_;
+  Device device_;
+  Backend* backend_;
   std::vector<int> order_;
+  std::vector<int> outputs_;
   MemoryPlan plan_;
   Tensor arena_;  // (arena_bytes + workspace_bytes) bytes from the device budget
   std::vector<Step> steps_;
   std::vector<const void*> in_ptrs_;
+  std::vector<DType> in_dtypes_;
   bool profiling_ = false, print_profile_ = false;
   std::vector<double> step_seconds_;  // per entry of steps_
   int64_t runs_ = 0;

@@ -52,7 +52,7 @@ size_t align_up(size_t x) { return (x + kArenaAlignment - 1) / kArenaAlignment *
 bool in_arena(const Node& n) { return n.op != Op::Variable && op_info(n.op).has_output; }
 }  // namespace
 
-MemoryPlan plan_memory(const Graph& g, const std::vector<int>& order, const std::vector<int>& keep) {
+MemoryPlan plan_memory(const Graph& g, const std::vector<int>& order, const std::vector<int>& keep, Device device) {
   const size_t n = static_cast<size_t>(g.size());
   MemoryPlan plan;
   plan.offset.assign(n, -1);
@@ -110,7 +110,7 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<int>& order, const std:
     plan.offset[static_cast<size_t>(it.id)] = static_cast<int64_t>(best);
     plan.arena_bytes = std::max(plan.arena_bytes, best + it.bytes);
   }
-  for (int id : order) plan.workspace_bytes = std::max(plan.workspace_bytes, align_up(workspace_bytes(g, id)));
+  for (int id : order) plan.workspace_bytes = std::max(plan.workspace_bytes, align_up(workspace_bytes(g, id, device.kind)));
   return plan;
 }
 

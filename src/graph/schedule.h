@@ -1,13 +1,14 @@
 // Scheduling and static memory planning of a program.
 //
 //   auto order = tk::graph::schedule(g, roots);            // only what the roots need, topological
-//   auto plan  = tk::graph::plan_memory(g, order, keep);   // offsets in one arena
+//   auto plan  = tk::graph::plan_memory(g, order, keep, tk::Device::cpu());   // offsets in one arena
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
 #include "graph/graph.h"
+#include "trainkit/core/device.h"
 
 namespace tk::graph {
 
@@ -29,7 +30,8 @@ struct MemoryPlan {
 
 // Assigns every transient value (everything except Variable and output-less ops) an arena offset such
 // that values alive at the same time never overlap ("greedy by size", as in TFLite's arena planner).
-// Values in `keep` (program outputs, inputs) stay alive until the end.
-MemoryPlan plan_memory(const Graph& g, const std::vector<int>& order, const std::vector<int>& keep);
+// Values in `keep` (program outputs, inputs) stay alive until the end. Every value is sized by its dtype;
+// the workspace is the largest any op needs on `device`, as its backend says.
+MemoryPlan plan_memory(const Graph& g, const std::vector<int>& order, const std::vector<int>& keep, Device device);
 
 }  // namespace tk::graph

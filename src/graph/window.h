@@ -29,16 +29,6 @@ struct Window {
   int64_t pixels() const { return oh * ow; }     // im2col rows per image
 };
 
-// im2col buffers are filled for a chunk of images at a time so that the scratch stays bounded.
-inline constexpr size_t kConvWorkspaceCap = size_t{16} << 20;
-inline int64_t conv_images_per_chunk(const Window& g) {
-  const size_t per_image = static_cast<size_t>(std::max<int64_t>(g.pixels() * g.patch(), 1)) * sizeof(float);
-  return std::clamp<int64_t>(static_cast<int64_t>(kConvWorkspaceCap / per_image), 1, std::max<int64_t>(g.n, 1));
-}
-inline size_t conv_workspace_bytes(const Window& g) {
-  return static_cast<size_t>(conv_images_per_chunk(g) * g.pixels() * g.patch()) * sizeof(float);
-}
-
 // Keras/TensorFlow "same" padding: total = max((out - 1) * stride + extent - in, 0), the odd pixel
 // going to the bottom/right. Returns {before, after}.
 inline std::pair<int64_t, int64_t> same_padding(int64_t in, int64_t kernel, int64_t stride, int64_t dilation) {

@@ -36,8 +36,9 @@ void check(bool ok, const std::string& opt, const std::string& what, float v, co
   if (!ok) throw InvalidArgument(opt + ": " + what + " must be " + range + ", got " + std::to_string(v));
 }
 
-std::shared_ptr<Impl> make(const std::string& name, int slots, float lr, const optimizers::Common& c) {
+std::shared_ptr<Impl> make(const std::string& name, graph::Op rule, int slots, float lr, const optimizers::Common& c) {
   auto o = std::make_shared<Impl>(name, slots);
+  o->config().update_op = rule;  // the program builder emits this op: no dispatch on names
   o->set_learning_rate(lr);
   check(c.weight_decay >= 0.0f && std::isfinite(c.weight_decay), name, "weight_decay", c.weight_decay, ">= 0");
   check(c.clipnorm >= 0.0f && std::isfinite(c.clipnorm), name, "clipnorm", c.clipnorm, ">= 0 (0 disables it)");
@@ -53,7 +54,7 @@ std::shared_ptr<Impl> make(const std::string& name, int slots, float lr, const o
 namespace optimizers {
 
 OptimizerPtr SGD(SGDOptions o) {
-  auto opt = make("SGD", 1, o.learning_rate, o);
+  auto opt = make("SGD", graph::Op::SgdUpdate, 1, o.learning_rate, o);
   check(o.momentum >= 0.0f && o.momentum <= 1.0f, "SGD", "momentum", o.momentum, "in [0, 1]");
   opt->config().momentum = o.momentum;
   opt->config().nesterov = o.nesterov;
@@ -61,7 +62,7 @@ OptimizerPtr SGD(SGDOptions o) {
 }
 
 OptimizerPtr Adam(AdamOptions o) {
-  auto opt = make("Adam", 2, o.learning_rate, o);
+  auto opt = make("Adam", graph::Op::AdamUpdate, 2, o.learning_rate, o);
   check(o.beta_1 >= 0.0f && o.beta_1 < 1.0f, "Adam", "beta_1", o.beta_1, "in [0, 1)");
   check(o.beta_2 >= 0.0f && o.beta_2 < 1.0f, "Adam", "beta_2", o.beta_2, "in [0, 1)");
   check(o.epsilon > 0.0f, "Adam", "epsilon", o.epsilon, "> 0");
@@ -79,7 +80,7 @@ OptimizerPtr AdamW(AdamWOptions o) {
 }
 
 OptimizerPtr RMSprop(RMSpropOptions o) {
-  auto opt = make("RMSprop", 3, o.learning_rate, o);
+  auto opt = make("RMSprop", graph::Op::RmspropUpdate, 3, o.learning_rate, o);
   check(o.rho >= 0.0f && o.rho < 1.0f, "RMSprop", "rho", o.rho, "in [0, 1)");
   check(o.momentum >= 0.0f && o.momentum <= 1.0f, "RMSprop", "momentum", o.momentum, "in [0, 1]");
   check(o.epsilon > 0.0f, "RMSprop", "epsilon", o.epsilon, "> 0");

@@ -4,8 +4,13 @@
 //   float* p = x.data<float>();                                // (128, 784) row-major
 //   tk::Tensor y = tk::Tensor::from_vector<int32_t>({3}, {1, 2, 3});
 //   tk::Tensor head = x.slice_rows(0, 32);                     // copy of rows [0, 32)
+//   tk::Tensor h = x.to(tk::DType::f16);                       // any dtype to any dtype (core/convert.h)
+//
+// data<T>() is for host memory only: on a tensor in a GPU's memory it throws, naming the device (copy it
+// with to_device(tk::Device::cpu()) first).
 #pragma once
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,6 +31,8 @@ void device_free(void* p, Device device) noexcept;
 class Storage {
  public:
   Storage(size_t bytes, Device device, const std::string& owner = {});
+  // Memory owned elsewhere (not charged to a budget); `release` is called with it when the last tensor goes.
+  Storage(void* data, size_t bytes, Device device, std::function<void(void*)> release);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -38,6 +45,7 @@ class Storage {
   void* data_ = nullptr;
   size_t bytes_ = 0;
   Device device_;
+  std::function<void(void*)> release_;  // set for memory owned elsewhere
 };
 
 class Tensor {
@@ -58,6 +66,10 @@ class Tensor {
     if (!values.empty()) std::memcpy(t.raw(), values.data(), values.size() * sizeof(T));
     return t;
   }
+
+  // A tensor over memory owned elsewhere, on `device` (a host buffer, or device memory from another library).
+  static Tensor from_blob(void* data, Shape shape, DType dtype, Device device,
+                          std::function<void(void*)> release = {});
 
   bool defined() const { return storage_ != nullptr; }
   const Shape& shape() const { return shape_; }
@@ -85,12 +97,16 @@ class Tensor {
   Tensor reshape(Shape shape) const;
   // Copy of rows [begin, end) along dimension 0.
   Tensor slice_rows(int64_t begin, int64_t end) const;
-  // Element-wise conversion (float <-> integer types).
+  // Element-wise conversion between any two dtypes (rounding rules in core/convert.h).
   Tensor to(DType dtype) const;
+  // A copy in another device's memory.
+  Tensor to_device(Device device) const;
+  bool on_host() const { return device().kind == DeviceKind::cpu; }
   std::string to_string(int max_elements = 8) const;
 
  private:
   void check_type(DType want) const;
+  void check_host(const char* what) const;
   std::shared_ptr<Storage> storage_;
   Shape shape_;
   DType dtype_ = DType::f32;

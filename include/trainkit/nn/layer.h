@@ -38,6 +38,7 @@ struct Weight {
   std::string name;  // "dense/kernel"
   Tensor value;      // e.g. (in, units) for a Dense kernel
   bool trainable;    // false for statistics that are not learned by gradient
+  uint64_t id = 0;   // unique in the process: optimizer slots and accumulators are keyed by it
 };
 
 class Layer : public std::enable_shared_from_this<Layer> {

@@ -35,6 +35,9 @@ LayerPtr Flatten(std::string name = {});
 // Per-sample target shape (without the batch dimension).
 LayerPtr Reshape(Shape target_shape, std::string name = {});
 LayerPtr Add(std::string name = {});
+// x * scale + offset, e.g. Rescaling(1.0f / 255) for uint8 images. Reading a model input, it is applied while
+// each batch is staged, so the data can stay uint8 (or float16) in memory.
+LayerPtr Rescaling(float scale, float offset = 0.0f, std::string name = {});
 LayerPtr Concatenate(int axis = -1, std::string name = {});
 
 // ---------------------------------------------------------------- images, channels_last (N, H, W, C)

@@ -8,6 +8,11 @@
 //   tk::History h = model.fit(x_train, y_train, {.batch_size = 128, .epochs = 10, .validation_split = 0.1});
 //   tk::Logs test = model.evaluate(x_test, y_test);
 //   tk::Tensor logits = model.predict(x_test);
+//
+// Where and how it runs: model.set_device(tk::Device::cpu()) and model.set_dtype_policy("float32") (Keras'
+// policy names; "mixed_float16" / "mixed_bfloat16" arrive with mixed precision), before the first
+// fit/evaluate/predict. Data of any dtype (uint8 images, float16 features) stays in its dtype in memory and
+// is converted batch by batch as it is staged into the program.
 #pragma once
 #include <iostream>
 #include <map>
@@ -115,6 +120,17 @@ class Model {
   Remat rematerialization = Remat::automatic;  // takes effect for programs compiled afterwards
   OptimizerPtr optimizer() const { return optimizer_; }
 
+  // The device programs run on (default cpu:0). Unsupported when this build has no compute backend for it;
+  // InvalidArgument once programs exist (set it before the first fit/evaluate/predict).
+  void set_device(Device device);
+  Device device() const { return device_; }
+  // Keras' dtype policy: "float32" (the default). "mixed_float16" and "mixed_bfloat16" are Keras names this
+  // build refuses with Unsupported until mixed precision lands.
+  void set_dtype_policy(const std::string& policy);
+  const std::string& dtype_policy() const { return dtype_policy_; }
+  // The dtype a program's feature inputs have (the policy's variable dtype: float32).
+  DType input_dtype() const { return DType::f32; }
+
  protected:
   Model(std::string name_prefix, std::string name);  // Sequential: graph set later
   void init_graph(std::vector<KerasTensor> inputs, std::vector<KerasTensor> outputs);
@@ -142,6 +158,8 @@ class Model {
   std::vector<std::string> metrics_;
   std::unique_ptr<nn::ProgramCache> programs_;
   uint64_t step_ = 0;  // training steps run (dropout randomness)
+  Device device_ = Device::cpu();
+  std::string dtype_policy_ = "float32";
   Logs batch_logs_;    // train_on_batch results, updated in place
 
  protected:

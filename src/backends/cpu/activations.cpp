@@ -16,8 +16,8 @@ namespace {
 template <typename F>
 void unary(const KernelArgs& a, F f) {
   const int64_t n = a.node.shape.numel();
-  const float* x = a.in_f(0);
-  float* y = a.out_f();
+  const float* x = a.input<float>(0);
+  float* y = a.output<float>();
   const float alpha = a.node.attrs.alpha;
   parallel_for(n, [&](int64_t b, int64_t e) {
 #pragma omp simd
@@ -29,9 +29,9 @@ void unary(const KernelArgs& a, F f) {
 template <typename F>
 void binary_grad(const KernelArgs& a, F f) {
   const int64_t n = a.node.shape.numel();
-  const float* dy = a.in_f(0);
-  const float* v = a.in_f(1);
-  float* dx = a.out_f();
+  const float* dy = a.input<float>(0);
+  const float* v = a.input<float>(1);
+  float* dx = a.output<float>();
   const float alpha = a.node.attrs.alpha;
   parallel_for(n, [&](int64_t b, int64_t e) {
 #pragma omp simd
@@ -85,8 +85,8 @@ void leaky_relu_grad(const KernelArgs& a) {
 // Softmax over the last axis: y(rows, n).
 void softmax(const KernelArgs& a) {
   const int64_t n = a.node.shape[-1], rows = a.node.shape.numel() / (n ? n : 1);
-  const float* x = a.in_f(0);
-  float* y = a.out_f();
+  const float* x = a.input<float>(0);
+  float* y = a.output<float>();
   parallel_for(
       rows,
       [&](int64_t rb, int64_t re) {
@@ -105,9 +105,9 @@ void softmax(const KernelArgs& a) {
 // dx = y * (dy - sum(dy * y)) per row.
 void softmax_grad(const KernelArgs& a) {
   const int64_t n = a.node.shape[-1], rows = a.node.shape.numel() / (n ? n : 1);
-  const float* dy = a.in_f(0);
-  const float* y = a.in_f(1);
-  float* dx = a.out_f();
+  const float* dy = a.input<float>(0);
+  const float* y = a.input<float>(1);
+  float* dx = a.output<float>();
   parallel_for(
       rows,
       [&](int64_t rb, int64_t re) {

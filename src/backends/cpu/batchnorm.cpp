@@ -16,10 +16,14 @@ struct View {
 };
 View view(const Shape& x) { return {x.numel() / x[-1], x[-1]}; }
 
+size_t double_accumulators(const graph::Graph& g, int node) {  // 2 * C doubles
+  return 2 * static_cast<size_t>(g[g[node].inputs[0]].shape[-1]) * sizeof(double);
+}
+
 // stats(2, C) = [mean; biased variance]
 void bn_stats(const KernelArgs& a) {
   const View v = view(a.in_shape(0));
-  const float* x = a.in_f(0);
+  const float* x = a.input<float>(0);
   double* sum = static_cast<double*>(a.workspace);
   double* sq = sum + v.c;
   for (int64_t j = 0; j < v.c; ++j) sum[j] = sq[j] = 0.0;
@@ -31,7 +35,7 @@ void bn_stats(const KernelArgs& a) {
       const double d = x[i * v.c + j] - sum[j];
       sq[j] += d * d;
     }
-  float* out = a.out_f();
+  float* out = a.output<float>();
   for (int64_t j = 0; j < v.c; ++j) {
     out[j] = static_cast<float>(sum[j]);
     out[v.c + j] = static_cast<float>(sq[j] / static_cast<double>(v.m));
@@ -41,8 +45,8 @@ void bn_stats(const KernelArgs& a) {
 // y = gamma * (x - mean) / sqrt(var + eps) + beta, with (mean, var) from stats(2, C) or separate vectors.
 void normalize(const KernelArgs& a, const float* mean, const float* var, const float* gamma, const float* beta) {
   const View v = view(a.in_shape(0));
-  const float* x = a.in_f(0);
-  float* y = a.out_f();
+  const float* x = a.input<float>(0);
+  float* y = a.output<float>();
   const float eps = a.node.attrs.epsilon;
   for (int64_t i = 0; i < v.m; ++i)
     for (int64_t j = 0; j < v.c; ++j)
@@ -50,11 +54,11 @@ void normalize(const KernelArgs& a, const float* mean, const float* var, const f
 }
 
 void bn_apply(const KernelArgs& a) {
-  const float* stats = a.in_f(1);
-  normalize(a, stats, stats + a.in_shape(0)[-1], a.in_f(2), a.in_f(3));
+  const float* stats = a.input<float>(1);
+  normalize(a, stats, stats + a.in_shape(0)[-1], a.input<float>(2), a.input<float>(3));
 }
 
-void bn_inference(const KernelArgs& a) { normalize(a, a.in_f(1), a.in_f(2), a.in_f(3), a.in_f(4)); }
+void bn_inference(const KernelArgs& a) { normalize(a, a.input<float>(1), a.input<float>(2), a.input<float>(3), a.input<float>(4)); }
 
 // Per channel: sum(dy) and sum(dy * xhat) into ws[0..C) and ws[C..2C).
 void grad_sums(const KernelArgs& a, const float* dy, const float* x, const float* stats, double* ws) {
@@ -74,14 +78,14 @@ void grad_sums(const KernelArgs& a, const float* dy, const float* x, const float
 // dx = gamma * invstd / M * (M * dy - sum(dy) - xhat * sum(dy * xhat))
 void bn_input_grad(const KernelArgs& a) {
   const View v = view(a.in_shape(0));
-  const float* dy = a.in_f(0);
-  const float* x = a.in_f(1);
-  const float* stats = a.in_f(2);
-  const float* gamma = a.in_f(3);
+  const float* dy = a.input<float>(0);
+  const float* x = a.input<float>(1);
+  const float* stats = a.input<float>(2);
+  const float* gamma = a.input<float>(3);
   double* ws = static_cast<double*>(a.workspace);
   grad_sums(a, dy, x, stats, ws);
   const float eps = a.node.attrs.epsilon, m = static_cast<float>(v.m);
-  float* dx = a.out_f();
+  float* dx = a.output<float>();
   for (int64_t i = 0; i < v.m; ++i)
     for (int64_t j = 0; j < v.c; ++j) {
       const float invstd = 1.0f / std::sqrt(stats[v.c + j] + eps);
@@ -94,18 +98,18 @@ void bn_input_grad(const KernelArgs& a) {
 void bn_gamma_grad(const KernelArgs& a) {
   const int64_t c = a.in_shape(0)[-1];
   double* ws = static_cast<double*>(a.workspace);
-  grad_sums(a, a.in_f(0), a.in_f(1), a.in_f(2), ws);
-  for (int64_t j = 0; j < c; ++j) a.out_f()[j] = static_cast<float>(ws[c + j]);
+  grad_sums(a, a.input<float>(0), a.input<float>(1), a.input<float>(2), ws);
+  for (int64_t j = 0; j < c; ++j) a.output<float>()[j] = static_cast<float>(ws[c + j]);
 }
 
 // dx = dy * gamma / sqrt(moving_variance + eps)
 void bn_inference_grad(const KernelArgs& a) {
   const View v = view(a.in_shape(0));
-  const float* dy = a.in_f(0);
-  const float* var = a.in_f(1);
-  const float* gamma = a.in_f(2);
+  const float* dy = a.input<float>(0);
+  const float* var = a.input<float>(1);
+  const float* gamma = a.input<float>(2);
   const float eps = a.node.attrs.epsilon;
-  float* dx = a.out_f();
+  float* dx = a.output<float>();
   for (int64_t i = 0; i < v.m; ++i)
     for (int64_t j = 0; j < v.c; ++j) dx[i * v.c + j] = dy[i * v.c + j] * gamma[j] / std::sqrt(var[j] + eps);
 }
@@ -113,12 +117,12 @@ void bn_inference_grad(const KernelArgs& a) {
 // dgamma = sum(dy * (x - moving_mean) / sqrt(moving_variance + eps)) per channel
 void bn_inference_gamma_grad(const KernelArgs& a) {
   const View v = view(a.in_shape(0));
-  const float* dy = a.in_f(0);
-  const float* x = a.in_f(1);
-  const float* mean = a.in_f(2);
-  const float* var = a.in_f(3);
+  const float* dy = a.input<float>(0);
+  const float* x = a.input<float>(1);
+  const float* mean = a.input<float>(2);
+  const float* var = a.input<float>(3);
   const float eps = a.node.attrs.epsilon;
-  float* out = a.out_f();
+  float* out = a.output<float>();
   for (int64_t j = 0; j < v.c; ++j) out[j] = 0.0f;
   for (int64_t i = 0; i < v.m; ++i)
     for (int64_t j = 0; j < v.c; ++j) out[j] += dy[i * v.c + j] * (x[i * v.c + j] - mean[j]) / std::sqrt(var[j] + eps);
@@ -127,9 +131,9 @@ void bn_inference_gamma_grad(const KernelArgs& a) {
 // moving = moving * momentum + batch * (1 - momentum), for the mean and the (biased) variance (Keras 3).
 void bn_update_moving(const KernelArgs& a) {
   const int64_t c = a.in_shape(1)[0];
-  const float* stats = a.in_f(0);
-  float* mean = a.inout_f(1);
-  float* var = a.inout_f(2);
+  const float* stats = a.input<float>(0);
+  float* mean = a.inout<float>(1);
+  float* var = a.inout<float>(2);
   const float mu = a.node.attrs.momentum;
   for (int64_t j = 0; j < c; ++j) {
     mean[j] = mean[j] * mu + stats[j] * (1.0f - mu);
@@ -151,6 +155,8 @@ void register_batchnorm_kernels() {
   register_kernel(cpu, Op::BnInferenceGrad, f32, bn_inference_grad);
   register_kernel(cpu, Op::BnInferenceGammaGrad, f32, bn_inference_gamma_grad);
   register_kernel(cpu, Op::BnUpdateMoving, f32, bn_update_moving);
+  for (Op op : {Op::BnStats, Op::BnInputGrad, Op::BnGammaGrad})
+    graph::register_workspace(cpu, op, double_accumulators);
 }
 
 }  // namespace tk::cpu

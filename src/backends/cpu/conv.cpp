@@ -17,6 +17,20 @@ using graph::Window;
 
 namespace {
 
+// im2col buffers are filled for a chunk of images at a time so that the scratch stays bounded: the CPU
+// backend's workspace rule for the three convolution ops.
+constexpr size_t kConvWorkspaceCap = size_t{16} << 20;
+int64_t conv_images_per_chunk(const Window& g) {
+  const size_t per_image = static_cast<size_t>(std::max<int64_t>(g.pixels() * g.patch(), 1)) * sizeof(float);
+  return std::clamp<int64_t>(static_cast<int64_t>(kConvWorkspaceCap / per_image), 1, std::max<int64_t>(g.n, 1));
+}
+
+size_t conv_workspace(const graph::Graph& gr, int node) {
+  const graph::Node& n = gr[node];
+  const Window g = Window::of(n.op == Op::Conv2DGradInput ? n.attrs.shape : gr[n.inputs[0]].shape, n.attrs);
+  return static_cast<size_t>(conv_images_per_chunk(g) * g.pixels() * g.patch()) * sizeof(float);
+}
+
 // col(P, K) for one image: row p = (oh, ow), column (kh * KW + kw) * C + c; zeros where the window
 // reads padding. Without dilation a kernel row is KW * C contiguous floats of x, copied at once.
 void im2col(const Window& g, const float* x, float* col) {
@@ -93,26 +107,26 @@ blasint bl(int64_t v) { return static_cast<blasint>(v); }
 // y(N, OH, OW, F) = conv(x(N, H, W, C), w(KH, KW, C, F))
 void conv2d(const KernelArgs& a) {
   const Window g = Window::of(a.in_shape(0), a.node.attrs);
-  const int64_t f = a.node.shape[3], chunk = graph::conv_images_per_chunk(g);
-  const float* x = a.in_f(0);
-  const float* w = a.in_f(1);
+  const int64_t f = a.node.shape[3], chunk = conv_images_per_chunk(g);
+  const float* x = a.input<float>(0);
+  const float* w = a.input<float>(1);
   float* col = static_cast<float*>(a.workspace);
   for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
     const int64_t count = std::min(chunk, g.n - n0);
     im2col_chunk(g, x, n0, count, col);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bl(count * g.pixels()), bl(f), bl(g.patch()), 1.0f, col,
-                bl(g.patch()), w, bl(f), 0.0f, a.out_f() + n0 * g.pixels() * f, bl(f));
+                bl(g.patch()), w, bl(f), 0.0f, a.output<float>() + n0 * g.pixels() * f, bl(f));
   }
 }
 
 // dx = col2im(dy(N·P, F) · wᵀ(F, K))
 void conv2d_grad_input(const KernelArgs& a) {
   const Window g = Window::of(a.node.shape, a.node.attrs);
-  const int64_t f = a.in_shape(0)[3], chunk = graph::conv_images_per_chunk(g);
-  const float* dy = a.in_f(0);
-  const float* w = a.in_f(1);
+  const int64_t f = a.in_shape(0)[3], chunk = conv_images_per_chunk(g);
+  const float* dy = a.input<float>(0);
+  const float* w = a.input<float>(1);
   float* dcol = static_cast<float*>(a.workspace);
-  float* dx = a.out_f();
+  float* dx = a.output<float>();
   for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
     const int64_t count = std::min(chunk, g.n - n0);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, bl(count * g.pixels()), bl(g.patch()), bl(f), 1.0f,
@@ -129,15 +143,15 @@ void conv2d_grad_input(const KernelArgs& a) {
 // dw(K, F) = sum over chunks of colᵀ(K, N·P) · dy(N·P, F)
 void conv2d_grad_filter(const KernelArgs& a) {
   const Window g = Window::of(a.in_shape(0), a.node.attrs);
-  const int64_t f = a.node.shape[3], chunk = graph::conv_images_per_chunk(g);
-  const float* x = a.in_f(0);
-  const float* dy = a.in_f(1);
+  const int64_t f = a.node.shape[3], chunk = conv_images_per_chunk(g);
+  const float* x = a.input<float>(0);
+  const float* dy = a.input<float>(1);
   float* col = static_cast<float*>(a.workspace);
   for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
     const int64_t count = std::min(chunk, g.n - n0);
     im2col_chunk(g, x, n0, count, col);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bl(g.patch()), bl(f), bl(count * g.pixels()), 1.0f, col,
-                bl(g.patch()), dy + n0 * g.pixels() * f, bl(f), n0 == 0 ? 0.0f : 1.0f, a.out_f(), bl(f));
+                bl(g.patch()), dy + n0 * g.pixels() * f, bl(f), n0 == 0 ? 0.0f : 1.0f, a.output<float>(), bl(f));
   }
 }
 
@@ -147,6 +161,8 @@ void register_conv_kernels() {
   graph::register_kernel(DeviceKind::cpu, Op::Conv2D, DType::f32, conv2d);
   graph::register_kernel(DeviceKind::cpu, Op::Conv2DGradInput, DType::f32, conv2d_grad_input);
   graph::register_kernel(DeviceKind::cpu, Op::Conv2DGradFilter, DType::f32, conv2d_grad_filter);
+  for (Op op : {Op::Conv2D, Op::Conv2DGradInput, Op::Conv2DGradFilter})
+    graph::register_workspace(DeviceKind::cpu, op, conv_workspace);
 }
 
 }  // namespace tk::cpu

@@ -13,16 +13,16 @@ namespace {
 
 void fill(const KernelArgs& a) {
   const int64_t n = a.node.shape.numel();
-  float* y = a.out_f();
+  float* y = a.output<float>();
   for (int64_t i = 0; i < n; ++i) y[i] = a.node.attrs.value;
 }
 
 void add(const KernelArgs& a) {
   const int64_t n = a.node.shape.numel();
   const size_t k = a.node.inputs.size();
-  float* y = a.out_f();
-  const float* x0 = a.in_f(0);
-  const float* x1 = k > 1 ? a.in_f(1) : x0;
+  float* y = a.output<float>();
+  const float* x0 = a.input<float>(0);
+  const float* x1 = k > 1 ? a.input<float>(1) : x0;
   if (k == 1) {
     std::memcpy(y, x0, sizeof(float) * static_cast<size_t>(n));
     return;
@@ -31,7 +31,7 @@ void add(const KernelArgs& a) {
 #pragma omp simd
     for (int64_t i = b; i < e; ++i) y[i] = x0[i] + x1[i];
     for (size_t j = 2; j < k; ++j) {
-      const float* xj = a.in_f(static_cast<int>(j));
+      const float* xj = a.input<float>(static_cast<int>(j));
 #pragma omp simd
       for (int64_t i = b; i < e; ++i) y[i] += xj[i];
     }
@@ -40,12 +40,23 @@ void add(const KernelArgs& a) {
 
 void mul(const KernelArgs& a) {
   const int64_t n = a.node.shape.numel();
-  const float* x0 = a.in_f(0);
-  const float* x1 = a.in_f(1);
-  float* y = a.out_f();
+  const float* x0 = a.input<float>(0);
+  const float* x1 = a.input<float>(1);
+  float* y = a.output<float>();
   parallel_for(n, [&](int64_t b, int64_t e) {
 #pragma omp simd
     for (int64_t i = b; i < e; ++i) y[i] = x0[i] * x1[i];
+  });
+}
+
+void scale(const KernelArgs& a) {
+  const int64_t n = a.node.shape.numel();
+  const float* x = a.input<float>(0);
+  float* y = a.output<float>();
+  const float k = a.node.attrs.value, b = a.node.attrs.alpha;
+  parallel_for(n, [&](int64_t lo, int64_t hi) {
+#pragma omp simd
+    for (int64_t i = lo; i < hi; ++i) y[i] = x[i] * k + b;
   });
 }
 
@@ -56,11 +67,11 @@ void reshape(const KernelArgs& a) {
 // y(rows, sum c_i) = [x_0(rows, c_0) | x_1(rows, c_1) | ...]
 void concat(const KernelArgs& a) {
   const int64_t width = a.node.shape[-1], rows = a.node.shape.numel() / (width ? width : 1);
-  float* y = a.out_f();
+  float* y = a.output<float>();
   int64_t col = 0;
   for (size_t j = 0; j < a.node.inputs.size(); ++j) {
     const int64_t c = a.in_shape(static_cast<int>(j))[-1];
-    const float* x = a.in_f(static_cast<int>(j));
+    const float* x = a.input<float>(static_cast<int>(j));
     for (int64_t r = 0; r < rows; ++r)
       std::memcpy(y + r * width + col, x + r * c, sizeof(float) * static_cast<size_t>(c));
     col += c;
@@ -71,8 +82,8 @@ void concat(const KernelArgs& a) {
 void slice(const KernelArgs& a) {
   const int64_t width = a.in_shape(0)[-1], size = a.node.attrs.size, begin = a.node.attrs.begin;
   const int64_t rows = a.node.shape.numel() / (size ? size : 1);
-  const float* x = a.in_f(0);
-  float* y = a.out_f();
+  const float* x = a.input<float>(0);
+  float* y = a.output<float>();
   for (int64_t r = 0; r < rows; ++r)
     std::memcpy(y + r * size, x + r * width + begin, sizeof(float) * static_cast<size_t>(size));
 }
@@ -83,7 +94,7 @@ void dropout_mask(const KernelArgs& a) {
   const int64_t n = a.node.shape.numel();
   const float rate = a.node.attrs.alpha, keep = 1.0f / (1.0f - rate);
   const uint64_t stream = mix64(a.node.attrs.seed ^ mix64(a.ctx.step + 0x632BE59BD9B4E019ull));
-  float* y = a.out_f();
+  float* y = a.output<float>();
   // Spatial dropout (SpatialDropout2D): one draw per (sample, channel) of an (N, H, W, C) tensor.
   const Shape& s = a.node.shape;
   const bool spatial = a.node.attrs.spatial && s.rank() == 4;
@@ -103,8 +114,9 @@ void register_elementwise_kernels() {
   register_kernel(DeviceKind::cpu, Op::Fill, DType::f32, fill);
   register_kernel(DeviceKind::cpu, Op::Add, DType::f32, add);
   register_kernel(DeviceKind::cpu, Op::Mul, DType::f32, mul);
-  register_kernel(DeviceKind::cpu, Op::Reshape, DType::f32, reshape);
-  register_kernel(DeviceKind::cpu, Op::Reshape, DType::i32, reshape);
+  register_kernel(DeviceKind::cpu, Op::Scale, DType::f32, scale);
+  for (int t = 0; t < kDTypeCount; ++t)  // a byte copy: every dtype
+    register_kernel(DeviceKind::cpu, Op::Reshape, static_cast<DType>(t), reshape);
   register_kernel(DeviceKind::cpu, Op::Concat, DType::f32, concat);
   register_kernel(DeviceKind::cpu, Op::Slice, DType::f32, slice);
   register_kernel(DeviceKind::cpu, Op::DropoutMask, DType::f32, dropout_mask);

@@ -1,18 +1,24 @@
-// CPU kernels, one file per family. Each registers itself in register_kernels().
+// CPU kernels, one file per family. Each family registers its kernels (and the scratch they need) in
+// its register_*_kernels(); register_kernels() calls them all, from CpuBackend::register_kernels().
 #pragma once
 
 namespace tk::cpu {
 
 void register_linalg_kernels();       // linalg.cpp: MatMul (OpenBLAS), BiasAdd, BiasGrad
 void register_elementwise_kernels();  // elementwise.cpp: Fill, Add, Mul, Reshape, Concat, Slice, DropoutMask
+void register_cast_kernels();         // cast.cpp: Cast between every pair of dtypes
 void register_activation_kernels();   // activations.cpp
 void register_loss_kernels();         // losses.cpp: losses, their gradients, accuracy metrics
-void register_optimizer_kernels();    // optimizers.cpp
-void register_conv_kernels();         // conv.cpp: Conv2D and its gradients (im2col + OpenBLAS)
+void register_optimizer_kernels();    // optimizers.cpp: SGD, Adam(W), RMSprop updates, AccumulateGrad
+void register_conv_kernels();         // conv.cpp: Conv2D and its gradients (im2col + OpenBLAS) and their scratch
 void register_pooling_kernels();      // pooling.cpp: max/avg pooling, Pad2D, Crop2D, Upsample2D
-void register_batchnorm_kernels();
+void register_batchnorm_kernels();    // batchnorm.cpp
 // conv_onednn.cpp: replaces the im2col Conv2D kernels when oneDNN is built in and TK_CONV != im2col.
-bool register_onednn_conv_kernels();  // batchnorm.cpp
-void register_kernels();              // all of the above
+bool register_onednn_conv_kernels();
+// widen.cpp: float16 and bfloat16 kernels for every op with a float32 kernel and an output: inputs widened
+// to float32 in the workspace, the float32 kernel, the output rounded back (to nearest even). Last: it
+// wraps whatever float32 kernels and workspace rules are registered by then.
+void register_widened_kernels();
+void register_kernels();  // all of the above
 
 }  // namespace tk::cpu

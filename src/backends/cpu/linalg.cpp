@@ -25,16 +25,16 @@ void matmul(const KernelArgs& a) {
     std::memset(a.out, 0, sizeof(float) * static_cast<size_t>(m) * static_cast<size_t>(n));
     return;
   }
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a.in_f(0),
-              static_cast<blasint>(sa[1]), a.in_f(1), static_cast<blasint>(sb[1]), 0.0f, a.out_f(), n);
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a.input<float>(0),
+              static_cast<blasint>(sa[1]), a.input<float>(1), static_cast<blasint>(sb[1]), 0.0f, a.output<float>(), n);
 }
 
 // y(rows, n) = x(rows, n) + b(n)
 void bias_add(const KernelArgs& a) {
   const int64_t n = a.node.shape[-1], rows = a.node.shape.numel() / (n ? n : 1);
-  const float* x = a.in_f(0);
-  const float* b = a.in_f(1);
-  float* y = a.out_f();
+  const float* x = a.input<float>(0);
+  const float* b = a.input<float>(1);
+  float* y = a.output<float>();
   parallel_for(
       rows,
       [&](int64_t rb, int64_t re) {
@@ -49,8 +49,8 @@ void bias_add(const KernelArgs& a) {
 // db(n) = sum over rows of dy(rows, n)
 void bias_grad(const KernelArgs& a) {
   const int64_t n = a.node.shape[0], rows = a.in_shape(0).numel() / (n ? n : 1);
-  const float* dy = a.in_f(0);
-  float* db = a.out_f();
+  const float* dy = a.input<float>(0);
+  float* db = a.output<float>();
   std::memset(db, 0, sizeof(float) * static_cast<size_t>(n));
   for (int64_t r = 0; r < rows; ++r) {
 #pragma omp simd

@@ -30,7 +30,7 @@ Dims dims(const KernelArgs& a) {
 
 // Labels of a sparse loss/metric, checked before use: a bad label names its row and the valid range.
 const int32_t* checked_labels(const KernelArgs& a, Dims d) {
-  const auto* t = static_cast<const int32_t*>(a.in[1]);
+  const auto* t = a.input<int32_t>(1);
   for (int64_t r = 0; r < d.rows; ++r)
     if (t[r] < 0 || t[r] >= d.classes)
       throw InvalidArgument(std::string(graph::op_name(a.node.op)) + " '" + a.node.name + "': label " +
@@ -41,45 +41,45 @@ const int32_t* checked_labels(const KernelArgs& a, Dims d) {
 }
 
 float scale_of(const KernelArgs& a, int dy_input, int64_t denom) {
-  return (dy_input >= 0 ? *a.in_f(dy_input) : 1.0f) / static_cast<float>(denom ? denom : 1);
+  return (dy_input >= 0 ? *a.input<float>(dy_input) : 1.0f) / static_cast<float>(denom ? denom : 1);
 }
 
 // ---------------------------------------------------------------- mean squared error
 void mse(const KernelArgs& a) {
   const int64_t n = a.in_shape(0).numel();
-  const float* p = a.in_f(0);
-  const float* t = a.in_f(1);
+  const float* p = a.input<float>(0);
+  const float* t = a.input<float>(1);
   double s = 0;
   for (int64_t i = 0; i < n; ++i) s += double(p[i] - t[i]) * double(p[i] - t[i]);
-  *a.out_f() = static_cast<float>(s / static_cast<double>(n ? n : 1));
+  *a.output<float>() = static_cast<float>(s / static_cast<double>(n ? n : 1));
 }
 void mse_grad(const KernelArgs& a) {
   const int64_t n = a.in_shape(0).numel();
-  const float* p = a.in_f(0);
-  const float* t = a.in_f(1);
+  const float* p = a.input<float>(0);
+  const float* t = a.input<float>(1);
   const float k = 2.0f * scale_of(a, 2, n);
-  float* dp = a.out_f();
+  float* dp = a.output<float>();
   for (int64_t i = 0; i < n; ++i) dp[i] = k * (p[i] - t[i]);
 }
 
 // ---------------------------------------------------------------- binary crossentropy (mean over all elements)
 void bce(const KernelArgs& a) {
   const int64_t n = a.in_shape(0).numel();
-  const float* p = a.in_f(0);
-  const float* t = a.in_f(1);
+  const float* p = a.input<float>(0);
+  const float* t = a.input<float>(1);
   double s = 0;
   if (a.node.attrs.from_logits)
     for (int64_t i = 0; i < n; ++i) s += softplus(p[i]) - p[i] * t[i];
   else
     for (int64_t i = 0; i < n; ++i) s -= t[i] * std::log(clip(p[i])) + (1.0f - t[i]) * std::log(1.0f - clip(p[i]));
-  *a.out_f() = static_cast<float>(s / static_cast<double>(n ? n : 1));
+  *a.output<float>() = static_cast<float>(s / static_cast<double>(n ? n : 1));
 }
 void bce_grad(const KernelArgs& a) {
   const int64_t n = a.in_shape(0).numel();
-  const float* p = a.in_f(0);
-  const float* t = a.in_f(1);
+  const float* p = a.input<float>(0);
+  const float* t = a.input<float>(1);
   const float k = scale_of(a, 2, n);
-  float* dp = a.out_f();
+  float* dp = a.output<float>();
   if (a.node.attrs.from_logits)
     for (int64_t i = 0; i < n; ++i) dp[i] = k * (1.0f / (1.0f + std::exp(-p[i])) - t[i]);
   else
@@ -90,8 +90,8 @@ void bce_grad(const KernelArgs& a) {
 // logits: -sum t * log_softmax(x). probabilities: q = p / sum(p), -sum t * log(clip(q)).
 void cce(const KernelArgs& a) {
   const Dims d = dims(a);
-  const float* p = a.in_f(0);
-  const float* t = a.in_f(1);
+  const float* p = a.input<float>(0);
+  const float* t = a.input<float>(1);
   double s = 0;
   for (int64_t r = 0; r < d.rows; ++r) {
     const float* pr = p + r * d.classes;
@@ -107,14 +107,14 @@ void cce(const KernelArgs& a) {
       for (int64_t j = 0; j < d.classes; ++j) s -= tr[j] * std::log(clip(pr[j] / sum));
     }
   }
-  *a.out_f() = static_cast<float>(s / static_cast<double>(d.rows ? d.rows : 1));
+  *a.output<float>() = static_cast<float>(s / static_cast<double>(d.rows ? d.rows : 1));
 }
 void cce_grad(const KernelArgs& a) {
   const Dims d = dims(a);
-  const float* p = a.in_f(0);
-  const float* t = a.in_f(1);
+  const float* p = a.input<float>(0);
+  const float* t = a.input<float>(1);
   const float k = scale_of(a, 2, d.rows);
-  float* dp = a.out_f();
+  float* dp = a.output<float>();
   for (int64_t r = 0; r < d.rows; ++r) {
     const float* pr = p + r * d.classes;
     const float* tr = t + r * d.classes;
@@ -142,7 +142,7 @@ void cce_grad(const KernelArgs& a) {
 // logits: logsumexp(x) - x_y. probabilities (Keras): log(sum(clip(p))) - log(clip(p_y)).
 void sparse_cce(const KernelArgs& a) {
   const Dims d = dims(a);
-  const float* p = a.in_f(0);
+  const float* p = a.input<float>(0);
   const int32_t* y = checked_labels(a, d);
   double s = 0;
   for (int64_t r = 0; r < d.rows; ++r) {
@@ -157,14 +157,14 @@ void sparse_cce(const KernelArgs& a) {
       s += std::log(sum) - std::log(clip(pr[y[r]]));
     }
   }
-  *a.out_f() = static_cast<float>(s / static_cast<double>(d.rows ? d.rows : 1));
+  *a.output<float>() = static_cast<float>(s / static_cast<double>(d.rows ? d.rows : 1));
 }
 void sparse_cce_grad(const KernelArgs& a) {
   const Dims d = dims(a);
-  const float* p = a.in_f(0);
+  const float* p = a.input<float>(0);
   const int32_t* y = checked_labels(a, d);
   const float k = scale_of(a, 2, d.rows);
-  float* dp = a.out_f();
+  float* dp = a.output<float>();
   for (int64_t r = 0; r < d.rows; ++r) {
     const float* pr = p + r * d.classes;
     float* gr = dp + r * d.classes;
@@ -190,28 +190,28 @@ int64_t argmax(const float* x, int64_t n) { return std::max_element(x, x + n) - 
 
 void sparse_categorical_accuracy(const KernelArgs& a) {
   const Dims d = dims(a);
-  const float* p = a.in_f(0);
-  const auto* y = static_cast<const int32_t*>(a.in[1]);
+  const float* p = a.input<float>(0);
+  const auto* y = a.input<int32_t>(1);
   int64_t hits = 0;
   for (int64_t r = 0; r < d.rows; ++r) hits += argmax(p + r * d.classes, d.classes) == y[r];
-  *a.out_f() = static_cast<float>(hits) / static_cast<float>(d.rows ? d.rows : 1);
+  *a.output<float>() = static_cast<float>(hits) / static_cast<float>(d.rows ? d.rows : 1);
 }
 void categorical_accuracy(const KernelArgs& a) {
   const Dims d = dims(a);
-  const float* p = a.in_f(0);
-  const float* t = a.in_f(1);
+  const float* p = a.input<float>(0);
+  const float* t = a.input<float>(1);
   int64_t hits = 0;
   for (int64_t r = 0; r < d.rows; ++r)
     hits += argmax(p + r * d.classes, d.classes) == argmax(t + r * d.classes, d.classes);
-  *a.out_f() = static_cast<float>(hits) / static_cast<float>(d.rows ? d.rows : 1);
+  *a.output<float>() = static_cast<float>(hits) / static_cast<float>(d.rows ? d.rows : 1);
 }
 void binary_accuracy(const KernelArgs& a) {
   const int64_t n = a.in_shape(0).numel();
-  const float* p = a.in_f(0);
-  const float* t = a.in_f(1);
+  const float* p = a.input<float>(0);
+  const float* t = a.input<float>(1);
   int64_t hits = 0;
   for (int64_t i = 0; i < n; ++i) hits += (p[i] > 0.5f) == (t[i] > 0.5f);
-  *a.out_f() = static_cast<float>(hits) / static_cast<float>(n ? n : 1);
+  *a.output<float>() = static_cast<float>(hits) / static_cast<float>(n ? n : 1);
 }
 
 }  // namespace

@@ -52,9 +52,9 @@ Grad prepare(const KernelArgs& a, float* w, const float* g, int64_t n) {
 void sgd(const KernelArgs& a) {
   const UpdateConfig& c = *a.node.attrs.update;
   const int64_t n = a.in_shape(0).numel();
-  float* w = a.inout_f(0);
-  const float* g = a.in_f(1);
-  float* m = a.inout_f(2);
+  float* w = a.inout<float>(0);
+  const float* g = a.input<float>(1);
+  float* m = a.inout<float>(2);
   const Grad clip = prepare(a, w, g, n);
   const float lr = c.learning_rate, mu = c.momentum;
   if (mu == 0.0f) {
@@ -86,10 +86,10 @@ void sgd(const KernelArgs& a) {
 void adam(const KernelArgs& a) {
   const UpdateConfig& c = *a.node.attrs.update;
   const int64_t n = a.in_shape(0).numel();
-  float* w = a.inout_f(0);
-  const float* g = a.in_f(1);
-  float* m = a.inout_f(2);
-  float* v = a.inout_f(3);
+  float* w = a.inout<float>(0);
+  const float* g = a.input<float>(1);
+  float* m = a.inout<float>(2);
+  float* v = a.inout<float>(3);
   const Grad clip = prepare(a, w, g, n);
   const double t = static_cast<double>(c.iterations + 1);
   const float alpha = static_cast<float>(c.learning_rate * std::sqrt(1.0 - std::pow(double(c.beta_2), t)) /
@@ -110,11 +110,11 @@ void adam(const KernelArgs& a) {
 void rmsprop(const KernelArgs& a) {
   const UpdateConfig& c = *a.node.attrs.update;
   const int64_t n = a.in_shape(0).numel();
-  float* w = a.inout_f(0);
-  const float* g = a.in_f(1);
-  float* vel = a.inout_f(2);
-  float* mom = a.inout_f(3);
-  float* avg = a.inout_f(4);
+  float* w = a.inout<float>(0);
+  const float* g = a.input<float>(1);
+  float* vel = a.inout<float>(2);
+  float* mom = a.inout<float>(3);
+  float* avg = a.inout<float>(4);
   const Grad clip = prepare(a, w, g, n);
   const float rho = c.rho, lr = c.learning_rate, eps = c.epsilon, mu = c.momentum;
   const bool centered = c.centered;
@@ -144,14 +144,14 @@ void rmsprop(const KernelArgs& a) {
 template <void (*Update)(const KernelArgs&)>
 void with_zero_grad(const KernelArgs& a) {
   Update(a);
-  if (a.node.attrs.zero_grad) std::memset(a.inout_f(1), 0, sizeof(float) * static_cast<size_t>(a.in_shape(1).numel()));
+  if (a.node.attrs.zero_grad) std::memset(a.inout<float>(1), 0, sizeof(float) * static_cast<size_t>(a.in_shape(1).numel()));
 }
 
 // acc += grad * ctx.grad_scale
 void accumulate_grad(const KernelArgs& a) {
   const int64_t n = a.in_shape(0).numel();
-  float* acc = a.inout_f(0);
-  const float* g = a.in_f(1);
+  float* acc = a.inout<float>(0);
+  const float* g = a.input<float>(1);
   const float k = a.ctx.grad_scale;
   parallel_for(n, [&](int64_t b, int64_t e) {
 #pragma omp simd
@@ -164,18 +164,6 @@ void register_optimizer_kernels() {
   graph::register_kernel(DeviceKind::cpu, Op::SgdUpdate, DType::f32, with_zero_grad<sgd>);
   graph::register_kernel(DeviceKind::cpu, Op::AdamUpdate, DType::f32, with_zero_grad<adam>);
   graph::register_kernel(DeviceKind::cpu, Op::RmspropUpdate, DType::f32, with_zero_grad<rmsprop>);
-}
-
-void register_kernels() {
-  register_linalg_kernels();
-  register_elementwise_kernels();
-  register_activation_kernels();
-  register_loss_kernels();
-  register_optimizer_kernels();
-  register_conv_kernels();
-  register_pooling_kernels();
-  register_batchnorm_kernels();
-  register_onednn_conv_kernels();  // after the im2col ones, which it replaces
 }
 
 }  // namespace tk::cpu

@@ -35,8 +35,8 @@ void for_each_window(const Window& g, F f) {
 // y(N, OH, OW, C) = max over the window; padding never wins.
 void max_pool(const KernelArgs& a) {
   const Window g = Window::of(a.in_shape(0), a.node.attrs);
-  const float* x = a.in_f(0);
-  float* y = a.out_f();
+  const float* x = a.input<float>(0);
+  float* y = a.output<float>();
   for_each_window(g, [&](int64_t n, int64_t oh, int64_t ow, int64_t h0, int64_t h1, int64_t w0, int64_t w1) {
     float* out = y + ((n * g.oh + oh) * g.ow + ow) * g.c;
     for (int64_t c = 0; c < g.c; ++c) out[c] = -std::numeric_limits<float>::infinity();
@@ -91,10 +91,10 @@ void max_pool_grad_tiled(const Window& g, const float* dy, const float* x, const
 void max_pool_grad(const KernelArgs& a) {
   const Window g = Window::of(a.node.shape, a.node.attrs);
   const bool split = a.node.attrs.split_ties;
-  const float* dy = a.in_f(0);
-  const float* x = a.in_f(1);
-  const float* y = a.in_f(2);
-  float* dx = a.out_f();
+  const float* dy = a.input<float>(0);
+  const float* x = a.input<float>(1);
+  const float* y = a.input<float>(2);
+  float* dx = a.output<float>();
   if (!split && g.sh == g.kh && g.sw == g.kw && g.pt == 0 && g.pb == 0 && g.pl == 0 && g.pr == 0 && g.dh == 1 &&
       g.dw == 1)
     return max_pool_grad_tiled(g, dy, x, y, dx);
@@ -132,8 +132,8 @@ void max_pool_grad(const KernelArgs& a) {
 // Average over the window's pixels inside the image (padding excluded, as TensorFlow).
 void avg_pool(const KernelArgs& a) {
   const Window g = Window::of(a.in_shape(0), a.node.attrs);
-  const float* x = a.in_f(0);
-  float* y = a.out_f();
+  const float* x = a.input<float>(0);
+  float* y = a.output<float>();
   for_each_window(g, [&](int64_t n, int64_t oh, int64_t ow, int64_t h0, int64_t h1, int64_t w0, int64_t w1) {
     float* out = y + ((n * g.oh + oh) * g.ow + ow) * g.c;
     for (int64_t c = 0; c < g.c; ++c) out[c] = 0.0f;
@@ -149,8 +149,8 @@ void avg_pool(const KernelArgs& a) {
 
 void avg_pool_grad(const KernelArgs& a) {
   const Window g = Window::of(a.node.shape, a.node.attrs);
-  const float* dy = a.in_f(0);
-  float* dx = a.out_f();
+  const float* dy = a.input<float>(0);
+  float* dx = a.output<float>();
   std::memset(dx, 0, sizeof(float) * static_cast<size_t>(a.node.shape.numel()));
   for_each_window(g, [&](int64_t n, int64_t oh, int64_t ow, int64_t h0, int64_t h1, int64_t w0, int64_t w1) {
     const float* d = dy + ((n * g.oh + oh) * g.ow + ow) * g.c;
@@ -181,10 +181,10 @@ void copy_shifted(const Shape& src_s, const float* src, const Shape& dst_s, floa
 }
 
 void pad2d(const KernelArgs& a) {
-  copy_shifted(a.in_shape(0), a.in_f(0), a.node.shape, a.out_f(), a.node.attrs.pad[0], a.node.attrs.pad[2]);
+  copy_shifted(a.in_shape(0), a.input<float>(0), a.node.shape, a.output<float>(), a.node.attrs.pad[0], a.node.attrs.pad[2]);
 }
 void crop2d(const KernelArgs& a) {
-  copy_shifted(a.in_shape(0), a.in_f(0), a.node.shape, a.out_f(), -a.node.attrs.pad[0], -a.node.attrs.pad[2]);
+  copy_shifted(a.in_shape(0), a.input<float>(0), a.node.shape, a.output<float>(), -a.node.attrs.pad[0], -a.node.attrs.pad[2]);
 }
 
 // y(N, H*sh, W*sw, C): nearest neighbour.
@@ -192,8 +192,8 @@ void upsample(const KernelArgs& a) {
   const Shape& x = a.in_shape(0);
   const Shape& y = a.node.shape;
   const int64_t sh = a.node.attrs.kernel[0], sw = a.node.attrs.kernel[1], c = x[3];
-  const float* in = a.in_f(0);
-  float* out = a.out_f();
+  const float* in = a.input<float>(0);
+  float* out = a.output<float>();
   for (int64_t n = 0; n < y[0]; ++n)
     for (int64_t h = 0; h < y[1]; ++h)
       for (int64_t w = 0; w < y[2]; ++w)
@@ -205,8 +205,8 @@ void upsample_grad(const KernelArgs& a) {
   const Shape& dy_s = a.in_shape(0);
   const Shape& x = a.node.shape;
   const int64_t sh = a.node.attrs.kernel[0], sw = a.node.attrs.kernel[1], c = x[3];
-  const float* dy = a.in_f(0);
-  float* dx = a.out_f();
+  const float* dy = a.input<float>(0);
+  float* dx = a.output<float>();
   std::memset(dx, 0, sizeof(float) * static_cast<size_t>(x.numel()));
   for (int64_t n = 0; n < dy_s[0]; ++n)
     for (int64_t h = 0; h < dy_s[1]; ++h)

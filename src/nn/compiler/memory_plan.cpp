@@ -32,13 +32,19 @@ MemoryPlan Model::memory_plan_with(int64_t batch_size, bool remat) {
   if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
   graph::RematStats stats;
   nn::ProgramCache::Traced t = programs_->trace(nn::ProgramKind::train, batch_size, false, remat, &stats);
+  return nn::plan_from_trace(t, layers_, device_, batch_size, remat, stats);
+}
+
+namespace nn {
+MemoryPlan plan_from_trace(const ProgramCache::Traced& t, const std::vector<LayerPtr>& layers, Device device,
+                           int64_t batch_size, bool remat, const graph::RematStats& stats) {
   std::vector<int> roots = t.keep;
   roots.insert(roots.end(), t.sinks.begin(), t.sinks.end());
   const std::vector<int> order = graph::schedule(t.g, roots);
   std::vector<int> keep = t.keep;
   for (int id : order)
     if (t.g[id].op == graph::Op::Input) keep.push_back(id);
-  const graph::MemoryPlan mp = graph::plan_memory(t.g, order, keep);
+  const graph::MemoryPlan mp = graph::plan_memory(t.g, order, keep, device);
 
   MemoryPlan plan;
   plan.batch_size = batch_size;
@@ -46,7 +52,7 @@ MemoryPlan Model::memory_plan_with(int64_t batch_size, bool remat) {
   plan.workspace = mp.workspace_bytes;
   plan.unshared = mp.unplanned_bytes;
   std::map<std::string, size_t> index;
-  for (const LayerPtr& l : layers_) {
+  for (const LayerPtr& l : layers) {
     index[l->name] = plan.layers.size();
     LayerMemory lm{l->name};
     for (const Weight& w : l->weights()) lm.weights += aligned(w.value.nbytes());
@@ -60,7 +66,8 @@ MemoryPlan Model::memory_plan_with(int64_t batch_size, bool remat) {
         n.op == graph::Op::SgdUpdate || n.op == graph::Op::AdamUpdate || n.op == graph::Op::RmspropUpdate;
     if (update) {
       auto it = index.find(layer_of(n.name));
-      const size_t bytes = static_cast<size_t>(t.g[n.inputs[0]].shape.numel()) * sizeof(float);
+      const graph::Node& param = t.g[n.inputs[0]];
+      const size_t bytes = static_cast<size_t>(param.shape.numel()) * dtype_size(param.dtype);
       const size_t slots = (n.inputs.size() - 2) * aligned(bytes);
       plan.optimizer_state += slots;
       plan.gradients += bytes;
@@ -83,6 +90,7 @@ MemoryPlan Model::memory_plan_with(int64_t batch_size, bool remat) {
   plan.step_flops = 3 * forward;
   return plan;
 }
+}  // namespace nn
 
 int64_t Model::largest_batch_that_fits(size_t available, int64_t cap) {
   // Plain plans unless rematerialization is forced: a batch that needs recomputation is not chosen.

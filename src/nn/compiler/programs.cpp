@@ -9,6 +9,7 @@
 #include "nn/layers/context.h"
 #include "nn/layers/input_layer.h"
 #include "trainkit/core/error.h"
+#include "trainkit/nn/memory_plan.h"
 
 namespace tk::nn {
 using graph::Op;
@@ -42,6 +43,33 @@ Op metric_op(const std::string& metric, const Loss& loss, const Shape& out) {
       "' (expected one of accuracy, binary_accuracy, categorical_accuracy, sparse_categorical_accuracy)");
 }
 
+// A Rescaling that reads a model input directly becomes part of staging: the batch is converted with
+// x * scale + offset while it is copied in (one pass over the data instead of a copy and an op), and the
+// narrow source data (uint8 images, float16 features) is widened at the same time. Only when every reader
+// of the input is such a Scale with the same factors, and no Scale is itself an output.
+void fuse_input_scaling(graph::Graph& g, Compiled& c, const std::vector<int>& keep) {
+  for (size_t i = 0; i < c.x.size(); ++i) {
+    const int x = c.x[i];
+    std::vector<int> readers;
+    bool fusable = true;
+    for (int id = 0; id < g.size() && fusable; ++id)
+      for (int in : g[id].inputs)
+        if (in == x) {
+          const graph::Node& r = g[id];
+          fusable = r.op == Op::Scale && std::find(keep.begin(), keep.end(), id) == keep.end() &&
+                    (readers.empty() || (g[readers[0]].attrs.value == r.attrs.value &&
+                                         g[readers[0]].attrs.alpha == r.attrs.alpha));
+          readers.push_back(id);
+          break;
+        }
+    if (!fusable || readers.empty()) continue;
+    c.x_scale[i] = StageScale{g[readers[0]].attrs.value, g[readers[0]].attrs.alpha};
+    for (graph::Node& n : g.nodes)
+      for (int& in : n.inputs)
+        if (std::find(readers.begin(), readers.end(), in) != readers.end()) in = x;
+  }
+}
+
 std::vector<Weight*> ProgramCache::trainable_weights() const {
   std::vector<Weight*> out;
   for (const LayerPtr& l : model_.layers_)
@@ -51,8 +79,9 @@ std::vector<Weight*> ProgramCache::trainable_weights() const {
   return out;
 }
 
-Compiled& ProgramCache::get(ProgramKind kind, int64_t batch) {
-  auto key = std::make_pair(static_cast<int>(kind), batch);
+Compiled& ProgramCache::get(ProgramKind kind, int64_t batch, int replica) {
+  const Device d = model_.device_;
+  const Key key{static_cast<int>(kind), batch, d.kind, d.index, replica};
   auto it = cache_.find(key);
   if (it != cache_.end()) return *it->second;
   return *cache_.emplace(key, build(kind, batch)).first->second;
@@ -81,7 +110,7 @@ std::unique_ptr<Compiled> ProgramCache::build(ProgramKind kind, int64_t batch) {
   auto restore = [&] {  // give the programs that worked before their arena back, or forget them
     if (before == 0) return;
     try {
-      arena_ = Tensor(Shape{static_cast<int64_t>(before)}, DType::u8, Device::cpu(), model_.name_ + ": program arena");
+      arena_ = Tensor(Shape{static_cast<int64_t>(before)}, DType::u8, model_.device_, model_.name_ + ": program arena");
       for (auto& [key, c] : cache_) c->program->bind_arena(arena_);
     } catch (const OutOfMemoryError&) {
       cache_.clear();  // they are rebuilt (and their arena planned again) when next needed
@@ -90,23 +119,28 @@ std::unique_ptr<Compiled> ProgramCache::build(ProgramKind kind, int64_t batch) {
   static const char* const kKind[] = {"train", "eval", "predict", "accumulate", "apply"};
   std::unique_ptr<Compiled> compiled;
   try {
-    const bool remat = (kind == ProgramKind::train || kind == ProgramKind::accumulate) &&
-                       model_.rematerialization != Remat::off && model_.memory_plan(batch).rematerialized;
-    Traced t = trace(kind, batch, true, remat);
-    t.compiled->program = std::make_unique<graph::Program>(std::move(t.g), t.keep, t.sinks, Device::cpu(), "", false);
+    // One trace; a second only when the automatic rematerialization finds the plain plan does not fit.
+    const bool trains = kind == ProgramKind::train || kind == ProgramKind::accumulate;
+    Traced t = trace(kind, batch, true, trains && model_.rematerialization == Remat::on);
+    if (trains && model_.rematerialization == Remat::automatic &&
+        plan_from_trace(t, model_.layers_, model_.device_, batch, false, {}).total >
+            model_.memory_available_for_training())
+      t = trace(kind, batch, true, true);
+    t.compiled->program =
+        std::make_unique<graph::Program>(std::move(t.g), t.keep, t.sinks, model_.device_, "", false);
     const size_t own = t.compiled->program->arena_bytes_required();
     needed = std::max(needed, own);
     const std::string owner =
         model_.name_ + ": program arena (" + kKind[static_cast<int>(kind)] + ", batch " + std::to_string(batch) + ")";
     try {
-      arena_ = Tensor(Shape{static_cast<int64_t>(needed)}, DType::u8, Device::cpu(), owner);
+      arena_ = Tensor(Shape{static_cast<int64_t>(needed)}, DType::u8, model_.device_, owner);
     } catch (const OutOfMemoryError&) {
       if (needed == own) throw;
       // Keeping every cached program is what does not fit: evict those larger than this one (they are
       // rebuilt if used again, e.g. after switching from whole batches to micro-batches).
       std::erase_if(cache_, [&](const auto& kv) { return kv.second->program->arena_bytes_required() > own; });
       needed = own;
-      arena_ = Tensor(Shape{static_cast<int64_t>(needed)}, DType::u8, Device::cpu(), owner);
+      arena_ = Tensor(Shape{static_cast<int64_t>(needed)}, DType::u8, model_.device_, owner);
     }
     compiled = std::move(t.compiled);
   } catch (const OutOfMemoryError& e) {
@@ -133,29 +167,29 @@ std::unique_ptr<Compiled> ProgramCache::build(ProgramKind kind, int64_t batch) {
 
 int ProgramCache::accumulator(graph::Graph& g, const Weight& w, bool allocate) {
   const std::string name = w.name + "/gradient accumulator";
-  auto found = accumulators_.find(w.value.raw());
+  auto found = accumulators_.find(w.id);
   if (allocate && found == accumulators_.end())
-    found = accumulators_.emplace(w.value.raw(), Tensor(w.value.shape(), DType::f32, Device::cpu(), name)).first;
-  return found != accumulators_.end() ? g.variable(name, found->second) : g.placeholder_variable(name, w.value.shape());
+    found = accumulators_.emplace(w.id, Tensor(w.value.shape(), w.value.dtype(), model_.device_, name)).first;
+  return found != accumulators_.end() ? g.variable(name, found->second)
+                                      : g.placeholder_variable(name, w.value.shape(), w.value.dtype());
 }
 
 int ProgramCache::add_update(graph::Graph& g, const Weight& w, int var, int grad, bool zero_grad, bool allocate_slots) {
   Optimizer& opt = *model_.optimizer_;
-  const std::string& kind_name = opt.name();
-  const Op update = kind_name == "SGD" ? Op::SgdUpdate : kind_name == "RMSprop" ? Op::RmspropUpdate : Op::AdamUpdate;
+  const Op update = opt.config().update_op;  // the optimizer's own rule, never a guess from its name
   std::vector<int> ins{var, grad};
-  auto found = slots_.find(w.value.raw());
+  auto found = slots_.find(w.id);
   if (allocate_slots && found == slots_.end()) {  // optimizer state is created with the first program
     std::vector<Tensor> fresh;
     for (int s = 0; s < opt.slots_per_variable(); ++s)
-      fresh.emplace_back(w.value.shape(), DType::f32, Device::cpu(),
+      fresh.emplace_back(w.value.shape(), w.value.dtype(), model_.device_,
                          w.name + "/" + opt.name() + " slot " + std::to_string(s));
-    found = slots_.emplace(w.value.raw(), std::move(fresh)).first;
+    found = slots_.emplace(w.id, std::move(fresh)).first;
   }
   for (int s = 0; s < opt.slots_per_variable(); ++s) {
     const std::string slot_name = w.name + "/slot" + std::to_string(s);
     ins.push_back(found != slots_.end() ? g.variable(slot_name, found->second[static_cast<size_t>(s)])
-                                        : g.placeholder_variable(slot_name, w.value.shape()));
+                                        : g.placeholder_variable(slot_name, w.value.shape(), w.value.dtype()));
   }
   graph::Attrs at;
   at.update = &opt.config();
@@ -171,7 +205,7 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
   graph::Graph& g = traced.g;
   if (kind == ProgramKind::apply) {  // one optimizer step from the accumulated gradients, which it clears
     for (Weight* w : trainable_weights())
-      if (has_gradient_.count(w->value.raw()))
+      if (has_gradient_.count(w->id))
         traced.sinks.push_back(
             add_update(g, *w, g.variable(w->name, w->value), accumulator(g, *w, allocate_slots), true, allocate_slots));
     return traced;
@@ -182,11 +216,13 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
   std::unordered_map<const KerasTensor::NodeData*, int> value;
   for (size_t i = 0; i < model_.inputs_.size(); ++i) {
     const KerasTensor& in = model_.inputs_[i];
-    int id =
-        g.input(in.node->layer ? in.node->layer->name : "input_" + std::to_string(i), in.shape().with_batch(batch));
+    int id = g.input(in.node->layer ? in.node->layer->name : "input_" + std::to_string(i), in.shape().with_batch(batch),
+                     model_.input_dtype());
     value[in.node.get()] = id;
     c->x.push_back(id);
   }
+  c->x_scale.assign(c->x.size(), StageScale{});
+  c->conversions_logged = conversions_logged_;
   std::function<int(const KerasTensor&)> eval = [&](const KerasTensor& t) -> int {
     auto found = value.find(t.node.get());
     if (found != value.end()) return found->second;
@@ -243,13 +279,14 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
         } else {  // micro-batching: add this micro-batch's share of the gradient into the accumulator
           sinks.push_back(g.add(Op::AccumulateGrad, {accumulator(g, *weights[i], allocate_slots), grads[i]}, {},
                                 weights[i]->name + "/accumulate"));
-          has_gradient_.insert(weights[i]->value.raw());
+          has_gradient_.insert(weights[i]->id);
         }
       }
     }
   }
   if (kind == ProgramKind::train || kind == ProgramKind::accumulate)
     sinks.insert(sinks.end(), ctx.sinks.begin(), ctx.sinks.end());
+  fuse_input_scaling(g, *c, keep);
   traced.keep = std::move(keep);
   traced.sinks = std::move(sinks);
   return traced;

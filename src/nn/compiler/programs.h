@@ -16,18 +16,28 @@ namespace tk::nn {
 // apply: one optimizer step from the accumulators.
 enum class ProgramKind { train, eval, predict, accumulate, apply };
 
+// x * scale + offset applied while a batch is staged (a Rescaling layer fused into staging).
+struct StageScale {
+  float scale = 1.0f, offset = 0.0f;
+};
+
 struct Compiled {
   std::unique_ptr<graph::Program> program;
   std::vector<int> x, y;                          // input value ids: model inputs, targets
   std::vector<DType> y_dtype;                     // i32 for sparse targets
+  std::vector<StageScale> x_scale;                // per model input
+  std::shared_ptr<std::set<std::string>> conversions_logged;  // shared by a model's programs
   std::vector<int> outputs;                       // predictions (predict programs)
   std::vector<std::pair<std::string, int>> logs;  // log name -> scalar value id ("loss" first)
 };
 
+// The model's programs and the state they share (optimizer slots, gradient accumulators, one arena). Reads
+// what it needs of the model (layers, inputs/outputs, losses, optimizer, device) but never calls back
+// into its public API: one trace per program build.
 class ProgramCache {
  public:
   explicit ProgramCache(Model& m) : model_(m) {}
-  Compiled& get(ProgramKind kind, int64_t batch);
+  Compiled& get(ProgramKind kind, int64_t batch, int replica = 0);
   // Weights the optimizer updates: trainable weights of trainable layers, in layer order.
   std::vector<Weight*> trainable_weights() const;
 
@@ -48,13 +58,29 @@ class ProgramCache {
   std::unique_ptr<Compiled> build(ProgramKind kind, int64_t batch);
   int accumulator(graph::Graph& g, const Weight& w, bool allocate);
   int add_update(graph::Graph& g, const Weight& w, int var, int grad, bool zero_grad, bool allocate_slots);
+  // Program cache key: (kind, batch, device, replica). One replica today; data parallelism adds more.
+  struct Key {
+    int kind;
+    int64_t batch;
+    DeviceKind device_kind;
+    int device_index;
+    int replica;
+    auto operator<=>(const Key&) const = default;
+  };
   Model& model_;
-  std::map<std::pair<int, int64_t>, std::unique_ptr<Compiled>> cache_;
-  std::map<const void*, std::vector<Tensor>> slots_;  // per weight storage: optimizer slots
-  Tensor arena_;                                      // shared by every program of the model
-  std::map<const void*, Tensor> accumulators_;        // per weight storage: micro-batch gradient sums
-  std::set<const void*> has_gradient_;                // weights the accumulate program reaches
+  std::map<Key, std::unique_ptr<Compiled>> cache_;
+  std::map<uint64_t, std::vector<Tensor>> slots_;  // per Weight::id: optimizer slots
+  Tensor arena_;                                   // shared by every program of the model
+  std::map<uint64_t, Tensor> accumulators_;        // per Weight::id: micro-batch gradient sums
+  std::set<uint64_t> has_gradient_;                // weights the accumulate program reaches
+  std::shared_ptr<std::set<std::string>> conversions_logged_ = std::make_shared<std::set<std::string>>();
 };
+
+// The memory a traced training program needs, attributed to layers (memory_plan.cpp).
+MemoryPlan plan_from_trace(const ProgramCache::Traced& t, const std::vector<LayerPtr>& layers, Device device,
+                           int64_t batch, bool remat, const graph::RematStats& stats);
+// Folds Rescaling (Scale ops reading a model input) into staging: fills c.x_scale, rewires the readers.
+void fuse_input_scaling(graph::Graph& g, Compiled& c, const std::vector<int>& keep);
 
 // The loss op and the resolved metric op for one output (Keras' "accuracy" resolution).
 graph::Op loss_op(const Loss& loss);

@@ -1,3 +1,5 @@
+#include <atomic>
+
 #include "trainkit/nn/layer.h"
 
 #include "nn/layers/context.h"
@@ -45,7 +47,8 @@ Weight& Layer::add_weight(const std::string& what, Shape shape, const std::strin
     fan_out = shape[-1] * receptive;
   }
   nn::initialize(t, initializer, fan_in, fan_out, nn::next_seed());
-  weights_.push_back(Weight{name + "/" + what, std::move(t), weight_trainable});
+  static std::atomic<uint64_t> next_id{1};
+  weights_.push_back(Weight{name + "/" + what, std::move(t), weight_trainable, next_id++});
   return weights_.back();
 }
 

@@ -1,4 +1,4 @@
-// Copies samples into a program's input buffers, converting dtypes; allocates nothing.
+// Copies samples into a program input on the host, converting dtypes; allocates nothing.
 #pragma once
 #include <cstdint>
 
@@ -6,7 +6,9 @@
 
 namespace tk::nn {
 
-// dst(n, ...) = src[rows], rows = idx[0..n) or, when idx is null, [begin, begin + n).
-void gather_rows(const Tensor& src, const int64_t* idx, int64_t begin, int64_t n, void* dst, DType dst_dtype);
+// dst(n, ...) = src[rows] * scale + offset in dst_dtype, rows = idx[0..n) or, when idx is null,
+// [begin, begin + n). scale/offset apply only to a floating dst_dtype (1 and 0 otherwise).
+void gather_rows(const Tensor& src, const int64_t* idx, int64_t begin, int64_t n, void* dst, DType dst_dtype,
+                 float scale = 1.0f, float offset = 0.0f);
 
 }  // namespace tk::nn

@@ -8,6 +8,7 @@
 #include "nn/training/batching.h"
 #include "nn/layers/context.h"
 #include "nn/training/fit_common.h"
+#include "nn/training/staging.h"
 #include "nn/compiler/programs.h"
 #include "trainkit/core/error.h"
 #include "trainkit/runtime/memory.h"
@@ -134,17 +135,17 @@ History Model::fit(const std::vector<Tensor>& x_all, const std::vector<Tensor>& 
 
 void Model::train_step(const std::vector<Tensor>& x, const std::vector<Tensor>& y, const int64_t* idx, int64_t bs,
                        int64_t micro, nn::Accumulator& acc) {
-  graph::ExecContext ctx{step_, true};
+  graph::ExecContext ctx = nn::exec_context(device_, step_, true);
   if (micro == 0 || micro >= bs) {
     nn::Compiled& c = programs_->get(nn::ProgramKind::train, bs);
-    nn::bind_batch(c, x, &y, idx, 0, bs);
+    nn::HostStager::bind_rows(c, x, &y, idx, 0, bs);
     c.program->run(ctx);
     acc.add(c, bs);
   } else {  // gradient accumulation over micro-batches, then one update
     for (int64_t r = 0; r < bs; r += micro) {
       const int64_t mb = std::min(micro, bs - r);
       nn::Compiled& c = programs_->get(nn::ProgramKind::accumulate, mb);
-      nn::bind_batch(c, x, &y, idx ? idx + r : nullptr, idx ? 0 : r, mb);
+      nn::HostStager::bind_rows(c, x, &y, idx ? idx + r : nullptr, idx ? 0 : r, mb);
       ctx.step = (step_ << 20) + static_cast<uint64_t>(r);  // distinct dropout draws per micro-batch
       ctx.grad_scale = static_cast<float>(mb) / static_cast<float>(bs);
       c.program->run(ctx);
@@ -187,11 +188,11 @@ const Logs& Model::train_on_batch(const std::vector<Tensor>& x, const std::vecto
   if (n <= 0) throw InvalidArgument("train_on_batch: empty batch");
   if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
   nn::Compiled& c = programs_->get(nn::ProgramKind::train, n);
-  nn::bind_batch(c, x, &y, nullptr, 0, n);
-  graph::ExecContext ctx{step_++, true};
+  nn::HostStager::bind_rows(c, x, &y, nullptr, 0, n);
+  graph::ExecContext ctx = nn::exec_context(device_, step_++, true);
   c.program->run(ctx);
   ++optimizer_->config().iterations;
-  for (auto& [name, id] : c.logs) batch_logs_.set(name, *c.program->data_f(id));
+  for (auto& [name, id] : c.logs) batch_logs_.set(name, c.program->output_scalar(id));
   return batch_logs_;
 }
 
@@ -215,12 +216,12 @@ Logs Model::run_evaluation(const std::vector<Tensor>& x, const std::vector<Tenso
   const int64_t n = rows_of(x);
   const int64_t batch = std::min(batch_size, std::max<int64_t>(n, 1));
   nn::Accumulator acc;
-  graph::ExecContext ctx{step_, false};
+  graph::ExecContext ctx = nn::exec_context(device_, step_, false);
   int64_t done_steps = 0;
   for (int64_t begin = 0; begin < n && (steps == 0 || done_steps < steps); begin += batch, ++done_steps) {
     const int64_t bs = std::min(batch, n - begin);
     nn::Compiled& c = programs_->get(nn::ProgramKind::eval, bs);
-    nn::bind_batch(c, x, &y, nullptr, begin, bs);
+    nn::HostStager::bind_rows(c, x, &y, nullptr, begin, bs);
     c.program->run(ctx);
     acc.add(c, bs);
   }
@@ -239,16 +240,16 @@ std::vector<Tensor> Model::predict(const std::vector<Tensor>& x, int64_t batch_s
   const int64_t n = rows_of(x);
   std::vector<Tensor> out;
   for (const KerasTensor& o : outputs_) out.emplace_back(o.shape().with_batch(n), DType::f32);
-  graph::ExecContext ctx{step_, false};
+  graph::ExecContext ctx = nn::exec_context(device_, step_, false);
   for (int64_t begin = 0; begin < n; begin += batch_size) {
     const int64_t bs = std::min(batch_size, n - begin);
     nn::Compiled& c = programs_->get(nn::ProgramKind::predict, bs);
-    nn::bind_batch(c, x, nullptr, nullptr, begin, bs);
+    nn::HostStager::bind_rows(c, x, nullptr, nullptr, begin, bs);
     c.program->run(ctx);
     for (size_t j = 0; j < out.size(); ++j) {
       const size_t row = out[j].nbytes() / static_cast<size_t>(n);
-      std::memcpy(static_cast<char*>(out[j].raw()) + static_cast<size_t>(begin) * row, c.program->data(c.outputs[j]),
-                  static_cast<size_t>(bs) * row);
+      c.program->read_output(c.outputs[j], static_cast<char*>(out[j].raw()) + static_cast<size_t>(begin) * row,
+                             static_cast<size_t>(bs) * row);
     }
   }
   return out;

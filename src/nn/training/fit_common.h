@@ -1,23 +1,21 @@
-// What fit() over arrays and fit() over a Dataset share: binding a batch to a program, averaging logs.
+// What fit() over arrays and fit() over a Dataset share: the execution context, averaging logs, callbacks.
 #pragma once
 #include <string>
 #include <vector>
 
-#include "nn/training/batching.h"
 #include "nn/compiler/programs.h"
 #include "trainkit/nn/callbacks.h"
 #include "trainkit/nn/model.h"
 
 namespace tk::nn {
 
-// Binds one batch (rows idx[0..n) or [begin, begin+n)) to a program's inputs.
-inline void bind_batch(Compiled& c, const std::vector<Tensor>& x, const std::vector<Tensor>* y, const int64_t* idx,
-                       int64_t begin, int64_t n) {
-  graph::Program& p = *c.program;
-  for (size_t i = 0; i < c.x.size(); ++i)
-    if (p.plan().offset[static_cast<size_t>(c.x[i])] >= 0) gather_rows(x[i], idx, begin, n, p.data(c.x[i]), DType::f32);
-  if (y)
-    for (size_t j = 0; j < c.y.size(); ++j) gather_rows((*y)[j], idx, begin, n, p.data(c.y[j]), c.y_dtype[j]);
+// The context a model's programs run with: its device (no stream or handles on the CPU).
+inline graph::ExecContext exec_context(Device device, uint64_t step, bool training) {
+  graph::ExecContext ctx;
+  ctx.device = device;
+  ctx.step = step;
+  ctx.training = training;
+  return ctx;
 }
 
 // Sample-weighted running means of the logs over an epoch (Keras weights each batch by its size).
@@ -32,7 +30,7 @@ struct Accumulator {
       for (const auto& [name, id] : c.logs) names.push_back(name);
       sum.assign(c.logs.size(), 0.0);
     }
-    for (size_t k = 0; k < c.logs.size(); ++k) sum[k] += double(*c.program->data_f(c.logs[k].second)) * double(n);
+    for (size_t k = 0; k < c.logs.size(); ++k) sum[k] += double(c.program->output_scalar(c.logs[k].second)) * double(n);
     count += double(n);
   }
   void write(Logs& logs) const {

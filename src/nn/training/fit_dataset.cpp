@@ -160,14 +160,14 @@ Logs Model::run_evaluation(const data::Dataset& dataset, int64_t steps) {
   data::Element e;
   std::vector<Tensor> x, y;
   nn::Accumulator acc;
-  graph::ExecContext ctx{step_, false};
+  graph::ExecContext ctx = nn::exec_context(device_, step_, false);
   for (int64_t s = 0; (steps == 0 || s < steps) && it.next(e); ++s) {
     split_element(e, x, y, true, "evaluate");
     ensure_built(x);
     check_data(x, &y, "evaluate");
     const int64_t bs = x[0].dim(0);
     nn::Compiled& c = programs_->get(nn::ProgramKind::eval, bs);
-    nn::bind_batch(c, x, &y, nullptr, 0, bs);
+    nn::HostStager::bind_rows(c, x, &y, nullptr, 0, bs);
     c.program->run(ctx);
     acc.add(c, bs);
   }
@@ -194,18 +194,18 @@ std::vector<Tensor> Model::predict(const data::Dataset& dataset) {
   std::vector<Tensor> x, y;
   std::vector<std::vector<Tensor>> parts(outputs_.size());
   int64_t total = 0;
-  graph::ExecContext ctx{step_, false};
+  graph::ExecContext ctx = nn::exec_context(device_, step_, false);
   while (it.next(e)) {
     split_element(e, x, y, false, "predict");
     ensure_built(x);
     check_data(x, nullptr, "predict");
     const int64_t bs = x[0].dim(0);
     nn::Compiled& c = programs_->get(nn::ProgramKind::predict, bs);
-    nn::bind_batch(c, x, nullptr, nullptr, 0, bs);
+    nn::HostStager::bind_rows(c, x, nullptr, nullptr, 0, bs);
     c.program->run(ctx);
     for (size_t j = 0; j < outputs_.size(); ++j) {
       Tensor out(outputs_[j].shape().with_batch(bs), DType::f32);
-      std::memcpy(out.raw(), c.program->data(c.outputs[j]), out.nbytes());
+      c.program->read_output(c.outputs[j], out.raw(), out.nbytes());
       parts[j].push_back(std::move(out));
     }
     total += bs;

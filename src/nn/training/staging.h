@@ -1,16 +1,23 @@
-// Where a batch from the input pipeline meets a program: the seam between data and device.
+// Where a host batch meets a program: the seam between data and device, and the only code that writes a
+// program's inputs (it alone holds graph::InputAccess).
 //
 // CPU (today): the pipeline's last prefetch thread has the next host batch ready while the current step
-// runs; staging copies it into the program's input buffers with dtype conversion (nn::bind_batch).
+// runs; staging copies it into the program's input buffers, converting the dtype (uint8 images, float16
+// features -> the program's float32) and applying a Rescaling fused into staging (x * scale + offset).
 // CUDA (the CUDA backend issue): a stager per device owns pinned host buffers and the device's copy stream;
 // stage() issues cudaMemcpyAsync of batch k+1 while step k runs on the compute stream, and bind() makes
 // the compute stream wait on the copy's event. fit() only talks to this interface.
+//
+//   nn::HostStager stager;
+//   stager.stage(std::move(x), std::move(y));     // a batch from the pipeline
+//   int64_t rows = stager.bind(compiled, true);   // into the program's inputs
+//   nn::HostStager::bind_rows(compiled, x, &y, perm, 0, 128);   // rows perm[0..128) of whole arrays
 #pragma once
 #include <memory>
 #include <utility>
 #include <vector>
 
-#include "nn/training/fit_common.h"
+#include "nn/compiler/programs.h"
 #include "trainkit/core/device.h"
 
 namespace tk::nn {
@@ -24,6 +31,12 @@ class BatchStager {
   virtual int64_t bind(Compiled& c, bool with_targets) = 0;
   virtual const std::vector<Tensor>& x() const = 0;
   virtual const std::vector<Tensor>& y() const = 0;
+
+ protected:
+  // Rows idx[0..n) (or [begin, begin + n) when idx is null) of host arrays into the program's inputs: the
+  // CPU copy with dtype conversion and fused scaling. Allocates nothing.
+  static void copy_rows(Compiled& c, const std::vector<Tensor>& x, const std::vector<Tensor>* y, const int64_t* idx,
+                        int64_t begin, int64_t n);
 };
 
 // Host batches bound by copying: the CPU device.
@@ -40,11 +53,16 @@ class HostStager final : public BatchStager {
   }
   int64_t bind(Compiled& c, bool with_targets) override {
     const int64_t n = x_.empty() ? 0 : x_[0].dim(0);
-    bind_batch(c, x_, with_targets ? &y_ : nullptr, nullptr, 0, n);
+    copy_rows(c, x_, with_targets ? &y_ : nullptr, nullptr, 0, n);
     return n;
   }
   const std::vector<Tensor>& x() const override { return x_; }
   const std::vector<Tensor>& y() const override { return y_; }
+  // Binds rows of whole arrays (fit/evaluate/predict over tensors) without staging them first.
+  static void bind_rows(Compiled& c, const std::vector<Tensor>& x, const std::vector<Tensor>* y, const int64_t* idx,
+                        int64_t begin, int64_t n) {
+    copy_rows(c, x, y, idx, begin, n);
+  }
 
  private:
   std::vector<Tensor> x_, y_;
