@@ -82,7 +82,11 @@ struct Result {
 
 Result run_trainkit(const Problem& pb) {
   Graph g;
-  const int a = g.input("a", pb.in0_shape), b = g.input("b", pb.in1_shape);
+  // Operands as variables (bound host tensors): program inputs are written only by a BatchStager.
+  tk::Tensor ta(pb.in0_shape, tk::DType::f32), tb(pb.in1_shape, tk::DType::f32);
+  std::copy(pb.in0.begin(), pb.in0.end(), ta.data<float>());
+  std::copy(pb.in1.begin(), pb.in1.end(), tb.data<float>());
+  const int a = g.variable("a", ta), b = g.variable("b", tb);
   Attrs at;
   at.kernel[0] = at.kernel[1] = pb.cv.k;
   for (auto& p : at.pad) p = pb.cv.pad;
@@ -92,14 +96,13 @@ Result run_trainkit(const Problem& pb) {
     at.shape = pb.out_shape;
   }
   const int y = g.add(op, {a, b}, at);
-  Program p(std::move(g), {y});
-  std::copy(pb.in0.begin(), pb.in0.end(), p.data_f(a));
-  std::copy(pb.in1.begin(), pb.in1.end(), p.data_f(b));
+  Program p(std::move(g), {y}, {}, tk::Device::cpu());
   ExecContext ctx;
   Result r;
   r.ms = best_ms([&] { p.run(ctx); });
   r.impl = "im2col+sgemm";
-  r.out.assign(p.data_f(y), p.data_f(y) + numel(pb.out_shape));
+  const tk::Tensor out = p.output(y);
+  r.out.assign(out.data<float>(), out.data<float>() + numel(pb.out_shape));
   return r;
 }
 

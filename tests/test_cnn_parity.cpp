@@ -9,6 +9,7 @@
 #include "graph/autodiff.h"
 #include "graph/program.h"
 #include "nn/layers/context.h"
+#include "program_feeder.h"
 #include "trainkit/trainkit.h"
 
 namespace tk {
@@ -64,22 +65,25 @@ TEST_P(KerasLayerParity, ForwardAndGradientsMatchKeras) {
     ASSERT_GE(gr, 0);
     outs.push_back(gr);
   }
-  graph::Program p(std::move(g), outs, ctx.sinks);
-  std::memcpy(p.data(xi), x.raw(), x.nbytes());
+  graph::Program p(std::move(g), outs, ctx.sinks, Device::cpu());
+  std::memcpy(testing::ProgramFeeder::input<float>(p, xi), x.raw(), x.nbytes());
   graph::ExecContext ec;
   ec.training = c.training;
   p.run(ec);  // the first run also applies BatchNormalization's moving-statistics update once
-  ASSERT_LE(max_abs_diff(p.data_f(y), f.at(c.name + "/y")), 2e-5) << "forward";
+  const Tensor y_out = p.output(y);
+  ASSERT_LE(max_abs_diff(y_out.data<float>(), f.at(c.name + "/y")), 2e-5) << "forward";
   if (c.name == "bn_train") {
     EXPECT_LE(max_abs_diff(layer->weights()[2].value.data<float>(), f.at("bn_train/moving_mean_after")), 1e-6);
     EXPECT_LE(max_abs_diff(layer->weights()[3].value.data<float>(), f.at("bn_train/moving_variance_after")), 1e-6);
   }
   const int64_t n = r.numel();
-  for (int64_t i = 0; i < n; ++i) p.data_f(t)[i] = p.data_f(y)[i] - r.data<float>()[i] * float(n) / 2.0f;
+  float* target = testing::ProgramFeeder::input<float>(p, t);
+  for (int64_t i = 0; i < n; ++i) target[i] = y_out.data<float>()[i] - r.data<float>()[i] * float(n) / 2.0f;
   p.run(ec);
-  EXPECT_LE(max_abs_diff(p.data_f(grads[0]), f.at(c.name + "/dx")), 5e-5) << "dL/dx";
+  EXPECT_LE(max_abs_diff(p.output(grads[0]).data<float>(), f.at(c.name + "/dx")), 5e-5) << "dL/dx";
   for (size_t k = 1; k < grads.size(); ++k)
-    EXPECT_LE(max_abs_diff(p.data_f(grads[k]), f.at(c.name + "/dw" + std::to_string(k - 1))), 2e-4) << "dL/dw" << k - 1;
+    EXPECT_LE(max_abs_diff(p.output(grads[k]).data<float>(), f.at(c.name + "/dw" + std::to_string(k - 1))), 2e-4)
+        << "dL/dw" << k - 1;
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -6,6 +6,7 @@
 
 #include "graph/autodiff.h"
 #include "graph/program.h"
+#include "program_feeder.h"
 
 namespace tk::graph {
 namespace {
@@ -33,7 +34,7 @@ TEST(Planner, LiveValuesNeverOverlapAndTheArenaIsSmallerThanTheSum) {
   std::vector<int> roots{m.loss};
   roots.insert(roots.end(), m.grads.begin(), m.grads.end());
   std::vector<int> order = schedule(m.g, roots);
-  MemoryPlan plan = plan_memory(m.g, order, roots);
+  MemoryPlan plan = plan_memory(m.g, order, roots, Device::cpu());
   EXPECT_LT(plan.arena_bytes, plan.unplanned_bytes);
   int placed = 0;
   for (int a : order)
@@ -55,23 +56,28 @@ TEST(Planner, LiveValuesNeverOverlapAndTheArenaIsSmallerThanTheSum) {
 TEST(Planner, SharedArenaGivesTheSameResultsAsOneBufferPerValue) {
   Mlp a, b;
   std::vector<int> outs{a.loss, a.grads[0], a.grads[1], a.grads[2]};
-  Program shared(std::move(a.g), outs);
+  Program shared(std::move(a.g), outs, {}, Device::cpu());
   std::vector<int> everything;
   for (int id = 0; id < b.g.size(); ++id)
     if (b.g[id].op != Op::Variable) everything.push_back(id);  // all kept alive: nothing is reused
-  Program separate(std::move(b.g), everything);
+  Program separate(std::move(b.g), everything, {}, Device::cpu());
   EXPECT_LT(shared.arena_bytes(), separate.arena_bytes());
   std::mt19937 gen(1);
   std::normal_distribution<float> nd;
-  for (int i = 0; i < 64 * 16; ++i) shared.data_f(a.x)[i] = separate.data_f(b.x)[i] = nd(gen);
-  for (int i = 0; i < 64; ++i)
-    static_cast<int32_t*>(shared.data(a.y))[i] = static_cast<int32_t*>(separate.data(b.y))[i] = i % 8;
+  using testing::ProgramFeeder;
+  float* xa = ProgramFeeder::input<float>(shared, a.x);
+  float* xb = ProgramFeeder::input<float>(separate, b.x);
+  int32_t* ya = ProgramFeeder::input<int32_t>(shared, a.y);
+  int32_t* yb = ProgramFeeder::input<int32_t>(separate, b.y);
+  for (int i = 0; i < 64 * 16; ++i) xa[i] = xb[i] = nd(gen);
+  for (int i = 0; i < 64; ++i) ya[i] = yb[i] = i % 8;
   ExecContext ctx;
   shared.run(ctx);
   separate.run(ctx);
   for (size_t k = 0; k < outs.size(); ++k) {
     const int64_t n = shared.graph()[outs[k]].shape.numel();
-    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(shared.data_f(outs[k])[i], separate.data_f(outs[k])[i]) << "output " << k;
+    const Tensor sa = shared.output(outs[k]), sb = separate.output(outs[k]);
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(sa.data<float>()[i], sb.data<float>()[i]) << "output " << k;
   }
 }
 

@@ -85,9 +85,10 @@ Tensor Tensor::full(Shape shape, float value) {
 
 void Tensor::check_host(const char* what) const {
   if (storage_ && storage_->device().kind != DeviceKind::cpu)
-    throw InvalidArgument(std::string(what) + ": the tensor (shape " + shape_.to_string() + ", " +
-                          std::string(dtype_name(dtype_)) + ") is in the memory of " + device().to_string() +
-                          ", which the host cannot read; copy it to the cpu first (Tensor::to_device(tk::Device::cpu()))");
+    throw InvalidArgument(
+        std::string(what) + ": the tensor (shape " + shape_.to_string() + ", " + std::string(dtype_name(dtype_)) +
+        ") is in the memory of " + device().to_string() +
+        ", which the host cannot read; copy it to the cpu first (Tensor::to_device(tk::Device::cpu()))");
 }
 
 void Tensor::check_type(DType want) const {

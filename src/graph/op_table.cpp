@@ -241,10 +241,11 @@ DType dtype_loss(const Graph& g, int node) {
   const DType p = in_dtype(g, node, 0), t = in_dtype(g, node, 1);
   if (!is_floating(p)) dtype_error(g, node, "predictions must be floating-point");
   if (is_sparse_target_op(op) ? t != DType::i32 : t != p)
-    dtype_error(g, node, is_sparse_target_op(op) ? "sparse targets must be int32 class indices"
-                                                 : "targets must have the predictions' dtype");
-  const bool is_grad = op == Op::MseLossGrad || op == Op::BceLossGrad || op == Op::CceLossGrad ||
-                       op == Op::SparseCceLossGrad;
+    dtype_error(g, node,
+                is_sparse_target_op(op) ? "sparse targets must be int32 class indices"
+                                        : "targets must have the predictions' dtype");
+  const bool is_grad =
+      op == Op::MseLossGrad || op == Op::BceLossGrad || op == Op::CceLossGrad || op == Op::SparseCceLossGrad;
   if (is_grad && in_dtype(g, node, 2) != DType::f32) dtype_error(g, node, "the loss gradient dy must be float32");
   return is_grad ? p : DType::f32;
 }

@@ -81,7 +81,13 @@ void Program::run(const ExecContext& ctx) {
   backend_->prepare_thread();
   void* workspace = static_cast<std::byte*>(arena_.raw()) + plan_.arena_bytes;
   auto args = [&](const Step& s) {
-    return KernelArgs{g_,  g_[s.node], s.out, in_ptrs_.data() + s.in_begin, ctx, workspace, in_dtypes_.data() + s.in_begin,
+    return KernelArgs{g_,
+                      g_[s.node],
+                      s.out,
+                      in_ptrs_.data() + s.in_begin,
+                      ctx,
+                      workspace,
+                      in_dtypes_.data() + s.in_begin,
                       g_[s.node].dtype};
   };
   if (!profiling_) {

@@ -61,9 +61,9 @@ class Program {
   void synchronize() const;
 
   // Program outputs (values in `outputs`) read back to the host; each synchronizes first.
-  float output_scalar(int value) const;                         // a one-element floating output, as float
+  float output_scalar(int value) const;                             // a one-element floating output, as float
   void read_output(int value, void* host_dst, size_t bytes) const;  // raw bytes in the value's dtype
-  Tensor output(int value) const;                               // a host copy (allocates)
+  Tensor output(int value) const;                                   // a host copy (allocates)
 
   Device device() const { return device_; }
   const Graph& graph() const { return g_; }

@@ -110,7 +110,8 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<int>& order, const std:
     plan.offset[static_cast<size_t>(it.id)] = static_cast<int64_t>(best);
     plan.arena_bytes = std::max(plan.arena_bytes, best + it.bytes);
   }
-  for (int id : order) plan.workspace_bytes = std::max(plan.workspace_bytes, align_up(workspace_bytes(g, id, device.kind)));
+  for (int id : order)
+    plan.workspace_bytes = std::max(plan.workspace_bytes, align_up(workspace_bytes(g, id, device.kind)));
   return plan;
 }
 

@@ -4,10 +4,10 @@
 #include <functional>
 #include <set>
 
+#include "graph/backend.h"
+#include "nn/compiler/programs.h"
 #include "nn/layers/context.h"
 #include "nn/layers/input_layer.h"
-#include "nn/compiler/programs.h"
-#include "graph/backend.h"
 #include "trainkit/core/error.h"
 #include "trainkit/runtime/memory.h"
 
@@ -125,9 +125,9 @@ void Model::check_data(const std::vector<Tensor>& x, const std::vector<Tensor>* 
     if (x[i].dim(0) != n)
       throw InvalidArgument(std::string(what) + ": x arrays differ in sample count (" + std::to_string(n) + " vs " +
                             std::to_string(x[i].dim(0)) + ")");
-    if (x[i].dtype() == DType::f16 || x[i].dtype() == DType::bf16)
-      throw Unsupported(std::string(what) + ": x of dtype " + std::string(dtype_name(x[i].dtype())) +
-                        " (convert it to float32)");
+    if (!x[i].on_host())
+      throw InvalidArgument(std::string(what) + ": x array " + std::to_string(i) + " is in the memory of " +
+                            x[i].device().to_string() + "; give host arrays (a Dataset's on_device() stages itself)");
   }
   if (!y) return;
   if (y->size() != outputs_.size())

@@ -25,15 +25,15 @@ constexpr uint16_t f32_to_f16_bits(float value) {
   if (f >= 0x7f800000u) {  // Inf or NaN
     if (f == 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u);
     uint32_t h = 0x7c00u + ((f & 0x007fffffu) >> 13);  // NumPy: keep the payload's top bits
-    if (h == 0x7c00u) ++h;                              // ... but never turn a NaN into Inf
+    if (h == 0x7c00u) ++h;                             // ... but never turn a NaN into Inf
     return static_cast<uint16_t>(sign | h);
   }
   if (f >= 0x47800000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 65536: Inf
   if (f < 0x38800000u) {  // below 2^-14: float16 subnormal or zero; round at 2^-24 by hand
-    if (f < 0x33000000u) return static_cast<uint16_t>(sign);  // < 2^-25: rounds to zero
-    const uint32_t exponent = f >> 23;                         // 102 .. 112
+    if (f < 0x33000000u) return static_cast<uint16_t>(sign);    // < 2^-25: rounds to zero
+    const uint32_t exponent = f >> 23;                          // 102 .. 112
     const uint32_t mantissa = (f & 0x007fffffu) | 0x00800000u;  // implicit one
-    const uint32_t shift = 126u - exponent;                    // bits dropped: 14 .. 24
+    const uint32_t shift = 126u - exponent;                     // bits dropped: 14 .. 24
     uint32_t h = mantissa >> shift;
     const uint32_t rest = mantissa & ((1u << shift) - 1u), halfway = 1u << (shift - 1u);
     if (rest > halfway || (rest == halfway && (h & 1u))) ++h;

@@ -68,8 +68,7 @@ class Tensor {
   }
 
   // A tensor over memory owned elsewhere, on `device` (a host buffer, or device memory from another library).
-  static Tensor from_blob(void* data, Shape shape, DType dtype, Device device,
-                          std::function<void(void*)> release = {});
+  static Tensor from_blob(void* data, Shape shape, DType dtype, Device device, std::function<void(void*)> release = {});
 
   bool defined() const { return storage_ != nullptr; }
   const Shape& shape() const { return shape_; }

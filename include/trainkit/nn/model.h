@@ -160,7 +160,7 @@ class Model {
   uint64_t step_ = 0;  // training steps run (dropout randomness)
   Device device_ = Device::cpu();
   std::string dtype_policy_ = "float32";
-  Logs batch_logs_;    // train_on_batch results, updated in place
+  Logs batch_logs_;  // train_on_batch results, updated in place
 
  protected:
   bool has_graph_ = false;

@@ -58,7 +58,9 @@ void bn_apply(const KernelArgs& a) {
   normalize(a, stats, stats + a.in_shape(0)[-1], a.input<float>(2), a.input<float>(3));
 }
 
-void bn_inference(const KernelArgs& a) { normalize(a, a.input<float>(1), a.input<float>(2), a.input<float>(3), a.input<float>(4)); }
+void bn_inference(const KernelArgs& a) {
+  normalize(a, a.input<float>(1), a.input<float>(2), a.input<float>(3), a.input<float>(4));
+}
 
 // Per channel: sum(dy) and sum(dy * xhat) into ws[0..C) and ws[C..2C).
 void grad_sums(const KernelArgs& a, const float* dy, const float* x, const float* stats, double* ws) {
@@ -155,8 +157,7 @@ void register_batchnorm_kernels() {
   register_kernel(cpu, Op::BnInferenceGrad, f32, bn_inference_grad);
   register_kernel(cpu, Op::BnInferenceGammaGrad, f32, bn_inference_gamma_grad);
   register_kernel(cpu, Op::BnUpdateMoving, f32, bn_update_moving);
-  for (Op op : {Op::BnStats, Op::BnInputGrad, Op::BnGammaGrad})
-    graph::register_workspace(cpu, op, double_accumulators);
+  for (Op op : {Op::BnStats, Op::BnInputGrad, Op::BnGammaGrad}) graph::register_workspace(cpu, op, double_accumulators);
 }
 
 }  // namespace tk::cpu

@@ -27,8 +27,8 @@ void cast(const KernelArgs& a) {
 void register_cast_kernels() {
   for (int f = 0; f < kDTypeCount; ++f)
     for (int t = 0; t < kDTypeCount; ++t)
-      graph::register_kernel(DeviceKind::cpu, Op::Cast, graph::KernelSignature({static_cast<DType>(f)}, static_cast<DType>(t)),
-                             cast);
+      graph::register_kernel(DeviceKind::cpu, Op::Cast,
+                             graph::KernelSignature({static_cast<DType>(f)}, static_cast<DType>(t)), cast);
 }
 
 }  // namespace tk::cpu

@@ -25,8 +25,9 @@ void matmul(const KernelArgs& a) {
     std::memset(a.out, 0, sizeof(float) * static_cast<size_t>(m) * static_cast<size_t>(n));
     return;
   }
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a.input<float>(0),
-              static_cast<blasint>(sa[1]), a.input<float>(1), static_cast<blasint>(sb[1]), 0.0f, a.output<float>(), n);
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f,
+              a.input<float>(0), static_cast<blasint>(sa[1]), a.input<float>(1), static_cast<blasint>(sb[1]), 0.0f,
+              a.output<float>(), n);
 }
 
 // y(rows, n) = x(rows, n) + b(n)

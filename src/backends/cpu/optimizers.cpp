@@ -144,7 +144,8 @@ void rmsprop(const KernelArgs& a) {
 template <void (*Update)(const KernelArgs&)>
 void with_zero_grad(const KernelArgs& a) {
   Update(a);
-  if (a.node.attrs.zero_grad) std::memset(a.inout<float>(1), 0, sizeof(float) * static_cast<size_t>(a.in_shape(1).numel()));
+  if (a.node.attrs.zero_grad)
+    std::memset(a.inout<float>(1), 0, sizeof(float) * static_cast<size_t>(a.in_shape(1).numel()));
 }
 
 // acc += grad * ctx.grad_scale

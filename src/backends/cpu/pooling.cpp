@@ -181,10 +181,12 @@ void copy_shifted(const Shape& src_s, const float* src, const Shape& dst_s, floa
 }
 
 void pad2d(const KernelArgs& a) {
-  copy_shifted(a.in_shape(0), a.input<float>(0), a.node.shape, a.output<float>(), a.node.attrs.pad[0], a.node.attrs.pad[2]);
+  copy_shifted(a.in_shape(0), a.input<float>(0), a.node.shape, a.output<float>(), a.node.attrs.pad[0],
+               a.node.attrs.pad[2]);
 }
 void crop2d(const KernelArgs& a) {
-  copy_shifted(a.in_shape(0), a.input<float>(0), a.node.shape, a.output<float>(), -a.node.attrs.pad[0], -a.node.attrs.pad[2]);
+  copy_shifted(a.in_shape(0), a.input<float>(0), a.node.shape, a.output<float>(), -a.node.attrs.pad[0],
+               -a.node.attrs.pad[2]);
 }
 
 // y(N, H*sh, W*sw, C): nearest neighbour.

@@ -57,8 +57,8 @@ void fuse_input_scaling(graph::Graph& g, Compiled& c, const std::vector<int>& ke
         if (in == x) {
           const graph::Node& r = g[id];
           fusable = r.op == Op::Scale && std::find(keep.begin(), keep.end(), id) == keep.end() &&
-                    (readers.empty() || (g[readers[0]].attrs.value == r.attrs.value &&
-                                         g[readers[0]].attrs.alpha == r.attrs.alpha));
+                    (readers.empty() ||
+                     (g[readers[0]].attrs.value == r.attrs.value && g[readers[0]].attrs.alpha == r.attrs.alpha));
           readers.push_back(id);
           break;
         }
@@ -126,8 +126,7 @@ std::unique_ptr<Compiled> ProgramCache::build(ProgramKind kind, int64_t batch) {
         plan_from_trace(t, model_.layers_, model_.device_, batch, false, {}).total >
             model_.memory_available_for_training())
       t = trace(kind, batch, true, true);
-    t.compiled->program =
-        std::make_unique<graph::Program>(std::move(t.g), t.keep, t.sinks, model_.device_, "", false);
+    t.compiled->program = std::make_unique<graph::Program>(std::move(t.g), t.keep, t.sinks, model_.device_, "", false);
     const size_t own = t.compiled->program->arena_bytes_required();
     needed = std::max(needed, own);
     const std::string owner =

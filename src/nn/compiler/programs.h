@@ -23,12 +23,12 @@ struct StageScale {
 
 struct Compiled {
   std::unique_ptr<graph::Program> program;
-  std::vector<int> x, y;                          // input value ids: model inputs, targets
-  std::vector<DType> y_dtype;                     // i32 for sparse targets
-  std::vector<StageScale> x_scale;                // per model input
+  std::vector<int> x, y;                                      // input value ids: model inputs, targets
+  std::vector<DType> y_dtype;                                 // i32 for sparse targets
+  std::vector<StageScale> x_scale;                            // per model input
   std::shared_ptr<std::set<std::string>> conversions_logged;  // shared by a model's programs
-  std::vector<int> outputs;                       // predictions (predict programs)
-  std::vector<std::pair<std::string, int>> logs;  // log name -> scalar value id ("loss" first)
+  std::vector<int> outputs;                                   // predictions (predict programs)
+  std::vector<std::pair<std::string, int>> logs;              // log name -> scalar value id ("loss" first)
 };
 
 // The model's programs and the state they share (optimizer slots, gradient accumulators, one arena). Reads

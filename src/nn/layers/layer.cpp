@@ -1,6 +1,6 @@
-#include <atomic>
-
 #include "trainkit/nn/layer.h"
+
+#include <atomic>
 
 #include "nn/layers/context.h"
 #include "trainkit/core/error.h"

@@ -5,11 +5,11 @@
 #include <numeric>
 #include <random>
 
-#include "nn/training/batching.h"
+#include "nn/compiler/programs.h"
 #include "nn/layers/context.h"
+#include "nn/training/batching.h"
 #include "nn/training/fit_common.h"
 #include "nn/training/staging.h"
-#include "nn/compiler/programs.h"
 #include "trainkit/core/error.h"
 #include "trainkit/runtime/memory.h"
 

@@ -5,8 +5,8 @@
 #include <set>
 
 #include "data/node.h"
-#include "nn/training/fit_common.h"
 #include "nn/compiler/programs.h"
+#include "nn/training/fit_common.h"
 #include "nn/training/staging.h"
 #include "trainkit/core/error.h"
 #include "trainkit/data/stall.h"

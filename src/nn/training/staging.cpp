@@ -15,16 +15,17 @@ void log_conversion(Compiled& c, const graph::Graph& g, int value, const Tensor&
   if (src.dtype() == n.dtype && !scaled) return;
   const std::string key = n.name + "/" + std::string(dtype_name(src.dtype()));
   if (!c.conversions_logged || !c.conversions_logged->insert(key).second) return;
-  std::fprintf(stderr, "trainkit: input '%s' holds %s; each batch is converted to %s%s as it is staged\n",
-               n.name.c_str(), std::string(dtype_name(src.dtype())).c_str(), std::string(dtype_name(n.dtype)).c_str(),
-               scaled ? (" with x * " + std::to_string(sc.scale) + " + " + std::to_string(sc.offset) + " (Rescaling)").c_str()
-                      : "");
+  std::fprintf(
+      stderr, "trainkit: input '%s' holds %s; each batch is converted to %s%s as it is staged\n", n.name.c_str(),
+      std::string(dtype_name(src.dtype())).c_str(), std::string(dtype_name(n.dtype)).c_str(),
+      scaled ? (" with x * " + std::to_string(sc.scale) + " + " + std::to_string(sc.offset) + " (Rescaling)").c_str()
+             : "");
 }
 
 }  // namespace
 
-void BatchStager::copy_rows(Compiled& c, const std::vector<Tensor>& x, const std::vector<Tensor>* y,
-                            const int64_t* idx, int64_t begin, int64_t n) {
+void BatchStager::copy_rows(Compiled& c, const std::vector<Tensor>& x, const std::vector<Tensor>* y, const int64_t* idx,
+                            int64_t begin, int64_t n) {
   graph::Program& p = *c.program;
   const graph::InputAccess access;
   for (size_t i = 0; i < c.x.size(); ++i) {

@@ -33,6 +33,8 @@ class BatchStager {
   virtual const std::vector<Tensor>& y() const = 0;
 
  protected:
+  // A program input's memory, for stagers that fill it their own way.
+  static graph::InputSlot input_slot(graph::Program& p, int value) { return graph::InputAccess().slot(p, value); }
   // Rows idx[0..n) (or [begin, begin + n) when idx is null) of host arrays into the program's inputs: the
   // CPU copy with dtype conversion and fused scaling. Allocates nothing.
   static void copy_rows(Compiled& c, const std::vector<Tensor>& x, const std::vector<Tensor>* y, const int64_t* idx,
