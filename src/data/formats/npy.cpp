@@ -12,6 +12,8 @@
 #include <limits>
 #include <string_view>
 
+#include "data/formats/bytes.h"
+
 namespace tk::data {
 namespace {
 
@@ -27,22 +29,6 @@ constexpr int kMaxNesting = 32;
 constexpr size_t kChunk = size_t{1} << 20;
 // Deflate expands at most about 1032:1; a member that claims more than this from its compressed size is corrupt.
 constexpr uint64_t kMaxDeflateRatio = 1032;
-
-std::string quoted(std::string_view s, size_t max = 40) {
-  std::string out = "'";
-  for (size_t i = 0; i < s.size() && i < max; ++i) {
-    auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x20 || c >= 0x7F) {
-      out += "\\x";
-      out += "0123456789abcdef"[c >> 4];
-      out += "0123456789abcdef"[c & 0xF];
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  if (s.size() > max) out += "...";
-  return out + "'";
-}
 
 std::string shape_text(const std::vector<int64_t>& dims) { return Shape(dims).to_string(); }
 
@@ -512,16 +498,10 @@ NpyHeader interpret_header(const PyValue& v) {
 
 // ---- data ----
 
-template <typename U>
+// A value of the array's byte order (big-endian when `swap`) in host order.
+template <ByteWord U>
 U load(const uint8_t* p, bool swap) {
-  U v;
-  std::memcpy(&v, p, sizeof v);
-  if (swap) {
-    if constexpr (sizeof(U) == 2) v = static_cast<U>(__builtin_bswap16(v));
-    if constexpr (sizeof(U) == 4) v = static_cast<U>(__builtin_bswap32(v));
-    if constexpr (sizeof(U) == 8) v = static_cast<U>(__builtin_bswap64(v));
-  }
-  return v;
+  return swap ? load_be<U>(p) : load_le<U>(p);
 }
 
 template <typename T>
@@ -600,10 +580,6 @@ void reverse_axes(const uint8_t* src, uint8_t* dst, const std::vector<int64_t>& 
   }
 }
 
-uint32_t le32(const uint8_t* p) {
-  return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
-}
-
 Tensor read_npy(Source& in) {
   // Magic (6 bytes), version (2), header length (2 bytes in version 1.0, 4 in 2.0 and 3.0), header, data.
   uint8_t pre[12] = {};
@@ -614,13 +590,9 @@ Tensor read_npy(Source& in) {
     std::string hint = "this is not a .npy file";
     if (got >= 4 && std::memcmp(pre, "PK\x03\x04", 4) == 0) hint = "this is a zip archive; an .npz? use load_npz";
     if (got >= 1 && pre[0] == 0x80) hint = "this looks like a Python pickle, not np.save output";
-    std::string found;
-    for (size_t i = 0; i < std::min(got, kMagicBytes); ++i) {
-      if (i) found += ' ';
-      found += "0123456789abcdef"[pre[i] >> 4];
-      found += "0123456789abcdef"[pre[i] & 0xF];
-    }
-    in.fail("bad magic", same, "found bytes " + found + ", expected 93 4e 55 4d 50 59 (\\x93NUMPY); " + hint,
+    in.fail("bad magic", same,
+            "found bytes " + hex_bytes(pre, std::min(got, kMagicBytes)) +
+                ", expected 93 4e 55 4d 50 59 (\\x93NUMPY); " + hint,
             "check the path, or re-create the file with np.save");
   }
   if (got < 10)
@@ -641,7 +613,7 @@ Tensor read_npy(Source& in) {
       in.fail("truncated header", in.size, "a version " + std::to_string(major) + ".0 header length takes 4 bytes",
               "re-create the file with np.save");
     in.read_exact(pre + 10, 2, 10, "header length");
-    header_len = le32(pre + 8);
+    header_len = load_le<uint32_t>(pre + 8);
     header_start = 12;
   }
   if (header_len > kMaxHeaderBytes)
