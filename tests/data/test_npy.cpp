@@ -226,6 +226,50 @@ TEST(NpyFixtures, BigEndianIsSwapped) {
   EXPECT_EQ(values<int64_t>(i), (std::vector<int64_t>{-7, 1000000000000 - 7, 2000000000000 - 7}));
 }
 
+TEST(NpyHeader, BigEndianOfEveryWidth) {
+  // Widths the tensor keeps are swapped in place, the others while converting; Fortran order after either.
+  struct Case {
+    const char* descr;
+    Bytes data;  // big-endian
+    DType dtype;
+    Bytes want;  // the tensor's little-endian bytes
+  };
+  const std::vector<Case> cases = {
+      {">f2", {0x3C, 0x00, 0x7C, 0x01, 0xFD, 0x55}, DType::f16, {0x00, 0x3C, 0x01, 0x7C, 0x55, 0xFD}},
+      {">f4",
+       {0x3F, 0x80, 0, 0, 0xC0, 0, 0, 0, 0x7F, 0x80, 0, 1},
+       DType::f32,
+       {0, 0, 0x80, 0x3F, 0, 0, 0, 0xC0, 1, 0, 0x80, 0x7F}},
+      {">i4",
+       {0, 0, 0, 1, 0xFF, 0xFF, 0xFF, 0xFE, 0x12, 0x34, 0x56, 0x78},
+       DType::i32,
+       le<int32_t>({1, -2, 0x12345678})},
+      {">i2", {0, 1, 0xFF, 0xFE, 0x80, 0}, DType::i32, le<int32_t>({1, -2, -32768})},
+      {">u2", {0, 1, 0xFF, 0xFE, 0x80, 0}, DType::i32, le<int32_t>({1, 65534, 32768})},
+      {">u4",
+       {0, 0, 0, 1, 0xFF, 0xFF, 0xFF, 0xFE, 0x80, 0, 0, 0},
+       DType::i64,
+       le<int64_t>({1, 4294967294, 2147483648})},
+      {">f8",
+       {0x3F, 0xF8, 0, 0, 0, 0, 0, 0, 0xC0, 0, 0, 0, 0, 0, 0, 0, 0x3F, 0xD0, 0, 0, 0, 0, 0, 0},
+       DType::f32,
+       le<float>({1.5f, -2, 0.25f})},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.descr);
+    for (bool fortran : {false, true}) {
+      // Fortran order of shape (1, 3) is the same bytes as C order: the swap and the transpose both run.
+      std::string path =
+          write_file("be.npy", npy(dict(c.descr, fortran ? "(1, 3)" : "(3,)", fortran ? "True" : "False"), c.data));
+      Tensor t = load_npy(path);
+      EXPECT_EQ(t.dtype(), c.dtype);
+      EXPECT_EQ(t.numel(), 3);
+      ASSERT_EQ(t.nbytes(), c.want.size());
+      EXPECT_EQ(Bytes(static_cast<const uint8_t*>(t.raw()), static_cast<const uint8_t*>(t.raw()) + t.nbytes()), c.want);
+    }
+  }
+}
+
 TEST(NpyFixtures, FortranOrderIsTransposedToRowMajor) {
   Tensor t = load_npy(fixture("fortran_i4_2x3x4.npy"));
   EXPECT_EQ(t.shape(), (Shape{2, 3, 4}));

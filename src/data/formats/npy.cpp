@@ -369,10 +369,10 @@ struct NpyType {
   size_t size = 0;
   bool swap = false;  // big-endian data on this little-endian host
   DType dtype = DType::f32;
-  // Bytes can be copied into the tensor as they are (booleans are then normalised to 0/1 in place).
+  // Elements are read into the tensor as they are: the file's element is the tensor's, perhaps byte-swapped
+  // (big-endian data are then swapped in place, booleans normalised to 0/1 in place).
   bool direct() const {
-    return !swap &&
-           ((kind == 'f' && size != 8) || (kind == 'i' && size >= 4) || (kind == 'u' && size == 1) || kind == 'b');
+    return (kind == 'f' && size != 8) || (kind == 'i' && size >= 4) || (kind == 'u' && size == 1) || kind == 'b';
   }
 };
 
@@ -509,34 +509,26 @@ void store(uint8_t* dst, size_t i, T v) {
   std::memcpy(dst + i * sizeof(T), &v, sizeof(T));
 }
 
-// Converts n elements of type t from src into dst (the tensor's dtype). `first_offset` is src's byte offset in
-// the stream, for the one value that can fail: a uint64 above INT64_MAX.
+// Converts n elements of a type that is not direct() from src into dst (the tensor's dtype). `first_offset`
+// is src's byte offset in the stream, for the one value that can fail: a uint64 above INT64_MAX.
 void convert(const NpyType& t, const uint8_t* src, size_t n, uint8_t* dst, const Source& in, uint64_t first_offset) {
   const bool sw = t.swap;
   for (size_t i = 0; i < n; ++i) {
     const uint8_t* p = src + i * t.size;
     switch (t.kind) {
-      case 'f':
-        if (t.size == 2) {
-          store(dst, i, load<uint16_t>(p, sw));
-        } else if (t.size == 4) {
-          store(dst, i, std::bit_cast<float>(load<uint32_t>(p, sw)));
-        } else {
-          // Out-of-range doubles become infinities explicitly rather than through an undefined conversion.
-          constexpr double kMax = std::numeric_limits<float>::max();
-          constexpr float kInf = std::numeric_limits<float>::infinity();
-          double d = std::bit_cast<double>(load<uint64_t>(p, sw));
-          store(dst, i, d > kMax ? kInf : d < -kMax ? -kInf : static_cast<float>(d));
-        }
+      case 'f': {  // float64 (float16 and float32 are read directly)
+        // Out-of-range doubles become infinities explicitly rather than through an undefined conversion.
+        constexpr double kMax = std::numeric_limits<float>::max();
+        constexpr float kInf = std::numeric_limits<float>::infinity();
+        double d = std::bit_cast<double>(load<uint64_t>(p, sw));
+        store(dst, i, d > kMax ? kInf : d < -kMax ? -kInf : static_cast<float>(d));
         break;
-      case 'i':
+      }
+      case 'i':  // int8, int16 (int32 and int64 are read directly)
         if (t.size == 1) store(dst, i, int32_t{static_cast<int8_t>(*p)});
         if (t.size == 2) store(dst, i, int32_t{static_cast<int16_t>(load<uint16_t>(p, sw))});
-        if (t.size == 4) store(dst, i, static_cast<int32_t>(load<uint32_t>(p, sw)));
-        if (t.size == 8) store(dst, i, static_cast<int64_t>(load<uint64_t>(p, sw)));
         break;
-      case 'u':
-        if (t.size == 1) store(dst, i, *p);
+      case 'u':  // uint16, uint32, uint64 (uint8 is read directly)
         if (t.size == 2) store(dst, i, int32_t{load<uint16_t>(p, sw)});
         if (t.size == 4) store(dst, i, int64_t{load<uint32_t>(p, sw)});
         if (t.size == 8) {
@@ -547,9 +539,6 @@ void convert(const NpyType& t, const uint8_t* src, size_t n, uint8_t* dst, const
                     "save the array as float64, or as int64 if its values fit");
           store(dst, i, static_cast<int64_t>(u));
         }
-        break;
-      case 'b':
-        dst[i] = *p != 0;
         break;
     }
   }
@@ -676,6 +665,7 @@ Tensor read_npy(Source& in) {
       in.read_exact(dst + done, n, data_start + done, "data");
       done += n;
     }
+    if (h.type.swap) byteswap_in_place(dst, numel, h.type.size);
     if (h.type.kind == 'b')
       for (size_t i = 0; i < numel; ++i) dst[i] = dst[i] != 0;
   } else {
