@@ -842,8 +842,10 @@ void save_npy(const std::string& path, const Tensor& tensor) {
       descr = "|b1";
       break;
     case DType::bf16:
-      throw InvalidArgument("save_npy('" + path +
-                            "'): bfloat16 has no NumPy dtype (convert the tensor to float32 before saving)");
+      // ml_dtypes' bfloat16 is written as raw '<V2' bytes, which np.load cannot interpret without ml_dtypes.
+      throw Unsupported("save_npy('" + path +
+                        "'): the tensor is bfloat16, which has no standard NumPy dtype, so .npy cannot hold it "
+                        "(convert it to float32 first, which keeps every value exactly)");
   }
   std::string dims;
   for (int64_t d : tensor.shape().dims()) dims += std::to_string(d) + ", ";
