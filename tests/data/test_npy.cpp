@@ -22,6 +22,22 @@ using test::temp_path;
 
 // Written by tests/fixtures/data/npy/gen_npy_fixtures.py with real NumPy.
 std::string fixture(const std::string& name) { return std::string(TK_SOURCE_DIR) + "/tests/fixtures/data/npy/" + name; }
+// float16 files written by tests/fixtures/data/dtype/gen_dtype_fixtures.py (NumPy and ml_dtypes).
+std::string dtype_fixture(const std::string& name) {
+  return std::string(TK_SOURCE_DIR) + "/tests/fixtures/data/dtype/" + name;
+}
+// The float16 values in those files, row-major (the script's HALF_BITS): zeros, subnormals, normals, +-65504,
+// infinities, a quiet NaN, a signalling NaN and a negative NaN with a payload, 0.1 and 1/3.
+constexpr uint16_t kHalfBits[16] = {0x0000, 0x8000, 0x0001, 0x83FF, 0x0400, 0x3C00, 0xC000, 0x7BFF,
+                                    0xFBFF, 0x7C00, 0xFC00, 0x7E00, 0x7C01, 0xFD55, 0x2E66, 0x3555};
+
+std::vector<uint16_t> half_bits(const Tensor& t) {
+  EXPECT_EQ(t.dtype(), DType::f16);
+  std::vector<uint16_t> out(static_cast<size_t>(t.numel()));
+  if (t.dtype() == DType::f16 && !out.empty()) std::memcpy(out.data(), t.raw(), out.size() * 2);
+  return out;
+}
+const std::vector<uint16_t> kHalf(std::begin(kHalfBits), std::end(kHalfBits));
 
 std::string write_file(const std::string& name, const Bytes& bytes) {
   std::string path = temp_path(name);
@@ -170,6 +186,36 @@ TEST(NpyFixtures, Float16KeepsItsBits) {
   EXPECT_EQ(bits[3], 0x3E00);  // 1.5
 }
 
+TEST(NpyFixtures, Float16InBothByteOrdersKeepsEveryBit) {
+  for (const char* name : {"f2_4x4.npy", "be_f2_4x4.npy"}) {
+    SCOPED_TRACE(name);
+    Tensor t = load_npy(dtype_fixture(name));
+    EXPECT_EQ(t.shape(), (Shape{4, 4}));
+    EXPECT_EQ(half_bits(t), kHalf);  // NaN payloads and subnormals untouched
+  }
+  Tensor f = load_npy(dtype_fixture("fortran_be_f2.npy"));  // big-endian and Fortran order: swapped, transposed
+  EXPECT_EQ(f.shape(), (Shape{2, 4, 2}));
+  EXPECT_EQ(half_bits(f), kHalf);
+}
+
+TEST(NpzFixtures, Float16Members) {
+  auto arrays = load_npz(dtype_fixture("f2.npz"));
+  ASSERT_EQ(arrays.size(), 2u);
+  EXPECT_EQ(arrays[0].first, "le");
+  EXPECT_EQ(arrays[0].second.shape(), (Shape{16}));
+  EXPECT_EQ(half_bits(arrays[0].second), kHalf);
+  EXPECT_EQ(arrays[1].first, "be");
+  EXPECT_EQ(arrays[1].second.shape(), (Shape{4, 4}));
+  EXPECT_EQ(half_bits(arrays[1].second), kHalf);
+  EXPECT_EQ(half_bits(load_npz(dtype_fixture("f2_compressed.npz"), "x")), kHalf);  // deflated, big-endian
+}
+
+TEST(NpyFixtures, MlDtypesBfloat16IsRefusedWithAdvice) {
+  // NumPy stores ml_dtypes.bfloat16 as two raw bytes ('<V2'): nothing in the file says they are a bfloat16.
+  std::string path = dtype_fixture("bf16.npy");
+  expect_npy_error<FormatError>(path, {"unsupported dtype", "'<V2'", "bfloat16", "astype(np.float32)"});
+}
+
 TEST(NpyFixtures, IntegerTypes) {
   Tensor i1 = load_npy(fixture("i1_8.npy"));
   EXPECT_EQ(i1.dtype(), DType::i32);
@@ -224,6 +270,50 @@ TEST(NpyFixtures, BigEndianIsSwapped) {
   for (int i = 0; i < 6; ++i) EXPECT_EQ(f.data<float>()[i], static_cast<float>(i) * 0.5f - 1) << i;
   Tensor i = load_npy(fixture("be_i8_3.npy"));
   EXPECT_EQ(values<int64_t>(i), (std::vector<int64_t>{-7, 1000000000000 - 7, 2000000000000 - 7}));
+}
+
+TEST(NpyHeader, BigEndianOfEveryWidth) {
+  // Widths the tensor keeps are swapped in place, the others while converting; Fortran order after either.
+  struct Case {
+    const char* descr;
+    Bytes data;  // big-endian
+    DType dtype;
+    Bytes want;  // the tensor's little-endian bytes
+  };
+  const std::vector<Case> cases = {
+      {">f2", {0x3C, 0x00, 0x7C, 0x01, 0xFD, 0x55}, DType::f16, {0x00, 0x3C, 0x01, 0x7C, 0x55, 0xFD}},
+      {">f4",
+       {0x3F, 0x80, 0, 0, 0xC0, 0, 0, 0, 0x7F, 0x80, 0, 1},
+       DType::f32,
+       {0, 0, 0x80, 0x3F, 0, 0, 0, 0xC0, 1, 0, 0x80, 0x7F}},
+      {">i4",
+       {0, 0, 0, 1, 0xFF, 0xFF, 0xFF, 0xFE, 0x12, 0x34, 0x56, 0x78},
+       DType::i32,
+       le<int32_t>({1, -2, 0x12345678})},
+      {">i2", {0, 1, 0xFF, 0xFE, 0x80, 0}, DType::i32, le<int32_t>({1, -2, -32768})},
+      {">u2", {0, 1, 0xFF, 0xFE, 0x80, 0}, DType::i32, le<int32_t>({1, 65534, 32768})},
+      {">u4",
+       {0, 0, 0, 1, 0xFF, 0xFF, 0xFF, 0xFE, 0x80, 0, 0, 0},
+       DType::i64,
+       le<int64_t>({1, 4294967294, 2147483648})},
+      {">f8",
+       {0x3F, 0xF8, 0, 0, 0, 0, 0, 0, 0xC0, 0, 0, 0, 0, 0, 0, 0, 0x3F, 0xD0, 0, 0, 0, 0, 0, 0},
+       DType::f32,
+       le<float>({1.5f, -2, 0.25f})},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.descr);
+    for (bool fortran : {false, true}) {
+      // Fortran order of shape (1, 3) is the same bytes as C order: the swap and the transpose both run.
+      std::string path =
+          write_file("be.npy", npy(dict(c.descr, fortran ? "(1, 3)" : "(3,)", fortran ? "True" : "False"), c.data));
+      Tensor t = load_npy(path);
+      EXPECT_EQ(t.dtype(), c.dtype);
+      EXPECT_EQ(t.numel(), 3);
+      ASSERT_EQ(t.nbytes(), c.want.size());
+      EXPECT_EQ(Bytes(static_cast<const uint8_t*>(t.raw()), static_cast<const uint8_t*>(t.raw()) + t.nbytes()), c.want);
+    }
+  }
 }
 
 TEST(NpyFixtures, FortranOrderIsTransposedToRowMajor) {
@@ -315,16 +405,20 @@ TEST(NpySave, MatchesNumPyByteForByte) {
     const char* fixture;
     Tensor tensor;
   };
+  Tensor half(Shape{4, 4}, DType::f16);
+  std::memcpy(half.raw(), kHalfBits, sizeof kHalfBits);
   for (const Case& c : std::vector<Case>{{"f4_2x3.npy", Tensor::from_vector<float>({2, 3}, f)},
                                          {"i8_4.npy", Tensor::from_vector<int64_t>({4}, i8)},
                                          {"u1_2x2x2.npy", Tensor::from_vector<uint8_t>({2, 2, 2}, u1)},
                                          {"bool_5.npy", bools({5}, {1, 0, 1, 0, 1})},
                                          {"scalar_f4.npy", Tensor::from_vector<float>({}, {3.5f})},
-                                         {"empty_0x3.npy", Tensor::zeros({0, 3})}}) {
+                                         {"empty_0x3.npy", Tensor::zeros({0, 3})},
+                                         {"f2_4x4.npy", half}}) {  // '<f2', NaN payloads included
     SCOPED_TRACE(c.fixture);
     std::string path = temp_path(std::string("saved_") + c.fixture);
     save_npy(path, c.tensor);
-    EXPECT_EQ(read_raw(path), read_raw(fixture(c.fixture)));
+    const std::string name = c.fixture;
+    EXPECT_EQ(read_raw(path), read_raw(name == "f2_4x4.npy" ? dtype_fixture(name) : fixture(name)));
     EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
   }
 }
@@ -365,7 +459,8 @@ TEST(NpySave, Errors) {
   expect_error<IoError>([&] { save_npy(missing_dir, Tensor::zeros({2})); }, missing_dir,
                         {"cannot create", "x.npy.tmp", "No such file or directory"});
   std::string path = temp_path("bf16.npy");
-  expect_error<InvalidArgument>([&] { save_npy(path, Tensor(Shape{2}, DType::bf16)); }, path, {"bfloat16", "float32"});
+  expect_error<Unsupported>([&] { save_npy(path, Tensor(Shape{2}, DType::bf16)); }, path,
+                            {"bfloat16", "no standard NumPy dtype", "float32"});
   expect_error<InvalidArgument>([&] { save_npy(path, Tensor()); }, path, {"undefined"});
   EXPECT_FALSE(std::filesystem::exists(path));
 }

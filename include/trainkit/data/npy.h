@@ -7,12 +7,14 @@
 //   tk::Tensor y = tk::data::load_npz("mnist.npz", "y_train");    // one member; the error lists the keys
 //
 // Element types map to the kernels' dtypes:
-//   float32 '<f4' -> f32,  float64 '<f8' -> f32 (beyond float range -> +-inf),  float16 '<f2' -> f16 (raw bits)
+//   float32 '<f4' -> f32,  float64 '<f8' -> f32 (beyond float range -> +-inf),
+//   float16 '<f2' / '>f2' -> f16 (every bit kept: subnormals, NaN payloads)
 //   int8 '|i1', int16 '<i2', uint16 '<u2', int32 '<i4' -> i32;  int64 '<i8', uint32 '<u4' -> i64
 //   uint64 '<u8' -> i64 (a value above INT64_MAX is a FormatError);  uint8 '|u1' -> u8;  bool '|b1' -> boolean
 // Big-endian ('>f4') arrays are byte-swapped and Fortran-order arrays transposed, so every result is a
-// row-major (C-order) tensor of the shape the header declares. Complex, string, object (pickled), datetime
-// and structured dtypes are rejected with a FormatError that says so.
+// row-major (C-order) tensor of the shape the header declares. Complex, string, object (pickled), datetime,
+// raw-byte ('<V2', which is how NumPy stores ml_dtypes' bfloat16) and structured dtypes are rejected with a
+// FormatError that says so.
 //
 // Errors: tk::IoError (cannot open, read or write) or tk::FormatError (the contents are wrong; the message
 // names the file, the .npz member if any, and the byte offset). The data length is checked against the
@@ -28,8 +30,9 @@ namespace tk::data {
 
 Tensor load_npy(const std::string& path);
 
-// Writes format version 1.0 (little-endian, C order) to path + ".tmp", then renames it to path, so a reader
-// never sees a half-written file. bfloat16 has no NumPy dtype and is rejected (convert it to float32 first).
+// Writes format version 1.0 (little-endian, C order; float16 as '<f2') to path + ".tmp", then renames it to
+// path, so a reader never sees a half-written file. bfloat16 has no standard NumPy dtype: tk::Unsupported
+// (convert it to float32 first).
 void save_npy(const std::string& path, const Tensor& tensor);
 
 // Every member, in archive order; keys are member names without ".npy" (np.savez's "arr_0", or the keyword).

@@ -8,6 +8,8 @@
 #define TK_CRC32C_X86 1
 #endif
 
+#include "data/formats/bytes.h"
+
 namespace tk::data {
 namespace {
 
@@ -29,13 +31,6 @@ constexpr Tables make_tables() {
 }
 constexpr Tables kTable = make_tables();
 static_assert(kTable[0][1] == 0xF26B8303u, "CRC-32C table");
-
-// Little-endian load whatever the host's byte order; compilers turn it into one mov on x86.
-inline uint64_t load_le64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = v << 8 | p[i];
-  return v;
-}
 
 #ifdef TK_CRC32C_X86
 __attribute__((target("sse4.2"))) uint32_t extend_sse42(uint32_t crc, const uint8_t* p, size_t n) {
@@ -64,7 +59,7 @@ uint32_t crc32c_extend_portable(uint32_t crc, const void* data, size_t n) {
   const auto* p = static_cast<const uint8_t*>(data);
   uint32_t c = ~crc;
   for (; n >= 8; n -= 8, p += 8) {
-    uint64_t w = load_le64(p) ^ c;
+    uint64_t w = load_le<uint64_t>(p) ^ c;
     c = kTable[7][w & 0xFF] ^ kTable[6][(w >> 8) & 0xFF] ^ kTable[5][(w >> 16) & 0xFF] ^ kTable[4][(w >> 24) & 0xFF] ^
         kTable[3][(w >> 32) & 0xFF] ^ kTable[2][(w >> 40) & 0xFF] ^ kTable[1][(w >> 48) & 0xFF] ^ kTable[0][w >> 56];
   }

@@ -13,6 +13,8 @@
 #include <limits>
 #include <string_view>
 
+#include "data/formats/bytes.h"
+
 namespace tk::data {
 namespace {
 
@@ -23,32 +25,13 @@ constexpr uint64_t kMaxRecordBytes = uint64_t{64} << 20;
 constexpr size_t kMaxColumns = size_t{1} << 20;
 constexpr size_t kNone = static_cast<size_t>(-1);
 
-// Shows a piece of the file inside a one-line message: quoted, control bytes escaped, long text cut.
-std::string quoted(std::string_view s, size_t max = 40) {
-  std::string out = "'";
-  for (size_t i = 0; i < s.size() && i < max; ++i) {
-    auto c = static_cast<unsigned char>(s[i]);
-    if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c < 0x20 || c == 0x7F) {
-      out += "\\x";
-      out += "0123456789abcdef"[c >> 4];
-      out += "0123456789abcdef"[c & 0xF];
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  if (s.size() > max) out += "...";
-  return out + "'";
-}
+// Shows a piece of the file inside a one-line message: quoted, line breaks and tabs by name, other control
+// bytes escaped, UTF-8 kept (column names may be in any script), long text cut.
+std::string quoted_text(std::string_view s) { return quoted(s, 40, Escape::text); }
 
 std::string describe_char(int c) {
   char ch = static_cast<char>(c);
-  return quoted(std::string_view(&ch, 1));
+  return quoted_text(std::string_view(&ch, 1));
 }
 
 // One field of the current record: its (unquoted) text is Record::text[begin, end).
@@ -113,7 +96,7 @@ class CsvParser {
     std::string s = "line " + std::to_string(line);
     if (column != kNone) {
       s += ", column " + std::to_string(column + 1);
-      if (names_ && column < names_->size()) s += " (" + quoted((*names_)[column]) + ")";
+      if (names_ && column < names_->size()) s += " (" + quoted_text((*names_)[column]) + ")";
     }
     return s + ", byte offset " + std::to_string(offset);
   }
@@ -351,7 +334,7 @@ struct ColumnSpec {
 std::string list_names(const std::vector<std::string>& names) {
   std::string s;
   size_t shown = std::min<size_t>(names.size(), 50);
-  for (size_t i = 0; i < shown; ++i) s += (i ? ", " : "") + quoted(names[i]);
+  for (size_t i = 0; i < shown; ++i) s += (i ? ", " : "") + quoted_text(names[i]);
   if (names.size() > shown) s += " and " + std::to_string(names.size() - shown) + " more";
   return s.empty() ? "none" : s;
 }
@@ -359,7 +342,7 @@ std::string list_names(const std::vector<std::string>& names) {
 void validate_column(const CsvColumn& c, const std::string& prefix, ColumnSpec& spec) {
   DType t = c.dtype;
   if (t != DType::f32 && t != DType::i32 && t != DType::i64 && t != DType::u8 && t != DType::boolean)
-    throw InvalidArgument(prefix + "column " + quoted(c.name) + " is declared " + std::string(dtype_name(t)) +
+    throw InvalidArgument(prefix + "column " + quoted_text(c.name) + " is declared " + std::string(dtype_name(t)) +
                           ", but CSV columns can be float32, int32, int64, uint8 or bool (read it as float32 and "
                           "convert)");
   spec.dtype = t;
@@ -368,7 +351,7 @@ void validate_column(const CsvColumn& c, const std::string& prefix, ColumnSpec& 
   spec.has_default = true;
   if (t == DType::f32) {
     if (std::isfinite(d) && std::fabs(d) > std::numeric_limits<float>::max())
-      throw InvalidArgument(prefix + "the default_value " + std::to_string(d) + " of column " + quoted(c.name) +
+      throw InvalidArgument(prefix + "the default_value " + std::to_string(d) + " of column " + quoted_text(c.name) +
                             " is out of float32 range (use a smaller value)");
     auto f = static_cast<float>(d);
     std::memcpy(spec.default_bytes, &f, 4);
@@ -379,8 +362,8 @@ void validate_column(const CsvColumn& c, const std::string& prefix, ColumnSpec& 
   if (!(d == std::trunc(d) && d >= static_cast<double>(range.lo) &&
         (t == DType::i64 ? d < 9223372036854775808.0 : d <= static_cast<double>(range.hi))))
     throw InvalidArgument(prefix + "the default_value " + std::to_string(d) + " of " + std::string(dtype_name(t)) +
-                          " column " + quoted(c.name) + " is not an integer from " + std::to_string(range.lo) + " to " +
-                          std::to_string(range.hi) + " (use one that is)");
+                          " column " + quoted_text(c.name) + " is not an integer from " + std::to_string(range.lo) +
+                          " to " + std::to_string(range.hi) + " (use one that is)");
   store_int(static_cast<int64_t>(d), t, spec.default_bytes);
 }
 
@@ -395,7 +378,7 @@ class CsvTable {
     for (size_t i = 0; i < options.columns.size(); ++i)
       for (size_t j = 0; j < i; ++j)
         if (options.columns[i].name == options.columns[j].name)
-          throw InvalidArgument(opt + "column " + quoted(options.columns[i].name) +
+          throw InvalidArgument(opt + "column " + quoted_text(options.columns[i].name) +
                                 " is declared twice in CsvOptions::columns (declare it once)");
 
     Record& first = first_;
@@ -480,7 +463,7 @@ class CsvTable {
     std::string problem = parse_value(text, spec.dtype, dst);
     if (!problem.empty())
       parser_.fail("bad " + std::string(dtype_name(spec.dtype)) + " value", parser_.at(f.line, col, f.offset),
-                   quoted(text) + " " + problem,
+                   quoted_text(text) + " " + problem,
                    spec.dtype == DType::f32 ? "fix the value" : "fix the value, or declare the column float32");
   }
 
@@ -527,13 +510,13 @@ class CsvTable {
     for (size_t i = 0; i < names_.size(); ++i) {
       if (names_[i] != name) continue;
       if (found != kNone)
-        throw InvalidArgument(parser_.prefix() + option + " names column " + quoted(name) +
+        throw InvalidArgument(parser_.prefix() + option + " names column " + quoted_text(name) +
                               ", but the header has it twice (columns " + std::to_string(found + 1) + " and " +
                               std::to_string(i + 1) + "; rename one in the file)");
       found = i;
     }
     if (found == kNone)
-      throw InvalidArgument(parser_.prefix() + option + " names column " + quoted(name) +
+      throw InvalidArgument(parser_.prefix() + option + " names column " + quoted_text(name) +
                             ", which the file does not have; its columns are " + list_names(names_) +
                             " (use one of these names)");
     return found;

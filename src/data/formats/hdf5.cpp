@@ -12,6 +12,8 @@
 #include <mutex>
 #include <utility>
 
+#include "data/formats/bytes.h"
+
 namespace tk::data {
 namespace {
 
@@ -96,17 +98,7 @@ using PlistHandle = Handle<H5Pclose>;
 
 std::string prefix(const std::string& file) { return "HDF5 file '" + file + "': "; }
 
-std::string quoted(const std::string& dataset) { return "dataset '" + dataset + "'"; }
-
-std::string hex_bytes(const uint8_t* p, size_t n) {
-  std::string s;
-  for (size_t i = 0; i < n; ++i) {
-    if (i) s += ' ';
-    s += "0123456789abcdef"[p[i] >> 4];
-    s += "0123456789abcdef"[p[i] & 0xF];
-  }
-  return s;
-}
+std::string dataset_label(const std::string& dataset) { return "dataset '" + dataset + "'"; }
 
 struct H5Problem {
   std::string text;   // "<description> [HDF5: <major>; <minor>]"
@@ -184,12 +176,6 @@ void check(herr_t status, const std::string& file, const std::string& action) {
 // ---- cheap checks before libhdf5 sees the file ----
 
 constexpr uint8_t kSignature[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1A, '\n'};
-
-uint64_t le(const uint8_t* p, size_t n) {
-  uint64_t v = 0;
-  for (size_t i = n; i-- > 0;) v = v << 8 | p[i];
-  return v;
-}
 
 class Fd {
  public:
@@ -286,7 +272,7 @@ uint64_t precheck(const std::string& file) {
                       ", which needs " + std::to_string(need) + " bytes (" + redo + ")");
   const uint64_t undefined = offsets == 8 ? ~uint64_t{0} : (uint64_t{1} << (8 * offsets)) - 1;
   const size_t eof_at = base_at + 2 * offsets;
-  const uint64_t eof = le(sb + eof_at, offsets);
+  const uint64_t eof = load_le_uint(sb + eof_at, offsets);
   // libhdf5 compares the stored end-of-file address with the file's size in the same way.
   if (eof != undefined && eof > size)
     throw FormatError(prefix(file) + "truncated: " + at + " records (at byte offset " + std::to_string(sig + eof_at) +
@@ -340,13 +326,13 @@ void check_bit_layout(hid_t type, H5T_class_t cls, size_t size, const std::strin
             std::to_string(mpos + msize) + ")";
   }
   if (!bad.empty())
-    throw FormatError(prefix(file) + "the element type of " + quoted(dataset) + " is damaged: a " +
+    throw FormatError(prefix(file) + "the element type of " + dataset_label(dataset) + " is damaged: a " +
                       std::to_string(size) + "-byte " + (cls == H5T_FLOAT ? "float" : "integer") + " declares " + bad +
                       ", outside its " + std::to_string(bits) + " bits (re-create or re-download the file)");
 }
 
 ElementType classify(hid_t type, const std::string& file, const std::string& dataset) {
-  const std::string action = "cannot read the element type of " + quoted(dataset);
+  const std::string action = "cannot read the element type of " + dataset_label(dataset);
   ElementType e;
   const H5T_class_t cls = H5Tget_class(type);
   if (cls == H5T_NO_CLASS) fail(file, action);
@@ -480,7 +466,7 @@ std::string dims_string(const std::vector<hsize_t>& dims) {
 DatasetMeta describe(hid_t ds, const std::string& file, const std::string& dataset) {
   DatasetMeta m;
   m.info.path = dataset;
-  const std::string action = "cannot read the description of " + quoted(dataset);
+  const std::string action = "cannot read the description of " + dataset_label(dataset);
   TypeHandle type(check_id(H5Dget_type(ds), file, action));
   m.type = classify(type.get(), file, dataset);
   m.file_element_size = H5Tget_size(type.get());
@@ -505,10 +491,10 @@ DatasetMeta describe(hid_t ds, const std::string& file, const std::string& datas
     for (size_t i = 0; i < m.dims.size(); ++i) {
       const hsize_t d = m.dims[i];
       if (d > static_cast<hsize_t>(std::numeric_limits<int64_t>::max()))
-        throw FormatError(prefix(file) + quoted(dataset) + " claims shape " + dims_string(m.dims) +
+        throw FormatError(prefix(file) + dataset_label(dataset) + " claims shape " + dims_string(m.dims) +
                           ", a dimension beyond 2^63 (the file is damaged; re-create or re-download it)");
       if (max_dims[i] != H5S_UNLIMITED && d > max_dims[i])
-        throw FormatError(prefix(file) + quoted(dataset) + " claims shape " + dims_string(m.dims) +
+        throw FormatError(prefix(file) + dataset_label(dataset) + " claims shape " + dims_string(m.dims) +
                           " beyond its maximum shape " + dims_string(max_dims) +
                           " (the file is damaged; re-create or re-download it)");
       shape.push_back(static_cast<int64_t>(d));
@@ -593,7 +579,7 @@ DatasetHandle open_dataset(hid_t file_id, const std::string& file, const std::st
     const htri_t exists = H5Lexists(file_id, canonical.c_str(), H5P_DEFAULT);
     if (exists < 0) fail(file, "cannot look up '" + canonical + "'");
     if (exists == 0)
-      not_found("no " + quoted(dataset) +
+      not_found("no " + dataset_label(dataset) +
                 (i + 1 < parts.size() ? " (its group '" + canonical + "' does not exist)" : std::string()));
     H5L_info_t link{};
     if (H5Lget_info(file_id, canonical.c_str(), &link, H5P_DEFAULT) < 0)
@@ -610,42 +596,42 @@ DatasetHandle open_dataset(hid_t file_id, const std::string& file, const std::st
     not_found("'" + canonical + "' is " + (info.type == H5O_TYPE_GROUP ? "a group" : "a named datatype") +
               ", not a dataset");
   return DatasetHandle(
-      check_id(H5Dopen2(file_id, canonical.c_str(), dapl), file, ("cannot open " + quoted(canonical))));
+      check_id(H5Dopen2(file_id, canonical.c_str(), dapl), file, ("cannot open " + dataset_label(canonical))));
 }
 
 // Unsupported types, null dataspaces and unavailable compression filters fail here, before any read.
 void require_readable(hid_t ds, const DatasetMeta& m, const std::string& file) {
   const std::string& dataset = m.info.path;
   if (!m.type.supported)
-    throw Unsupported(prefix(file) + quoted(dataset) + " holds " + m.type.name +
+    throw Unsupported(prefix(file) + dataset_label(dataset) + " holds " + m.type.name +
                       " elements, which trainkit cannot load (it reads integer, float and bool datasets; store "
                       "numbers, e.g. encode strings as integer ids)");
   if (m.null_space)
-    throw Unsupported(prefix(file) + quoted(dataset) +
+    throw Unsupported(prefix(file) + dataset_label(dataset) +
                       " has a null dataspace (an empty placeholder with no shape) and holds no data");
-  PlistHandle dcpl(check_id(H5Dget_create_plist(ds), file, ("cannot read the filters of " + quoted(dataset))));
+  PlistHandle dcpl(check_id(H5Dget_create_plist(ds), file, ("cannot read the filters of " + dataset_label(dataset))));
   const int external = H5Pget_external_count(dcpl.get());
-  if (external < 0) fail(file, "cannot read the layout of " + quoted(dataset));
+  if (external < 0) fail(file, "cannot read the layout of " + dataset_label(dataset));
   const H5D_layout_t layout = H5Pget_layout(dcpl.get());
-  if (layout < 0) fail(file, "cannot read the layout of " + quoted(dataset));
+  if (layout < 0) fail(file, "cannot read the layout of " + dataset_label(dataset));
   // Both name other files, which the reader would then open: a file must not direct reads elsewhere.
   if (external > 0 || layout == H5D_VIRTUAL)
-    throw Unsupported(prefix(file) + quoted(dataset) + " keeps its data in " +
+    throw Unsupported(prefix(file) + dataset_label(dataset) + " keeps its data in " +
                       (external > 0 ? "external raw files" : "other HDF5 files (a virtual dataset)") +
                       ", which trainkit does not follow (copy the data into the file, e.g. with h5py)");
   const int filters = H5Pget_nfilters(dcpl.get());
-  if (filters < 0) fail(file, "cannot read the filters of " + quoted(dataset));
+  if (filters < 0) fail(file, "cannot read the filters of " + dataset_label(dataset));
   for (unsigned i = 0; i < static_cast<unsigned>(filters); ++i) {
     unsigned flags = 0, config = 0;
     size_t nvalues = 0;
     char name[128] = {};
     const H5Z_filter_t id = H5Pget_filter2(dcpl.get(), i, &flags, &nvalues, nullptr, sizeof name, name, &config);
-    if (id < 0) fail(file, "cannot read the filters of " + quoted(dataset));
+    if (id < 0) fail(file, "cannot read the filters of " + dataset_label(dataset));
     const htri_t available = H5Zfilter_avail(id);
-    if (available < 0) fail(file, "cannot read the filters of " + quoted(dataset));
+    if (available < 0) fail(file, "cannot read the filters of " + dataset_label(dataset));
     if (!available)
-      throw Unsupported(prefix(file) + quoted(dataset) + " is compressed with filter " + std::to_string(id) + " ('" +
-                        name +
+      throw Unsupported(prefix(file) + dataset_label(dataset) + " is compressed with filter " + std::to_string(id) +
+                        " ('" + name +
                         "'), which this HDF5 library does not have (re-save it with gzip compression, e.g. h5py's "
                         "compression=\"gzip\", or uncompressed)");
   }
@@ -655,17 +641,17 @@ void require_readable(hid_t ds, const DatasetMeta& m, const std::string& file) {
 // lie inside the file: libhdf5 1.10 reads past a compact dataset's buffer when its size disagrees.
 void check_storage_extent(hid_t ds, const DatasetMeta& m, const std::string& file, uint64_t file_size) {
   const std::string& name = m.info.path;
-  PlistHandle dcpl(check_id(H5Dget_create_plist(ds), file, "cannot read the layout of " + quoted(name)));
+  PlistHandle dcpl(check_id(H5Dget_create_plist(ds), file, "cannot read the layout of " + dataset_label(name)));
   const H5D_layout_t layout = H5Pget_layout(dcpl.get());
   if (layout != H5D_CONTIGUOUS && layout != H5D_COMPACT) return;
   uint64_t bytes = m.file_element_size;
   for (hsize_t d : m.dims)
     if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes)) bytes = std::numeric_limits<uint64_t>::max();
-  const std::string what = quoted(name) + " of shape " + dims_string(m.dims) + " (" + m.type.name + ") needs " +
+  const std::string what = dataset_label(name) + " of shape " + dims_string(m.dims) + " (" + m.type.name + ") needs " +
                            std::to_string(bytes) + " bytes";
   const std::string todo = " (the file is truncated or damaged; re-create or re-download it)";
   H5D_space_status_t status = H5D_SPACE_STATUS_ERROR;
-  check(H5Dget_space_status(ds, &status), file, "cannot read the storage of " + quoted(name));
+  check(H5Dget_space_status(ds, &status), file, "cannot read the storage of " + dataset_label(name));
   if (status == H5D_SPACE_STATUS_NOT_ALLOCATED) return;  // never written: reads give the fill value
   const hsize_t stored = H5Dget_storage_size(ds);
   H5Eclear2(H5E_DEFAULT);  // 0 is also how it reports a failure
@@ -702,7 +688,7 @@ void map_bools(uint8_t* p, size_t n, const ElementType& t, const std::string& fi
     else if (p[i] == t.false_value)
       p[i] = 0;
     else
-      throw FormatError(prefix(file) + quoted(dataset) + " element " + std::to_string(first_element + i) +
+      throw FormatError(prefix(file) + dataset_label(dataset) + " element " + std::to_string(first_element + i) +
                         " holds the value " + std::to_string(p[i]) +
                         ", which is neither FALSE nor TRUE of its bool enum (the file is damaged; re-create it)");
   }
@@ -716,7 +702,7 @@ void read_block(hid_t ds, hid_t filespace, const DatasetMeta& m, int64_t begin, 
   start[0] = static_cast<hsize_t>(begin);
   counts[0] = static_cast<hsize_t>(count);
   const std::string action = "cannot read rows [" + std::to_string(begin) + ", " + std::to_string(begin + count) +
-                             ") of " + quoted(m.info.path);
+                             ") of " + dataset_label(m.info.path);
   check(H5Sselect_hyperslab(filespace, H5S_SELECT_SET, start.data(), nullptr, counts.data(), nullptr), file, action);
   SpaceHandle memspace(
       check_id(H5Screate_simple(static_cast<int>(counts.size()), counts.data(), nullptr), file, action));
@@ -774,11 +760,12 @@ Tensor Hdf5File::load(const std::string& dataset) const {
   Lock lock;
   auto [ds, m] = impl_->open(dataset);
   impl_->require(ds.get(), m);
-  checked_bytes(m.info.shape.dims(), m.type.dtype, impl_->path, quoted(m.info.path) + " " + m.info.shape.to_string());
+  checked_bytes(m.info.shape.dims(), m.type.dtype, impl_->path,
+                dataset_label(m.info.path) + " " + m.info.shape.to_string());
   Tensor t(m.info.shape, m.type.dtype, Device::cpu(), impl_->path + ":" + m.info.path);
   if (t.numel() == 0) return t;
   check(H5Dread(ds.get(), m.type.mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.raw()), impl_->path,
-        "cannot read " + quoted(m.info.path));
+        "cannot read " + dataset_label(m.info.path));
   if (m.type.is_bool) map_bools(static_cast<uint8_t*>(t.raw()), t.nbytes(), m.type, impl_->path, m.info.path, 0);
   return t;
 }
@@ -789,19 +776,20 @@ Tensor Hdf5File::read_rows(const std::string& dataset, int64_t begin, int64_t co
   impl_->require(ds.get(), m);
   const std::string& name = m.info.path;
   if (m.dims.empty())
-    throw InvalidArgument(prefix(impl_->path) + quoted(name) + " is a scalar and has no rows (use load_hdf5)");
+    throw InvalidArgument(prefix(impl_->path) + dataset_label(name) + " is a scalar and has no rows (use load_hdf5)");
   const int64_t rows = m.info.shape[0];
   if (begin < 0 || count < 0 || begin > rows || count > rows - begin)
     throw InvalidArgument(prefix(impl_->path) + "rows [" + std::to_string(begin) + ", " + std::to_string(begin) +
-                          " + " + std::to_string(count) + ") are out of range for " + quoted(name) + " of shape " +
-                          m.info.shape.to_string() + " (pass 0 <= begin <= begin + count <= " + std::to_string(rows) +
-                          ")");
+                          " + " + std::to_string(count) + ") are out of range for " + dataset_label(name) +
+                          " of shape " + m.info.shape.to_string() +
+                          " (pass 0 <= begin <= begin + count <= " + std::to_string(rows) + ")");
   Shape shape = m.info.shape.with_batch(count);
-  checked_bytes(shape.dims(), m.type.dtype, impl_->path,
-                "rows [" + std::to_string(begin) + ", " + std::to_string(begin + count) + ") of " + quoted(name));
+  checked_bytes(
+      shape.dims(), m.type.dtype, impl_->path,
+      "rows [" + std::to_string(begin) + ", " + std::to_string(begin + count) + ") of " + dataset_label(name));
   Tensor t(shape, m.type.dtype, Device::cpu(), impl_->path + ":" + name);
   if (t.numel() == 0) return t;
-  SpaceHandle filespace(check_id(H5Dget_space(ds.get()), impl_->path, ("cannot read " + quoted(name))));
+  SpaceHandle filespace(check_id(H5Dget_space(ds.get()), impl_->path, ("cannot read " + dataset_label(name))));
   read_block(ds.get(), filespace.get(), m, begin, count, t.raw(), impl_->path);
   if (m.type.is_bool)
     map_bools(static_cast<uint8_t*>(t.raw()), t.nbytes(), m.type, impl_->path, name,
@@ -876,20 +864,20 @@ Hdf5Reader::Hdf5Reader(const std::string& file, std::vector<std::string> dataset
     impl_->file.impl_->require(probe.get(), probe_meta);
     const DatasetMeta& m = probe_meta;
     if (m.dims.empty())
-      throw InvalidArgument(prefix(path) + quoted(m.info.path) +
+      throw InvalidArgument(prefix(path) + dataset_label(m.info.path) +
                             " is a scalar and has no rows to stream (load it with load_hdf5)");
     const int64_t rows = m.info.shape[0];
     if (first_name.empty()) {
       first_name = m.info.path;
       impl_->rows = rows;
     } else if (rows != impl_->rows) {
-      throw InvalidArgument(prefix(path) + quoted(first_name) + " has " + std::to_string(impl_->rows) + " rows but " +
-                            quoted(m.info.path) + " has " + std::to_string(rows) +
+      throw InvalidArgument(prefix(path) + dataset_label(first_name) + " has " + std::to_string(impl_->rows) +
+                            " rows but " + dataset_label(m.info.path) + " has " + std::to_string(rows) +
                             " (stream datasets that hold the same samples, one per row)");
     }
     Impl::Stream s;
     s.row_shape = m.info.shape.sample_shape();
-    const std::string what = "one row of " + quoted(m.info.path) + " " + m.info.shape.to_string();
+    const std::string what = "one row of " + dataset_label(m.info.path) + " " + m.info.shape.to_string();
     s.row_bytes = static_cast<size_t>(checked_bytes(s.row_shape.dims(), m.type.dtype, path, what));
     uint64_t chunk_bytes = 0;  // one chunk in the file, for the chunk cache
     int64_t rpr = rows_per_read;
@@ -911,17 +899,17 @@ Hdf5Reader::Hdf5Reader(const std::string& file, std::vector<std::string> dataset
     }
     s.rows_per_read = std::max<int64_t>(1, std::min(rpr, rows));
     checked_bytes({s.rows_per_read}, DType::u8, path,
-                  std::to_string(s.rows_per_read) + " rows of " + quoted(m.info.path) + " per read");
+                  std::to_string(s.rows_per_read) + " rows of " + dataset_label(m.info.path) + " per read");
     if (static_cast<uint64_t>(s.rows_per_read) * s.row_bytes > kMaxLoadBytes)
       throw InvalidArgument(prefix(path) + "rows_per_read " + std::to_string(s.rows_per_read) + " of " +
-                            quoted(m.info.path) + " would need more than 4 GiB per read (pass fewer rows)");
+                            dataset_label(m.info.path) + " would need more than 4 GiB per read (pass fewer rows)");
 
     PlistHandle dapl(check_id(H5Pcreate(H5P_DATASET_ACCESS), path, "cannot create a dataset access list"));
     const uint64_t cache = std::clamp(chunk_bytes, kMinChunkCache, kMaxChunkCache);
     check(H5Pset_chunk_cache(dapl.get(), kChunkCacheSlots, static_cast<size_t>(cache), 1.0), path,
-          "cannot set the chunk cache of " + quoted(m.info.path));
+          "cannot set the chunk cache of " + dataset_label(m.info.path));
     auto [ds, meta] = impl_->file.impl_->open(m.info.path, dapl.get());
-    s.filespace = SpaceHandle(check_id(H5Dget_space(ds.get()), path, ("cannot read " + quoted(m.info.path))));
+    s.filespace = SpaceHandle(check_id(H5Dget_space(ds.get()), path, ("cannot read " + dataset_label(m.info.path))));
     s.ds = std::move(ds);
     s.meta = std::move(meta);
     impl_->streams.push_back(std::move(s));

@@ -11,6 +11,8 @@
 #include <limits>
 #include <vector>
 
+#include "data/formats/bytes.h"
+
 namespace tk::data {
 namespace {
 
@@ -30,13 +32,6 @@ struct IdxType {
 constexpr IdxType kTypes[] = {{0x08, "uint8", 1, DType::u8},    {0x09, "int8", 1, DType::i32},
                               {0x0B, "int16", 2, DType::i32},   {0x0C, "int32", 4, DType::i32},
                               {0x0D, "float32", 4, DType::f32}, {0x0E, "float64", 8, DType::f32}};
-
-std::string hex(uint8_t b) { return {"0123456789abcdef"[b >> 4], "0123456789abcdef"[b & 0xF]}; }
-
-uint16_t be16(const uint8_t* p) { return static_cast<uint16_t>(p[0] << 8 | p[1]); }
-uint32_t be32(const uint8_t* p) {
-  return uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | uint32_t{p[3]};
-}
 
 // zlib reads plain and gzip files alike; this wrapper counts decompressed bytes so that every error can say
 // where in the stream it happened, and turns zlib's error states into trainkit exceptions.
@@ -124,20 +119,20 @@ Tensor decode(const std::vector<uint8_t>& raw, const IdxType& type, Shape shape,
       for (size_t i = 0; i < n; ++i) ints[i] = static_cast<int8_t>(p[i]);
       break;
     case 0x0B:
-      for (size_t i = 0; i < n; ++i) ints[i] = static_cast<int16_t>(be16(p + 2 * i));
+      for (size_t i = 0; i < n; ++i) ints[i] = static_cast<int16_t>(load_be<uint16_t>(p + 2 * i));
       break;
     case 0x0C:
-      for (size_t i = 0; i < n; ++i) ints[i] = static_cast<int32_t>(be32(p + 4 * i));
+      for (size_t i = 0; i < n; ++i) ints[i] = static_cast<int32_t>(load_be<uint32_t>(p + 4 * i));
       break;
     case 0x0D:
-      for (size_t i = 0; i < n; ++i) floats[i] = std::bit_cast<float>(be32(p + 4 * i));
+      for (size_t i = 0; i < n; ++i) floats[i] = std::bit_cast<float>(load_be<uint32_t>(p + 4 * i));
       break;
     case 0x0E: {
       // Out-of-range doubles become infinities explicitly rather than through an undefined conversion.
       constexpr double kMax = std::numeric_limits<float>::max();
       constexpr float kInf = std::numeric_limits<float>::infinity();
       for (size_t i = 0; i < n; ++i) {
-        double d = std::bit_cast<double>(uint64_t{be32(p + 8 * i)} << 32 | be32(p + 8 * i + 4));
+        double d = std::bit_cast<double>(load_be<uint64_t>(p + 8 * i));
         floats[i] = d > kMax ? kInf : d < -kMax ? -kInf : static_cast<float>(d);
       }
       break;
@@ -153,13 +148,8 @@ Tensor load_idx(const std::string& path) {
   uint8_t magic[4] = {};
   size_t got = in.read(magic, 4);
   if ((got >= 1 && magic[0] != 0) || (got >= 2 && magic[1] != 0)) {
-    std::string found;
-    for (size_t i = 0; i < got; ++i) {
-      if (i) found += ' ';  // (GCC 12 flags `(i ? " " : "") + hex(...)` with a false -Wrestrict)
-      found += hex(magic[i]);
-    }
     in.fail("bad magic", 0,
-            "found bytes " + found +
+            "found bytes " + hex_bytes(magic, got) +
                 ", expected 00 00 <type code> <rank>; this is neither an IDX "
                 "file nor a gzipped IDX file",
             "check the path, or re-download the file");
@@ -176,7 +166,7 @@ Tensor load_idx(const std::string& path) {
     if (t.code == magic[2]) type = &t;
   if (!type)
     in.fail("unknown type code", 2,
-            "0x" + hex(magic[2]) +
+            "0x" + hex_bytes(magic + 2, 1) +
                 " (expected 0x08 uint8, 0x09 int8, 0x0B int16, "
                 "0x0C int32, 0x0D float32 or 0x0E float64)",
             "the file is not IDX or is corrupted; re-download it");
@@ -194,7 +184,7 @@ Tensor load_idx(const std::string& path) {
                 std::to_string(4 + got),
             "re-download the file");
   std::vector<int64_t> dims;
-  for (int i = 0; i < rank; ++i) dims.push_back(be32(dim_bytes + 4 * i));
+  for (int i = 0; i < rank; ++i) dims.push_back(load_be<uint32_t>(dim_bytes + 4 * i));
   Shape shape(dims);
   // Checked dimension by dimension so the message can point at the one that breaks the limit.
   uint64_t bytes = type->size;

@@ -12,6 +12,8 @@
 #include <limits>
 #include <string_view>
 
+#include "data/formats/bytes.h"
+
 namespace tk::data {
 namespace {
 
@@ -27,22 +29,6 @@ constexpr int kMaxNesting = 32;
 constexpr size_t kChunk = size_t{1} << 20;
 // Deflate expands at most about 1032:1; a member that claims more than this from its compressed size is corrupt.
 constexpr uint64_t kMaxDeflateRatio = 1032;
-
-std::string quoted(std::string_view s, size_t max = 40) {
-  std::string out = "'";
-  for (size_t i = 0; i < s.size() && i < max; ++i) {
-    auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x20 || c >= 0x7F) {
-      out += "\\x";
-      out += "0123456789abcdef"[c >> 4];
-      out += "0123456789abcdef"[c & 0xF];
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  if (s.size() > max) out += "...";
-  return out + "'";
-}
 
 std::string shape_text(const std::vector<int64_t>& dims) { return Shape(dims).to_string(); }
 
@@ -383,10 +369,10 @@ struct NpyType {
   size_t size = 0;
   bool swap = false;  // big-endian data on this little-endian host
   DType dtype = DType::f32;
-  // Bytes can be copied into the tensor as they are (booleans are then normalised to 0/1 in place).
+  // Elements are read into the tensor as they are: the file's element is the tensor's, perhaps byte-swapped
+  // (big-endian data are then swapped in place, booleans normalised to 0/1 in place).
   bool direct() const {
-    return !swap &&
-           ((kind == 'f' && size != 8) || (kind == 'i' && size >= 4) || (kind == 'u' && size == 1) || kind == 'b');
+    return (kind == 'f' && size != 8) || (kind == 'i' && size >= 4) || (kind == 'u' && size == 1) || kind == 'b';
   }
 };
 
@@ -512,16 +498,10 @@ NpyHeader interpret_header(const PyValue& v) {
 
 // ---- data ----
 
-template <typename U>
+// A value of the array's byte order (big-endian when `swap`) in host order.
+template <ByteWord U>
 U load(const uint8_t* p, bool swap) {
-  U v;
-  std::memcpy(&v, p, sizeof v);
-  if (swap) {
-    if constexpr (sizeof(U) == 2) v = static_cast<U>(__builtin_bswap16(v));
-    if constexpr (sizeof(U) == 4) v = static_cast<U>(__builtin_bswap32(v));
-    if constexpr (sizeof(U) == 8) v = static_cast<U>(__builtin_bswap64(v));
-  }
-  return v;
+  return swap ? load_be<U>(p) : load_le<U>(p);
 }
 
 template <typename T>
@@ -529,34 +509,26 @@ void store(uint8_t* dst, size_t i, T v) {
   std::memcpy(dst + i * sizeof(T), &v, sizeof(T));
 }
 
-// Converts n elements of type t from src into dst (the tensor's dtype). `first_offset` is src's byte offset in
-// the stream, for the one value that can fail: a uint64 above INT64_MAX.
+// Converts n elements of a type that is not direct() from src into dst (the tensor's dtype). `first_offset`
+// is src's byte offset in the stream, for the one value that can fail: a uint64 above INT64_MAX.
 void convert(const NpyType& t, const uint8_t* src, size_t n, uint8_t* dst, const Source& in, uint64_t first_offset) {
   const bool sw = t.swap;
   for (size_t i = 0; i < n; ++i) {
     const uint8_t* p = src + i * t.size;
     switch (t.kind) {
-      case 'f':
-        if (t.size == 2) {
-          store(dst, i, load<uint16_t>(p, sw));
-        } else if (t.size == 4) {
-          store(dst, i, std::bit_cast<float>(load<uint32_t>(p, sw)));
-        } else {
-          // Out-of-range doubles become infinities explicitly rather than through an undefined conversion.
-          constexpr double kMax = std::numeric_limits<float>::max();
-          constexpr float kInf = std::numeric_limits<float>::infinity();
-          double d = std::bit_cast<double>(load<uint64_t>(p, sw));
-          store(dst, i, d > kMax ? kInf : d < -kMax ? -kInf : static_cast<float>(d));
-        }
+      case 'f': {  // float64 (float16 and float32 are read directly)
+        // Out-of-range doubles become infinities explicitly rather than through an undefined conversion.
+        constexpr double kMax = std::numeric_limits<float>::max();
+        constexpr float kInf = std::numeric_limits<float>::infinity();
+        double d = std::bit_cast<double>(load<uint64_t>(p, sw));
+        store(dst, i, d > kMax ? kInf : d < -kMax ? -kInf : static_cast<float>(d));
         break;
-      case 'i':
+      }
+      case 'i':  // int8, int16 (int32 and int64 are read directly)
         if (t.size == 1) store(dst, i, int32_t{static_cast<int8_t>(*p)});
         if (t.size == 2) store(dst, i, int32_t{static_cast<int16_t>(load<uint16_t>(p, sw))});
-        if (t.size == 4) store(dst, i, static_cast<int32_t>(load<uint32_t>(p, sw)));
-        if (t.size == 8) store(dst, i, static_cast<int64_t>(load<uint64_t>(p, sw)));
         break;
-      case 'u':
-        if (t.size == 1) store(dst, i, *p);
+      case 'u':  // uint16, uint32, uint64 (uint8 is read directly)
         if (t.size == 2) store(dst, i, int32_t{load<uint16_t>(p, sw)});
         if (t.size == 4) store(dst, i, int64_t{load<uint32_t>(p, sw)});
         if (t.size == 8) {
@@ -567,9 +539,6 @@ void convert(const NpyType& t, const uint8_t* src, size_t n, uint8_t* dst, const
                     "save the array as float64, or as int64 if its values fit");
           store(dst, i, static_cast<int64_t>(u));
         }
-        break;
-      case 'b':
-        dst[i] = *p != 0;
         break;
     }
   }
@@ -600,10 +569,6 @@ void reverse_axes(const uint8_t* src, uint8_t* dst, const std::vector<int64_t>& 
   }
 }
 
-uint32_t le32(const uint8_t* p) {
-  return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
-}
-
 Tensor read_npy(Source& in) {
   // Magic (6 bytes), version (2), header length (2 bytes in version 1.0, 4 in 2.0 and 3.0), header, data.
   uint8_t pre[12] = {};
@@ -614,13 +579,9 @@ Tensor read_npy(Source& in) {
     std::string hint = "this is not a .npy file";
     if (got >= 4 && std::memcmp(pre, "PK\x03\x04", 4) == 0) hint = "this is a zip archive; an .npz? use load_npz";
     if (got >= 1 && pre[0] == 0x80) hint = "this looks like a Python pickle, not np.save output";
-    std::string found;
-    for (size_t i = 0; i < std::min(got, kMagicBytes); ++i) {
-      if (i) found += ' ';
-      found += "0123456789abcdef"[pre[i] >> 4];
-      found += "0123456789abcdef"[pre[i] & 0xF];
-    }
-    in.fail("bad magic", same, "found bytes " + found + ", expected 93 4e 55 4d 50 59 (\\x93NUMPY); " + hint,
+    in.fail("bad magic", same,
+            "found bytes " + hex_bytes(pre, std::min(got, kMagicBytes)) +
+                ", expected 93 4e 55 4d 50 59 (\\x93NUMPY); " + hint,
             "check the path, or re-create the file with np.save");
   }
   if (got < 10)
@@ -641,7 +602,7 @@ Tensor read_npy(Source& in) {
       in.fail("truncated header", in.size, "a version " + std::to_string(major) + ".0 header length takes 4 bytes",
               "re-create the file with np.save");
     in.read_exact(pre + 10, 2, 10, "header length");
-    header_len = le32(pre + 8);
+    header_len = load_le<uint32_t>(pre + 8);
     header_start = 12;
   }
   if (header_len > kMaxHeaderBytes)
@@ -704,6 +665,7 @@ Tensor read_npy(Source& in) {
       in.read_exact(dst + done, n, data_start + done, "data");
       done += n;
     }
+    if (h.type.swap) byteswap_in_place(dst, numel, h.type.size);
     if (h.type.kind == 'b')
       for (size_t i = 0; i < numel; ++i) dst[i] = dst[i] != 0;
   } else {
@@ -880,8 +842,10 @@ void save_npy(const std::string& path, const Tensor& tensor) {
       descr = "|b1";
       break;
     case DType::bf16:
-      throw InvalidArgument("save_npy('" + path +
-                            "'): bfloat16 has no NumPy dtype (convert the tensor to float32 before saving)");
+      // ml_dtypes' bfloat16 is written as raw '<V2' bytes, which np.load cannot interpret without ml_dtypes.
+      throw Unsupported("save_npy('" + path +
+                        "'): the tensor is bfloat16, which has no standard NumPy dtype, so .npy cannot hold it "
+                        "(convert it to float32 first, which keeps every value exactly)");
   }
   std::string dims;
   for (int64_t d : tensor.shape().dims()) dims += std::to_string(d) + ", ";

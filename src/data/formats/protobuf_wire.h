@@ -17,6 +17,7 @@
 #include <string>
 #include <string_view>
 
+#include "data/formats/bytes.h"
 #include "trainkit/core/error.h"
 
 namespace tk::data::wire {
@@ -61,15 +62,13 @@ class Reader {
   }
   uint32_t fixed32() {
     need(4, "fixed32 value");
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; --i) v = v << 8 | static_cast<uint8_t>(buf_[pos_ + static_cast<size_t>(i)]);
+    const auto v = load_le<uint32_t>(buf_.data() + pos_);
     pos_ += 4;
     return v;
   }
   uint64_t fixed64() {
     need(8, "fixed64 value");
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; --i) v = v << 8 | static_cast<uint8_t>(buf_[pos_ + static_cast<size_t>(i)]);
+    const auto v = load_le<uint64_t>(buf_.data() + pos_);
     pos_ += 8;
     return v;
   }
@@ -161,7 +160,9 @@ inline void put_tag(std::string& out, uint32_t field, WireType type) {
   put_varint(out, uint64_t{field} << 3 | static_cast<uint8_t>(type));
 }
 inline void put_fixed32(std::string& out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>(static_cast<uint8_t>(v >> (8 * i))));
+  char b[4];
+  store_le(b, v);
+  out.append(b, sizeof b);
 }
 inline void put_len(std::string& out, uint32_t field, std::string_view payload) {
   put_tag(out, field, WireType::len);

@@ -12,6 +12,7 @@
 #include <limits>
 #include <map>
 
+#include "data/formats/bytes.h"
 #include "data/formats/crc32c.h"
 #include "data/formats/protobuf_wire.h"
 
@@ -24,18 +25,6 @@ constexpr size_t kFooterBytes = 4;   // uint32 masked CRC of the data
 // costs at most one step of memory beyond the bytes actually present.
 constexpr size_t kChunk = size_t{1} << 20;
 constexpr size_t kIoBuffer = size_t{64} << 10;  // stdio and zlib buffers; the kernel reads ahead
-
-uint64_t le64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = v << 8 | p[i];
-  return v;
-}
-uint32_t le32(const uint8_t* p) {
-  return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
-}
-void put_le(uint8_t* p, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
 
 std::string hex32(uint32_t v) {
   char buf[16];
@@ -58,22 +47,9 @@ const char* compression_label(Compression c) {
 // zlib window bits: 15 for a zlib stream, +16 for a gzip wrapper (what TF's ZlibCompressionOptions use).
 int window_bits(Compression c) { return c == Compression::gzip ? MAX_WBITS + 16 : MAX_WBITS; }
 
-// Names from a file go into one-line messages: control bytes escaped, length capped.
-std::string printable(std::string_view s) {
-  std::string out;
-  for (size_t i = 0; i < s.size() && i < 64; ++i) {
-    auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c < 0x7F && c != '\\') {
-      out += static_cast<char>(c);
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    }
-  }
-  if (s.size() > 64) out += "...";
-  return out;
-}
+// Names from a file go into one-line messages: control bytes (and backslashes, so that names differing in
+// them stay distinct) escaped, length capped at 64 bytes.
+std::string printable(std::string_view s) { return escaped(s, 64, Escape::names); }
 
 }  // namespace
 
@@ -237,9 +213,9 @@ struct TFRecordReader::Impl {
            "truncated record header: the file ends " + std::to_string(got) +
                " bytes into the 12-byte header (8-byte length, 4-byte masked CRC32C)",
            "the file was cut short, e.g. by an interrupted write; re-create it");
-    const uint64_t length = le64(header);
+    const uint64_t length = load_le<uint64_t>(header);
     if (check_crc) {
-      uint32_t stored = le32(header + 8), actual = masked_crc32c(header, 8);
+      uint32_t stored = load_le<uint32_t>(header + 8), actual = masked_crc32c(header, 8);
       if (stored != actual) {
         std::string hint = "the file is corrupt or not a TFRecord file; check_crc=false reads it anyway";
         if (start == 0 && !compressed() && header[0] == 0x1F && header[1] == 0x8B)
@@ -301,7 +277,7 @@ struct TFRecordReader::Impl {
                " bytes into the 4-byte data CRC at byte offset " + std::to_string(data_at + length),
            "the file was cut short, e.g. by an interrupted write; re-create it");
     if (check_crc) {
-      uint32_t stored = le32(footer), actual = masked_crc32c(record.data(), record.size());
+      uint32_t stored = load_le<uint32_t>(footer), actual = masked_crc32c(record.data(), record.size());
       if (stored != actual)
         fail(idx, start,
              "bad data CRC: the masked CRC32C of the " + std::to_string(length) + " data bytes at byte offset " +
@@ -419,10 +395,10 @@ struct TFRecordWriter::Impl {
     if (!file) throw InvalidArgument("TFRecordWriter::write on '" + path + "' after close()");
     if (failed) throw IoError("TFRecord writer for '" + path + "': an earlier write failed (nothing more is written)");
     uint8_t header[kHeaderBytes];
-    put_le(header, record.size(), 8);
-    put_le(header + 8, masked_crc32c(header, 8), 4);
+    store_le<uint64_t>(header, record.size());
+    store_le<uint32_t>(header + 8, masked_crc32c(header, 8));
     uint8_t footer[kFooterBytes];
-    put_le(footer, masked_crc32c(record.data(), record.size()), 4);
+    store_le<uint32_t>(footer, masked_crc32c(record.data(), record.size()));
     put(header, sizeof header);
     put(record.data(), record.size());
     put(footer, sizeof footer);
@@ -534,7 +510,7 @@ void parse_list(wire::Reader r, Feature& f) {
                r.offset() - packed.size());
       f.floats.reserve(f.floats.size() + packed.size() / 4);
       for (size_t i = 0; i < packed.size(); i += 4)
-        f.floats.push_back(std::bit_cast<float>(le32(reinterpret_cast<const uint8_t*>(packed.data()) + i)));
+        f.floats.push_back(std::bit_cast<float>(load_le<uint32_t>(packed.data() + i)));
     } else if (f.kind == Feature::Kind::floats && type == WireType::fixed32) {
       f.floats.push_back(std::bit_cast<float>(r.fixed32()));
     } else if (f.kind == Feature::Kind::int64s && type == WireType::len) {  // packed
