@@ -1,5 +1,6 @@
 // Fashion-MNIST with a Keras-style MLP: the whole library API in one page.
 // Build: cmake --build build --target fashion_mlp && ./build/fashion_mlp
+// Or as an outside project, against an installed trainkit: see examples/CMakeLists.txt.
 #include <trainkit/trainkit.h>
 
 #include <algorithm>

@@ -20,6 +20,35 @@ cmake -S . -B build-ci -DCMAKE_BUILD_TYPE=Release -DTK_WERROR=ON -DTK_CUDA="$cud
 cmake --build build-ci -j"$jobs"
 (cd build-ci && ctest --output-on-failure -j"$jobs")
 
+echo "== install and build examples/ as an outside project"
+step_start=$SECONDS
+rm -rf build-install build-examples
+cmake --install build-ci --prefix "$PWD/build-install" >/dev/null
+cmake -S examples -B build-examples -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PWD/build-install" >/dev/null
+cmake --build build-examples -j"$jobs"
+# Smoke run: fashion_mlp trains 10 epochs on all of Fashion-MNIST, too long for CI, so it runs on the first 2000
+# training and 500 test images (TK_FASHION_MNIST_DIR), cut from the real files with the count in the header rewritten.
+fm_src="${TK_FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}"
+fm_small=build-examples/fashion-mnist-small
+idx_head() {  # idx_head NAME N HEADER_BYTES ITEM_BYTES: the first N samples of $fm_src/NAME[.gz] as $fm_small/NAME
+  local src="$fm_src/$1" full="$fm_small/$1.full"
+  [ -f "$src" ] || src="$src.gz"
+  gzip -dcf "$src" >"$full"
+  { head -c 4 "$full"  # magic
+    printf "$(printf '\\x%02x\\x%02x\\x%02x\\x%02x' $(($2 >> 24 & 255)) $(($2 >> 16 & 255)) $(($2 >> 8 & 255)) $(($2 & 255)))"
+    head -c $(($3 + $2 * $4)) "$full" | tail -c +9; } >"$fm_small/$1"  # other dims, then N samples
+  rm "$full"
+}
+mkdir -p "$fm_small"
+idx_head train-images-idx3-ubyte 2000 16 784
+idx_head train-labels-idx1-ubyte 2000 8 1
+idx_head t10k-images-idx3-ubyte 500 16 784
+idx_head t10k-labels-idx1-ubyte 500 8 1
+TK_FASHION_MNIST_DIR="$fm_small" ./build-examples/fashion_mlp | tee build-examples/fashion_mlp.log | tail -n 3
+acc="$(sed -n 's/.*test accuracy \([0-9.]*\).*/\1/p' build-examples/fashion_mlp.log)"
+awk -v acc="$acc" 'BEGIN { exit !(acc > 0.5) }' || { echo "fashion_mlp: test accuracy '$acc', expected > 0.5"; exit 1; }
+echo "   (install, outside build and smoke run: $((SECONDS - step_start)) s)"
+
 echo "== ASan + UBSan build"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTK_SANITIZE=ON -DTK_WERROR=ON -DTK_BUILD_BENCH=OFF >/dev/null
 cmake --build build-asan -j"$jobs"
