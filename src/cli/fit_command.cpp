@@ -4,6 +4,7 @@
 #include "cli/commands.h"
 #include "cli/data_source.h"
 #include "cli/model_spec.h"
+#include "cli/usage.h"
 #include "trainkit/runtime/memory.h"
 #include "trainkit/trainkit.h"
 
@@ -24,6 +25,7 @@ void add_fit_command(CLI::App& app, FitArgs& a) {
       ->capture_default_str();
   fit->add_option("-l,--learning-rate", a.learning_rate, "Optimizer learning rate")->capture_default_str();
   fit->add_option("-o,--optimizer", a.optimizer, "sgd, adam, adamw or rmsprop (Keras defaults otherwise)")
+      ->check(choice_of([](const std::string& name) { optimizers::get(name); }))
       ->capture_default_str();
   fit->add_option("-s,--seed", a.seed, "Seed for weights, shuffling and dropout")->capture_default_str();
   fit->add_option("--data-dir", a.data_dir, "Directory with the four Fashion-MNIST IDX files (.gz or plain)");
@@ -36,7 +38,11 @@ void add_fit_command(CLI::App& app, FitArgs& a) {
                   "--format); replaces Fashion-MNIST");
   fit->add_option("--validation-data", a.validation_data,
                   "Data file (same format as --data) evaluated after every epoch and at the end");
-  fit->add_option("--format", a.format, "auto, idx, csv, npy, npz, hdf5 or tfrecord")->capture_default_str();
+  fit->add_option("--format", a.format, "auto, idx, csv, npy, npz, hdf5 or tfrecord")
+      ->check(choice_of([](const std::string& format) {
+        if (format != "auto") data_format("", format);
+      }))
+      ->capture_default_str();
   fit->add_option("--x", a.x,
                   "Features: CSV columns (comma-separated; default all but --y), NPZ key (x), HDF5 dataset (x), "
                   "TFRecord feature NAME[:DIMS[:DTYPE]] (e.g. image:28x28)");

@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "cli/usage.h"
 #include "trainkit/runtime/memory.h"
 #include "trainkit/trainkit.h"
 
@@ -14,6 +15,7 @@ void add_plan_command(CLI::App& app, PlanArgs& a) {
       ->capture_default_str();
   plan->add_option("-b,--batch-size", a.batch_size, "Samples per step")->capture_default_str();
   plan->add_option("-o,--optimizer", a.optimizer, "sgd, adam, adamw or rmsprop (slots per weight differ)")
+      ->check(choice_of([](const std::string& name) { optimizers::get(name); }))
       ->capture_default_str();
   plan->add_option("--input-shape", a.input_shape, "Per-sample input shape, e.g. 28 28")->capture_default_str();
 }
