@@ -620,6 +620,21 @@ TEST(CliData, BadDataOptionsAreClearErrors) {
   }
 }
 
+TEST(CliData, BatchSizeAutoIsReportedAlikeForDataAndArrays) {
+  Result data =
+      run_cli("fit --data " + quote(fixture("train.npz")) + " --validation-data " + quote(fixture("test.npz")) +
+              " --model dense:16:relu,dense:2 --epochs 1 --batch-size auto -v 2");
+  ASSERT_EQ(data.code, 0) << describe(data);
+  EXPECT_CONTAINS(data.out, "batch_size auto: 1024 (plan ");  // a stream's size is unknown: FitOptions' cap
+  EXPECT_CONTAINS(data.out, " available)");
+  EXPECT_CONTAINS(data.out, "test_accuracy:");
+  Result arrays =
+      run_cli("fit" + plain_data().args() + " --model dense:16:relu,dense:10 --epochs 1 --batch-size auto -v 2");
+  ASSERT_EQ(arrays.code, 0) << describe(arrays);
+  EXPECT_CONTAINS(arrays.out, "batch_size auto: 256 (plan ");  // at most the sample count
+  EXPECT_CONTAINS(arrays.out, " available)");
+}
+
 TEST(CliData, CorruptRecordNamesFileAndOffset) {
   Bytes bytes = read_bytes(fixture("train.tfrecord"));
   bytes[bytes.size() / 2] ^= 0x40;  // inside some record's data: its CRC no longer matches

@@ -78,6 +78,21 @@ std::unique_ptr<Sequential> make_model(const std::string& model, const Shape& sa
 
 namespace {
 
+// fit(Dataset) takes the batch size from the dataset, so the CLI resolves "auto" for --data itself, by the
+// rule Model::fit applies to arrays (FitOptions::batch_size = kAutoBatchSize) and with the same report line;
+// the sample count is unknown for a stream, so the cap is FitOptions' auto_batch_cap.
+int64_t auto_batch_size(Model& model, int verbose) {
+  const size_t available = model.memory_available_for_training();
+  const int64_t batch = model.largest_batch_that_fits(available, FitOptions{}.auto_batch_cap);
+  if (batch == 0)
+    throw OutOfMemoryError("--batch-size auto: not even a batch of 1 fits the " + config::format_bytes(available) +
+                           " available for training (raise the budget)");
+  if (verbose != 0)
+    std::printf("batch_size auto: %lld (plan %s of %s available)\n", static_cast<long long>(batch),
+                config::format_bytes(model.memory_plan(batch).total).c_str(), config::format_bytes(available).c_str());
+  return batch;
+}
+
 // fit over a --data file: file -> shuffle -> batch -> prefetch, validation from --validation-data.
 int run_fit_data(const FitArgs& a, OptimizerPtr optimizer, int64_t batch_size, int64_t micro_batch_size) {
   if (a.validation_split != 0.0f)
@@ -105,12 +120,7 @@ int run_fit_data(const FitArgs& a, OptimizerPtr optimizer, int64_t batch_size, i
   Sequential& model = *owned;
   model.compile(optimizer, losses::SparseCategoricalCrossentropy({.from_logits = true}), {"accuracy"});
   if (a.summary && a.verbose != 0) model.summary();
-  int64_t batch = batch_size;
-  if (batch == kAutoBatchSize) {
-    batch = model.largest_batch_that_fits(model.memory_available_for_training(), 1024);
-    if (batch == 0) throw OutOfMemoryError("--batch-size auto: not even a batch of 1 fits the memory budget");
-    if (a.verbose != 0) std::printf("batch_size auto: %lld\n", static_cast<long long>(batch));
-  }
+  const int64_t batch = batch_size == kAutoBatchSize ? auto_batch_size(model, a.verbose) : batch_size;
   const data::Dataset train = train_src.shuffle(a.shuffle_buffer, a.seed).batch(batch).prefetch(data::AUTOTUNE);
   std::optional<data::Dataset> val;
   if (val_src) val = val_src->batch(1000).prefetch(data::AUTOTUNE);
