@@ -620,6 +620,38 @@ TEST(CliData, BadDataOptionsAreClearErrors) {
   }
 }
 
+// "micro_batch_size auto: 62 per step of 256" -> {62, 256}; {-1, -1} when the line is absent.
+std::pair<long long, long long> auto_micro_batch(const std::string& out) {
+  long long micro = -1, batch = -1;
+  const size_t at = out.find("micro_batch_size auto: ");
+  if (at == std::string::npos ||
+      std::sscanf(out.c_str() + at, "micro_batch_size auto: %lld per step of %lld", &micro, &batch) != 2)
+    return {-1, -1};
+  return {micro, batch};
+}
+
+TEST(CliData, MicroBatchSizeAutoIsResolvedForData) {
+  // --micro-batch-size auto used to be dropped (0: off) with --data: no resolution, no report line.
+  const std::string npz = "fit --data " + quote(fixture("train.npz")) +
+                          " --model dense:16:relu,dense:2 --epochs 1 --batch-size 32 --micro-batch-size auto -v 2";
+  Result r = run_cli(npz);
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_EQ(auto_micro_batch(r.out), std::make_pair(32LL, 32LL)) << r.out;  // a batch that fits is not split
+
+  // Under a budget where the plain plan of a batch of 256 does not fit, the batch is split into micro-batches.
+  const DataFiles& d = plain_data();
+  Result split = run_cli("fit --data " + quote(d.train_images) + " --y " + quote(d.train_labels) +
+                             " --format idx --model dense:1024:relu,dense:10 --batch-size 256 --micro-batch-size auto"
+                             " --epochs 1 -v 2 --no-summary",
+                         "TK_MEMORY_LIMIT=20MiB");
+  ASSERT_EQ(split.code, 0) << describe(split);
+  const auto [micro, batch] = auto_micro_batch(split.out);
+  EXPECT_EQ(batch, 256) << split.out;
+  EXPECT_GT(micro, 0) << split.out;
+  EXPECT_LT(micro, 256) << split.out;
+  EXPECT_CONTAINS(split.out, "Epoch 1/1");
+}
+
 TEST(CliData, BatchSizeAutoIsReportedAlikeForDataAndArrays) {
   Result data =
       run_cli("fit --data " + quote(fixture("train.npz")) + " --validation-data " + quote(fixture("test.npz")) +

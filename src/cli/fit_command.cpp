@@ -79,8 +79,8 @@ std::unique_ptr<Sequential> make_model(const std::string& model, const Shape& sa
 namespace {
 
 // fit(Dataset) takes the batch size from the dataset, so the CLI resolves "auto" for --data itself, by the
-// rule Model::fit applies to arrays (FitOptions::batch_size = kAutoBatchSize) and with the same report line;
-// the sample count is unknown for a stream, so the cap is FitOptions' auto_batch_cap.
+// rules Model::fit applies to arrays (FitOptions::batch_size / micro_batch_size = kAutoBatchSize) and with the
+// same report line; the sample count is unknown for a stream, so the cap is FitOptions' auto_batch_cap.
 int64_t auto_batch_size(Model& model, int verbose) {
   const size_t available = model.memory_available_for_training();
   const int64_t batch = model.largest_batch_that_fits(available, FitOptions{}.auto_batch_cap);
@@ -91,6 +91,24 @@ int64_t auto_batch_size(Model& model, int verbose) {
     std::printf("batch_size auto: %lld (plan %s of %s available)\n", static_cast<long long>(batch),
                 config::format_bytes(model.memory_plan(batch).total).c_str(), config::format_bytes(available).c_str());
   return batch;
+}
+
+// The largest micro-batch whose plan fits next to the gradient accumulators (one per trainable weight).
+int64_t auto_micro_batch_size(Model& model, int64_t batch, int verbose) {
+  size_t accumulators = 0;
+  for (const LayerPtr& l : model.layers())
+    if (l->trainable)
+      for (const Weight& w : l->weights())
+        if (w.trainable) accumulators += (w.value.nbytes() + 255) / 256 * 256;
+  const size_t available = model.memory_available_for_training();
+  const int64_t micro = model.largest_batch_that_fits(available > accumulators ? available - accumulators : 0, batch);
+  if (micro == 0)
+    throw OutOfMemoryError("--micro-batch-size auto: not even a micro-batch of 1 fits the " +
+                           config::format_bytes(available) + " available for training (raise the budget)");
+  if (verbose != 0)
+    std::printf("micro_batch_size auto: %lld per step of %lld\n", static_cast<long long>(micro),
+                static_cast<long long>(batch));
+  return micro;
 }
 
 // fit over a --data file: file -> shuffle -> batch -> prefetch, validation from --validation-data.
@@ -121,13 +139,12 @@ int run_fit_data(const FitArgs& a, OptimizerPtr optimizer, int64_t batch_size, i
   model.compile(optimizer, losses::SparseCategoricalCrossentropy({.from_logits = true}), {"accuracy"});
   if (a.summary && a.verbose != 0) model.summary();
   const int64_t batch = batch_size == kAutoBatchSize ? auto_batch_size(model, a.verbose) : batch_size;
+  const int64_t micro =
+      micro_batch_size == kAutoBatchSize ? auto_micro_batch_size(model, batch, a.verbose) : micro_batch_size;
   const data::Dataset train = train_src.shuffle(a.shuffle_buffer, a.seed).batch(batch).prefetch(data::AUTOTUNE);
   std::optional<data::Dataset> val;
   if (val_src) val = val_src->batch(1000).prefetch(data::AUTOTUNE);
-  model.fit(train, {.epochs = a.epochs,
-                    .verbose = a.verbose,
-                    .micro_batch_size = micro_batch_size == kAutoBatchSize ? 0 : micro_batch_size,
-                    .validation_dataset = val});
+  model.fit(train, {.epochs = a.epochs, .verbose = a.verbose, .micro_batch_size = micro, .validation_dataset = val});
   if (val) {
     Logs test = model.evaluate(*val);
     std::printf("test_loss: %.4f - test_accuracy: %.4f\n", test.get("loss"), test.get("accuracy"));
