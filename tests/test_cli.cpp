@@ -153,11 +153,13 @@ struct Result {
   int stderr_lines = 0;
 };
 
-Result run_cli(const std::string& args) {
+// `env`: variable assignments put before the command, e.g. "TK_MEMORY_LIMIT=20MiB".
+Result run_cli(const std::string& args, const std::string& env = "") {
   static int counter = 0;
   const std::string id = std::to_string(counter++);
   const std::string out = path_of("stdout_" + id), err = path_of("stderr_" + id);
-  const std::string cmd = quote(TK_CLI_PATH) + " " + args + " >" + quote(out) + " 2>" + quote(err) + " </dev/null";
+  const std::string cmd =
+      env + " " + quote(TK_CLI_PATH) + " " + args + " >" + quote(out) + " 2>" + quote(err) + " </dev/null";
   const int status = std::system(cmd.c_str());
   Result r;
   r.exited = status != -1 && WIFEXITED(status);
@@ -194,6 +196,18 @@ void expect_user_error(const Result& r, const std::vector<std::string>& needles)
   for (const std::string& n : needles) EXPECT_CONTAINS(r.error_lines[0], n);
 }
 
+// A wrong command line (argparse's convention): exit status 2, on stderr exactly one "trainkit: error:" line
+// naming every `needles` item and a second line pointing at `command`'s help, nothing on stdout.
+void expect_usage_error(const Result& r, const std::vector<std::string>& needles, const std::string& command) {
+  EXPECT_TRUE(r.exited) << describe(r);
+  EXPECT_EQ(r.code, 2) << describe(r);
+  ASSERT_EQ(r.error_lines.size(), 1u) << describe(r);
+  EXPECT_EQ(r.stderr_lines, 2) << describe(r);
+  EXPECT_CONTAINS(r.err, "\nRun '" + command + " --help' for usage.\n");
+  for (const std::string& n : needles) EXPECT_CONTAINS(r.error_lines[0], n);
+  EXPECT_TRUE(r.out.empty()) << describe(r);
+}
+
 // Parses "test_accuracy: 0.1234" from stdout; -1 when absent.
 double test_accuracy(const std::string& out) {
   const std::string key = "test_accuracy: ";
@@ -224,15 +238,54 @@ TEST(CliHelp, VersionAndMissingSubcommand) {
   Result v = run_cli("--version");
   EXPECT_EQ(v.code, 0) << describe(v);
   EXPECT_CONTAINS(v.out, "0.1.0");
-  Result none = run_cli("");
-  EXPECT_TRUE(none.exited);
-  EXPECT_NE(none.code, 0) << describe(none);
-  EXPECT_LT(none.code, 128) << describe(none);
-  Result unknown = run_cli("fit --epochz 3");
-  EXPECT_TRUE(unknown.exited);
-  EXPECT_NE(unknown.code, 0) << describe(unknown);
-  EXPECT_LT(unknown.code, 128) << describe(unknown);
-  EXPECT_CONTAINS(unknown.err, "--epochz");
+  expect_usage_error(run_cli(""), {"missing command", "fit, plan, devices, smi"}, "trainkit");
+  expect_usage_error(run_cli("fitt --epochs 1"), {"unknown command 'fitt'", "fit, plan, devices, smi"}, "trainkit");
+}
+
+// ---------------------------------------------------------------- command-line mistakes: exit 2
+
+TEST(CliUsage, UnknownFlag) {
+  expect_usage_error(run_cli("fit --epochz 3"), {"unrecognized arguments: --epochz 3", "did you mean --epochs?"},
+                     "trainkit fit");
+  expect_usage_error(run_cli("plan --batch 8"), {"--batch 8"}, "trainkit plan");
+  expect_usage_error(run_cli("devices --all"), {"--all"}, "trainkit devices");
+  expect_usage_error(run_cli("fit stray"), {"unrecognized arguments: stray"}, "trainkit fit");
+}
+
+TEST(CliUsage, MissingValue) {
+  expect_usage_error(run_cli("fit --epochs"), {"--epochs: expected a value (an integer)"}, "trainkit fit");
+  expect_usage_error(run_cli("fit -v 0 --model"), {"--model: expected a value"}, "trainkit fit");
+  expect_usage_error(run_cli("smi --watch"), {"--watch: expected a value (a number)"}, "trainkit smi");
+}
+
+TEST(CliUsage, NotANumber) {
+  expect_usage_error(run_cli("fit --epochs abc"), {"--epochs: 'abc' is not an integer"}, "trainkit fit");
+  expect_usage_error(run_cli("fit -e 1.5"), {"--epochs: '1.5' is not an integer"}, "trainkit fit");
+  expect_usage_error(run_cli("fit --learning-rate fast"), {"--learning-rate: 'fast' is not a number"}, "trainkit fit");
+  expect_usage_error(run_cli("plan --batch-size 64k"), {"--batch-size: '64k' is not an integer"}, "trainkit plan");
+  expect_usage_error(run_cli("plan --input-shape 28 x"), {"--input-shape", "integer", "x"}, "trainkit plan");
+}
+
+TEST(CliUsage, UnknownOptimizerListsTheValidNames) {
+  for (const char* cmd : {"fit", "plan"})
+    expect_usage_error(run_cli(std::string(cmd) + " --optimizer adamx"),
+                       {"--optimizer", "'adamx'", "sgd, adam, adamw, rmsprop"}, std::string("trainkit ") + cmd);
+  expect_usage_error(run_cli("fit -o nadam"), {"'nadam'", "sgd, adam, adamw, rmsprop"}, "trainkit fit");
+}
+
+TEST(CliUsage, UnknownFormatListsTheValidNames) {
+  expect_usage_error(run_cli("fit --data x.npz --format parquet"), {"--format", "'parquet'", "csv", "tfrecord"},
+                     "trainkit fit");
+}
+
+TEST(CliUsage, HelpStillExitsZero) {
+  for (const char* args :
+       {"--help", "fit --help", "plan --help", "devices --help", "smi -h", "fit --epochs 3 --help"}) {
+    Result r = run_cli(args);
+    EXPECT_EQ(r.code, 0) << args << "\n" << describe(r);
+    EXPECT_CONTAINS(r.out, "Usage");
+    EXPECT_TRUE(r.err.empty()) << args << "\n" << describe(r);
+  }
 }
 
 // ---------------------------------------------------------------- successful runs
@@ -411,10 +464,10 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(BadArg{"--model conv:3", {"conv"}}, BadArg{"--model dense:10:foo", {"foo"}},
                       BadArg{"--model dense:0", {"dense:0"}}, BadArg{"--model dense:abc", {"dense:abc"}},
                       BadArg{"--model dense:64:relu,dropout:1.5,dense:10", {"1.5"}},
-                      BadArg{"--model dense:64,,dense:10", {"--model"}}, BadArg{"--optimizer adamx", {"adamx"}},
-                      BadArg{"-l -0.1", {"-0.1"}}, BadArg{"--learning-rate=-2", {"-2"}},
-                      BadArg{"--batch-size 0", {"--batch-size", "0"}}, BadArg{"--batch-size -4", {"-4"}},
-                      BadArg{"--epochs -1", {"--epochs", "-1"}}, BadArg{"--validation-split 1.5", {"1.5"}}),
+                      BadArg{"--model dense:64,,dense:10", {"--model"}}, BadArg{"-l -0.1", {"-0.1"}},
+                      BadArg{"--learning-rate=-2", {"-2"}}, BadArg{"--batch-size 0", {"--batch-size", "0"}},
+                      BadArg{"--batch-size -4", {"-4"}}, BadArg{"--epochs -1", {"--epochs", "-1"}},
+                      BadArg{"--validation-split 1.5", {"1.5"}}),
     [](const ::testing::TestParamInfo<BadArg>& param) { return "Case" + std::to_string(param.index); });
 
 TEST(CliErrors, LabelsBeyondModelUnits) {
@@ -565,6 +618,53 @@ TEST(CliData, BadDataOptionsAreClearErrors) {
     ASSERT_EQ(r.error_lines.size(), 1u) << c.args << "\n" << describe(r);
     EXPECT_CONTAINS(r.error_lines[0], c.expect);
   }
+}
+
+// "micro_batch_size auto: 62 per step of 256" -> {62, 256}; {-1, -1} when the line is absent.
+std::pair<long long, long long> auto_micro_batch(const std::string& out) {
+  long long micro = -1, batch = -1;
+  const size_t at = out.find("micro_batch_size auto: ");
+  if (at == std::string::npos ||
+      std::sscanf(out.c_str() + at, "micro_batch_size auto: %lld per step of %lld", &micro, &batch) != 2)
+    return {-1, -1};
+  return {micro, batch};
+}
+
+TEST(CliData, MicroBatchSizeAutoIsResolvedForData) {
+  // --micro-batch-size auto used to be dropped (0: off) with --data: no resolution, no report line.
+  const std::string npz = "fit --data " + quote(fixture("train.npz")) +
+                          " --model dense:16:relu,dense:2 --epochs 1 --batch-size 32 --micro-batch-size auto -v 2";
+  Result r = run_cli(npz);
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_EQ(auto_micro_batch(r.out), std::make_pair(32LL, 32LL)) << r.out;  // a batch that fits is not split
+
+  // Under a budget where the plain plan of a batch of 256 does not fit, the batch is split into micro-batches.
+  const DataFiles& d = plain_data();
+  Result split = run_cli("fit --data " + quote(d.train_images) + " --y " + quote(d.train_labels) +
+                             " --format idx --model dense:1024:relu,dense:10 --batch-size 256 --micro-batch-size auto"
+                             " --epochs 1 -v 2 --no-summary",
+                         "TK_MEMORY_LIMIT=20MiB");
+  ASSERT_EQ(split.code, 0) << describe(split);
+  const auto [micro, batch] = auto_micro_batch(split.out);
+  EXPECT_EQ(batch, 256) << split.out;
+  EXPECT_GT(micro, 0) << split.out;
+  EXPECT_LT(micro, 256) << split.out;
+  EXPECT_CONTAINS(split.out, "Epoch 1/1");
+}
+
+TEST(CliData, BatchSizeAutoIsReportedAlikeForDataAndArrays) {
+  Result data =
+      run_cli("fit --data " + quote(fixture("train.npz")) + " --validation-data " + quote(fixture("test.npz")) +
+              " --model dense:16:relu,dense:2 --epochs 1 --batch-size auto -v 2");
+  ASSERT_EQ(data.code, 0) << describe(data);
+  EXPECT_CONTAINS(data.out, "batch_size auto: 1024 (plan ");  // a stream's size is unknown: FitOptions' cap
+  EXPECT_CONTAINS(data.out, " available)");
+  EXPECT_CONTAINS(data.out, "test_accuracy:");
+  Result arrays =
+      run_cli("fit" + plain_data().args() + " --model dense:16:relu,dense:10 --epochs 1 --batch-size auto -v 2");
+  ASSERT_EQ(arrays.code, 0) << describe(arrays);
+  EXPECT_CONTAINS(arrays.out, "batch_size auto: 256 (plan ");  // at most the sample count
+  EXPECT_CONTAINS(arrays.out, " available)");
 }
 
 TEST(CliData, CorruptRecordNamesFileAndOffset) {

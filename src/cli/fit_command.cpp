@@ -4,6 +4,7 @@
 #include "cli/commands.h"
 #include "cli/data_source.h"
 #include "cli/model_spec.h"
+#include "cli/usage.h"
 #include "trainkit/runtime/memory.h"
 #include "trainkit/trainkit.h"
 
@@ -24,6 +25,7 @@ void add_fit_command(CLI::App& app, FitArgs& a) {
       ->capture_default_str();
   fit->add_option("-l,--learning-rate", a.learning_rate, "Optimizer learning rate")->capture_default_str();
   fit->add_option("-o,--optimizer", a.optimizer, "sgd, adam, adamw or rmsprop (Keras defaults otherwise)")
+      ->check(choice_of([](const std::string& name) { optimizers::get(name); }))
       ->capture_default_str();
   fit->add_option("-s,--seed", a.seed, "Seed for weights, shuffling and dropout")->capture_default_str();
   fit->add_option("--data-dir", a.data_dir, "Directory with the four Fashion-MNIST IDX files (.gz or plain)");
@@ -36,7 +38,11 @@ void add_fit_command(CLI::App& app, FitArgs& a) {
                   "--format); replaces Fashion-MNIST");
   fit->add_option("--validation-data", a.validation_data,
                   "Data file (same format as --data) evaluated after every epoch and at the end");
-  fit->add_option("--format", a.format, "auto, idx, csv, npy, npz, hdf5 or tfrecord")->capture_default_str();
+  fit->add_option("--format", a.format, "auto, idx, csv, npy, npz, hdf5 or tfrecord")
+      ->check(choice_of([](const std::string& format) {
+        if (format != "auto") data_format("", format);
+      }))
+      ->capture_default_str();
   fit->add_option("--x", a.x,
                   "Features: CSV columns (comma-separated; default all but --y), NPZ key (x), HDF5 dataset (x), "
                   "TFRecord feature NAME[:DIMS[:DTYPE]] (e.g. image:28x28)");
@@ -72,6 +78,39 @@ std::unique_ptr<Sequential> make_model(const std::string& model, const Shape& sa
 
 namespace {
 
+// fit(Dataset) takes the batch size from the dataset, so the CLI resolves "auto" for --data itself, by the
+// rules Model::fit applies to arrays (FitOptions::batch_size / micro_batch_size = kAutoBatchSize) and with the
+// same report line; the sample count is unknown for a stream, so the cap is FitOptions' auto_batch_cap.
+int64_t auto_batch_size(Model& model, int verbose) {
+  const size_t available = model.memory_available_for_training();
+  const int64_t batch = model.largest_batch_that_fits(available, FitOptions{}.auto_batch_cap);
+  if (batch == 0)
+    throw OutOfMemoryError("--batch-size auto: not even a batch of 1 fits the " + config::format_bytes(available) +
+                           " available for training (raise the budget)");
+  if (verbose != 0)
+    std::printf("batch_size auto: %lld (plan %s of %s available)\n", static_cast<long long>(batch),
+                config::format_bytes(model.memory_plan(batch).total).c_str(), config::format_bytes(available).c_str());
+  return batch;
+}
+
+// The largest micro-batch whose plan fits next to the gradient accumulators (one per trainable weight).
+int64_t auto_micro_batch_size(Model& model, int64_t batch, int verbose) {
+  size_t accumulators = 0;
+  for (const LayerPtr& l : model.layers())
+    if (l->trainable)
+      for (const Weight& w : l->weights())
+        if (w.trainable) accumulators += (w.value.nbytes() + 255) / 256 * 256;
+  const size_t available = model.memory_available_for_training();
+  const int64_t micro = model.largest_batch_that_fits(available > accumulators ? available - accumulators : 0, batch);
+  if (micro == 0)
+    throw OutOfMemoryError("--micro-batch-size auto: not even a micro-batch of 1 fits the " +
+                           config::format_bytes(available) + " available for training (raise the budget)");
+  if (verbose != 0)
+    std::printf("micro_batch_size auto: %lld per step of %lld\n", static_cast<long long>(micro),
+                static_cast<long long>(batch));
+  return micro;
+}
+
 // fit over a --data file: file -> shuffle -> batch -> prefetch, validation from --validation-data.
 int run_fit_data(const FitArgs& a, OptimizerPtr optimizer, int64_t batch_size, int64_t micro_batch_size) {
   if (a.validation_split != 0.0f)
@@ -99,19 +138,13 @@ int run_fit_data(const FitArgs& a, OptimizerPtr optimizer, int64_t batch_size, i
   Sequential& model = *owned;
   model.compile(optimizer, losses::SparseCategoricalCrossentropy({.from_logits = true}), {"accuracy"});
   if (a.summary && a.verbose != 0) model.summary();
-  int64_t batch = batch_size;
-  if (batch == kAutoBatchSize) {
-    batch = model.largest_batch_that_fits(model.memory_available_for_training(), 1024);
-    if (batch == 0) throw OutOfMemoryError("--batch-size auto: not even a batch of 1 fits the memory budget");
-    if (a.verbose != 0) std::printf("batch_size auto: %lld\n", static_cast<long long>(batch));
-  }
+  const int64_t batch = batch_size == kAutoBatchSize ? auto_batch_size(model, a.verbose) : batch_size;
+  const int64_t micro =
+      micro_batch_size == kAutoBatchSize ? auto_micro_batch_size(model, batch, a.verbose) : micro_batch_size;
   const data::Dataset train = train_src.shuffle(a.shuffle_buffer, a.seed).batch(batch).prefetch(data::AUTOTUNE);
   std::optional<data::Dataset> val;
   if (val_src) val = val_src->batch(1000).prefetch(data::AUTOTUNE);
-  model.fit(train, {.epochs = a.epochs,
-                    .verbose = a.verbose,
-                    .micro_batch_size = micro_batch_size == kAutoBatchSize ? 0 : micro_batch_size,
-                    .validation_dataset = val});
+  model.fit(train, {.epochs = a.epochs, .verbose = a.verbose, .micro_batch_size = micro, .validation_dataset = val});
   if (val) {
     Logs test = model.evaluate(*val);
     std::printf("test_loss: %.4f - test_accuracy: %.4f\n", test.get("loss"), test.get("accuracy"));

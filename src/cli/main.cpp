@@ -1,8 +1,12 @@
 // trainkit command line: `trainkit fit` trains on Fashion-MNIST by default.
+// Exit status: 0 success; 1 an error while running (bad data or values, out of memory); 2 a wrong command line
+// (cli/usage.h); 3 `trainkit plan`: the batch does not fit; 70 an internal error. Every error is one
+// "trainkit: error: ..." line on stderr.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "cli/usage.h"
 #include "trainkit/core/error.h"
 
 int main(int argc, char** argv) {
@@ -16,10 +20,12 @@ int main(int argc, char** argv) {
   tk::cli::add_devices_command(app);
   tk::cli::SmiArgs smi_args;
   tk::cli::add_smi_command(app, smi_args);
+  if (const std::string unknown = tk::cli::unknown_command(app, argc, argv); !unknown.empty())
+    return tk::cli::usage_error(app.get_name(), unknown);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return tk::cli::report_parse_error(app, e);
   }
   try {
     if (app.got_subcommand("fit")) return tk::cli::run_fit(fit_args);
@@ -28,10 +34,10 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("smi")) return tk::cli::run_smi(smi_args);
   } catch (const tk::Error& e) {
     std::fprintf(stderr, "trainkit: error: %s\n", e.what());
-    return 1;
+    return tk::cli::kExitError;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "trainkit: internal error: %s (please report it)\n", e.what());
-    return 2;
+    std::fprintf(stderr, "trainkit: error: internal error: %s (please report it)\n", e.what());
+    return tk::cli::kExitInternal;
   }
   return 0;
 }

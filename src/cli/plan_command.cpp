@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "cli/usage.h"
 #include "trainkit/runtime/memory.h"
 #include "trainkit/trainkit.h"
 
@@ -14,6 +15,7 @@ void add_plan_command(CLI::App& app, PlanArgs& a) {
       ->capture_default_str();
   plan->add_option("-b,--batch-size", a.batch_size, "Samples per step")->capture_default_str();
   plan->add_option("-o,--optimizer", a.optimizer, "sgd, adam, adamw or rmsprop (slots per weight differ)")
+      ->check(choice_of([](const std::string& name) { optimizers::get(name); }))
       ->capture_default_str();
   plan->add_option("--input-shape", a.input_shape, "Per-sample input shape, e.g. 28 28")->capture_default_str();
 }
@@ -26,16 +28,16 @@ int run_plan(const PlanArgs& a) {
                  {"accuracy"});
   const MemoryPlan plan = model->memory_plan(a.batch_size);
   std::fputs(plan.to_string().c_str(), stdout);
-  const MemoryInfo m = config::get_memory_info();
-  // What the step may use: the budget with a 5% margin, less what others hold (this model's weights are
-  // already allocated and are part of the plan).
-  const size_t others = m.current > plan.weights ? m.current - plan.weights : 0;
-  const size_t usable = static_cast<size_t>(0.95 * double(m.limit));
-  const size_t available = usable > others ? usable - others : 0;
+  // What a step may use, by the rule fit(batch_size = kAutoBatchSize) uses: the budget with a margin, less
+  // what others hold (this model's weights count as available: the plan includes them).
+  const size_t available = model->memory_available_for_training();
   const int64_t best = model->largest_batch_that_fits(available);
-  std::printf("Budget %s on %s (5%% margin: %s usable, %s held by others). ", config::format_bytes(m.limit).c_str(),
-              Device::cpu().to_string().c_str(), config::format_bytes(usable).c_str(),
-              config::format_bytes(others).c_str());
+  const MemoryInfo m = config::get_memory_info();
+  std::printf(
+      "Budget %s on %s, %s of it available to a training step (a 5%% margin and what others hold stay "
+      "free). ",
+      config::format_bytes(m.limit).c_str(), Device::cpu().to_string().c_str(),
+      config::format_bytes(available).c_str());
   if (plan.total <= available)
     std::printf("Batch %lld fits; ", static_cast<long long>(a.batch_size));
   else

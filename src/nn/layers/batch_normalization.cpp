@@ -1,0 +1,63 @@
+// BatchNormalization over the last (channel) axis: batch statistics in training, moving ones otherwise.
+#include "nn/layers/context.h"
+#include "trainkit/core/error.h"
+#include "trainkit/nn/layers.h"
+
+namespace tk {
+namespace {
+using graph::Attrs;
+using graph::Op;
+
+class BatchNormLayer final : public Layer {
+ public:
+  explicit BatchNormLayer(layers::BatchNormalizationOptions o)
+      : Layer("batch_normalization", o.name), o_(std::move(o)) {
+    if (!(o_.momentum >= 0.0f && o_.momentum <= 1.0f))
+      throw InvalidArgument("BatchNormalization '" + name + "': momentum must be in [0, 1], got " +
+                            std::to_string(o_.momentum));
+    if (!(o_.epsilon > 0.0f))
+      throw InvalidArgument("BatchNormalization '" + name + "': epsilon must be > 0, got " +
+                            std::to_string(o_.epsilon));
+  }
+  std::string class_name() const override { return "BatchNormalization"; }
+  Shape build(const std::vector<Shape>& in) override {
+    const Shape& x = in[0];
+    if (x.rank() < 2 || x[-1] <= 0)
+      throw InvalidArgument("BatchNormalization '" + name + "': needs a known last (channel) axis, got " +
+                            x.to_string());
+    if (!built_) {
+      const Shape c{x[-1]};
+      add_weight("gamma", c, "ones");
+      add_weight("beta", c, "zeros");
+      add_weight("moving_mean", c, "zeros", false);
+      add_weight("moving_variance", c, "ones", false);
+    } else if (weights_[0].value.dim(0) != x[-1]) {
+      throw InvalidArgument("BatchNormalization '" + name + "' was built for " +
+                            std::to_string(weights_[0].value.dim(0)) + " channels, called on " + x.to_string());
+    }
+    return x;
+  }
+  int call(nn::CallContext& ctx, const std::vector<int>& in) const override {
+    Attrs a;
+    a.momentum = o_.momentum;
+    a.epsilon = o_.epsilon;
+    const int gamma = ctx.variable(weights_[0]), beta = ctx.variable(weights_[1]);
+    const int mean = ctx.variable(weights_[2]), var = ctx.variable(weights_[3]);
+    if (!ctx.training || !trainable)  // Keras 3: a frozen BatchNormalization runs in inference mode
+      return ctx.g.add(Op::BnInference, {in[0], mean, var, gamma, beta}, a, name);
+    const int stats = ctx.g.add(Op::BnStats, {in[0]}, a, name + "/moments");
+    ctx.sinks.push_back(ctx.g.add(Op::BnUpdateMoving, {stats, mean, var}, a, name + "/update_moving"));
+    return ctx.g.add(Op::BnApply, {in[0], stats, gamma, beta}, a, name);
+  }
+
+ private:
+  layers::BatchNormalizationOptions o_;
+};
+
+}  // namespace
+
+namespace layers {
+LayerPtr BatchNormalization(BatchNormalizationOptions o) { return std::make_shared<BatchNormLayer>(std::move(o)); }
+}  // namespace layers
+
+}  // namespace tk

@@ -1,0 +1,65 @@
+// Conv2D (channels_last, Keras 3 semantics): kernel (kh, kw, in, filters), bias (filters,).
+#include "nn/layers/context.h"
+#include "nn/layers/image_layer_util.h"
+#include "trainkit/core/error.h"
+#include "trainkit/nn/layers.h"
+
+namespace tk {
+namespace {
+using graph::Attrs;
+using graph::Op;
+
+class Conv2DLayer final : public Layer {
+ public:
+  Conv2DLayer(int64_t filters, layers::Size2 k, std::string activation, layers::Conv2DOptions o)
+      : Layer("conv2d", o.name), filters_(filters), k_(k), activation_(std::move(activation)), o_(std::move(o)) {
+    if (filters <= 0)
+      throw InvalidArgument("Conv2D '" + name + "': filters must be positive, got " + std::to_string(filters));
+    nn::check_positive(*this, "kernel_size", k);
+    nn::check_positive(*this, "strides", o_.strides);
+    nn::check_positive(*this, "dilation_rate", o_.dilation_rate);
+    if ((o_.strides.h > 1 || o_.strides.w > 1) && (o_.dilation_rate.h > 1 || o_.dilation_rate.w > 1))
+      throw InvalidArgument("Conv2D '" + name +
+                            "': strides > 1 together with dilation_rate > 1 is not supported (as Keras)");
+    same_ = nn::parse_padding(*this, o_.padding);
+    nn::check_activation(activation_);
+    nn::check_initializer(o_.kernel_initializer);
+    nn::check_initializer(o_.bias_initializer);
+  }
+  std::string class_name() const override { return "Conv2D"; }
+  Shape build(const std::vector<Shape>& in) override {
+    const Shape& x = nn::image_input(*this, in);
+    if (!built_) {
+      in_channels_ = x[3];
+      add_weight("kernel", Shape{k_.h, k_.w, in_channels_, filters_}, o_.kernel_initializer);
+      if (o_.use_bias) add_weight("bias", Shape{filters_}, o_.bias_initializer);
+    } else if (x[3] != in_channels_) {
+      throw InvalidArgument("Conv2D '" + name + "' was built for " + std::to_string(in_channels_) +
+                            " channels, called on " + x.to_string());
+    }
+    return nn::window_output(*this, x, attrs(x), filters_);
+  }
+  int call(nn::CallContext& ctx, const std::vector<int>& in) const override {
+    int y = ctx.g.add(Op::Conv2D, {in[0], ctx.variable(weights_[0])}, attrs(ctx.g[in[0]].shape), name + "/conv");
+    if (o_.use_bias) y = ctx.g.add(Op::BiasAdd, {y, ctx.variable(weights_[1])}, {}, name + "/bias_add");
+    return nn::apply_activation(ctx, activation_, y, name);
+  }
+
+ private:
+  Attrs attrs(const Shape& x) const { return nn::window_attrs(x, k_, o_.strides, o_.dilation_rate, same_); }
+  int64_t filters_, in_channels_ = 0;
+  layers::Size2 k_;
+  std::string activation_;
+  layers::Conv2DOptions o_;
+  bool same_ = false;
+};
+
+}  // namespace
+
+namespace layers {
+LayerPtr Conv2D(int64_t filters, Size2 kernel_size, std::string activation, Conv2DOptions options) {
+  return std::make_shared<Conv2DLayer>(filters, kernel_size, std::move(activation), std::move(options));
+}
+}  // namespace layers
+
+}  // namespace tk

@@ -1,0 +1,49 @@
+// InputLayer and Input: the model's entry points (keras.Input).
+#include "nn/layers/input_layer.h"
+
+#include "trainkit/core/error.h"
+#include "trainkit/nn/layers.h"
+
+namespace tk {
+namespace nn {
+
+InputLayer::InputLayer(Shape sample_shape, std::string given) : Layer("input_layer", std::move(given)) {
+  std::vector<int64_t> dims{-1};
+  for (int64_t d : sample_shape.dims()) {
+    if (d <= 0)
+      throw InvalidArgument("Input '" + name + "': shape " + sample_shape.to_string() +
+                            " must have positive dimensions");
+    dims.push_back(d);
+  }
+  batch_shape = Shape(std::move(dims));
+  built_ = true;
+}
+
+KerasTensor input_tensor(std::shared_ptr<InputLayer> layer) {
+  auto node = std::make_shared<KerasTensor::NodeData>();
+  node->shape = layer->batch_shape;
+  node->layer = std::move(layer);
+  return KerasTensor{node};
+}
+
+int InputLayer::call(CallContext&, const std::vector<int>&) const {
+  throw InvalidArgument("InputLayer '" + name + "' cannot be called");
+}
+
+}  // namespace nn
+
+namespace {
+std::shared_ptr<nn::InputLayer> make_input(Shape shape, std::string name) {
+  return std::make_shared<nn::InputLayer>(std::move(shape), std::move(name));
+}
+}  // namespace
+
+KerasTensor Input(Shape shape, std::string name) {
+  return nn::input_tensor(make_input(std::move(shape), std::move(name)));
+}
+
+namespace layers {
+LayerPtr Input(Shape shape, std::string name) { return make_input(std::move(shape), std::move(name)); }
+}  // namespace layers
+
+}  // namespace tk
