@@ -519,6 +519,25 @@ TEST(CliMemory, OutOfMemoryPrintsTheReportAndExitsNonZero) {
   EXPECT_FALSE(contains(err, "Aborted"));
 }
 
+// Fashion-MNIST stays uint8 in memory (47 MB, not 188 MB as float32) and is scaled batch by batch by the
+// model's Rescaling, so the default job trains under a 96 MiB budget; a budget too small for the data says
+// the data is the problem, with the remedies for data.
+TEST(CliMemory, DefaultJobTrainsUnderNinetySixMebibytesWithTheDataKeptNarrow) {
+  const char* dir = std::getenv("TK_FASHION_MNIST_DIR");
+  if (!std::filesystem::exists(dir && *dir ? dir : "/usr/share/datasets/fashion-mnist"))
+    GTEST_SKIP() << "Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)";
+  const Result r = run_cli("fit -v 2 --epochs 1 --no-summary", "TK_MEMORY_LIMIT=96MiB");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_CONTAINS(r.out, "test_accuracy");
+  EXPECT_CONTAINS(r.err, "holds uint8; each batch is converted to float32 with x * ");
+  const Result small = run_cli("fit -v 2 --epochs 1 --no-summary", "TK_MEMORY_LIMIT=40MiB");
+  EXPECT_EQ(small.code, 1) << describe(small);
+  for (const char* part :
+       {"train-images-idx3-ubyte", "this is data, not the model", "stream it from the file", "keep it narrow"})
+    EXPECT_CONTAINS(small.err, part);
+  EXPECT_FALSE(contains(small.err, "freeze layers")) << "model remedies for a data allocation";
+}
+
 TEST(CliMemory, PlanShowsTotalsAndTheLargestBatchThatFits) {
   const Result r = run_cli("plan --batch-size 64");
   ASSERT_EQ(r.code, 0) << describe(r);

@@ -53,6 +53,7 @@ int run_smi(const SmiArgs& args);
 // "auto" -> tk::kAutoBatchSize; otherwise a positive integer (or >= 0 when zero_ok). Names the option.
 int64_t parse_batch_option(const std::string& option, const std::string& value, bool zero_ok);
 
-std::unique_ptr<Sequential> make_model(const std::string& model, const Shape& sample_shape);
+// scale != 1: a Rescaling(scale) after the input (uint8 pixels: 1/255, applied as each batch is staged).
+std::unique_ptr<Sequential> make_model(const std::string& model, const Shape& sample_shape, float scale = 1.0f);
 
 }  // namespace tk::cli

@@ -99,14 +99,12 @@ std::string join(const std::vector<std::string>& v) {
 }  // namespace
 
 Tensor as_features(const Tensor& t) {
-  if (t.dtype() == DType::f32) return t;
-  Tensor f = t.to(DType::f32);
-  if (t.dtype() == DType::u8) {
-    float* p = f.data<float>();
-    for (int64_t i = 0; i < f.numel(); ++i) p[i] *= 1.0f / 255.0f;
-  }
-  return f;
+  // Kept in their own dtype: staging converts each batch (and a Rescaling layer scales uint8 pixels).
+  if (t.dtype() == DType::boolean) return t.to(DType::u8);
+  return t;
 }
+
+float feature_scale(DType t) { return t == DType::u8 ? 1.0f / 255.0f : 1.0f; }
 
 std::string data_format(const std::string& path, const std::string& format) {
   if (format != "auto") {

@@ -20,8 +20,12 @@ struct DataArgs {
   std::string x, y;             // meaning depends on the format (above)
 };
 
-// Features as float32; integer data (uint8 pixels) scaled by 1/255, as Keras' tutorials do.
+// Features in their own dtype (uint8 pixels stay uint8: 1 byte per pixel in memory, not 4); each batch is
+// converted as it is staged into the program.
 Tensor as_features(const Tensor& t);
+// The Rescaling the model starts with for features of this dtype: 1/255 for uint8 pixels (Keras' tutorials),
+// else 1 (none).
+float feature_scale(DType t);
 
 // "csv", "npz", ... for a path and a --format value; InvalidArgument naming the path when unknown.
 std::string data_format(const std::string& path, const std::string& format);

@@ -68,9 +68,11 @@ int64_t parse_batch_option(const std::string& option, const std::string& value, 
   return v;
 }
 
-std::unique_ptr<Sequential> make_model(const std::string& model, const Shape& sample) {
-  if (model == "cnn") return models::tutorial_cnn(sample);
+// `scale` != 1: a Rescaling right after the input (folded into batch staging, so the data stays narrow).
+std::unique_ptr<Sequential> make_model(const std::string& model, const Shape& sample, float scale) {
+  if (model == "cnn") return models::tutorial_cnn(sample, 10, scale);
   std::vector<LayerPtr> layers{layers::Input(sample)};
+  if (scale != 1.0f) layers.push_back(layers::Rescaling(scale));
   if (sample.rank() > 1) layers.push_back(layers::Flatten());
   for (LayerPtr& l : parse_model_spec(model)) layers.push_back(l);
   return std::make_unique<Sequential>(layers);
@@ -134,7 +136,7 @@ int run_fit_data(const FitArgs& a, OptimizerPtr optimizer, int64_t batch_size, i
     data::Iterator it = train_src.iterator();
     if (!it.next(first)) throw InvalidArgument("--data " + a.data + ": the file holds no samples");
   }
-  std::unique_ptr<Sequential> owned = make_model(a.model, first[0].shape());
+  std::unique_ptr<Sequential> owned = make_model(a.model, first[0].shape(), feature_scale(first[0].dtype()));
   Sequential& model = *owned;
   model.compile(optimizer, losses::SparseCategoricalCrossentropy({.from_logits = true}), {"accuracy"});
   if (a.summary && a.verbose != 0) model.summary();
@@ -189,13 +191,15 @@ int run_fit(const FitArgs& a) {
     std::tie(d.x_test, d.y_test) = data::load_idx_pair(a.test_images, a.test_labels);
     d.x_train = as_features(d.x_train);
     d.x_test = as_features(d.x_test);
-  } else {
-    d = data::load_fashion_mnist(a.data_dir.empty() ? data::default_fashion_mnist_dir() : a.data_dir);
+  } else {  // uint8 pixels, scaled by the model's Rescaling as each batch is staged
+    d = data::load_fashion_mnist(a.data_dir.empty() ? data::default_fashion_mnist_dir() : a.data_dir,
+                                 /*scale_to_float=*/false);
   }
   if (d.x_train.shape().rank() < 2)
     throw InvalidArgument("training images must have a sample shape, got " + d.x_train.shape().to_string());
 
-  std::unique_ptr<Sequential> owned = make_model(a.model, d.x_train.shape().sample_shape());
+  std::unique_ptr<Sequential> owned =
+      make_model(a.model, d.x_train.shape().sample_shape(), feature_scale(d.x_train.dtype()));
   Sequential& model = *owned;
   model.compile(optimizer, losses::SparseCategoricalCrossentropy({.from_logits = true}), {"accuracy"});
   if (a.summary && a.verbose != 0) model.summary();

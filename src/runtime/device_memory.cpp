@@ -319,11 +319,25 @@ void DeviceMemory::out_of_memory(size_t bytes, const std::string& owner) const {
   for (size_t i = 0; i < std::min<size_t>(10, live.size()); ++i)
     r += "\n    " + format_bytes(live[i].second) + "  " + live[i].first;
   if (live.empty()) r += " none";
-  r += "\n  what to do, in order: (1) a smaller batch size (`trainkit plan` or Model::largest_batch_that_fits shows "
-       "the largest that fits; fit(batch_size = tk::kAutoBatchSize) picks it, micro_batch_size keeps the batch); "
-       "(2) mixed precision (not available in this version yet); (3) freeze layers (trainable = false: no gradients, "
-       "no optimizer state); (4) rematerialization (model.rematerialization = tk::Remat::on; automatic when the plan "
-       "does not fit); or raise the budget (TK_MEMORY_LIMIT / TK_MEMORY_FRACTION)";
+  // The remedies follow what failed: a model's memory (arena, weights, optimizer state) or data.
+  auto has = [&](const char* part) { return owner.find(part) != std::string::npos; };
+  auto ends = [&](const char* tail) { return owner.ends_with(tail); };
+  const bool model_memory = has("program arena") || has(" slot ") || has("gradient accumulator") || ends("/kernel") ||
+                            ends("/bias") || ends("/gamma") || ends("/beta") || ends("/moving_mean") ||
+                            ends("/moving_variance");
+  if (model_memory)
+    r += "\n  what to do, in order: (1) a smaller batch size (`trainkit plan` or Model::largest_batch_that_fits shows "
+         "the largest that fits; fit(batch_size = tk::kAutoBatchSize) picks it, micro_batch_size keeps the batch); "
+         "(2) mixed precision (not available in this version yet); (3) freeze layers (trainable = false: no "
+         "gradients, no optimizer state); (4) rematerialization (model.rematerialization = tk::Remat::on; automatic "
+         "when the plan does not fit); or raise the budget (TK_MEMORY_LIMIT / TK_MEMORY_FRACTION)";
+  else
+    r += "\n  what to do, in order (this is data, not the model): (1) stream it from the file instead of loading it "
+         "whole (a tk::data::Dataset over the reader, or `trainkit fit --data FILE`: one shuffle buffer and a few "
+         "batches in memory); (2) keep it narrow: uint8 images and float16 features stay in their dtype and are "
+         "converted batch by batch as they are staged (a Rescaling(1/255) first layer instead of dividing the "
+         "array, which quadruples it); (3) keep it in host memory (Dataset::on_device only when it fits next to "
+         "the model); or raise the budget (TK_MEMORY_LIMIT / TK_MEMORY_FRACTION)";
   throw OutOfMemoryError(r);
 }
 

@@ -23,7 +23,7 @@ Tensor load_idx(const std::string& path);
 std::pair<Tensor, Tensor> load_idx_pair(const std::string& images, const std::string& labels);
 
 struct FashionMnist {
-  Tensor x_train;  // float32 (60000, 28, 28), pixels / 255
+  Tensor x_train;  // float32 (60000, 28, 28), pixels / 255 (or uint8 0..255: scale_to_float false)
   Tensor y_train;  // uint8 (60000,), classes 0..9
   Tensor x_test;   // float32 (10000, 28, 28)
   Tensor y_test;   // uint8 (10000,)
@@ -32,7 +32,9 @@ struct FashionMnist {
 // $TK_FASHION_MNIST_DIR if set, else /usr/share/datasets/fashion-mnist (Debian's dataset-fashion-mnist).
 std::string default_fashion_mnist_dir();
 
-// Loads the four files from dir; each may be gzipped (name.gz) or plain (name).
-FashionMnist load_fashion_mnist(const std::string& dir = default_fashion_mnist_dir());
+// Loads the four files from dir; each may be gzipped (name.gz) or plain (name). scale_to_float false keeps
+// the images uint8 (0..255, a quarter of the memory; train with a Rescaling(1/255) first layer, which scales
+// each batch as it is staged).
+FashionMnist load_fashion_mnist(const std::string& dir = default_fashion_mnist_dir(), bool scale_to_float = true);
 
 }  // namespace tk::data

@@ -236,7 +236,7 @@ std::string default_fashion_mnist_dir() {
   return env && *env ? env : "/usr/share/datasets/fashion-mnist";
 }
 
-FashionMnist load_fashion_mnist(const std::string& dir) {
+FashionMnist load_fashion_mnist(const std::string& dir, bool scale_to_float) {
   namespace fs = std::filesystem;
   auto find = [&](const std::string& name) {
     for (const std::string& candidate : {name + ".gz", name}) {
@@ -265,6 +265,11 @@ FashionMnist load_fashion_mnist(const std::string& dir) {
         throw FormatError("IDX file '" + labels + "': label " + std::to_string(label[i]) + " at byte offset " +
                           std::to_string(8 + i) + (labels.ends_with(".gz") ? " of the decompressed stream" : "") +
                           " is not a class 0..9 (re-download the file)");
+    if (!scale_to_float) {
+      x = std::move(raw_x);
+      y = std::move(raw_y);
+      return;
+    }
     x = Tensor(raw_x.shape(), DType::f32, Device::cpu(), images + " (float32 / 255)");
     const uint8_t* src = raw_x.data<uint8_t>();
     float* dst = x.data<float>();
