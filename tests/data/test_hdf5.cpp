@@ -33,6 +33,13 @@ using Bytes = std::vector<uint8_t>;
 
 // Written by tests/fixtures/data/hdf5/gen_hdf5_fixtures.py (h5py); its docstring lists every dataset.
 const std::string kFixture = std::string(TK_SOURCE_DIR) + "/tests/fixtures/data/hdf5/fixture.h5";
+// float16 datasets in both byte orders, written by tests/fixtures/data/dtype/gen_dtype_fixtures.py (h5py).
+const std::string kHalfFixture = std::string(TK_SOURCE_DIR) + "/tests/fixtures/data/dtype/f16.h5";
+// The float16 values in every dataset of kHalfFixture, row-major (the script's HALF_BITS): zeros,
+// subnormals, normals, +-65504, infinities, a quiet NaN, a signalling NaN and a negative NaN with a
+// payload, 0.1 and 1/3.
+const std::vector<uint16_t> kHalf = {0x0000, 0x8000, 0x0001, 0x83FF, 0x0400, 0x3C00, 0xC000, 0x7BFF,
+                                     0xFBFF, 0x7C00, 0xFC00, 0x7E00, 0x7C01, 0xFD55, 0x2E66, 0x3555};
 
 using test::temp_dir;
 using test::temp_path;
@@ -73,6 +80,19 @@ float half_to_float(uint16_t h) {
   float v = exponent == 0 ? std::ldexp(static_cast<float>(mantissa), -24)
                           : std::ldexp(static_cast<float>(mantissa | 0x400), exponent - 25);
   return sign ? -v : v;
+}
+
+// The raw 16-bit patterns of a float16 or bfloat16 tensor.
+std::vector<uint16_t> bits16(const Tensor& t) {
+  EXPECT_EQ(dtype_size(t.dtype()), 2u) << dtype_name(t.dtype());
+  std::vector<uint16_t> out(static_cast<size_t>(t.numel()));
+  if (dtype_size(t.dtype()) == 2 && !out.empty()) std::memcpy(out.data(), t.raw(), out.size() * 2);
+  return out;
+}
+
+std::vector<uint16_t> slice(const std::vector<uint16_t>& v, size_t begin, size_t end) {
+  return std::vector<uint16_t>(v.begin() + static_cast<std::ptrdiff_t>(begin),
+                               v.begin() + static_cast<std::ptrdiff_t>(end));
 }
 
 // ---- every fixture dataset reads back to the generator's values ----
@@ -143,6 +163,47 @@ TEST(Hdf5Load, Float16StaysFloat16) {
   ASSERT_EQ(t.shape(), (Shape{6, 2}));
   const auto* bits = static_cast<const uint16_t*>(t.raw());
   for (int i = 0; i < 12; ++i) EXPECT_EQ(half_to_float(bits[i]), static_cast<float>(i) / 4 - 1) << i;
+}
+
+TEST(Hdf5Load, Float16FromH5pyKeepsEveryBitInBothByteOrders) {
+  const std::map<std::string, Shape> shapes = {
+      {"/le", {4, 4}}, {"/be", {4, 4}}, {"/be_gzip", {16}}, {"/le_chunked", {8, 2}}};
+  for (const auto& [name, shape] : shapes) {
+    SCOPED_TRACE(name);
+    Tensor t = load_hdf5(kHalfFixture, name);
+    ASSERT_EQ(t.dtype(), DType::f16);
+    EXPECT_EQ(t.shape(), shape);
+    EXPECT_EQ(bits16(t), kHalf);  // subnormals, infinities and NaN payloads untouched by the byte-order swap
+  }
+}
+
+TEST(Hdf5Load, Float16RowsAndStreams) {
+  EXPECT_EQ(bits16(read_hdf5_rows(kHalfFixture, "/be", 1, 2)), slice(kHalf, 4, 12));
+  EXPECT_EQ(bits16(read_hdf5_rows(kHalfFixture, "/le_chunked", 2, 5)), slice(kHalf, 4, 14));  // across chunks
+  for (const char* name : {"/be_gzip", "/le_chunked"}) {
+    SCOPED_TRACE(name);
+    auto reader = open_hdf5(kHalfFixture, {name}, 3);
+    Element e;
+    std::vector<uint16_t> all;
+    while (reader->next(e)) {
+      ASSERT_EQ(e[0].dtype(), DType::f16);
+      for (uint16_t b : bits16(e[0])) all.push_back(b);
+    }
+    EXPECT_EQ(all, kHalf);
+  }
+}
+
+TEST(Hdf5List, Float16DatasetsNameTheirByteOrder) {
+  std::vector<Hdf5DatasetInfo> got = list_hdf5(kHalfFixture);
+  ASSERT_EQ(got.size(), 4u);
+  for (const Hdf5DatasetInfo& d : got) {
+    SCOPED_TRACE(d.path);
+    EXPECT_TRUE(d.supported);
+    EXPECT_EQ(d.dtype, DType::f16);
+    EXPECT_EQ(d.hdf5_type, d.path.starts_with("/be") ? "float16, big-endian" : "float16");
+  }
+  EXPECT_EQ(got[1].path, "/be_gzip");
+  EXPECT_EQ(got[1].chunk, (std::vector<int64_t>{4}));
 }
 
 TEST(Hdf5Load, BigEndianFloat32) {
@@ -536,6 +597,59 @@ TEST(Hdf5Files, Float64OutOfFloat32Range) {
   EXPECT_EQ(t.data<float>()[2], 0.0f);
   EXPECT_TRUE(std::isnan(t.data<float>()[3]));
   EXPECT_EQ(t.data<float>()[4], 3.0f);
+}
+
+// A 16-bit float type: IEEE half (sign 15, exponent 10..14, bias 15), bfloat16 (sign 15, exponent 7..14,
+// bias 127) or any other layout, in either byte order.
+hid_t float16_type(size_t esize, size_t msize, size_t bias, H5T_order_t order) {
+  hid_t t = H5Tcopy(H5T_IEEE_F32LE);
+  EXPECT_GE(H5Tset_fields(t, 15, msize, esize, 0, msize), 0);
+  EXPECT_GE(H5Tset_precision(t, 16), 0);
+  EXPECT_GE(H5Tset_offset(t, 0), 0);
+  EXPECT_GE(H5Tset_size(t, 2), 0);
+  EXPECT_GE(H5Tset_ebias(t, bias), 0);
+  EXPECT_GE(H5Tset_order(t, order), 0);
+  return t;
+}
+
+TEST(Hdf5Files, SixteenBitFloatLayouts) {
+  // libhdf5 1.10 has no predefined 16-bit float type: the reader recognises the layouts by their fields.
+  const std::string path = temp_path("float16_layouts.h5");
+  // bfloat16: 1, -2, +Inf, -0, a NaN with a payload, the smallest subnormal.
+  const std::vector<uint16_t> bf = {0x3F80, 0xC000, 0x7F80, 0x8000, 0xFFA5, 0x0001};
+  const std::vector<uint16_t> ieee = {0x3C00, 0xC000, 0x7C00, 0x8000, 0xFE5A, 0x0001};
+  {
+    H5Writer w(path);
+    const hid_t half_le = float16_type(5, 10, 15, H5T_ORDER_LE), half_be = float16_type(5, 10, 15, H5T_ORDER_BE);
+    const hid_t bf_le = float16_type(8, 7, 127, H5T_ORDER_LE), bf_be = float16_type(8, 7, 127, H5T_ORDER_BE);
+    // Neither: 6 exponent bits (bias 31) and 9 mantissa bits. 1.5, -2, 0.25 in that layout.
+    const hid_t odd = float16_type(6, 9, 31, H5T_ORDER_LE);
+    const std::vector<uint16_t> odd_values = {0x3F00, 0xC000, 0x3A00};
+    w.write("half_le", {6}, half_le, half_le, ieee.data());
+    w.write("half_be", {6}, half_be, half_le, ieee.data());
+    w.write("bf16_le", {6}, bf_le, bf_le, bf.data());
+    w.write("bf16_be", {6}, bf_be, bf_le, bf.data());
+    w.write("odd", {3}, odd, odd, odd_values.data());
+    for (hid_t t : {half_le, half_be, bf_le, bf_be, odd}) H5Tclose(t);
+  }
+  for (const char* name : {"half_le", "half_be"}) {
+    SCOPED_TRACE(name);
+    Tensor t = load_hdf5(path, name);
+    ASSERT_EQ(t.dtype(), DType::f16);
+    EXPECT_EQ(bits16(t), ieee);
+  }
+  for (const char* name : {"bf16_le", "bf16_be"}) {
+    SCOPED_TRACE(name);
+    Tensor t = load_hdf5(path, name);
+    ASSERT_EQ(t.dtype(), DType::bf16);
+    EXPECT_EQ(bits16(t), bf);
+  }
+  EXPECT_EQ(Hdf5File(path).info("bf16_be").hdf5_type, "bfloat16, big-endian");
+  // Any other layout is converted to float32 by HDF5, and not called float16.
+  EXPECT_EQ(Hdf5File(path).info("odd").hdf5_type, "16-bit float (6 exponent bits, 9 mantissa bits, bias 31)");
+  Tensor odd = load_hdf5(path, "odd");
+  ASSERT_EQ(odd.dtype(), DType::f32);
+  EXPECT_EQ(std::vector<float>(odd.data<float>(), odd.data<float>() + 3), (std::vector<float>{1.5f, -2.0f, 0.25f}));
 }
 
 TEST(Hdf5Files, Uint64AndUnavailableFilterAreUnsupported) {

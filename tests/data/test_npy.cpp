@@ -210,6 +210,27 @@ TEST(NpzFixtures, Float16Members) {
   EXPECT_EQ(half_bits(load_npz(dtype_fixture("f2_compressed.npz"), "x")), kHalf);  // deflated, big-endian
 }
 
+TEST(NpzFixtures, HalfDataForTheCliHoldsTheSameValuesInBothFiles) {
+  // tests/fixtures/data/half_data/: x as float16 in x16.npz and widened to float32 in x32.npz, same labels.
+  const std::string dir = std::string(TK_SOURCE_DIR) + "/tests/fixtures/data/half_data/";
+  Tensor x16 = load_npz(dir + "x16.npz", "x"), x32 = load_npz(dir + "x32.npz", "x");
+  Tensor y16 = load_npz(dir + "x16.npz", "y"), y32 = load_npz(dir + "x32.npz", "y");
+  ASSERT_EQ(x16.dtype(), DType::f16);
+  ASSERT_EQ(x32.dtype(), DType::f32);
+  ASSERT_EQ(x16.shape(), (Shape{512, 20}));
+  ASSERT_EQ(x32.shape(), (Shape{512, 20}));
+  for (int64_t i = 0; i < x16.numel(); ++i) ASSERT_EQ(x16.data<float16>()[i].to_float(), x32.data<float>()[i]) << i;
+  ASSERT_EQ(y16.dtype(), DType::i32);
+  ASSERT_EQ(y16.shape(), (Shape{512}));
+  EXPECT_EQ(values<int32_t>(y16), values<int32_t>(y32));
+  int count[3] = {};
+  for (int32_t label : values<int32_t>(y16)) {
+    ASSERT_TRUE(label >= 0 && label < 3) << label;
+    ++count[label];
+  }
+  for (int c : count) EXPECT_GT(c, 100);  // every class is well represented
+}
+
 TEST(NpyFixtures, MlDtypesBfloat16IsRefusedWithAdvice) {
   // NumPy stores ml_dtypes.bfloat16 as two raw bytes ('<V2'): nothing in the file says they are a bfloat16.
   std::string path = dtype_fixture("bf16.npy");

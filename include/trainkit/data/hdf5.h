@@ -8,7 +8,9 @@
 //   tk::data::Element row;
 //   while (reader->next(row)) { /* row[0]: x[i] of shape (28, 28), row[1]: y[i] of shape () */ }
 //
-// Element types: float32 -> f32, float64 (and other float sizes) -> f32, float16 -> f16, bfloat16 -> bf16;
+// Element types: float32 -> f32, float64 (and other float sizes and layouts) -> f32, IEEE float16 (either
+// byte order; every bit kept) -> f16, bfloat16 -> bf16 (both recognised by their bit layout: libhdf5 1.10
+// has no predefined 16-bit float types);
 // int8, int16, int32, uint16 -> i32; int64, uint32 -> i64; uint8 -> u8; h5py's bool (an enum FALSE/TRUE of
 // int8) -> boolean. Everything else (strings, compound, variable-length, other enums, uint64, ...) throws
 // tk::Unsupported naming the dataset and its type; list_hdf5 still lists such datasets.

@@ -380,6 +380,9 @@ ElementType classify(hid_t type, const std::string& file, const std::string& dat
           e.mem = e.owned.get();
           e.dtype = bfloat ? DType::bf16 : DType::f16;
           e.name = bfloat ? "bfloat16" : "float16";
+        } else {  // not IEEE half: HDF5 converts it to float32, and the listing says what it is
+          e.name = "16-bit float (" + std::to_string(esize) + " exponent bits, " + std::to_string(msize) +
+                   " mantissa bits, bias " + std::to_string(ebias) + ")";
         }
       }
       break;
