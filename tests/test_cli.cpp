@@ -529,7 +529,7 @@ TEST(CliMemory, DefaultJobTrainsUnderNinetySixMebibytesWithTheDataKeptNarrow) {
   const Result r = run_cli("fit -v 2 --epochs 1 --no-summary", "TK_MEMORY_LIMIT=96MiB");
   ASSERT_EQ(r.code, 0) << describe(r);
   EXPECT_CONTAINS(r.out, "test_accuracy");
-  EXPECT_CONTAINS(r.err, "holds uint8; each batch is converted to float32 with x * ");
+  EXPECT_CONTAINS(r.out, "holds uint8; each batch is converted to float32 with x * ");
   const Result small = run_cli("fit -v 2 --epochs 1 --no-summary", "TK_MEMORY_LIMIT=40MiB");
   EXPECT_EQ(small.code, 1) << describe(small);
   for (const char* part :
@@ -597,6 +597,29 @@ TEST(CliData, EveryFormatTrainsTheSameModelToTheSameAccuracy) {
     EXPECT_GT(acc.back(), 0.9) << ext << "\n" << r.out;
   }
   for (double a : acc) EXPECT_EQ(a, acc[0]);  // same rows, same seed: the same training run
+}
+
+// float16 features (NumPy-written) stay float16 and are converted at staging, logged once: the losses equal
+// those of the same values stored as float32 (tests/fixtures/data/half_data/gen_half_data_fixtures.py).
+TEST(CliData, Float16FeaturesTrainLikeTheSameValuesInFloat32) {
+  const std::string dir = std::string(TK_SOURCE_DIR) + "/tests/fixtures/data/half_data/";
+  const std::string common = " --x x --y y --model dense:16:relu,dense:3 --epochs 3 -v 2 --no-summary";
+  const Result r16 = run_cli("fit --data " + quote(dir + "x16.npz") + common);
+  const Result r32 = run_cli("fit --data " + quote(dir + "x32.npz") + common);
+  ASSERT_EQ(r16.code, 0) << describe(r16);
+  ASSERT_EQ(r32.code, 0) << describe(r32);
+  auto losses = [](const std::string& out) {
+    std::vector<std::string> v;
+    for (size_t at = out.find("loss: "); at != std::string::npos; at = out.find("loss: ", at + 1))
+      v.push_back(out.substr(at, 12));
+    return v;
+  };
+  ASSERT_EQ(losses(r16.out).size(), 3u) << r16.out;
+  EXPECT_EQ(losses(r16.out), losses(r32.out));
+  const std::string note = "input 'input_layer' holds float16; each batch is converted to float32 as it is staged";
+  EXPECT_CONTAINS(r16.out, note);
+  EXPECT_EQ(r16.out.find(note), r16.out.rfind(note)) << "logged once";
+  EXPECT_FALSE(contains(r32.out, "converted")) << r32.out;
 }
 
 TEST(CliData, IdxFilesThroughThePipeline) {

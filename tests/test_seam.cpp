@@ -234,4 +234,79 @@ TEST(Seam, TheOptimizerNamesItsUpdateOpNotItsName) {
   EXPECT_EQ(tk::optimizers::RMSprop()->config().update_op, tk::graph::Op::RmspropUpdate);
 }
 
+// ---------------------------------------------------------------- per-step scalars and gated updates
+
+// global_clipnorm scales every gradient by min(1, c / ||all gradients||): one SGD step equals plain SGD with
+// the gradients scaled by hand, the norm taken from an unclipped twin's gradients (w_before - w_after) / lr.
+TEST(Seam, GlobalClipnormScalesAllGradientsByOneNorm) {
+  const Data d = make_data(32, 12);
+  auto step = [&](float clip) {
+    tk::utils::set_random_seed(11);
+    tk::Sequential m({layers::Input({12}), layers::Dense(4, "tanh"), layers::Dense(3)});
+    m.compile(tk::optimizers::SGD({{.global_clipnorm = clip}, 0.1f}),
+              tk::losses::SparseCategoricalCrossentropy({.from_logits = true}));
+    const std::vector<Tensor> before = m.get_weights();
+    m.train_on_batch({d.xf}, {d.y});
+    std::vector<std::vector<float>> grads;
+    const std::vector<Tensor> after = m.get_weights();
+    for (size_t i = 0; i < before.size(); ++i) {
+      std::vector<float> g(static_cast<size_t>(before[i].numel()));
+      for (size_t k = 0; k < g.size(); ++k) g[k] = (before[i].data<float>()[k] - after[i].data<float>()[k]) / 0.1f;
+      grads.push_back(g);
+    }
+    return grads;
+  };
+  const auto plain = step(0.0f);
+  double sq = 0;
+  for (const auto& g : plain)
+    for (float v : g) sq += double(v) * v;
+  const double norm = std::sqrt(sq);
+  ASSERT_GT(norm, 0.2);
+  const float clip = static_cast<float>(norm / 4);  // clipping is active: the factor is 1/4
+  const auto clipped = step(clip);
+  for (size_t i = 0; i < plain.size(); ++i)
+    for (size_t k = 0; k < plain[i].size(); ++k)
+      EXPECT_NEAR(clipped[i][k], plain[i][k] * 0.25f, 2e-5f + 1e-4f * std::fabs(plain[i][k])) << i << "," << k;
+  EXPECT_THROW(tk::optimizers::SGD({{.clipnorm = 1.0f, .global_clipnorm = 1.0f}}), tk::InvalidArgument);
+}
+
+// A gated update skips the whole step when any gradient is not finite (what loss scaling needs), and reads
+// the learning rate from the step's scalars in device memory, not from the kernel call.
+TEST(Seam, UpdatesGatedOnAllGradientsSkipANonFiniteStep) {
+  using tk::graph::Op;
+  tk::graph::UpdateConfig cfg;
+  cfg.update_op = Op::SgdUpdate;
+  cfg.skip_nonfinite = true;
+  Tensor w1 = Tensor::full({3}, 1.0f), w2 = Tensor::full({2}, 1.0f);
+  Tensor g1 = Tensor::full({3}, 0.5f), g2 = Tensor::full({2}, 0.5f);
+  Tensor m1 = Tensor::zeros({3}), m2 = Tensor::zeros({2});
+  tk::graph::Graph g;
+  const int vw1 = g.variable("w1", w1), vw2 = g.variable("w2", w2);
+  const int vg1 = g.variable("g1", g1), vg2 = g.variable("g2", g2);
+  tk::graph::Attrs ca;
+  ca.update = &cfg;
+  const int control = g.add(Op::StepControl, {vg1, vg2}, ca, "control");
+  tk::graph::Attrs ua;
+  ua.update = &cfg;
+  ua.gated = true;
+  const int u1 = g.add(Op::SgdUpdate, {vw1, vg1, g.variable("m1", m1), control}, ua, "w1/update");
+  const int u2 = g.add(Op::SgdUpdate, {vw2, vg2, g.variable("m2", m2), control}, ua, "w2/update");
+  tk::graph::Program p(std::move(g), {control}, {u1, u2}, tk::Device::cpu());
+  tk::graph::ExecContext ctx;
+  ctx.scalars.learning_rate = 0.2f;
+  p.run(ctx);
+  EXPECT_FLOAT_EQ(w1.data<float>()[0], 0.9f);  // 1 - 0.2 * 0.5
+  EXPECT_FLOAT_EQ(w2.data<float>()[1], 0.9f);
+  EXPECT_EQ(p.output(control).data<float>()[0], 1.0f);
+  g2.data<float>()[1] = std::numeric_limits<float>::infinity();  // one bad element anywhere
+  p.run(ctx);
+  EXPECT_EQ(p.output(control).data<float>()[0], 0.0f);
+  EXPECT_FLOAT_EQ(w1.data<float>()[0], 0.9f) << "no variable may move in a skipped step";
+  EXPECT_FLOAT_EQ(w2.data<float>()[0], 0.9f);
+  g2.data<float>()[1] = 0.5f;
+  ctx.scalars.learning_rate = 0.4f;  // a new learning rate reaches the same compiled program
+  p.run(ctx);
+  EXPECT_FLOAT_EQ(w1.data<float>()[0], 0.7f);
+}
+
 }  // namespace

@@ -43,7 +43,8 @@ int Graph::cast(int x, DType dtype, std::string name) {
 
 int Graph::add(Op op, std::vector<int> inputs, Attrs attrs, std::string name) {
   const OpInfo& info = op_info(op);
-  if (info.arity >= 0 && static_cast<int>(inputs.size()) != info.arity)
+  const int extra = attrs.gated ? 1 : 0;  // a gated update also takes the step's StepControl
+  if (info.arity >= 0 && static_cast<int>(inputs.size()) != info.arity + extra)
     throw InvalidArgument(std::string(info.name) + " '" + name + "' takes " + std::to_string(info.arity) +
                           " inputs, got " + std::to_string(inputs.size()));
   if (info.arity < 0 && inputs.empty()) throw InvalidArgument(std::string(info.name) + " '" + name + "' needs inputs");

@@ -47,7 +47,9 @@ KernelSignature signature_of(const Graph& g, int node) {
   const Node& n = g[node];
   KernelSignature sig;
   sig.out = n.dtype;
-  const size_t count = op_info(n.op).arity < 0 ? std::min<size_t>(n.inputs.size(), 1) : n.inputs.size();
+  // Variadic ops: one entry. A gated update's StepControl input is not part of its signature.
+  const size_t count =
+      op_info(n.op).arity < 0 ? std::min<size_t>(n.inputs.size(), 1) : n.inputs.size() - (n.attrs.gated ? 1 : 0);
   if (count > static_cast<size_t>(kMaxKernelInputs))
     throw InvalidArgument(std::string(op_name(n.op)) + " '" + n.name + "' has more inputs than a kernel can take");
   for (size_t i = 0; i < count; ++i) sig.in[sig.inputs++] = g[n.inputs[i]].dtype;

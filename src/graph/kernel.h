@@ -17,15 +17,30 @@
 
 namespace tk::graph {
 
-// Per-run state a kernel may read. A backend may run asynchronously on `stream`: Program::run returns
-// when the work is queued, and reading an output synchronizes.
+// Per-step scalars. Kernels read them from device memory (KernelArgs::scalars): Program::run copies the
+// host values in ExecContext::scalars there before the first kernel (on CUDA, an asynchronous copy on the
+// stream). Nothing per-step is baked into a kernel call, so a captured step (a CUDA Graph) stays valid when
+// the learning rate, the step count or the loss scale change.
+struct StepScalars {
+  uint64_t step = 0;           // training steps run by the model (dropout randomness)
+  int64_t iterations = 0;      // optimizer updates applied so far (Adam's bias correction)
+  float learning_rate = 0.0f;  // the optimizer's for this step (a schedule changes it without recompiling)
+  float loss_scale = 1.0f;     // the loss-scaling factor (mixed precision; 1 otherwise)
+  float grad_scale = 1.0f;     // AccumulateGrad: this micro-batch's share of the batch (rows / batch rows)
+  float reserved = 0.0f;
+};
+// The planner reserves this much at the start of the workspace region for the scalars.
+inline constexpr size_t kStepScalarsBytes = 64;
+static_assert(sizeof(StepScalars) <= kStepScalarsBytes);
+
+// Per-run state. A backend may run asynchronously on `stream`: Program::run returns when the work is
+// queued, and reading an output synchronizes.
 struct ExecContext {
   Device device = Device::cpu();
   void* stream = nullptr;   // the backend's stream (a cudaStream_t on CUDA); null on the CPU
   void* handles = nullptr;  // per-backend library handles (cuBLAS, cuDNN), owned by the backend; null on the CPU
-  uint64_t step = 0;        // training steps run so far by this model (dropout randomness)
   bool training = false;    // false for evaluate/predict
-  float grad_scale = 1.0f;  // AccumulateGrad: this micro-batch's share of the batch (rows / batch rows)
+  StepScalars scalars;      // host values, copied to the device by Program::run
 };
 
 inline constexpr int kMaxKernelInputs = 6;
@@ -59,6 +74,7 @@ struct KernelArgs {
   void* workspace;         // the program's scratch, at least the backend's workspace_bytes, 64-byte aligned
   const DType* in_dtypes;  // per input: the dtype in[i] holds
   DType out_dtype;
+  const StepScalars* scalars;  // this step's scalars, in the device's memory
 
   const Shape& in_shape(int i) const { return g[node.inputs[static_cast<size_t>(i)]].shape; }
   // Typed views: each checks the dtype (an InvalidArgument naming the op, never a reinterpretation).

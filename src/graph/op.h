@@ -83,13 +83,16 @@ enum class Op : uint8_t {
   SgdUpdate,       // (param, grad, momentum)
   AdamUpdate,      // (param, grad, m, v); AdamW through weight_decay
   RmspropUpdate,   // (param, grad, velocity, momentum, average_gradient)
-  AccumulateGrad,  // in place: acc += grad * ctx.grad_scale (micro-batching); (acc, grad), no output
+  StepControl,     // a step's gradients -> (2): [0] 1 when all are finite (or the check is off) else 0, [1] the
+                   // global-norm clip factor min(1, global_clipnorm / ||all||) (1 when off); attrs.update
+  AccumulateGrad,  // in place: acc += grad * StepScalars::grad_scale (micro-batching); (acc, grad), no output
   kCount
 };
 inline constexpr int kOpCount = static_cast<int>(Op::kCount);
 
-// Hyperparameters of an update op, owned by the optimizer; kernels read them at every step (never baked
-// into a kernel call), so a learning-rate schedule takes effect without recompiling.
+// Hyperparameters of an update op, owned by the optimizer. The per-step ones (learning_rate, iterations)
+// reach kernels through the device's StepScalars (graph/kernel.h), filled from here before every run, so a
+// learning-rate schedule takes effect without recompiling; the rest are constant for a compiled program.
 struct UpdateConfig {
   float learning_rate = 0.001f;
   float beta_1 = 0.9f, beta_2 = 0.999f, epsilon = 1e-7f;  // Adam
@@ -100,6 +103,8 @@ struct UpdateConfig {
   float weight_decay = 0.0f;                              // decoupled (AdamW), any optimizer
   float clipnorm = 0.0f;                                  // 0 = off; per variable, as Keras
   float clipvalue = 0.0f;                                 // 0 = off
+  float global_clipnorm = 0.0f;                           // 0 = off; over all of a step's gradients, as Keras
+  bool skip_nonfinite = false;                            // skip the whole step when a gradient is not finite
   int64_t iterations = 0;                                 // updates applied so far (Keras' optimizer.iterations)
   Op update_op = Op::SgdUpdate;                           // the optimizer's update rule (set by the optimizer)
 };
@@ -121,6 +126,7 @@ struct Attrs {
   int64_t pad[4] = {0, 0, 0, 0};            // top, bottom, left, right
   bool spatial = false;                     // DropoutMask: one draw per (sample, channel)
   bool zero_grad = false;                   // update ops: clear the gradient input after applying it
+  bool gated = false;                       // update ops: the last input is the step's StepControl
   bool split_ties = false;                  // MaxPool2DGrad: share dy among tied maxima (GlobalMaxPooling2D)
   float momentum = 0.99f, epsilon = 1e-3f;  // batch normalization
 };

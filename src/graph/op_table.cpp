@@ -187,10 +187,19 @@ Shape shape_bn(const Graph& g, int node) {
 
 Shape shape_update(const Graph& g, int node) {
   const Shape& p = in_shape(g, node, 0);
-  for (size_t i = 1; i < g[node].inputs.size(); ++i)
+  const bool gated = g[node].attrs.gated;
+  const size_t n = g[node].inputs.size() - (gated ? 1 : 0);
+  for (size_t i = 1; i < n; ++i)
     if (in_shape(g, node, static_cast<int>(i)) != p) shape_error(g, node, "gradient and slots must match the variable");
+  if (gated && (g[g[node].inputs.back()].op != Op::StepControl || in_shape(g, node, static_cast<int>(n)) != Shape{2}))
+    shape_error(g, node, "a gated update's last input must be the step's StepControl");
   if (!g[node].attrs.update) shape_error(g, node, "update op without optimizer config");
   return Shape{};
+}
+
+Shape shape_step_control(const Graph& g, int node) {
+  if (!g[node].attrs.update) shape_error(g, node, "needs the optimizer config");
+  return Shape{2};
 }
 
 // ---------------------------------------------------------------- dtype rules
@@ -212,13 +221,22 @@ DType dtype_source(const Graph& g, int node) { return g[node].attrs.dtype; }
 
 DType dtype_cast(const Graph& g, int node) { return g[node].attrs.dtype; }
 
-// All inputs of one floating dtype, which is the output's (arithmetic, activations, windows, updates).
+// All inputs of one floating dtype, which is the output's (arithmetic, activations, windows, updates; a
+// gated update's float32 StepControl input aside).
 DType dtype_same_float(const Graph& g, int node) {
   const DType t = in_dtype(g, node, 0);
   if (!is_floating(t)) dtype_error(g, node, "needs floating-point inputs");
-  for (size_t i = 1; i < g[node].inputs.size(); ++i)
+  const size_t n = g[node].inputs.size() - (g[node].attrs.gated ? 1 : 0);
+  for (size_t i = 1; i < n; ++i)
     if (in_dtype(g, node, static_cast<int>(i)) != t) dtype_error(g, node, "inputs must have one dtype");
   return t;
+}
+
+// Any floating inputs (gradients of several dtypes may meet); a float32 result.
+DType dtype_floats_to_f32(const Graph& g, int node) {
+  for (size_t i = 0; i < g[node].inputs.size(); ++i)
+    if (!is_floating(in_dtype(g, node, static_cast<int>(i)))) dtype_error(g, node, "needs floating-point inputs");
+  return DType::f32;
 }
 
 // Data movement: any dtype, all inputs alike.
@@ -459,6 +477,7 @@ constexpr std::array<OpInfo, kOpCount> kTable{{
     {Op::SgdUpdate, "SgdUpdate", 3, false, shape_update, dtype_same_float, nullptr},
     {Op::AdamUpdate, "AdamUpdate", 4, false, shape_update, dtype_same_float, nullptr},
     {Op::RmspropUpdate, "RmspropUpdate", 5, false, shape_update, dtype_same_float, nullptr},
+    {Op::StepControl, "StepControl", -1, true, shape_step_control, dtype_floats_to_f32, nullptr},
     {Op::AccumulateGrad, "AccumulateGrad", 2, false, shape_same_as_first, dtype_same_float, nullptr},
 }};
 

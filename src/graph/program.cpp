@@ -79,7 +79,10 @@ void Program::run(const ExecContext& ctx) {
     throw InvalidArgument("a program built for " + device_.to_string() + " was run with a context for " +
                           ctx.device.to_string());
   backend_->prepare_thread();
-  void* workspace = static_cast<std::byte*>(arena_.raw()) + plan_.arena_bytes;
+  // The step's scalars first in the workspace region (kernels read them there), then the kernels' scratch.
+  auto* scalars = reinterpret_cast<StepScalars*>(static_cast<std::byte*>(arena_.raw()) + plan_.arena_bytes);
+  backend_->copy_to_device(scalars, &ctx.scalars, sizeof(StepScalars), ctx);
+  void* workspace = reinterpret_cast<std::byte*>(scalars) + kStepScalarsBytes;
   auto args = [&](const Step& s) {
     return KernelArgs{g_,
                       g_[s.node],
@@ -88,7 +91,8 @@ void Program::run(const ExecContext& ctx) {
                       ctx,
                       workspace,
                       in_dtypes_.data() + s.in_begin,
-                      g_[s.node].dtype};
+                      g_[s.node].dtype,
+                      scalars};
   };
   if (!profiling_) {
     for (const Step& s : steps_) s.fn(args(s));

@@ -46,6 +46,11 @@ std::shared_ptr<Impl> make(const std::string& name, graph::Op rule, int slots, f
   o->config().weight_decay = c.weight_decay;
   o->config().clipnorm = c.clipnorm;
   o->config().clipvalue = c.clipvalue;
+  check(c.global_clipnorm >= 0.0f && std::isfinite(c.global_clipnorm), name, "global_clipnorm", c.global_clipnorm,
+        ">= 0 (0 disables it)");
+  if (c.clipnorm > 0.0f && c.global_clipnorm > 0.0f)
+    throw InvalidArgument(name + ": only one of clipnorm and global_clipnorm can be set (as Keras)");
+  o->config().global_clipnorm = c.global_clipnorm;
   return o;
 }
 

@@ -3,6 +3,7 @@
 //   model.compile(tk::optimizers::Adam({.learning_rate = 1e-3, .clipnorm = 1.0f}), "mse");
 //   model.compile(tk::optimizers::SGD({.learning_rate = 0.01f, .momentum = 0.9f, .nesterov = true}), ...);
 //   model.compile(tk::optimizers::get("rmsprop"), ...);     // by name, with defaults
+//   tk::optimizers::Adam({.global_clipnorm = 1.0f});       // one norm over all gradients (Keras' global_clipnorm)
 #pragma once
 #include <memory>
 #include <string>
@@ -34,9 +35,10 @@ namespace optimizers {
 
 // Options every optimizer accepts (Keras' base optimizer arguments).
 struct Common {
-  float weight_decay = 0.0f;  // decoupled: w -= lr * weight_decay * w before the update
-  float clipnorm = 0.0f;      // clip each gradient to this L2 norm (0 = off)
-  float clipvalue = 0.0f;     // clip each gradient element to [-v, v] (0 = off)
+  float weight_decay = 0.0f;     // decoupled: w -= lr * weight_decay * w before the update
+  float clipnorm = 0.0f;         // clip each gradient to this L2 norm (0 = off)
+  float global_clipnorm = 0.0f;  // clip all gradients together to this L2 norm (0 = off; not with clipnorm)
+  float clipvalue = 0.0f;        // clip each gradient element to [-v, v] (0 = off)
 };
 
 struct SGDOptions : Common {

@@ -93,7 +93,7 @@ void slice(const KernelArgs& a) {
 void dropout_mask(const KernelArgs& a) {
   const int64_t n = a.node.shape.numel();
   const float rate = a.node.attrs.alpha, keep = 1.0f / (1.0f - rate);
-  const uint64_t stream = mix64(a.node.attrs.seed ^ mix64(a.ctx.step + 0x632BE59BD9B4E019ull));
+  const uint64_t stream = mix64(a.node.attrs.seed ^ mix64(a.scalars->step + 0x632BE59BD9B4E019ull));
   float* y = a.output<float>();
   // Spatial dropout (SpatialDropout2D): one draw per (sample, channel) of an (N, H, W, C) tensor.
   const Shape& s = a.node.shape;

@@ -37,15 +37,21 @@ struct Grad {
   }
 };
 
+// The step's global-norm clip factor from a gated update's StepControl input (1 when not gated).
+float global_clip(const KernelArgs& a) {
+  if (!a.node.attrs.gated) return 1.0f;
+  return static_cast<const float*>(a.in[a.node.inputs.size() - 1])[1];
+}
+
 Grad prepare(const KernelArgs& a, float* w, const float* g, int64_t n) {
   const UpdateConfig& c = *a.node.attrs.update;
   if (c.weight_decay > 0.0f) {
-    const float k = 1.0f - c.weight_decay * c.learning_rate;
+    const float k = 1.0f - c.weight_decay * a.scalars->learning_rate;
     parallel_for(n, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) w[i] *= k;
     });
   }
-  return {clipnorm_scale(g, n, c.clipnorm), c.clipvalue};
+  return {clipnorm_scale(g, n, c.clipnorm) * global_clip(a), c.clipvalue};
 }
 
 // (param, grad, momentum)
@@ -56,7 +62,7 @@ void sgd(const KernelArgs& a) {
   const float* g = a.input<float>(1);
   float* m = a.inout<float>(2);
   const Grad clip = prepare(a, w, g, n);
-  const float lr = c.learning_rate, mu = c.momentum;
+  const float lr = a.scalars->learning_rate, mu = c.momentum;
   if (mu == 0.0f) {
     parallel_for(n, [&](int64_t b, int64_t e) {
 #pragma omp simd
@@ -91,8 +97,8 @@ void adam(const KernelArgs& a) {
   float* m = a.inout<float>(2);
   float* v = a.inout<float>(3);
   const Grad clip = prepare(a, w, g, n);
-  const double t = static_cast<double>(c.iterations + 1);
-  const float alpha = static_cast<float>(c.learning_rate * std::sqrt(1.0 - std::pow(double(c.beta_2), t)) /
+  const double t = static_cast<double>(a.scalars->iterations + 1);
+  const float alpha = static_cast<float>(a.scalars->learning_rate * std::sqrt(1.0 - std::pow(double(c.beta_2), t)) /
                                          (1.0 - std::pow(double(c.beta_1), t)));
   const float b1 = 1.0f - c.beta_1, b2 = 1.0f - c.beta_2, eps = c.epsilon;
   parallel_for(n, [&](int64_t b, int64_t e) {
@@ -116,7 +122,7 @@ void rmsprop(const KernelArgs& a) {
   float* mom = a.inout<float>(3);
   float* avg = a.inout<float>(4);
   const Grad clip = prepare(a, w, g, n);
-  const float rho = c.rho, lr = c.learning_rate, eps = c.epsilon, mu = c.momentum;
+  const float rho = c.rho, lr = a.scalars->learning_rate, eps = c.epsilon, mu = c.momentum;
   const bool centered = c.centered;
   parallel_for(n, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
@@ -140,27 +146,56 @@ void rmsprop(const KernelArgs& a) {
 
 }  // namespace
 
-// An update that, when asked (micro-batching), clears the gradient accumulator it consumed.
+// An update that skips the step when its StepControl says a gradient is not finite, and, when asked
+// (micro-batching), clears the gradient accumulator it consumed.
 template <void (*Update)(const KernelArgs&)>
 void with_zero_grad(const KernelArgs& a) {
-  Update(a);
+  const bool apply = !a.node.attrs.gated || static_cast<const float*>(a.in[a.node.inputs.size() - 1])[0] != 0.0f;
+  if (apply) Update(a);
   if (a.node.attrs.zero_grad)
     std::memset(a.inout<float>(1), 0, sizeof(float) * static_cast<size_t>(a.in_shape(1).numel()));
 }
 
-// acc += grad * ctx.grad_scale
+// acc += grad * grad_scale (this step's scalar)
 void accumulate_grad(const KernelArgs& a) {
   const int64_t n = a.in_shape(0).numel();
   float* acc = a.inout<float>(0);
   const float* g = a.input<float>(1);
-  const float k = a.ctx.grad_scale;
+  const float k = a.scalars->grad_scale;
   parallel_for(n, [&](int64_t b, int64_t e) {
 #pragma omp simd
     for (int64_t i = b; i < e; ++i) acc[i] += g[i] * k;
   });
 }
 
+// (grads...) -> [all finite, global-norm clip factor]: one pass over every gradient, summing squares in double
+// (which cannot overflow for float32 values, so the sum is finite exactly when every element is).
+static void step_control(const KernelArgs& a) {
+  const UpdateConfig& c = *a.node.attrs.update;
+  double sum = 0;
+  for (size_t j = 0; j < a.node.inputs.size(); ++j) {
+    const float* g = a.input<float>(static_cast<int>(j));
+    const int64_t n = a.in_shape(static_cast<int>(j)).numel();
+    double s = 0;
+    if (n > kParallelGrain) {
+#pragma omp parallel for reduction(+ : s)
+      for (int64_t i = 0; i < n; ++i) s += double(g[i]) * g[i];
+    } else {
+      for (int64_t i = 0; i < n; ++i) s += double(g[i]) * g[i];
+    }
+    sum += s;
+  }
+  const bool finite = std::isfinite(sum);
+  float* out = a.output<float>();
+  out[0] = !c.skip_nonfinite || finite ? 1.0f : 0.0f;
+  const double norm = std::sqrt(sum);
+  out[1] = c.global_clipnorm > 0.0f && finite && norm > c.global_clipnorm
+               ? static_cast<float>(double(c.global_clipnorm) / norm)
+               : 1.0f;
+}
+
 void register_optimizer_kernels() {
+  graph::register_kernel(DeviceKind::cpu, Op::StepControl, DType::f32, step_control);
   graph::register_kernel(DeviceKind::cpu, Op::AccumulateGrad, DType::f32, accumulate_grad);
   graph::register_kernel(DeviceKind::cpu, Op::SgdUpdate, DType::f32, with_zero_grad<sgd>);
   graph::register_kernel(DeviceKind::cpu, Op::AdamUpdate, DType::f32, with_zero_grad<adam>);

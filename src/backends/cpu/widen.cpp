@@ -63,7 +63,7 @@ void widened(const KernelArgs& a) {
     out_type = DType::f32;
     ws += f32_bytes(a.node.shape);
   }
-  g_f32[op](KernelArgs{a.g, a.node, out, in.data(), a.ctx, ws, types.data(), out_type});
+  g_f32[op](KernelArgs{a.g, a.node, out, in.data(), a.ctx, ws, types.data(), out_type, a.scalars});
   if (out != a.out) convert_parallel(out, DType::f32, a.out, a.out_dtype, a.node.shape.numel());
 }
 

@@ -68,7 +68,7 @@ MemoryPlan plan_from_trace(const ProgramCache::Traced& t, const std::vector<Laye
       auto it = index.find(layer_of(n.name));
       const graph::Node& param = t.g[n.inputs[0]];
       const size_t bytes = static_cast<size_t>(param.shape.numel()) * dtype_size(param.dtype);
-      const size_t slots = (n.inputs.size() - 2) * aligned(bytes);
+      const size_t slots = (n.inputs.size() - 2 - (n.attrs.gated ? 1 : 0)) * aligned(bytes);
       plan.optimizer_state += slots;
       plan.gradients += bytes;
       if (it != index.end())

@@ -173,7 +173,20 @@ int ProgramCache::accumulator(graph::Graph& g, const Weight& w, bool allocate) {
                                       : g.placeholder_variable(name, w.value.shape(), w.value.dtype());
 }
 
-int ProgramCache::add_update(graph::Graph& g, const Weight& w, int var, int grad, bool zero_grad, bool allocate_slots) {
+int ProgramCache::step_control(graph::Graph& g, const std::vector<int>& grads) {
+  graph::UpdateConfig& c = model_.optimizer_->config();
+  if (c.global_clipnorm <= 0.0f && !c.skip_nonfinite) return -1;
+  std::vector<int> live;
+  for (int gr : grads)
+    if (gr >= 0) live.push_back(gr);
+  if (live.empty()) return -1;
+  graph::Attrs at;
+  at.update = &c;
+  return g.add(Op::StepControl, live, at, "optimizer/step_control");
+}
+
+int ProgramCache::add_update(graph::Graph& g, const Weight& w, int var, int grad, bool zero_grad, bool allocate_slots,
+                             int control) {
   Optimizer& opt = *model_.optimizer_;
   const Op update = opt.config().update_op;  // the optimizer's own rule, never a guess from its name
   std::vector<int> ins{var, grad};
@@ -193,6 +206,10 @@ int ProgramCache::add_update(graph::Graph& g, const Weight& w, int var, int grad
   graph::Attrs at;
   at.update = &opt.config();
   at.zero_grad = zero_grad;
+  if (control >= 0) {  // the whole step waits for the predicate over all gradients
+    ins.push_back(control);
+    at.gated = true;
+  }
   return g.add(update, ins, at, w.name + "/update");
 }
 
@@ -203,10 +220,17 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
   Compiled* c = traced.compiled.get();
   graph::Graph& g = traced.g;
   if (kind == ProgramKind::apply) {  // one optimizer step from the accumulated gradients, which it clears
+    std::vector<Weight*> ws;
+    std::vector<int> accs;
     for (Weight* w : trainable_weights())
-      if (has_gradient_.count(w->id))
-        traced.sinks.push_back(
-            add_update(g, *w, g.variable(w->name, w->value), accumulator(g, *w, allocate_slots), true, allocate_slots));
+      if (has_gradient_.count(w->id)) {
+        ws.push_back(w);
+        accs.push_back(accumulator(g, *w, allocate_slots));
+      }
+    const int control = step_control(g, accs);
+    for (size_t i = 0; i < ws.size(); ++i)
+      traced.sinks.push_back(
+          add_update(g, *ws[i], g.variable(ws[i]->name, ws[i]->value), accs[i], true, allocate_slots, control));
     return traced;
   }
   CallContext ctx{g, kind == ProgramKind::train || kind == ProgramKind::accumulate, {}, {}};
@@ -271,10 +295,11 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
       for (Weight* w : weights) vars.push_back(ctx.variable(*w));
       graph::RematStats local;
       std::vector<int> grads = graph::gradients(g, losses, vars, remat ? (stats ? stats : &local) : nullptr);
+      const int control = kind == ProgramKind::train ? step_control(g, grads) : -1;
       for (size_t i = 0; i < weights.size(); ++i) {
         if (grads[i] < 0) continue;  // does not influence the loss
         if (kind == ProgramKind::train) {
-          sinks.push_back(add_update(g, *weights[i], vars[i], grads[i], false, allocate_slots));
+          sinks.push_back(add_update(g, *weights[i], vars[i], grads[i], false, allocate_slots, control));
         } else {  // micro-batching: add this micro-batch's share of the gradient into the accumulator
           sinks.push_back(g.add(Op::AccumulateGrad, {accumulator(g, *weights[i], allocate_slots), grads[i]}, {},
                                 weights[i]->name + "/accumulate"));

@@ -57,7 +57,11 @@ class ProgramCache {
  private:
   std::unique_ptr<Compiled> build(ProgramKind kind, int64_t batch);
   int accumulator(graph::Graph& g, const Weight& w, bool allocate);
-  int add_update(graph::Graph& g, const Weight& w, int var, int grad, bool zero_grad, bool allocate_slots);
+  // control >= 0: the update is gated on the step's StepControl (global_clipnorm, skipping non-finite steps).
+  int add_update(graph::Graph& g, const Weight& w, int var, int grad, bool zero_grad, bool allocate_slots,
+                 int control = -1);
+  // The StepControl over a step's gradients when the optimizer needs one (else -1).
+  int step_control(graph::Graph& g, const std::vector<int>& grads);
   // Program cache key: (kind, batch, device, replica). One replica today; data parallelism adds more.
   struct Key {
     int kind;

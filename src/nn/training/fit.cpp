@@ -135,7 +135,7 @@ History Model::fit(const std::vector<Tensor>& x_all, const std::vector<Tensor>& 
 
 void Model::train_step(const std::vector<Tensor>& x, const std::vector<Tensor>& y, const int64_t* idx, int64_t bs,
                        int64_t micro, nn::Accumulator& acc) {
-  graph::ExecContext ctx = nn::exec_context(device_, step_, true);
+  graph::ExecContext ctx = nn::exec_context(device_, step_, true, optimizer_.get());
   if (micro == 0 || micro >= bs) {
     nn::Compiled& c = programs_->get(nn::ProgramKind::train, bs);
     nn::HostStager::bind_rows(c, x, &y, idx, 0, bs);
@@ -146,8 +146,8 @@ void Model::train_step(const std::vector<Tensor>& x, const std::vector<Tensor>& 
       const int64_t mb = std::min(micro, bs - r);
       nn::Compiled& c = programs_->get(nn::ProgramKind::accumulate, mb);
       nn::HostStager::bind_rows(c, x, &y, idx ? idx + r : nullptr, idx ? 0 : r, mb);
-      ctx.step = (step_ << 20) + static_cast<uint64_t>(r);  // distinct dropout draws per micro-batch
-      ctx.grad_scale = static_cast<float>(mb) / static_cast<float>(bs);
+      ctx.scalars.step = (step_ << 20) + static_cast<uint64_t>(r);  // distinct dropout draws per micro-batch
+      ctx.scalars.grad_scale = static_cast<float>(mb) / static_cast<float>(bs);
       c.program->run(ctx);
       acc.add(c, mb);
     }
@@ -189,7 +189,7 @@ const Logs& Model::train_on_batch(const std::vector<Tensor>& x, const std::vecto
   if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
   nn::Compiled& c = programs_->get(nn::ProgramKind::train, n);
   nn::HostStager::bind_rows(c, x, &y, nullptr, 0, n);
-  graph::ExecContext ctx = nn::exec_context(device_, step_++, true);
+  graph::ExecContext ctx = nn::exec_context(device_, step_++, true, optimizer_.get());
   c.program->run(ctx);
   ++optimizer_->config().iterations;
   for (auto& [name, id] : c.logs) batch_logs_.set(name, c.program->output_scalar(id));
@@ -216,7 +216,7 @@ Logs Model::run_evaluation(const std::vector<Tensor>& x, const std::vector<Tenso
   const int64_t n = rows_of(x);
   const int64_t batch = std::min(batch_size, std::max<int64_t>(n, 1));
   nn::Accumulator acc;
-  graph::ExecContext ctx = nn::exec_context(device_, step_, false);
+  graph::ExecContext ctx = nn::exec_context(device_, step_, false, optimizer_.get());
   int64_t done_steps = 0;
   for (int64_t begin = 0; begin < n && (steps == 0 || done_steps < steps); begin += batch, ++done_steps) {
     const int64_t bs = std::min(batch, n - begin);
@@ -240,7 +240,7 @@ std::vector<Tensor> Model::predict(const std::vector<Tensor>& x, int64_t batch_s
   const int64_t n = rows_of(x);
   std::vector<Tensor> out;
   for (const KerasTensor& o : outputs_) out.emplace_back(o.shape().with_batch(n), DType::f32);
-  graph::ExecContext ctx = nn::exec_context(device_, step_, false);
+  graph::ExecContext ctx = nn::exec_context(device_, step_, false, optimizer_.get());
   for (int64_t begin = 0; begin < n; begin += batch_size) {
     const int64_t bs = std::min(batch_size, n - begin);
     nn::Compiled& c = programs_->get(nn::ProgramKind::predict, bs);

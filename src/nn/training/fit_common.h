@@ -9,12 +9,17 @@
 
 namespace tk::nn {
 
-// The context a model's programs run with: its device (no stream or handles on the CPU).
-inline graph::ExecContext exec_context(Device device, uint64_t step, bool training) {
+// The context a model's programs run with: its device (no stream or handles on the CPU) and the step's
+// scalars (the optimizer's learning rate and iteration count as of now).
+inline graph::ExecContext exec_context(Device device, uint64_t step, bool training, const Optimizer* opt) {
   graph::ExecContext ctx;
   ctx.device = device;
-  ctx.step = step;
   ctx.training = training;
+  ctx.scalars.step = step;
+  if (opt) {
+    ctx.scalars.learning_rate = opt->learning_rate();
+    ctx.scalars.iterations = opt->iterations();
+  }
   return ctx;
 }
 

@@ -160,7 +160,7 @@ Logs Model::run_evaluation(const data::Dataset& dataset, int64_t steps) {
   data::Element e;
   std::vector<Tensor> x, y;
   nn::Accumulator acc;
-  graph::ExecContext ctx = nn::exec_context(device_, step_, false);
+  graph::ExecContext ctx = nn::exec_context(device_, step_, false, optimizer_.get());
   for (int64_t s = 0; (steps == 0 || s < steps) && it.next(e); ++s) {
     split_element(e, x, y, true, "evaluate");
     ensure_built(x);
@@ -194,7 +194,7 @@ std::vector<Tensor> Model::predict(const data::Dataset& dataset) {
   std::vector<Tensor> x, y;
   std::vector<std::vector<Tensor>> parts(outputs_.size());
   int64_t total = 0;
-  graph::ExecContext ctx = nn::exec_context(device_, step_, false);
+  graph::ExecContext ctx = nn::exec_context(device_, step_, false, optimizer_.get());
   while (it.next(e)) {
     split_element(e, x, y, false, "predict");
     ensure_built(x);

@@ -15,11 +15,11 @@ void log_conversion(Compiled& c, const graph::Graph& g, int value, const Tensor&
   if (src.dtype() == n.dtype && !scaled) return;
   const std::string key = n.name + "/" + std::string(dtype_name(src.dtype()));
   if (!c.conversions_logged || !c.conversions_logged->insert(key).second) return;
-  std::fprintf(
-      stderr, "trainkit: input '%s' holds %s; each batch is converted to %s%s as it is staged\n", n.name.c_str(),
-      std::string(dtype_name(src.dtype())).c_str(), std::string(dtype_name(n.dtype)).c_str(),
-      scaled ? (" with x * " + std::to_string(sc.scale) + " + " + std::to_string(sc.offset) + " (Rescaling)").c_str()
-             : "");
+  char how[96] = "";
+  if (scaled) std::snprintf(how, sizeof how, " with x * %.9g + %.9g (Rescaling)", double(sc.scale), double(sc.offset));
+  std::fprintf(stdout, "trainkit: input '%s' holds %s; each batch is converted to %s%s as it is staged\n",
+               n.name.c_str(), std::string(dtype_name(src.dtype())).c_str(), std::string(dtype_name(n.dtype)).c_str(),
+               how);
 }
 
 }  // namespace
