@@ -538,6 +538,29 @@ TEST(CliMemory, DefaultJobTrainsUnderNinetySixMebibytesWithTheDataKeptNarrow) {
   EXPECT_FALSE(contains(small.err, "freeze layers")) << "model remedies for a data allocation";
 }
 
+// One vocabulary everywhere: --device, --dtype-policy, --memory-limit (= TK_MEMORY_LIMIT, which it overrides).
+TEST(CliRunOptions, DeviceDtypePolicyAndMemoryLimit) {
+  const Result ok = run_cli("plan --device cpu --dtype-policy float32 --memory-limit 64MiB --batch-size 32");
+  ASSERT_EQ(ok.code, 0) << describe(ok);
+  EXPECT_CONTAINS(ok.out, "64.00 MiB");
+  const Result env = run_cli("plan --memory-limit 80MiB --batch-size 32", "TK_MEMORY_LIMIT=20MiB");
+  ASSERT_EQ(env.code, 0) << describe(env);
+  EXPECT_CONTAINS(env.out, "80.00 MiB");  // the flag wins over the environment
+  const Result cuda = run_cli("fit --device cuda:0 --epochs 1" + plain_data().args());
+  EXPECT_EQ(cuda.code, 1) << describe(cuda);
+  ASSERT_EQ(cuda.error_lines.size(), 1u) << describe(cuda);
+  EXPECT_CONTAINS(cuda.error_lines[0], "cuda");
+  EXPECT_FALSE(contains(cuda.out, "Epoch")) << "refused before any data is loaded";
+  const Result mixed = run_cli("plan --dtype-policy mixed_float16");
+  EXPECT_EQ(mixed.code, 1) << describe(mixed);
+  EXPECT_CONTAINS(mixed.err, "mixed_float16");
+  for (const char* bad : {"--device tpu", "--device cuda:x", "--dtype-policy float64", "--memory-limit lots"}) {
+    const Result r = run_cli(std::string("plan ") + bad);
+    EXPECT_NE(r.code, 0) << bad << "\n" << describe(r);
+    EXPECT_EQ(r.error_lines.size(), 1u) << bad << "\n" << describe(r);
+  }
+}
+
 TEST(CliMemory, PlanShowsTotalsAndTheLargestBatchThatFits) {
   const Result r = run_cli("plan --batch-size 64");
   ASSERT_EQ(r.code, 0) << describe(r);

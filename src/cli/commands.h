@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/run_options.h"
 #include "trainkit/nn/model.h"
 
 namespace tk::cli {
@@ -25,6 +26,7 @@ struct FitArgs {
   int64_t shuffle_buffer = 10000;
   int verbose = -1;
   bool summary = true;
+  RunOptions run;  // --device, --dtype-policy, --memory-limit
 };
 
 void add_fit_command(CLI::App& app, FitArgs& args);
@@ -35,6 +37,7 @@ struct PlanArgs {
   int64_t batch_size = 128;
   std::string optimizer = "adam";
   std::vector<int64_t> input_shape = {28, 28};
+  RunOptions run;
 };
 void add_plan_command(CLI::App& app, PlanArgs& args);
 int run_plan(const PlanArgs& args);

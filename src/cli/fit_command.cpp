@@ -28,6 +28,7 @@ void add_fit_command(CLI::App& app, FitArgs& a) {
       ->check(choice_of([](const std::string& name) { optimizers::get(name); }))
       ->capture_default_str();
   fit->add_option("-s,--seed", a.seed, "Seed for weights, shuffling and dropout")->capture_default_str();
+  add_run_options(fit, a.run);
   fit->add_option("--data-dir", a.data_dir, "Directory with the four Fashion-MNIST IDX files (.gz or plain)");
   fit->add_option("--train-images", a.train_images, "IDX file of training images (overrides --data-dir)");
   fit->add_option("--train-labels", a.train_labels, "IDX file of training labels");
@@ -114,7 +115,8 @@ int64_t auto_micro_batch_size(Model& model, int64_t batch, int verbose) {
 }
 
 // fit over a --data file: file -> shuffle -> batch -> prefetch, validation from --validation-data.
-int run_fit_data(const FitArgs& a, OptimizerPtr optimizer, int64_t batch_size, int64_t micro_batch_size) {
+int run_fit_data(const FitArgs& a, OptimizerPtr optimizer, int64_t batch_size, int64_t micro_batch_size,
+                 Device device) {
   if (a.validation_split != 0.0f)
     throw InvalidArgument("--validation-split does not apply to --data (a stream): pass --validation-data");
   if (a.shuffle_buffer <= 0)
@@ -138,6 +140,7 @@ int run_fit_data(const FitArgs& a, OptimizerPtr optimizer, int64_t batch_size, i
   }
   std::unique_ptr<Sequential> owned = make_model(a.model, first[0].shape(), feature_scale(first[0].dtype()));
   Sequential& model = *owned;
+  configure_model(model, a.run, device);
   model.compile(optimizer, losses::SparseCategoricalCrossentropy({.from_logits = true}), {"accuracy"});
   if (a.summary && a.verbose != 0) model.summary();
   const int64_t batch = batch_size == kAutoBatchSize ? auto_batch_size(model, a.verbose) : batch_size;
@@ -166,6 +169,7 @@ int run_fit(const FitArgs& a) {
   const int64_t micro_batch_size = parse_batch_option("--micro-batch-size", a.micro_batch_size, true);
   if (!(a.validation_split >= 0.0f && a.validation_split < 1.0f))
     throw InvalidArgument("--validation-split must be in [0, 1), got " + std::to_string(a.validation_split));
+  const Device device = apply_run_options(a.run);  // before the data: the budget precedes any allocation
   utils::set_random_seed(a.seed);
   OptimizerPtr optimizer = optimizers::get(a.optimizer, a.learning_rate);
   if (a.model != "cnn") {
@@ -178,7 +182,7 @@ int run_fit(const FitArgs& a) {
       throw InvalidArgument(
           "--data replaces --train-images/--train-labels/--test-images/--test-labels: give one or "
           "the other");
-    return run_fit_data(a, optimizer, batch_size, micro_batch_size);
+    return run_fit_data(a, optimizer, batch_size, micro_batch_size, device);
   }
   if (!a.validation_data.empty()) throw InvalidArgument("--validation-data needs --data");
   data::FashionMnist d;
@@ -201,6 +205,7 @@ int run_fit(const FitArgs& a) {
   std::unique_ptr<Sequential> owned =
       make_model(a.model, d.x_train.shape().sample_shape(), feature_scale(d.x_train.dtype()));
   Sequential& model = *owned;
+  configure_model(model, a.run, device);
   model.compile(optimizer, losses::SparseCategoricalCrossentropy({.from_logits = true}), {"accuracy"});
   if (a.summary && a.verbose != 0) model.summary();
 

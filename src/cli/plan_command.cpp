@@ -18,12 +18,15 @@ void add_plan_command(CLI::App& app, PlanArgs& a) {
       ->check(choice_of([](const std::string& name) { optimizers::get(name); }))
       ->capture_default_str();
   plan->add_option("--input-shape", a.input_shape, "Per-sample input shape, e.g. 28 28")->capture_default_str();
+  add_run_options(plan, a.run);
 }
 
 int run_plan(const PlanArgs& a) {
   if (a.batch_size <= 0)
     throw InvalidArgument("--batch-size must be a positive integer, got " + std::to_string(a.batch_size));
+  const Device device = apply_run_options(a.run);
   std::unique_ptr<Sequential> model = make_model(a.model, Shape(a.input_shape));
+  configure_model(*model, a.run, device);
   model->compile(optimizers::get(a.optimizer), losses::SparseCategoricalCrossentropy({.from_logits = true}),
                  {"accuracy"});
   const MemoryPlan plan = model->memory_plan(a.batch_size);

@@ -66,28 +66,33 @@ void Model::compile(OptimizerPtr optimizer, std::vector<Loss> losses, std::vecto
   programs_.reset();  // a new compile (e.g. after freezing layers) rebuilds every program
 }
 
+void require_compute_device(Device device) {
+  graph::backend(device.kind);  // Unsupported, naming the device kind, when there is no backend
+  if (device.kind == DeviceKind::cpu && device.index != 0) config::get_memory_info(device);  // must exist
+}
+
 void Model::set_device(Device device) {
   if (programs_ && programs_->persistent_bytes() > 0)
     throw InvalidArgument("set_device: model '" + name_ + "' already has programs on " + device_.to_string() +
                           "; set the device before the first fit/evaluate/predict (or compile() again)");
-  graph::backend(device.kind);  // Unsupported, naming the device, when this build cannot run programs there
-  if (device.kind == DeviceKind::cpu && device.index != 0)
-    config::get_memory_info(device);  // throws when the logical cpu device does not exist
+  require_compute_device(device);
   device_ = device;
   programs_.reset();
 }
 
-void Model::set_dtype_policy(const std::string& policy) {
-  if (policy == "float32") {
-    dtype_policy_ = policy;
-    programs_.reset();
-    return;
-  }
+void require_dtype_policy(const std::string& policy) {
+  if (policy == "float32") return;
   if (policy == "mixed_float16" || policy == "mixed_bfloat16" || policy == "float16" || policy == "bfloat16")
     throw Unsupported("dtype policy '" + policy +
                       "' is a Keras policy this build does not run yet (mixed precision is not built); use 'float32'");
   throw InvalidArgument("unknown dtype policy '" + policy +
                         "' (Keras' names: float32, mixed_float16, mixed_bfloat16, float16, bfloat16)");
+}
+
+void Model::set_dtype_policy(const std::string& policy) {
+  require_dtype_policy(policy);
+  dtype_policy_ = policy;
+  programs_.reset();
 }
 
 void Model::check_compiled(const char* what) const {

@@ -166,6 +166,11 @@ class Model {
   bool has_graph_ = false;
 };
 
+// Unsupported, naming the device, when this build cannot run programs there (no compute backend for it).
+void require_compute_device(Device device);
+// InvalidArgument for a name Keras does not know; Unsupported for a Keras policy this build does not run yet.
+void require_dtype_policy(const std::string& policy);
+
 class Sequential : public Model {
  public:
   explicit Sequential(std::vector<LayerPtr> layers = {}, std::string name = {});

@@ -1,0 +1,63 @@
+#include "cli/run_options.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "trainkit/runtime/memory.h"
+
+namespace tk::cli {
+namespace {
+
+Device parse_device(const std::string& text) {
+  std::string s = text;
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const size_t colon = s.find(':');
+  const std::string kind = s.substr(0, colon);
+  int index = 0;
+  if (colon != std::string::npos) {
+    const std::string n = s.substr(colon + 1);
+    if (n.empty() || n.size() > 4 || !std::all_of(n.begin(), n.end(), [](unsigned char c) { return std::isdigit(c); }))
+      throw InvalidArgument("--device " + text + ": the index after ':' must be a number (e.g. cuda:0)");
+    index = std::stoi(n);
+  }
+  if (kind == "cpu") return Device::cpu(index);
+  if (kind == "cuda" || kind == "gpu") return Device::cuda(index);
+  throw InvalidArgument("--device " + text + ": expected cpu, cpu:N, cuda or cuda:N (`trainkit devices` lists them)");
+}
+
+}  // namespace
+
+void add_run_options(CLI::App* command, RunOptions& o) {
+  command->add_option("--device", o.device, "Where the model runs: cpu, cpu:N, cuda or cuda:N (see `trainkit devices`)")
+      ->capture_default_str();
+  command
+      ->add_option("--dtype-policy", o.dtype_policy,
+                   "Keras dtype policy: float32 (mixed_float16 / mixed_bfloat16 later)")
+      ->capture_default_str();
+  command->add_option(
+      "--memory-limit", o.memory_limit,
+      "Memory budget of the device, e.g. 512MiB or 1.5GiB (the same as TK_MEMORY_LIMIT, which it overrides)");
+}
+
+Device apply_run_options(const RunOptions& o) {
+  const Device device = parse_device(o.device);
+  require_compute_device(device);
+  require_dtype_policy(o.dtype_policy);
+  if (!o.memory_limit.empty()) {
+    size_t bytes = 0;
+    try {
+      bytes = config::parse_bytes(o.memory_limit);
+    } catch (const Error& e) {
+      throw InvalidArgument("--memory-limit " + o.memory_limit + ": " + e.what());
+    }
+    config::set_memory_limit(device, bytes);
+  }
+  return device;
+}
+
+void configure_model(Model& model, const RunOptions& o, Device device) {
+  model.set_device(device);
+  model.set_dtype_policy(o.dtype_policy);
+}
+
+}  // namespace tk::cli

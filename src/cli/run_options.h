@@ -1,0 +1,26 @@
+// The options every command that builds a model shares: where it runs, in which dtype policy, under which
+// memory budget — the same words the library uses (Model::set_device, Model::set_dtype_policy, TK_MEMORY_LIMIT).
+//
+//   trainkit fit --device cpu --dtype-policy float32 --memory-limit 1.5GiB
+#pragma once
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "trainkit/trainkit.h"
+
+namespace tk::cli {
+
+struct RunOptions {
+  std::string device = "cpu";            // cpu, cpu:N, cuda, cuda:N (gpu is an alias of cuda)
+  std::string dtype_policy = "float32";  // Keras' policy names
+  std::string memory_limit;              // e.g. 1.5GiB; the same as TK_MEMORY_LIMIT, which it overrides
+};
+
+void add_run_options(CLI::App* command, RunOptions& options);
+// Checks every option before any data is loaded and sets the budget (it must precede the first allocation);
+// returns the device. InvalidArgument / Unsupported name the option and what to do.
+Device apply_run_options(const RunOptions& options);
+// Puts the model on the device, in the policy.
+void configure_model(Model& model, const RunOptions& options, Device device);
+
+}  // namespace tk::cli
