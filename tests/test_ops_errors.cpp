@@ -1,6 +1,6 @@
 // What the op harness expects when something is missing or wrong: a missing kernel is an Unsupported
-// error naming op, dtypes and device (never a fallback); shape errors name op and shapes. And dropout
-// masks depend only on seed and step.
+// error naming op, dtypes and device (never a fallback); mixing dtypes is an InvalidArgument from the
+// dtype rule; shape errors name op and shapes. And dropout masks depend only on seed and step.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -42,6 +42,63 @@ TEST(KernelErrors, NoBackendForTheDeviceNamesOpDTypesAndDevice) {
     }
   }
   if (kinds == 0) GTEST_SKIP() << "every device kind has a backend in this build";
+}
+
+TEST(KernelErrors, MissingSignatureNamesOpDTypesDeviceAndWhatExists) {
+  const KernelSignature mixed({DType::f16, DType::f32}, DType::f16);
+  ASSERT_FALSE(has_kernel(DeviceKind::cpu, Op::MatMul, mixed));
+  try {
+    find_kernel(DeviceKind::cpu, Op::MatMul, mixed);
+    FAIL() << "expected Unsupported";
+  } catch (const Unsupported& e) {
+    const std::string m = e.what();
+    EXPECT_TRUE(contains(m, "MatMul")) << m;
+    EXPECT_TRUE(contains(m, "(float16, float32) -> float16")) << m;
+    EXPECT_TRUE(contains(m, "cpu:0")) << m;
+    EXPECT_TRUE(contains(m, "(float32, float32) -> float32")) << m << " (should list the signatures that exist)";
+  }
+}
+
+// A program that needs a kernel the device lacks fails when it is built, naming op, dtype and device.
+TEST(KernelErrors, ProgramWithoutAKernelIsUnsupportedWhenBuilt) {
+  const Op op = Op::SgdUpdate;
+  if (has_kernel(DeviceKind::cpu, op, signature_for(op, DType::f16)))
+    GTEST_SKIP() << "the cpu has a float16 SgdUpdate now; pick another missing kernel";
+  UpdateConfig cfg;
+  Tensor w = Tensor::zeros({4}).to(DType::f16), grad = w.clone(), m = w.clone();
+  Graph g;
+  Attrs at;
+  at.update = &cfg;
+  const int upd = g.add(op, {g.variable("w", w), g.variable("g", grad), g.variable("m", m)}, at, "dense/kernel/sgd");
+  try {
+    Program p(std::move(g), {}, {upd}, Device::cpu());
+    FAIL() << "expected Unsupported";
+  } catch (const Unsupported& e) {
+    const std::string msg = e.what();
+    EXPECT_TRUE(contains(msg, "SgdUpdate")) << msg;
+    EXPECT_TRUE(contains(msg, "float16")) << msg;
+    EXPECT_TRUE(contains(msg, "cpu:0")) << msg;
+  }
+}
+
+// Ops never mix dtypes: the dtype rule rejects the node (so no program can even ask for such a kernel).
+TEST(KernelErrors, GraphRejectsMixedDTypesNamingOpAndDTypes) {
+  Tensor a = Tensor::zeros({2, 3}).to(DType::f16), b = Tensor::zeros({3, 2});
+  Graph g;
+  const int va = g.variable("a", a), vb = g.variable("b", b);
+  const int before = g.size();
+  try {
+    g.add(Op::MatMul, {va, vb}, {}, "dense/matmul");
+    FAIL() << "expected InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    const std::string m = e.what();
+    EXPECT_TRUE(contains(m, "MatMul")) << m;
+    EXPECT_TRUE(contains(m, "dense/matmul")) << m;
+    EXPECT_TRUE(contains(m, "float16, float32")) << m;
+    EXPECT_TRUE(contains(m, "Cast")) << m << " (should say what to do)";
+  }
+  EXPECT_EQ(g.size(), before) << "a rejected add must not leave a node behind";
+  EXPECT_NO_THROW(g.add(Op::MatMul, {g.cast(va, DType::f32), vb}));
 }
 
 TEST(KernelErrors, EveryOpButTheSourcesHasACpuFloat32Kernel) {
