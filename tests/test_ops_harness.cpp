@@ -317,6 +317,21 @@ int failures_of(const std::function<void()>& check, std::string* first = nullptr
 
 KernelFn g_inner = nullptr;
 
+TEST(OpHarness, ForwardCatchesA16BitKernelOneUlpOff) {
+  const Case sigmoid = find_case("Sigmoid");
+  const Target f16{DeviceKind::cpu, DType::f16};
+  std::string skipped, message;
+  ASSERT_EQ(failures_of([&] { check_forward(sigmoid, f16, &skipped); }), 0) << "the real kernel passes";
+  KernelOverride broken(Op::Sigmoid, signature_for(Op::Sigmoid, DType::f16), [](const KernelArgs& a) {
+    g_inner(a);
+    static_cast<float16*>(a.out)[3].bits ^= 1;  // one element, one ulp
+  });
+  g_inner = broken.original();
+  EXPECT_EQ(failures_of([&] { check_forward(sigmoid, f16, &skipped); }, &message), 1);
+  EXPECT_TRUE(message.find("1 of 20 elements differ") != std::string::npos) << message;
+  EXPECT_TRUE(skipped.empty());
+}
+
 TEST(OpHarness, GradientParityCatchesA16BitGradientKernelOffByAPercent) {
   const Case tanh = find_case("Tanh");
   const Target bf16{DeviceKind::cpu, DType::bf16};
