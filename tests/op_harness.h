@@ -132,12 +132,6 @@ class Instance {
  public:
   Instance(const Case& c, Target target, const std::vector<Tensor>& inputs);
 
-  // "Op (dtypes) -> dtype" of the first node without a kernel on the target, with its op, or nullopt.
-  struct Missing {
-    Op op;
-    std::string what;
-  };
-  std::optional<Missing> missing_kernel() const;
   ExecContext context() const;
 
   // Runs the case once; host copies of the checked values, then (ops without output, which update their
@@ -148,7 +142,7 @@ class Instance {
   // graph::gradients(L) with respect to the differentiable inputs; `r` is a host tensor of y's shape and
   // dtype. Returns each input's gradient value (-1 where none is asked for or none exists).
   std::vector<int> append_gradients(const Tensor& r);
-  // A program on the target computing `outputs` (Unsupported if a kernel is missing: see missing_kernel()).
+  // A program on the target computing `outputs` (Unsupported if a kernel is missing: see skip_reason()).
   std::unique_ptr<Program> program(const std::vector<int>& outputs) const;
 
   const Case& c;
@@ -169,8 +163,9 @@ double expect_close(const Tensor& got, const Tensor& want, double tol, const std
 // bfloat16::from_float for 16-bit targets; NaNs compare by bits too).
 void expect_exact(const Tensor& got, const Tensor& want, const std::string& what);
 
-// Why a test of `inst` is skipped: the reason declared for its first missing kernel. A missing kernel that
-// is not declared is a failure (and is skipped too, after failing). nullopt: every kernel exists.
+// Why a check of `inst` is skipped: nullopt when every kernel its graph needs exists; else the reason the
+// unsupported list gives (for the case's own op, if it is among the missing). A missing kernel the list
+// does not declare is also a failure.
 std::optional<std::string> skip_reason(const Instance& inst);
 
 // The checks, one case on one target (the parameterized tests call them; the harness's self-tests call them

@@ -58,7 +58,8 @@ constexpr bool must_have_kernels(Op op) {
   switch (op) {
     case Op::MatMul:
     case Op::BiasAdd:
-    case Op::BiasGrad:  // reductions
+    case Op::BiasGrad:     // reductions
+    case Op::StepControl:  // over the gradients, whatever their dtype
     case Op::MseLoss:
     case Op::MseLossGrad:
     case Op::BceLoss:
@@ -348,6 +349,26 @@ Case update_case(std::string label, Op op, int operands, UpdateConfig cfg, bool 
   return c;
 }
 
+// An update gated on the step's StepControl over its gradient (attrs.gated: the last input).
+Case gated_update_case(std::string label, Op op, int operands, UpdateConfig cfg, bool nonfinite_gradient) {
+  Case c = update_case(std::move(label), op, operands, cfg);
+  c.update->update_op = op;
+  c.build = [op](Graph& g, const std::vector<int>& in, const Attrs& at) {
+    const int control = g.add(Op::StepControl, {in[1]}, at, "step_control");
+    Attrs gated = at;
+    gated.gated = true;
+    std::vector<int> inputs = in;
+    inputs.push_back(control);
+    return std::vector<int>{g.add(op, inputs, gated, "update")};
+  };
+  if (nonfinite_gradient)
+    c.init = [init = c.init](int i, float* p, int64_t n, std::mt19937& g) {
+      init(i, p, n, g);
+      if (i == 1) p[n / 2] = INFINITY;
+    };
+  return c;
+}
+
 std::vector<Case> extra_forward_cases() {
   std::vector<Case> c;
   // Large enough for the parallel paths (32k elements per chunk) and an odd element count.
@@ -516,6 +537,32 @@ std::vector<Case> extra_forward_cases() {
     rms.centered = true;
     rms.momentum = 0.9f;
     c.push_back(update_case("RmspropUpdate centered momentum", Op::RmspropUpdate, 5, rms));
+    UpdateConfig global;
+    global.learning_rate = 0.1f;
+    global.global_clipnorm = 0.5f;
+    c.push_back(gated_update_case("SgdUpdate gated global_clipnorm", Op::SgdUpdate, 3, global, false));
+    UpdateConfig skip;
+    skip.skip_nonfinite = true;
+    c.push_back(gated_update_case("AdamUpdate gated skips a nonfinite step", Op::AdamUpdate, 4, skip, true));
+    // StepControl over gradients of several shapes: [1 when all are finite (or the check is off), the
+    // global-norm clip factor].
+    UpdateConfig control;
+    control.global_clipnorm = 1.0f;
+    control.skip_nonfinite = true;
+    Case sc{"StepControl", Op::StepControl, {{3, 4}, {5}, {2, 2, 2}}};
+    sc.update = std::make_shared<UpdateConfig>(control);
+    c.push_back(sc);
+    sc.label = "StepControl nonfinite";
+    sc.init = [](int i, float* p, int64_t n, std::mt19937& g) {
+      default_init(i, p, n, g);
+      if (i == 1) p[2] = INFINITY;
+    };
+    c.push_back(sc);
+    // The dtype rule takes gradients of several floating dtypes at once (mixed precision).
+    sc.label = "StepControl mixed dtypes";
+    sc.init = nullptr;
+    sc.dtypes = {std::nullopt, DType::f16, DType::bf16};
+    c.push_back(sc);
     Case acc{"AccumulateGrad", Op::AccumulateGrad, {{3, 4}, {3, 4}}};
     acc.grad_scale = 0.25f;
     c.push_back(acc);
@@ -590,6 +637,21 @@ TEST(OpCoverage, EveryOpHasAForwardCase) {
 TEST(OpCoverage, CaseLabelsAreUnique) {
   std::set<std::string> seen;
   for (const Case& c : forward_cases()) EXPECT_TRUE(seen.insert(param_name(c.label)).second) << c.label;
+}
+
+// Backends register kernels under signature_for(op, dtype); a node of the op over inputs of that dtype must
+// have exactly that signature (the dtype rule's output dtype too), or no node would ever find those kernels.
+TEST(OpCoverage, SignatureForIsTheSignatureOfANodeInThatDType) {
+  for (const Case& c : forward_cases()) {
+    if (c.op == Op::Cast || c.cast_to_under_test) continue;  // Cast's target is its own
+    for (DType t : kFloatDTypes) {
+      const Instance inst(c, Target{DeviceKind::cpu, t}, convert_inputs(c, generate_inputs(c, 1), t));
+      const KernelSignature node = signature_of(inst.g, inst.checked[0]), usual = signature_for(c.op, t);
+      EXPECT_TRUE(node == usual) << c.label << ": signature_for(" << op_name(c.op) << ", " << dtype_name(t) << ") is "
+                                 << usual.to_string() << " but the node's signature is " << node.to_string()
+                                 << ": kernels registered under signature_for never match a node";
+    }
+  }
 }
 
 // Every registered backend has a kernel for every op in float32, float16 and bfloat16 (Cast: between every
