@@ -1,5 +1,6 @@
 #include "trainkit/core/convert.h"
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -40,13 +41,22 @@ D from_float(float x) {
 template <typename T>
 constexpr bool is_float_type = std::is_same_v<T, float> || std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>;
 
+// Nonzero by the bits, so a denormal is true even where the FPU flushes denormals to zero (kernel threads).
+template <typename S>
+bool float_is_nonzero(S x) {
+  if constexpr (std::is_same_v<S, float>)
+    return (std::bit_cast<uint32_t>(x) & 0x7fffffffu) != 0;
+  else
+    return (x.bits & 0x7fffu) != 0;
+}
+
 template <typename S, typename D>
 D convert_one(S x) {
   if constexpr (std::is_same_v<S, D>) {
     return x;
   } else if constexpr (is_float_type<S> || is_float_type<D>) {
     if constexpr (std::is_same_v<D, bool>)
-      return to_float(x) != 0.0f;
+      return float_is_nonzero(x);
     else if constexpr (!is_float_type<S> && std::is_same_v<D, float>)
       return static_cast<float>(x);  // int -> float32: one rounding
     else
@@ -131,6 +141,10 @@ void dispatch(const void* src, DType from, void* dst, DType to, size_t n, bool s
 }  // namespace
 
 void convert_elements(const void* src, DType from, void* dst, DType to, size_t n) {
+  if (from == to) {  // a byte copy, as Tensor::clone (even for bool bytes other than 0 and 1)
+    if (n) std::memcpy(dst, src, n * dtype_size(from));
+    return;
+  }
   dispatch(src, from, dst, to, n, false, 1.0f, 0.0f);
 }
 

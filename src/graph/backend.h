@@ -4,7 +4,7 @@
 // the kernel table (graph/kernel.h).
 //
 //   graph::Backend& b = graph::backend(device.kind);     // Unsupported if this build has none for it
-//   b.prepare_thread();                                  // CPU: flush denormals on the kernel threads
+//   uint64_t saved = b.enter_run(); ...; b.leave_run(saved);  // CPU: denormals flushed while kernels run
 //   b.copy_to_device(dst, host_src, bytes, ctx);         // CPU: memcpy; CUDA: async on ctx.stream
 //   b.synchronize(ctx);                                  // before the host reads what kernels wrote
 #pragma once
@@ -23,8 +23,10 @@ class Backend {
   virtual std::string_view name() const = 0;
   // Registers the backend's kernels and workspace rules; called once, from ensure_backends_registered().
   virtual void register_kernels() = 0;
-  // Puts the calling thread (and the backend's worker threads) in the mode kernels expect. Cheap when done.
-  virtual void prepare_thread() {}
+  // Around one run on the calling thread: enter_run puts the thread (and the backend's worker threads) in
+  // the mode kernels expect and returns what leave_run needs to give the caller's thread its own mode back.
+  virtual uint64_t enter_run() { return 0; }
+  virtual void leave_run(uint64_t /*saved*/) {}
   // Copies between host memory and this backend's device memory; may be asynchronous on ctx.stream.
   virtual void copy_to_device(void* dst, const void* host_src, size_t bytes, const ExecContext& ctx) = 0;
   virtual void copy_to_host(void* host_dst, const void* src, size_t bytes, const ExecContext& ctx) = 0;

@@ -26,7 +26,8 @@ bool is_loss_grad(Op op) {
 }
 bool is_loss_or_metric_value(Op op) {
   return op == Op::MseLoss || op == Op::BceLoss || op == Op::CceLoss || op == Op::SparseCceLoss ||
-         op == Op::BinaryAccuracy || op == Op::CategoricalAccuracy || op == Op::SparseCategoricalAccuracy;
+         op == Op::BinaryAccuracy || op == Op::CategoricalAccuracy || op == Op::SparseCategoricalAccuracy ||
+         op == Op::StepControl;
 }
 
 }  // namespace

@@ -78,7 +78,11 @@ void Program::run(const ExecContext& ctx) {
   if (ctx.device != device_)
     throw InvalidArgument("a program built for " + device_.to_string() + " was run with a context for " +
                           ctx.device.to_string());
-  backend_->prepare_thread();
+  struct Mode {  // the thread's floating-point mode for kernels, and the caller's back afterwards
+    Backend* b;
+    uint64_t saved;
+    ~Mode() { b->leave_run(saved); }
+  } mode{backend_, backend_->enter_run()};
   // The step's scalars first in the workspace region (kernels read them there), then the kernels' scratch.
   auto* scalars = reinterpret_cast<StepScalars*>(static_cast<std::byte*>(arena_.raw()) + plan_.arena_bytes);
   backend_->copy_to_device(scalars, &ctx.scalars, sizeof(StepScalars), ctx);

@@ -24,16 +24,23 @@ void register_kernels() {
 
 void CpuBackend::register_kernels() { cpu::register_kernels(); }
 
-void CpuBackend::prepare_thread() {
-  constexpr unsigned kFlushToZero = 0x8000, kDenormalsAreZero = 0x0040;
-  thread_local bool done = false;
-  if (done) return;
-  done = true;
-  // The calling thread and every OpenMP worker (kernels and OpenBLAS run on the same pool).
-#pragma omp parallel
-  _mm_setcsr(_mm_getcsr() | kFlushToZero | kDenormalsAreZero);
-  _mm_setcsr(_mm_getcsr() | kFlushToZero | kDenormalsAreZero);
+namespace {
+constexpr unsigned kFlushToZero = 0x8000, kDenormalsAreZero = 0x0040;
 }
+
+uint64_t CpuBackend::enter_run() {
+  const unsigned saved = _mm_getcsr();
+  thread_local bool workers_done = false;
+  if (!workers_done) {  // the OpenMP team this thread starts (kernels and OpenBLAS share it)
+    workers_done = true;
+#pragma omp parallel
+    _mm_setcsr(_mm_getcsr() | kFlushToZero | kDenormalsAreZero);
+  }
+  _mm_setcsr(saved | kFlushToZero | kDenormalsAreZero);
+  return saved;
+}
+
+void CpuBackend::leave_run(uint64_t saved) { _mm_setcsr(static_cast<unsigned>(saved)); }
 
 void CpuBackend::copy_to_device(void* dst, const void* host_src, size_t bytes, const graph::ExecContext&) {
   if (bytes) std::memcpy(dst, host_src, bytes);

@@ -10,9 +10,12 @@ class CpuBackend final : public graph::Backend {
   DeviceKind kind() const override { return DeviceKind::cpu; }
   std::string_view name() const override { return "cpu"; }
   void register_kernels() override;
-  // Denormals flushed to zero on the calling thread and every OpenMP worker, as TensorFlow does: gradients
-  // and Adam's second moments underflow into denormals, which x86 cores process many times slower.
-  void prepare_thread() override;
+  // Denormals flushed to zero while kernels run, as TensorFlow does: gradients and Adam's second moments
+  // underflow into denormals, which x86 cores process many times slower. The calling thread gets its own
+  // MXCSR back after the run (user code keeps IEEE denormals); the OpenMP workers, which run kernels and
+  // OpenBLAS, keep the flush mode once set.
+  uint64_t enter_run() override;
+  void leave_run(uint64_t saved) override;
   void copy_to_device(void* dst, const void* host_src, size_t bytes, const graph::ExecContext& ctx) override;
   void copy_to_host(void* host_dst, const void* src, size_t bytes, const graph::ExecContext& ctx) override;
   void synchronize(const graph::ExecContext&) override {}

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
@@ -170,20 +171,41 @@ void accumulate_grad(const KernelArgs& a) {
 
 // (grads...) -> [all finite, global-norm clip factor]: one pass over every gradient, summing squares in double
 // (which cannot overflow for float32 values, so the sum is finite exactly when every element is).
+// Squares of one gradient in double, read in its own dtype (a step's gradients may mix float32 and 16 bits).
+template <typename T>
+double sum_squares(const T* g, int64_t n) {
+  auto v = [](T x) {
+    if constexpr (std::is_same_v<T, float>)
+      return double(x);
+    else
+      return double(x.to_float());
+  };
+  double s = 0;
+  if (n > kParallelGrain) {
+#pragma omp parallel for reduction(+ : s)
+    for (int64_t i = 0; i < n; ++i) s += v(g[i]) * v(g[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) s += v(g[i]) * v(g[i]);
+  }
+  return s;
+}
+
 static void step_control(const KernelArgs& a) {
   const UpdateConfig& c = *a.node.attrs.update;
   double sum = 0;
   for (size_t j = 0; j < a.node.inputs.size(); ++j) {
-    const float* g = a.input<float>(static_cast<int>(j));
-    const int64_t n = a.in_shape(static_cast<int>(j)).numel();
-    double s = 0;
-    if (n > kParallelGrain) {
-#pragma omp parallel for reduction(+ : s)
-      for (int64_t i = 0; i < n; ++i) s += double(g[i]) * g[i];
-    } else {
-      for (int64_t i = 0; i < n; ++i) s += double(g[i]) * g[i];
+    const int in = static_cast<int>(j);
+    const int64_t n = a.in_shape(in).numel();
+    switch (a.in_dtypes[j]) {
+      case DType::f16:
+        sum += sum_squares(a.input<float16>(in), n);
+        break;
+      case DType::bf16:
+        sum += sum_squares(a.input<bfloat16>(in), n);
+        break;
+      default:
+        sum += sum_squares(a.input<float>(in), n);
     }
-    sum += s;
   }
   const bool finite = std::isfinite(sum);
   float* out = a.output<float>();
@@ -195,7 +217,8 @@ static void step_control(const KernelArgs& a) {
 }
 
 void register_optimizer_kernels() {
-  graph::register_kernel(DeviceKind::cpu, Op::StepControl, DType::f32, step_control);
+  for (DType t : {DType::f32, DType::f16, DType::bf16})  // reads every input in its own dtype
+    graph::register_kernel(DeviceKind::cpu, Op::StepControl, t, step_control);
   graph::register_kernel(DeviceKind::cpu, Op::AccumulateGrad, DType::f32, accumulate_grad);
   graph::register_kernel(DeviceKind::cpu, Op::SgdUpdate, DType::f32, with_zero_grad<sgd>);
   graph::register_kernel(DeviceKind::cpu, Op::AdamUpdate, DType::f32, with_zero_grad<adam>);

@@ -83,7 +83,9 @@ void register_widened_kernels() {
   for (int i = 0; i < graph::kOpCount; ++i) {
     const auto op = static_cast<Op>(i);
     const graph::OpInfo& info = graph::op_info(op);
-    if (!info.has_output || op == Op::Input || op == Op::Variable || op == Op::Cast || op == Op::Reshape) continue;
+    if (!info.has_output || op == Op::Input || op == Op::Variable || op == Op::Cast || op == Op::Reshape ||
+        op == Op::StepControl)  // these have their own 16-bit kernels
+      continue;
     KernelFn f32 = graph::registered_kernel(DeviceKind::cpu, op, graph::signature_for(op, DType::f32));
     if (!f32) continue;
     g_f32[static_cast<size_t>(i)] = f32;
