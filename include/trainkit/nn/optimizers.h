@@ -1,9 +1,10 @@
 // Optimizers with Keras 3 defaults and update rules.
 //
-//   model.compile(tk::optimizers::Adam({.learning_rate = 1e-3, .clipnorm = 1.0f}), "mse");
+//   model.compile(tk::optimizers::Adam({.learning_rate = 1e-3f}), "mse");
 //   model.compile(tk::optimizers::SGD({.learning_rate = 0.01f, .momentum = 0.9f, .nesterov = true}), ...);
 //   model.compile(tk::optimizers::get("rmsprop"), ...);     // by name, with defaults
-//   tk::optimizers::Adam({.global_clipnorm = 1.0f});       // one norm over all gradients (Keras' global_clipnorm)
+//   tk::optimizers::Adam({{.clipnorm = 1.0f}});             // the common options (Common) come first, in braces
+//   tk::optimizers::Adam({{.global_clipnorm = 1.0f}, 1e-3f}); // one norm over all gradients, learning rate 1e-3
 #pragma once
 #include <memory>
 #include <string>
@@ -17,7 +18,7 @@ struct UpdateConfig;
 class Optimizer {
  public:
   virtual ~Optimizer();
-  virtual std::string name() const = 0;  // "adam"
+  virtual std::string name() const = 0;  // Keras' class name: "SGD", "Adam", "AdamW", "RMSprop"
   virtual int slots_per_variable() const = 0;
   graph::UpdateConfig& config() { return *config_; }
   const graph::UpdateConfig& config() const { return *config_; }
