@@ -29,7 +29,7 @@ struct StepScalars {
   float grad_scale = 1.0f;     // AccumulateGrad: this micro-batch's share of the batch (rows / batch rows)
   float reserved = 0.0f;
 };
-// The planner reserves this much at the start of the workspace region for the scalars.
+// The planner reserves this much at the end of the workspace region for the scalars.
 inline constexpr size_t kStepScalarsBytes = 64;
 static_assert(sizeof(StepScalars) <= kStepScalarsBytes);
 

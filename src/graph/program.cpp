@@ -83,10 +83,11 @@ void Program::run(const ExecContext& ctx) {
     uint64_t saved;
     ~Mode() { b->leave_run(saved); }
   } mode{backend_, backend_->enter_run()};
-  // The step's scalars first in the workspace region (kernels read them there), then the kernels' scratch.
-  auto* scalars = reinterpret_cast<StepScalars*>(static_cast<std::byte*>(arena_.raw()) + plan_.arena_bytes);
+  // The workspace region after the arena: the kernels' scratch, then the step's scalars (kernels read them).
+  void* workspace = static_cast<std::byte*>(arena_.raw()) + plan_.arena_bytes;
+  auto* scalars =
+      reinterpret_cast<StepScalars*>(static_cast<std::byte*>(workspace) + plan_.workspace_bytes - kStepScalarsBytes);
   backend_->copy_to_device(scalars, &ctx.scalars, sizeof(StepScalars), ctx);
-  void* workspace = reinterpret_cast<std::byte*>(scalars) + kStepScalarsBytes;
   auto args = [&](const Step& s) {
     return KernelArgs{g_,
                       g_[s.node],

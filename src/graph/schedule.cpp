@@ -112,7 +112,7 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<int>& order, const std:
   }
   for (int id : order)
     plan.workspace_bytes = std::max(plan.workspace_bytes, align_up(workspace_bytes(g, id, device.kind)));
-  plan.workspace_bytes += kStepScalarsBytes;  // the step's scalars come first in the workspace region
+  plan.workspace_bytes += kStepScalarsBytes;  // the step's scalars end the workspace region
   return plan;
 }
 

@@ -25,8 +25,8 @@ struct MemoryPlan {
   std::vector<int> last_use;    // per node id: last step index that reads it
   size_t arena_bytes = 0;       // the planned peak of transient memory
   size_t unplanned_bytes = 0;   // the sum of all transient buffers (what a naive allocator would hold)
-  size_t workspace_bytes = 0;   // after the arena: the step scalars (kStepScalarsBytes), then scratch shared by
-                                // all ops (the largest any op needs)
+  size_t workspace_bytes = 0;   // after the arena: scratch shared by all ops (the largest any op needs), then
+                                // the step's scalars (kStepScalarsBytes)
 };
 
 // Assigns every transient value (everything except Variable and output-less ops) an arena offset such
