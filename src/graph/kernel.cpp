@@ -18,12 +18,6 @@ std::array<std::array<WorkspaceFn, kOpCount>, kDeviceKindCount>& workspaces() {
   return t;
 }
 
-bool is_sparse_target(Op op) {
-  return op == Op::SparseCceLoss || op == Op::SparseCceLossGrad || op == Op::SparseCategoricalAccuracy;
-}
-bool is_loss_grad(Op op) {
-  return op == Op::MseLossGrad || op == Op::BceLossGrad || op == Op::CceLossGrad || op == Op::SparseCceLossGrad;
-}
 bool is_loss_or_metric_value(Op op) {
   return op == Op::MseLoss || op == Op::BceLoss || op == Op::CceLoss || op == Op::SparseCceLoss ||
          op == Op::BinaryAccuracy || op == Op::CategoricalAccuracy || op == Op::SparseCategoricalAccuracy ||
@@ -62,8 +56,8 @@ KernelSignature signature_for(Op op, DType t) {
   KernelSignature sig;
   sig.inputs = static_cast<uint8_t>(info.arity < 0 ? 1 : info.arity);
   for (int i = 0; i < sig.inputs; ++i) sig.in[static_cast<size_t>(i)] = t;
-  if (is_sparse_target(op)) sig.in[1] = DType::i32;
-  if (is_loss_grad(op)) sig.in[2] = DType::f32;
+  if (is_sparse_target_op(op)) sig.in[1] = DType::i32;
+  if (is_loss_grad_op(op)) sig.in[2] = DType::f32;
   sig.out = is_loss_or_metric_value(op) ? DType::f32 : t;
   return sig;
 }

@@ -131,6 +131,14 @@ struct Attrs {
   float momentum = 0.99f, epsilon = 1e-3f;  // batch normalization
 };
 
+// Op families the shape, dtype and kernel-signature rules share.
+constexpr bool is_sparse_target_op(Op op) {  // class-index targets (int32) instead of one-hot ones
+  return op == Op::SparseCceLoss || op == Op::SparseCceLossGrad || op == Op::SparseCategoricalAccuracy;
+}
+constexpr bool is_loss_grad_op(Op op) {  // (pred, target, dy) -> d pred
+  return op == Op::MseLossGrad || op == Op::BceLossGrad || op == Op::CceLossGrad || op == Op::SparseCceLossGrad;
+}
+
 struct Graph;
 struct GradBuilder;
 

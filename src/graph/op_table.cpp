@@ -94,7 +94,7 @@ Shape shape_loss(const Graph& g, int node) {
   const Shape& p = in_shape(g, node, 0);
   const Shape& t = in_shape(g, node, 1);
   Op op = g[node].op;
-  bool sparse = op == Op::SparseCceLoss || op == Op::SparseCceLossGrad || op == Op::SparseCategoricalAccuracy;
+  const bool sparse = is_sparse_target_op(op);
   if (p.rank() < 1) shape_error(g, node, "predictions need a batch dimension");
   if (sparse) {
     bool ok = (t.rank() == p.rank() - 1 || (t.rank() == p.rank() && t[-1] == 1)) && t[0] == p[0];
@@ -104,7 +104,7 @@ Shape shape_loss(const Graph& g, int node) {
   } else if (t != p) {
     shape_error(g, node, "targets must have the shape of the predictions");
   }
-  bool is_grad = op == Op::MseLossGrad || op == Op::BceLossGrad || op == Op::CceLossGrad || op == Op::SparseCceLossGrad;
+  const bool is_grad = is_loss_grad_op(op);
   return is_grad ? p : Shape{};
 }
 
@@ -247,10 +247,6 @@ DType dtype_same_any(const Graph& g, int node) {
   return t;
 }
 
-bool is_sparse_target_op(Op op) {
-  return op == Op::SparseCceLoss || op == Op::SparseCceLossGrad || op == Op::SparseCategoricalAccuracy;
-}
-
 // Losses and metrics: floating predictions; targets of the same dtype, or int32 class indices for the
 // sparse ones; the gradient's dy is the float32 loss. Loss values and metrics are float32 whatever the
 // predictions' dtype (Keras computes losses in float32); a loss gradient has the predictions' dtype.
@@ -262,8 +258,7 @@ DType dtype_loss(const Graph& g, int node) {
     dtype_error(g, node,
                 is_sparse_target_op(op) ? "sparse targets must be int32 class indices"
                                         : "targets must have the predictions' dtype");
-  const bool is_grad =
-      op == Op::MseLossGrad || op == Op::BceLossGrad || op == Op::CceLossGrad || op == Op::SparseCceLossGrad;
+  const bool is_grad = is_loss_grad_op(op);
   if (is_grad && in_dtype(g, node, 2) != DType::f32) dtype_error(g, node, "the loss gradient dy must be float32");
   return is_grad ? p : DType::f32;
 }

@@ -245,6 +245,7 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
     c->x.push_back(id);
   }
   c->x_scale.assign(c->x.size(), StageScale{});
+  c->x_conversion_seen.assign(c->x.size(), 0);
   c->conversions_logged = conversions_logged_;
   std::function<int(const KerasTensor&)> eval = [&](const KerasTensor& t) -> int {
     auto found = value.find(t.node.get());

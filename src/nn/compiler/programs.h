@@ -26,6 +26,7 @@ struct Compiled {
   std::vector<int> x, y;                                      // input value ids: model inputs, targets
   std::vector<DType> y_dtype;                                 // i32 for sparse targets
   std::vector<StageScale> x_scale;                            // per model input
+  std::vector<char> x_conversion_seen;                        // per model input: staging has looked at its source dtype
   std::shared_ptr<std::set<std::string>> conversions_logged;  // shared by a model's programs
   std::vector<int> outputs;                                   // predictions (predict programs)
   std::vector<std::pair<std::string, int>> logs;              // log name -> scalar value id ("loss" first)

@@ -9,8 +9,11 @@ namespace {
 
 // Once per model and input: the dtype conversion staging does for it (so a float16 file is not silently
 // trained as something else).
-void log_conversion(Compiled& c, const graph::Graph& g, int value, const Tensor& src, const StageScale& sc) {
-  const graph::Node& n = g[value];
+void log_conversion(Compiled& c, const graph::Graph& g, size_t input, const Tensor& src) {
+  if (c.x_conversion_seen[input]) return;  // once per program and input: nothing is built per batch
+  c.x_conversion_seen[input] = 1;
+  const graph::Node& n = g[c.x[input]];
+  const StageScale& sc = c.x_scale[input];
   const bool scaled = sc.scale != 1.0f || sc.offset != 0.0f;
   if (src.dtype() == n.dtype && !scaled) return;
   const std::string key = n.name + "/" + std::string(dtype_name(src.dtype()));
@@ -32,7 +35,7 @@ void BatchStager::copy_rows(Compiled& c, const std::vector<Tensor>& x, const std
     if (p.plan().offset[static_cast<size_t>(c.x[i])] < 0) continue;  // an input no output needs
     const graph::InputSlot slot = access.slot(p, c.x[i]);
     const StageScale& sc = c.x_scale[i];
-    log_conversion(c, p.graph(), c.x[i], x[i], sc);
+    log_conversion(c, p.graph(), i, x[i]);
     gather_rows(x[i], idx, begin, n, slot.data, slot.dtype, sc.scale, sc.offset);
   }
   if (y)
