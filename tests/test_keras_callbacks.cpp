@@ -355,3 +355,50 @@ TEST(CSVLogger, WritesKerasColumnsAndAppends) {
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 4);  // header once, then 3 rows
   fs::remove_all(dir);
 }
+
+TEST(BackupAndRestore, ASecondTrainingOnTheSameFolderIsRefused) {
+  const fs::path dir = fresh_dir("locked");
+  auto holder = std::make_shared<BackupAndRestore>(dir.string());
+  auto m = make_model();
+  // The first fit holds the folder while it runs; a second callback on the same folder is refused.
+  struct Second : tk::Callback {
+    std::string dir, message;
+    void on_train_begin(const tk::Logs&) override {
+      auto other = make_model();
+      try {
+        other->fit(x_data(), y_data(), fit_options({std::make_shared<BackupAndRestore>(dir)}));
+      } catch (const tk::IoError& e) {
+        message = e.what();
+      }
+    }
+  };
+  auto second = std::make_shared<Second>();
+  second->dir = dir.string();
+  m->fit(x_data(), y_data(), fit_options({holder, second}));
+  EXPECT_NE(second->message.find("in use by another training (pid " + std::to_string(::getpid())), std::string::npos)
+      << second->message;
+  // Released at the end: the folder is free again.
+  auto again = make_model();
+  EXPECT_NO_THROW(again->fit(x_data(), y_data(), fit_options({std::make_shared<BackupAndRestore>(dir.string())})));
+  fs::remove_all(dir);
+}
+
+// The fuzzer's seed is a real, current state file: a tiny model after one step (TK_UPDATE_FIXTURES=1 rewrites it).
+TEST(TrainingStateFile, SeedCorpusIsCurrent) {
+  tk::utils::set_random_seed(3);
+  tk::Sequential m({tk::layers::Input({3}), tk::layers::Dense(2)});
+  m.compile(tk::optimizers::Adam(), "mse");
+  m.train_on_batch({uniform({4, 3}, 5)}, {uniform({4, 2}, 6)});
+  const std::vector<std::byte> bytes = tk::io::encode_training_state(m.training_state());
+  const fs::path seed = fs::path(TK_SOURCE_DIR) / "fuzz/corpus/fuzz_tkstate/tiny.tkstate";
+  if (std::getenv("TK_UPDATE_FIXTURES")) {
+    fs::create_directories(seed.parent_path());
+    std::ofstream(seed, std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  }
+  std::ifstream in(seed, std::ios::binary);
+  ASSERT_TRUE(in) << seed << " is missing (run with TK_UPDATE_FIXTURES=1)";
+  std::vector<char> stored((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_EQ(stored.size(), bytes.size()) << "the state format changed: run with TK_UPDATE_FIXTURES=1";
+  EXPECT_EQ(std::memcmp(stored.data(), bytes.data(), bytes.size()), 0);
+}

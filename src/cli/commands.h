@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/callback_options.h"
 #include "cli/run_options.h"
 #include "trainkit/nn/model.h"
 
@@ -26,7 +27,8 @@ struct FitArgs {
   int64_t shuffle_buffer = 10000;
   int verbose = -1;
   bool summary = true;
-  RunOptions run;  // --device, --dtype-policy, --memory-limit
+  RunOptions run;          // --device, --dtype-policy, --memory-limit
+  CallbackArgs callbacks;  // --backup-dir, --early-stopping, --csv-log, ...
 };
 
 void add_fit_command(CLI::App& app, FitArgs& args);

@@ -29,6 +29,7 @@ void add_fit_command(CLI::App& app, FitArgs& a) {
       ->capture_default_str();
   fit->add_option("-s,--seed", a.seed, "Seed for weights, shuffling and dropout")->capture_default_str();
   add_run_options(fit, a.run);
+  add_callback_options(fit, a.callbacks);
   fit->add_option("--data-dir", a.data_dir, "Directory with the four Fashion-MNIST IDX files (.gz or plain)");
   fit->add_option("--train-images", a.train_images, "IDX file of training images (overrides --data-dir)");
   fit->add_option("--train-labels", a.train_labels, "IDX file of training labels");
@@ -149,7 +150,11 @@ int run_fit_data(const FitArgs& a, OptimizerPtr optimizer, int64_t batch_size, i
   const data::Dataset train = train_src.shuffle(a.shuffle_buffer, a.seed).batch(batch).prefetch(data::AUTOTUNE);
   std::optional<data::Dataset> val;
   if (val_src) val = val_src->batch(1000).prefetch(data::AUTOTUNE);
-  model.fit(train, {.epochs = a.epochs, .verbose = a.verbose, .micro_batch_size = micro, .validation_dataset = val});
+  model.fit(train, {.epochs = a.epochs,
+                    .verbose = a.verbose,
+                    .callbacks = make_callbacks(a.callbacks, val.has_value()),
+                    .micro_batch_size = micro,
+                    .validation_dataset = val});
   if (val) {
     Logs test = model.evaluate(*val);
     std::printf("test_loss: %.4f - test_accuracy: %.4f\n", test.get("loss"), test.get("accuracy"));
@@ -213,6 +218,7 @@ int run_fit(const FitArgs& a) {
             {.batch_size = batch_size,
              .epochs = a.epochs,
              .verbose = a.verbose,
+             .callbacks = make_callbacks(a.callbacks, a.validation_split > 0.0f),
              .validation_split = a.validation_split,
              .micro_batch_size = micro_batch_size});
   Logs test = model.evaluate(d.x_test, d.y_test, {.batch_size = 1000});

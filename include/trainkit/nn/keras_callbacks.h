@@ -30,14 +30,20 @@ enum class Mode { automatic, min, max };
 // ---------------------------------------------------------------- BackupAndRestore
 struct BackupAndRestoreOptions {
   int64_t save_freq = 0;          // 0: at the end of every epoch (Keras' "epoch"); N: every N optimizer steps
-  bool delete_checkpoint = true;  // remove the backup when fit ends normally (Keras' default)
+  bool delete_checkpoint = true;  // remove the backup when fit ends normally (Keras' default); false: save the
+                                  // final state there (a later fit with more epochs continues from it)
 };
 // Saves the whole training state (weights, optimizer state, counters, data position) to
 // backup_dir/latest.tkstate; when fit starts and that file exists, restores it and continues at the saved epoch
 // and batch, reading the same batches an uninterrupted run would read (same model, data and seed required).
+// While a fit runs, the folder is locked (flock on backup_dir/.lock, released by the kernel if the process
+// dies): a second process given the same folder gets an IoError naming the holder instead of mixing backups.
 class BackupAndRestore : public Callback {
  public:
   explicit BackupAndRestore(std::string backup_dir, BackupAndRestoreOptions options = {});
+  ~BackupAndRestore() override;
+  BackupAndRestore(const BackupAndRestore&) = delete;
+  BackupAndRestore& operator=(const BackupAndRestore&) = delete;
   void on_train_begin(const Logs&) override;
   void on_train_batch_end(int64_t batch, const Logs&) override;
   void on_epoch_end(int epoch, const Logs&) override;
@@ -48,6 +54,9 @@ class BackupAndRestore : public Callback {
 
  private:
   void save();
+  void lock_folder();
+  void unlock_folder();
+  int lock_fd_ = -1;
   std::string dir_;
   BackupAndRestoreOptions o_;
   std::optional<FitPosition> restored_;

@@ -1,8 +1,14 @@
 // Callbacks that write files: BackupAndRestore (the training state, atomically) and CSVLogger.
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -25,6 +31,34 @@ BackupAndRestore::BackupAndRestore(std::string backup_dir, BackupAndRestoreOptio
                           std::to_string(o_.save_freq));
 }
 
+BackupAndRestore::~BackupAndRestore() { unlock_folder(); }
+
+void BackupAndRestore::lock_folder() {
+  if (lock_fd_ >= 0) return;  // this callback already holds it (a fit that threw, then another)
+  const std::string path = (fs::path(dir_) / ".lock").string();
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) throw IoError("BackupAndRestore: cannot open " + path + ": " + std::strerror(errno));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    char holder[32] = {0};
+    const ssize_t n = ::pread(fd, holder, sizeof holder - 1, 0);
+    ::close(fd);
+    throw IoError("BackupAndRestore: backup folder " + dir_ + " is in use by another training (pid " +
+                  (n > 0 ? std::string(holder, static_cast<size_t>(n)) : std::string("unknown")) +
+                  "): give each run its own --backup-dir, or wait for that one to finish");
+  }
+  const std::string pid = std::to_string(::getpid());
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) < 0) {
+    // The pid only makes the message above more helpful; the lock itself holds.
+  }
+  lock_fd_ = fd;
+}
+
+void BackupAndRestore::unlock_folder() {
+  if (lock_fd_ < 0) return;
+  ::close(lock_fd_);  // releases the flock
+  lock_fd_ = -1;
+}
+
 std::string BackupAndRestore::backup_path() const { return (fs::path(dir_) / "latest.tkstate").string(); }
 
 void BackupAndRestore::on_train_begin(const Logs&) {
@@ -32,6 +66,7 @@ void BackupAndRestore::on_train_begin(const Logs&) {
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec) throw IoError("BackupAndRestore: cannot create backup folder " + dir_ + ": " + ec.message());
+  lock_folder();
   io::remove_stale_temporaries(dir_);  // what a writer killed mid-save left behind
   if (!fs::exists(backup_path())) return;
   const TrainingState state = io::load_training_state(backup_path());
@@ -55,9 +90,13 @@ void BackupAndRestore::on_epoch_end(int, const Logs&) {
 }
 
 void BackupAndRestore::on_train_end(const Logs&) {
-  if (!o_.delete_checkpoint) return;
-  std::error_code ec;
-  fs::remove(backup_path(), ec);
+  if (!o_.delete_checkpoint) {  // kept: it holds the finished run, so a later fit with more epochs continues
+    save();
+  } else {
+    std::error_code ec;
+    fs::remove(backup_path(), ec);
+  }
+  unlock_folder();
 }
 
 // ---------------------------------------------------------------- CSVLogger
