@@ -28,7 +28,8 @@ void add_callback_options(CLI::App* fit, CallbackArgs& a) {
   fit->add_flag("--terminate-on-nan", a.terminate_on_nan, "Stop training when a batch's loss is NaN or infinite");
 }
 
-std::vector<CallbackPtr> make_callbacks(const CallbackArgs& a, bool has_validation) {
+std::vector<CallbackPtr> make_callbacks(const CallbackArgs& a, bool has_validation, int verbose) {
+  const int say = verbose != 0 ? 1 : 0;
   using namespace callbacks;
   std::vector<CallbackPtr> out;
   const std::string monitor = !a.monitor.empty() ? a.monitor : has_validation ? "val_loss" : "loss";
@@ -53,12 +54,12 @@ std::vector<CallbackPtr> make_callbacks(const CallbackArgs& a, bool has_validati
   }
   if (a.early_stopping >= 0)
     out.push_back(std::make_shared<EarlyStopping>(EarlyStoppingOptions{
-        .monitor = monitor, .patience = a.early_stopping, .verbose = 1, .restore_best_weights = true}));
+        .monitor = monitor, .patience = a.early_stopping, .verbose = say, .restore_best_weights = true}));
   else if (a.early_stopping != -1)
     throw InvalidArgument("--early-stopping must be >= 0 epochs, got " + std::to_string(a.early_stopping));
   if (a.reduce_lr_on_plateau >= 0)
     out.push_back(std::make_shared<ReduceLROnPlateau>(
-        ReduceLROnPlateauOptions{.monitor = monitor, .patience = a.reduce_lr_on_plateau, .verbose = 1}));
+        ReduceLROnPlateauOptions{.monitor = monitor, .patience = a.reduce_lr_on_plateau, .verbose = say}));
   else if (a.reduce_lr_on_plateau != -1)
     throw InvalidArgument("--reduce-lr-on-plateau must be >= 0 epochs, got " + std::to_string(a.reduce_lr_on_plateau));
   if (!a.csv_log.empty()) out.push_back(std::make_shared<CSVLogger>(a.csv_log));

@@ -25,7 +25,7 @@ struct CallbackArgs {
 
 void add_callback_options(CLI::App* command, CallbackArgs& args);
 // The callbacks the options ask for; InvalidArgument names a bad option. `has_validation`: the fit reports
-// val_* logs (picks the default monitor).
-std::vector<CallbackPtr> make_callbacks(const CallbackArgs& args, bool has_validation);
+// val_* logs (picks the default monitor); `verbose`: the fit's -v (0: the callbacks print nothing).
+std::vector<CallbackPtr> make_callbacks(const CallbackArgs& args, bool has_validation, int verbose);
 
 }  // namespace tk::cli

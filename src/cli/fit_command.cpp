@@ -116,8 +116,8 @@ int64_t auto_micro_batch_size(Model& model, int64_t batch, int verbose) {
 }
 
 // fit over a --data file: file -> shuffle -> batch -> prefetch, validation from --validation-data.
-int run_fit_data(const FitArgs& a, OptimizerPtr optimizer, int64_t batch_size, int64_t micro_batch_size,
-                 Device device) {
+int run_fit_data(const FitArgs& a, OptimizerPtr optimizer, int64_t batch_size, int64_t micro_batch_size, Device device,
+                 std::vector<CallbackPtr> callbacks) {
   if (a.validation_split != 0.0f)
     throw InvalidArgument("--validation-split does not apply to --data (a stream): pass --validation-data");
   if (a.shuffle_buffer <= 0)
@@ -152,7 +152,7 @@ int run_fit_data(const FitArgs& a, OptimizerPtr optimizer, int64_t batch_size, i
   if (val_src) val = val_src->batch(1000).prefetch(data::AUTOTUNE);
   model.fit(train, {.epochs = a.epochs,
                     .verbose = a.verbose,
-                    .callbacks = make_callbacks(a.callbacks, val.has_value()),
+                    .callbacks = std::move(callbacks),
                     .micro_batch_size = micro,
                     .validation_dataset = val});
   if (val) {
@@ -174,6 +174,8 @@ int run_fit(const FitArgs& a) {
   const int64_t micro_batch_size = parse_batch_option("--micro-batch-size", a.micro_batch_size, true);
   if (!(a.validation_split >= 0.0f && a.validation_split < 1.0f))
     throw InvalidArgument("--validation-split must be in [0, 1), got " + std::to_string(a.validation_split));
+  std::vector<CallbackPtr> callbacks =
+      make_callbacks(a.callbacks, a.validation_split > 0.0f || !a.validation_data.empty(), a.verbose);
   const Device device = apply_run_options(a.run);  // before the data: the budget precedes any allocation
   utils::set_random_seed(a.seed);
   OptimizerPtr optimizer = optimizers::get(a.optimizer, a.learning_rate);
@@ -187,7 +189,7 @@ int run_fit(const FitArgs& a) {
       throw InvalidArgument(
           "--data replaces --train-images/--train-labels/--test-images/--test-labels: give one or "
           "the other");
-    return run_fit_data(a, optimizer, batch_size, micro_batch_size, device);
+    return run_fit_data(a, optimizer, batch_size, micro_batch_size, device, std::move(callbacks));
   }
   if (!a.validation_data.empty()) throw InvalidArgument("--validation-data needs --data");
   data::FashionMnist d;
@@ -218,7 +220,7 @@ int run_fit(const FitArgs& a) {
             {.batch_size = batch_size,
              .epochs = a.epochs,
              .verbose = a.verbose,
-             .callbacks = make_callbacks(a.callbacks, a.validation_split > 0.0f),
+             .callbacks = std::move(callbacks),
              .validation_split = a.validation_split,
              .micro_batch_size = micro_batch_size});
   Logs test = model.evaluate(d.x_test, d.y_test, {.batch_size = 1000});
