@@ -52,6 +52,10 @@ class ProgramCache {
   // remat: rematerialize the backward pass (stats filled in when non-null).
   Traced trace(ProgramKind kind, int64_t batch, bool allocate_slots, bool remat = false,
                graph::RematStats* stats = nullptr);
+  // Copies of a weight's optimizer slots (zeros when none exist yet).
+  std::vector<Tensor> slots(const Weight& w) const;
+  // Sets a weight's optimizer slots, in place when programs already hold them.
+  void set_slots(const Weight& w, const std::vector<Tensor>& values);
   // Bytes this cache holds on the device: optimizer slots and the shared arena.
   size_t persistent_bytes() const;
 
