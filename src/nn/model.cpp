@@ -73,6 +73,7 @@ void require_compute_device(Device device) {
 }
 
 void Model::set_device(Device device) {
+  if (device == device_) return;  // keeps what exists (e.g. optimizer state restored from a file)
   if (programs_ && programs_->persistent_bytes() > 0)
     throw InvalidArgument("set_device: model '" + name_ + "' already has programs on " + device_.to_string() +
                           "; set the device before the first fit/evaluate/predict (or compile() again)");
@@ -92,6 +93,7 @@ void require_dtype_policy(const std::string& policy) {
 
 void Model::set_dtype_policy(const std::string& policy) {
   require_dtype_policy(policy);
+  if (policy == dtype_policy_) return;  // keeps what exists (e.g. optimizer state restored from a file)
   dtype_policy_ = policy;
   programs_.reset();
 }
