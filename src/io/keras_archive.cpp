@@ -49,6 +49,10 @@ std::string read_member(zip_t* za, const char* name, const std::string& label, b
   if (total != st.size)
     throw FormatError(label + ": member '" + name + "' ends after " + std::to_string(total) + " of " +
                       std::to_string(st.size) + " bytes (truncated; save it again)");
+  char extra = 0;  // libzip checks the CRC when a read reaches the end of the member
+  if (zip_fread(f, &extra, 1) != 0)
+    throw FormatError(label + ": cannot read member '" + name + "' to its end: " +
+                      zip_error_strerror(zip_file_get_error(f)) + " (the file is damaged; save it again)");
   return out;
 }
 
@@ -98,6 +102,15 @@ Archive read_archive_bytes(const std::string& label, const void* data, size_t si
   }
   zip_error_fini(&err);
   return read_open(za, label);
+}
+
+json parse_json(const std::string& text, const std::string& label) {
+  try {
+    return json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw FormatError(label + ": not valid JSON at byte " + std::to_string(e.byte) + ": " + e.what() +
+                      " (the file is damaged; save it again)");
+  }
 }
 
 void check_metadata(const std::string& metadata, const std::string& label) {

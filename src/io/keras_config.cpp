@@ -182,15 +182,6 @@ std::string layer_label(const std::string& label, const std::string& name) { ret
 
 }  // namespace
 
-json parse_json(const std::string& text, const std::string& label) {
-  try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw FormatError(label + ": not valid JSON at byte " + std::to_string(e.byte) + ": " + e.what() +
-                      " (the file is damaged; save it again)");
-  }
-}
-
 json model_to_json(const Model& model) {
   const auto* seq = dynamic_cast<const Sequential*>(&model);
   if (model.layers().empty())
