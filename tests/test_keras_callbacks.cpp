@@ -8,11 +8,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "trainkit/io/keras.h"
 #include "trainkit/io/training_state_file.h"
 #include "trainkit/trainkit.h"
 
@@ -385,6 +387,7 @@ TEST(BackupAndRestore, ASecondTrainingOnTheSameFolderIsRefused) {
 
 // The fuzzer's seed is a real, current state file: a tiny model after one step (TK_UPDATE_FIXTURES=1 rewrites it).
 TEST(TrainingStateFile, SeedCorpusIsCurrent) {
+  tk::clear_session();  // names (sequential, dense) must not depend on the tests that ran before
   tk::utils::set_random_seed(3);
   tk::Sequential m({tk::layers::Input({3}), tk::layers::Dense(2)});
   m.compile(tk::optimizers::Adam(), "mse");
@@ -401,4 +404,57 @@ TEST(TrainingStateFile, SeedCorpusIsCurrent) {
   std::vector<char> stored((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   ASSERT_EQ(stored.size(), bytes.size()) << "the state format changed: run with TK_UPDATE_FIXTURES=1";
   EXPECT_EQ(std::memcmp(stored.data(), bytes.data(), bytes.size()), 0);
+}
+
+// ---------------------------------------------------------------- ModelCheckpoint
+TEST(ModelCheckpoint, FormatsPathsLikePythonAndSavesBestOnly) {
+  const fs::path dir = fresh_dir("ckpt");
+  ModelCheckpoint names((dir / "m_{epoch:02d}-{val_loss:.2f}.keras").string());
+  tk::Logs logs;
+  logs.set("val_loss", 0.12345);
+  EXPECT_EQ(names.format_path(4, logs), (dir / "m_05-0.12.keras").string());
+  EXPECT_THROW(names.format_path(0,
+                                 [] {
+                                   tk::Logs l;
+                                   l.set("loss", 1.0);
+                                   return l;
+                                 }()),
+               tk::InvalidArgument);  // {val_loss} is not logged
+  EXPECT_THROW(ModelCheckpoint("m.h5"), tk::InvalidArgument);
+  EXPECT_THROW(ModelCheckpoint("m.keras", {.save_weights_only = true}), tk::InvalidArgument);
+  EXPECT_THROW(ModelCheckpoint("m_{epoch:q}.keras"), tk::InvalidArgument);
+
+  // save_best_only over a real fit: a file per improving epoch, and the last file holds the best weights.
+  auto m = make_model();
+  auto best = std::make_shared<ModelCheckpoint>(
+      (dir / "best_{epoch}.weights.h5").string(),
+      ModelCheckpointOptions{.monitor = "loss", .save_best_only = true, .save_weights_only = true});
+  tk::FitOptions o = fit_options({best});
+  o.epochs = 3;
+  const tk::History h = m->fit(x_data(), y_data(), o);
+  const auto& loss = h.history.at("loss");
+  int saved = 0;
+  double running = std::numeric_limits<double>::infinity();
+  for (size_t e = 0; e < loss.size(); ++e) {
+    const bool improved = loss[e] < running;
+    running = std::min(running, loss[e]);
+    EXPECT_EQ(fs::exists(dir / ("best_" + std::to_string(e + 1) + ".weights.h5")), improved) << "epoch " << e;
+    saved += improved ? 1 : 0;
+  }
+  EXPECT_GE(saved, 1);
+  EXPECT_DOUBLE_EQ(best->best(), running);
+  fs::remove_all(dir);
+}
+
+TEST(ModelCheckpoint, WholeModelFileLoadsBackAndPredictsTheSame) {
+  const fs::path dir = fresh_dir("ckpt_model");
+  auto m = make_model();
+  tk::FitOptions o = fit_options({std::make_shared<ModelCheckpoint>((dir / "last.keras").string())});
+  o.epochs = 2;
+  m->fit(x_data(), y_data(), o);
+  auto back = tk::models::load_model((dir / "last.keras").string());
+  const Tensor a = m->predict(x_data()), b = back->predict(x_data());
+  ASSERT_EQ(a.nbytes(), b.nbytes());
+  EXPECT_EQ(std::memcmp(a.raw(), b.raw(), a.nbytes()), 0);
+  fs::remove_all(dir);
 }

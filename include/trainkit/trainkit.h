@@ -14,6 +14,7 @@
 #include "trainkit/data/dataset.h"
 #include "trainkit/data/idx.h"
 #include "trainkit/data/stall.h"
+#include "trainkit/io/keras.h"
 #include "trainkit/nn/callbacks.h"
 #include "trainkit/nn/keras_callbacks.h"
 #include "trainkit/nn/layers.h"

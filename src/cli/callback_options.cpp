@@ -25,6 +25,11 @@ void add_callback_options(CLI::App* fit, CallbackArgs& a) {
                   "Log watched by --early-stopping and --reduce-lr-on-plateau (default: "
                   "val_loss with validation data, else loss)");
   fit->add_option("--csv-log", a.csv_log, "Write one CSV row per epoch to this file (CSVLogger)");
+  fit->add_option("--checkpoint", a.checkpoint,
+                  "Save the model after every epoch (ModelCheckpoint): a .keras path, or .weights.h5 for the weights; "
+                  "it may name {epoch} and logs, e.g. ckpt/m_{epoch:02d}-{val_loss:.2f}.keras");
+  fit->add_flag("--checkpoint-best-only", a.checkpoint_best_only,
+                "With --checkpoint: save only when --monitor improves");
   fit->add_flag("--terminate-on-nan", a.terminate_on_nan, "Stop training when a batch's loss is NaN or infinite");
 }
 
@@ -33,7 +38,8 @@ std::vector<CallbackPtr> make_callbacks(const CallbackArgs& a, bool has_validati
   using namespace callbacks;
   std::vector<CallbackPtr> out;
   const std::string monitor = !a.monitor.empty() ? a.monitor : has_validation ? "val_loss" : "loss";
-  if (!has_validation && monitor.rfind("val_", 0) == 0 && (a.early_stopping >= 0 || a.reduce_lr_on_plateau >= 0))
+  if (!has_validation && monitor.rfind("val_", 0) == 0 &&
+      (a.early_stopping >= 0 || a.reduce_lr_on_plateau >= 0 || a.checkpoint_best_only))
     throw InvalidArgument("--monitor " + monitor +
                           ": this run has no validation data (add --validation-split or --validation-data, or "
                           "monitor loss)");
@@ -62,6 +68,16 @@ std::vector<CallbackPtr> make_callbacks(const CallbackArgs& a, bool has_validati
         ReduceLROnPlateauOptions{.monitor = monitor, .patience = a.reduce_lr_on_plateau, .verbose = say}));
   else if (a.reduce_lr_on_plateau != -1)
     throw InvalidArgument("--reduce-lr-on-plateau must be >= 0 epochs, got " + std::to_string(a.reduce_lr_on_plateau));
+  if (!a.checkpoint.empty()) {
+    const bool weights_only = a.checkpoint.size() > 11 && a.checkpoint.ends_with(".weights.h5");
+    out.push_back(
+        std::make_shared<ModelCheckpoint>(a.checkpoint, ModelCheckpointOptions{.monitor = monitor,
+                                                                               .verbose = say,
+                                                                               .save_best_only = a.checkpoint_best_only,
+                                                                               .save_weights_only = weights_only}));
+  } else if (a.checkpoint_best_only) {
+    throw InvalidArgument("--checkpoint-best-only needs --checkpoint PATH");
+  }
   if (!a.csv_log.empty()) out.push_back(std::make_shared<CSVLogger>(a.csv_log));
   if (a.terminate_on_nan) out.push_back(std::make_shared<TerminateOnNaN>());
   return out;

@@ -21,6 +21,8 @@ struct CallbackArgs {
   std::string monitor;                // default: val_loss with validation data, else loss
   std::string csv_log;                // CSVLogger file
   bool terminate_on_nan = false;
+  std::string checkpoint;  // ModelCheckpoint filepath (.keras, or .weights.h5 for the weights alone)
+  bool checkpoint_best_only = false;
 };
 
 void add_callback_options(CLI::App* command, CallbackArgs& args);

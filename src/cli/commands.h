@@ -27,6 +27,7 @@ struct FitArgs {
   int64_t shuffle_buffer = 10000;
   int verbose = -1;
   bool summary = true;
+  std::string save;        // --save m.keras after training (keras_commands.cpp)
   RunOptions run;          // --device, --dtype-policy, --memory-limit
   CallbackArgs callbacks;  // --backup-dir, --early-stopping, --csv-log, ...
 };
@@ -59,6 +60,27 @@ int run_smi(const SmiArgs& args);
 int64_t parse_batch_option(const std::string& option, const std::string& value, bool zero_ok);
 
 // scale != 1: a Rescaling(scale) after the input (uint8 pixels: 1/255, applied as each batch is staged).
-std::unique_ptr<Sequential> make_model(const std::string& model, const Shape& sample_shape, float scale = 1.0f);
+// A path ending in .keras or .h5 loads that model file (compiled when the file has a compile config).
+std::unique_ptr<Model> make_model(const std::string& model, const Shape& sample_shape, float scale = 1.0f);
+
+// Keras model files (keras_commands.cpp): `trainkit summary m.keras`, `trainkit evaluate m.keras --data F`.
+bool is_model_file(const std::string& model);   // ends in .keras or .h5
+void check_save_path(const std::string& path);  // --save: InvalidArgument unless it ends in .keras
+void save_model_file(const Model& model, const std::string& path, int verbose);  // no-op for ""
+// Features for a loaded model: reshaped to its input when only the layout differs (28x28 -> 784), and uint8
+// pixels scaled to [0, 1] (a spec model does that with its Rescaling; a file's model has its own layers).
+Tensor features_for(const Model& model, const Tensor& x);
+struct SummaryArgs {
+  std::string model;
+};
+void add_summary_command(CLI::App& app, SummaryArgs& args);
+int run_summary(const SummaryArgs& args);
+struct EvaluateArgs {
+  std::string model, data, format = "auto", x, y;
+  int64_t batch_size = 128;
+  RunOptions run;
+};
+void add_evaluate_command(CLI::App& app, EvaluateArgs& args);
+int run_evaluate(const EvaluateArgs& args);
 
 }  // namespace tk::cli

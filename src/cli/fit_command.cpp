@@ -13,8 +13,11 @@ namespace tk::cli {
 void add_fit_command(CLI::App& app, FitArgs& a) {
   CLI::App* fit = app.add_subcommand(
       "fit", "Train a model (default: MLP 784-256-128-10 on Fashion-MNIST) and report test accuracy");
-  fit->add_option("-m,--model", a.model, "Layers after the input, e.g. dense:256:relu,dropout:0.2,dense:10")
+  fit->add_option("-m,--model", a.model,
+                  "Layers after the input, e.g. dense:256:relu,dropout:0.2,dense:10; \"cnn\"; or a model file "
+                  "(.keras, Keras 2 .h5) to train further with its compile config and optimizer state")
       ->capture_default_str();
+  fit->add_option("--save", a.save, "Save the trained model as a Keras 3 .keras file");
   fit->add_option("-e,--epochs", a.epochs, "Passes over the training data")->capture_default_str();
   fit->add_option("-b,--batch-size", a.batch_size,
                   "Samples per step, or \"auto\": the largest that fits the memory budget (from the plan)")
@@ -71,7 +74,8 @@ int64_t parse_batch_option(const std::string& option, const std::string& value, 
 }
 
 // `scale` != 1: a Rescaling right after the input (folded into batch staging, so the data stays narrow).
-std::unique_ptr<Sequential> make_model(const std::string& model, const Shape& sample, float scale) {
+std::unique_ptr<Model> make_model(const std::string& model, const Shape& sample, float scale) {
+  if (is_model_file(model)) return models::load_model(model, /*compile=*/true);
   if (model == "cnn") return models::tutorial_cnn(sample, 10, scale);
   std::vector<LayerPtr> layers{layers::Input(sample)};
   if (scale != 1.0f) layers.push_back(layers::Rescaling(scale));
@@ -117,7 +121,7 @@ int64_t auto_micro_batch_size(Model& model, int64_t batch, int verbose) {
 
 // fit over a --data file: file -> shuffle -> batch -> prefetch, validation from --validation-data.
 int run_fit_data(const FitArgs& a, OptimizerPtr optimizer, int64_t batch_size, int64_t micro_batch_size, Device device,
-                 std::vector<CallbackPtr> callbacks) {
+                 std::unique_ptr<Model> file_model, std::vector<CallbackPtr> callbacks) {
   if (a.validation_split != 0.0f)
     throw InvalidArgument("--validation-split does not apply to --data (a stream): pass --validation-data");
   if (a.shuffle_buffer <= 0)
@@ -139,10 +143,12 @@ int run_fit_data(const FitArgs& a, OptimizerPtr optimizer, int64_t batch_size, i
     data::Iterator it = train_src.iterator();
     if (!it.next(first)) throw InvalidArgument("--data " + a.data + ": the file holds no samples");
   }
-  std::unique_ptr<Sequential> owned = make_model(a.model, first[0].shape(), feature_scale(first[0].dtype()));
-  Sequential& model = *owned;
+  std::unique_ptr<Model> owned =
+      file_model ? std::move(file_model) : make_model(a.model, first[0].shape(), feature_scale(first[0].dtype()));
+  Model& model = *owned;
   configure_model(model, a.run, device);
-  model.compile(optimizer, losses::SparseCategoricalCrossentropy({.from_logits = true}), {"accuracy"});
+  if (!model.optimizer())  // a model file keeps its compile config and optimizer state
+    model.compile(optimizer, losses::SparseCategoricalCrossentropy({.from_logits = true}), {"accuracy"});
   if (a.summary && a.verbose != 0) model.summary();
   const int64_t batch = batch_size == kAutoBatchSize ? auto_batch_size(model, a.verbose) : batch_size;
   const int64_t micro =
@@ -159,6 +165,7 @@ int run_fit_data(const FitArgs& a, OptimizerPtr optimizer, int64_t batch_size, i
     Logs test = model.evaluate(*val);
     std::printf("test_loss: %.4f - test_accuracy: %.4f\n", test.get("loss"), test.get("accuracy"));
   }
+  save_model_file(model, a.save, a.verbose);
   const MemoryInfo mem = config::get_memory_info();
   std::printf("peak memory: %zu bytes (%s) of a %zu-byte budget (%s)\n", mem.peak,
               config::format_bytes(mem.peak).c_str(), mem.limit, config::format_bytes(mem.limit).c_str());
@@ -179,7 +186,11 @@ int run_fit(const FitArgs& a) {
   const Device device = apply_run_options(a.run);  // before the data: the budget precedes any allocation
   utils::set_random_seed(a.seed);
   OptimizerPtr optimizer = optimizers::get(a.optimizer, a.learning_rate);
-  if (a.model != "cnn") {
+  check_save_path(a.save);
+  std::unique_ptr<Model> file_model;  // loaded before the data: a bad file should not cost a data load
+  if (is_model_file(a.model)) {
+    file_model = make_model(a.model, Shape{});
+  } else if (a.model != "cnn") {
     parse_model_spec(a.model);  // validates the spec before the data is loaded
     clear_session();            // so that the real model's layers are named dense, dense_1, ...
   }
@@ -189,7 +200,8 @@ int run_fit(const FitArgs& a) {
       throw InvalidArgument(
           "--data replaces --train-images/--train-labels/--test-images/--test-labels: give one or "
           "the other");
-    return run_fit_data(a, optimizer, batch_size, micro_batch_size, device, std::move(callbacks));
+    return run_fit_data(a, optimizer, batch_size, micro_batch_size, device, std::move(file_model),
+                        std::move(callbacks));
   }
   if (!a.validation_data.empty()) throw InvalidArgument("--validation-data needs --data");
   data::FashionMnist d;
@@ -209,11 +221,17 @@ int run_fit(const FitArgs& a) {
   if (d.x_train.shape().rank() < 2)
     throw InvalidArgument("training images must have a sample shape, got " + d.x_train.shape().to_string());
 
-  std::unique_ptr<Sequential> owned =
-      make_model(a.model, d.x_train.shape().sample_shape(), feature_scale(d.x_train.dtype()));
-  Sequential& model = *owned;
+  if (file_model) {
+    d.x_train = features_for(*file_model, d.x_train);
+    d.x_test = features_for(*file_model, d.x_test);
+  }
+  std::unique_ptr<Model> owned =
+      file_model ? std::move(file_model)
+                 : make_model(a.model, d.x_train.shape().sample_shape(), feature_scale(d.x_train.dtype()));
+  Model& model = *owned;
   configure_model(model, a.run, device);
-  model.compile(optimizer, losses::SparseCategoricalCrossentropy({.from_logits = true}), {"accuracy"});
+  if (!model.optimizer())  // a model file keeps its compile config and optimizer state
+    model.compile(optimizer, losses::SparseCategoricalCrossentropy({.from_logits = true}), {"accuracy"});
   if (a.summary && a.verbose != 0) model.summary();
 
   model.fit(d.x_train, d.y_train,
@@ -225,6 +243,7 @@ int run_fit(const FitArgs& a) {
              .micro_batch_size = micro_batch_size});
   Logs test = model.evaluate(d.x_test, d.y_test, {.batch_size = 1000});
   std::printf("test_loss: %.4f - test_accuracy: %.4f\n", test.get("loss"), test.get("accuracy"));
+  save_model_file(model, a.save, a.verbose);
   const MemoryInfo mem = config::get_memory_info();
   std::printf("peak memory: %zu bytes (%s) of a %zu-byte budget (%s)\n", mem.peak,
               config::format_bytes(mem.peak).c_str(), mem.limit, config::format_bytes(mem.limit).c_str());

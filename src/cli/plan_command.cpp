@@ -25,7 +25,7 @@ int run_plan(const PlanArgs& a) {
   if (a.batch_size <= 0)
     throw InvalidArgument("--batch-size must be a positive integer, got " + std::to_string(a.batch_size));
   const Device device = apply_run_options(a.run);
-  std::unique_ptr<Sequential> model = make_model(a.model, Shape(a.input_shape));
+  std::unique_ptr<Model> model = make_model(a.model, Shape(a.input_shape));
   configure_model(*model, a.run, device);
   model->compile(optimizers::get(a.optimizer), losses::SparseCategoricalCrossentropy({.from_logits = true}),
                  {"accuracy"});

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "graph/backend.h"
+#include "graph/op.h"
 #include "nn/compiler/programs.h"
 #include "nn/layers/context.h"
 #include "nn/layers/input_layer.h"
@@ -72,6 +73,7 @@ void require_compute_device(Device device) {
 }
 
 void Model::set_device(Device device) {
+  if (device == device_) return;  // keeps what exists (e.g. optimizer state restored from a file)
   if (programs_ && programs_->persistent_bytes() > 0)
     throw InvalidArgument("set_device: model '" + name_ + "' already has programs on " + device_.to_string() +
                           "; set the device before the first fit/evaluate/predict (or compile() again)");
@@ -91,6 +93,7 @@ void require_dtype_policy(const std::string& policy) {
 
 void Model::set_dtype_policy(const std::string& policy) {
   require_dtype_policy(policy);
+  if (policy == dtype_policy_) return;  // keeps what exists (e.g. optimizer state restored from a file)
   dtype_policy_ = policy;
   programs_.reset();
 }
@@ -200,6 +203,47 @@ void Model::set_weights(const std::vector<Tensor>& weights) {
                             " " + std::string(dtype_name(weights[i].dtype())));
   // Copy into the existing storage: compiled programs hold pointers to it.
   for (size_t i = 0; i < mine.size(); ++i) std::memcpy(mine[i]->value.raw(), weights[i].raw(), weights[i].nbytes());
+}
+
+std::vector<const Weight*> Model::trainable_weights() const {
+  std::vector<const Weight*> out;
+  for (const LayerPtr& l : layers_)
+    if (l->trainable)
+      for (const Weight& w : l->weights())
+        if (w.trainable) out.push_back(&w);
+  return out;
+}
+
+std::vector<std::vector<Tensor>> Model::get_optimizer_slots() const {
+  check_compiled("get_optimizer_slots");
+  nn::ProgramCache fresh(const_cast<Model&>(*this));  // no state yet: zeros
+  const nn::ProgramCache& cache = programs_ ? *programs_ : fresh;
+  std::vector<std::vector<Tensor>> out;
+  for (const Weight* w : trainable_weights()) out.push_back(cache.slots(*w));
+  return out;
+}
+
+void Model::set_optimizer_slots(const std::vector<std::vector<Tensor>>& slots, int64_t iterations) {
+  check_compiled("set_optimizer_slots");
+  const std::vector<const Weight*> ws = trainable_weights();
+  const size_t per = static_cast<size_t>(optimizer_->slots_per_variable());
+  if (slots.size() != ws.size())
+    throw InvalidArgument("set_optimizer_slots: model '" + name_ + "' has " + std::to_string(ws.size()) +
+                          " trainable weights, got state for " + std::to_string(slots.size()));
+  for (size_t i = 0; i < ws.size(); ++i) {
+    if (slots[i].size() != per)
+      throw InvalidArgument("set_optimizer_slots: " + optimizer_->name() + " keeps " + std::to_string(per) +
+                            " slot(s) per weight, got " + std::to_string(slots[i].size()) + " for '" + ws[i]->name +
+                            "'");
+    for (const Tensor& t : slots[i])
+      if (t.shape() != ws[i]->value.shape() || t.dtype() != ws[i]->value.dtype())
+        throw InvalidArgument("set_optimizer_slots: state for '" + ws[i]->name + "' has shape " +
+                              t.shape().to_string() + ", the weight has " + ws[i]->value.shape().to_string());
+  }
+  if (iterations < 0) throw InvalidArgument("set_optimizer_slots: iterations must be >= 0");
+  if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
+  for (size_t i = 0; i < ws.size(); ++i) programs_->set_slots(*ws[i], slots[i]);
+  optimizer_->config().iterations = iterations;
 }
 
 int64_t Model::count_params() const {

@@ -62,6 +62,41 @@ class BackupAndRestore : public Callback {
   std::optional<FitPosition> restored_;
 };
 
+// ---------------------------------------------------------------- ModelCheckpoint
+struct ModelCheckpointOptions {
+  std::string monitor = "val_loss";
+  int verbose = 0;
+  bool save_best_only = false;     // save only when `monitor` improves on the best so far
+  bool save_weights_only = false;  // filepath must then end in .weights.h5 (else .keras)
+  Mode mode = Mode::automatic;
+  int64_t save_freq = 0;  // 0: at the end of every epoch (Keras' "epoch"); N: every N batches
+  std::optional<double> initial_value_threshold = std::nullopt;  // the best value to beat at the start
+};
+// Saves the model (Model::save, .keras) or its weights (save_weights, .weights.h5), atomically. `filepath` may
+// name the epoch (1-based) and any log, with Python's format specs: "ckpt/model_{epoch:02d}-{val_loss:.2f}.keras".
+class ModelCheckpoint : public Callback {
+ public:
+  explicit ModelCheckpoint(std::string filepath, ModelCheckpointOptions options = {});
+  void on_train_begin(const Logs&) override;
+  void on_epoch_begin(int epoch, const Logs&) override;
+  void on_train_batch_end(int64_t batch, const Logs& logs) override;
+  void on_epoch_end(int epoch, const Logs& logs) override;
+  // The path for an epoch (0-based, shown 1-based as Keras does) and logs; InvalidArgument for a field that
+  // is neither "epoch" nor a log.
+  std::string format_path(int epoch, const Logs& logs) const;
+  double best() const { return best_; }
+
+ private:
+  void save(int epoch, const Logs& logs);
+  std::string filepath_;
+  ModelCheckpointOptions o_;
+  bool maximize_ = false;
+  double best_ = 0;
+  int current_epoch_ = 0;
+  int64_t batches_since_save_ = 0;
+  bool warned_ = false;
+};
+
 // ---------------------------------------------------------------- EarlyStopping
 struct EarlyStoppingOptions {
   std::string monitor = "val_loss";

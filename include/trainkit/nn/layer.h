@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "trainkit/core/tensor.h"
@@ -21,6 +22,32 @@ struct CallContext;  // graph-building state; defined in src/nn (layers emit gra
 }
 
 class Layer;
+
+// A layer's constructor arguments under Keras' config names and value types (what Keras' get_config() holds
+// besides name, trainable and dtype), in Keras' order. Saving (.keras files) writes them as JSON.
+struct LayerConfig {
+  struct Value {
+    enum Kind { boolean, integer, number, string, integers } kind = boolean;
+    bool b = false;
+    int64_t i = 0;
+    double d = 0.0;
+    std::string s;
+    std::vector<int64_t> ints;
+  };
+  std::vector<std::pair<std::string, Value>> items;
+  LayerConfig& set(const std::string& key, bool v);
+  LayerConfig& set(const std::string& key, int64_t v);
+  LayerConfig& set(const std::string& key, std::string v);
+  LayerConfig& set(const std::string& key, const char* v) { return set(key, std::string(v)); }
+  LayerConfig& set(const std::string& key, std::vector<int64_t> v);
+  // A float32 option as the decimal Keras would write (0.99f -> 0.99, not 0.9900000095367432).
+  LayerConfig& set_float(const std::string& key, float v);
+  const Value* find(const std::string& key) const {
+    for (const auto& [k, v] : items)
+      if (k == key) return &v;
+    return nullptr;
+  }
+};
 
 // A symbolic tensor: the output of a layer call, with its shape (batch dimension None).
 struct KerasTensor {
@@ -50,6 +77,8 @@ class Layer : public std::enable_shared_from_this<Layer> {
   bool trainable = true;  // false: no gradients, no optimizer state, weights never change in fit
 
   virtual std::string class_name() const = 0;
+  // Keras' config of this layer (layer-specific keys only); empty for layers without options.
+  virtual LayerConfig get_config() const { return {}; }
   // Number of inputs the layer takes (-1 = two or more, e.g. Add).
   virtual int arity() const { return 1; }
   // Checks input shapes (batch None), creates weights on first call, returns the output shape.

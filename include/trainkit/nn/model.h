@@ -117,6 +117,28 @@ class Model {
   std::vector<Tensor> get_weights() const;               // copies, in layer order
   void set_weights(const std::vector<Tensor>& weights);  // shapes must match get_weights()
   int64_t count_params() const;
+  const std::vector<KerasTensor>& inputs() const { return inputs_; }
+  const std::vector<KerasTensor>& outputs() const { return outputs_; }
+  const std::vector<Loss>& losses() const { return losses_; }  // empty until compile()
+  const std::vector<std::string>& metrics() const { return metrics_; }
+  // Weights the optimizer updates: trainable weights of trainable layers, in layer order (Keras'
+  // model.trainable_variables).
+  std::vector<const Weight*> trainable_weights() const;
+  // The optimizer's state for checkpoints: per trainable weight, optimizer()->slots_per_variable() tensors
+  // (copies; zeros before the first step). Requires compile().
+  std::vector<std::vector<Tensor>> get_optimizer_slots() const;
+  // Restores what get_optimizer_slots() returned (and the optimizer's iteration count), so the next step
+  // continues exactly. Shapes must match; InvalidArgument otherwise.
+  void set_optimizer_slots(const std::vector<std::vector<Tensor>>& slots, int64_t iterations);
+
+  // Keras 3 files (src/io/keras*.cpp; tk::models::load_model reads them back):
+  // save("m.keras"): the zip of config.json, metadata.json and model.weights.h5 with the compile config and
+  // the optimizer state. save_weights/load_weights("x.weights.h5"): the weights alone, in Keras 3's layout;
+  // load_weights also reads ".keras" archives and legacy Keras 2 ".h5" files. Files are written atomically.
+  void save(const std::string& path) const;
+  void save_weights(const std::string& path) const;
+  void load_weights(const std::string& path);
+
   bool stop_training = false;                  // a callback sets it to end fit after the current epoch
   Remat rematerialization = Remat::automatic;  // takes effect for programs compiled afterwards
   OptimizerPtr optimizer() const { return optimizer_; }

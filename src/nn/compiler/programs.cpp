@@ -1,6 +1,7 @@
 #include "nn/compiler/programs.h"
 
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <set>
 #include <unordered_map>
@@ -77,6 +78,45 @@ std::vector<Weight*> ProgramCache::trainable_weights() const {
       for (Weight& w : l->weights())
         if (w.trainable) out.push_back(&w);
   return out;
+}
+
+std::vector<Tensor> ProgramCache::slots(const Weight& w) const {
+  const int n = model_.optimizer_->slots_per_variable();
+  std::vector<Tensor> out;
+  auto it = slots_.find(w.id);
+  for (int s = 0; s < n; ++s) {
+    if (it == slots_.end()) {
+      out.push_back(Tensor::zeros(w.value.shape(), w.value.dtype()));
+      continue;
+    }
+    const Tensor& t = it->second[static_cast<size_t>(s)];
+    if (!t.on_host())
+      throw Unsupported("optimizer state of '" + w.name + "' lives on " + t.device().to_string() +
+                        "; reading it back to the host is not built yet (save from a cpu model)");
+    out.push_back(t.clone());
+  }
+  return out;
+}
+
+void ProgramCache::set_slots(const Weight& w, const std::vector<Tensor>& values) {
+  auto it = slots_.find(w.id);
+  if (it == slots_.end()) {
+    std::vector<Tensor> fresh;
+    for (size_t s = 0; s < values.size(); ++s) {
+      fresh.emplace_back(w.value.shape(), w.value.dtype(), model_.device_,
+                         w.name + "/" + model_.optimizer_->name() + " slot " + std::to_string(s));
+      if (!fresh.back().on_host())
+        throw Unsupported("restoring optimizer state on " + model_.device_.to_string() +
+                          " is not built yet (load on cpu)");
+    }
+    it = slots_.emplace(w.id, std::move(fresh)).first;
+  }
+  for (size_t s = 0; s < values.size(); ++s) {  // in place: compiled programs hold pointers to the storage
+    Tensor& dst = it->second[s];
+    if (!dst.on_host())
+      throw Unsupported("restoring optimizer state on " + dst.device().to_string() + " is not built yet (load on cpu)");
+    std::memcpy(dst.raw(), values[s].raw(), dst.nbytes());
+  }
 }
 
 Compiled& ProgramCache::get(ProgramKind kind, int64_t batch, int replica) {

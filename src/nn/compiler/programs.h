@@ -55,6 +55,10 @@ class ProgramCache {
   // The optimizer slots of `w` (slots_per_variable tensors on the model's device); created zeroed when
   // `create` and missing (restoring a state before the first step), else null when missing.
   std::vector<Tensor>* slots_of(const Weight& w, bool create);
+  // Copies of a weight's optimizer slots (zeros when none exist yet).
+  std::vector<Tensor> slots(const Weight& w) const;
+  // Sets a weight's optimizer slots, in place when programs already hold them.
+  void set_slots(const Weight& w, const std::vector<Tensor>& values);
   // Bytes this cache holds on the device: optimizer slots and the shared arena.
   size_t persistent_bytes() const;
 

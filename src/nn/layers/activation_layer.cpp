@@ -12,6 +12,7 @@ class ActivationLayer final : public Layer {
     nn::check_activation(activation_);
   }
   std::string class_name() const override { return "Activation"; }
+  LayerConfig get_config() const override { return LayerConfig{}.set("activation", activation_); }
   Shape build(const std::vector<Shape>& in) override { return in[0]; }
   int call(nn::CallContext& ctx, const std::vector<int>& in) const override {
     return nn::apply_activation(ctx, activation_, in[0], name);

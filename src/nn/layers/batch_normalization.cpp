@@ -20,6 +20,18 @@ class BatchNormLayer final : public Layer {
                             std::to_string(o_.epsilon));
   }
   std::string class_name() const override { return "BatchNormalization"; }
+  LayerConfig get_config() const override {
+    return LayerConfig{}
+        .set("axis", int64_t{-1})
+        .set_float("momentum", o_.momentum)
+        .set_float("epsilon", o_.epsilon)
+        .set("center", true)
+        .set("scale", true)
+        .set("beta_initializer", std::string("zeros"))
+        .set("gamma_initializer", std::string("ones"))
+        .set("moving_mean_initializer", std::string("zeros"))
+        .set("moving_variance_initializer", std::string("ones"));
+  }
   Shape build(const std::vector<Shape>& in) override {
     const Shape& x = in[0];
     if (x.rank() < 2 || x[-1] <= 0)

@@ -27,6 +27,20 @@ class Conv2DLayer final : public Layer {
     nn::check_initializer(o_.bias_initializer);
   }
   std::string class_name() const override { return "Conv2D"; }
+  LayerConfig get_config() const override {
+    return LayerConfig{}
+        .set("filters", filters_)
+        .set("kernel_size", std::vector<int64_t>{k_.h, k_.w})
+        .set("strides", std::vector<int64_t>{o_.strides.h, o_.strides.w})
+        .set("padding", std::string(same_ ? "same" : "valid"))
+        .set("data_format", std::string("channels_last"))
+        .set("dilation_rate", std::vector<int64_t>{o_.dilation_rate.h, o_.dilation_rate.w})
+        .set("groups", int64_t{1})
+        .set("activation", activation_)
+        .set("use_bias", o_.use_bias)
+        .set("kernel_initializer", o_.kernel_initializer)
+        .set("bias_initializer", o_.bias_initializer);
+  }
   Shape build(const std::vector<Shape>& in) override {
     const Shape& x = nn::image_input(*this, in);
     if (!built_) {

@@ -16,6 +16,14 @@ class DenseLayer final : public Layer {
     nn::check_initializer(options_.bias_initializer);
   }
   std::string class_name() const override { return "Dense"; }
+  LayerConfig get_config() const override {
+    return LayerConfig{}
+        .set("units", units_)
+        .set("activation", activation_)
+        .set("use_bias", options_.use_bias)
+        .set("kernel_initializer", options_.kernel_initializer)
+        .set("bias_initializer", options_.bias_initializer);
+  }
 
   Shape build(const std::vector<Shape>& in) override {
     const Shape& s = in[0];

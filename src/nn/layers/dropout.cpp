@@ -15,6 +15,9 @@ class DropoutLayer final : public Layer {
     if (seed_ == 0) seed_ = nn::next_seed();
   }
   std::string class_name() const override { return "Dropout"; }
+  LayerConfig get_config() const override {
+    return LayerConfig{}.set_float("rate", rate_).set("seed", static_cast<int64_t>(seed_));
+  }
   Shape build(const std::vector<Shape>& in) override { return in[0]; }
   int call(nn::CallContext& ctx, const std::vector<int>& in) const override {
     if (!ctx.training || rate_ == 0.0f) return in[0];
@@ -40,6 +43,9 @@ class SpatialDropoutLayer final : public Layer {
     if (seed_ == 0) seed_ = nn::next_seed();
   }
   std::string class_name() const override { return "SpatialDropout2D"; }
+  LayerConfig get_config() const override {
+    return LayerConfig{}.set_float("rate", rate_).set("seed", static_cast<int64_t>(seed_));
+  }
   Shape build(const std::vector<Shape>& in) override { return nn::image_input(*this, in); }
   int call(nn::CallContext& ctx, const std::vector<int>& in) const override {
     if (!ctx.training || rate_ == 0.0f) return in[0];

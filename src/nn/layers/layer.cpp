@@ -1,11 +1,46 @@
 #include "trainkit/nn/layer.h"
 
 #include <atomic>
+#include <charconv>
 
 #include "nn/layers/context.h"
 #include "trainkit/core/error.h"
 
 namespace tk {
+
+LayerConfig& LayerConfig::set(const std::string& key, bool v) {
+  Value x;
+  x.kind = Value::boolean, x.b = v;
+  items.emplace_back(key, std::move(x));
+  return *this;
+}
+LayerConfig& LayerConfig::set(const std::string& key, int64_t v) {
+  Value x;
+  x.kind = Value::integer, x.i = v;
+  items.emplace_back(key, std::move(x));
+  return *this;
+}
+LayerConfig& LayerConfig::set(const std::string& key, std::string v) {
+  Value x;
+  x.kind = Value::string, x.s = std::move(v);
+  items.emplace_back(key, std::move(x));
+  return *this;
+}
+LayerConfig& LayerConfig::set(const std::string& key, std::vector<int64_t> v) {
+  Value x;
+  x.kind = Value::integers, x.ints = std::move(v);
+  items.emplace_back(key, std::move(x));
+  return *this;
+}
+LayerConfig& LayerConfig::set_float(const std::string& key, float v) {
+  char buf[32];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);  // the shortest decimal that reads back as v
+  Value x;
+  x.kind = Value::number, x.d = v;
+  if (ec == std::errc()) std::from_chars(buf, end, x.d);
+  items.emplace_back(key, std::move(x));
+  return *this;
+}
 
 Layer::Layer(std::string name_prefix, std::string given) : name(given.empty() ? nn::unique_name(name_prefix) : given) {}
 

@@ -11,6 +11,9 @@ class MergeLayer final : public Layer {
   MergeLayer(bool concat, int axis, std::string n)
       : Layer(concat ? "concatenate" : "add", std::move(n)), concat_(concat), axis_(axis) {}
   std::string class_name() const override { return concat_ ? "Concatenate" : "Add"; }
+  LayerConfig get_config() const override {
+    return concat_ ? LayerConfig{}.set("axis", static_cast<int64_t>(axis_)) : LayerConfig{};
+  }
   int arity() const override { return -1; }
   Shape build(const std::vector<Shape>& in) override {
     Shape out = in[0];

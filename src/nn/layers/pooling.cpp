@@ -28,6 +28,14 @@ class PoolLayer final : public Layer {
     return global_ ? (max_ ? "GlobalMaxPooling2D" : "GlobalAveragePooling2D")
                    : (max_ ? "MaxPooling2D" : "AveragePooling2D");
   }
+  LayerConfig get_config() const override {
+    if (global_) return LayerConfig{}.set("data_format", std::string("channels_last")).set("keepdims", false);
+    return LayerConfig{}
+        .set("pool_size", std::vector<int64_t>{pool_.h, pool_.w})
+        .set("padding", std::string(same_ ? "same" : "valid"))
+        .set("strides", std::vector<int64_t>{strides_.h, strides_.w})
+        .set("data_format", std::string("channels_last"));
+  }
   Shape build(const std::vector<Shape>& in) override {
     const Shape& x = nn::image_input(*this, in);
     if (global_) return Shape{-1, x[3]};

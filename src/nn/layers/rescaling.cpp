@@ -19,6 +19,9 @@ class RescalingLayer final : public Layer {
                             std::to_string(scale_) + ", offset " + std::to_string(offset_));
   }
   std::string class_name() const override { return "Rescaling"; }
+  LayerConfig get_config() const override {
+    return LayerConfig{}.set_float("scale", scale_).set_float("offset", offset_);
+  }
   Shape build(const std::vector<Shape>& in) override { return in[0]; }
   int call(nn::CallContext& ctx, const std::vector<int>& in) const override {
     graph::Attrs at;

@@ -13,6 +13,12 @@ class ReshapeLayer final : public Layer {
   ReshapeLayer(std::string prefix, std::optional<Shape> target, std::string n)
       : Layer(std::move(prefix), std::move(n)), target_(std::move(target)) {}
   std::string class_name() const override { return target_ ? "Reshape" : "Flatten"; }
+  LayerConfig get_config() const override {
+    if (!target_) return LayerConfig{}.set("data_format", std::string("channels_last"));
+    std::vector<int64_t> dims;
+    for (int i = 0; i < target_->rank(); ++i) dims.push_back((*target_)[i]);
+    return LayerConfig{}.set("target_shape", dims);
+  }
   Shape build(const std::vector<Shape>& in) override { return infer(in[0]); }
   // (None, ...) -> (None, ...target), with one -1 in the target inferred.
   Shape infer(const Shape& input) const {

@@ -16,6 +16,12 @@ class UpSamplingLayer final : public Layer {
     a_.kernel[0] = size.h, a_.kernel[1] = size.w;
   }
   std::string class_name() const override { return "UpSampling2D"; }
+  LayerConfig get_config() const override {
+    return LayerConfig{}
+        .set("size", std::vector<int64_t>{a_.kernel[0], a_.kernel[1]})
+        .set("data_format", std::string("channels_last"))
+        .set("interpolation", std::string("nearest"));
+  }
   Shape build(const std::vector<Shape>& in) override {
     Shape s = nn::image_input(*this, in);
     s[1] *= a_.kernel[0];

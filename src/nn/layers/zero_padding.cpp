@@ -16,6 +16,12 @@ class ZeroPaddingLayer final : public Layer {
     if (t < 0 || b < 0 || l < 0 || r < 0) throw InvalidArgument("ZeroPadding2D '" + name + "': padding must be >= 0");
   }
   std::string class_name() const override { return "ZeroPadding2D"; }
+  // Keras nests the padding as ((top, bottom), (left, right)); the .keras writer nests these four.
+  LayerConfig get_config() const override {
+    return LayerConfig{}
+        .set("padding", std::vector<int64_t>{a_.pad[0], a_.pad[1], a_.pad[2], a_.pad[3]})
+        .set("data_format", std::string("channels_last"));
+  }
   Shape build(const std::vector<Shape>& in) override {
     Shape s = nn::image_input(*this, in);
     s[1] += a_.pad[0] + a_.pad[1];

@@ -1,0 +1,123 @@
+// Keras files on the command line: `trainkit summary m.keras`, `trainkit evaluate m.keras --data FILE`, and
+// the helpers `trainkit fit --model m.keras` / `--save m.keras` use.
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "cli/data_source.h"
+#include "cli/usage.h"
+#include "trainkit/io/keras.h"
+#include "trainkit/trainkit.h"
+
+namespace tk::cli {
+
+bool is_model_file(const std::string& model) {
+  auto ends = [&](const char* s) {
+    const std::string x(s);
+    return model.size() > x.size() && model.compare(model.size() - x.size(), x.size(), x) == 0;
+  };
+  return ends(".keras") || ends(".h5");
+}
+
+void check_save_path(const std::string& path) {
+  if (path.empty()) return;
+  const std::string ext = ".keras";
+  if (path.size() <= ext.size() || path.compare(path.size() - ext.size(), ext.size(), ext) != 0)
+    throw InvalidArgument("--save " + path + ": the path must end in .keras (Keras 3's model format)");
+}
+
+void save_model_file(const Model& model, const std::string& path, int verbose) {
+  if (path.empty()) return;
+  model.save(path);
+  if (verbose != 0) std::printf("saved %s\n", path.c_str());
+}
+
+Tensor features_for(const Model& model, const Tensor& x) {
+  const Shape want = model.inputs().at(0).shape();
+  Tensor out = x;
+  if (x.shape().rank() >= 1 && x.shape().sample_shape() != want.sample_shape()) {
+    std::vector<int64_t> dims{x.dim(0)};
+    int64_t n = 1;
+    for (int i = 1; i < want.rank(); ++i) dims.push_back(want[i]), n *= want[i];
+    if (n == x.shape().sample_shape().numel()) out = x.reshape(Shape(dims));
+  }
+  if (out.dtype() == DType::u8) {
+    out = out.to(DType::f32);
+    float* p = out.data<float>();
+    for (int64_t i = 0; i < out.numel(); ++i) p[i] *= 1.0f / 255.0f;
+  }
+  return out;
+}
+
+namespace {
+
+void print_compile_config(const Model& m) {
+  if (!m.optimizer()) {
+    std::printf("Not compiled (the file has no compile config).\n");
+    return;
+  }
+  std::string losses;
+  for (const Loss& l : m.losses())
+    losses += (losses.empty() ? "" : ", ") + l.name + (l.from_logits ? " (from_logits)" : "");
+  std::string metrics;
+  for (const std::string& s : m.metrics()) metrics += (metrics.empty() ? "" : ", ") + s;
+  std::printf("Compiled: optimizer %s (learning_rate %g, iterations %lld), loss %s, metrics [%s]\n",
+              m.optimizer()->name().c_str(), static_cast<double>(m.optimizer()->learning_rate()),
+              static_cast<long long>(m.optimizer()->iterations()), losses.c_str(), metrics.c_str());
+}
+
+}  // namespace
+
+void add_summary_command(CLI::App& app, SummaryArgs& a) {
+  CLI::App* s =
+      app.add_subcommand("summary", "Print the layers, shapes, parameters and compile config of a model file");
+  s->add_option("model", a.model, "A Keras 3 .keras file or a Keras 2 .h5 model file")->required();
+}
+
+int run_summary(const SummaryArgs& a) {
+  if (!is_model_file(a.model)) throw InvalidArgument("summary: '" + a.model + "' must be a .keras or .h5 model file");
+  std::unique_ptr<Model> m = models::load_model(a.model, /*compile=*/true);
+  m->summary();
+  print_compile_config(*m);
+  return 0;
+}
+
+void add_evaluate_command(CLI::App& app, EvaluateArgs& a) {
+  CLI::App* e =
+      app.add_subcommand("evaluate", "Evaluate a model file on a data file with its compiled loss and metrics");
+  e->add_option("model", a.model, "A Keras 3 .keras file (compiled) or a Keras 2 .h5 model file")->required();
+  e->add_option("--data", a.data, "Data file: .csv, .npz, .npy, .h5/.hdf5, .tfrecord or IDX, as for `trainkit fit`")
+      ->required();
+  e->add_option("--format", a.format, "auto, idx, csv, npy, npz, hdf5 or tfrecord")
+      ->check(choice_of([](const std::string& format) {
+        if (format != "auto") data_format("", format);
+      }))
+      ->capture_default_str();
+  e->add_option("--x", a.x, "Features (as for `trainkit fit --x`)");
+  e->add_option("--y", a.y, "Labels (as for `trainkit fit --y`)");
+  e->add_option("-b,--batch-size", a.batch_size, "Samples per step")->capture_default_str();
+  add_run_options(e, a.run);
+}
+
+int run_evaluate(const EvaluateArgs& a) {
+  if (a.batch_size <= 0)
+    throw InvalidArgument("--batch-size must be a positive integer, got " + std::to_string(a.batch_size));
+  if (!is_model_file(a.model)) throw InvalidArgument("evaluate: '" + a.model + "' must be a .keras or .h5 model file");
+  const Device device = apply_run_options(a.run);
+  std::unique_ptr<Model> m = models::load_model(a.model, /*compile=*/true);  // before the data: fail fast
+  if (!m->optimizer())
+    throw InvalidArgument("evaluate: " + a.model +
+                          " has no compile config, so no loss to evaluate (save it from a compiled model)");
+  configure_model(*m, a.run, device);
+  const data::Dataset data = open_data_file(a.data, DataArgs{a.format, a.x, a.y}, "--data");
+  Logs logs = m->evaluate(data.batch(a.batch_size).prefetch(data::AUTOTUNE));
+  std::string line;
+  for (const auto& [k, v] : logs.items()) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%s: %.4f", k.c_str(), v);
+    line += (line.empty() ? "" : " - ") + std::string(buf);
+  }
+  std::printf("%s\n", line.c_str());
+  return 0;
+}
+
+}  // namespace tk::cli

@@ -1,0 +1,44 @@
+// An HDF5 file as plain data: its groups, its numeric datasets (as tensors) and its string attributes.
+// Keras weights (.weights.h5, the model.weights.h5 inside .keras, legacy Keras 2 .h5) are small trees read
+// whole, so every libhdf5 call a load needs happens in one place — which is what lets it run in a helper
+// process (hdf5_helper.h) where a crash inside libhdf5 cannot take trainkit down.
+//
+//   tk::io::H5Tree t = tk::io::read_h5_tree_file("m.weights.h5");
+//   const tk::Tensor* k = t.dataset("layers/dense/vars/0");
+//   std::string image = tk::io::write_h5_tree(t);   // the bytes of an HDF5 file holding the same tree
+#pragma once
+#include <cstddef>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "trainkit/core/tensor.h"
+
+namespace tk::io {
+
+struct H5Tree {
+  std::set<std::string> groups;            // "layers/dense/vars" (no leading '/'; "" = root)
+  std::map<std::string, Tensor> datasets;  // float -> f32, integer -> i64
+  std::map<std::string, std::map<std::string, std::vector<std::string>>> attrs;  // object -> name -> strings
+
+  const Tensor* dataset(const std::string& path) const {
+    auto it = datasets.find(path);
+    return it == datasets.end() ? nullptr : &it->second;
+  }
+  // A string attribute (first element), or nullptr.
+  const std::string* attr(const std::string& object, const std::string& name) const;
+  // Direct children of a group, in name order ("0", "1", "10", ... as HDF5 lists them).
+  std::vector<std::string> children(const std::string& group) const;
+};
+
+// Reads a whole file. `label` names it in errors. Errors: IoError (cannot open), FormatError (not HDF5,
+// damaged: HDF5's innermost message), Unsupported (a dataset of strings/compound/... where numbers belong).
+// Datasets over 1 GiB in total are refused with FormatError before allocating.
+H5Tree read_h5_tree_file(const std::string& path);
+// The same from an in-memory file image (e.g. a zip member).
+H5Tree read_h5_tree_image(const std::string& label, const void* data, size_t size);
+// An HDF5 file image holding `tree` (datasets f32 or i64 as given; attributes as variable-length strings).
+std::string write_h5_tree(const H5Tree& tree);
+
+}  // namespace tk::io

@@ -1,0 +1,438 @@
+// Models and compile configs <-> Keras 3 config.json objects (Sequential, Functional; optimizer, loss,
+// metrics).
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "graph/op.h"
+#include "io/keras_internal.h"
+#include "nn/layers/input_layer.h"
+#include "trainkit/core/error.h"
+
+namespace tk::io::keras {
+
+namespace {
+
+json float_json(float v) {
+  LayerConfig c;
+  c.set_float("v", v);
+  return c.items[0].second.d;
+}
+
+json optional_float(float v) { return v > 0.0f ? float_json(v) : json(nullptr); }
+
+json optimizer_to_json(const Optimizer& opt) {
+  const graph::UpdateConfig& c = opt.config();
+  const std::string cls = opt.name();
+  std::string lower = cls;
+  for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  json config = {{"name", lower},
+                 {"learning_rate", float_json(c.learning_rate)},
+                 {"weight_decay", optional_float(c.weight_decay)},
+                 {"clipnorm", optional_float(c.clipnorm)},
+                 {"global_clipnorm", optional_float(c.global_clipnorm)},
+                 {"clipvalue", optional_float(c.clipvalue)},
+                 {"use_ema", false},
+                 {"ema_momentum", 0.99},
+                 {"ema_overwrite_frequency", nullptr},
+                 {"loss_scale_factor", nullptr},
+                 {"gradient_accumulation_steps", nullptr}};
+  if (cls == "Adam" || cls == "AdamW") {
+    config["beta_1"] = float_json(c.beta_1);
+    config["beta_2"] = float_json(c.beta_2);
+    config["epsilon"] = float_json(c.epsilon);
+    config["amsgrad"] = false;
+  } else if (cls == "SGD") {
+    config["momentum"] = float_json(c.momentum);
+    config["nesterov"] = c.nesterov;
+  } else if (cls == "RMSprop") {
+    config["rho"] = float_json(c.rho);
+    config["momentum"] = float_json(c.momentum);
+    config["epsilon"] = float_json(c.epsilon);
+    config["centered"] = c.centered;
+  }
+  return {{"module", "keras.optimizers"}, {"class_name", cls}, {"config", config}, {"registered_name", nullptr}};
+}
+
+// Keras loss class names <-> trainkit names.
+const std::map<std::string, std::string>& loss_classes() {
+  static const std::map<std::string, std::string> m = {
+      {"SparseCategoricalCrossentropy", "sparse_categorical_crossentropy"},
+      {"CategoricalCrossentropy", "categorical_crossentropy"},
+      {"BinaryCrossentropy", "binary_crossentropy"},
+      {"MeanSquaredError", "mean_squared_error"}};
+  return m;
+}
+
+json loss_to_json(const Loss& l) {
+  std::string name = l.name == "mse" ? "mean_squared_error" : l.name;
+  for (const auto& [cls, n] : loss_classes())
+    if (n == name) {
+      json config = {{"name", name}, {"reduction", "sum_over_batch_size"}};
+      if (cls != "MeanSquaredError") config["from_logits"] = l.from_logits;
+      if (cls == "SparseCategoricalCrossentropy") config["ignore_class"] = nullptr;
+      if (cls == "CategoricalCrossentropy" || cls == "BinaryCrossentropy") {
+        config["label_smoothing"] = 0.0;
+        config["axis"] = -1;
+      }
+      return {{"module", "keras.losses"}, {"class_name", cls}, {"config", config}, {"registered_name", nullptr}};
+    }
+  return name;
+}
+
+Loss loss_from_json(const json& j, const std::string& label) {
+  if (j.is_string()) {
+    std::string n = j.get<std::string>();
+    if (n == "mse") n = "mean_squared_error";
+    for (const auto& [cls, name] : loss_classes())
+      if (name == n) return Loss(n);
+    throw Unsupported(label + ": compile_config: loss '" + n +
+                      "' is not one trainkit has (sparse_categorical_crossentropy, categorical_crossentropy, "
+                      "binary_crossentropy, mean_squared_error)");
+  }
+  if (!j.is_object() || !j.contains("class_name") || !j["class_name"].is_string())
+    throw FormatError(label + ": compile_config: 'loss' must be a name or a loss object, got " + j.dump());
+  const std::string cls = j["class_name"].get<std::string>();
+  auto it = loss_classes().find(cls);
+  if (it == loss_classes().end())
+    throw Unsupported(label + ": compile_config: loss class '" + cls +
+                      "' is not one trainkit has (SparseCategoricalCrossentropy, CategoricalCrossentropy, "
+                      "BinaryCrossentropy, MeanSquaredError)");
+  const json config = j.value("config", json::object());
+  bool logits = false;
+  if (config.contains("from_logits") && config["from_logits"].is_boolean()) logits = config["from_logits"].get<bool>();
+  if (config.contains("label_smoothing") && config["label_smoothing"].is_number() &&
+      config["label_smoothing"].get<double>() != 0.0)
+    throw Unsupported(label + ": compile_config: label_smoothing is not supported");
+  if (config.contains("ignore_class") && !config["ignore_class"].is_null())
+    throw Unsupported(label + ": compile_config: ignore_class is not supported");
+  if (config.contains("reduction") && config["reduction"] != "sum_over_batch_size")
+    throw Unsupported(label + ": compile_config: loss reduction " + config["reduction"].dump() +
+                      " is not supported (only sum_over_batch_size)");
+  return Loss(it->second, logits);
+}
+
+float number_or(const json& config, const char* key, float def, const std::string& label) {
+  auto it = config.find(key);
+  if (it == config.end() || it->is_null()) return def;
+  if (!it->is_number())
+    throw Unsupported(label + ": compile_config: optimizer option '" + key + "' = " + it->dump() +
+                      " is not supported (a number; learning-rate schedules are not loaded)");
+  return it->get<float>();
+}
+
+OptimizerPtr optimizer_from_json(const json& j, const std::string& label) {
+  if (j.is_string()) return optimizers::get(j.get<std::string>());
+  if (!j.is_object() || !j.contains("class_name") || !j["class_name"].is_string())
+    throw FormatError(label + ": compile_config: 'optimizer' must be a name or an optimizer object");
+  const std::string cls = j["class_name"].get<std::string>();
+  const json config = j.value("config", json::object());
+  for (const char* key : {"use_ema", "amsgrad"})
+    if (config.contains(key) && config[key].is_boolean() && config[key].get<bool>())
+      throw Unsupported(label + ": compile_config: optimizer option '" + std::string(key) + "' is not supported");
+  for (const char* key : {"loss_scale_factor", "gradient_accumulation_steps"})
+    if (config.contains(key) && !config[key].is_null())
+      throw Unsupported(label + ": compile_config: optimizer option '" + std::string(key) + "' is not supported");
+  optimizers::Common common;
+  common.weight_decay = number_or(config, "weight_decay", 0.0f, label);
+  common.clipnorm = number_or(config, "clipnorm", 0.0f, label);
+  common.global_clipnorm = number_or(config, "global_clipnorm", 0.0f, label);
+  common.clipvalue = number_or(config, "clipvalue", 0.0f, label);
+  if (cls == "Adam" || cls == "AdamW") {
+    optimizers::AdamWOptions o;
+    static_cast<optimizers::Common&>(o) = common;
+    o.learning_rate = number_or(config, "learning_rate", 0.001f, label);
+    o.beta_1 = number_or(config, "beta_1", 0.9f, label);
+    o.beta_2 = number_or(config, "beta_2", 0.999f, label);
+    o.epsilon = number_or(config, "epsilon", 1e-7f, label);
+    if (cls == "AdamW") return optimizers::AdamW(o);
+    return optimizers::Adam(o);
+  }
+  if (cls == "SGD") {
+    optimizers::SGDOptions o;
+    static_cast<optimizers::Common&>(o) = common;
+    o.learning_rate = number_or(config, "learning_rate", 0.01f, label);
+    o.momentum = number_or(config, "momentum", 0.0f, label);
+    o.nesterov = config.value("nesterov", false);
+    return optimizers::SGD(o);
+  }
+  if (cls == "RMSprop") {
+    optimizers::RMSpropOptions o;
+    static_cast<optimizers::Common&>(o) = common;
+    o.learning_rate = number_or(config, "learning_rate", 0.001f, label);
+    o.rho = number_or(config, "rho", 0.9f, label);
+    o.momentum = number_or(config, "momentum", 0.0f, label);
+    o.epsilon = number_or(config, "epsilon", 1e-7f, label);
+    o.centered = config.value("centered", false);
+    return optimizers::RMSprop(o);
+  }
+  throw Unsupported(label + ": compile_config: optimizer class '" + cls +
+                    "' is not one trainkit has (Adam, AdamW, SGD, RMSprop)");
+}
+
+json tensor_ref(const std::string& layer, int node, const Shape& shape) {
+  json s = json::array();
+  for (int i = 0; i < shape.rank(); ++i) s.push_back(i == 0 ? json(nullptr) : json(shape[i]));
+  return {{"class_name", "__keras_tensor__"},
+          {"config", {{"shape", s}, {"dtype", "float32"}, {"keras_history", json::array({layer, node, 0})}}}};
+}
+
+std::string layer_label(const std::string& label, const std::string& name) { return label + ": layer '" + name + "'"; }
+
+}  // namespace
+
+json model_to_json(const Model& model) {
+  const auto* seq = dynamic_cast<const Sequential*>(&model);
+  if (model.layers().empty())
+    throw InvalidArgument("save: model '" + model.name() +
+                          "' is not built yet (start it with an Input layer, or fit it once, before saving)");
+  json layers = json::array();
+  json out;
+  if (seq) {
+    for (const LayerPtr& l : model.layers()) layers.push_back(layer_to_json(*l));
+    json shape = json::array({nullptr});
+    const Shape& in = model.inputs().at(0).shape();
+    for (int i = 1; i < in.rank(); ++i) shape.push_back(in[i]);
+    out = {{"module", "keras"},
+           {"class_name", "Sequential"},
+           {"config",
+            {{"name", model.name()},
+             {"trainable", true},
+             {"dtype",
+              {{"module", "keras"},
+               {"class_name", "DTypePolicy"},
+               {"config", {{"name", "float32"}}},
+               {"registered_name", nullptr}}},
+             {"layers", layers},
+             {"build_input_shape", shape}}},
+           {"registered_name", nullptr},
+           {"build_config", {{"input_shape", shape}}}};
+  } else {
+    // Inbound nodes: each layer's calls in the order they appear walking from the outputs (call order).
+    std::map<const Layer*, std::vector<const KerasTensor::NodeData*>> calls;
+    std::set<const KerasTensor::NodeData*> seen;
+    std::function<void(const KerasTensor&)> visit = [&](const KerasTensor& t) {
+      if (!seen.insert(t.node.get()).second) return;
+      for (const KerasTensor& x : t.node->inputs) visit(x);
+      calls[t.node->layer.get()].push_back(t.node.get());
+    };
+    for (const KerasTensor& t : model.inputs()) visit(t);
+    for (const KerasTensor& t : model.outputs()) visit(t);
+    auto ref = [&](const KerasTensor& t) {
+      const auto& nodes = calls[t.node->layer.get()];
+      const int index = static_cast<int>(std::find(nodes.begin(), nodes.end(), t.node.get()) - nodes.begin());
+      return tensor_ref(t.node->layer->name, index, t.shape());
+    };
+    for (const LayerPtr& l : model.layers()) {
+      json j = layer_to_json(*l);
+      j["name"] = l->name;
+      json inbound = json::array();
+      for (const KerasTensor::NodeData* n : calls[l.get()]) {
+        if (n->inputs.empty()) continue;  // an Input
+        json args = json::array();
+        if (n->inputs.size() == 1) {
+          args.push_back(ref(n->inputs[0]));
+        } else {
+          json list = json::array();
+          for (const KerasTensor& x : n->inputs) list.push_back(ref(x));
+          args.push_back(list);
+        }
+        inbound.push_back({{"args", args}, {"kwargs", json::object()}});
+      }
+      j["inbound_nodes"] = inbound;
+      layers.push_back(j);
+    }
+    json ins = json::array(), outs = json::array();
+    for (const KerasTensor& t : model.inputs()) ins.push_back(json::array({t.node->layer->name, 0, 0}));
+    for (const KerasTensor& t : model.outputs()) {
+      const auto& nodes = calls[t.node->layer.get()];
+      const int index = static_cast<int>(std::find(nodes.begin(), nodes.end(), t.node.get()) - nodes.begin());
+      outs.push_back(json::array({t.node->layer->name, index, 0}));
+    }
+    out = {{"module", "keras.src.models.functional"},
+           {"class_name", "Functional"},
+           {"config",
+            {{"name", model.name()},
+             {"trainable", true},
+             {"layers", layers},
+             {"input_layers", ins.size() == 1 ? ins[0] : ins},
+             {"output_layers", outs.size() == 1 ? outs[0] : outs}}},
+           {"registered_name", "Functional"},
+           {"build_config", {{"input_shape", nullptr}}}};
+  }
+  if (model.optimizer()) {
+    json loss = model.losses().size() == 1 ? loss_to_json(model.losses()[0]) : json::array();
+    if (model.losses().size() > 1)
+      for (const Loss& l : model.losses()) loss.push_back(loss_to_json(l));
+    out["compile_config"] = {{"optimizer", optimizer_to_json(*model.optimizer())},
+                             {"loss", loss},
+                             {"loss_weights", nullptr},
+                             {"metrics", model.metrics().empty() ? json(nullptr) : json(model.metrics())},
+                             {"weighted_metrics", nullptr},
+                             {"run_eagerly", false},
+                             {"steps_per_execution", 1},
+                             {"jit_compile", false}};
+  }
+  return out;
+}
+
+namespace {
+
+std::unique_ptr<Model> sequential_from_json(const json& config, const std::string& label) {
+  if (!config.contains("layers") || !config["layers"].is_array())
+    throw FormatError(label + ": Sequential config has no 'layers' list");
+  std::vector<LayerPtr> layers;
+  for (const json& l : config["layers"]) layers.push_back(layer_from_json(l, label));
+  if (layers.empty() || !dynamic_cast<nn::InputLayer*>(layers[0].get())) {
+    // Keras 2 and some Keras 3 files give the input shape as build_input_shape instead of an InputLayer.
+    const json* shape = nullptr;
+    if (config.contains("build_input_shape") && config["build_input_shape"].is_array())
+      shape = &config["build_input_shape"];
+    if (!shape) throw FormatError(label + ": Sequential model has neither an InputLayer nor a build_input_shape");
+    std::vector<int64_t> dims;
+    for (size_t i = 1; i < shape->size(); ++i) {
+      if (!(*shape)[i].is_number_integer()) throw FormatError(label + ": build_input_shape has unknown dimensions");
+      dims.push_back((*shape)[i].get<int64_t>());
+    }
+    layers.insert(layers.begin(), layers::Input(Shape(dims)));
+  }
+  std::string name = config.value("name", std::string());
+  try {
+    return std::make_unique<Sequential>(layers, name);
+  } catch (const InvalidArgument& e) {
+    throw FormatError(label + ": the layers do not fit together: " + e.what());
+  }
+}
+
+std::unique_ptr<Model> functional_from_json(const json& config, const std::string& label) {
+  if (!config.contains("layers") || !config["layers"].is_array())
+    throw FormatError(label + ": Functional config has no 'layers' list");
+  std::map<std::string, LayerPtr> by_name;
+  std::map<std::string, std::vector<KerasTensor>> outputs;  // per layer: one output per call (node)
+  std::vector<std::pair<LayerPtr, const json*>> order;
+  for (const json& l : config["layers"]) {
+    LayerPtr layer = layer_from_json(l, label);
+    if (by_name.count(layer->name)) throw FormatError(layer_label(label, layer->name) + " appears twice");
+    by_name[layer->name] = layer;
+    auto it = l.find("inbound_nodes");
+    order.emplace_back(layer, it == l.end() ? nullptr : &*it);
+  }
+  auto resolve = [&](const json& t, const std::string& who) -> KerasTensor {
+    const json* hist = nullptr;
+    if (t.is_object() && t.contains("config") && t["config"].is_object() && t["config"].contains("keras_history"))
+      hist = &t["config"]["keras_history"];
+    else if (t.is_array())
+      hist = &t;  // [layer, node, tensor] leaves of input_layers/output_layers
+    if (!hist || !hist->is_array() || hist->size() < 2 || !(*hist)[0].is_string() || !(*hist)[1].is_number_integer())
+      throw FormatError(layer_label(label, who) + ": an inbound tensor is not a keras tensor: " + t.dump());
+    const std::string src = (*hist)[0].get<std::string>();
+    const int64_t node = (*hist)[1].get<int64_t>();
+    if (hist->size() > 2 && (!(*hist)[2].is_number_integer() || (*hist)[2].get<int64_t>() != 0))
+      throw Unsupported(layer_label(label, who) + ": reads output " + (*hist)[2].dump() + " of layer '" + src +
+                        "' (trainkit layers have one output)");
+    auto it = outputs.find(src);
+    if (it == outputs.end() || node < 0 || node >= static_cast<int64_t>(it->second.size()))
+      throw FormatError(layer_label(label, who) + ": reads layer '" + src + "' node " + std::to_string(node) +
+                        ", which does not exist before it in the config");
+    return it->second[static_cast<size_t>(node)];
+  };
+  for (auto& [layer, inbound] : order) {
+    if (auto il = std::dynamic_pointer_cast<nn::InputLayer>(static_cast<std::shared_ptr<Layer>&>(layer))) {
+      outputs[layer->name].push_back(nn::input_tensor(il));
+      continue;
+    }
+    if (!inbound || !inbound->is_array() || inbound->empty())
+      throw FormatError(layer_label(label, layer->name) + " has no inbound_nodes (it is never called)");
+    for (const json& node : *inbound) {
+      const json* args = node.is_object() && node.contains("args") ? &node["args"] : nullptr;
+      if (!args || !args->is_array() || args->empty())
+        throw FormatError(layer_label(label, layer->name) + ": an inbound node has no args");
+      std::vector<KerasTensor> xs;
+      const json& first = (*args)[0];
+      if (first.is_array())
+        for (const json& t : first) xs.push_back(resolve(t, layer->name));
+      else
+        for (const json& t : *args) xs.push_back(resolve(t, layer->name));
+      try {
+        outputs[layer->name].push_back(xs.size() == 1 ? (*layer)(xs[0]) : (*layer)(xs));
+      } catch (const InvalidArgument& e) {
+        throw FormatError(layer_label(label, layer->name) + ": " + e.what());
+      }
+    }
+  }
+  auto leaves = [&](const char* key) {
+    std::vector<KerasTensor> out;
+    if (!config.contains(key) || !config[key].is_array() || config[key].empty())
+      throw FormatError(label + ": Functional config has no '" + key + "'");
+    const json& v = config[key];
+    if (v[0].is_string()) {
+      out.push_back(resolve(v, key));
+    } else {
+      for (const json& leaf : v) out.push_back(resolve(leaf, key));
+    }
+    return out;
+  };
+  std::vector<KerasTensor> ins = leaves("input_layers"), outs = leaves("output_layers");
+  try {
+    return std::make_unique<Model>(ins, outs, config.value("name", std::string()));
+  } catch (const InvalidArgument& e) {
+    throw FormatError(label + ": the graph does not fit together: " + e.what());
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Model> model_from_json(const json& obj, const std::string& label) {
+  if (!obj.is_object() || !obj.contains("class_name") || !obj["class_name"].is_string() || !obj.contains("config") ||
+      !obj["config"].is_object())
+    throw FormatError(label + ": the model config has no class_name/config (not a Keras model config)");
+  const std::string cls = obj["class_name"].get<std::string>();
+  try {
+    if (cls == "Sequential") return sequential_from_json(obj["config"], label);
+    if (cls == "Functional" || cls == "Model") return functional_from_json(obj["config"], label);
+  } catch (const json::exception& e) {
+    throw FormatError(label + ": " + e.what());
+  }
+  throw Unsupported(label + ": model class '" + cls +
+                    "' cannot be loaded (trainkit loads Sequential and Functional models; subclassed models have no "
+                    "config to rebuild from)");
+}
+
+void compile_from_json(Model& model, const json& cc, const std::string& label) {
+  try {
+    if (!cc.is_object()) throw FormatError(label + ": compile_config is not an object");
+    if (!cc.contains("optimizer") || !cc.contains("loss") || cc["loss"].is_null())
+      throw FormatError(label + ": compile_config has no optimizer or loss");
+    OptimizerPtr opt = optimizer_from_json(cc["optimizer"], label);
+    std::vector<Loss> losses;
+    if (cc["loss"].is_array()) {
+      for (const json& l : cc["loss"]) losses.push_back(loss_from_json(l, label));
+    } else if (cc["loss"].is_object() && !cc["loss"].contains("class_name")) {
+      for (const auto& [k, l] : cc["loss"].items()) losses.push_back(loss_from_json(l, label));  // per output name
+    } else {
+      losses.push_back(loss_from_json(cc["loss"], label));
+    }
+    if (cc.contains("loss_weights") && !cc["loss_weights"].is_null())
+      throw Unsupported(label + ": compile_config: loss_weights are not supported");
+    std::vector<std::string> metrics;
+    if (cc.contains("metrics") && cc["metrics"].is_array()) {
+      for (const json& m : cc["metrics"]) {
+        if (m.is_string()) {
+          metrics.push_back(m.get<std::string>());
+        } else if (m.is_object() && m.contains("config") && m["config"].is_object() && m["config"].contains("name")) {
+          metrics.push_back(m["config"]["name"].get<std::string>());
+        } else {
+          throw Unsupported(label + ": compile_config: metric " + m.dump() + " is not supported");
+        }
+      }
+    }
+    model.compile(opt, losses, metrics);
+  } catch (const json::exception& e) {
+    throw FormatError(label + ": compile_config: " + e.what());
+  } catch (const InvalidArgument& e) {
+    throw Unsupported(label + ": compile_config: " + e.what());
+  }
+}
+
+}  // namespace tk::io::keras

@@ -1,0 +1,122 @@
+// The public Keras file API (trainkit/io/keras.h) and Model::save / save_weights / load_weights.
+#include <chrono>
+#include <ctime>
+
+#include "io/keras_internal.h"
+#include "trainkit/core/error.h"
+#include "trainkit/io/atomic_file.h"
+#include "trainkit/io/keras.h"
+
+namespace tk {
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string now_string() {
+  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d@%H:%M:%S", &tm);
+  return buf;
+}
+
+std::string metadata_json() {
+  io::keras::json m = {{"keras_version", io::kKerasVersionWritten},
+                       {"date_saved", now_string()},
+                       {"trainkit_format", io::kKerasFormatVersion}};
+  return m.dump();
+}
+
+io::H5Tree read_weights_member(const io::keras::Archive& a, const std::string& path) {
+  return io::read_h5_tree_image(path + ": model.weights.h5", a.weights.data(), a.weights.size());
+}
+
+}  // namespace
+
+namespace io {
+
+void save_keras(const Model& model, const std::string& path) {
+  if (!ends_with(path, ".keras"))
+    throw InvalidArgument("save: '" + path +
+                          "' must end in .keras (Keras 3's format; use save_weights for .weights.h5)");
+  keras::Archive a;
+  a.metadata = metadata_json();
+  a.config = keras::model_to_json(model).dump();
+  a.weights = write_h5_tree(keras::weights_to_tree(model));
+  write_file_atomic(path, keras::write_archive(a));
+}
+
+void save_keras_weights(const Model& model, const std::string& path) {
+  if (!ends_with(path, ".weights.h5"))
+    throw InvalidArgument("save_weights: '" + path + "' must end in .weights.h5 (as Keras 3 requires)");
+  write_file_atomic(path, write_h5_tree(keras::weights_to_tree(model)));
+}
+
+void load_keras_weights(Model& model, const std::string& path) {
+  if (ends_with(path, ".keras")) {
+    keras::Archive a = keras::read_archive(path);
+    keras::check_metadata(a.metadata, path);
+    keras::weights_from_tree(model, read_weights_member(a, path), path + ": model.weights.h5");
+    return;
+  }
+  if (!ends_with(path, ".h5"))
+    throw InvalidArgument("load_weights: '" + path + "' must end in .weights.h5, .h5 or .keras");
+  keras::weights_from_tree(model, read_h5_tree_file(path), path);
+}
+
+}  // namespace io
+
+void Model::save(const std::string& path) const { io::save_keras(*this, path); }
+void Model::save_weights(const std::string& path) const { io::save_keras_weights(*this, path); }
+void Model::load_weights(const std::string& path) { io::load_keras_weights(*this, path); }
+
+namespace models {
+
+std::unique_ptr<Model> load_model(const std::string& path, bool compile) {
+  if (ends_with(path, ".keras")) {
+    io::keras::Archive a = io::keras::read_archive(path);
+    io::keras::check_metadata(a.metadata, path);
+    const std::string label = path + ": config.json";
+    const io::keras::json config = io::keras::parse_json(a.config, label);
+    io::H5Tree weights = read_weights_member(a, path);  // read (and checked) before anything is built
+    std::unique_ptr<Model> model = io::keras::model_from_json(config, label);
+    if (compile && config.contains("compile_config") && !config["compile_config"].is_null())
+      io::keras::compile_from_json(*model, config["compile_config"], label);
+    io::keras::weights_from_tree(*model, weights, path + ": model.weights.h5");
+    return model;
+  }
+  if (ends_with(path, ".h5")) {
+    io::H5Tree tree = io::read_h5_tree_file(path);
+    const std::string* config = tree.attr("", "model_config");
+    if (!config)
+      throw FormatError(path +
+                        ": no 'model_config' attribute: a weights-only file (build the model and call "
+                        "load_weights), or not a Keras 2 model file");
+    const std::string* version = tree.attr("", "keras_version");
+    if (version && version->rfind("2.", 0) != 0 && version->rfind("3.", 0) != 0)
+      throw Unsupported(path + ": written by Keras " + *version + ", a version trainkit does not read");
+    const std::string label = path + ": model_config";
+    const io::keras::json cfg = io::keras::parse_json(*config, label);
+    std::unique_ptr<Model> model = io::keras::model_from_json(cfg, label);
+    if (compile)
+      if (const std::string* training = tree.attr("", "training_config")) {
+        const io::keras::json tc = io::keras::parse_json(*training, path + ": training_config");
+        if (tc.is_object() && tc.contains("optimizer_config") && tc.contains("loss")) {
+          io::keras::json cc = {{"optimizer", tc["optimizer_config"]},
+                                {"loss", tc["loss"]},
+                                {"metrics", tc.value("metrics", io::keras::json(nullptr))}};
+          io::keras::compile_from_json(*model, cc, path + ": training_config");
+        }
+      }
+    io::keras::weights_from_tree(*model, tree, path);
+    return model;
+  }
+  throw InvalidArgument("load_model: '" + path + "' must end in .keras (Keras 3) or .h5 (legacy Keras 2)");
+}
+
+}  // namespace models
+}  // namespace tk

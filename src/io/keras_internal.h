@@ -1,0 +1,46 @@
+// The pieces of Keras 3 serialization (src/io/keras_*.cpp): model and compile configs as JSON, and the
+// weights layout as an H5Tree. `label` names the file (and member) in every error.
+#pragma once
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "io/hdf5_tree.h"
+#include "trainkit/nn/model.h"
+
+namespace tk::io::keras {
+
+using json = nlohmann::json;
+
+// ---- keras_layers.cpp: one layer <-> its Keras object {"module","class_name","config",...}
+json layer_to_json(const Layer& layer);
+// Everything is checked (class, every option, dtype policy) before the layer is created.
+LayerPtr layer_from_json(const json& obj, const std::string& label);
+// Keras' snake_case of a class name: "BatchNormalization" -> "batch_normalization", "Conv2D" -> "conv2d".
+std::string snake_case(const std::string& class_name);
+
+// ---- keras_config.cpp: models and compile configs
+json model_to_json(const Model& model);  // with compile_config when compiled
+std::unique_ptr<Model> model_from_json(const json& obj, const std::string& label);
+void compile_from_json(Model& model, const json& compile_config, const std::string& label);
+
+// ---- keras_weights.cpp: Keras 3's model.weights.h5 layout (and Keras 2's model_weights for loading)
+H5Tree weights_to_tree(const Model& model);
+// Checks every variable's presence, count and shape before assigning any (optimizer state too when the
+// tree has it and the model is compiled with the same optimizer).
+void weights_from_tree(Model& model, const H5Tree& tree, const std::string& label);
+
+// ---- keras_archive.cpp: the zip
+struct Archive {
+  std::string metadata, config, weights;  // the three members' bytes
+};
+Archive read_archive(const std::string& path);
+Archive read_archive_bytes(const std::string& label, const void* data, size_t size);
+// Keras version in metadata.json must be 3.x: FormatError/Unsupported otherwise.
+void check_metadata(const std::string& metadata, const std::string& label);
+std::string write_archive(const Archive& a);
+
+// Parses JSON, FormatError naming label and the byte offset on failure.
+json parse_json(const std::string& text, const std::string& label);
+
+}  // namespace tk::io::keras

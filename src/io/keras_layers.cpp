@@ -1,0 +1,416 @@
+// Layers <-> Keras 3 layer objects ({"module": "keras.layers", "class_name", "config", "registered_name"}).
+// Loading accepts exactly what trainkit implements: every key of a layer's config is either read, or must
+// hold Keras' default (null regularizers, channels_last, ...); anything else is one error naming the layer.
+#include <map>
+#include <regex>
+#include <set>
+
+#include "io/keras_internal.h"
+#include "nn/layers/input_layer.h"
+#include "trainkit/core/error.h"
+#include "trainkit/nn/layers.h"
+
+namespace tk::io::keras {
+
+namespace {
+
+const char* const kSupported =
+    "InputLayer, Dense, Activation, Dropout, SpatialDropout2D, Flatten, Reshape, Add, Concatenate, Rescaling, "
+    "Conv2D, MaxPooling2D, AveragePooling2D, GlobalAveragePooling2D, GlobalMaxPooling2D, BatchNormalization, "
+    "ZeroPadding2D, UpSampling2D";
+
+// Keras initializer class names <-> trainkit's string names.
+const std::map<std::string, std::string>& initializer_classes() {
+  static const std::map<std::string, std::string> m = {{"GlorotUniform", "glorot_uniform"},
+                                                       {"GlorotNormal", "glorot_normal"},
+                                                       {"HeNormal", "he_normal"},
+                                                       {"HeUniform", "he_uniform"},
+                                                       {"LecunNormal", "lecun_normal"},
+                                                       {"LecunUniform", "lecun_uniform"},
+                                                       {"Zeros", "zeros"},
+                                                       {"Ones", "ones"},
+                                                       {"RandomNormal", "random_normal"},
+                                                       {"RandomUniform", "random_uniform"}};
+  return m;
+}
+
+json dtype_policy() {
+  return {{"module", "keras"},
+          {"class_name", "DTypePolicy"},
+          {"config", {{"name", "float32"}}},
+          {"registered_name", nullptr}};
+}
+
+json initializer_object(const std::string& name) {
+  for (const auto& [cls, n] : initializer_classes())
+    if (n == name) {
+      json config = json::object();
+      if (cls != "Zeros" && cls != "Ones") config["seed"] = nullptr;
+      return {{"module", "keras.initializers"}, {"class_name", cls}, {"config", config}, {"registered_name", nullptr}};
+    }
+  return name;  // unreachable for a constructed layer (its initializer was validated)
+}
+
+// One layer's config being read: every key must be consumed or be one Keras writes with its default.
+class Opts {
+ public:
+  Opts(const json& config, std::string cls, std::string name, std::string label)
+      : c_(config), cls_(std::move(cls)), name_(std::move(name)), label_(std::move(label)) {}
+
+  std::string where() const { return label_ + ": layer '" + name_ + "' (" + cls_ + ")"; }
+  [[noreturn]] void bad(const std::string& key, const std::string& what) const {
+    throw FormatError(where() + ": option '" + key + "' " + what + " (the config is damaged or not from Keras 3)");
+  }
+  [[noreturn]] void unsupported(const std::string& key, const std::string& what) const {
+    throw Unsupported(where() + ": option '" + key + "' = " + c_.at(key).dump() + " is not supported by trainkit (" +
+                      what + ")");
+  }
+  const json* get(const std::string& key) {
+    used_.insert(key);
+    auto it = c_.find(key);
+    return it == c_.end() || it->is_null() ? nullptr : &*it;
+  }
+  int64_t integer(const std::string& key, std::optional<int64_t> def = std::nullopt) {
+    const json* v = get(key);
+    if (!v) {
+      if (def) return *def;
+      bad(key, "is missing");
+    }
+    if (!v->is_number_integer()) bad(key, "must be an integer, got " + v->dump());
+    return v->get<int64_t>();
+  }
+  double number(const std::string& key, std::optional<double> def = std::nullopt) {
+    const json* v = get(key);
+    if (!v) {
+      if (def) return *def;
+      bad(key, "is missing");
+    }
+    if (!v->is_number()) bad(key, "must be a number, got " + v->dump());
+    return v->get<double>();
+  }
+  bool boolean(const std::string& key, bool def) {
+    const json* v = get(key);
+    if (!v) return def;
+    if (!v->is_boolean()) bad(key, "must be true or false, got " + v->dump());
+    return v->get<bool>();
+  }
+  std::string str(const std::string& key, const std::string& def) {
+    const json* v = get(key);
+    if (!v) return def;
+    if (!v->is_string()) bad(key, "must be a string, got " + v->dump());
+    return v->get<std::string>();
+  }
+  std::vector<int64_t> ints(const std::string& key) {
+    const json* v = get(key);
+    if (!v || !v->is_array()) bad(key, "must be a list of integers");
+    std::vector<int64_t> out;
+    for (const json& e : *v) {
+      if (!e.is_number_integer()) bad(key, "must be a list of integers, got " + v->dump());
+      out.push_back(e.get<int64_t>());
+    }
+    return out;
+  }
+  // An int or an (h, w) pair, as Keras' kernel_size.
+  layers::Size2 pair(const std::string& key, std::optional<layers::Size2> def = std::nullopt) {
+    const json* v = get(key);
+    if (!v) {
+      if (def) return *def;
+      bad(key, "is missing");
+    }
+    if (v->is_number_integer()) return layers::Size2(v->get<int64_t>());
+    std::vector<int64_t> p = ints(key);
+    if (p.size() != 2) bad(key, "must be an integer or a pair, got " + v->dump());
+    return layers::Size2(p[0], p[1]);
+  }
+  std::string activation(const std::string& key = "activation") {
+    const json* v = get(key);
+    if (!v) return "linear";
+    if (!v->is_string())
+      unsupported(key,
+                  "activations are the names relu, sigmoid, tanh, softmax, gelu, elu, "
+                  "leaky_relu, linear");
+    return v->get<std::string>();
+  }
+  // An initializer object or name; its own config (seed, ...) only affects fresh weights and is not kept.
+  std::string initializer(const std::string& key, const std::string& def) {
+    const json* v = get(key);
+    if (!v) return def;
+    if (v->is_string()) return v->get<std::string>();
+    if (!v->is_object() || !v->contains("class_name") || !(*v)["class_name"].is_string())
+      bad(key, "must be an initializer object, got " + v->dump());
+    const std::string cls = (*v)["class_name"].get<std::string>();
+    auto it = initializer_classes().find(cls);
+    if (it == initializer_classes().end())
+      unsupported(key,
+                  "initializers: GlorotUniform, GlorotNormal, HeNormal, HeUniform, LecunNormal, LecunUniform, "
+                  "Zeros, Ones, RandomNormal, RandomUniform");
+    return it->second;
+  }
+  void channels_last() {
+    const std::string f = str("data_format", "channels_last");
+    if (f != "channels_last") unsupported("data_format", "trainkit's image layers are channels_last");
+  }
+  // Keys Keras writes with a default trainkit matches: absent, null, false, or the given value.
+  void must_be_default(const std::string& key, const json& def = nullptr) {
+    used_.insert(key);
+    auto it = c_.find(key);
+    if (it == c_.end() || it->is_null() || *it == def || (it->is_boolean() && !it->get<bool>())) return;
+    unsupported(key, "trainkit implements only Keras' default " + def.dump());
+  }
+  // Every key not read is an option trainkit does not know.
+  void finish() {
+    static const std::set<std::string> kNullDefaults = {
+        "kernel_regularizer",  "bias_regularizer", "activity_regularizer", "kernel_constraint", "bias_constraint",
+        "quantization_config", "lora_rank",        "lora_alpha",           "beta_regularizer",  "gamma_regularizer",
+        "beta_constraint",     "gamma_constraint", "noise_shape",          "synchronized",      "renorm",
+        "renorm_clipping",     "input_axes",       "output_axes",          "autocast",          "input_shape",
+        "batch_input_shape"};
+    for (const auto& [key, value] : c_.items()) {
+      if (used_.count(key)) continue;
+      if (kNullDefaults.count(key)) {
+        must_be_default(key, nullptr);
+        continue;
+      }
+      throw Unsupported(where() + ": option '" + key + "' = " + value.dump() + " is not one trainkit knows for " +
+                        cls_ + " (remove it, or use a layer trainkit supports)");
+    }
+  }
+
+ private:
+  const json& c_;
+  std::string cls_, name_, label_;
+  std::set<std::string> used_ = {"name", "trainable", "dtype"};
+};
+
+void check_dtype(const json& config, const std::string& where) {
+  auto it = config.find("dtype");
+  if (it == config.end() || it->is_null()) return;
+  std::string policy;
+  if (it->is_string()) {
+    policy = it->get<std::string>();
+  } else if (it->is_object() && it->contains("config") && (*it)["config"].is_object() &&
+             (*it)["config"].contains("name") && (*it)["config"]["name"].is_string()) {
+    policy = (*it)["config"]["name"].get<std::string>();
+  } else {
+    throw FormatError(where + ": 'dtype' must be a policy name or a DTypePolicy object, got " + it->dump());
+  }
+  if (policy != "float32")
+    throw Unsupported(where + ": dtype policy '" + policy + "' is not supported (trainkit loads float32 models)");
+}
+
+LayerPtr make_layer(const std::string& cls, Opts& o, const std::string& name, const json& config) {
+  using namespace layers;
+  if (cls == "InputLayer") {
+    std::vector<int64_t> shape;
+    if (config.contains("batch_shape")) {
+      o.get("batch_input_shape");
+      const json& bs = config["batch_shape"];
+      o.get("batch_shape");
+      if (!bs.is_array() || bs.empty()) o.bad("batch_shape", "must be a list starting with the batch dimension");
+      for (size_t i = 1; i < bs.size(); ++i) {
+        if (!bs[i].is_number_integer())
+          o.bad("batch_shape", "must hold known dimensions after the batch, got " + bs.dump());
+        shape.push_back(bs[i].get<int64_t>());
+      }
+    } else {
+      const json* bs = o.get("batch_input_shape");
+      if (!bs || !bs->is_array() || bs->empty()) o.bad("batch_shape", "is missing");
+      for (size_t i = 1; i < bs->size(); ++i) {
+        if (!(*bs)[i].is_number_integer()) o.bad("batch_input_shape", "must hold known dimensions, got " + bs->dump());
+        shape.push_back((*bs)[i].get<int64_t>());
+      }
+    }
+    o.must_be_default("sparse");
+    o.must_be_default("ragged");
+    o.must_be_default("optional");
+    return layers::Input(Shape(shape), name);
+  }
+  if (cls == "Dense") {
+    const int64_t units = o.integer("units");
+    const std::string act = o.activation();
+    DenseOptions d;
+    d.use_bias = o.boolean("use_bias", true);
+    d.kernel_initializer = o.initializer("kernel_initializer", "glorot_uniform");
+    d.bias_initializer = o.initializer("bias_initializer", "zeros");
+    d.name = name;
+    return Dense(units, act, d);
+  }
+  if (cls == "Activation") return Activation(o.activation(), name);
+  if (cls == "Dropout" || cls == "SpatialDropout2D") {
+    const float rate = static_cast<float>(o.number("rate"));
+    const int64_t seed = o.integer("seed", 0);
+    if (cls == "SpatialDropout2D") o.channels_last();
+    return cls == "Dropout" ? Dropout(rate, static_cast<uint64_t>(seed), name)
+                            : SpatialDropout2D(rate, static_cast<uint64_t>(seed), name);
+  }
+  if (cls == "Flatten") {
+    o.channels_last();
+    return Flatten(name);
+  }
+  if (cls == "Reshape") return Reshape(Shape(o.ints("target_shape")), name);
+  if (cls == "Add") return Add(name);
+  if (cls == "Concatenate") return Concatenate(static_cast<int>(o.integer("axis", -1)), name);
+  if (cls == "Rescaling") {
+    const json* s = o.get("scale");
+    if (!s || !s->is_number()) o.bad("scale", "must be a number (per-channel scales are not supported)");
+    const json* off = o.get("offset");
+    if (off && !off->is_number()) o.bad("offset", "must be a number (per-channel offsets are not supported)");
+    return Rescaling(s->get<float>(), off ? off->get<float>() : 0.0f, name);
+  }
+  if (cls == "Conv2D") {
+    const int64_t filters = o.integer("filters");
+    const Size2 k = o.pair("kernel_size");
+    Conv2DOptions c;
+    c.strides = o.pair("strides", Size2(1));
+    c.padding = o.str("padding", "valid");
+    o.channels_last();
+    c.dilation_rate = o.pair("dilation_rate", Size2(1));
+    if (o.integer("groups", 1) != 1) o.unsupported("groups", "grouped convolutions are not built");
+    const std::string act = o.activation();
+    c.use_bias = o.boolean("use_bias", true);
+    c.kernel_initializer = o.initializer("kernel_initializer", "glorot_uniform");
+    c.bias_initializer = o.initializer("bias_initializer", "zeros");
+    c.name = name;
+    return Conv2D(filters, k, act, c);
+  }
+  if (cls == "MaxPooling2D" || cls == "AveragePooling2D") {
+    const Size2 pool = o.pair("pool_size", Size2(2));
+    PoolOptions p;
+    const json* s = o.get("strides");
+    if (s) p.strides = o.pair("strides");
+    p.padding = o.str("padding", "valid");
+    o.channels_last();
+    p.name = name;
+    return cls == "MaxPooling2D" ? MaxPooling2D(pool, p) : AveragePooling2D(pool, p);
+  }
+  if (cls == "GlobalAveragePooling2D" || cls == "GlobalMaxPooling2D") {
+    o.channels_last();
+    if (o.boolean("keepdims", false)) o.unsupported("keepdims", "global pooling returns (batch, channels)");
+    return cls == "GlobalAveragePooling2D" ? GlobalAveragePooling2D(name) : GlobalMaxPooling2D(name);
+  }
+  if (cls == "BatchNormalization") {
+    const int64_t axis = o.integer("axis", -1);
+    if (axis != -1) o.unsupported("axis", "trainkit normalizes over the last axis: axis=-1");
+    BatchNormalizationOptions b;
+    b.momentum = static_cast<float>(o.number("momentum", 0.99));
+    b.epsilon = static_cast<float>(o.number("epsilon", 1e-3));
+    if (!o.boolean("center", true)) o.unsupported("center", "trainkit's BatchNormalization always has beta");
+    if (!o.boolean("scale", true)) o.unsupported("scale", "trainkit's BatchNormalization always has gamma");
+    o.get("renorm_momentum");  // read only with renorm, which must be off (finish() checks)
+    o.initializer("beta_initializer", "zeros");
+    o.initializer("gamma_initializer", "ones");
+    o.initializer("moving_mean_initializer", "zeros");
+    o.initializer("moving_variance_initializer", "ones");
+    b.name = name;
+    return BatchNormalization(b);
+  }
+  if (cls == "ZeroPadding2D") {
+    o.channels_last();
+    const json* p = o.get("padding");
+    if (!p) return ZeroPadding2D(Size2(1), name);
+    if (p->is_number_integer()) return ZeroPadding2D(Size2(p->get<int64_t>()), name);
+    auto bad = [&] { o.bad("padding", "must be an int, (h, w) or ((top, bottom), (left, right)), got " + p->dump()); };
+    if (!p->is_array() || p->size() != 2) bad();
+    if ((*p)[0].is_number_integer() && (*p)[1].is_number_integer())
+      return ZeroPadding2D(Size2((*p)[0].get<int64_t>(), (*p)[1].get<int64_t>()), name);
+    int64_t v[4];
+    for (int i = 0; i < 2; ++i) {
+      const json& pair = (*p)[static_cast<size_t>(i)];
+      if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number_integer() || !pair[1].is_number_integer()) bad();
+      v[2 * i] = pair[0].get<int64_t>(), v[2 * i + 1] = pair[1].get<int64_t>();
+    }
+    return ZeroPadding2D(v[0], v[1], v[2], v[3], name);
+  }
+  if (cls == "UpSampling2D") {
+    const Size2 size = o.pair("size", Size2(2));
+    o.channels_last();
+    if (o.str("interpolation", "nearest") != "nearest") o.unsupported("interpolation", "only 'nearest'");
+    return UpSampling2D(size, name);
+  }
+  throw Unsupported(o.where() + ": trainkit has no layer class '" + cls + "' (supported: " + kSupported + ")");
+}
+
+}  // namespace
+
+std::string snake_case(const std::string& class_name) {
+  static const std::regex a("(.)([A-Z][a-z]+)"), b("([a-z])([A-Z])");
+  std::string s = std::regex_replace(class_name, a, "$1_$2");
+  s = std::regex_replace(s, b, "$1_$2");
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+json layer_to_json(const Layer& layer) {
+  json config = json::object();
+  if (auto* in = dynamic_cast<const nn::InputLayer*>(&layer)) {
+    json shape = json::array({nullptr});
+    for (int i = 1; i < in->batch_shape.rank(); ++i) shape.push_back(in->batch_shape[i]);
+    config = {{"batch_shape", shape}, {"dtype", "float32"}, {"sparse", false}, {"ragged", false}, {"name", layer.name}};
+    return {{"module", "keras.layers"}, {"class_name", "InputLayer"}, {"config", config}, {"registered_name", nullptr}};
+  }
+  config["name"] = layer.name;
+  config["trainable"] = layer.trainable;
+  config["dtype"] = dtype_policy();
+  const std::string cls = layer.class_name();
+  for (const auto& [key, v] : layer.get_config().items) {
+    json value;
+    switch (v.kind) {
+      case LayerConfig::Value::boolean:
+        value = v.b;
+        break;
+      case LayerConfig::Value::integer:
+        value = v.i;
+        break;
+      case LayerConfig::Value::number:
+        value = v.d;
+        break;
+      case LayerConfig::Value::string:
+        value = v.s;
+        break;
+      case LayerConfig::Value::integers:
+        value = v.ints;
+        break;
+    }
+    if (key.size() > 12 && key.compare(key.size() - 12, 12, "_initializer") == 0) value = initializer_object(v.s);
+    if (key == "seed" && v.i == 0) value = nullptr;  // trainkit's 0: from the global seed (Keras' None)
+    if (cls == "ZeroPadding2D" && key == "padding")
+      value = json::array({json::array({v.ints[0], v.ints[1]}), json::array({v.ints[2], v.ints[3]})});
+    config[key] = value;
+  }
+  return {{"module", "keras.layers"}, {"class_name", cls}, {"config", config}, {"registered_name", nullptr}};
+}
+
+LayerPtr layer_from_json(const json& obj, const std::string& label) {
+  if (!obj.is_object() || !obj.contains("class_name") || !obj["class_name"].is_string())
+    throw FormatError(label + ": a layer entry has no class_name (the config is damaged or not from Keras 3)");
+  const std::string cls = obj["class_name"].get<std::string>();
+  if (!obj.contains("config") || !obj["config"].is_object())
+    throw FormatError(label + ": layer of class '" + cls + "' has no config object");
+  const json& config = obj["config"];
+  std::string name;
+  if (config.contains("name") && config["name"].is_string()) name = config["name"].get<std::string>();
+  if (name.empty()) throw FormatError(label + ": a layer of class '" + cls + "' has no name");
+  if (obj.contains("registered_name") && obj["registered_name"].is_string() &&
+      obj["registered_name"].get<std::string>() != cls)
+    throw Unsupported(label + ": layer '" + name + "' is the custom class '" +
+                      obj["registered_name"].get<std::string>() +
+                      "', which trainkit cannot load (supported: " + kSupported + ")");
+  Opts o(config, cls, name, label);
+  check_dtype(config, o.where());
+  LayerPtr layer;
+  try {
+    layer = make_layer(cls, o, name, config);
+  } catch (const InvalidArgument& e) {  // a value the layer's constructor refuses
+    throw Unsupported(o.where() + ": " + e.what());
+  } catch (const json::exception& e) {
+    throw FormatError(o.where() + ": " + e.what());
+  }
+  o.finish();
+  if (config.contains("trainable")) {
+    if (!config["trainable"].is_boolean()) o.bad("trainable", "must be true or false");
+    layer->trainable = config["trainable"].get<bool>();
+  }
+  return layer;
+}
+
+}  // namespace tk::io::keras

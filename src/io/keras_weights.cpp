@@ -1,0 +1,207 @@
+// Keras 3's weights layout (model.weights.h5 / .weights.h5) and Keras 2's (model_weights/...) <-> a Model.
+//
+// Keras 3: layers/<key>/vars/<i>, <key> = snake_case class name with a per-model counter (dense, dense_1);
+// a Sequential's InputLayer is not in the walk, a Functional's is. optimizer/vars: 0 iterations, 1
+// learning_rate, then the slots in the optimizer's own order (Adam: m, v per variable; RMSprop: all
+// velocities, then momentums, then average gradients; SGD: momentums when momentum != 0).
+#include <cstring>
+#include <map>
+
+#include "graph/op.h"
+#include "io/keras_internal.h"
+#include "nn/layers/input_layer.h"
+#include "trainkit/core/error.h"
+
+namespace tk::io::keras {
+
+namespace {
+
+// The layers Keras walks, each with its group name.
+std::vector<std::pair<std::string, Layer*>> walk(const Model& model) {
+  const bool sequential = dynamic_cast<const Sequential*>(&model) != nullptr;
+  std::map<std::string, int> counters;
+  std::vector<std::pair<std::string, Layer*>> out;
+  for (const LayerPtr& l : model.layers()) {
+    if (sequential && dynamic_cast<nn::InputLayer*>(l.get())) continue;
+    const std::string base = snake_case(l->class_name());
+    const int k = counters[base]++;
+    out.emplace_back(k == 0 ? base : base + "_" + std::to_string(k), l.get());
+  }
+  return out;
+}
+
+// (trainable weight index, slot index) in Keras' order for this optimizer.
+std::vector<std::pair<size_t, size_t>> keras_slot_order(const Optimizer& opt, size_t n) {
+  const graph::UpdateConfig& c = opt.config();
+  std::vector<std::pair<size_t, size_t>> order;
+  const std::string name = opt.name();
+  if (name == "Adam" || name == "AdamW") {
+    for (size_t k = 0; k < n; ++k) order.emplace_back(k, 0), order.emplace_back(k, 1);
+  } else if (name == "SGD") {
+    if (c.momentum != 0.0f)
+      for (size_t k = 0; k < n; ++k) order.emplace_back(k, 0);
+  } else if (name == "RMSprop") {
+    for (size_t k = 0; k < n; ++k) order.emplace_back(k, 0);
+    if (c.momentum > 0.0f)
+      for (size_t k = 0; k < n; ++k) order.emplace_back(k, 1);
+    if (c.centered)
+      for (size_t k = 0; k < n; ++k) order.emplace_back(k, 2);
+  } else {
+    throw Unsupported("optimizer '" + name + "': its state has no Keras layout in trainkit");
+  }
+  return order;
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+void add_groups(H5Tree& t, const std::string& path) {
+  size_t pos = 0;
+  while (pos != std::string::npos) {
+    pos = path.find('/', pos + 1);
+    t.groups.insert(path.substr(0, pos));
+  }
+}
+
+std::string shape_str(const Tensor& t) { return t.shape().to_string(); }
+
+}  // namespace
+
+H5Tree weights_to_tree(const Model& model) {
+  if (model.layers().empty())
+    throw InvalidArgument("save_weights: model '" + model.name() + "' is not built yet (fit it once or give an Input)");
+  H5Tree t;
+  t.groups.insert("");
+  add_groups(t, "vars");
+  t.attrs["vars"]["name"] = {model.name()};
+  add_groups(t, "layers");
+  for (const auto& [key, layer] : walk(model)) {
+    const std::string vars = "layers/" + key + "/vars";
+    add_groups(t, vars);
+    t.attrs[vars]["name"] = {layer->name};
+    for (size_t i = 0; i < layer->weights().size(); ++i)
+      t.datasets[vars + "/" + std::to_string(i)] = layer->weights()[i].value.clone();
+  }
+  if (model.optimizer()) {
+    const Optimizer& opt = *model.optimizer();
+    add_groups(t, "optimizer/vars");
+    t.attrs["optimizer/vars"]["name"] = {lower(opt.name())};
+    t.datasets["optimizer/vars/0"] = Tensor::from_vector<int64_t>(Shape{}, {opt.iterations()});
+    t.datasets["optimizer/vars/1"] = Tensor::from_vector<float>(Shape{}, {opt.learning_rate()});
+    const std::vector<std::vector<Tensor>> slots = model.get_optimizer_slots();
+    size_t i = 2;
+    for (const auto& [k, s] : keras_slot_order(opt, slots.size()))
+      t.datasets["optimizer/vars/" + std::to_string(i++)] = slots[k][s];
+  }
+  return t;
+}
+
+void weights_from_tree(Model& model, const H5Tree& tree, const std::string& label) {
+  if (model.layers().empty())
+    throw InvalidArgument("load_weights: model '" + model.name() + "' is not built yet (fit it once or give an Input)");
+  // Keras 2 files keep the weights under model_weights/<layer name>/ (or at the root for weights-only).
+  const bool keras2 = tree.attr("", "layer_names") || tree.attr("model_weights", "layer_names");
+  std::vector<std::pair<Weight*, const Tensor*>> assign;
+  if (keras2) {
+    const std::string root = tree.attr("model_weights", "layer_names") ? "model_weights" : "";
+    const auto& names = tree.attrs.at(root).at("layer_names");
+    std::vector<std::string> with_weights;
+    for (const std::string& n : names) {
+      const std::string g = root.empty() ? n : root + "/" + n;
+      auto a = tree.attrs.find(g);
+      if (a != tree.attrs.end() && a->second.count("weight_names") && !a->second.at("weight_names").empty())
+        with_weights.push_back(n);
+    }
+    std::vector<Layer*> mine;
+    for (const LayerPtr& l : model.layers())
+      if (!l->weights().empty()) mine.push_back(l.get());
+    if (mine.size() != with_weights.size())
+      throw FormatError(label + ": the Keras 2 file has " + std::to_string(with_weights.size()) +
+                        " layers with weights, the model has " + std::to_string(mine.size()) +
+                        " (Keras 2 files load by layer order into the same architecture)");
+    for (size_t i = 0; i < mine.size(); ++i) {
+      const std::string g = root.empty() ? with_weights[i] : root + "/" + with_weights[i];
+      const auto& wn = tree.attrs.at(g).at("weight_names");
+      if (wn.size() != mine[i]->weights().size())
+        throw FormatError(label + ": layer '" + with_weights[i] + "' has " + std::to_string(wn.size()) +
+                          " weights in the file, layer '" + mine[i]->name + "' (" + mine[i]->class_name() + ") has " +
+                          std::to_string(mine[i]->weights().size()));
+      for (size_t j = 0; j < wn.size(); ++j) {
+        const std::string path = g + "/" + wn[j];
+        const Tensor* v = tree.dataset(path);
+        if (!v) throw FormatError(label + ": weight '/" + path + "' named in weight_names is missing");
+        assign.emplace_back(&mine[i]->weights()[j], v);
+      }
+    }
+  } else {
+    if (!tree.groups.count("layers")) throw FormatError(label + ": no 'layers' group (not a Keras 3 weights file)");
+    for (const auto& [key, layer] : walk(model)) {
+      const std::string vars = "layers/" + key + "/vars";
+      const std::vector<std::string> have = tree.children(vars);
+      const size_t want = layer->weights().size();
+      if (!tree.groups.count(vars) && want == 0) continue;
+      if (!tree.groups.count(vars))
+        throw FormatError(label + ": layer '" + layer->name + "' (" + layer->class_name() + ") has no group '/" + vars +
+                          "' (the file is for another architecture, or damaged)");
+      if (have.size() != want)
+        throw FormatError(label + ": '/" + vars + "' holds " + std::to_string(have.size()) + " variables, layer '" +
+                          layer->name + "' (" + layer->class_name() + ") has " + std::to_string(want));
+      for (size_t i = 0; i < want; ++i) {
+        const std::string path = vars + "/" + std::to_string(i);
+        const Tensor* v = tree.dataset(path);
+        if (!v) throw FormatError(label + ": variable '/" + path + "' of layer '" + layer->name + "' is missing");
+        assign.emplace_back(&layer->weights()[i], v);
+      }
+    }
+  }
+  for (const auto& [w, v] : assign)
+    if (v->shape() != w->value.shape() || v->dtype() != DType::f32)
+      throw FormatError(label + ": weight '" + w->name + "' is " + w->value.shape().to_string() +
+                        " float32 in the model but " + shape_str(*v) + (v->dtype() == DType::f32 ? "" : " integer") +
+                        " in the file");
+  // Optimizer state: checked in full before anything is assigned.
+  std::vector<std::vector<Tensor>> slots;
+  int64_t iterations = -1;
+  float lr = 0.0f;
+  if (!keras2 && model.optimizer() && tree.groups.count("optimizer/vars")) {
+    const Optimizer& opt = *model.optimizer();
+    const size_t have = tree.children("optimizer/vars").size();
+    std::vector<const Weight*> tw = model.trainable_weights();
+    const auto order = keras_slot_order(opt, tw.size());
+    if (have != 2 && have != 2 + order.size())
+      throw FormatError(label + ": 'optimizer/vars' holds " + std::to_string(have) + " variables; " + opt.name() +
+                        " over this model's " + std::to_string(tw.size()) + " trainable weights has " +
+                        std::to_string(2 + order.size()) + " (compile with the optimizer the file was saved with)");
+    const Tensor* it = tree.dataset("optimizer/vars/0");
+    const Tensor* lrt = tree.dataset("optimizer/vars/1");
+    if (!it || it->numel() != 1 || it->dtype() != DType::i64 || !lrt || lrt->numel() != 1 || lrt->dtype() != DType::f32)
+      throw FormatError(label + ": 'optimizer/vars/0' and '/1' must be the iteration count and the learning rate");
+    iterations = it->data<int64_t>()[0];
+    lr = lrt->data<float>()[0];
+    if (iterations < 0) throw FormatError(label + ": the optimizer's iteration count is negative");
+    slots.resize(tw.size());
+    for (size_t k = 0; k < tw.size(); ++k)
+      for (int s = 0; s < opt.slots_per_variable(); ++s) slots[k].push_back(Tensor::zeros(tw[k]->value.shape()));
+    if (have > 2) {
+      size_t i = 2;
+      for (const auto& [k, s] : order) {
+        const std::string path = "optimizer/vars/" + std::to_string(i++);
+        const Tensor* v = tree.dataset(path);
+        if (!v || v->shape() != tw[k]->value.shape() || v->dtype() != DType::f32)
+          throw FormatError(label + ": optimizer variable '/" + path + "' should be " +
+                            tw[k]->value.shape().to_string() + " float32 (state of '" + tw[k]->name + "'), got " +
+                            (v ? shape_str(*v) : std::string("nothing")));
+        slots[k][s] = v->clone();
+      }
+    }
+  }
+  for (const auto& [w, v] : assign) std::memcpy(w->value.raw(), v->raw(), v->nbytes());
+  if (iterations >= 0) {
+    model.set_optimizer_slots(slots, iterations);
+    model.optimizer()->set_learning_rate(lr);
+  }
+}
+
+}  // namespace tk::io::keras

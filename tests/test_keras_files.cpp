@@ -1,0 +1,157 @@
+// Keras 3 files: fixtures written by Keras 3.15.1 (tests/fixtures/keras/gen_keras_fixtures.py) load and
+// predict, evaluate and resume training as Keras does; trainkit's own files round-trip; and the file
+// trainkit wrote that Keras loaded (keras_loaded_trainkit_file.json) is still what trainkit writes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "fixture.h"
+#include "io/hdf5_tree.h"
+#include "io/keras_internal.h"
+#include "trainkit/io/keras.h"
+
+namespace tk {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string fixture_dir() { return std::string(TK_SOURCE_DIR) + "/tests/fixtures/keras/"; }
+
+fs::path temp_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("tk_keras_" + name + "_" + std::to_string(::getpid()));
+  fs::create_directories(d);
+  return d;
+}
+
+float max_abs_diff(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.shape(), b.shape());
+  float m = 0;
+  for (int64_t i = 0; i < a.numel() && i < b.numel(); ++i)
+    m = std::max(m, std::fabs(a.data<float>()[i] - b.data<float>()[i]));
+  return m;
+}
+
+// Loads <name>.keras and checks it against what Keras computed with it (see the generator).
+void check_fixture(const std::string& name, int64_t batch) {
+  auto expect = testing::load_fixture(fixture_dir() + name + "_expect.txt");
+  std::unique_ptr<Model> m = models::load_model(fixture_dir() + name + ".keras");
+  ASSERT_TRUE(m->optimizer());
+  EXPECT_EQ(m->optimizer()->name(), "Adam");
+  EXPECT_EQ(m->optimizer()->iterations(), 2);
+  EXPECT_LE(max_abs_diff(m->predict(expect["x"], batch), expect["predict"]), 1e-5f);
+  Logs ev = m->evaluate(expect["x"], expect["y"], {.batch_size = batch});
+  EXPECT_NEAR(ev.get("loss"), expect["evaluate"].data<float>()[0], 1e-5);
+  EXPECT_NEAR(ev.get("accuracy"), expect["evaluate"].data<float>()[1], 1e-6);
+  // Resume: the first step's loss is on the loaded weights; the second shows the restored Adam state.
+  const float* want = expect["resume_losses"].data<float>();
+  double l1 = m->train_on_batch({expect["x_step1"]}, {expect["y_step1"]}).get("loss");
+  EXPECT_NEAR(l1, want[0], 1e-5);
+  EXPECT_LE(max_abs_diff(m->predict(expect["x"], batch), expect["predict_after_step1"]), 1e-5f);
+  double l2 = m->train_on_batch({expect["x_step2"]}, {expect["y_step2"]}).get("loss");
+  EXPECT_NEAR(l2, want[1], 1e-5);
+}
+
+TEST(KerasFixtures, DefaultMlpPredictsEvaluatesAndResumesAsKeras) { check_fixture("mlp", 8); }
+TEST(KerasFixtures, FunctionalCnnWithBatchNormPredictsEvaluatesAndResumesAsKeras) { check_fixture("cnn", 4); }
+
+TEST(KerasFixtures, LoadWithoutCompileHasNoOptimizer) {
+  auto expect = testing::load_fixture(fixture_dir() + "cnn_expect.txt");
+  std::unique_ptr<Model> m = models::load_model(fixture_dir() + "cnn.keras", /*compile=*/false);
+  EXPECT_FALSE(m->optimizer());
+  EXPECT_LE(max_abs_diff(m->predict(expect["x"], 4), expect["predict"]), 1e-5f);
+}
+
+// The file Keras loaded in step 2 of the generator (keras_loaded_trainkit_file.json) is what trainkit
+// writes today: same config and same weights. With TK_KERAS_FIXTURE_OUT set, (re)writes it instead.
+TEST(KerasFixtures, TrainkitWrittenFileKerasLoadedIsStillWhatTrainkitWrites) {
+  auto expect = testing::load_fixture(fixture_dir() + "cnn_expect.txt");
+  std::unique_ptr<Model> m = models::load_model(fixture_dir() + "cnn.keras");
+  m->train_on_batch({expect["x_step1"]}, {expect["y_step1"]});  // trainkit's own step: state trainkit computed
+  const Tensor pred = m->predict(expect["x"], 4);
+  if (const char* out = std::getenv("TK_KERAS_FIXTURE_OUT")) {
+    m->save(std::string(out) + "/trainkit_cnn.keras");
+    std::ofstream f(std::string(out) + "/trainkit_cnn_predict.txt");
+    f << "# trainkit's predictions with trainkit_cnn.keras (tests/test_keras_files.cpp)\n";
+    for (const auto& [n, t] : std::vector<std::pair<std::string, Tensor>>{{"x", expect["x"]}, {"predict", pred}}) {
+      f << "tensor " << n << " float32 " << t.shape().rank();
+      for (int i = 0; i < t.shape().rank(); ++i) f << " " << t.shape()[i];
+      f << "\n";
+      f.precision(9);
+      for (int64_t i = 0; i < t.numel(); ++i) f << (i ? " " : "") << t.data<float>()[i];
+      f << "\n";
+    }
+    GTEST_SKIP() << "wrote trainkit_cnn.keras into " << out;
+  }
+  // Keras' verdict on the committed file, for the format version trainkit writes now.
+  std::ifstream in(fixture_dir() + "keras_loaded_trainkit_file.json");
+  ASSERT_TRUE(in) << "keras_loaded_trainkit_file.json is missing: run step 2 of gen_keras_fixtures.py";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto verdict = io::keras::json::parse(ss.str());
+  EXPECT_EQ(verdict["keras_loaded_trainkit_file"], "ok");
+  EXPECT_EQ(verdict["trainkit_format"], io::kKerasFormatVersion);
+  EXPECT_LE(verdict["max_abs_diff_predict"].get<double>(), 1e-5);
+  // The committed file against a fresh one: same config.json, same weights and optimizer state.
+  fs::path dir = temp_dir("rewrite");
+  m->save((dir / "now.keras").string());
+  auto committed = io::keras::read_archive(fixture_dir() + "trainkit_cnn.keras");
+  auto now = io::keras::read_archive((dir / "now.keras").string());
+  EXPECT_EQ(io::keras::json::parse(committed.config), io::keras::json::parse(now.config));
+  io::H5Tree a = io::read_h5_tree_image("committed", committed.weights.data(), committed.weights.size());
+  io::H5Tree b = io::read_h5_tree_image("now", now.weights.data(), now.weights.size());
+  EXPECT_EQ(a.groups, b.groups);
+  ASSERT_EQ(a.datasets.size(), b.datasets.size());
+  for (const auto& [path, t] : a.datasets) {
+    ASSERT_TRUE(b.dataset(path)) << path;
+    ASSERT_EQ(t.nbytes(), b.dataset(path)->nbytes()) << path;
+    EXPECT_EQ(std::memcmp(t.raw(), b.dataset(path)->raw(), t.nbytes()), 0) << path;
+  }
+  fs::remove_all(dir);
+}
+
+// trainkit -> trainkit: a saved model resumes exactly like the original continuing.
+TEST(KerasFiles, SaveLoadResumesBitForBit) {
+  auto expect = testing::load_fixture(fixture_dir() + "cnn_expect.txt");
+  std::unique_ptr<Model> a = models::load_model(fixture_dir() + "cnn.keras");
+  a->train_on_batch({expect["x_step1"]}, {expect["y_step1"]});
+  fs::path dir = temp_dir("resume");
+  const std::string path = (dir / "m.keras").string();
+  a->save(path);
+  std::unique_ptr<Model> b = models::load_model(path);
+  EXPECT_EQ(b->optimizer()->iterations(), a->optimizer()->iterations());
+  const double la = a->train_on_batch({expect["x_step2"]}, {expect["y_step2"]}).get("loss");
+  const double lb = b->train_on_batch({expect["x_step2"]}, {expect["y_step2"]}).get("loss");
+  EXPECT_EQ(la, lb);
+  std::vector<Tensor> wa = a->get_weights(), wb = b->get_weights();
+  ASSERT_EQ(wa.size(), wb.size());
+  for (size_t i = 0; i < wa.size(); ++i) EXPECT_EQ(std::memcmp(wa[i].raw(), wb[i].raw(), wa[i].nbytes()), 0) << i;
+  fs::remove_all(dir);
+}
+
+TEST(KerasFiles, WeightsH5RoundTripAndKerasLayout) {
+  auto expect = testing::load_fixture(fixture_dir() + "mlp_expect.txt");
+  std::unique_ptr<Model> a = models::load_model(fixture_dir() + "mlp.keras");
+  fs::path dir = temp_dir("weights");
+  const std::string path = (dir / "w.weights.h5").string();
+  a->save_weights(path);
+  io::H5Tree t = io::read_h5_tree_file(path);
+  ASSERT_TRUE(t.dataset("layers/dense_1/vars/0"));
+  EXPECT_EQ(t.dataset("layers/dense_1/vars/0")->shape(), Shape({256, 128}));
+  EXPECT_EQ(*t.attr("layers/dense_1/vars", "name"), a->layers()[2]->name);
+  EXPECT_EQ(t.children("optimizer/vars").size(), 2u + 2u * 6u);  // iterations, lr, (m, v) per variable
+  Sequential b({layers::Input({784}), layers::Dense(256, "relu"), layers::Dense(128, "relu"), layers::Dense(10)});
+  b.load_weights(path);
+  EXPECT_LE(max_abs_diff(b.predict(expect["x"], 8), expect["predict"]), 1e-5f);
+  // Weights from a .keras archive too.
+  Sequential c({layers::Input({784}), layers::Dense(256, "relu"), layers::Dense(128, "relu"), layers::Dense(10)});
+  c.load_weights(fixture_dir() + "mlp.keras");
+  EXPECT_LE(max_abs_diff(c.predict(expect["x"], 8), expect["predict"]), 1e-5f);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace tk
