@@ -11,9 +11,18 @@ namespace tk {
 
 Optimizer::Optimizer() : config_(std::make_unique<graph::UpdateConfig>()) {}
 Optimizer::~Optimizer() = default;
-float Optimizer::learning_rate() const { return config_->learning_rate; }
+float Optimizer::learning_rate() const {
+  return schedule_ ? (*schedule_)(config_->iterations) : config_->learning_rate;
+}
 int64_t Optimizer::iterations() const { return config_->iterations; }
+void Optimizer::set_learning_rate_schedule(optimizers::schedules::LearningRateSchedulePtr schedule) {
+  schedule_ = std::move(schedule);
+}
 void Optimizer::set_learning_rate(float lr) {
+  if (schedule_)
+    throw InvalidArgument(name() + ": the learning rate follows a " + schedule_->name() +
+                          " schedule, so it cannot be set (as in Keras); remove the schedule first "
+                          "(set_learning_rate_schedule(nullptr))");
   if (!(lr >= 0.0f) || !std::isfinite(lr))
     throw InvalidArgument(name() + ": learning_rate must be a finite number >= 0, got " + std::to_string(lr));
   config_->learning_rate = lr;

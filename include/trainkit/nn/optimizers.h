@@ -9,6 +9,8 @@
 #include <memory>
 #include <string>
 
+#include "trainkit/nn/schedules.h"
+
 namespace tk {
 
 namespace graph {
@@ -22,13 +24,18 @@ class Optimizer {
   virtual int slots_per_variable() const = 0;
   graph::UpdateConfig& config() { return *config_; }
   const graph::UpdateConfig& config() const { return *config_; }
+  // The rate the next step uses: the schedule's value at iterations() when one is set.
   float learning_rate() const;
-  void set_learning_rate(float lr);  // takes effect at the next step (schedules, callbacks)
+  void set_learning_rate(float lr);  // takes effect at the next step; InvalidArgument while a schedule is set
+  // Keras' `learning_rate=schedule` (nn/schedules.h); nullptr goes back to the fixed rate.
+  void set_learning_rate_schedule(optimizers::schedules::LearningRateSchedulePtr schedule);
+  const optimizers::schedules::LearningRateSchedulePtr& learning_rate_schedule() const { return schedule_; }
   int64_t iterations() const;
 
  protected:
   Optimizer();
   std::unique_ptr<graph::UpdateConfig> config_;
+  optimizers::schedules::LearningRateSchedulePtr schedule_;
 };
 using OptimizerPtr = std::shared_ptr<Optimizer>;
 

@@ -111,7 +111,9 @@ void Model::restore_training_state(const TrainingState& s) {
     for (size_t k = 0; k < per; ++k) copy_into(slots[k], s.optimizer_slots[i * per + k]);
   }
   optimizer_->config().iterations = s.iterations;
-  optimizer_->set_learning_rate(s.learning_rate);
+  if (!optimizer_->learning_rate_schedule())
+    optimizer_->set_learning_rate(s.learning_rate);  // a schedule follows
+                                                     // the step count
   step_ = s.step;
   position_ = s.position;
   resume_ = s.position;
