@@ -14,6 +14,7 @@
 #include "trainkit/data/dataset.h"
 #include "trainkit/data/idx.h"
 #include "trainkit/data/stall.h"
+#include "trainkit/io/tensorboard.h"
 #include "trainkit/nn/callbacks.h"
 #include "trainkit/nn/layers.h"
 #include "trainkit/nn/losses.h"

@@ -26,7 +26,8 @@ struct FitArgs {
   int64_t shuffle_buffer = 10000;
   int verbose = -1;
   bool summary = true;
-  RunOptions run;  // --device, --dtype-policy, --memory-limit
+  RunOptions run;           // --device, --dtype-policy, --memory-limit
+  std::string tensorboard;  // --tensorboard DIR: a TensorBoard callback logging there
 };
 
 void add_fit_command(CLI::App& app, FitArgs& args);
@@ -38,6 +39,7 @@ struct PlanArgs {
   std::string optimizer = "adam";
   std::vector<int64_t> input_shape = {28, 28};
   RunOptions run;
+  std::string svg;  // --svg FILE: the plan as a picture
 };
 void add_plan_command(CLI::App& app, PlanArgs& args);
 int run_plan(const PlanArgs& args);

@@ -5,6 +5,7 @@
 #include "cli/data_source.h"
 #include "cli/model_spec.h"
 #include "cli/usage.h"
+#include "trainkit/io/tensorboard.h"
 #include "trainkit/runtime/memory.h"
 #include "trainkit/trainkit.h"
 
@@ -57,6 +58,8 @@ void add_fit_command(CLI::App& app, FitArgs& a) {
   fit->add_option("-v,--verbose", a.verbose,
                   "0 silent, 1 progress bar, 2 one line per epoch (default: bar on a terminal)");
   fit->add_flag("!--no-summary", a.summary, "Do not print the model summary");
+  fit->add_option("--tensorboard", a.tensorboard,
+                  "Write TensorBoard logs (train/ and validation/ runs, epoch scalars) to this folder");
 }
 
 int64_t parse_batch_option(const std::string& option, const std::string& value, bool zero_ok) {
@@ -80,6 +83,12 @@ std::unique_ptr<Sequential> make_model(const std::string& model, const Shape& sa
 }
 
 namespace {
+
+std::vector<CallbackPtr> cli_callbacks(const FitArgs& a) {
+  std::vector<CallbackPtr> callbacks;
+  if (!a.tensorboard.empty()) callbacks.push_back(std::make_shared<TensorBoard>(a.tensorboard));
+  return callbacks;
+}
 
 // fit(Dataset) takes the batch size from the dataset, so the CLI resolves "auto" for --data itself, by the
 // rules Model::fit applies to arrays (FitOptions::batch_size / micro_batch_size = kAutoBatchSize) and with the
@@ -149,7 +158,11 @@ int run_fit_data(const FitArgs& a, OptimizerPtr optimizer, int64_t batch_size, i
   const data::Dataset train = train_src.shuffle(a.shuffle_buffer, a.seed).batch(batch).prefetch(data::AUTOTUNE);
   std::optional<data::Dataset> val;
   if (val_src) val = val_src->batch(1000).prefetch(data::AUTOTUNE);
-  model.fit(train, {.epochs = a.epochs, .verbose = a.verbose, .micro_batch_size = micro, .validation_dataset = val});
+  model.fit(train, {.epochs = a.epochs,
+                    .verbose = a.verbose,
+                    .callbacks = cli_callbacks(a),
+                    .micro_batch_size = micro,
+                    .validation_dataset = val});
   if (val) {
     Logs test = model.evaluate(*val);
     std::printf("test_loss: %.4f - test_accuracy: %.4f\n", test.get("loss"), test.get("accuracy"));
@@ -213,6 +226,7 @@ int run_fit(const FitArgs& a) {
             {.batch_size = batch_size,
              .epochs = a.epochs,
              .verbose = a.verbose,
+             .callbacks = cli_callbacks(a),
              .validation_split = a.validation_split,
              .micro_batch_size = micro_batch_size});
   Logs test = model.evaluate(d.x_test, d.y_test, {.batch_size = 1000});
