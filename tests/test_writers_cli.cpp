@@ -95,4 +95,21 @@ TEST(WritersCli, PlanSvgWritesThePicture) {
   fs::remove_all(dir);
 }
 
+TEST(WritersCli, ExportWritesAnOnnxModel) {
+  const fs::path dir = scratch("onnx");
+  const fs::path out = dir / "m.onnx";
+  ASSERT_EQ(run("export dense:16:relu,dense:10 " + out.string(), dir), 0) << read_text(dir / "err.txt");
+  const std::string bytes = read_text(out);
+  ASSERT_GT(bytes.size(), 4u * (28 * 28 * 16 + 16 * 10));                                // the weights are in it
+  EXPECT_EQ(bytes.substr(0, 2), std::string("\x08\x08", 2));                             // ModelProto.ir_version = 8
+  EXPECT_NE(bytes.find(std::string("\x42\x04\x0a\x00\x10\x11", 6)), std::string::npos);  // opset_import {"", 17}
+  EXPECT_NE(read_text(dir / "out.txt").find("Wrote " + out.string()), std::string::npos);
+  EXPECT_EQ(run("export cnn " + (dir / "m.txt").string(), dir), 1);
+  EXPECT_NE(read_text(dir / "err.txt").find("trainkit: error: export: the output file must end in .onnx"),
+            std::string::npos);
+  EXPECT_EQ(run("export dense:x " + out.string(), dir), 1);
+  EXPECT_EQ(read_text(dir / "err.txt").rfind("trainkit: error: ", 0), 0u);
+  fs::remove_all(dir);
+}
+
 }  // namespace

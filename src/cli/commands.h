@@ -44,6 +44,15 @@ struct PlanArgs {
 void add_plan_command(CLI::App& app, PlanArgs& args);
 int run_plan(const PlanArgs& args);
 
+// `trainkit export MODEL OUTPUT.onnx` (export_command.cpp).
+struct ExportArgs {
+  std::string model, output;
+  std::vector<int64_t> input_shape = {28, 28};
+  uint64_t seed = 42;
+};
+void add_export_command(CLI::App& app, ExportArgs& args);
+int run_export(const ExportArgs& args);
+
 // `trainkit devices` and `trainkit smi` (devices_command.cpp). Without a GPU both say why and exit 0.
 void add_devices_command(CLI::App& app);
 int run_devices();
