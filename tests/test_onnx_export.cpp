@@ -49,7 +49,7 @@ std::unique_ptr<Sequential> fixture_model(const std::string& which) {
         Tensor& t = l->weights()[k].value;
         for (int64_t i = 0; i < t.numel(); ++i)
           t.data<float>()[i] =
-              k == 3 ? 0.5f + 0.05f * float(i) : std::sin(float(i + 1) * float(k + 1)) * 0.5f + (k == 0);
+              k == 3 ? float(10 + i) / 20.0f : std::sin(float((i + 1) * (k + 1))) / 2.0f + float(k == 0);
       }
   return m;
 }

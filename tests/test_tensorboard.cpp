@@ -231,12 +231,13 @@ Scripted scripted_run(const fs::path& dir) {
   tb.on_train_begin(logs);
   for (int epoch = 0; epoch < 3; ++epoch) {
     for (int64_t b = 0; b < 4; ++b) {
-      logs.set("loss", 1.5 - 0.1 * epoch - 0.01 * double(b));
-      logs.set("accuracy", 0.25 + 0.05 * epoch + 0.01 * double(b));
+      // One rounding each (no multiply-add a compiler could fuse): the same bytes in every build.
+      logs.set("loss", double(150 - 10 * epoch - b) / 100.0);
+      logs.set("accuracy", double(25 + 5 * epoch + b) / 100.0);
       tb.on_train_batch_end(b, logs);
     }
-    logs.set("val_loss", 1.45 - 0.12 * epoch);
-    logs.set("val_accuracy", 0.3 + 0.04 * epoch);
+    logs.set("val_loss", double(145 - 12 * epoch) / 100.0);
+    logs.set("val_accuracy", double(30 + 4 * epoch) / 100.0);
     s.history.on_epoch_end(epoch, logs);
     tb.on_epoch_end(epoch, logs);
     logs.clear();

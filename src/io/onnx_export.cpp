@@ -304,7 +304,7 @@ void Model::export_onnx(const std::string& path) {
         std::vector<float> scale(v[0].size()), shift(v[0].size());
         for (size_t k = 0; k < scale.size(); ++k) {
           scale[k] = v[2][k] / std::sqrt(v[1][k] + n.attrs.epsilon);
-          shift[k] = v[3][k] - v[0][k] * scale[k];
+          shift[k] = std::fma(-v[0][k], scale[k], v[3][k]);  // explicit fma: the same bytes in every build
         }
         const std::string y = onnx.node("Mul", {in(0), onnx.constant_f32(onnx.unique(out + "_scale"), {ch}, scale)},
                                         onnx.unique(out + "_mul"));

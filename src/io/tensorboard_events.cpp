@@ -96,14 +96,15 @@ void EventFileWriter::add_histogram(std::string_view tag, const float* values, i
   double lo = INFINITY, hi = -INFINITY, sum = 0, sum_sq = 0;
   for (int64_t i = 0; i < n; ++i) {
     const double v = values[i];
-    lo = std::min(lo, v), hi = std::max(hi, v), sum += v, sum_sq += v * v;
+    lo = std::min(lo, v), hi = std::max(hi, v), sum += v;
+    sum_sq = std::fma(v, v, sum_sq);  // explicit: the same bytes whether or not the compiler may contract
   }
   if (n == 0) lo = hi = 0;
   const int k = hi > lo ? std::max(buckets, 1) : 1;
   // bucket_limit[i] is the right edge of bucket i (the left edge is the previous limit, min for the first).
   std::vector<double> limits(static_cast<size_t>(k)), counts(static_cast<size_t>(k), 0.0);
   const double width = (hi - lo) / k;
-  for (int i = 0; i < k; ++i) limits[static_cast<size_t>(i)] = i + 1 == k ? hi : lo + width * (i + 1);
+  for (int i = 0; i < k; ++i) limits[static_cast<size_t>(i)] = i + 1 == k ? hi : std::fma(width, i + 1, lo);
   for (int64_t i = 0; i < n; ++i) {
     int b = width > 0 ? static_cast<int>((values[i] - lo) / width) : 0;
     counts[static_cast<size_t>(std::clamp(b, 0, k - 1))] += 1;
