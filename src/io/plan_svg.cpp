@@ -153,8 +153,10 @@ std::string MemoryPlan::svg() const {
     s += "<text x=\"" + num(lx + 18) + "\" y=\"" + num(ly) + "\">" + escaped(text) + "</text>\n";
     ly += 18;
   };
+  std::map<std::string, size_t> planned;  // per layer: the bytes of its values, activations and gradients
+  for (const PlannedValue& v : values) planned[v.layer] += v.bytes;
   for (const LayerMemory& l : layers)
-    legend(color(l.layer), l.layer + " (" + format_bytes(l.activations) + " activations)");
+    legend(color(l.layer), l.layer + " (" + format_bytes(planned[l.layer]) + " planned)");
   legend("#9e9e9e", "loss and step values");
   legend("#d7e3f4", "weights " + format_bytes(weights));
   legend("#e8dcf2", "optimizer slots " + format_bytes(optimizer_state));
