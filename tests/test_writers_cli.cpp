@@ -62,6 +62,12 @@ TEST(WritersCli, FitTensorboardWritesTrainAndValidationRuns) {
   // file_version + per epoch: loss, accuracy, learning rate, memory in use and peak (+ input wait values).
   EXPECT_GE(records_in(dir / "logs" / "train"), 1 + 2 * 5);
   EXPECT_EQ(records_in(dir / "logs" / "validation"), 1 + 2 * 2);  // file_version + val loss, val accuracy
+  // fit on a Dataset reports the input wait, and it reaches TensorBoard with the memory scalars.
+  std::string train_bytes;
+  for (const auto& e : fs::directory_iterator(dir / "logs" / "train")) train_bytes = read_text(e.path());
+  for (const char* tag : {"epoch_loss", "epoch_accuracy", "epoch_learning_rate", "epoch_input_wait_fraction",
+                          "epoch_memory_in_use_mib", "epoch_memory_peak_mib"})
+    EXPECT_NE(train_bytes.find(tag), std::string::npos) << tag;
   fs::remove_all(dir);
 }
 
