@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/callback_options.h"
 #include "cli/run_options.h"
 #include "trainkit/nn/model.h"
 
@@ -27,6 +28,7 @@ struct FitArgs {
   int verbose = -1;
   bool summary = true;
   RunOptions run;           // --device, --dtype-policy, --memory-limit
+  CallbackArgs callbacks;   // --backup-dir, --early-stopping, --csv-log, ...
   std::string tensorboard;  // --tensorboard DIR: a TensorBoard callback logging there
 };
 

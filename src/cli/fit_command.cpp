@@ -30,6 +30,7 @@ void add_fit_command(CLI::App& app, FitArgs& a) {
       ->capture_default_str();
   fit->add_option("-s,--seed", a.seed, "Seed for weights, shuffling and dropout")->capture_default_str();
   add_run_options(fit, a.run);
+  add_callback_options(fit, a.callbacks);
   fit->add_option("--data-dir", a.data_dir, "Directory with the four Fashion-MNIST IDX files (.gz or plain)");
   fit->add_option("--train-images", a.train_images, "IDX file of training images (overrides --data-dir)");
   fit->add_option("--train-labels", a.train_labels, "IDX file of training labels");
@@ -84,8 +85,9 @@ std::unique_ptr<Sequential> make_model(const std::string& model, const Shape& sa
 
 namespace {
 
-std::vector<CallbackPtr> cli_callbacks(const FitArgs& a) {
-  std::vector<CallbackPtr> callbacks;
+// The callback options' callbacks, then TensorBoard (--tensorboard).
+std::vector<CallbackPtr> cli_callbacks(const FitArgs& a, bool has_validation) {
+  std::vector<CallbackPtr> callbacks = make_callbacks(a.callbacks, has_validation);
   if (!a.tensorboard.empty()) callbacks.push_back(std::make_shared<TensorBoard>(a.tensorboard));
   return callbacks;
 }
@@ -160,7 +162,7 @@ int run_fit_data(const FitArgs& a, OptimizerPtr optimizer, int64_t batch_size, i
   if (val_src) val = val_src->batch(1000).prefetch(data::AUTOTUNE);
   model.fit(train, {.epochs = a.epochs,
                     .verbose = a.verbose,
-                    .callbacks = cli_callbacks(a),
+                    .callbacks = cli_callbacks(a, val.has_value()),
                     .micro_batch_size = micro,
                     .validation_dataset = val});
   if (val) {
@@ -226,7 +228,7 @@ int run_fit(const FitArgs& a) {
             {.batch_size = batch_size,
              .epochs = a.epochs,
              .verbose = a.verbose,
-             .callbacks = cli_callbacks(a),
+             .callbacks = cli_callbacks(a, a.validation_split > 0.0f),
              .validation_split = a.validation_split,
              .micro_batch_size = micro_batch_size});
   Logs test = model.evaluate(d.x_test, d.y_test, {.batch_size = 1000});

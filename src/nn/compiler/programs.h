@@ -52,6 +52,9 @@ class ProgramCache {
   // remat: rematerialize the backward pass (stats filled in when non-null).
   Traced trace(ProgramKind kind, int64_t batch, bool allocate_slots, bool remat = false,
                graph::RematStats* stats = nullptr);
+  // The optimizer slots of `w` (slots_per_variable tensors on the model's device); created zeroed when
+  // `create` and missing (restoring a state before the first step), else null when missing.
+  std::vector<Tensor>* slots_of(const Weight& w, bool create);
   // Bytes this cache holds on the device: optimizer slots and the shared arena.
   size_t persistent_bytes() const;
 
