@@ -164,7 +164,8 @@ TEST(TensorBoard, FitWritesKerasRunsWhoseValuesEqualTheHistory) {
   utils::set_random_seed(7);
   auto model = tiny_model();
   auto [x, y] = tiny_data(40);
-  auto tb = std::make_shared<TensorBoard>(dir.string(), TensorBoardOptions{.histogram_freq = 1, .update_freq = 2});
+  auto tb = std::make_shared<callbacks::TensorBoard>(
+      dir.string(), callbacks::TensorBoardOptions{.histogram_freq = 1, .update_freq = 2});
   History h =
       model->fit(x, y, {.batch_size = 8, .epochs = 3, .verbose = 0, .callbacks = {tb}, .validation_split = 0.2f});
 
@@ -208,7 +209,22 @@ TEST(TensorBoard, FitWritesKerasRunsWhoseValuesEqualTheHistory) {
         if (v.tag == "dense/kernel/histogram") EXPECT_EQ(v.histo->num, 4 * 8);
       }
   EXPECT_EQ(histograms, 4 * 3);  // two kernels and two biases, three epochs
+
+  // Another fit continues the global step where the optimizer is (12 steps done): batch scalars at 14 and 16.
+  const fs::path more = fresh_dir("fit_more");
+  model->fit(x, y,
+             {.batch_size = 8,
+              .epochs = 1,
+              .verbose = 0,
+              .callbacks = {std::make_shared<callbacks::TensorBoard>(more.string(),
+                                                                     callbacks::TensorBoardOptions{.update_freq = 2})},
+              .validation_split = 0.2f});
+  const auto again = scalars(read_records(only_event_file(more / "train")));
+  ASSERT_TRUE(again.count("batch_loss"));
+  EXPECT_EQ(again.at("batch_loss").size(), 2u);
+  EXPECT_EQ(again.at("batch_loss").begin()->first, 14);
   fs::remove_all(dir);
+  fs::remove_all(more);
 }
 
 // Every value in `logs` order, as fit would call the callbacks: deterministic, so the bytes are too.
@@ -224,7 +240,7 @@ Scripted scripted_run(const fs::path& dir) {
                 losses::SparseCategoricalCrossentropy({.from_logits = true}), {"accuracy"});
   model.set_weights({Tensor::from_vector<float>(Shape{3, 2}, {0.5f, -1.0f, 0.25f, 2.0f, -0.75f, 1.5f}),
                      Tensor::from_vector<float>(Shape{2}, {0.1f, -0.1f})});
-  TensorBoard tb(dir.string(), {.histogram_freq = 1, .update_freq = 3, .log_memory = false});
+  callbacks::TensorBoard tb(dir.string(), {.histogram_freq = 1, .update_freq = 3, .log_memory = false});
   Scripted s{{}, dir};
   for (Callback* cb : std::initializer_list<Callback*>{&s.history, &tb}) cb->model = &model;
   Logs logs;
@@ -325,9 +341,9 @@ TEST(TensorBoard, EventFileFramingIsTensorFlows) {
 }
 
 TEST(TensorBoard, RejectsBadOptions) {
-  EXPECT_THROW(TensorBoard("", {}), InvalidArgument);
-  EXPECT_THROW(TensorBoard("logs", {.histogram_freq = -1}), InvalidArgument);
-  EXPECT_THROW(TensorBoard("logs", {.update_freq = -2}), InvalidArgument);
+  EXPECT_THROW(callbacks::TensorBoard("", {}), InvalidArgument);
+  EXPECT_THROW(callbacks::TensorBoard("logs", {.histogram_freq = -1}), InvalidArgument);
+  EXPECT_THROW(callbacks::TensorBoard("logs", {.update_freq = -2}), InvalidArgument);
 }
 
 }  // namespace

@@ -88,7 +88,7 @@ namespace {
 // The callback options' callbacks, then TensorBoard (--tensorboard).
 std::vector<CallbackPtr> cli_callbacks(const FitArgs& a, bool has_validation) {
   std::vector<CallbackPtr> callbacks = make_callbacks(a.callbacks, has_validation);
-  if (!a.tensorboard.empty()) callbacks.push_back(std::make_shared<TensorBoard>(a.tensorboard));
+  if (!a.tensorboard.empty()) callbacks.push_back(std::make_shared<callbacks::TensorBoard>(a.tensorboard));
   return callbacks;
 }
 

@@ -5,7 +5,7 @@
 #include "trainkit/nn/model.h"
 #include "trainkit/runtime/memory.h"
 
-namespace tk {
+namespace tk::callbacks {
 namespace {
 
 bool is_validation(const std::string& key) { return key.rfind("val_", 0) == 0; }
@@ -28,7 +28,8 @@ TensorBoard::~TensorBoard() = default;
 void TensorBoard::on_train_begin(const Logs&) {
   train_ = std::make_unique<io::EventFileWriter>(log_dir_ / "train");
   validation_.reset();
-  global_step_ = 0;
+  // Continues where the optimizer is (a run resumed by BackupAndRestore, or a second fit).
+  global_step_ = model && model->optimizer() ? model->optimizer()->iterations() : 0;
 }
 
 void TensorBoard::on_train_batch_end(int64_t, const Logs& logs) {
@@ -77,4 +78,4 @@ std::filesystem::path TensorBoard::validation_file() const {
   return validation_ ? validation_->path() : std::filesystem::path{};
 }
 
-}  // namespace tk
+}  // namespace tk::callbacks

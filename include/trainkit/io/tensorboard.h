@@ -1,15 +1,16 @@
 // TensorBoard logs: Keras' TensorBoard callback, and the event-file writer under it.
 //
-//   auto tb = std::make_shared<tk::TensorBoard>("logs/run1", tk::TensorBoardOptions{.histogram_freq = 1});
+//   using namespace tk::callbacks;
+//   auto tb = std::make_shared<TensorBoard>("logs/run1", TensorBoardOptions{.histogram_freq = 1});
 //   model.fit(x, y, {.epochs = 10, .validation_split = 0.1, .callbacks = {tb}});
 //   // $ tensorboard --logdir logs        (or: trainkit fit --tensorboard logs/run1)
 //
 // As Keras writes them: logs/run1/train/ and logs/run1/validation/, one event file each, named
 // events.out.tfevents.<seconds>.<host>.<pid>.<n>.v2; scalars "epoch_<metric>" at step = epoch (validation
 // metrics without their "val_" prefix, in the validation run), "batch_<metric>" every update_freq steps at
-// step = the global step, "epoch_learning_rate", and in train/ the input-wait fraction (fit on a Dataset)
-// and the device memory in use and at peak ("epoch_memory_in_use_mib", "epoch_memory_peak_mib"); weight
-// histograms "<layer>/<weight>/histogram" every histogram_freq epochs. The model graph is not written.
+// step = the global step (the optimizer's iterations), "epoch_learning_rate", and in train/ the input-wait fraction
+// (fit on a Dataset) and the device memory in use and at peak ("epoch_memory_in_use_mib", "epoch_memory_peak_mib");
+// weight histograms "<layer>/<weight>/histogram" every histogram_freq epochs. The model graph is not written.
 //
 // Files: TFRecord framing (uint64 length, masked CRC32C, data, masked CRC32C), first record an Event with
 // file_version "brain.Event:2". They grow while training runs (TensorBoard reads them live), so they are
@@ -59,6 +60,8 @@ std::string scalar_event(std::string_view tag, float value, int64_t step, double
 
 }  // namespace io
 
+namespace callbacks {  // with Keras' built-in callbacks (trainkit/nn/keras_callbacks.h), as keras.callbacks.TensorBoard
+
 struct TensorBoardOptions {
   int histogram_freq = 0;   // epochs between weight histograms; 0: none (Keras' default)
   int64_t update_freq = 0;  // 0: "epoch" (Keras' default); N: batch_<metric> scalars every N training steps
@@ -85,4 +88,5 @@ class TensorBoard : public Callback {
   int64_t global_step_ = 0;
 };
 
+}  // namespace callbacks
 }  // namespace tk
