@@ -15,6 +15,7 @@
 #include "trainkit/data/idx.h"
 #include "trainkit/data/stall.h"
 #include "trainkit/io/keras.h"
+#include "trainkit/io/tensorboard.h"
 #include "trainkit/nn/callbacks.h"
 #include "trainkit/nn/keras_callbacks.h"
 #include "trainkit/nn/layers.h"

@@ -27,9 +27,10 @@ struct FitArgs {
   int64_t shuffle_buffer = 10000;
   int verbose = -1;
   bool summary = true;
-  std::string save;        // --save m.keras after training (keras_commands.cpp)
-  RunOptions run;          // --device, --dtype-policy, --memory-limit
-  CallbackArgs callbacks;  // --backup-dir, --early-stopping, --csv-log, ...
+  std::string save;         // --save m.keras after training (keras_commands.cpp)
+  RunOptions run;           // --device, --dtype-policy, --memory-limit
+  CallbackArgs callbacks;   // --backup-dir, --early-stopping, --csv-log, ...
+  std::string tensorboard;  // --tensorboard DIR: a TensorBoard callback logging there
 };
 
 void add_fit_command(CLI::App& app, FitArgs& args);
@@ -41,9 +42,19 @@ struct PlanArgs {
   std::string optimizer = "adam";
   std::vector<int64_t> input_shape = {28, 28};
   RunOptions run;
+  std::string svg;  // --svg FILE: the plan as a picture
 };
 void add_plan_command(CLI::App& app, PlanArgs& args);
 int run_plan(const PlanArgs& args);
+
+// `trainkit export MODEL OUTPUT.onnx` (export_command.cpp).
+struct ExportArgs {
+  std::string model, output;
+  std::vector<int64_t> input_shape = {28, 28};
+  uint64_t seed = 42;
+};
+void add_export_command(CLI::App& app, ExportArgs& args);
+int run_export(const ExportArgs& args);
 
 // `trainkit devices` and `trainkit smi` (devices_command.cpp). Without a GPU both say why and exit 0.
 void add_devices_command(CLI::App& app);

@@ -5,6 +5,7 @@
 #include "cli/data_source.h"
 #include "cli/model_spec.h"
 #include "cli/usage.h"
+#include "trainkit/io/tensorboard.h"
 #include "trainkit/runtime/memory.h"
 #include "trainkit/trainkit.h"
 
@@ -61,6 +62,8 @@ void add_fit_command(CLI::App& app, FitArgs& a) {
   fit->add_option("-v,--verbose", a.verbose,
                   "0 silent, 1 progress bar, 2 one line per epoch (default: bar on a terminal)");
   fit->add_flag("!--no-summary", a.summary, "Do not print the model summary");
+  fit->add_option("--tensorboard", a.tensorboard,
+                  "Write TensorBoard logs (train/ and validation/ runs, epoch scalars) to this folder");
 }
 
 int64_t parse_batch_option(const std::string& option, const std::string& value, bool zero_ok) {
@@ -85,6 +88,13 @@ std::unique_ptr<Model> make_model(const std::string& model, const Shape& sample,
 }
 
 namespace {
+
+// The callback options' callbacks, then TensorBoard (--tensorboard).
+std::vector<CallbackPtr> cli_callbacks(const FitArgs& a, bool has_validation) {
+  std::vector<CallbackPtr> callbacks = make_callbacks(a.callbacks, has_validation, a.verbose);
+  if (!a.tensorboard.empty()) callbacks.push_back(std::make_shared<callbacks::TensorBoard>(a.tensorboard));
+  return callbacks;
+}
 
 // fit(Dataset) takes the batch size from the dataset, so the CLI resolves "auto" for --data itself, by the
 // rules Model::fit applies to arrays (FitOptions::batch_size / micro_batch_size = kAutoBatchSize) and with the
@@ -181,8 +191,7 @@ int run_fit(const FitArgs& a) {
   const int64_t micro_batch_size = parse_batch_option("--micro-batch-size", a.micro_batch_size, true);
   if (!(a.validation_split >= 0.0f && a.validation_split < 1.0f))
     throw InvalidArgument("--validation-split must be in [0, 1), got " + std::to_string(a.validation_split));
-  std::vector<CallbackPtr> callbacks =
-      make_callbacks(a.callbacks, a.validation_split > 0.0f || !a.validation_data.empty(), a.verbose);
+  std::vector<CallbackPtr> callbacks = cli_callbacks(a, a.validation_split > 0.0f || !a.validation_data.empty());
   const Device device = apply_run_options(a.run);  // before the data: the budget precedes any allocation
   utils::set_random_seed(a.seed);
   OptimizerPtr optimizer = optimizers::get(a.optimizer, a.learning_rate);

@@ -24,6 +24,8 @@ int main(int argc, char** argv) {
   tk::cli::add_summary_command(app, summary_args);
   tk::cli::EvaluateArgs evaluate_args;
   tk::cli::add_evaluate_command(app, evaluate_args);
+  tk::cli::ExportArgs export_args;
+  tk::cli::add_export_command(app, export_args);
   if (const std::string unknown = tk::cli::unknown_command(app, argc, argv); !unknown.empty())
     return tk::cli::usage_error(app.get_name(), unknown);
   try {
@@ -38,6 +40,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("smi")) return tk::cli::run_smi(smi_args);
     if (app.got_subcommand("summary")) return tk::cli::run_summary(summary_args);
     if (app.got_subcommand("evaluate")) return tk::cli::run_evaluate(evaluate_args);
+    if (app.got_subcommand("export")) return tk::cli::run_export(export_args);
   } catch (const tk::Error& e) {
     std::fprintf(stderr, "trainkit: error: %s\n", e.what());
     return tk::cli::kExitError;

@@ -3,6 +3,7 @@
 
 #include "cli/commands.h"
 #include "cli/usage.h"
+#include "trainkit/io/atomic_file.h"
 #include "trainkit/runtime/memory.h"
 #include "trainkit/trainkit.h"
 
@@ -19,6 +20,9 @@ void add_plan_command(CLI::App& app, PlanArgs& a) {
       ->capture_default_str();
   plan->add_option("--input-shape", a.input_shape, "Per-sample input shape, e.g. 28 28")->capture_default_str();
   add_run_options(plan, a.run);
+  plan->add_option("--svg", a.svg,
+                   "Also draw the plan as an SVG picture: every planned value as a box at its arena offset over its "
+                   "lifetime, colored by layer, the peak marked");
 }
 
 int run_plan(const PlanArgs& a) {
@@ -31,6 +35,10 @@ int run_plan(const PlanArgs& a) {
                  {"accuracy"});
   const MemoryPlan plan = model->memory_plan(a.batch_size);
   std::fputs(plan.to_string().c_str(), stdout);
+  if (!a.svg.empty()) {
+    io::write_file_atomic(a.svg, plan.svg());
+    std::printf("Wrote the plan's picture to %s (%zu planned values)\n", a.svg.c_str(), plan.values.size());
+  }
   // What a step may use, by the rule fit(batch_size = kAutoBatchSize) uses: the budget with a margin, less
   // what others hold (this model's weights count as available: the plan includes them).
   const size_t available = model->memory_available_for_training();

@@ -86,6 +86,7 @@ std::vector<int> gradients(Graph& g, const std::vector<int>& losses, const std::
     if (!info.grad) throw Unsupported("op " + std::string(info.name) + " ('" + node.name + "') has no gradient rule");
     std::vector<int> dx(node.inputs.size(), -1);
     std::vector<int> inputs = node.inputs;  // the builder may grow g and invalidate `node`
+    builder.name = "grad:" + node.name;     // so memory plans can say whose gradient a buffer holds
     info.grad(builder, id, dy, reinterpret_cast<const bool*>(need.data()), dx.data());
     for (size_t i = 0; i < inputs.size(); ++i)
       if (need[i] && dx[i] >= 0) accumulate(inputs[i], dx[i]);

@@ -49,11 +49,12 @@ struct Graph {
 struct GradBuilder {
   Graph& g;
   std::function<int(int)> remap = nullptr;
+  std::string name = "grad";  // given to the nodes it adds: "grad:<the node being differentiated>"
   const Node& node(int id) const { return g[id]; }
   int add(Op op, std::vector<int> inputs, Attrs attrs = {}) {
     if (remap)
       for (int& in : inputs) in = remap(in);
-    return g.add(op, std::move(inputs), std::move(attrs), "grad");
+    return g.add(op, std::move(inputs), std::move(attrs), name);
   }
 };
 

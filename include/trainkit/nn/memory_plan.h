@@ -3,6 +3,7 @@
 //   tk::MemoryPlan plan = model.memory_plan(128);
 //   std::cout << plan.to_string();          // per-layer table and totals
 //   if (plan.total > budget) ...           // "will it fit?" answered without a trial run
+//   tk::io::write_file_atomic("plan.svg", plan.svg());   // every planned value as a box: offset x lifetime
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -19,6 +20,16 @@ struct LayerMemory {
   size_t activations = 0;      // its forward outputs (in the arena; they share memory where lifetimes allow)
 };
 
+// One value the planner placed in the arena: its bytes at `offset`, alive from step `first` (the program
+// step producing it; -1 for inputs written before step 0) to step `last` (its last reader).
+struct PlannedValue {
+  std::string name;   // the program's node name, e.g. "dense_1/MatMul" or "dense_1/MatMul/grad"
+  std::string layer;  // the layer it belongs to; "" for the loss and the step's own values
+  std::string kind;   // "input", "activation" or "gradient"
+  size_t offset = 0, bytes = 0;
+  int first = 0, last = 0;
+};
+
 struct MemoryPlan {
   int64_t batch_size = 0;
   size_t weights = 0;
@@ -33,7 +44,13 @@ struct MemoryPlan {
   double recompute_flops = 0;  // extra work per step
   double step_flops = 0;       // the step's work without rematerialization (≈ 3 × forward)
   std::vector<LayerMemory> layers;
+  std::vector<PlannedValue> values;  // every value in the arena, in program order of production
+  int steps = 0;                     // the program's length; values live within [-1, steps]
   std::string to_string() const;
+  // An SVG picture of the plan (as PyTorch's memory visualizer draws an allocator trace): program steps
+  // across, bytes up; weights and optimizer slots as bands at the bottom, each planned value as a box at its
+  // arena offset over its lifetime colored by layer, the workspace band on top, the peak marked.
+  std::string svg() const;
 };
 
 }  // namespace tk

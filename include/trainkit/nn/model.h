@@ -103,6 +103,9 @@ class Model {
   const Logs& train_on_batch(const std::vector<Tensor>& x, const std::vector<Tensor>& y);
 
   void summary(std::ostream& os = std::cout) const;
+  // The inference program as an ONNX model (IR 8, opset 17, the batch axis dynamic, tensors channels_last as
+  // here), written atomically; Unsupported names the first op it cannot express. Builds the model if needed.
+  void export_onnx(const std::string& path);
   // Bytes a training step with this batch size takes (weights, optimizer state, arena, workspace), per
   // layer; computed from the compiled program's memory plan without allocating it. Requires compile().
   MemoryPlan memory_plan(int64_t batch_size);

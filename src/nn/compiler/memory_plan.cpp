@@ -1,4 +1,5 @@
 // Model::memory_plan: the compiled training program's memory plan, attributed to layers.
+#include <algorithm>
 #include <cstdio>
 #include <map>
 
@@ -78,6 +79,31 @@ MemoryPlan plan_from_trace(const ProgramCache::Traced& t, const std::vector<Laye
       if (it != index.end())
         plan.layers[it->second].activations += static_cast<size_t>(n.shape.numel()) * dtype_size(n.dtype);
     }
+  }
+  plan.steps = static_cast<int>(order.size());
+  // The layer each node belongs to: from its name ("dense/matmul", or a layer's own name); the backward
+  // pass's nodes are named "grad:<the forward node they differentiate>".
+  std::vector<std::string> owner(static_cast<size_t>(t.g.size()));
+  for (int id = 0; id < t.g.size(); ++id) {
+    const std::string& name = t.g[id].name;
+    const std::string l = layer_of(name.rfind("grad:", 0) == 0 ? name.substr(5) : name);
+    if (index.count(l)) owner[static_cast<size_t>(id)] = l;
+  }
+  for (int id : order) {
+    const int64_t offset = mp.offset[static_cast<size_t>(id)];
+    if (offset < 0) continue;
+    const graph::Node& n = t.g[id];
+    PlannedValue v;
+    v.name = n.name;
+    v.layer = owner[static_cast<size_t>(id)];
+    v.kind = n.op == graph::Op::Input ? "input" : n.name.find("grad") != std::string::npos ? "gradient" : "activation";
+    v.offset = static_cast<size_t>(offset);
+    const size_t bytes = static_cast<size_t>(n.shape.numel()) * dtype_size(n.dtype);
+    v.bytes = std::max((bytes + graph::kArenaAlignment - 1) / graph::kArenaAlignment * graph::kArenaAlignment,
+                       graph::kArenaAlignment);  // as plan_memory sizes it
+    v.first = mp.first_use[static_cast<size_t>(id)];
+    v.last = mp.last_use[static_cast<size_t>(id)];
+    plan.values.push_back(std::move(v));
   }
   plan.total = plan.weights + plan.optimizer_state + plan.arena + plan.workspace;
   plan.rematerialized = remat;

@@ -1,0 +1,335 @@
+// Model::export_onnx: the inference program, op by op, as an ONNX ModelProto (IR 8, opset 17).
+//
+// The exported graph is the one trainkit runs for predict (traced at a batch of kTraceBatch, then the batch
+// axis made symbolic), so whatever layers produced it, each graph op maps to ONNX ops. Tensors stay
+// channels_last (NHWC) as in trainkit and Keras: convolutions and pooling, which ONNX defines on NCHW, are
+// wrapped in Transposes, so a Flatten after convolutions flattens (H, W, C) in trainkit's order and the Dense
+// kernel that follows needs no row permutation.
+#include <cmath>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "graph/schedule.h"
+#include "io/proto_writer.h"
+#include "nn/compiler/programs.h"
+#include "trainkit/core/error.h"
+#include "trainkit/io/atomic_file.h"
+#include "trainkit/nn/model.h"
+
+namespace tk {
+namespace {
+
+using io::proto::Message;
+constexpr int64_t kTraceBatch = 7;  // a batch no layer dimension is likely to equal: Reshapes tell it apart
+constexpr int64_t kIrVersion = 8, kOpset = 17;
+constexpr int64_t kFloat = 1, kInt64 = 7;  // TensorProto.DataType
+
+// AttributeProto{name 1, f 2, i 3, ints 8, type 20}; types FLOAT 1, INT 2, INTS 7.
+Message attr_int(const char* name, int64_t v) { return Message().str(1, name).i64(3, v).varint(20, 2); }
+Message attr_float(const char* name, float v) { return Message().str(1, name).f32(2, v).varint(20, 1); }
+Message attr_ints(const char* name, const std::vector<int64_t>& v) {
+  Message m;
+  m.str(1, name);
+  for (int64_t x : v) m.i64(8, x);  // proto2 repeated int64: unpacked, as onnx's own serializer writes it
+  return m.varint(20, 7);
+}
+
+// ValueInfoProto{name 1, type 2: TypeProto{tensor_type 1: {elem_type 1, shape 2: {dim 1: {dim_value 1 |
+// dim_param 2}}}}}, the first axis named "batch".
+Message value_info(const std::string& name, const Shape& shape) {
+  Message dims;
+  for (int i = 0; i < shape.rank(); ++i) {
+    Message d;
+    if (i == 0)
+      d.str(2, "batch");
+    else
+      d.i64(1, shape[i]);
+    dims.msg(1, d);
+  }
+  Message tensor;
+  tensor.i64(1, kFloat).msg(2, dims);
+  return Message().str(1, name).msg(2, Message().msg(1, tensor));
+}
+
+class OnnxGraph {
+ public:
+  // TensorProto{dims 1, data_type 2, name 8, raw_data 9}
+  std::string constant_f32(const std::string& name, const std::vector<int64_t>& dims, const std::vector<float>& v) {
+    Message t;
+    for (int64_t d : dims) t.i64(1, d);
+    t.i64(2, kFloat).str(8, name);
+    t.str(9, std::string_view(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float)));
+    initializers_.push_back(t);
+    return name;
+  }
+  std::string constant_i64(const std::string& name, const std::vector<int64_t>& v) {
+    Message t;
+    t.i64(1, static_cast<int64_t>(v.size())).i64(2, kInt64).str(8, name);
+    std::string raw;
+    for (int64_t x : v)
+      for (int i = 0; i < 8; ++i) raw.push_back(static_cast<char>(static_cast<uint64_t>(x) >> (8 * i)));
+    t.str(9, raw);
+    initializers_.push_back(t);
+    return name;
+  }
+  // NodeProto{input 1, output 2, name 3, op_type 4, attribute 5}
+  std::string node(const std::string& op, const std::vector<std::string>& inputs, const std::string& output,
+                   const std::vector<Message>& attrs = {}) {
+    Message n;
+    for (const std::string& in : inputs) n.str(1, in);
+    n.str(2, output).str(3, output).str(4, op);
+    for (const Message& a : attrs) n.msg(5, a);
+    nodes_.push_back(n);
+    return output;
+  }
+  std::string unique(const std::string& base) {
+    std::string name = base;
+    for (int i = 1; !names_.insert(name).second; ++i) name = base + "_" + std::to_string(i);
+    return name;
+  }
+  // GraphProto{node 1, name 2, initializer 5, input 11, output 12}
+  Message graph(const std::string& name, const std::vector<Message>& inputs, const std::vector<Message>& outputs) {
+    Message g;
+    for (const Message& n : nodes_) g.msg(1, n);
+    g.str(2, name);
+    for (const Message& t : initializers_) g.msg(5, t);
+    for (const Message& i : inputs) g.msg(11, i);
+    for (const Message& o : outputs) g.msg(12, o);
+    return g;
+  }
+
+ private:
+  std::vector<Message> nodes_, initializers_;
+  std::set<std::string> names_;
+};
+
+std::vector<float> host_floats(const Tensor& t) {
+  const Tensor host = t.on_host() ? t : t.to_device(Device::cpu());
+  const Tensor f = host.dtype() == DType::f32 ? host : host.to(DType::f32);
+  return std::vector<float>(f.data<float>(), f.data<float>() + f.numel());
+}
+
+const char* supported_ops() {
+  return "MatMul, BiasAdd, Add, Mul, Scale, Reshape, Concat, Relu, Sigmoid, Tanh, Gelu, Elu, LeakyRelu, Softmax, "
+         "Conv2D, MaxPool2D, AvgPool2D, Pad2D, BnInference, Cast to float32";
+}
+
+}  // namespace
+
+void Model::export_onnx(const std::string& path) {
+  ensure_built({});
+  if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
+  const nn::ProgramCache::Traced t = programs_->trace(nn::ProgramKind::predict, kTraceBatch, false);
+  const graph::Graph& g = t.g;
+  const nn::Compiled& c = *t.compiled;
+
+  std::map<std::string, const Weight*> weights;
+  for (const LayerPtr& l : layers_)
+    for (const Weight& w : l->weights()) weights.emplace(w.name, &w);
+
+  OnnxGraph onnx;
+  std::vector<std::string> name(static_cast<size_t>(g.size()));  // ONNX value name per graph node
+  std::vector<Message> inputs, outputs;
+  auto fail = [&](int id, const std::string& why) {
+    throw Unsupported("export_onnx: " + why + " (node '" + g[id].name + "', op " +
+                      std::string(graph::op_info(g[id].op).name) + "); the exporter covers " + supported_ops());
+  };
+  auto nhwc_to_nchw = [&](const std::string& x) {
+    return onnx.node("Transpose", {x}, onnx.unique(x + "_nchw"), {attr_ints("perm", {0, 3, 1, 2})});
+  };
+  auto nchw_to_nhwc = [&](const std::string& x, const std::string& out) {
+    return onnx.node("Transpose", {x}, out, {attr_ints("perm", {0, 2, 3, 1})});
+  };
+  auto scalar = [&](const std::string& base, float v) { return onnx.constant_f32(onnx.unique(base), {}, {v}); };
+
+  // Weights become initializers when an exported op reads them as they are (a convolution's kernel is
+  // written transposed instead).
+  auto variable = [&](int id) -> const std::string& {
+    std::string& s = name[static_cast<size_t>(id)];
+    if (!s.empty()) return s;
+    auto w = weights.find(g[id].name);
+    if (w == weights.end()) fail(id, "a variable that is no layer's weight");
+    s = onnx.constant_f32(onnx.unique(g[id].name), g[id].shape.dims(), host_floats(w->second->value));
+    return s;
+  };
+  for (size_t k = 0; k < c.x.size(); ++k) {  // the model's inputs, in order
+    const int id = c.x[k];
+    const std::string in = onnx.unique(g[id].name);
+    inputs.push_back(value_info(in, g[id].shape));
+    std::string v = in;
+    const nn::StageScale s = c.x_scale[k];  // a Rescaling fused into batch staging: explicit here
+    if (s.scale != 1.0f) v = onnx.node("Mul", {v, scalar(in + "_scale", s.scale)}, onnx.unique(in + "_scaled"));
+    if (s.offset != 0.0f) v = onnx.node("Add", {v, scalar(in + "_offset", s.offset)}, onnx.unique(in + "_shifted"));
+    name[static_cast<size_t>(id)] = v;
+  }
+  // Only what the predictions need, in an executable order.
+  for (int id : graph::schedule(g, c.outputs)) {
+    const graph::Node& n = g[id];
+    if (n.op == graph::Op::Variable) continue;
+    const std::string out = onnx.unique(n.name.empty() ? "v" + std::to_string(id) : n.name);
+    auto in = [&](size_t i) -> const std::string& {
+      const int src = n.inputs[i];
+      if (g[src].op == graph::Op::Variable) return variable(src);
+      const std::string& s = name[static_cast<size_t>(src)];
+      if (s.empty()) fail(id, "an input of this node was not exported");
+      return s;
+    };
+    switch (n.op) {
+      case graph::Op::Input:
+        continue;  // the model's inputs are named above; targets are not part of inference
+      case graph::Op::MatMul: {
+        std::string a = in(0), b = in(1);
+        if (n.attrs.trans_a) a = onnx.node("Transpose", {a}, onnx.unique(a + "_t"), {attr_ints("perm", {1, 0})});
+        if (n.attrs.trans_b) b = onnx.node("Transpose", {b}, onnx.unique(b + "_t"), {attr_ints("perm", {1, 0})});
+        onnx.node("MatMul", {a, b}, out);
+        break;
+      }
+      case graph::Op::BiasAdd:
+      case graph::Op::Add:
+        if (n.inputs.size() != 2) fail(id, "an Add of more than two values");
+        onnx.node("Add", {in(0), in(1)}, out);
+        break;
+      case graph::Op::Mul:
+        onnx.node("Mul", {in(0), in(1)}, out);
+        break;
+      case graph::Op::Scale: {
+        std::string v = onnx.node("Mul", {in(0), scalar(out + "_scale", n.attrs.value)}, onnx.unique(out + "_mul"));
+        onnx.node("Add", {v, scalar(out + "_offset", n.attrs.alpha)}, out);
+        break;
+      }
+      case graph::Op::Reshape: {
+        std::vector<int64_t> dims = n.attrs.shape.dims();
+        if (dims.empty()) fail(id, "a reshape to a scalar");
+        if (dims[0] == kTraceBatch)
+          dims[0] = 0;  // ONNX: copy the (dynamic) batch dimension from the input
+        else if (dims[0] % kTraceBatch == 0)
+          dims[0] = -1;  // the batch merged with other axes: inferred
+        else
+          fail(id, "a reshape whose first axis is not the batch");
+        onnx.node("Reshape", {in(0), onnx.constant_i64(onnx.unique(out + "_shape"), dims)}, out);
+        break;
+      }
+      case graph::Op::Concat: {
+        std::vector<std::string> ins;
+        for (size_t i = 0; i < n.inputs.size(); ++i) ins.push_back(in(i));
+        onnx.node("Concat", ins, out, {attr_int("axis", -1)});
+        break;
+      }
+      case graph::Op::Relu:
+        onnx.node("Relu", {in(0)}, out);
+        break;
+      case graph::Op::Sigmoid:
+        onnx.node("Sigmoid", {in(0)}, out);
+        break;
+      case graph::Op::Tanh:
+        onnx.node("Tanh", {in(0)}, out);
+        break;
+      case graph::Op::Softmax:
+        onnx.node("Softmax", {in(0)}, out, {attr_int("axis", -1)});
+        break;
+      case graph::Op::Elu:
+        onnx.node("Elu", {in(0)}, out, {attr_float("alpha", n.attrs.alpha)});
+        break;
+      case graph::Op::LeakyRelu:
+        onnx.node("LeakyRelu", {in(0)}, out, {attr_float("alpha", n.attrs.alpha)});
+        break;
+      case graph::Op::Gelu: {  // Keras' exact form, x * Phi(x): opset 17 has no Gelu op
+        const std::string x = in(0);
+        std::string v = onnx.node("Div", {x, scalar(out + "_sqrt2", std::sqrt(2.0f))}, onnx.unique(out + "_div"));
+        v = onnx.node("Erf", {v}, onnx.unique(out + "_erf"));
+        v = onnx.node("Add", {v, scalar(out + "_one", 1.0f)}, onnx.unique(out + "_add"));
+        v = onnx.node("Mul", {x, v}, onnx.unique(out + "_mul"));
+        onnx.node("Mul", {v, scalar(out + "_half", 0.5f)}, out);
+        break;
+      }
+      case graph::Op::Cast:
+        if (n.attrs.dtype != DType::f32 || g[n.inputs[0]].dtype != DType::f32) fail(id, "a cast other than to float32");
+        onnx.node("Identity", {in(0)}, out);
+        break;
+      case graph::Op::Pad2D: {
+        const int64_t* p = n.attrs.pad;  // top, bottom, left, right of NHWC
+        onnx.node("Pad", {in(0), onnx.constant_i64(onnx.unique(out + "_pads"), {0, p[0], p[2], 0, 0, p[1], p[3], 0})},
+                  out);
+        break;
+      }
+      case graph::Op::Conv2D:
+      case graph::Op::MaxPool2D:
+      case graph::Op::AvgPool2D: {
+        const graph::Attrs& a = n.attrs;
+        std::vector<Message> attrs{attr_ints("strides", {a.stride[0], a.stride[1]}),
+                                   attr_ints("pads", {a.pad[0], a.pad[2], a.pad[1], a.pad[3]})};
+        std::vector<std::string> ins{nhwc_to_nchw(in(0))};
+        std::string op;
+        if (n.op == graph::Op::Conv2D) {
+          op = "Conv";
+          const graph::Node& w = g[n.inputs[1]];  // (KH, KW, C, F) -> ONNX's (F, C, KH, KW)
+          std::string kernel;
+          if (w.op == graph::Op::Variable) {
+            const std::vector<float> src = host_floats(weights.at(w.name)->value);
+            const int64_t kh = w.shape[0], kw = w.shape[1], ci = w.shape[2], co = w.shape[3];
+            std::vector<float> dst(src.size());
+            for (int64_t i = 0; i < kh; ++i)
+              for (int64_t j = 0; j < kw; ++j)
+                for (int64_t ch = 0; ch < ci; ++ch)
+                  for (int64_t f = 0; f < co; ++f)
+                    dst[static_cast<size_t>(((f * ci + ch) * kh + i) * kw + j)] =
+                        src[static_cast<size_t>(((i * kw + j) * ci + ch) * co + f)];
+            kernel = onnx.constant_f32(onnx.unique(w.name + "_fckk"), {co, ci, kh, kw}, dst);
+          } else {
+            kernel = onnx.node("Transpose", {in(1)}, onnx.unique(out + "_kernel"), {attr_ints("perm", {3, 2, 0, 1})});
+          }
+          ins.push_back(kernel);
+          attrs.push_back(attr_ints("kernel_shape", {w.shape[0], w.shape[1]}));
+          attrs.push_back(attr_ints("dilations", {a.dilation[0], a.dilation[1]}));
+        } else {
+          op = n.op == graph::Op::MaxPool2D ? "MaxPool" : "AveragePool";
+          if (a.dilation[0] != 1 || a.dilation[1] != 1) fail(id, "a dilated pooling window");
+          attrs.push_back(attr_ints("kernel_shape", {a.kernel[0], a.kernel[1]}));
+          if (n.op == graph::Op::AvgPool2D) attrs.push_back(attr_int("count_include_pad", 0));  // as Keras
+        }
+        const std::string y = onnx.node(op, ins, onnx.unique(out + "_nchw"), attrs);
+        nchw_to_nhwc(y, out);
+        break;
+      }
+      case graph::Op::BnInference: {  // (x, moving_mean, moving_variance, gamma, beta) on the last axis
+        std::vector<std::vector<float>> v;
+        for (size_t i = 1; i < 5; ++i) {
+          const graph::Node& p = g[n.inputs[i]];
+          if (p.op != graph::Op::Variable) fail(id, "batch normalization whose statistics are not weights");
+          v.push_back(host_floats(weights.at(p.name)->value));
+        }
+        const int64_t ch = static_cast<int64_t>(v[0].size());
+        std::vector<float> scale(v[0].size()), shift(v[0].size());
+        for (size_t k = 0; k < scale.size(); ++k) {
+          scale[k] = v[2][k] / std::sqrt(v[1][k] + n.attrs.epsilon);
+          shift[k] = std::fma(-v[0][k], scale[k], v[3][k]);  // explicit fma: the same bytes in every build
+        }
+        const std::string y = onnx.node("Mul", {in(0), onnx.constant_f32(onnx.unique(out + "_scale"), {ch}, scale)},
+                                        onnx.unique(out + "_mul"));
+        onnx.node("Add", {y, onnx.constant_f32(onnx.unique(out + "_shift"), {ch}, shift)}, out);
+        break;
+      }
+      default:
+        fail(id, "no ONNX mapping for this op");
+    }
+    name[static_cast<size_t>(id)] = out;
+  }
+  for (size_t k = 0; k < c.outputs.size(); ++k) {
+    const int id = c.outputs[k];
+    std::string out = g[id].op == graph::Op::Variable ? variable(id) : name[static_cast<size_t>(id)];
+    if (g[id].op == graph::Op::Input || g[id].op == graph::Op::Variable)
+      out = onnx.node("Identity", {out}, onnx.unique("output_" + std::to_string(k)));
+    outputs.push_back(value_info(out, g[id].shape));
+  }
+
+  // ModelProto{ir_version 1, producer_name 2, producer_version 3, graph 7, opset_import 8: {domain 1, version 2}}
+  Message model;
+  model.i64(1, kIrVersion).str(2, "trainkit").str(3, "0.1.0");
+  model.msg(7, onnx.graph(name_, inputs, outputs));
+  model.msg(8, Message().str(1, "").i64(2, kOpset));
+  io::write_file_atomic(path, model.bytes());
+}
+
+}  // namespace tk
