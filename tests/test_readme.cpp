@@ -92,4 +92,29 @@ TEST(Readme, EpochLinesOfAFileShowTheInputWait) {
   EXPECT_EQ(waits, 2u) << r.out;
 }
 
+// No doc, script or fixture header names one machine's folders (a venv is `.venv`, at the repository root).
+TEST(Readme, NoMachinePathsInDocsScriptsOrFixtureHeaders) {
+  const fs::path root(TK_SOURCE_DIR);
+  std::vector<std::string> found;
+  auto scan = [&](const fs::path& file) {
+    const std::string ext = file.extension().string();
+    if (ext != ".md" && ext != ".py" && ext != ".sh" && ext != ".txt" && ext != ".cpp" && ext != ".h" &&
+        ext != ".cmake" && file.filename() != "CMakeLists.txt")
+      return;
+    std::ifstream in(file);
+    int n = 0;
+    for (std::string line; std::getline(in, line);) {
+      ++n;
+      if (line.size() > 2000) continue;  // fixture values, not prose
+      for (const char* bad : {"/work/", "/home/", "/root/"})
+        if (line.find(bad) != std::string::npos) found.push_back(file.string() + ":" + std::to_string(n) + ": " + line);
+    }
+  };
+  for (const char* top : {"README.md", "CONTRIBUTING.md"}) scan(root / top);
+  for (const char* sub : {"docs", "bench", "tools", "tests", "examples"})
+    for (const auto& e : fs::recursive_directory_iterator(root / sub))
+      if (e.is_regular_file() && e.path().filename() != "test_readme.cpp") scan(e.path());  // this file names them
+  EXPECT_TRUE(found.empty()) << found.size() << " lines, the first: " << (found.empty() ? "" : found[0]);
+}
+
 }  // namespace
