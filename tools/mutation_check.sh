@@ -29,7 +29,11 @@ git archive HEAD | tar -x -C "$tree"
 launcher=()
 if command -v ccache >/dev/null; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
-  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(dirname "$root")}"
+  # Paths under the base folder are hashed relative to it: the common ancestor of the checkout and the scratch
+  # copy (put TK_MUTATION_DIR beside the checkout to share the checkout's cached objects).
+  base="$(dirname "$root")"
+  while [ "$base" != "/" ] && [ "${scratch#"$base"/}" = "$scratch" ]; do base="$(dirname "$base")"; done
+  if [ "$base" != "/" ]; then export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$base}"; fi
 fi
 # The project's Release flags (CONTRIBUTING); TK_MUTATION_CMAKE_ARGS adds or overrides.
 # shellcheck disable=SC2086
