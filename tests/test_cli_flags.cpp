@@ -279,6 +279,26 @@ TEST(CliFlags, BatchSizeAutoPicksABatchThatFitsTheBudget) {
   EXPECT_LE(peak_bytes(fit.out), size_t{5} << 20);
 }
 
+// The OOM report's first remedy is a number: "a batch of N fits this budget now". Parsed and re-run with
+// --batch-size N under the same budget, it must train. (Its other suggestion, micro_batch_size=N keeping the
+// batch, does not fit here: it leaves out the gradient accumulators micro-batching adds — reported, not
+// asserted.)
+TEST(CliFlags, TheOomReportsBatchThatFitsDoesFit) {
+  const std::string base = "fit" + plain_data().args() + " --model dense:512:relu,dense:10 --epochs 1 -v 0";
+  const std::string env = "TK_MEMORY_LIMIT=8MiB";
+  const Result oom = run_cli(base + " --batch-size 256", env);
+  ASSERT_EQ(oom.code, 1) << describe(oom);
+  const size_t at = oom.err.find("a batch of ");
+  ASSERT_NE(at, std::string::npos) << describe(oom);
+  const long long fits = std::strtoll(oom.err.c_str() + at + 11, nullptr, 10);
+  ASSERT_GT(fits, 0) << oom.err;
+  ASSERT_LT(fits, 256) << oom.err;
+  const Result rerun = run_cli(base + " --batch-size " + std::to_string(fits), env);
+  EXPECT_EQ(rerun.code, 0) << "the report said a batch of " << fits << " fits\n" << describe(rerun);
+  EXPECT_CONTAINS(rerun.out, "test_accuracy: ");
+  EXPECT_LE(peak_bytes(rerun.out), size_t{8} << 20);
+}
+
 // ---------------------------------------------------------------- options that do not apply
 
 TEST(CliFlags, OptionsThatDoNotApplyToTheModeAreRefused) {
