@@ -21,6 +21,7 @@ patches=("$@")
 if [ ${#patches[@]} -eq 0 ]; then patches=(tools/mutations/*.patch); fi
 
 scratch="${TK_MUTATION_DIR:-$(mktemp -d -t tk-mutation.XXXXXX)}"
+mkdir -p "$scratch" && scratch="$(cd "$scratch" && pwd)"  # absolute (a relative one is from the checkout's root)
 tree="$scratch/trainkit"  # the build folder inside the tree, as in a checkout, so ccache finds the same paths
 echo "scratch copy of $(git rev-parse --short HEAD): $tree"
 rm -rf "$tree" && mkdir -p "$tree"
