@@ -110,8 +110,10 @@ TEST(FitDataset, InputBoundTrainingIsReportedWithAdvice) {
   testing::internal::CaptureStdout();
   tk::History h = m->fit(slow, {.epochs = 1, .verbose = 2});
   const std::string out = testing::internal::GetCapturedStdout();
+  // Not timing assertions: a sleep never returns early, so every batch waits >= 64 ms (32 x 2 ms) whatever the
+  // load, and the fraction stays above 0.2 unless a 2-unit Dense step on 32 rows takes over 256 ms.
   EXPECT_GT(h.history.at("input_wait_fraction")[0], 0.2);
-  EXPECT_GT(h.history.at("input_wait_p50_ms")[0], 10.0);  // 32 elements x 2 ms per batch
+  EXPECT_GT(h.history.at("input_wait_p50_ms")[0], 10.0);
   EXPECT_NE(out.find("highly input-bound"), std::string::npos) << out;
   EXPECT_NE(out.find("slowest stage: map"), std::string::npos) << out;
   EXPECT_NE(out.find("num_parallel_calls"), std::string::npos) << out;

@@ -16,10 +16,15 @@ namespace {
 
 using testing::load_fixture;
 
+// Tolerances per optimizer family, ~10x what trainkit reaches on an AVX-512 machine (AMD EPYC), so that AVX2
+// kernels (other blocking, other FMA order) pass too. Measured: SGD family loss 1.9e-7 relative, weights
+// 1.9e-7; RMSprop 1.8e-7, 2.7e-7; Adam family 1.6e-6, 2.8e-6 (Adam divides by sqrt(v), which amplifies the
+// rounding of small second moments). The fixture's own float noise (TF with oneDNN on vs off) is 2.1e-7 / 2e-6.
 struct Config {
   std::string key;
   std::function<OptimizerPtr()> make;
   double loss_rtol;
+  double weight_atol;
 };
 
 class KerasParity : public ::testing::TestWithParam<Config> {
@@ -57,7 +62,7 @@ TEST_P(KerasParity, FiftyStepsMatchKerasLosses) {
     for (int64_t k = 0; k < ref.numel(); ++k)
       worst_w = std::max(worst_w, double(std::abs(w[i].data<float>()[k] - ref.data<float>()[k])));
   }
-  EXPECT_LE(worst_w, 1e-4) << cfg.key << ": final weights differ from Keras";
+  EXPECT_LE(worst_w, cfg.weight_atol) << cfg.key << ": final weights differ from Keras";
   std::printf("[ parity ] %-14s max relative loss difference %.2e, max weight difference %.2e\n", cfg.key.c_str(),
               worst, worst_w);
 }
@@ -65,10 +70,11 @@ TEST_P(KerasParity, FiftyStepsMatchKerasLosses) {
 INSTANTIATE_TEST_SUITE_P(
     Optimizers, KerasParity,
     ::testing::Values(
-        Config{"sgd_momentum", [] { return optimizers::SGD({.learning_rate = 0.05f, .momentum = 0.9f}); }, 1e-4},
+        Config{"sgd_momentum", [] { return optimizers::SGD({.learning_rate = 0.05f, .momentum = 0.9f}); }, 1e-6, 2e-6},
         Config{"sgd_nesterov",
-               [] { return optimizers::SGD({.learning_rate = 0.05f, .momentum = 0.9f, .nesterov = true}); }, 1e-4},
-        Config{"adam", [] { return optimizers::Adam({.learning_rate = 0.01f}); }, 1e-4},
+               [] { return optimizers::SGD({.learning_rate = 0.05f, .momentum = 0.9f, .nesterov = true}); }, 1e-6,
+               2e-6},
+        Config{"adam", [] { return optimizers::Adam({.learning_rate = 0.01f}); }, 1e-5, 3e-5},
         Config{"adamw",
                [] {
                  optimizers::AdamWOptions o;
@@ -76,8 +82,8 @@ INSTANTIATE_TEST_SUITE_P(
                  o.weight_decay = 0.05f;
                  return optimizers::AdamW(o);
                },
-               1e-4},
-        Config{"rmsprop", [] { return optimizers::RMSprop({.learning_rate = 0.005f}); }, 1e-4},
+               1e-5, 3e-5},
+        Config{"rmsprop", [] { return optimizers::RMSprop({.learning_rate = 0.005f}); }, 1e-6, 3e-6},
         Config{"adam_clipnorm",
                [] {
                  optimizers::AdamOptions o;
@@ -85,7 +91,7 @@ INSTANTIATE_TEST_SUITE_P(
                  o.clipnorm = 0.5f;
                  return optimizers::Adam(o);
                },
-               1e-4},
+               1e-5, 3e-5},
         Config{"sgd_clipvalue",
                [] {
                  optimizers::SGDOptions o;
@@ -93,7 +99,7 @@ INSTANTIATE_TEST_SUITE_P(
                  o.clipvalue = 0.01f;
                  return optimizers::SGD(o);
                },
-               1e-4}),
+               1e-6, 2e-6}),
     [](const auto& info) { return info.param.key; });
 
 }  // namespace

@@ -2,7 +2,7 @@
 """Keras 3 (TensorFlow CPU backend) peer benchmark: MLP 784-256-128-10 on Fashion-MNIST.
 
 Prints exactly one JSON line on stdout; all logging goes to stderr.
-  /work/venv/bin/python bench/peers/keras_mlp.py [--epochs 2] [--batch-size 128] [--threads 2]
+  .venv/bin/python bench/peers/keras_mlp.py [--epochs 2] [--batch-size 128] [--threads 2]
 """
 import argparse
 import json

@@ -6,7 +6,7 @@ flatten -> dense(1024,relu) -> dropout(0.4) -> dense(10) logits; Adam(1e-3).
 Inputs are NCHW (N,1,28,28) scaled to [0,1].
 
 Prints exactly one JSON line on stdout; all logging goes to stderr.
-  /work/venv/bin/python bench/peers/torch_cnn.py [--epochs 2] [--batch-size 128] [--threads 2] [--max-steps 0]
+  .venv/bin/python bench/peers/torch_cnn.py [--epochs 2] [--batch-size 128] [--threads 2] [--max-steps 0]
 """
 import argparse
 import json

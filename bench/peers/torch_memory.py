@@ -39,7 +39,7 @@ freed by an earlier model -- and kept by glibc -- cannot hide a later one's):
     i.e. including weights and optimizer state). If the raw events are unavailable the value is null.
 
 Prints one JSON line per model on stdout; logs go to stderr.
-  /work/venv/bin/python bench/peers/torch_memory.py [--model mlp|deep_mlp] [--threads 2]
+  .venv/bin/python bench/peers/torch_memory.py [--model mlp|deep_mlp] [--threads 2]
 """
 import argparse
 import json

@@ -2,7 +2,7 @@
 """PyTorch eager peer benchmark: MLP 784-256-128-10 on Fashion-MNIST.
 
 Prints exactly one JSON line on stdout; all logging goes to stderr.
-  /work/venv/bin/python bench/peers/torch_mlp.py [--epochs 2] [--batch-size 128] [--threads 2]
+  .venv/bin/python bench/peers/torch_mlp.py [--epochs 2] [--batch-size 128] [--threads 2]
 """
 import argparse
 import json

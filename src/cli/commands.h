@@ -2,6 +2,7 @@
 #pragma once
 #include <CLI/CLI.hpp>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,7 +17,7 @@ struct FitArgs {
   int epochs = 10;
   std::string batch_size = "128";      // or "auto"
   std::string micro_batch_size = "0";  // 0: off, N, or "auto"
-  float learning_rate = 1e-3f;
+  std::optional<float> learning_rate;  // unset: the optimizer's Keras default (0.001; SGD 0.01)
   std::string optimizer = "adam";
   uint64_t seed = 42;
   std::string data_dir;  // default: tk::data::default_fashion_mnist_dir()
@@ -25,6 +26,8 @@ struct FitArgs {
   // --data: a file in any supported format instead of the IDX options (cli/data_source.h)
   std::string data, validation_data, format = "auto", x, y, validation_y;
   int64_t shuffle_buffer = 10000;
+  std::vector<std::string> given;  // the --data-only options given on the command line (rejected without --data)
+  std::string dump_weights;        // --dump-weights: the final weights as exact text, for comparing runs
   int verbose = -1;
   bool summary = true;
   std::string save;         // --save m.keras after training (keras_commands.cpp)

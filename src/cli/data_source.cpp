@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "data/formats/crc32c.h"
 #include "trainkit/core/error.h"
 #include "trainkit/data/csv.h"
 #include "trainkit/data/hdf5.h"
@@ -96,6 +97,25 @@ std::string join(const std::vector<std::string>& v) {
   return s;
 }
 
+// TFRecordOptions' compression of a file, from its first bytes (so a ZLIB file needs no particular name):
+// a plain file's first record header (8-byte length, then its masked CRC32C); gzip's magic 1f 8b; a zlib
+// stream header (CM 8, FCHECK: (CMF*256 + FLG) % 31 == 0). Anything else is read as plain, and the reader
+// reports what is wrong with it at its offset.
+data::Compression sniff_tfrecord_compression(const std::string& path) {
+  unsigned char b[12] = {};
+  std::ifstream f(path, std::ios::binary);
+  f.read(reinterpret_cast<char*>(b), sizeof b);
+  const auto n = static_cast<size_t>(f.gcount());
+  if (n == sizeof b) {
+    const uint32_t stored = static_cast<uint32_t>(b[8]) | static_cast<uint32_t>(b[9]) << 8 |
+                            static_cast<uint32_t>(b[10]) << 16 | static_cast<uint32_t>(b[11]) << 24;
+    if (data::masked_crc32c(b, 8) == stored) return data::Compression::none;
+  }
+  if (n >= 2 && b[0] == 0x1f && b[1] == 0x8b) return data::Compression::gzip;
+  if (n >= 2 && (b[0] & 0x0f) == 8 && (b[0] >> 4) <= 7 && (b[0] * 256 + b[1]) % 31 == 0) return data::Compression::zlib;
+  return data::Compression::none;
+}
+
 }  // namespace
 
 Tensor as_features(const Tensor& t) {
@@ -115,6 +135,7 @@ std::string data_format(const std::string& path, const std::string& format) {
   }
   std::string p = path;
   if (ends_with(p, ".gz")) p = p.substr(0, p.size() - 3);
+  if (ends_with(p, ".zlib")) p = p.substr(0, p.size() - 5);
   if (ends_with(p, ".csv")) return "csv";
   if (ends_with(p, ".npz")) return "npz";
   if (ends_with(p, ".npy")) return "npy";
@@ -154,7 +175,7 @@ data::Dataset open_data_file(const std::string& path, const DataArgs& a, const s
       throw InvalidArgument(where + ": name the feature with --x NAME[:DIMS[:DTYPE]] (e.g. --x image:28x28)");
     std::vector<data::FeatureSpec> specs{feature_spec(a.x, DType::f32, "--x"),
                                          feature_spec(a.y.empty() ? "label" : a.y, DType::i64, "--y")};
-    const data::Compression c = ends_with(path, ".gz") ? data::Compression::gzip : data::Compression::none;
+    const data::Compression c = sniff_tfrecord_compression(path);  // plain, GZIP or ZLIB, whatever the name
     auto open = [path, specs, c] { return data::open_tfrecord(path, specs, c); };
     return data::Dataset::from_reader(open, "tfrecord(" + path + ")").map([where](data::Element e) {
       return sample(e[0], e[1], where);

@@ -7,6 +7,7 @@
 //   --data train.h5   [--x /train/x] [--y /train/y]      HDF5: dataset paths (defaults x, y), streamed
 //   --data train.tfrecord --x image:28x28 [--y label]    TFRecord: feature NAME[:DIMS[:DTYPE]], label (int64)
 //   --data images.idx3-ubyte.gz --y labels.idx1-ubyte.gz IDX: images file, labels file
+// TFRecord files may be GZIP- or ZLIB-compressed (TFRecordOptions), told from their first bytes, not their name.
 // Integer features (uint8 pixels) are scaled to [0, 1] as Keras' tutorials do.
 #pragma once
 #include <string>

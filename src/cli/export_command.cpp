@@ -20,11 +20,11 @@ int run_export(const ExportArgs& a) {
   const std::string ext = a.output.size() >= 5 ? a.output.substr(a.output.size() - 5) : "";
   if (ext != ".onnx") throw InvalidArgument("export: the output file must end in .onnx, got '" + a.output + "'");
   utils::set_random_seed(a.seed);
-  if (a.model != "cnn") {
+  if (a.model != "cnn" && !is_model_file(a.model)) {
     parse_model_spec(a.model);  // validates the spec first
     clear_session();
   }
-  std::unique_ptr<Sequential> model = make_model(a.model, Shape(a.input_shape));
+  std::unique_ptr<Model> model = make_model(a.model, Shape(a.input_shape));  // a spec, or a .keras/.h5 file
   model->export_onnx(a.output);
   std::printf("Wrote %s (%lld parameters)\n", a.output.c_str(), static_cast<long long>(model->count_params()));
   return 0;

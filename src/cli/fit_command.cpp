@@ -1,10 +1,13 @@
+#include <algorithm>
 #include <cstdio>
 #include <optional>
+#include <string>
 
 #include "cli/commands.h"
 #include "cli/data_source.h"
 #include "cli/model_spec.h"
 #include "cli/usage.h"
+#include "trainkit/io/atomic_file.h"
 #include "trainkit/io/tensorboard.h"
 #include "trainkit/runtime/memory.h"
 #include "trainkit/trainkit.h"
@@ -27,7 +30,8 @@ void add_fit_command(CLI::App& app, FitArgs& a) {
                   "Split each batch into micro-batches of this size with gradient accumulation (same update), or "
                   "\"auto\": the largest that fits")
       ->capture_default_str();
-  fit->add_option("-l,--learning-rate", a.learning_rate, "Optimizer learning rate")->capture_default_str();
+  fit->add_option("-l,--learning-rate", a.learning_rate,
+                  "Optimizer learning rate (default: the optimizer's Keras default, 0.001; sgd 0.01)");
   fit->add_option("-o,--optimizer", a.optimizer, "sgd, adam, adamw or rmsprop (Keras defaults otherwise)")
       ->check(choice_of([](const std::string& name) { optimizers::get(name); }))
       ->capture_default_str();
@@ -59,6 +63,13 @@ void add_fit_command(CLI::App& app, FitArgs& a) {
   fit->add_option("--shuffle-buffer", a.shuffle_buffer, "Shuffle buffer for --data (elements)")->capture_default_str();
   fit->add_option("--validation-split", a.validation_split, "Fraction of the training data held out for validation")
       ->capture_default_str();
+  // Options that only apply to --data: remember which were given, so that run_fit refuses them without --data
+  // (silently ignoring one would train on something other than what the command line says).
+  for (const char* name : {"--format", "--x", "--y", "--validation-y", "--shuffle-buffer"})
+    fit->get_option(name)->each([&a, name](const std::string&) { a.given.emplace_back(name); });
+  fit->add_option("--dump-weights", a.dump_weights,
+                  "Write the final weights to this file as text, exactly (%.9g; one 'tensor NAME float32 RANK DIMS' "
+                  "line and one line of values per weight), to compare runs");
   fit->add_option("-v,--verbose", a.verbose,
                   "0 silent, 1 progress bar, 2 one line per epoch (default: bar on a terminal)");
   fit->add_flag("!--no-summary", a.summary, "Do not print the model summary");
@@ -94,6 +105,41 @@ std::vector<CallbackPtr> cli_callbacks(const FitArgs& a, bool has_validation) {
   std::vector<CallbackPtr> callbacks = make_callbacks(a.callbacks, has_validation, a.verbose);
   if (!a.tensorboard.empty()) callbacks.push_back(std::make_shared<callbacks::TensorBoard>(a.tensorboard));
   return callbacks;
+}
+
+bool explicit_files_given(const FitArgs& a) {
+  return !a.train_images.empty() || !a.train_labels.empty() || !a.test_images.empty() || !a.test_labels.empty();
+}
+
+// The final weights as text: "tensor <layer/weight> float32 <rank> <dims...>" then the values, %.9g (exact for
+// float32), one line each — the format of tests/fixtures/parity_mlp.txt. Written atomically.
+void dump_weights(Model& model, const std::string& path) {
+  std::string text = "# trainkit fit --dump-weights: final weights, get_weights() order\n";
+  char buf[32];
+  for (const LayerPtr& l : model.layers())
+    for (const Weight& w : l->weights()) {
+      // Read in place: a copy would come out of the memory budget the run was sized to.
+      const Tensor v = w.value.dtype() == DType::f32 ? w.value : w.value.to(DType::f32);
+      text.append("tensor ").append(w.name).append(" float32 ").append(std::to_string(v.shape().rank()));
+      for (int64_t d : v.shape().dims()) text.append(" ").append(std::to_string(d));
+      text.append("\n");
+      const float* p = v.data<float>();
+      for (int64_t i = 0; i < v.numel(); ++i) {
+        std::snprintf(buf, sizeof buf, i == 0 ? "%.9g" : " %.9g", static_cast<double>(p[i]));
+        text += buf;
+      }
+      text += "\n";
+    }
+  io::write_file_atomic(path, text);
+}
+
+// Test data is evaluated in batches of up to 1000, but never larger than the training batch: a budget that
+// sized the training batch (--batch-size auto, or a number chosen by `trainkit plan`) must hold the evaluation
+// too. After fit, the model's own memory counts as available, so "auto" is re-resolved the same way.
+constexpr int64_t kEvaluationBatch = 1000;
+int64_t evaluation_batch(Model& model, int64_t batch_size) {
+  if (batch_size != kAutoBatchSize) return std::min(batch_size, kEvaluationBatch);
+  return std::max<int64_t>(1, model.largest_batch_that_fits(model.memory_available_for_training(), kEvaluationBatch));
 }
 
 // fit(Dataset) takes the batch size from the dataset, so the CLI resolves "auto" for --data itself, by the
@@ -136,6 +182,14 @@ int run_fit_data(const FitArgs& a, OptimizerPtr optimizer, int64_t batch_size, i
     throw InvalidArgument("--validation-split does not apply to --data (a stream): pass --validation-data");
   if (a.shuffle_buffer <= 0)
     throw InvalidArgument("--shuffle-buffer must be positive, got " + std::to_string(a.shuffle_buffer));
+  if (!a.data_dir.empty())
+    throw InvalidArgument("--data-dir does not apply to --data (which replaces Fashion-MNIST): give one or the other");
+  if (!a.validation_y.empty() && a.validation_data.empty())
+    throw InvalidArgument("--validation-y " + a.validation_y + " needs --validation-data (the features it labels)");
+  const std::string train_format = data_format(a.data, a.format);
+  if ((train_format == "idx" || train_format == "npy") && !a.x.empty())
+    throw InvalidArgument("--x does not apply to " + train_format + " (--data is the features file itself, --y " +
+                          "the labels file): drop --x");
   const DataArgs args{a.format, a.x, a.y};
   const data::Dataset train_src = open_data_file(a.data, args, "--data");
   std::optional<data::Dataset> val_src;
@@ -165,12 +219,13 @@ int run_fit_data(const FitArgs& a, OptimizerPtr optimizer, int64_t batch_size, i
       micro_batch_size == kAutoBatchSize ? auto_micro_batch_size(model, batch, a.verbose) : micro_batch_size;
   const data::Dataset train = train_src.shuffle(a.shuffle_buffer, a.seed).batch(batch).prefetch(data::AUTOTUNE);
   std::optional<data::Dataset> val;
-  if (val_src) val = val_src->batch(1000).prefetch(data::AUTOTUNE);
+  if (val_src) val = val_src->batch(std::min(batch, kEvaluationBatch)).prefetch(data::AUTOTUNE);
   model.fit(train, {.epochs = a.epochs,
                     .verbose = a.verbose,
                     .callbacks = std::move(callbacks),
                     .micro_batch_size = micro,
                     .validation_dataset = val});
+  if (!a.dump_weights.empty()) dump_weights(model, a.dump_weights);
   if (val) {
     Logs test = model.evaluate(*val);
     std::printf("test_loss: %.4f - test_accuracy: %.4f\n", test.get("loss"), test.get("accuracy"));
@@ -194,7 +249,8 @@ int run_fit(const FitArgs& a) {
   std::vector<CallbackPtr> callbacks = cli_callbacks(a, a.validation_split > 0.0f || !a.validation_data.empty());
   const Device device = apply_run_options(a.run);  // before the data: the budget precedes any allocation
   utils::set_random_seed(a.seed);
-  OptimizerPtr optimizer = optimizers::get(a.optimizer, a.learning_rate);
+  OptimizerPtr optimizer =
+      a.learning_rate ? optimizers::get(a.optimizer, *a.learning_rate) : optimizers::get(a.optimizer);
   check_save_path(a.save);
   std::unique_ptr<Model> file_model;  // loaded before the data: a bad file should not cost a data load
   if (is_model_file(a.model)) {
@@ -213,6 +269,12 @@ int run_fit(const FitArgs& a) {
                         std::move(callbacks));
   }
   if (!a.validation_data.empty()) throw InvalidArgument("--validation-data needs --data");
+  if (!a.given.empty())
+    throw InvalidArgument(a.given.front() + " applies to --data only (" +
+                          (explicit_files_given(a) ? std::string("--train-images/--train-labels/--test-images/"
+                                                                 "--test-labels read IDX files")
+                                                   : std::string("the built-in Fashion-MNIST has its own")) +
+                          "): drop it, or train on a file with --data");
   data::FashionMnist d;
   const bool explicit_files =
       !a.train_images.empty() || !a.train_labels.empty() || !a.test_images.empty() || !a.test_labels.empty();
@@ -250,7 +312,8 @@ int run_fit(const FitArgs& a) {
              .callbacks = std::move(callbacks),
              .validation_split = a.validation_split,
              .micro_batch_size = micro_batch_size});
-  Logs test = model.evaluate(d.x_test, d.y_test, {.batch_size = 1000});
+  if (!a.dump_weights.empty()) dump_weights(model, a.dump_weights);
+  Logs test = model.evaluate(d.x_test, d.y_test, {.batch_size = evaluation_batch(model, batch_size)});
   std::printf("test_loss: %.4f - test_accuracy: %.4f\n", test.get("loss"), test.get("accuracy"));
   save_model_file(model, a.save, a.verbose);
   const MemoryInfo mem = config::get_memory_info();

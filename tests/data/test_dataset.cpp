@@ -407,24 +407,34 @@ TEST(Dataset, FromFilesReadsEveryFile) {
   EXPECT_THROW(list_files(dir / "nothing-*.bin"), InvalidArgument);
 }
 
-TEST(Dataset, PrefetchAutotuneGrowsWhenTheConsumerWaits) {
-  // A slow producer and a fast consumer: the consumer keeps finding the buffer empty.
+TEST(Dataset, PrefetchAutotuneGrowsWhenTheConsumerFindsItEmpty) {
+  // A controlled source, not a slow one: element i is made only once the consumer has asked for it, so the
+  // consumer finds the prefetch buffer empty (nearly) every time, however loaded the machine is. Each time is
+  // one more slot (tf.data's heuristic), within the RAM budget.
+  auto asked = std::make_shared<std::atomic<int64_t>>(0);
+  auto stop = std::make_shared<std::atomic<bool>>(false);
   Dataset d = Dataset::range(60)
-                  .map([](Element e) {
-                    spin_for(std::chrono::microseconds(300));
+                  .map([asked, stop](Element e) {
+                    const int64_t i = e[0].data<int64_t>()[0];
+                    while (asked->load() <= i && !stop->load()) std::this_thread::yield();
                     return e;
                   })
                   .prefetch(AUTOTUNE);
   Iterator it = d.iterator();
   Element e;
-  while (it.next(e)) {
+  int64_t n = 0;
+  for (;; ++n) {
+    asked->store(n + 1);
+    if (!it.next(e)) break;
+    ASSERT_EQ(e[0].data<int64_t>()[0], n);
   }
+  stop->store(true);
+  EXPECT_EQ(n, 60);
   const std::vector<StageStats> s = it.stats();
   ASSERT_FALSE(s.empty());
   EXPECT_EQ(s.back().name, "prefetch");
   EXPECT_TRUE(s.back().autotuned);
-  EXPECT_GT(s.back().buffer_limit, 2);
-  EXPECT_GT(s.back().wait_seconds, 0.0);
+  EXPECT_GT(s.back().buffer_limit, 2) << "the consumer found the buffer empty ~59 times and it never grew";
 }
 
 TEST(Dataset, AutotuneRespectsTheRamBudget) {
@@ -444,23 +454,8 @@ TEST(Dataset, AutotuneRespectsTheRamBudget) {
   EXPECT_EQ(it.buffered_bytes(), 0);
 }
 
-TEST(Dataset, AutotunedMapSettlesAtTheConsumersRate) {
-  // Map 200 us/element; the consumer takes 1 ms per element: one thread keeps up (with headroom, two).
-  Dataset d = Dataset::range(400)
-                  .map(
-                      [](Element e) {
-                        spin_for(std::chrono::microseconds(200));
-                        return e;
-                      },
-                      {.num_parallel_calls = AUTOTUNE})
-                  .with_options({.cpu_budget = 8});
-  Iterator it = d.iterator();
-  Element e;
-  while (it.next(e)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  const StageStats map = it.stats().back();
-  EXPECT_TRUE(map.autotuned);
-  EXPECT_LE(map.parallelism, 2) << "started at 8, should settle near 1.25 * 0.2 / 1";
-}
+// Where an autotuned map settles (its parallelism at the consumer's rate) depends on timing: measured by
+// bench/autotune.cpp (tk_bench_autotune), not asserted here.
 
 TEST(Dataset, StatsNameEveryStage) {
   Iterator it = Dataset::range(10).map([](Element e) { return e; }).batch(2).prefetch(1).iterator();
