@@ -51,6 +51,9 @@ struct SmiArgs {
 };
 void add_smi_command(CLI::App& app, SmiArgs& args);
 int run_smi(const SmiArgs& args);
+// `trainkit jobs` (jobs_command.cpp): the lease ledger's holders and waiters.
+void add_jobs_command(CLI::App& app);
+int run_jobs();
 
 // The model a --model value names: "cnn", or a spec of layers after the input.
 // "auto" -> tk::kAutoBatchSize; otherwise a positive integer (or >= 0 when zero_ok). Names the option.

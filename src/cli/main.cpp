@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   tk::cli::add_devices_command(app);
   tk::cli::SmiArgs smi_args;
   tk::cli::add_smi_command(app, smi_args);
+  tk::cli::add_jobs_command(app);
   if (const std::string unknown = tk::cli::unknown_command(app, argc, argv); !unknown.empty())
     return tk::cli::usage_error(app.get_name(), unknown);
   try {
@@ -32,6 +33,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("plan")) return tk::cli::run_plan(plan_args);
     if (app.got_subcommand("devices")) return tk::cli::run_devices();
     if (app.got_subcommand("smi")) return tk::cli::run_smi(smi_args);
+    if (app.got_subcommand("jobs")) return tk::cli::run_jobs();
   } catch (const tk::Error& e) {
     std::fprintf(stderr, "trainkit: error: %s\n", e.what());
     return tk::cli::kExitError;
