@@ -256,3 +256,32 @@ TEST(LeaseLedger, ACorruptOrUnreadableLedgerIsAClearError) {
   fs::rename(dir + "/ledger.lock.d", dir + "/ledger.lock");
   EXPECT_THROW(ledger.usage(kCpu), tk::IoError);
 }
+
+// Two user ids share the sticky, world-writable folder: each sees the other's lease (needs root, to start the
+// second process as `nobody` with setpriv; skipped otherwise).
+TEST(LeaseLedger, TwoUsersSeeEachOther) {
+  if (::geteuid() != 0 || !fs::exists("/usr/bin/setpriv")) GTEST_SKIP() << "needs root and setpriv";
+  const std::string dir = fresh_dir("users");
+  fs::permissions(dir, fs::perms::all | fs::perms::sticky_bit);
+  Ledger ledger(dir);
+  Lease mine = ledger.acquire(kCpu, 600, quiet());
+  auto as_nobody = [&](const std::string& bytes, const std::string& hold, const std::string& tag) {
+    return spawn({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", TK_LEASE_HOLDER_PATH, dir,
+                  "1000", bytes, hold, "no-wait"},
+                 dir + "/" + tag + ".out", dir + "/" + tag + ".err");
+  };
+  // nobody is refused, told that root holds 600 B.
+  Child refused = as_nobody("600", "0", "refused");
+  ASSERT_TRUE(refused.wait_for(30));
+  EXPECT_EQ(refused.exit_code(), 3) << refused.stderr_text();
+  EXPECT_NE(refused.stderr_text().find("pid " + std::to_string(::getpid()) + " (root, "), std::string::npos)
+      << refused.stderr_text();
+  // nobody's lease is seen by root, with its user.
+  Child held = as_nobody("300", "-1", "held");
+  ASSERT_TRUE(wait_for_state(ledger, 2, 0)) << held.stderr_text();
+  const DeviceUsage u = ledger.usage(kCpu);
+  EXPECT_TRUE(std::any_of(u.holders.begin(), u.holders.end(),
+                          [&](const LeaseRecord& r) { return r.pid == held.pid && r.user == "nobody"; }));
+  held.kill9();
+  EXPECT_TRUE(wait_for_state(ledger, 1, 0));  // root reclaims nobody's dead lease (it may: root)
+}
