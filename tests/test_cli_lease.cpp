@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "lease/process.h"
+#include "runtime/isolate.h"
 #include "runtime/lease.h"
 
 namespace fs = std::filesystem;
@@ -49,6 +50,27 @@ struct Fits {
   }
   std::string ledger() const { return (f.dir / "ledger").string(); }
   // A fit of `epochs` epochs under a 32 MiB budget; returns its index in children.
+  std::vector<std::string> fit_argv(int epochs) const {
+    return {TK_CLI_PATH,
+            "fit",
+            "--model",
+            "dense:16:relu,dense:10",
+            "-e",
+            std::to_string(epochs),
+            "-v",
+            "0",
+            "--no-summary",
+            "--memory-limit",
+            "32MiB",
+            "--train-images",
+            (f.dir / "train-images").string(),
+            "--train-labels",
+            (f.dir / "train-labels").string(),
+            "--test-images",
+            (f.dir / "test-images").string(),
+            "--test-labels",
+            (f.dir / "test-labels").string()};
+  }
   size_t fit(int epochs, const std::string& extra = "") {
     std::vector<std::string> argv{TK_CLI_PATH,
                                   "fit",
@@ -140,4 +162,111 @@ TEST(CliLease, ThreeFitsOnABudgetForTwoQueueRefuseAndReclaim) {
   EXPECT_NE(fits.children[e].stderr_text().find("trainkit: waiting for cpu"), std::string::npos)
       << fits.children[e].stderr_text();
   EXPECT_NE(fits.children[e].stdout_text().find("test_accuracy"), std::string::npos);
+}
+
+// ---------------------------------------------------------------- trainkit run / fit --isolate
+
+namespace {
+tk::runtime::ChildResult run_cli(Fits& fits, std::vector<std::string> args, std::vector<std::string> env = {}) {
+  args.insert(args.begin(), TK_CLI_PATH);
+  env.push_back("TK_LEASE_DIR=" + fits.ledger());
+  env.push_back("TK_LEASE_WAIT=no");  // a second lease of the same memory would be refused, not queued
+  return tk::runtime::run_child(args, env, /*forward=*/false);
+}
+std::string lines(const tk::runtime::ChildResult& r) {
+  std::string s;
+  for (const std::string& l : r.last_lines) s += l + "\n";
+  return s;
+}
+}  // namespace
+
+TEST(CliRun, TheChildUsesTheLeaseOfTrainkitRun) {
+  Fits fits;  // capacity 80 MiB: a second lease of 64 MiB would not fit
+  std::vector<std::string> args{"run", "--memory-limit", "64MiB", "--"};
+  for (const std::string& a : fits.fit_argv(1)) args.push_back(a);
+  const tk::runtime::ChildResult r = run_cli(fits, args);
+  EXPECT_TRUE(r.ok()) << lines(r);
+  EXPECT_NE(lines(r).find("test_accuracy"), std::string::npos) << lines(r);
+}
+
+TEST(CliRun, ACrashOomOrSignalInTheChildIsAClearErrorInTheParent) {
+  Fits fits;
+  std::vector<std::string> fit{"fit", "--isolate"};
+  for (size_t i = 2; i < fits.fit_argv(1).size(); ++i) fit.push_back(fits.fit_argv(1)[i]);
+  // Segmentation fault (the test-only fault hook).
+  tk::runtime::ChildResult r = run_cli(fits, fit, {"TK_TEST_FAULT=segfault"});
+  EXPECT_EQ(r.exit_code, 128 + SIGSEGV);
+  EXPECT_NE(lines(r).find("trainkit: error: `trainkit fit "), std::string::npos) << lines(r);
+  EXPECT_NE(lines(r).find("crashed: SIGSEGV (segmentation fault); its last lines:"), std::string::npos) << lines(r);
+  EXPECT_NE(lines(r).find("  | TK_TEST_FAULT: segfault now"), std::string::npos) << lines(r);
+  // Out of memory: the child's budget is too small for its data.
+  std::vector<std::string> oom = fit;
+  oom[std::find(oom.begin(), oom.end(), "32MiB") - oom.begin()] = "64KiB";
+  r = run_cli(fits, oom);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(lines(r).find("ran out of memory (exit status 1); its last lines:"), std::string::npos) << lines(r);
+  EXPECT_NE(lines(r).find("  | trainkit: error: OOM when allocating"), std::string::npos) << lines(r);
+  // Killed by a signal.
+  r = run_cli(fits, {"run", "--memory-limit", "1MiB", "--", "/bin/sh", "-c", "echo last words; kill -TERM $$"});
+  EXPECT_EQ(r.exit_code, 128 + SIGTERM);
+  EXPECT_NE(lines(r).find("was killed by SIGTERM; its last lines:\n  | last words"), std::string::npos) << lines(r);
+}
+
+TEST(CliRun, SetsTheDeviceAndTheFrameworksMemoryCaps) {
+  if (std::system("python3 -c pass >/dev/null 2>&1") != 0) GTEST_SKIP() << "no python3";
+  Fits fits;
+  // Stand-ins for torch and tensorflow that record what the import hook asks of them.
+  const fs::path mods = fits.f.dir / "mods";
+  fs::create_directories(mods / "torch");
+  fs::create_directories(mods / "tensorflow");
+  std::ofstream(mods / "torch" / "__init__.py") << "class cuda:\n"
+                                                   "    is_available = staticmethod(lambda: True)\n"
+                                                   "    device_count = staticmethod(lambda: 2)\n"
+                                                   "    calls = []\n"
+                                                   "    @staticmethod\n"
+                                                   "    def set_per_process_memory_fraction(f, i):\n"
+                                                   "        cuda.calls.append((round(f, 6), i))\n";
+  std::ofstream(mods / "tensorflow" / "__init__.py")
+      << "class config:\n"
+         "    calls = []\n"
+         "    LogicalDeviceConfiguration = staticmethod(lambda memory_limit: memory_limit)\n"
+         "    list_physical_devices = staticmethod(lambda kind: ['GPU:0'])\n"
+         "    @staticmethod\n"
+         "    def set_logical_device_configuration(gpu, cfg):\n"
+         "        config.calls.append((gpu, cfg))\n";
+  const std::string script =
+      "import os, torch, tensorflow\n"
+      "print('CUDA_VISIBLE_DEVICES=' + os.environ['CUDA_VISIBLE_DEVICES'])\n"
+      "print('TF_FORCE_GPU_ALLOW_GROWTH=' + os.environ['TF_FORCE_GPU_ALLOW_GROWTH'])\n"
+      "print('torch', torch.cuda.calls, 'fraction', os.environ['TK_RUN_MEMORY_FRACTION'])\n"
+      "print('tensorflow', tensorflow.config.calls)\n";
+  const tk::runtime::ChildResult r =
+      run_cli(fits, {"run", "--device", "cpu", "--memory-limit", "8MiB", "--", "python3", "-c", script},
+              {"PYTHONPATH=" + mods.string()});
+  ASSERT_TRUE(r.ok()) << lines(r);
+  const std::string out = lines(r);
+  EXPECT_NE(out.find("CUDA_VISIBLE_DEVICES=-1"), std::string::npos) << out;  // the cpu: no GPU for the job
+  EXPECT_NE(out.find("TF_FORCE_GPU_ALLOW_GROWTH=true"), std::string::npos) << out;
+  EXPECT_NE(out.find("tensorflow [('GPU:0', [8])]"), std::string::npos) << out;  // 8 MiB as TF's memory_limit
+  // PyTorch: the lease as a fraction of the device, on every device it sees.
+  const size_t t = out.find("torch [(");
+  ASSERT_NE(t, std::string::npos) << out;
+  EXPECT_NE(out.find(", 0), (", t), std::string::npos) << out;
+  EXPECT_NE(out.find(", 1)]", t), std::string::npos) << out;
+}
+
+// The parent's memory is untouched by what its children do: its resident set grows by less than 1 MiB over 20
+// isolated fits.
+TEST(CliRun, TwentyIsolatedFitsLeaveTheParentsMemoryAlone) {
+  Fits fits;
+  std::vector<std::string> fit = fits.fit_argv(1);
+  std::vector<std::string> env{"TK_LEASE_DIR=" + fits.ledger()};
+  ASSERT_TRUE(tk::runtime::run_child(fit, env, false).ok());  // warm-up: the first call's one-time allocations
+  const size_t before = tk::runtime::resident_bytes();
+  for (int i = 0; i < 20; ++i) {
+    const tk::runtime::ChildResult r = tk::runtime::run_child(fit, env, false);
+    ASSERT_TRUE(r.ok()) << lines(r);
+  }
+  const size_t after = tk::runtime::resident_bytes();
+  EXPECT_LT(after, before + (size_t{1} << 20)) << "before " << before << ", after " << after;
 }

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/lease_options.h"
 #include "cli/run_options.h"
 #include "trainkit/nn/model.h"
 
@@ -26,7 +27,8 @@ struct FitArgs {
   int64_t shuffle_buffer = 10000;
   int verbose = -1;
   bool summary = true;
-  RunOptions run;  // --device, --dtype-policy, --memory-limit
+  RunOptions run;        // --device, --dtype-policy, --memory-limit
+  bool isolate = false;  // --isolate: train in a child process (run_command.cpp)
 };
 
 void add_fit_command(CLI::App& app, FitArgs& args);
@@ -54,6 +56,16 @@ int run_smi(const SmiArgs& args);
 // `trainkit jobs` (jobs_command.cpp): the lease ledger's holders and waiters.
 void add_jobs_command(CLI::App& app);
 int run_jobs();
+// `trainkit run [options] -- PROGRAM ...` and `fit --isolate` (run_command.cpp).
+struct RunArgs {
+  std::string device = "auto", memory_limit;
+  LeaseOptions lease;
+  std::vector<std::string> command;
+};
+void add_run_command(CLI::App& app, RunArgs& args);
+int run_run(const RunArgs& args);
+int run_isolated(int argc, char** argv);  // this command line again, in a child, without --isolate
+void maybe_test_fault();                  // TK_TEST_FAULT=segfault|abort (isolation tests only)
 
 // The model a --model value names: "cnn", or a spec of layers after the input.
 // "auto" -> tk::kAutoBatchSize; otherwise a positive integer (or >= 0 when zero_ok). Names the option.

@@ -57,6 +57,7 @@ void add_fit_command(CLI::App& app, FitArgs& a) {
   fit->add_option("-v,--verbose", a.verbose,
                   "0 silent, 1 progress bar, 2 one line per epoch (default: bar on a terminal)");
   fit->add_flag("!--no-summary", a.summary, "Do not print the model summary");
+  fit->add_flag("--isolate", a.isolate, "Train in a child process: its memory is returned to the system when it ends");
 }
 
 int64_t parse_batch_option(const std::string& option, const std::string& value, bool zero_ok) {
