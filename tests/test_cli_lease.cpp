@@ -147,11 +147,18 @@ TEST(CliLease, ThreeFitsOnABudgetForTwoQueueRefuseAndReclaim) {
   EXPECT_NE(listing.find("wait #1"), std::string::npos) << listing;
   EXPECT_NE(listing.find(std::to_string(fits.pid(c))), std::string::npos) << listing;
 
+  // `trainkit smi` ends with the same ledger section.
+  Child smi = spawn({TK_CLI_PATH, "smi"}, (fits.f.dir / "smi.out").string(), (fits.f.dir / "smi.err").string(),
+                    {"TK_LEASE_DIR=" + fits.ledger()});
+  ASSERT_TRUE(smi.wait_for(60));
+  EXPECT_NE(smi.stdout_text().find("lease ledger: " + fits.ledger()), std::string::npos) << smi.stdout_text();
+  EXPECT_NE(smi.stdout_text().find(std::to_string(fits.pid(a))), std::string::npos) << smi.stdout_text();
+
   // kill -9 of a holder frees its lease: the waiter starts (within 30 s) and finishes.
   fits.children[b].kill9();
   ASSERT_TRUE(fits.wait_for({fits.pid(a), fits.pid(c)}, {})) << "the waiter did not start after the kill -9";
   // A fourth queues behind a and c, and starts when c finishes normally.
-  const size_t e = fits.fit(1);
+  const size_t e = fits.fit(1, "--device=auto");  // the cpu: the only device here
   ASSERT_TRUE(fits.children[c].wait_for(120));
   EXPECT_TRUE(fits.children[c].exited_with(0)) << fits.children[c].stderr_text();
   EXPECT_NE(fits.children[c].stderr_text().find("trainkit: waiting for cpu: 64.00 MiB held by 2 jobs, need 32.00 MiB"),
