@@ -129,6 +129,37 @@ void rewrite(int fd, const std::string& file, const std::string& text) {
     throw IoError("lease ledger: cannot update " + file + ": " + errno_text());
 }
 
+// This process's lease files, removed at exit: a process that ends without releasing (exit() with the device
+// memories alive, as the process-wide ones are) leaves no file behind. A killed process still leaves one; it is
+// dead (unlocked) and the next process that looks removes it — except in a sticky folder, where only its owner
+// (or root) may: other users then skip it on every look, which costs an open() each.
+struct OwnFiles {
+  std::mutex mu;
+  std::vector<std::string> paths;
+};
+OwnFiles& own_files() {
+  static auto* files = [] {
+    auto* f = new OwnFiles;  // never destroyed, so the atexit handler can still use it
+    std::atexit([] {
+      OwnFiles& o = own_files();
+      std::lock_guard lock(o.mu);
+      for (const std::string& p : o.paths) ::unlink(p.c_str());
+    });
+    return f;
+  }();
+  return *files;
+}
+void track(const std::string& path) {
+  OwnFiles& o = own_files();
+  std::lock_guard lock(o.mu);
+  o.paths.push_back(path);
+}
+void untrack(const std::string& path) {
+  OwnFiles& o = own_files();
+  std::lock_guard lock(o.mu);
+  o.paths.erase(std::remove(o.paths.begin(), o.paths.end(), path), o.paths.end());
+}
+
 std::mutex& policy_mutex() {
   static std::mutex mu;
   return mu;
@@ -207,6 +238,7 @@ void Lease::release() {
   try {
     FolderLock lock(dir_);
     ::unlink(record_.file.c_str());
+    untrack(record_.file);
   } catch (const Error&) {
     // The folder went away or became unusable: closing the descriptor still releases the lease (a file left
     // behind is dead, and the next process to look reclaims it).
@@ -407,6 +439,7 @@ Lease Ledger::acquire(const LeaseDevice& device, uint64_t bytes, const WaitPolic
       lease.record_ = new_record(device, bytes, false, ticket);
       lease.record_.file = dir_ + "/lease-" + n;
       lease.fd_ = create_locked(dir_ + "/.tmp-" + n, lease.record_.file, format_lease_record(lease.record_));
+      track(lease.record_.file);
       check_invariant(device);
       return lease;
     }
@@ -416,6 +449,7 @@ Lease Ledger::acquire(const LeaseDevice& device, uint64_t bytes, const WaitPolic
     lease.record_ = new_record(device, bytes, true, ticket);
     lease.record_.file = dir_ + "/wait-" + n;
     lease.fd_ = create_locked(dir_ + "/.tmp-" + n, lease.record_.file, format_lease_record(lease.record_));
+    track(lease.record_.file);
   }
   // Queued: look again every poll_s, until first in line for the device and the bytes are free.
   double next_progress = 0;
@@ -435,6 +469,8 @@ Lease Ledger::acquire(const LeaseDevice& device, uint64_t bytes, const WaitPolic
         rewrite(lease.fd_, lease.record_.file, format_lease_record(r));
         if (::rename(lease.record_.file.c_str(), holder.c_str()) != 0)
           throw IoError("lease ledger: cannot rename " + lease.record_.file + ": " + errno_text());
+        untrack(r.file);
+        track(holder);
         r.file = holder;
         lease.record_ = r;
         check_invariant(device);
