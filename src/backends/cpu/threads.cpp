@@ -12,20 +12,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <string>
 
 namespace tk::cpu {
 namespace {
 
 struct Governor {
-  bool adapt = true;
   int max_threads = 1, cores = 1;
   std::atomic<int> threads{1};
-  std::atomic<int64_t> next_ns{0};
-  std::mutex mu;
-  // The previous sample: all cores' busy time (/proc/stat) and this process's CPU time, at wall time `wall`.
-  double busy_s = -1, own_s = 0, wall_s = 0;
 };
 
 int64_t now_ns() {
@@ -58,14 +52,25 @@ Governor& governor() {
     auto* g = new Governor;  // never destroyed: worker threads may still ask at exit
     g->max_threads = omp_get_max_threads();
     g->cores = std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
+    bool adapt = true;
     const char* pin = std::getenv("TK_THREADS");
     if (pin && *pin && std::strcmp(pin, "auto") != 0) {
       const int n = std::atoi(pin);
       if (n > 0) g->max_threads = n;
-      g->adapt = false;
+      adapt = false;
     }
-    if (g->max_threads <= 1) g->adapt = false;
     g->threads = g->max_threads;
+    if (adapt && g->max_threads > 1) {
+      // Decided once, from a 100 ms sample before the first step: a count that changed during a run would
+      // change the last bits of a trained model (oneDNN's and the reductions' partitions follow the team size).
+      const double busy0 = machine_busy_seconds(), own0 = process_cpu_seconds(), wall0 = 1e-9 * double(now_ns());
+      usleep(100000);
+      const double busy1 = machine_busy_seconds(), own1 = process_cpu_seconds(), wall1 = 1e-9 * double(now_ns());
+      if (busy0 >= 0 && busy1 >= 0 && wall1 > wall0) {
+        const double others = std::max(0.0, (busy1 - busy0) - (own1 - own0)) / (wall1 - wall0);
+        g->threads = std::clamp(g->cores - static_cast<int>(std::lround(others)), 1, g->max_threads);
+      }
+    }
     return g;
   }();
   return *instance;
@@ -84,21 +89,6 @@ int adapted_threads() noexcept { return governor().threads.load(std::memory_orde
 void adapt_threads() noexcept {
   Governor& g = governor();
   if (omp_in_parallel()) return;
-  if (g.adapt) {
-    const int64_t now = now_ns();
-    if (now >= g.next_ns.load(std::memory_order_relaxed) && g.mu.try_lock()) {
-      g.next_ns.store(now + 250'000'000, std::memory_order_relaxed);
-      const double busy = machine_busy_seconds(), own = process_cpu_seconds(), wall = 1e-9 * double(now);
-      if (busy >= 0 && g.busy_s >= 0 && wall > g.wall_s) {
-        // Cores that other processes kept busy over the window: all busy time less our own.
-        const double others = std::max(0.0, (busy - g.busy_s) - (own - g.own_s)) / (wall - g.wall_s);
-        const int free_cores = g.cores - static_cast<int>(std::lround(others));
-        g.threads.store(std::clamp(free_cores, 1, g.max_threads), std::memory_order_relaxed);
-      }
-      g.busy_s = busy, g.own_s = own, g.wall_s = wall;
-      g.mu.unlock();
-    }
-  }
   // Each thread's OpenMP team size is its own setting: apply the choice to the calling thread.
   const int want = g.threads.load(std::memory_order_relaxed);
   const int have = omp_get_max_threads();

@@ -4,9 +4,12 @@
 // step on a 2-core machine next to one busy process ran 7-9x slower than alone (docs/benchmarks.md). With one
 // thread per core that is actually free the step never waits for a descheduled peer.
 //
-//   tk::cpu::adapt_threads();   // cheap; parallel_for calls it: re-measures the load at most every 250 ms
+//   tk::cpu::adapt_threads();   // cheap; parallel_for and every program run call it
 //
-// TK_THREADS=N pins the count (no adaptation; bitwise-reproducible reductions); TK_THREADS=auto (default) adapts.
+// The count is chosen once per process, from a 100 ms sample of the load before the first step (the cores other
+// processes kept busy: all cores' busy time in /proc/stat less this process's CPU time), and then kept: a count
+// that changed during a run would change the last bits of the trained model. TK_THREADS=N pins the count;
+// TK_THREADS=auto (the default) chooses it.
 #pragma once
 
 namespace tk::cpu {
