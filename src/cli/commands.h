@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cli/callback_options.h"
+#include "cli/lease_options.h"
 #include "cli/run_options.h"
 #include "trainkit/nn/model.h"
 
@@ -34,6 +35,7 @@ struct FitArgs {
   RunOptions run;           // --device, --dtype-policy, --memory-limit
   CallbackArgs callbacks;   // --backup-dir, --early-stopping, --csv-log, ...
   std::string tensorboard;  // --tensorboard DIR: a TensorBoard callback logging there
+  bool isolate = false;     // --isolate: train in a child process (run_command.cpp)
 };
 
 void add_fit_command(CLI::App& app, FitArgs& args);
@@ -68,6 +70,19 @@ struct SmiArgs {
 };
 void add_smi_command(CLI::App& app, SmiArgs& args);
 int run_smi(const SmiArgs& args);
+// `trainkit jobs` (jobs_command.cpp): the lease ledger's holders and waiters.
+void add_jobs_command(CLI::App& app);
+int run_jobs();
+// `trainkit run [options] -- PROGRAM ...` and `fit --isolate` (run_command.cpp).
+struct RunArgs {
+  std::string device = "auto", memory_limit;
+  LeaseOptions lease;
+  std::vector<std::string> command;
+};
+void add_run_command(CLI::App& app, RunArgs& args);
+int run_run(const RunArgs& args);
+int run_isolated(int argc, char** argv);  // this command line again, in a child, without --isolate
+void maybe_test_fault();                  // TK_TEST_FAULT=segfault|abort (isolation tests only)
 
 // The model a --model value names: "cnn", or a spec of layers after the input.
 // "auto" -> tk::kAutoBatchSize; otherwise a positive integer (or >= 0 when zero_ok). Names the option.

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/lease_options.h"
 #include "runtime/cuda_device.h"
 #include "runtime/nvml.h"
 #include "trainkit/core/error.h"
@@ -166,6 +167,7 @@ void print_smi_report(bool clear) {
       std::printf(" | memory %s / %s used (whole machine)", format_bytes(used).c_str(), format_bytes(total).c_str());
     std::printf(" | %s, %s in use by this process\n", budget_text(d.device).c_str(), format_bytes(m.current).c_str());
   }
+  print_ledger();  // who holds and who waits for each device's memory (cli/lease_options.h)
   std::fflush(stdout);
 }
 

@@ -75,6 +75,7 @@ void add_fit_command(CLI::App& app, FitArgs& a) {
   fit->add_flag("!--no-summary", a.summary, "Do not print the model summary");
   fit->add_option("--tensorboard", a.tensorboard,
                   "Write TensorBoard logs (train/ and validation/ runs, epoch scalars) to this folder");
+  fit->add_flag("--isolate", a.isolate, "Train in a child process: its memory is returned to the system when it ends");
 }
 
 int64_t parse_batch_option(const std::string& option, const std::string& value, bool zero_ok) {

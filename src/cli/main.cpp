@@ -26,6 +26,9 @@ int main(int argc, char** argv) {
   tk::cli::add_evaluate_command(app, evaluate_args);
   tk::cli::ExportArgs export_args;
   tk::cli::add_export_command(app, export_args);
+  tk::cli::add_jobs_command(app);
+  tk::cli::RunArgs run_args;
+  tk::cli::add_run_command(app, run_args);
   if (const std::string unknown = tk::cli::unknown_command(app, argc, argv); !unknown.empty())
     return tk::cli::usage_error(app.get_name(), unknown);
   try {
@@ -34,6 +37,8 @@ int main(int argc, char** argv) {
     return tk::cli::report_parse_error(app, e);
   }
   try {
+    if (app.got_subcommand("fit") && fit_args.isolate) return tk::cli::run_isolated(argc, argv);
+    if (!app.got_subcommand("run")) tk::cli::maybe_test_fault();  // in the child, never in the parent that watches
     if (app.got_subcommand("fit")) return tk::cli::run_fit(fit_args);
     if (app.got_subcommand("plan")) return tk::cli::run_plan(plan_args);
     if (app.got_subcommand("devices")) return tk::cli::run_devices();
@@ -41,6 +46,8 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("summary")) return tk::cli::run_summary(summary_args);
     if (app.got_subcommand("evaluate")) return tk::cli::run_evaluate(evaluate_args);
     if (app.got_subcommand("export")) return tk::cli::run_export(export_args);
+    if (app.got_subcommand("jobs")) return tk::cli::run_jobs();
+    if (app.got_subcommand("run")) return tk::cli::run_run(run_args);
   } catch (const tk::Error& e) {
     std::fprintf(stderr, "trainkit: error: %s\n", e.what());
     return tk::cli::kExitError;

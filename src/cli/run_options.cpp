@@ -28,7 +28,10 @@ Device parse_device(const std::string& text) {
 }  // namespace
 
 void add_run_options(CLI::App* command, RunOptions& o) {
-  command->add_option("--device", o.device, "Where the model runs: cpu, cpu:N, cuda or cuda:N (see `trainkit devices`)")
+  command
+      ->add_option(
+          "--device", o.device,
+          "Where the model runs: cpu, cpu:N, cuda, cuda:N, or auto (the most unleased memory; see `trainkit jobs`)")
       ->capture_default_str();
   command
       ->add_option("--dtype-policy", o.dtype_policy,
@@ -37,10 +40,12 @@ void add_run_options(CLI::App* command, RunOptions& o) {
   command->add_option(
       "--memory-limit", o.memory_limit,
       "Memory budget of the device, e.g. 512MiB or 1.5GiB (the same as TK_MEMORY_LIMIT, which it overrides)");
+  add_lease_options(command, o.lease);
 }
 
 Device apply_run_options(const RunOptions& o) {
-  const Device device = parse_device(o.device);
+  apply_lease_options(o.lease);
+  const Device device = o.device == "auto" ? auto_device(true) : parse_device(o.device);
   require_compute_device(device);
   require_dtype_policy(o.dtype_policy);
   if (!o.memory_limit.empty()) {

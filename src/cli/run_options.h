@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
+#include "cli/lease_options.h"
 #include "trainkit/trainkit.h"
 
 namespace tk::cli {
@@ -14,6 +15,7 @@ struct RunOptions {
   std::string device = "cpu";            // cpu, cpu:N, cuda, cuda:N (gpu is an alias of cuda)
   std::string dtype_policy = "float32";  // Keras' policy names
   std::string memory_limit;              // e.g. 1.5GiB; the same as TK_MEMORY_LIMIT, which it overrides
+  LeaseOptions lease;                    // --no-wait, --wait-timeout (cli/lease_options.h)
 };
 
 void add_run_options(CLI::App* command, RunOptions& options);

@@ -53,6 +53,7 @@ std::vector<DeviceMemory*>& cpu_devices() {
   static auto* devices = [] {
     auto m = std::make_unique<DeviceMemory>(DeviceInfo{Device::cpu(), cpu_model_name(), physical_memory()});
     apply_environment(*m);  // may throw (a bad TK_MEMORY_* value): nothing leaks, the next call tries again
+    m->use_ledger(process_ledger());
     return new std::vector<DeviceMemory*>{m.release()};
   }();
   return *devices;
@@ -74,10 +75,12 @@ DeviceMemory* new_cuda_memory(const CudaDevice& d) {
   auto* m = new DeviceMemory(d.info, cuda_region_source(d.ordinal));
   const size_t reserve = gpu_system_reserve(now.free, d.info.compute_capability_major);
   if (now.free > reserve)
-    m->set_limit(now.free - reserve, "free " + config::format_bytes(now.free) + " less a " +
-                                         config::format_bytes(reserve) + " system reserve");
+    m->set_limit(
+        now.free - reserve,
+        "free " + config::format_bytes(now.free) + " less a " + config::format_bytes(reserve) + " system reserve",
+        false);
   else
-    m->set_limit(now.free, "free memory (" + config::format_bytes(now.free) + ")");
+    m->set_limit(now.free, "free memory (" + config::format_bytes(now.free) + ")", false);
   return m;
 }
 }  // namespace
@@ -92,6 +95,7 @@ DeviceMemory& DeviceMemory::get(Device device) {
     if (!memories[i]) {
       std::unique_ptr<DeviceMemory> m(new_cuda_memory(d));
       apply_environment(*m);
+      m->use_ledger(process_ledger());
       memories[i] = m.release();
     }
     return *memories[i];
@@ -132,6 +136,7 @@ void DeviceMemory::split_cpu(const std::vector<size_t>& limits) {
     auto* m = new DeviceMemory(DeviceInfo{Device::cpu(static_cast<int>(i)), base.name, base.total});
     m->set_limit(limits[i], "logical device " + std::to_string(i) + " of " + std::to_string(limits.size()));
     m->set_growth(physical.info().growth);
+    m->use_ledger(process_ledger());
     cpus.push_back(m);
   }
 }
@@ -151,10 +156,35 @@ bool DeviceMemory::in_use() const {
   return announced_;
 }
 
-void DeviceMemory::set_limit(size_t bytes, std::string source) {
+void DeviceMemory::set_limit(size_t bytes, std::string source, bool chosen) {
   std::lock_guard lock(mu_);
   limit_ = bytes;
   limit_source_ = std::move(source);
+  limit_chosen_ = chosen;
+}
+
+void DeviceMemory::use_ledger(Ledger* ledger) {
+  std::lock_guard lock(mu_);
+  ledger_ = ledger;
+}
+
+bool DeviceMemory::lease_covers(size_t reserved) {
+  if (!ledger_ || (lease_.held() && lease_.bytes() >= reserved)) return true;
+  if (!lease_.held()) {  // the first lease may wait in the queue: this process holds nothing of the device yet
+    const size_t margin = std::max<size_t>(size_t{64} << 20, reserved / 4);
+    const size_t want = limit_chosen_ ? limit_ : std::min(limit_, reserved + margin);
+    lease_ = ledger_->acquire(lease_device(info_), want, lease_wait_policy());
+    if (lease_.bytes() >= reserved) return true;
+    region_error_ = "the lease this job was given is " + config::format_bytes(lease_.bytes());
+    return false;
+  }
+  // Growing never waits (two jobs that each wait to grow would wait for each other): the lease grows by half, or
+  // by just what is needed, or the region is refused with the holders named.
+  std::string why;
+  const size_t want = std::min(limit_, std::max(reserved + (size_t{64} << 20), lease_.bytes() / 2 * 3));
+  if (ledger_->grow(lease_, want, &why) || (want > reserved && ledger_->grow(lease_, reserved, &why))) return true;
+  region_error_ = why;
+  return false;
 }
 
 void DeviceMemory::set_growth(bool growth) {
@@ -164,6 +194,9 @@ void DeviceMemory::set_growth(bool growth) {
 
 void DeviceMemory::announce() {
   if (announced_) return;
+  if (limit_chosen_ && !lease_covers(limit_))
+    throw OutOfMemoryError("could not lease the budget of " + config::format_bytes(limit_) + " on " +
+                           info_.device.to_string() + ": " + region_error_);
   announced_ = true;
   // TensorFlow's "Created device ... with N MB memory" line, saying where the budget came from.
   if (info_.pci_bus_id.empty())
@@ -190,6 +223,7 @@ bool DeviceMemory::add_region(size_t bytes) {
   size_t size = growth_ ? round_up(bytes, kRegionGranularity) : bytes;
   if (reserved_ + size > limit_) size = bytes;  // the last region may be smaller than the granularity
   if (size == 0 || reserved_ + size > limit_) return false;
+  if (!lease_covers(reserved_ + size)) return false;
   void* base = source_->take(round_up(size, kAllocationAlignment), region_error_);
   if (!base) return false;
   regions_.push_back({static_cast<char*>(base), size, 0});

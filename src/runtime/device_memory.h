@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/lease.h"
 #include "trainkit/runtime/memory.h"
 
 namespace tk::runtime {
@@ -52,9 +53,17 @@ class DeviceMemory {
   std::vector<std::pair<std::string, size_t>> largest_allocations(size_t n) const;
 
   // Budget configuration; only before the first allocation.
-  void set_limit(size_t bytes, std::string source);  // source: "TK_MEMORY_LIMIT", "fraction 0.45 of total", ...
+  // source: "TK_MEMORY_LIMIT", "fraction 0.45 of total", ...; `chosen` false for a default that nobody asked for
+  // (a GPU's free memory): the lease then grows with use instead of covering the whole limit up front.
+  void set_limit(size_t bytes, std::string source, bool chosen = true);
   void set_growth(bool growth);
   bool in_use() const;
+  // Takes this device's memory through the machine's lease ledger (runtime/lease.h): with a chosen limit, a lease
+  // of the whole limit at first use (waiting in the queue per lease_wait_policy()); without one, a lease that
+  // grows with the regions taken (plus a margin). The process-wide instances do; standalone ones do not.
+  void use_ledger(Ledger* ledger);
+  // This device's lease (an empty one when none is held).
+  const Lease& lease() const { return lease_; }
   const DeviceInfo& device_info() const { return info_; }
 
  private:
@@ -71,7 +80,8 @@ class DeviceMemory {
   };
   // Adds a region of at least `bytes` as one free block; false when the budget does not allow it.
   bool add_region(size_t bytes);
-  void announce();  // the "Created device" line, once
+  bool lease_covers(size_t reserved);  // takes or grows the lease; false with the reason in region_error_
+  void announce();                     // the "Created device" line, once
   [[noreturn]] void out_of_memory(size_t bytes, const std::string& owner) const;
 
   mutable std::mutex mu_;
@@ -79,11 +89,18 @@ class DeviceMemory {
   std::unique_ptr<RegionSource> source_;
   std::string region_error_;  // why the device last refused a region the budget allowed
   size_t limit_, current_ = 0, peak_ = 0, reserved_ = 0;
-  bool growth_ = true, announced_ = false;
+  bool growth_ = true, announced_ = false, limit_chosen_ = false;
+  Ledger* ledger_ = nullptr;
+  Lease lease_;
   std::string limit_source_ = "physical memory";
   std::map<char*, Block> blocks_;  // every block of every region, by address
   std::vector<Region> regions_;    // index = Block::region; a released region has base == nullptr
 };
+
+// The process's ledger (TK_LEASE_DIR or the default folder); nullptr when TK_LEASE=off or no folder is usable
+// (then a warning says once that this job's memory is not coordinated with other jobs).
+Ledger* process_ledger();
+LeaseDevice lease_device(const DeviceInfo& info);
 
 // Reads TK_MEMORY_LIMIT, TK_MEMORY_FRACTION and TK_MEMORY_GROWTH (config.cpp).
 void apply_environment(DeviceMemory& memory);

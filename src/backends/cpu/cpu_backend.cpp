@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/threads.h"
 
 namespace tk::cpu {
 
@@ -29,6 +30,7 @@ constexpr unsigned kFlushToZero = 0x8000, kDenormalsAreZero = 0x0040;
 }
 
 uint64_t CpuBackend::enter_run() {
+  cpu::adapt_threads();  // the team size for this step, from the cores free now (threads.h)
   const unsigned saved = _mm_getcsr();
   thread_local bool workers_done = false;
   if (!workers_done) {  // the OpenMP team this thread starts (kernels and OpenBLAS share it)

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "backends/cpu/threads.h"
+
 namespace tk::cpu {
 
 // Below this many elements a loop runs on the calling thread without entering OpenMP at all: a
@@ -15,6 +17,7 @@ inline constexpr int64_t kParallelGrain = 1 << 15;
 // Calls body(begin, end) over contiguous chunks of [0, n), one chunk per thread when n is large.
 template <typename Body>
 void parallel_for(int64_t n, Body body, int64_t grain = kParallelGrain) {
+  adapt_threads();  // fewer threads while other processes keep cores busy (threads.h)
   if (n <= grain || omp_get_max_threads() == 1) {
     body(int64_t{0}, n);
     return;

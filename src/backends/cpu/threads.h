@@ -1,0 +1,21 @@
+// How many threads a step uses: OMP_NUM_THREADS (or all cores) at most, fewer while other processes keep cores
+// busy. An OpenMP team waits at every barrier for its slowest thread; when a peer is descheduled because another
+// process holds its core, every parallel region of the step waits a scheduler time slice for it, and a 2-thread
+// step on a 2-core machine next to one busy process ran 7-9x slower than alone (docs/benchmarks.md). With one
+// thread per core that is actually free the step never waits for a descheduled peer.
+//
+//   tk::cpu::adapt_threads();   // cheap; parallel_for and every program run call it
+//
+// The count is chosen once per process, from a 100 ms sample of the load before the first step (the cores other
+// processes kept busy: all cores' busy time in /proc/stat less this process's CPU time), and then kept: a count
+// that changed during a run would change the last bits of the trained model. TK_THREADS=N pins the count;
+// TK_THREADS=auto (the default) chooses it.
+#pragma once
+
+namespace tk::cpu {
+
+void adapt_threads() noexcept;
+// The count adapt_threads chose last (the maximum until the first measurement).
+int adapted_threads() noexcept;
+
+}  // namespace tk::cpu
