@@ -171,6 +171,23 @@ TEST(BackupAndRestore, RefusesAStateFromADifferentModel) {
   fs::remove_all(dir);
 }
 
+TEST(BackupAndRestore, ResumesOnTheThreadCountTheStateWasMadeWith) {
+  auto m = make_model();
+  tk::FitOptions o = fit_options({});
+  o.epochs = 1;
+  m->fit(x_data(), y_data(), o);
+  tk::TrainingState s = m->training_state();
+  const int threads = s.threads;
+  ASSERT_GE(threads, 1);
+  s.threads = 1;  // as if the backup came from a busy machine
+  auto back = make_model();
+  back->restore_training_state(s);
+  EXPECT_EQ(back->training_state().threads, 1);
+  s.threads = threads;  // and back to what this process runs on
+  back->restore_training_state(s);
+  EXPECT_EQ(back->training_state().threads, threads);
+}
+
 // ---------------------------------------------------------------- the state file
 TEST(TrainingStateFile, RoundTripsAndRejectsEveryTruncationAndFlippedByte) {
   auto m = make_model();

@@ -122,6 +122,7 @@ std::vector<std::byte> encode_training_state(const TrainingState& s) {
   p.i64(s.iterations);
   p.word<uint32_t>(std::bit_cast<uint32_t>(s.learning_rate));
   p.word<uint64_t>(s.step);
+  p.word<uint32_t>(static_cast<uint32_t>(s.threads));
   const FitPosition& f = s.position;
   p.i64(f.epoch);
   p.i64(f.batch);
@@ -186,6 +187,9 @@ TrainingState decode_training_state(std::span<const std::byte> bytes, const std:
   s.iterations = r.i64("iterations");
   s.learning_rate = std::bit_cast<float>(r.word<uint32_t>("learning rate"));
   s.step = r.word<uint64_t>("step");
+  const uint32_t threads = r.word<uint32_t>("thread count");
+  if (threads > 4096) r.fail("thread count " + std::to_string(threads));
+  s.threads = static_cast<int>(threads);
   FitPosition& f = s.position;
   const int64_t epoch = r.i64("epoch");
   if (epoch > std::numeric_limits<int>::max()) r.fail("epoch " + std::to_string(epoch));

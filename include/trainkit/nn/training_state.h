@@ -37,6 +37,7 @@ struct TrainingState {
   int64_t iterations = 0;               // optimizer steps taken
   float learning_rate = 0.0f;           // the optimizer's current learning rate (callbacks may have changed it)
   uint64_t step = 0;                    // the model's step counter (dropout's random stream)
+  int threads = 0;                      // CPU threads the steps ran on (reductions are partitioned by it); 0: unknown
   FitPosition position;
 };
 

@@ -86,6 +86,14 @@ void set_worker_fp_mode() {
 
 int adapted_threads() noexcept { return governor().threads.load(std::memory_order_relaxed); }
 
+bool pin_threads(int n) noexcept {
+  Governor& g = governor();
+  if (n < 1 || n > g.max_threads) return false;
+  g.threads.store(n, std::memory_order_relaxed);
+  adapt_threads();
+  return true;
+}
+
 void adapt_threads() noexcept {
   Governor& g = governor();
   if (omp_in_parallel()) return;

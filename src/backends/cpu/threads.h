@@ -15,6 +15,9 @@
 namespace tk::cpu {
 
 void adapt_threads() noexcept;
+// Uses exactly n threads from now on (a resumed run takes the count its backup was made with, so that it
+// computes the same bits). Returns false, changing nothing, when n exceeds the threads this process may use.
+bool pin_threads(int n) noexcept;
 // The count adapt_threads chose last (the maximum until the first measurement).
 int adapted_threads() noexcept;
 

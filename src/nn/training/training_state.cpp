@@ -1,8 +1,10 @@
 // Model::training_state / restore_training_state: what BackupAndRestore needs to resume a fit bit for bit.
 #include "trainkit/nn/training_state.h"
 
+#include <cstdio>
 #include <cstring>
 
+#include "backends/cpu/threads.h"
 #include "graph/backend.h"
 #include "graph/op.h"
 #include "nn/compiler/programs.h"
@@ -60,6 +62,7 @@ TrainingState Model::training_state() {
   s.iterations = optimizer_->iterations();
   s.learning_rate = optimizer_->learning_rate();
   s.step = step_;
+  s.threads = device_.kind == DeviceKind::cpu ? cpu::adapted_threads() : 0;
   s.position = position_;
   return s;
 }
@@ -115,6 +118,18 @@ void Model::restore_training_state(const TrainingState& s) {
     optimizer_->set_learning_rate(s.learning_rate);  // a schedule follows
                                                      // the step count
   step_ = s.step;
+  // The same bits need the same partitions: run on the thread count the state was made with.
+  if (s.threads > 0 && device_.kind == DeviceKind::cpu && s.threads != cpu::adapted_threads()) {
+    const int chosen = cpu::adapted_threads();
+    if (cpu::pin_threads(s.threads))
+      std::fprintf(stderr, "Note: resuming on %d CPU threads as the saved state was made (this machine chose %d)\n",
+                   s.threads, chosen);
+    else
+      std::fprintf(stderr,
+                   "WARNING: the saved state was made on %d CPU threads but this process may use at most %d: "
+                   "training continues, but not bit for bit as an uninterrupted run\n",
+                   s.threads, chosen);
+  }
   position_ = s.position;
   resume_ = s.position;
 }
