@@ -36,9 +36,9 @@ float max_abs_diff(const Tensor& a, const Tensor& b) {
 }
 
 // Loads <name>.keras and checks it against what Keras computed with it (see the generator).
-void check_fixture(const std::string& name, int64_t batch) {
+void check_fixture(const std::string& name, int64_t batch, const std::string& ext = ".keras") {
   auto expect = testing::load_fixture(fixture_dir() + name + "_expect.txt");
-  std::unique_ptr<Model> m = models::load_model(fixture_dir() + name + ".keras");
+  std::unique_ptr<Model> m = models::load_model(fixture_dir() + name + ext);
   ASSERT_TRUE(m->optimizer());
   EXPECT_EQ(m->optimizer()->name(), "Adam");
   EXPECT_EQ(m->optimizer()->iterations(), 2);
@@ -57,6 +57,49 @@ void check_fixture(const std::string& name, int64_t batch) {
 
 TEST(KerasFixtures, DefaultMlpPredictsEvaluatesAndResumesAsKeras) { check_fixture("mlp", 8); }
 TEST(KerasFixtures, FunctionalCnnWithBatchNormPredictsEvaluatesAndResumesAsKeras) { check_fixture("cnn", 4); }
+
+// The legacy Keras 2 layout (model_config, model_weights/<layer>/<weight>, optimizer_weights/), as Keras 3
+// writes it for a .h5 path.
+TEST(KerasFixtures, LegacyH5PredictsEvaluatesAndResumesAsKeras) { check_fixture("legacy", 4, ".h5"); }
+
+// Keras 2's own config syntax: inbound_nodes as [[layer, node, tensor, kwargs]], and a Sequential whose first
+// layer carries batch_input_shape.
+TEST(KerasFixtures, Keras2ConfigSyntax) {
+  auto expect = testing::load_fixture(fixture_dir() + "legacy_expect.txt");
+  io::H5Tree tree = io::read_h5_tree_file(fixture_dir() + "legacy.h5");
+  io::keras::json cfg = io::keras::json::parse(*tree.attr("", "model_config"));
+  for (auto& l : cfg["config"]["layers"]) {
+    io::keras::json old = io::keras::json::array();
+    for (const auto& node : l["inbound_nodes"]) {
+      io::keras::json entries = io::keras::json::array();
+      for (const auto& t : node["args"]) {
+        auto h = t["config"]["keras_history"];
+        entries.push_back({h[0], h[1], h[2], io::keras::json::object()});
+      }
+      old.push_back(entries);
+    }
+    l["inbound_nodes"] = old;
+  }
+  std::unique_ptr<Model> m = io::keras::model_from_json(cfg, "keras2");
+  m->load_weights(fixture_dir() + "legacy.h5");
+  EXPECT_LE(max_abs_diff(m->predict(expect["x"], 4), expect["predict"]), 1e-5f);
+  // Sequential, Keras 2 style: no InputLayer, batch_input_shape on the first Dense.
+  io::keras::json seq = {{"class_name", "Sequential"},
+                         {"config",
+                          {{"name", "sequential"},
+                           {"layers",
+                            {{{"class_name", "Dense"},
+                              {"config",
+                               {{"name", "d1"},
+                                {"units", 16},
+                                {"activation", "relu"},
+                                {"dtype", "float32"},
+                                {"batch_input_shape", {nullptr, 20}}}}},
+                             {{"class_name", "Dense"}, {"config", {{"name", "d2"}, {"units", 3}}}}}}}}};
+  std::unique_ptr<Model> s = io::keras::model_from_json(seq, "keras2");
+  s->set_weights(m->get_weights());
+  EXPECT_LE(max_abs_diff(s->predict(expect["x"], 4), expect["predict"]), 1e-5f);
+}
 
 TEST(KerasFixtures, LoadWithoutCompileHasNoOptimizer) {
   auto expect = testing::load_fixture(fixture_dir() + "cnn_expect.txt");
