@@ -744,3 +744,45 @@ TEST(CliData, CorruptRecordNamesFileAndOffset) {
 }
 
 }  // namespace data_files
+
+// ---------------------------------------------------------------- callbacks from the command line
+TEST(CliCallbacks, KeptBackupContinuesWithMoreEpochs) {
+  const std::string dir = path_of("cli_backup");
+  std::filesystem::remove_all(dir);
+  Result first = run_cli("fit" + plain_data().args() + " --epochs 1 --batch-size 32 -v 2 --no-summary --backup-dir " +
+                         quote(dir) + " --keep-backup");
+  ASSERT_EQ(first.code, 0) << describe(first);
+  EXPECT_FALSE(contains(first.out, "resuming")) << first.out;
+  ASSERT_TRUE(std::filesystem::exists(dir + "/latest.tkstate"));
+  Result more =
+      run_cli("fit" + plain_data().args() + " --epochs 2 --batch-size 32 -v 2 --no-summary --backup-dir " + quote(dir));
+  ASSERT_EQ(more.code, 0) << describe(more);
+  EXPECT_CONTAINS(more.out, "resuming from");
+  EXPECT_CONTAINS(more.out, "at epoch 2, batch 0 (step 8)");  // 256 samples / 32 = 8 steps done
+  EXPECT_FALSE(contains(more.out, "Epoch 1/2")) << more.out;
+  EXPECT_CONTAINS(more.out, "Epoch 2/2");
+  EXPECT_FALSE(std::filesystem::exists(dir + "/latest.tkstate")) << "without --keep-backup the backup is removed";
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CliCallbacks, CsvLogAndEarlyStoppingRun) {
+  const std::string csv = path_of("cli_log.csv");
+  Result r = run_cli("fit" + plain_data().args() +
+                     " --epochs 3 --batch-size 32 -v 0 --validation-split 0.25 --early-stopping 0 --csv-log " +
+                     quote(csv) + " --terminate-on-nan --reduce-lr-on-plateau 5");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  const std::string text = read_text(csv);
+  EXPECT_EQ(text.substr(0, text.find('\n')), "epoch,accuracy,loss,val_accuracy,val_loss") << text;
+  EXPECT_GE(std::count(text.begin(), text.end(), '\n'), 2) << text;
+  std::remove(csv.c_str());
+}
+
+TEST(CliCallbacks, BadCallbackOptionsAreOneClearError) {
+  const std::string d = plain_data().args() + " --epochs 1 -v 0";
+  expect_user_error(run_cli("fit" + d + " --early-stopping 2 --monitor val_loss"),
+                    {"--monitor val_loss", "no validation data"});
+  expect_user_error(run_cli("fit" + d + " --backup-dir " + quote(path_of("bk")) + " --backup-freq 0"),
+                    {"--backup-freq", "positive"});
+  expect_user_error(run_cli("fit" + d + " --keep-backup"), {"--keep-backup", "--backup-dir"});
+  expect_user_error(run_cli("fit" + d + " --early-stopping -3"), {"--early-stopping", ">= 0"});
+}

@@ -16,6 +16,7 @@
 #include "trainkit/data/stall.h"
 #include "trainkit/io/keras.h"
 #include "trainkit/nn/callbacks.h"
+#include "trainkit/nn/keras_callbacks.h"
 #include "trainkit/nn/layers.h"
 #include "trainkit/nn/losses.h"
 #include "trainkit/nn/model.h"

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/callback_options.h"
 #include "cli/run_options.h"
 #include "trainkit/nn/model.h"
 
@@ -26,8 +27,9 @@ struct FitArgs {
   int64_t shuffle_buffer = 10000;
   int verbose = -1;
   bool summary = true;
-  std::string save;  // --save m.keras after training (keras_commands.cpp)
-  RunOptions run;    // --device, --dtype-policy, --memory-limit
+  std::string save;        // --save m.keras after training (keras_commands.cpp)
+  RunOptions run;          // --device, --dtype-policy, --memory-limit
+  CallbackArgs callbacks;  // --backup-dir, --early-stopping, --csv-log, ...
 };
 
 void add_fit_command(CLI::App& app, FitArgs& args);

@@ -32,6 +32,7 @@ void add_fit_command(CLI::App& app, FitArgs& a) {
       ->capture_default_str();
   fit->add_option("-s,--seed", a.seed, "Seed for weights, shuffling and dropout")->capture_default_str();
   add_run_options(fit, a.run);
+  add_callback_options(fit, a.callbacks);
   fit->add_option("--data-dir", a.data_dir, "Directory with the four Fashion-MNIST IDX files (.gz or plain)");
   fit->add_option("--train-images", a.train_images, "IDX file of training images (overrides --data-dir)");
   fit->add_option("--train-labels", a.train_labels, "IDX file of training labels");
@@ -120,7 +121,7 @@ int64_t auto_micro_batch_size(Model& model, int64_t batch, int verbose) {
 
 // fit over a --data file: file -> shuffle -> batch -> prefetch, validation from --validation-data.
 int run_fit_data(const FitArgs& a, OptimizerPtr optimizer, int64_t batch_size, int64_t micro_batch_size, Device device,
-                 std::unique_ptr<Model> file_model) {
+                 std::unique_ptr<Model> file_model, std::vector<CallbackPtr> callbacks) {
   if (a.validation_split != 0.0f)
     throw InvalidArgument("--validation-split does not apply to --data (a stream): pass --validation-data");
   if (a.shuffle_buffer <= 0)
@@ -155,7 +156,11 @@ int run_fit_data(const FitArgs& a, OptimizerPtr optimizer, int64_t batch_size, i
   const data::Dataset train = train_src.shuffle(a.shuffle_buffer, a.seed).batch(batch).prefetch(data::AUTOTUNE);
   std::optional<data::Dataset> val;
   if (val_src) val = val_src->batch(1000).prefetch(data::AUTOTUNE);
-  model.fit(train, {.epochs = a.epochs, .verbose = a.verbose, .micro_batch_size = micro, .validation_dataset = val});
+  model.fit(train, {.epochs = a.epochs,
+                    .verbose = a.verbose,
+                    .callbacks = std::move(callbacks),
+                    .micro_batch_size = micro,
+                    .validation_dataset = val});
   if (val) {
     Logs test = model.evaluate(*val);
     std::printf("test_loss: %.4f - test_accuracy: %.4f\n", test.get("loss"), test.get("accuracy"));
@@ -176,6 +181,8 @@ int run_fit(const FitArgs& a) {
   const int64_t micro_batch_size = parse_batch_option("--micro-batch-size", a.micro_batch_size, true);
   if (!(a.validation_split >= 0.0f && a.validation_split < 1.0f))
     throw InvalidArgument("--validation-split must be in [0, 1), got " + std::to_string(a.validation_split));
+  std::vector<CallbackPtr> callbacks =
+      make_callbacks(a.callbacks, a.validation_split > 0.0f || !a.validation_data.empty(), a.verbose);
   const Device device = apply_run_options(a.run);  // before the data: the budget precedes any allocation
   utils::set_random_seed(a.seed);
   OptimizerPtr optimizer = optimizers::get(a.optimizer, a.learning_rate);
@@ -193,7 +200,8 @@ int run_fit(const FitArgs& a) {
       throw InvalidArgument(
           "--data replaces --train-images/--train-labels/--test-images/--test-labels: give one or "
           "the other");
-    return run_fit_data(a, optimizer, batch_size, micro_batch_size, device, std::move(file_model));
+    return run_fit_data(a, optimizer, batch_size, micro_batch_size, device, std::move(file_model),
+                        std::move(callbacks));
   }
   if (!a.validation_data.empty()) throw InvalidArgument("--validation-data needs --data");
   data::FashionMnist d;
@@ -230,6 +238,7 @@ int run_fit(const FitArgs& a) {
             {.batch_size = batch_size,
              .epochs = a.epochs,
              .verbose = a.verbose,
+             .callbacks = std::move(callbacks),
              .validation_split = a.validation_split,
              .micro_batch_size = micro_batch_size});
   Logs test = model.evaluate(d.x_test, d.y_test, {.batch_size = 1000});

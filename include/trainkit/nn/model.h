@@ -27,6 +27,7 @@
 #include "trainkit/nn/losses.h"
 #include "trainkit/nn/memory_plan.h"
 #include "trainkit/nn/optimizers.h"
+#include "trainkit/nn/training_state.h"
 
 namespace tk {
 
@@ -142,6 +143,14 @@ class Model {
   Remat rematerialization = Remat::automatic;  // takes effect for programs compiled afterwards
   OptimizerPtr optimizer() const { return optimizer_; }
 
+  // Weights, optimizer state, counters and the data position of the fit in progress (or of the last one):
+  // what BackupAndRestore saves. Callbacks may call it from on_train_batch_end / on_epoch_end.
+  TrainingState training_state();
+  // Puts a saved state back: weights and optimizer state are copied in, and the next fit (or the one in
+  // progress, when called from a callback's on_train_begin) continues at state.position. The model must be
+  // built and compiled with the same layers and optimizer; InvalidArgument names what differs.
+  void restore_training_state(const TrainingState& state);
+
   // The device programs run on (default cpu:0). Unsupported when this build has no compute backend for it;
   // InvalidArgument once programs exist (set it before the first fit/evaluate/predict).
   void set_device(Device device);
@@ -182,7 +191,9 @@ class Model {
   uint64_t step_ = 0;  // training steps run (dropout randomness)
   Device device_ = Device::cpu();
   std::string dtype_policy_ = "float32";
-  Logs batch_logs_;  // train_on_batch results, updated in place
+  Logs batch_logs_;                    // train_on_batch results, updated in place
+  FitPosition position_;               // kept current by the fit loops (no allocation per step)
+  std::optional<FitPosition> resume_;  // set by restore_training_state, taken by the next fit
 
  protected:
   bool has_graph_ = false;

@@ -127,6 +127,20 @@ Compiled& ProgramCache::get(ProgramKind kind, int64_t batch, int replica) {
   return *cache_.emplace(key, build(kind, batch)).first->second;
 }
 
+std::vector<Tensor>* ProgramCache::slots_of(const Weight& w, bool create) {
+  auto found = slots_.find(w.id);
+  if (found == slots_.end()) {
+    if (!create) return nullptr;
+    const Optimizer& opt = *model_.optimizer_;
+    std::vector<Tensor> fresh;
+    for (int s = 0; s < opt.slots_per_variable(); ++s)
+      fresh.emplace_back(w.value.shape(), w.value.dtype(), model_.device_,
+                         w.name + "/" + opt.name() + " slot " + std::to_string(s));
+    found = slots_.emplace(w.id, std::move(fresh)).first;
+  }
+  return &found->second;
+}
+
 size_t ProgramCache::persistent_bytes() const {
   size_t bytes = arena_.defined() ? (arena_.nbytes() + 255) / 256 * 256 : 0;
   for (const auto& [w, acc] : accumulators_) bytes += (acc.nbytes() + 255) / 256 * 256;
@@ -230,18 +244,11 @@ int ProgramCache::add_update(graph::Graph& g, const Weight& w, int var, int grad
   Optimizer& opt = *model_.optimizer_;
   const Op update = opt.config().update_op;  // the optimizer's own rule, never a guess from its name
   std::vector<int> ins{var, grad};
-  auto found = slots_.find(w.id);
-  if (allocate_slots && found == slots_.end()) {  // optimizer state is created with the first program
-    std::vector<Tensor> fresh;
-    for (int s = 0; s < opt.slots_per_variable(); ++s)
-      fresh.emplace_back(w.value.shape(), w.value.dtype(), model_.device_,
-                         w.name + "/" + opt.name() + " slot " + std::to_string(s));
-    found = slots_.emplace(w.id, std::move(fresh)).first;
-  }
+  std::vector<Tensor>* slots = slots_of(w, allocate_slots);  // optimizer state is created with the first program
   for (int s = 0; s < opt.slots_per_variable(); ++s) {
     const std::string slot_name = w.name + "/slot" + std::to_string(s);
-    ins.push_back(found != slots_.end() ? g.variable(slot_name, found->second[static_cast<size_t>(s)])
-                                        : g.placeholder_variable(slot_name, w.value.shape(), w.value.dtype()));
+    ins.push_back(slots != nullptr ? g.variable(slot_name, (*slots)[static_cast<size_t>(s)])
+                                   : g.placeholder_variable(slot_name, w.value.shape(), w.value.dtype()));
   }
   graph::Attrs at;
   at.update = &opt.config();

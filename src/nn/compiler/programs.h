@@ -52,6 +52,9 @@ class ProgramCache {
   // remat: rematerialize the backward pass (stats filled in when non-null).
   Traced trace(ProgramKind kind, int64_t batch, bool allocate_slots, bool remat = false,
                graph::RematStats* stats = nullptr);
+  // The optimizer slots of `w` (slots_per_variable tensors on the model's device); created zeroed when
+  // `create` and missing (restoring a state before the first step), else null when missing.
+  std::vector<Tensor>* slots_of(const Weight& w, bool create);
   // Copies of a weight's optimizer slots (zeros when none exist yet).
   std::vector<Tensor> slots(const Weight& w) const;
   // Sets a weight's optimizer slots, in place when programs already hold them.

@@ -104,29 +104,58 @@ History Model::fit(const std::vector<Tensor>& x_all, const std::vector<Tensor>& 
 
   std::vector<int64_t> perm(static_cast<size_t>(n));
   std::iota(perm.begin(), perm.end(), 0);
-  std::mt19937_64 rng(o.seed ? o.seed : nn::next_seed());
+  const uint64_t seed = o.seed ? o.seed : nn::next_seed();
+  std::mt19937_64 rng(seed);
+  position_ = FitPosition{.epoch = o.initial_epoch, .shuffle_seed = seed};
   Logs logs;
   stop_training = false;
   for (const CallbackPtr& cb : callbacks) cb->on_train_begin(logs);
-  for (int epoch = o.initial_epoch; epoch < o.epochs && !stop_training; ++epoch) {
-    if (o.shuffle) std::shuffle(perm.begin(), perm.end(), rng);
+  int first_epoch = o.initial_epoch;
+  int64_t first_step = 0;
+  if (resume_) {  // restore_training_state (before fit, or BackupAndRestore in on_train_begin): continue there
+    const FitPosition r = *resume_;
+    resume_.reset();
+    require(!r.dataset, "fit: the restored state was saved by fit over a Dataset; resume it with the same Dataset");
+    rng.seed(r.shuffle_seed);
+    if (o.shuffle)  // the same permutations: replay the shuffles made before the save
+      for (int64_t k = 0; k < r.shuffles; ++k) std::shuffle(perm.begin(), perm.end(), rng);
+    first_epoch = r.epoch;
+    first_step = r.batch;
+    position_ = r;
+  }
+  for (int epoch = first_epoch; epoch < o.epochs && !stop_training; ++epoch) {
+    const int64_t start = epoch == first_epoch ? first_step : 0;
+    if (start == 0 && o.shuffle) {  // a resumed epoch keeps the permutation it started with
+      std::shuffle(perm.begin(), perm.end(), rng);
+      ++position_.shuffles;
+    }
+    position_.epoch = epoch;
+    position_.batch = start;
     logs.clear();
     for (const CallbackPtr& cb : callbacks) cb->on_epoch_begin(epoch, logs);
     nn::Accumulator acc;
     int64_t cursor = 0;
-    for (int64_t s = 0; s < steps; ++s) {
+    for (int64_t s = 0; s < start; ++s) {  // the batches trained on before the save
+      if (cursor >= n) cursor = 0;
+      cursor += std::min(batch, n - cursor);
+    }
+    for (int64_t s = start; s < steps; ++s) {
       if (cursor >= n) cursor = 0;  // steps_per_epoch beyond one pass wraps around
       const int64_t bs = std::min(batch, n - cursor);
       for (const CallbackPtr& cb : callbacks) cb->on_train_batch_begin(s, logs);
       train_step(x, y, perm.data() + cursor, bs, micro, acc);
       cursor += bs;
       acc.write(logs);
+      position_.batch = s + 1;
       for (const CallbackPtr& cb : callbacks) cb->on_train_batch_end(s, logs);
+      if (stop_training) break;  // a callback stopped training mid-epoch (TerminateOnNaN); Keras 3 does the same
     }
     if (!vx.empty()) {
       Logs val = run_evaluation(vx, vy, micro > 0 ? micro : batch, o.validation_steps);
       for (const auto& [k, v] : val.items()) logs.set("val_" + k, v);
     }
+    position_.epoch = epoch + 1;  // a state saved now resumes with the next epoch
+    position_.batch = 0;
     for (const CallbackPtr& cb : callbacks) cb->on_epoch_end(epoch, logs);
   }
   for (const CallbackPtr& cb : callbacks) cb->on_train_end(logs);

@@ -1,5 +1,6 @@
 // fit / evaluate / predict over a tk::data::Dataset of batches, with stall accounting per epoch.
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <set>
@@ -76,13 +77,17 @@ History Model::fit(const data::Dataset& dataset, FitOptions o) {
   int64_t steps = o.steps_per_epoch > 0 ? o.steps_per_epoch : (card >= 0 ? card : 0);  // 0: unknown yet
 
   // Passes are numbered by the user's dataset (reshuffling continues across fit calls), not by the wrapper.
-  data::Iterator it = data::make_iterator(pipeline, dataset.node()->passes.fetch_add(1));
+  std::atomic<uint64_t>& passes = dataset.node()->passes;
+  uint64_t pass = passes.fetch_add(1);
+  int64_t consumed = 0;  // batches taken from this pass
+  data::Iterator it = data::make_iterator(pipeline, pass);
   data::Element element;
   std::vector<Tensor> x, y;
   auto first_wait = Clock::now();
   bool pending = it.next(element);  // the first batch builds the model
   const double first_wait_s = since(first_wait);
   require(pending, "fit: the dataset yielded no batch (" + dataset.describe() + ")");
+  consumed = 1;
   split_element(element, x, y, true, "fit");
   ensure_built(x);
   check_data(x, &y, "fit");
@@ -97,18 +102,47 @@ History Model::fit(const data::Dataset& dataset, FitOptions o) {
   std::set<std::string> advised;
   Logs logs;
   stop_training = false;
+  position_ = FitPosition{.epoch = o.initial_epoch, .data_pass = pass, .dataset = true};
   for (const CallbackPtr& cb : callbacks) cb->on_train_begin(logs);
-  for (int epoch = o.initial_epoch; epoch < o.epochs && !stop_training; ++epoch) {
-    if (epoch > o.initial_epoch && !persistent) {
+  int first_epoch = o.initial_epoch;
+  int64_t first_step = 0;
+  bool new_pass = false;  // each epoch after the first reads a new pass (unless steps_per_epoch is given)
+  if (resume_) {          // restore_training_state (before fit, or BackupAndRestore in on_train_begin): continue there
+    const FitPosition r = *resume_;
+    resume_.reset();
+    require(r.dataset, "fit: the restored state was saved by fit over arrays; resume it with the same arrays");
+    it = data::Iterator();  // the same pass as when the state was saved, at the same batch
+    pass = r.data_pass;
+    for (uint64_t seen = passes.load(); seen <= pass && !passes.compare_exchange_weak(seen, pass + 1);) {
+    }
+    it = data::make_iterator(pipeline, pass);
+    pending = false;
+    for (consumed = 0; consumed < r.pass_offset; ++consumed)
+      if (!it.next(element))
+        throw InvalidArgument("fit: resuming needs batch " + std::to_string(r.pass_offset) + " of pass " +
+                              std::to_string(pass) + " but the dataset ends after " + std::to_string(consumed) +
+                              " (resume with the dataset the state was saved with: " + dataset.describe() + ")");
+    first_epoch = r.epoch;
+    first_step = r.batch;
+    position_ = r;
+  }
+  for (int epoch = first_epoch; epoch < o.epochs && !stop_training; ++epoch) {
+    if (new_pass) {
       it = data::Iterator();  // stop the last pass's threads before starting the next
-      it = data::make_iterator(pipeline, dataset.node()->passes.fetch_add(1));
+      pass = passes.fetch_add(1);
+      it = data::make_iterator(pipeline, pass);
+      consumed = 0;
       pending = false;
     }
+    new_pass = !persistent;
+    const int64_t start = epoch == first_epoch ? first_step : 0;
+    position_.epoch = epoch;
+    position_.batch = start;
     logs.clear();
     meter.reset();
     for (const CallbackPtr& cb : callbacks) cb->on_epoch_begin(epoch, logs);
     nn::Accumulator acc;
-    int64_t s = 0;
+    int64_t s = start;
     for (; steps == 0 || s < steps; ++s) {
       const auto t0 = Clock::now();
       if (!pending && !it.next(element)) {
@@ -122,6 +156,7 @@ History Model::fit(const data::Dataset& dataset, FitOptions o) {
         break;
       }
       meter.add_wait(pending && epoch == o.initial_epoch && s == 0 ? first_wait_s : since(t0));
+      if (!pending) ++consumed;
       pending = false;
       const auto t1 = Clock::now();
       stager.recycle(x, y);
@@ -132,7 +167,14 @@ History Model::fit(const data::Dataset& dataset, FitOptions o) {
       train_step(stager.x(), stager.y(), nullptr, stager.x()[0].dim(0), o.micro_batch_size, acc);
       acc.write(logs);
       meter.add_compute(since(t1));
+      position_.batch = s + 1;
+      position_.data_pass = pass;
+      position_.pass_offset = consumed;
       for (const CallbackPtr& cb : callbacks) cb->on_train_batch_end(s, logs);
+      if (stop_training) {  // a callback stopped training mid-epoch (TerminateOnNaN); Keras 3 does the same
+        ++s;
+        break;
+      }
     }
     if (steps == 0) {  // the first pass counted the steps: later progress bars know their length
       steps = s;
@@ -146,6 +188,10 @@ History Model::fit(const data::Dataset& dataset, FitOptions o) {
       Logs val = run_evaluation(*o.validation_dataset, o.validation_steps);
       for (const auto& [k, v] : val.items()) logs.set("val_" + k, v);
     }
+    position_.epoch = epoch + 1;  // a state saved now resumes with the next epoch: a new pass, or this one
+    position_.batch = 0;
+    position_.data_pass = persistent ? pass : passes.load();
+    position_.pass_offset = persistent ? consumed : 0;
     for (const CallbackPtr& cb : callbacks) cb->on_epoch_end(epoch, logs);
     if (verbose > 0 && !r.advice.empty() && advised.insert(r.verdict + r.slowest_stage).second)
       std::printf("Input pipeline: %s. %s\n", r.summary().c_str(), r.advice.c_str());

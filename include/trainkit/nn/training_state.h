@@ -1,0 +1,43 @@
+// The state a fit can be resumed from, bit for bit: weights, optimizer state, counters and the position in
+// the data (which epoch, how many of its batches, the shuffle stream). BackupAndRestore saves and restores it;
+// io/training_state_file.h writes it as one file.
+//
+//   tk::TrainingState s = model.training_state();     // after (or during, from a callback) fit
+//   ...                                               // a new process builds and compiles the same model
+//   model.restore_training_state(s);                   // the next fit continues at s.epoch, batch s.batch
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trainkit/core/tensor.h"
+
+namespace tk {
+
+// Where a fit is in its data. For fit(x, y): the shuffle stream's seed and how many shuffles it has made
+// (one per epoch started). For fit(Dataset): the dataset pass the epoch reads and how many of its batches
+// were consumed (a pass continues across epochs with steps_per_epoch).
+struct FitPosition {
+  int epoch = 0;              // the epoch in progress
+  int64_t batch = 0;          // batches of that epoch already trained on
+  uint64_t shuffle_seed = 0;  // fit(x, y)
+  int64_t shuffles = 0;       // fit(x, y): epochs started so far (each reshuffles once)
+  uint64_t data_pass = 0;     // fit(Dataset): the pass number the epoch's iterator was made with
+  int64_t pass_offset = 0;    // fit(Dataset): batches of that pass consumed
+  bool dataset = false;       // which of the two the position is for
+};
+
+struct TrainingState {
+  std::string model_name;
+  std::vector<std::string> weight_names;  // Model::get_weights() order
+  std::vector<Tensor> weights;            // host float32 copies
+  std::string optimizer;                  // Keras class name ("Adam"); empty before compile
+  int slots_per_variable = 0;
+  std::vector<Tensor> optimizer_slots;  // per trainable weight (in order), slots_per_variable each; host copies
+  int64_t iterations = 0;               // optimizer steps taken
+  float learning_rate = 0.0f;           // the optimizer's current learning rate (callbacks may have changed it)
+  uint64_t step = 0;                    // the model's step counter (dropout's random stream)
+  FitPosition position;
+};
+
+}  // namespace tk
