@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "data/hdf5_isolation.h"
 #include "fuzz_common.h"
 #include "trainkit/core/error.h"
 #include "trainkit/data/hdf5.h"
@@ -57,6 +58,12 @@ uint64_t bytes_of(const tk::data::Hdf5DatasetInfo& d) {
 }
 
 }  // namespace
+
+// This target fuzzes the in-process reader itself: no helper process (src/data/hdf5_isolation.h) first.
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  tk::data::hdf5_isolation::in_process() = true;
+  return 0;
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path = tk::fuzz::write_input(data, size, ".h5");

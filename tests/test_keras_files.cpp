@@ -35,10 +35,39 @@ float max_abs_diff(const Tensor& a, const Tensor& b) {
   return m;
 }
 
+// The same groups and datasets; values within 1e-6 (a training step's float rounding may differ by machine).
+void expect_same_weights(const io::H5Tree& a, const io::H5Tree& b) {
+  EXPECT_EQ(a.groups, b.groups);
+  ASSERT_EQ(a.datasets.size(), b.datasets.size());
+  for (const auto& [path, t] : a.datasets) {
+    const Tensor* u = b.dataset(path);
+    ASSERT_TRUE(u) << path;
+    ASSERT_EQ(t.shape(), u->shape()) << path;
+    ASSERT_EQ(t.dtype(), u->dtype()) << path;
+    if (t.dtype() == DType::f32)
+      EXPECT_LE(max_abs_diff(t, *u), 1e-6f) << path;
+    else
+      EXPECT_EQ(std::memcmp(t.raw(), u->raw(), t.nbytes()), 0) << path;
+  }
+}
+
+void write_predictions(const std::string& path, const Tensor& x, const Tensor& pred) {
+  std::ofstream f(path);
+  f << "# trainkit's predictions (tests/test_keras_files.cpp; checked in Keras by gen_keras_fixtures.py)\n";
+  for (const auto& [n, t] : std::vector<std::pair<std::string, Tensor>>{{"x", x}, {"predict", pred}}) {
+    f << "tensor " << n << " float32 " << t.shape().rank();
+    for (int i = 0; i < t.shape().rank(); ++i) f << " " << t.shape()[i];
+    f << "\n";
+    f.precision(9);
+    for (int64_t i = 0; i < t.numel(); ++i) f << (i ? " " : "") << t.data<float>()[i];
+    f << "\n";
+  }
+}
+
 // Loads <name>.keras and checks it against what Keras computed with it (see the generator).
-void check_fixture(const std::string& name, int64_t batch) {
+void check_fixture(const std::string& name, int64_t batch, const std::string& ext = ".keras") {
   auto expect = testing::load_fixture(fixture_dir() + name + "_expect.txt");
-  std::unique_ptr<Model> m = models::load_model(fixture_dir() + name + ".keras");
+  std::unique_ptr<Model> m = models::load_model(fixture_dir() + name + ext);
   ASSERT_TRUE(m->optimizer());
   EXPECT_EQ(m->optimizer()->name(), "Adam");
   EXPECT_EQ(m->optimizer()->iterations(), 2);
@@ -58,6 +87,49 @@ void check_fixture(const std::string& name, int64_t batch) {
 TEST(KerasFixtures, DefaultMlpPredictsEvaluatesAndResumesAsKeras) { check_fixture("mlp", 8); }
 TEST(KerasFixtures, FunctionalCnnWithBatchNormPredictsEvaluatesAndResumesAsKeras) { check_fixture("cnn", 4); }
 
+// The legacy Keras 2 layout (model_config, model_weights/<layer>/<weight>, optimizer_weights/), as Keras 3
+// writes it for a .h5 path.
+TEST(KerasFixtures, LegacyH5PredictsEvaluatesAndResumesAsKeras) { check_fixture("legacy", 4, ".h5"); }
+
+// Keras 2's own config syntax: inbound_nodes as [[layer, node, tensor, kwargs]], and a Sequential whose first
+// layer carries batch_input_shape.
+TEST(KerasFixtures, Keras2ConfigSyntax) {
+  auto expect = testing::load_fixture(fixture_dir() + "legacy_expect.txt");
+  io::H5Tree tree = io::read_h5_tree_file(fixture_dir() + "legacy.h5");
+  io::keras::json cfg = io::keras::json::parse(*tree.attr("", "model_config"));
+  for (auto& l : cfg["config"]["layers"]) {
+    io::keras::json old = io::keras::json::array();
+    for (const auto& node : l["inbound_nodes"]) {
+      io::keras::json entries = io::keras::json::array();
+      for (const auto& t : node["args"]) {
+        auto h = t["config"]["keras_history"];
+        entries.push_back({h[0], h[1], h[2], io::keras::json::object()});
+      }
+      old.push_back(entries);
+    }
+    l["inbound_nodes"] = old;
+  }
+  std::unique_ptr<Model> m = io::keras::model_from_json(cfg, "keras2");
+  m->load_weights(fixture_dir() + "legacy.h5");
+  EXPECT_LE(max_abs_diff(m->predict(expect["x"], 4), expect["predict"]), 1e-5f);
+  // Sequential, Keras 2 style: no InputLayer, batch_input_shape on the first Dense.
+  io::keras::json seq = {{"class_name", "Sequential"},
+                         {"config",
+                          {{"name", "sequential"},
+                           {"layers",
+                            {{{"class_name", "Dense"},
+                              {"config",
+                               {{"name", "d1"},
+                                {"units", 16},
+                                {"activation", "relu"},
+                                {"dtype", "float32"},
+                                {"batch_input_shape", {nullptr, 20}}}}},
+                             {{"class_name", "Dense"}, {"config", {{"name", "d2"}, {"units", 3}}}}}}}}};
+  std::unique_ptr<Model> s = io::keras::model_from_json(seq, "keras2");
+  s->set_weights(m->get_weights());
+  EXPECT_LE(max_abs_diff(s->predict(expect["x"], 4), expect["predict"]), 1e-5f);
+}
+
 TEST(KerasFixtures, LoadWithoutCompileHasNoOptimizer) {
   auto expect = testing::load_fixture(fixture_dir() + "cnn_expect.txt");
   std::unique_ptr<Model> m = models::load_model(fixture_dir() + "cnn.keras", /*compile=*/false);
@@ -74,16 +146,7 @@ TEST(KerasFixtures, TrainkitWrittenFileKerasLoadedIsStillWhatTrainkitWrites) {
   const Tensor pred = m->predict(expect["x"], 4);
   if (const char* out = std::getenv("TK_KERAS_FIXTURE_OUT")) {
     m->save(std::string(out) + "/trainkit_cnn.keras");
-    std::ofstream f(std::string(out) + "/trainkit_cnn_predict.txt");
-    f << "# trainkit's predictions with trainkit_cnn.keras (tests/test_keras_files.cpp)\n";
-    for (const auto& [n, t] : std::vector<std::pair<std::string, Tensor>>{{"x", expect["x"]}, {"predict", pred}}) {
-      f << "tensor " << n << " float32 " << t.shape().rank();
-      for (int i = 0; i < t.shape().rank(); ++i) f << " " << t.shape()[i];
-      f << "\n";
-      f.precision(9);
-      for (int64_t i = 0; i < t.numel(); ++i) f << (i ? " " : "") << t.data<float>()[i];
-      f << "\n";
-    }
+    write_predictions(std::string(out) + "/trainkit_cnn_predict.txt", expect["x"], pred);
     GTEST_SKIP() << "wrote trainkit_cnn.keras into " << out;
   }
   // Keras' verdict on the committed file, for the format version trainkit writes now.
@@ -105,11 +168,63 @@ TEST(KerasFixtures, TrainkitWrittenFileKerasLoadedIsStillWhatTrainkitWrites) {
   io::H5Tree b = io::read_h5_tree_image("now", now.weights.data(), now.weights.size());
   EXPECT_EQ(a.groups, b.groups);
   ASSERT_EQ(a.datasets.size(), b.datasets.size());
-  for (const auto& [path, t] : a.datasets) {
-    ASSERT_TRUE(b.dataset(path)) << path;
-    ASSERT_EQ(t.nbytes(), b.dataset(path)->nbytes()) << path;
-    EXPECT_EQ(std::memcmp(t.raw(), b.dataset(path)->raw(), t.nbytes()), 0) << path;
+  expect_same_weights(a, b);
+  fs::remove_all(dir);
+}
+
+// Every layer class trainkit has, in one Functional model (seeded: the same weights on every machine).
+std::unique_ptr<Model> all_layers_model() {
+  clear_session();
+  utils::set_random_seed(5);
+  using namespace layers;
+  KerasTensor in = tk::Input({16, 16, 3});
+  KerasTensor h = Rescaling(0.5f, 0.1f)(in);
+  h = ZeroPadding2D(1)(h);
+  h = Conv2D(4, 3, "relu", {.padding = "same"})(h);
+  h = BatchNormalization()(h);
+  h = SpatialDropout2D(0.1f)(h);
+  h = MaxPooling2D(2)(h);
+  KerasTensor a = Conv2D(4, 1)(h);
+  KerasTensor b = Activation("tanh")(h);
+  KerasTensor u = UpSampling2D(2)(Add()(std::vector<KerasTensor>{a, b}));
+  KerasTensor c = Concatenate()(std::vector<KerasTensor>{GlobalAveragePooling2D()(u), GlobalMaxPooling2D()(u),
+                                                         Flatten()(AveragePooling2D(3)(u))});
+  KerasTensor out = Dense(5)(Dropout(0.2f)(Flatten()(Reshape({8, 19})(c))));
+  auto m = std::make_unique<Model>(in, out, "all_layers");
+  m->compile(optimizers::SGD({.learning_rate = 0.01f, .momentum = 0.9f}), "mse");
+  return m;
+}
+
+Tensor all_layers_input() {
+  Tensor x(Shape{2, 16, 16, 3}, DType::f32);
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>((i * 37) % 101) / 101.0f;
+  return x;
+}
+
+// trainkit -> trainkit for every layer class, and (step 2 of the generator) trainkit -> Keras.
+TEST(KerasFixtures, EveryLayerClassRoundTripsAndKerasLoadsIt) {
+  std::unique_ptr<Model> m = all_layers_model();
+  const Tensor x = all_layers_input();
+  const Tensor pred = m->predict(x, 2);
+  if (const char* out = std::getenv("TK_KERAS_FIXTURE_OUT")) {
+    m->save(std::string(out) + "/trainkit_all_layers.keras");
+    write_predictions(std::string(out) + "/trainkit_all_layers_predict.txt", x, pred);
   }
+  fs::path dir = temp_dir("all");
+  const std::string path = (dir / "all.keras").string();
+  m->save(path);
+  std::unique_ptr<Model> back = models::load_model(path);
+  EXPECT_EQ(max_abs_diff(back->predict(x, 2), pred), 0.0f);
+  EXPECT_EQ(back->optimizer()->name(), "SGD");
+  // Same config when saved again; and the same as the file Keras loaded.
+  back->save((dir / "again.keras").string());
+  EXPECT_EQ(io::keras::json::parse(io::keras::read_archive(path).config),
+            io::keras::json::parse(io::keras::read_archive((dir / "again.keras").string()).config));
+  const auto committed = io::keras::read_archive(fixture_dir() + "trainkit_all_layers.keras");
+  EXPECT_EQ(io::keras::json::parse(committed.config), io::keras::json::parse(io::keras::read_archive(path).config));
+  const auto now = io::keras::read_archive(path);
+  expect_same_weights(io::read_h5_tree_image("committed", committed.weights.data(), committed.weights.size()),
+                      io::read_h5_tree_image("now", now.weights.data(), now.weights.size()));
   fs::remove_all(dir);
 }
 

@@ -27,7 +27,14 @@ if [ ${#targets[@]} -eq 0 ]; then
 fi
 for t in "${targets[@]}"; do
   echo "== $t: ${seconds}s"
-  "$CXX" "${flags[@]}" -fsanitize=fuzzer "fuzz/$t.cpp" "${objs[@]}" "${libs[@]}" -o "$out/$t"
+  # Extra sources a target names on a "// fuzz-sources: a.cpp b.cpp" line (e.g. src/io/ parsers).
+  extra=()
+  for src in $(sed -n 's|^// fuzz-sources: ||p' "fuzz/$t.cpp"); do
+    obj="$out/obj/$(echo "$src" | tr '/' '_').o"
+    if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ]; then "$CXX" "${flags[@]}" -c "$src" -o "$obj"; fi
+    extra+=("$obj")
+  done
+  "$CXX" "${flags[@]}" -fsanitize=fuzzer "fuzz/$t.cpp" "${objs[@]}" ${extra[@]+"${extra[@]}"} "${libs[@]}" -o "$out/$t"
   corpus="$out/corpus/$t"
   mkdir -p "$corpus"
   [ -d "fuzz/corpus/$t" ] && cp -r "fuzz/corpus/$t/." "$corpus/"

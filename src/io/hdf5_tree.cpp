@@ -2,11 +2,16 @@
 #include "io/hdf5_tree.h"
 
 #include <hdf5.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <mutex>
 
+#include "data/hdf5_isolation.h"
 #include "trainkit/core/error.h"
 
 namespace tk::io {
@@ -222,36 +227,176 @@ void check(herr_t s, const char* what) {
 
 }  // namespace
 
-H5Tree read_h5_tree_file(const std::string& path) {
+H5Tree read_h5_tree_file_in_process(const std::string& path, const std::string& label) {
   std::lock_guard lock(h5_mutex());
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   if (FILE* f = std::fopen(path.c_str(), "rb")) {
+    char sig[8] = {};
+    const size_t got = std::fread(sig, 1, 8, f);
     std::fclose(f);
+    static const char kSignature[8] = {'\x89', 'H', 'D', 'F', '\r', '\n', '\x1a', '\n'};
+    if (got < 8 || std::memcmp(sig, kSignature, 8) != 0)
+      throw FormatError(label + ": not an HDF5 file (no HDF5 signature at byte 0; expected Keras weights)");
   } else {
-    throw IoError(path + ": cannot open: " + std::strerror(errno) + " (check the path)");
-  }
-  if (H5Fis_hdf5(path.c_str()) <= 0) {
-    H5Eclear2(H5E_DEFAULT);
-    throw FormatError(path + ": not an HDF5 file (no HDF5 signature; expected a Keras .weights.h5 or .h5 file)");
+    throw IoError(label + ": cannot open: " + std::strerror(errno) + " (check the path)");
   }
   Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
-  if (file.id < 0) damaged(path, "cannot open");
-  return read_open_file(path, file.id);
+  if (file.id < 0) damaged(label, "cannot open");
+  return read_open_file(label, file.id);
+}
+
+H5Tree read_h5_tree_file(const std::string& path) {
+  if (data::hdf5_isolation::in_process()) return read_h5_tree_file_in_process(path, path);
+  return parse_h5_tree(data::hdf5_isolation::fetch_tree(path, path), path);
 }
 
 H5Tree read_h5_tree_image(const std::string& label, const void* data, size_t size) {
-  std::lock_guard lock(h5_mutex());
-  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   static const char kSignature[8] = {'\x89', 'H', 'D', 'F', '\r', '\n', '\x1a', '\n'};
   if (size < 8 || std::memcmp(data, kSignature, 8) != 0)
     throw FormatError(label + ": not an HDF5 file (no HDF5 signature at byte 0)");
-  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
-  check(H5Pset_fapl_core(fapl.id, 1 << 16, 0), "core driver");
-  // The library copies the image (no callbacks): `data` stays the caller's.
-  check(H5Pset_file_image(fapl.id, const_cast<void*>(data), size), "file image");
-  Handle file(H5Fopen(label.c_str(), H5F_ACC_RDONLY, fapl.id), H5Fclose);
-  if (file.id < 0) damaged(label, "cannot open");
-  return read_open_file(label, file.id);
+  // The helper reads files: the image goes to a private temporary first.
+  std::string tmp = (std::filesystem::temp_directory_path() / "tk-h5-XXXXXX").string();
+  const int fd = ::mkstemp(tmp.data());
+  if (fd < 0) throw IoError(label + ": cannot create a temporary file: " + std::strerror(errno));
+  struct Remove {
+    std::string p;
+    ~Remove() { std::remove(p.c_str()); }
+  } remove{tmp};
+  const char* p = static_cast<const char*>(data);
+  for (size_t done = 0; done < size;) {
+    const ssize_t n = ::write(fd, p + done, size - done);
+    if (n <= 0) {
+      ::close(fd);
+      throw IoError(label + ": cannot write a temporary file " + tmp + ": " + std::strerror(errno));
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  if (data::hdf5_isolation::in_process()) return read_h5_tree_file_in_process(tmp, label);
+  return parse_h5_tree(data::hdf5_isolation::fetch_tree(tmp, label), label);
+}
+
+namespace {
+
+void put_u64(std::string& out, uint64_t v) { out.append(reinterpret_cast<const char*>(&v), 8); }
+void put_str(std::string& out, const std::string& s) {
+  put_u64(out, s.size());
+  out += s;
+}
+
+class In {
+ public:
+  In(const std::string& b, const std::string& label) : b_(b), label_(label) {}
+  uint64_t u64() {
+    need(8);
+    uint64_t v;
+    std::memcpy(&v, b_.data() + pos_, 8);
+    pos_ += 8;
+    return v;
+  }
+  std::string str() {
+    const uint64_t n = u64();
+    need(n);
+    std::string s = b_.substr(pos_, n);
+    pos_ += n;
+    return s;
+  }
+  // A count of items that take at least `min_bytes` each: no more than the bytes left allow.
+  uint64_t count(uint64_t min_bytes) {
+    const uint64_t n = u64();
+    if (n > (b_.size() - pos_) / min_bytes) bad("a count larger than the data");
+    return n;
+  }
+  void raw(void* dst, uint64_t n) {
+    need(n);
+    std::memcpy(dst, b_.data() + pos_, n);
+    pos_ += n;
+  }
+  bool done() const { return pos_ == b_.size(); }
+  [[noreturn]] void bad(const std::string& what) const {
+    throw FormatError(label_ + ": the HDF5 helper's answer is malformed at byte " + std::to_string(pos_) + " (" + what +
+                      ")");
+  }
+
+ private:
+  void need(uint64_t n) const {
+    if (n > b_.size() - pos_) bad("it ends early");
+  }
+  const std::string& b_;
+  const std::string& label_;
+  size_t pos_ = 0;
+};
+
+constexpr const char* kTreeMagic = "TKH5TREE1";
+
+}  // namespace
+
+std::string serialize_h5_tree(const H5Tree& t) {
+  std::string out = kTreeMagic;
+  put_u64(out, t.groups.size());
+  for (const std::string& g : t.groups) put_str(out, g);
+  put_u64(out, t.datasets.size());
+  for (const auto& [path, v] : t.datasets) {
+    put_str(out, path);
+    put_u64(out, v.dtype() == DType::i64 ? 1 : 0);
+    put_u64(out, static_cast<uint64_t>(v.shape().rank()));
+    for (int i = 0; i < v.shape().rank(); ++i) put_u64(out, static_cast<uint64_t>(v.shape()[i]));
+    put_u64(out, v.nbytes());
+    out.append(static_cast<const char*>(v.raw()), v.nbytes());
+  }
+  put_u64(out, t.attrs.size());
+  for (const auto& [object, named] : t.attrs) {
+    put_str(out, object);
+    put_u64(out, named.size());
+    for (const auto& [name, values] : named) {
+      put_str(out, name);
+      put_u64(out, values.size());
+      for (const std::string& v : values) put_str(out, v);
+    }
+  }
+  return out;
+}
+
+H5Tree parse_h5_tree(const std::string& bytes, const std::string& label) {
+  const size_t m = std::strlen(kTreeMagic);
+  if (bytes.compare(0, m, kTreeMagic) != 0)
+    throw FormatError(label + ": the HDF5 helper's answer does not start with " + kTreeMagic);
+  const std::string body = bytes.substr(m);
+  In in(body, label);
+  H5Tree t;
+  for (uint64_t n = in.count(8); n > 0; --n) t.groups.insert(in.str());
+  for (uint64_t n = in.count(32); n > 0; --n) {
+    std::string path = in.str();
+    const uint64_t kind = in.u64();
+    const uint64_t rank = in.u64();
+    if (kind > 1 || rank > 8) in.bad("a dataset kind or rank out of range");
+    std::vector<int64_t> dims;
+    uint64_t numel = 1;
+    for (uint64_t i = 0; i < rank; ++i) {
+      const uint64_t d = in.u64();
+      if (d > (uint64_t{1} << 40) || (d > 0 && numel > (uint64_t{1} << 40) / d)) in.bad("a dimension out of range");
+      numel *= d;
+      dims.push_back(static_cast<int64_t>(d));
+    }
+    const DType dt = kind == 1 ? DType::i64 : DType::f32;
+    const uint64_t nbytes = in.u64();
+    if (nbytes != numel * (kind == 1 ? 8 : 4)) in.bad("a dataset's byte count does not match its shape");
+    if (nbytes > bytes.size()) in.bad("a dataset larger than the answer");
+    Tensor v(Shape(dims), dt);
+    in.raw(v.raw(), nbytes);
+    t.datasets[path] = std::move(v);
+  }
+  for (uint64_t n = in.count(16); n > 0; --n) {
+    std::string object = in.str();
+    auto& named = t.attrs[object];
+    for (uint64_t k = in.count(16); k > 0; --k) {
+      std::string name = in.str();
+      auto& values = named[name];
+      for (uint64_t j = in.count(8); j > 0; --j) values.push_back(in.str());
+    }
+  }
+  if (!in.done()) in.bad("bytes after the end");
+  return t;
 }
 
 std::string write_h5_tree(const H5Tree& tree) {

@@ -32,12 +32,21 @@ struct H5Tree {
   std::vector<std::string> children(const std::string& group) const;
 };
 
-// Reads a whole file. `label` names it in errors. Errors: IoError (cannot open), FormatError (not HDF5,
+// Reads a whole file, in the HDF5 helper process (src/data/hdf5_isolation.h): a file that crashes libhdf5
+// is a FormatError here. Errors: IoError (cannot open), FormatError (not HDF5,
 // damaged: HDF5's innermost message), Unsupported (a dataset of strings/compound/... where numbers belong).
 // Datasets over 1 GiB in total are refused with FormatError before allocating.
 H5Tree read_h5_tree_file(const std::string& path);
 // The same from an in-memory file image (e.g. a zip member).
 H5Tree read_h5_tree_image(const std::string& label, const void* data, size_t size);
+// The same, in this process (what the helper runs).
+H5Tree read_h5_tree_file_in_process(const std::string& path, const std::string& label);
+
+// The helper's answer: a tree as bytes and back. parse_h5_tree checks every length against what is there
+// (FormatError naming `label` otherwise).
+std::string serialize_h5_tree(const H5Tree& tree);
+H5Tree parse_h5_tree(const std::string& bytes, const std::string& label);
+
 // An HDF5 file image holding `tree` (datasets f32 or i64 as given; attributes as variable-length strings).
 std::string write_h5_tree(const H5Tree& tree);
 

@@ -283,13 +283,25 @@ std::unique_ptr<Model> sequential_from_json(const json& config, const std::strin
   if (!config.contains("layers") || !config["layers"].is_array())
     throw FormatError(label + ": Sequential config has no 'layers' list");
   std::vector<LayerPtr> layers;
-  for (const json& l : config["layers"]) layers.push_back(layer_from_json(l, label));
+  const json* shape = nullptr;  // Keras 2: the first layer's batch_input_shape instead of an InputLayer
+  json first_layer;
+  for (const json& l : config["layers"]) {
+    if (layers.empty() && l.is_object() && l.contains("config") && l["config"].is_object() &&
+        l["config"].contains("batch_input_shape") && l.value("class_name", "") != "InputLayer") {
+      first_layer = l;
+      shape = &l["config"]["batch_input_shape"];
+      first_layer["config"].erase("batch_input_shape");
+      layers.push_back(layer_from_json(first_layer, label));
+      continue;
+    }
+    layers.push_back(layer_from_json(l, label));
+  }
   if (layers.empty() || !dynamic_cast<nn::InputLayer*>(layers[0].get())) {
     // Keras 2 and some Keras 3 files give the input shape as build_input_shape instead of an InputLayer.
-    const json* shape = nullptr;
-    if (config.contains("build_input_shape") && config["build_input_shape"].is_array())
+    if (!shape && config.contains("build_input_shape") && config["build_input_shape"].is_array())
       shape = &config["build_input_shape"];
     if (!shape) throw FormatError(label + ": Sequential model has neither an InputLayer nor a build_input_shape");
+    if (!shape->is_array()) throw FormatError(label + ": the Sequential input shape is not a list");
     std::vector<int64_t> dims;
     for (size_t i = 1; i < shape->size(); ++i) {
       if (!(*shape)[i].is_number_integer()) throw FormatError(label + ": build_input_shape has unknown dimensions");
@@ -345,6 +357,17 @@ std::unique_ptr<Model> functional_from_json(const json& config, const std::strin
     if (!inbound || !inbound->is_array() || inbound->empty())
       throw FormatError(layer_label(label, layer->name) + " has no inbound_nodes (it is never called)");
     for (const json& node : *inbound) {
+      if (node.is_array()) {  // Keras 2: [[layer, node, tensor, kwargs], ...]
+        std::vector<KerasTensor> xs;
+        for (const json& t : node) xs.push_back(resolve(t, layer->name));
+        if (xs.empty()) throw FormatError(layer_label(label, layer->name) + ": an inbound node is empty");
+        try {
+          outputs[layer->name].push_back(xs.size() == 1 ? (*layer)(xs[0]) : (*layer)(xs));
+        } catch (const InvalidArgument& e) {
+          throw FormatError(layer_label(label, layer->name) + ": " + e.what());
+        }
+        continue;
+      }
       const json* args = node.is_object() && node.contains("args") ? &node["args"] : nullptr;
       if (!args || !args->is_array() || args->empty())
         throw FormatError(layer_label(label, layer->name) + ": an inbound node has no args");

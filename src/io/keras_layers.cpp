@@ -348,10 +348,10 @@ json layer_to_json(const Layer& layer) {
     config = {{"batch_shape", shape}, {"dtype", "float32"}, {"sparse", false}, {"ragged", false}, {"name", layer.name}};
     return {{"module", "keras.layers"}, {"class_name", "InputLayer"}, {"config", config}, {"registered_name", nullptr}};
   }
-  config["name"] = layer.name;
-  config["trainable"] = layer.trainable;
-  config["dtype"] = dtype_policy();
   const std::string cls = layer.class_name();
+  config["name"] = layer.name;
+  if (cls != "SpatialDropout2D") config["trainable"] = layer.trainable;  // its __init__ takes no trainable
+  config["dtype"] = dtype_policy();
   for (const auto& [key, v] : layer.get_config().items) {
     json value;
     switch (v.kind) {
@@ -372,7 +372,9 @@ json layer_to_json(const Layer& layer) {
         break;
     }
     if (key.size() > 12 && key.compare(key.size() - 12, 12, "_initializer") == 0) value = initializer_object(v.s);
-    if (key == "seed" && v.i == 0) value = nullptr;  // trainkit's 0: from the global seed (Keras' None)
+    // trainkit's 0: from the global seed (Keras' None). Keras seeds are uint32: a drawn 64-bit seed is written
+    // modulo 2^32 (dropout masks after a reload then differ from the original's; the weights do not).
+    if (key == "seed") value = v.i == 0 ? json(nullptr) : json(static_cast<uint64_t>(v.i) & 0xFFFFFFFFu);
     if (cls == "ZeroPadding2D" && key == "padding")
       value = json::array({json::array({v.ints[0], v.ints[1]}), json::array({v.ints[2], v.ints[3]})});
     config[key] = value;

@@ -165,19 +165,30 @@ void weights_from_tree(Model& model, const H5Tree& tree, const std::string& labe
   std::vector<std::vector<Tensor>> slots;
   int64_t iterations = -1;
   float lr = 0.0f;
-  if (!keras2 && model.optimizer() && tree.groups.count("optimizer/vars")) {
+  // Keras 3: optimizer/vars/<i>; Keras 2 (.h5): optimizer_weights/<weight_names[i]>.
+  std::vector<std::string> paths;
+  if (!keras2 && tree.groups.count("optimizer/vars")) {
+    const size_t n = tree.children("optimizer/vars").size();
+    for (size_t i = 0; i < n; ++i) paths.push_back("optimizer/vars/" + std::to_string(i));
+  } else if (keras2 && tree.attrs.count("optimizer_weights") &&
+             tree.attrs.at("optimizer_weights").count("weight_names")) {
+    for (const std::string& n : tree.attrs.at("optimizer_weights").at("weight_names"))
+      paths.push_back("optimizer_weights/" + n);
+  }
+  if (model.optimizer() && !paths.empty()) {
     const Optimizer& opt = *model.optimizer();
-    const size_t have = tree.children("optimizer/vars").size();
+    const size_t have = paths.size();
     std::vector<const Weight*> tw = model.trainable_weights();
     const auto order = keras_slot_order(opt, tw.size());
     if (have != 2 && have != 2 + order.size())
-      throw FormatError(label + ": 'optimizer/vars' holds " + std::to_string(have) + " variables; " + opt.name() +
+      throw FormatError(label + ": the file holds " + std::to_string(have) + " optimizer variables; " + opt.name() +
                         " over this model's " + std::to_string(tw.size()) + " trainable weights has " +
                         std::to_string(2 + order.size()) + " (compile with the optimizer the file was saved with)");
-    const Tensor* it = tree.dataset("optimizer/vars/0");
-    const Tensor* lrt = tree.dataset("optimizer/vars/1");
+    const Tensor* it = tree.dataset(paths[0]);
+    const Tensor* lrt = tree.dataset(paths[1]);
     if (!it || it->numel() != 1 || it->dtype() != DType::i64 || !lrt || lrt->numel() != 1 || lrt->dtype() != DType::f32)
-      throw FormatError(label + ": 'optimizer/vars/0' and '/1' must be the iteration count and the learning rate");
+      throw FormatError(label + ": '/" + paths[0] + "' and '/" + paths[1] +
+                        "' must be the optimizer's iteration count and learning rate");
     iterations = it->data<int64_t>()[0];
     lr = lrt->data<float>()[0];
     if (iterations < 0) throw FormatError(label + ": the optimizer's iteration count is negative");
@@ -187,7 +198,7 @@ void weights_from_tree(Model& model, const H5Tree& tree, const std::string& labe
     if (have > 2) {
       size_t i = 2;
       for (const auto& [k, s] : order) {
-        const std::string path = "optimizer/vars/" + std::to_string(i++);
+        const std::string& path = paths[i++];
         const Tensor* v = tree.dataset(path);
         if (!v || v->shape() != tw[k]->value.shape() || v->dtype() != DType::f32)
           throw FormatError(label + ": optimizer variable '/" + path + "' should be " +

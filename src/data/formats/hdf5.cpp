@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "data/formats/bytes.h"
+#include "data/hdf5_isolation.h"
 
 namespace tk::data {
 namespace {
@@ -738,6 +739,7 @@ Hdf5File::Hdf5File(const std::string& path) : impl_(std::make_unique<Impl>()) {
   impl_->path = path;
   Lock lock;
   impl_->size = precheck(path);
+  hdf5_isolation::preflight(path);  // libhdf5 meets the file in the helper process first
   impl_->file = FileHandle(check_id(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), path, "cannot open the file"));
 }
 

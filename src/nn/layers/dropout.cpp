@@ -44,7 +44,10 @@ class SpatialDropoutLayer final : public Layer {
   }
   std::string class_name() const override { return "SpatialDropout2D"; }
   LayerConfig get_config() const override {
-    return LayerConfig{}.set_float("rate", rate_).set("seed", static_cast<int64_t>(seed_));
+    return LayerConfig{}
+        .set_float("rate", rate_)
+        .set("seed", static_cast<int64_t>(seed_))
+        .set("data_format", std::string("channels_last"));
   }
   Shape build(const std::vector<Shape>& in) override { return nn::image_input(*this, in); }
   int call(nn::CallContext& ctx, const std::vector<int>& in) const override {
