@@ -51,6 +51,13 @@ void write_example_files(const fs::path& dir) {
   for (const char* name : {"train.csv", "test.csv", "train.npz", "test.npz"})
     fs::copy_file(cli / name, dir / name, fs::copy_options::overwrite_existing);
   fs::copy_file(cli / "grouped.h5", dir / "train.h5", fs::copy_options::overwrite_existing);  // /train/x, /train/y
+  // `trainkit run ... -- python train.py`: a stand-in `python` (first on PATH) that runs train.py with sh, and a
+  // train.py that shows what the leasing parent set for it.
+  fs::create_directories(dir / "bin");
+  std::ofstream(dir / "bin" / "python") << "#!/bin/sh\nexec /bin/sh \"$@\"\n";
+  fs::permissions(dir / "bin" / "python", fs::perms::owner_all);
+  std::ofstream(dir / "train.py") << "echo \"train.py ran: TK_MEMORY_LIMIT=$TK_MEMORY_LIMIT "
+                                     "CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES\"\n";
 }
 
 TEST(Readme, EveryCliExampleRunsAsWritten) {
@@ -62,13 +69,34 @@ TEST(Readme, EveryCliExampleRunsAsWritten) {
   ASSERT_GE(examples.size(), 8u) << "README.md's CLI examples were not found";
   const fs::path dir = fs::path(path_of("readme"));
   write_example_files(dir);
+  // m.keras, the Keras model the examples resume, evaluate and summarize: 4 features, 2 classes, like train.npz.
+  const Result made =
+      run_cli("fit --data " + quote((dir / "train.npz").string()) +
+              " --model dense:8:relu,dense:2 --epochs 1 -v 0 --save " + quote((dir / "m.keras").string()));
+  ASSERT_EQ(made.code, 0) << describe(made);
   for (const std::string& args : examples) {
     SCOPED_TRACE(args);
-    const Result r =
-        run_cli(args, "cd " + quote(dir.string()) + " && TK_FASHION_MNIST_DIR=" + quote((dir / "fashion").string()));
+    const Result r = run_cli(args, "cd " + quote(dir.string()) + " && PATH=" + quote((dir / "bin").string()) +
+                                       ":\"$PATH\" TK_FASHION_MNIST_DIR=" + quote((dir / "fashion").string()));
     ASSERT_EQ(r.code, 0) << describe(r);
     if (args.find("--help") != std::string::npos) {
       EXPECT_CONTAINS(r.out, "Usage");
+      continue;
+    }
+    if (args.rfind("jobs", 0) == 0) {  // the ledger's listing
+      EXPECT_CONTAINS(r.out, "lease ledger: ");
+      continue;
+    }
+    if (args.rfind("summary ", 0) == 0) {
+      EXPECT_CONTAINS(r.out, "Total params");
+      continue;
+    }
+    if (args.rfind("evaluate ", 0) == 0) {
+      EXPECT_CONTAINS(r.out, "loss");
+      continue;
+    }
+    if (args.rfind("run ", 0) == 0) {  // the job ran under its lease, with the limit in its environment (8 GiB)
+      EXPECT_CONTAINS(r.out, "train.py ran: TK_MEMORY_LIMIT=8589934592 ");
       continue;
     }
     EXPECT_CONTAINS(r.out, "peak memory: ");

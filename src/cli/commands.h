@@ -29,6 +29,7 @@ struct FitArgs {
   int64_t shuffle_buffer = 10000;
   std::vector<std::string> given;  // the --data-only options given on the command line (rejected without --data)
   std::string dump_weights;        // --dump-weights: the final weights as exact text, for comparing runs
+  std::string history_json;        // --history-json: the History as JSON (tk::isolated_fit reads it back)
   int verbose = -1;
   bool summary = true;
   std::string save;         // --save m.keras after training (keras_commands.cpp)

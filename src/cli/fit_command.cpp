@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -70,6 +71,9 @@ void add_fit_command(CLI::App& app, FitArgs& a) {
   fit->add_option("--dump-weights", a.dump_weights,
                   "Write the final weights to this file as text, exactly (%.9g; one 'tensor NAME float32 RANK DIMS' "
                   "line and one line of values per weight), to compare runs");
+  fit->add_option("--history-json", a.history_json,
+                  "Write the History (per-epoch logs) to this file as JSON: {\"epoch\": [...], \"history\": "
+                  "{\"loss\": [...], ...}}");
   fit->add_option("-v,--verbose", a.verbose,
                   "0 silent, 1 progress bar, 2 one line per epoch (default: bar on a terminal)");
   fit->add_flag("!--no-summary", a.summary, "Do not print the model summary");
@@ -114,6 +118,15 @@ bool explicit_files_given(const FitArgs& a) {
 
 // The final weights as text: "tensor <layer/weight> float32 <rank> <dims...>" then the values, %.9g (exact for
 // float32), one line each — the format of tests/fixtures/parity_mlp.txt. Written atomically.
+// {"epoch": [0, 1], "history": {"loss": [...], ...}}, doubles that read back exactly. Written atomically.
+void write_history_json(const History& h, const std::string& path) {
+  nlohmann::json j;
+  j["epoch"] = h.epoch;
+  j["history"] = nlohmann::json::object();
+  for (const auto& [k, v] : h.history) j["history"][k] = v;
+  io::write_file_atomic(path, j.dump() + "\n");
+}
+
 void dump_weights(Model& model, const std::string& path) {
   std::string text = "# trainkit fit --dump-weights: final weights, get_weights() order\n";
   char buf[32];
@@ -221,12 +234,13 @@ int run_fit_data(const FitArgs& a, OptimizerPtr optimizer, int64_t batch_size, i
   const data::Dataset train = train_src.shuffle(a.shuffle_buffer, a.seed).batch(batch).prefetch(data::AUTOTUNE);
   std::optional<data::Dataset> val;
   if (val_src) val = val_src->batch(std::min(batch, kEvaluationBatch)).prefetch(data::AUTOTUNE);
-  model.fit(train, {.epochs = a.epochs,
-                    .verbose = a.verbose,
-                    .callbacks = std::move(callbacks),
-                    .micro_batch_size = micro,
-                    .validation_dataset = val});
+  const History history = model.fit(train, {.epochs = a.epochs,
+                                            .verbose = a.verbose,
+                                            .callbacks = std::move(callbacks),
+                                            .micro_batch_size = micro,
+                                            .validation_dataset = val});
   if (!a.dump_weights.empty()) dump_weights(model, a.dump_weights);
+  if (!a.history_json.empty()) write_history_json(history, a.history_json);
   if (val) {
     Logs test = model.evaluate(*val);
     std::printf("test_loss: %.4f - test_accuracy: %.4f\n", test.get("loss"), test.get("accuracy"));
@@ -306,14 +320,15 @@ int run_fit(const FitArgs& a) {
     model.compile(optimizer, losses::SparseCategoricalCrossentropy({.from_logits = true}), {"accuracy"});
   if (a.summary && a.verbose != 0) model.summary();
 
-  model.fit(d.x_train, d.y_train,
-            {.batch_size = batch_size,
-             .epochs = a.epochs,
-             .verbose = a.verbose,
-             .callbacks = std::move(callbacks),
-             .validation_split = a.validation_split,
-             .micro_batch_size = micro_batch_size});
+  const History history = model.fit(d.x_train, d.y_train,
+                                    {.batch_size = batch_size,
+                                     .epochs = a.epochs,
+                                     .verbose = a.verbose,
+                                     .callbacks = std::move(callbacks),
+                                     .validation_split = a.validation_split,
+                                     .micro_batch_size = micro_batch_size});
   if (!a.dump_weights.empty()) dump_weights(model, a.dump_weights);
+  if (!a.history_json.empty()) write_history_json(history, a.history_json);
   Logs test = model.evaluate(d.x_test, d.y_test, {.batch_size = evaluation_batch(model, batch_size)});
   std::printf("test_loss: %.4f - test_accuracy: %.4f\n", test.get("loss"), test.get("accuracy"));
   save_model_file(model, a.save, a.verbose);
