@@ -7,6 +7,9 @@ include(CMakePackageConfigHelpers)
 set(TK_CONFIG_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/trainkit)
 
 install(TARGETS trainkit trainkit_data EXPORT trainkitTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+# The process libhdf5 reads files in (src/data/hdf5_isolation.h): found by an installed program as
+# TK_HDF5_HELPER, beside the program, or at <configured prefix>/libexec/trainkit-hdf5-helper.
+install(TARGETS trainkit_hdf5_helper RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR})
 # The whole folder, so that headers added later are installed without touching this file.
 install(DIRECTORY include/trainkit DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.h")
 install(EXPORT trainkitTargets NAMESPACE trainkit:: DESTINATION ${TK_CONFIG_DESTINATION})

@@ -48,6 +48,10 @@ std::string helper_path() {
   if (executable(TK_HDF5_HELPER_PATH)) return TK_HDF5_HELPER_PATH;
   tried.emplace_back(TK_HDF5_HELPER_PATH);
 #endif
+#ifdef TK_HDF5_HELPER_INSTALLED
+  if (executable(TK_HDF5_HELPER_INSTALLED)) return TK_HDF5_HELPER_INSTALLED;
+  tried.emplace_back(TK_HDF5_HELPER_INSTALLED);
+#endif
   std::string list;
   for (const std::string& t : tried) list += (list.empty() ? "" : ", ") + t;
   throw IoError(std::string("cannot find ") + kHelperName + ", the process trainkit reads HDF5 files in (tried " +
