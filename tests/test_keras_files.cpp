@@ -270,3 +270,20 @@ TEST(KerasFiles, WeightsH5RoundTripAndKerasLayout) {
 
 }  // namespace
 }  // namespace tk
+
+// Keras' to_snake_case (names of the weights file's layer groups); expected values printed by Python's re.sub
+// with Keras' two patterns.
+TEST(KerasNames, SnakeCaseMatchesKerasRegexes) {
+  const std::vector<std::pair<std::string, std::string>> cases{{"Conv2D", "conv2d"},
+                                                               {"BatchNormalization", "batch_normalization"},
+                                                               {"MaxPooling2D", "max_pooling2d"},
+                                                               {"GlobalAveragePooling2D", "global_average_pooling2d"},
+                                                               {"UpSampling2D", "up_sampling2d"},
+                                                               {"SpatialDropout2D", "spatial_dropout2d"},
+                                                               {"ReLU", "re_lu"},
+                                                               {"HTTPResponse", "http_response"},
+                                                               {"Dense", "dense"},
+                                                               {"InputLayer", "input_layer"},
+                                                               {"AbCdEf", "ab_cd_ef"}};
+  for (const auto& [in, out] : cases) EXPECT_EQ(tk::io::keras::snake_case(in), out) << in;
+}

@@ -2,7 +2,6 @@
 // Loading accepts exactly what trainkit implements: every key of a layer's config is either read, or must
 // hold Keras' default (null regularizers, channels_last, ...); anything else is one error naming the layer.
 #include <map>
-#include <regex>
 #include <set>
 
 #include "io/keras_internal.h"
@@ -332,10 +331,37 @@ LayerPtr make_layer(const std::string& cls, Opts& o, const std::string& name, co
 
 }  // namespace
 
+// Keras' to_snake_case: re.sub("(.)([A-Z][a-z]+)", r"\1_\2"), then re.sub("([a-z])([A-Z])", r"\1_\2"), then
+// lower() — the two substitutions scanned left to right with non-overlapping matches, as re.sub does (written
+// out: GCC 12's std::regex trips -Wmaybe-uninitialized in sanitizer builds).
 std::string snake_case(const std::string& class_name) {
-  static const std::regex a("(.)([A-Z][a-z]+)"), b("([a-z])([A-Z])");
-  std::string s = std::regex_replace(class_name, a, "$1_$2");
-  s = std::regex_replace(s, b, "$1_$2");
+  auto upper = [](char c) { return c >= 'A' && c <= 'Z'; };
+  auto lower = [](char c) { return c >= 'a' && c <= 'z'; };
+  const std::string& in = class_name;
+  std::string a;
+  for (size_t i = 0; i < in.size();) {
+    if (i + 2 < in.size() && upper(in[i + 1]) && lower(in[i + 2])) {  // (.)([A-Z][a-z]+)
+      size_t j = i + 2;
+      while (j < in.size() && lower(in[j])) ++j;
+      a += in[i];
+      a += '_';
+      a.append(in, i + 1, j - i - 1);
+      i = j;
+    } else {
+      a += in[i++];
+    }
+  }
+  std::string s;
+  for (size_t i = 0; i < a.size();) {
+    if (i + 1 < a.size() && lower(a[i]) && upper(a[i + 1])) {  // ([a-z])([A-Z])
+      s += a[i];
+      s += '_';
+      s += a[i + 1];
+      i += 2;
+    } else {
+      s += a[i++];
+    }
+  }
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
 }
