@@ -8,7 +8,16 @@
 #include <cstdlib>
 #include <string>
 
+#include "trainkit/core/tensor.h"
+
 namespace tk::fuzz {
+
+// Reads every byte, so that a tensor smaller than its shape claims shows up under AddressSanitizer.
+inline void touch(const Tensor& t) {
+  volatile uint8_t sink = 0;
+  const auto* p = static_cast<const uint8_t*>(t.raw());
+  for (size_t i = 0; i < t.nbytes(); ++i) sink = static_cast<uint8_t>(sink ^ p[i]);
+}
 
 // One file per process and suffix; removed at exit.
 inline std::string temp_path(const char* suffix) {

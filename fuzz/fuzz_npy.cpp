@@ -10,16 +10,7 @@
 #include "trainkit/core/error.h"
 #include "trainkit/data/npy.h"
 
-namespace {
-
-// Touch every byte so that a tensor smaller than its shape claims shows up under AddressSanitizer.
-void touch(const tk::Tensor& t) {
-  volatile uint8_t sink = 0;
-  const auto* p = static_cast<const uint8_t*>(t.raw());
-  for (size_t i = 0; i < t.nbytes(); ++i) sink = static_cast<uint8_t>(sink ^ p[i]);
-}
-
-}  // namespace
+using tk::fuzz::touch;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path = tk::fuzz::write_input(data, size, ".npy");

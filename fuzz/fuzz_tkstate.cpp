@@ -7,18 +7,11 @@
 #include <cstring>
 #include <span>
 
+#include "fuzz_common.h"
 #include "trainkit/core/error.h"
 #include "trainkit/io/training_state_file.h"
 
-namespace {
-
-void touch(const tk::Tensor& t) {
-  volatile uint8_t sink = 0;
-  const auto* p = static_cast<const uint8_t*>(t.raw());
-  for (size_t i = 0; i < t.nbytes(); ++i) sink = static_cast<uint8_t>(sink ^ p[i]);
-}
-
-}  // namespace
+using tk::fuzz::touch;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

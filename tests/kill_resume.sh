@@ -16,19 +16,11 @@ fm_src="${TK_FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}"
 work="$(mktemp -d "${TMPDIR:-/tmp}/tk_kill_resume.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 
-idx_head() {  # idx_head NAME N HEADER_BYTES ITEM_BYTES: the first N samples of $fm_src/NAME[.gz] as $work/NAME
-  local src="$fm_src/$1" full="$work/$1.full"
-  [ -f "$src" ] || src="$src.gz"
-  gzip -dcf "$src" >"$full"
-  { head -c 4 "$full"
-    printf "$(printf '\\x%02x\\x%02x\\x%02x\\x%02x' $(($2 >> 24 & 255)) $(($2 >> 16 & 255)) $(($2 >> 8 & 255)) $(($2 & 255)))"
-    head -c $(($3 + $2 * $4)) "$full" | tail -c +9; } >"$work/$1"
-  rm "$full"
-}
-idx_head train-images-idx3-ubyte 2000 16 784
-idx_head train-labels-idx1-ubyte 2000 8 1
-idx_head t10k-images-idx3-ubyte 200 16 784
-idx_head t10k-labels-idx1-ubyte 200 8 1
+source "$(dirname "$0")/../tools/idx_head.sh"
+idx_head "$fm_src" "$work" train-images-idx3-ubyte 2000 16 784
+idx_head "$fm_src" "$work" train-labels-idx1-ubyte 2000 8 1
+idx_head "$fm_src" "$work" t10k-images-idx3-ubyte 200 16 784
+idx_head "$fm_src" "$work" t10k-labels-idx1-ubyte 200 8 1
 
 # 2000 samples, batch 32: 63 steps per epoch (the last one partial); backups every 7 steps, so most land mid-epoch.
 fit() {  # fit BACKUP_DIR [env...]; exec, so that the PID a background `( fit ... ) &` gives is trainkit's own

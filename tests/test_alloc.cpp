@@ -8,6 +8,7 @@
 #include <new>
 
 #include "graph/schedule.h"
+#include "test_data.h"
 #include "trainkit/trainkit.h"
 
 namespace {
@@ -48,15 +49,7 @@ void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::f
 namespace tk {
 namespace {
 
-Tensor random_tensor(Shape s, uint32_t seed) {
-  Tensor t(s, DType::f32);
-  uint32_t state = seed;
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    state = state * 1664525u + 1013904223u;
-    t.data<float>()[i] = static_cast<float>(state >> 8) / 16777216.0f - 0.5f;
-  }
-  return t;
-}
+Tensor random_tensor(Shape s, uint32_t seed) { return testing::lcg_tensor(std::move(s), seed); }
 
 void expect_no_allocations_per_step(Model& model, const std::vector<Tensor>& x, const std::vector<Tensor>& y) {
   for (int i = 0; i < 3; ++i) model.train_on_batch(x, y);  // compile the program, create optimizer slots

@@ -4,25 +4,14 @@
 
 #include <random>
 
+#include "test_data.h"
 #include "trainkit/runtime/memory.h"
 #include "trainkit/trainkit.h"
 
 namespace {
 
-tk::Tensor uniform(tk::Shape shape, uint32_t seed) {
-  tk::Tensor t(std::move(shape), tk::DType::f32);
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = d(rng);
-  return t;
-}
-
-tk::Tensor labels(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> v(static_cast<size_t>(n));
-  for (auto& x : v) x = static_cast<int32_t>(rng() % 10u);
-  return tk::Tensor::from_vector<int32_t>(tk::Shape{n}, v);
-}
+using tk::testing::uniform;
+tk::Tensor labels(int64_t n, uint32_t seed) { return tk::testing::int_labels(n, 10, seed); }
 
 std::unique_ptr<tk::Sequential> model() {
   tk::utils::set_random_seed(11);

@@ -72,25 +72,7 @@ struct Fits {
             (f.dir / "test-labels").string()};
   }
   size_t fit(int epochs, const std::string& extra = "") {
-    std::vector<std::string> argv{TK_CLI_PATH,
-                                  "fit",
-                                  "--model",
-                                  "dense:16:relu,dense:10",
-                                  "-e",
-                                  std::to_string(epochs),
-                                  "-v",
-                                  "0",
-                                  "--no-summary",
-                                  "--memory-limit",
-                                  "32MiB",
-                                  "--train-images",
-                                  (f.dir / "train-images").string(),
-                                  "--train-labels",
-                                  (f.dir / "train-labels").string(),
-                                  "--test-images",
-                                  (f.dir / "test-images").string(),
-                                  "--test-labels",
-                                  (f.dir / "test-labels").string()};
+    std::vector<std::string> argv = fit_argv(epochs);
     if (!extra.empty()) argv.push_back(extra);
     const std::string n = std::to_string(children.size());
     children.push_back(

@@ -13,23 +13,13 @@
 #include <vector>
 
 #include "cli_run.h"
+#include "test_data.h"
 
 namespace {
 
 using namespace tk_cli_test;  // NOLINT(google-build-using-namespace)
 
-// Under AddressSanitizer the resident size measures its shadow memory and quarantine too: no RSS bound there.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kAsan = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kAsan = true;
-#else
-constexpr bool kAsan = false;
-#endif
-#else
-constexpr bool kAsan = false;
-#endif
+using tk::testing::kAsan;  // no RSS bound under AddressSanitizer (its shadow memory is resident too)
 
 struct Child {
   pid_t pid = -1;

@@ -7,18 +7,13 @@
 #include <random>
 
 #include "runtime/isolate.h"
+#include "test_data.h"
 #include "trainkit/nn/isolated_fit.h"
 #include "trainkit/trainkit.h"
 
 namespace {
 
-tk::Tensor uniform(tk::Shape shape, uint32_t seed) {
-  tk::Tensor t(std::move(shape), tk::DType::f32);
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = d(rng);
-  return t;
-}
+using tk::testing::uniform;
 
 tk::Tensor labels(const tk::Tensor& x) {  // learnable: the sign of the first feature
   std::vector<int32_t> v(static_cast<size_t>(x.dim(0)));
@@ -77,11 +72,10 @@ TEST(IsolatedFit, ACrashOrAnOutOfMemoryInTheChildIsAnExceptionAndTheModelIsUncha
   } catch (const tk::OutOfMemoryError& e) {
     ADD_FAILURE() << "a crash is not an out-of-memory: " << e.what();
   } catch (const tk::Error& e) {
-#if defined(__SANITIZE_ADDRESS__)  // the sanitizers report the fault and end the child their own way
-    EXPECT_NE(std::string(e.what()).find("TK_TEST_FAULT: segfault now"), std::string::npos) << e.what();
-#else
-    EXPECT_NE(std::string(e.what()).find("SIGSEGV"), std::string::npos) << e.what();
-#endif
+    // The sanitizers report the fault and end the child their own way; the child's last lines say what it was.
+    EXPECT_NE(std::string(e.what()).find(tk::testing::kAsan ? "TK_TEST_FAULT: segfault now" : "SIGSEGV"),
+              std::string::npos)
+        << e.what();
   }
   ::unsetenv("TK_TEST_FAULT");
   EXPECT_THROW(tk::isolated_fit(*m, x, y, {.memory_limit = "1KiB"}), tk::OutOfMemoryError);
@@ -89,9 +83,7 @@ TEST(IsolatedFit, ACrashOrAnOutOfMemoryInTheChildIsAnExceptionAndTheModelIsUncha
 }
 
 TEST(IsolatedFit, TheParentsMemoryDoesNotGrow) {
-#if defined(__SANITIZE_ADDRESS__)
-  GTEST_SKIP() << "AddressSanitizer's quarantine keeps freed memory resident";
-#endif
+  if (tk::testing::kAsan) GTEST_SKIP() << "AddressSanitizer's quarantine keeps freed memory resident";
   Env env;
   const tk::Tensor x = uniform({128, 8}, 4), y = labels(x);
   auto m = model();

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "test_data.h"
 #include "trainkit/io/keras.h"
 #include "trainkit/io/training_state_file.h"
 #include "trainkit/trainkit.h"
@@ -24,20 +25,8 @@ namespace fs = std::filesystem;
 using tk::Tensor;
 using namespace tk::callbacks;
 
-Tensor uniform(tk::Shape shape, uint32_t seed) {
-  Tensor t(std::move(shape), tk::DType::f32);
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = d(rng);
-  return t;
-}
-
-Tensor labels(int64_t n, int classes, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> v(static_cast<size_t>(n));
-  for (auto& x : v) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(classes));
-  return Tensor::from_vector<int32_t>(tk::Shape{n}, v);
-}
+using tk::testing::uniform;
+Tensor labels(int64_t n, int classes, uint32_t seed) { return tk::testing::int_labels(n, classes, seed); }
 
 // The same model every time: weights and dropout seeds come from the global seed.
 std::unique_ptr<tk::Sequential> make_model() {

@@ -6,6 +6,8 @@
 #include <functional>
 
 #include "runtime/device_memory.h"
+#include "runtime/isolate.h"
+#include "test_data.h"
 #include "trainkit/runtime/memory.h"
 #include "trainkit/trainkit.h"
 
@@ -116,26 +118,9 @@ std::unique_ptr<Model> mlp(std::vector<int64_t> units, bool freeze_first = false
   return m;
 }
 
-// Under AddressSanitizer the resident size measures its shadow memory and quarantine too: no RSS bound there.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kAsan = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kAsan = true;
-#else
-constexpr bool kAsan = false;
-#endif
-#else
-constexpr bool kAsan = false;
-#endif
+using tk::testing::kAsan;  // no RSS bound under AddressSanitizer (its shadow memory is resident too)
 
-// VmRSS of this process (bytes).
-int64_t resident_bytes() {
-  std::ifstream in("/proc/self/status");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
-  return 0;
-}
+int64_t resident_bytes() { return static_cast<int64_t>(tk::runtime::resident_bytes()); }  // VmRSS
 
 class PlanVsMeasured : public ::testing::TestWithParam<PlanCase> {};
 

@@ -30,20 +30,12 @@ cmake --build build-examples -j"$jobs"
 # training and 500 test images (TK_FASHION_MNIST_DIR), cut from the real files with the count in the header rewritten.
 fm_src="${TK_FASHION_MNIST_DIR:-/usr/share/datasets/fashion-mnist}"
 fm_small=build-examples/fashion-mnist-small
-idx_head() {  # idx_head NAME N HEADER_BYTES ITEM_BYTES: the first N samples of $fm_src/NAME[.gz] as $fm_small/NAME
-  local src="$fm_src/$1" full="$fm_small/$1.full"
-  [ -f "$src" ] || src="$src.gz"
-  gzip -dcf "$src" >"$full"
-  { head -c 4 "$full"  # magic
-    printf "$(printf '\\x%02x\\x%02x\\x%02x\\x%02x' $(($2 >> 24 & 255)) $(($2 >> 16 & 255)) $(($2 >> 8 & 255)) $(($2 & 255)))"
-    head -c $(($3 + $2 * $4)) "$full" | tail -c +9; } >"$fm_small/$1"  # other dims, then N samples
-  rm "$full"
-}
+source tools/idx_head.sh
 mkdir -p "$fm_small"
-idx_head train-images-idx3-ubyte 2000 16 784
-idx_head train-labels-idx1-ubyte 2000 8 1
-idx_head t10k-images-idx3-ubyte 500 16 784
-idx_head t10k-labels-idx1-ubyte 500 8 1
+idx_head "$fm_src" "$fm_small" train-images-idx3-ubyte 2000 16 784
+idx_head "$fm_src" "$fm_small" train-labels-idx1-ubyte 2000 8 1
+idx_head "$fm_src" "$fm_small" t10k-images-idx3-ubyte 500 16 784
+idx_head "$fm_src" "$fm_small" t10k-labels-idx1-ubyte 500 8 1
 TK_FASHION_MNIST_DIR="$fm_small" ./build-examples/fashion_mlp | tee build-examples/fashion_mlp.log | tail -n 3
 acc="$(sed -n 's/.*test accuracy \([0-9.]*\).*/\1/p' build-examples/fashion_mlp.log)"
 awk -v acc="$acc" 'BEGIN { exit !(acc > 0.5) }' || { echo "fashion_mlp: test accuracy '$acc', expected > 0.5"; exit 1; }

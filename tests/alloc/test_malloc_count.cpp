@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "../test_data.h"
 #include "backends/cpu/kernels.h"
 #include "trainkit/trainkit.h"
 
@@ -131,15 +132,7 @@ int dnnl_primitive_execute(const void* primitive, void* stream, int nargs, const
 namespace tk {
 namespace {
 
-Tensor random_tensor(Shape s, uint32_t seed) {
-  Tensor t(s, DType::f32);
-  uint32_t state = seed;
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    state = state * 1664525u + 1013904223u;
-    t.data<float>()[i] = static_cast<float>(state >> 8) / 16777216.0f - 0.5f;
-  }
-  return t;
-}
+Tensor random_tensor(Shape s, uint32_t seed) { return testing::lcg_tensor(std::move(s), seed); }
 
 Tensor labels(int64_t n, int classes) {
   Tensor y(Shape{n}, DType::i32);

@@ -48,13 +48,8 @@ struct PolynomialDecayOptions {
 };
 LearningRateSchedulePtr PolynomialDecay(PolynomialDecayOptions o);
 
-// initial / (1 + decay_rate * step / decay_steps); the ratio floored when staircase.
-struct InverseTimeDecayOptions {
-  float initial_learning_rate = 0.0f;
-  int64_t decay_steps = 0;
-  float decay_rate = 0.0f;
-  bool staircase = false;
-};
+// initial / (1 + decay_rate * step / decay_steps); the ratio floored when staircase (ExponentialDecay's arguments).
+using InverseTimeDecayOptions = ExponentialDecayOptions;
 LearningRateSchedulePtr InverseTimeDecay(InverseTimeDecayOptions o);
 
 // Optional linear warmup from initial to warmup_target over warmup_steps, then cosine decay over decay_steps

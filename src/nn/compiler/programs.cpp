@@ -99,20 +99,9 @@ std::vector<Tensor> ProgramCache::slots(const Weight& w) const {
 }
 
 void ProgramCache::set_slots(const Weight& w, const std::vector<Tensor>& values) {
-  auto it = slots_.find(w.id);
-  if (it == slots_.end()) {
-    std::vector<Tensor> fresh;
-    for (size_t s = 0; s < values.size(); ++s) {
-      fresh.emplace_back(w.value.shape(), w.value.dtype(), model_.device_,
-                         w.name + "/" + model_.optimizer_->name() + " slot " + std::to_string(s));
-      if (!fresh.back().on_host())
-        throw Unsupported("restoring optimizer state on " + model_.device_.to_string() +
-                          " is not built yet (load on cpu)");
-    }
-    it = slots_.emplace(w.id, std::move(fresh)).first;
-  }
+  std::vector<Tensor>& slots = *slots_of(w, true);
   for (size_t s = 0; s < values.size(); ++s) {  // in place: compiled programs hold pointers to the storage
-    Tensor& dst = it->second[s];
+    Tensor& dst = slots[s];
     if (!dst.on_host())
       throw Unsupported("restoring optimizer state on " + dst.device().to_string() + " is not built yet (load on cpu)");
     std::memcpy(dst.raw(), values[s].raw(), dst.nbytes());

@@ -2,63 +2,26 @@
 #include "trainkit/nn/training_state.h"
 
 #include <cstdio>
-#include <cstring>
 
 #include "backends/cpu/threads.h"
-#include "graph/backend.h"
-#include "graph/op.h"
-#include "nn/compiler/programs.h"
 #include "trainkit/core/error.h"
 #include "trainkit/nn/model.h"
 
 namespace tk {
-namespace {
-
-// A host copy of a tensor on any device.
-Tensor host_copy(const Tensor& t) {
-  if (t.device().kind == DeviceKind::cpu) return t.clone();
-  Tensor out(t.shape(), t.dtype());
-  graph::ExecContext ctx;
-  ctx.device = t.device();
-  graph::Backend& b = graph::backend(t.device().kind);
-  b.copy_to_host(out.raw(), t.raw(), t.nbytes(), ctx);
-  b.synchronize(ctx);
-  return out;
-}
-
-// Copies host bytes into a tensor's existing storage (compiled programs hold pointers to it).
-void copy_into(Tensor& dst, const Tensor& host_src) {
-  if (dst.device().kind == DeviceKind::cpu) {
-    std::memcpy(dst.raw(), host_src.raw(), host_src.nbytes());
-    return;
-  }
-  graph::ExecContext ctx;
-  ctx.device = dst.device();
-  graph::Backend& b = graph::backend(dst.device().kind);
-  b.copy_to_device(dst.raw(), host_src.raw(), host_src.nbytes(), ctx);
-  b.synchronize(ctx);
-}
-
-}  // namespace
 
 TrainingState Model::training_state() {
   check_compiled("training_state");
-  if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
   TrainingState s;
   s.model_name = name_;
   for (const LayerPtr& l : layers_)
     for (const Weight& w : l->weights()) {
       s.weight_names.push_back(w.name);
-      s.weights.push_back(host_copy(w.value));
+      s.weights.push_back(w.value.to_device(Device::cpu()));
     }
   s.optimizer = optimizer_->name();
   s.slots_per_variable = optimizer_->slots_per_variable();
-  for (Weight* w : programs_->trainable_weights()) {
-    const std::vector<Tensor>* slots = programs_->slots_of(*w, false);
-    for (int k = 0; k < s.slots_per_variable; ++k)  // no step yet: the zeros a first step starts from
-      s.optimizer_slots.push_back(slots ? host_copy((*slots)[static_cast<size_t>(k)])
-                                        : Tensor(w->value.shape(), w->value.dtype()));
-  }
+  for (std::vector<Tensor>& per_weight : get_optimizer_slots())  // zeros before the first step
+    for (Tensor& slot : per_weight) s.optimizer_slots.push_back(std::move(slot));
   s.iterations = optimizer_->iterations();
   s.learning_rate = optimizer_->learning_rate();
   s.step = step_;
@@ -72,7 +35,6 @@ void Model::restore_training_state(const TrainingState& s) {
   if (!has_graph_)
     throw InvalidArgument("restore_training_state: model '" + name_ +
                           "' is not built yet (give it an Input layer, or restore from a callback's on_train_begin)");
-  if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
   const std::string where = "restore_training_state (model '" + name_ + "', saved from '" + s.model_name + "'): ";
   std::vector<Weight*> mine;
   for (const LayerPtr& l : layers_)
@@ -90,7 +52,7 @@ void Model::restore_training_state(const TrainingState& s) {
     throw InvalidArgument(where + "the model is compiled with " + optimizer_->name() + " but the state holds " +
                           (s.optimizer.empty() ? std::string("no optimizer") : s.optimizer) +
                           " state (compile with the same optimizer)");
-  const std::vector<Weight*> trainable = programs_->trainable_weights();
+  const std::vector<const Weight*> trainable = trainable_weights();
   const size_t per = static_cast<size_t>(s.slots_per_variable);
   if (s.optimizer_slots.size() != trainable.size() * per)
     throw InvalidArgument(where + "the state has " + std::to_string(s.optimizer_slots.size()) +
@@ -108,12 +70,12 @@ void Model::restore_training_state(const TrainingState& s) {
     throw InvalidArgument(where + "negative counters in the state (iterations " + std::to_string(s.iterations) +
                           ", epoch " + std::to_string(s.position.epoch) + ")");
   // Everything checked: now copy (nothing above changed the model).
-  for (size_t i = 0; i < mine.size(); ++i) copy_into(mine[i]->value, s.weights[i]);
-  for (size_t i = 0; i < trainable.size(); ++i) {
-    std::vector<Tensor>& slots = *programs_->slots_of(*trainable[i], true);
-    for (size_t k = 0; k < per; ++k) copy_into(slots[k], s.optimizer_slots[i * per + k]);
-  }
-  optimizer_->config().iterations = s.iterations;
+  set_weights(s.weights);
+  std::vector<std::vector<Tensor>> slots(trainable.size());
+  for (size_t i = 0; i < trainable.size(); ++i)
+    slots[i].assign(s.optimizer_slots.begin() + static_cast<std::ptrdiff_t>(i * per),
+                    s.optimizer_slots.begin() + static_cast<std::ptrdiff_t>((i + 1) * per));
+  set_optimizer_slots(slots, s.iterations);
   if (!optimizer_->learning_rate_schedule())
     optimizer_->set_learning_rate(s.learning_rate);  // a schedule follows
                                                      // the step count
