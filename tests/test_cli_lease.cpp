@@ -136,12 +136,14 @@ TEST(CliLease, ThreeFitsOnABudgetForTwoQueueRefuseAndReclaim) {
   EXPECT_NE(smi.stdout_text().find("lease ledger: " + fits.ledger()), std::string::npos) << smi.stdout_text();
   EXPECT_NE(smi.stdout_text().find(std::to_string(fits.pid(a))), std::string::npos) << smi.stdout_text();
 
-  // kill -9 of a holder frees its lease: the waiter starts (within 30 s) and finishes.
-  fits.children[b].kill9();
-  ASSERT_TRUE(fits.wait_for({fits.pid(a), fits.pid(c)}, {})) << "the waiter did not start after the kill -9";
-  // A fourth queues behind a and c, and starts when c finishes normally.
+  // A fourth queues behind c (FIFO). It is queued before anything frees memory, so the order below does not depend
+  // on how fast the processes start.
   const size_t e = fits.fit(1, "--device=auto");  // the cpu: the only device here
-  ASSERT_TRUE(fits.children[c].wait_for(120));
+  ASSERT_TRUE(fits.wait_for({fits.pid(a), fits.pid(b)}, {fits.pid(c), fits.pid(e)})) << fits.children[e].stderr_text();
+  // kill -9 of a holder frees its lease: the first waiter (c) starts and finishes; e still waits (a + c hold 64 of
+  // 80 MiB), and starts when c finishes normally.
+  fits.children[b].kill9();
+  ASSERT_TRUE(fits.children[c].wait_for(120)) << "the waiter did not start after the kill -9";
   EXPECT_TRUE(fits.children[c].exited_with(0)) << fits.children[c].stderr_text();
   EXPECT_NE(fits.children[c].stderr_text().find("trainkit: waiting for cpu: 64.00 MiB held by 2 jobs, need 32.00 MiB"),
             std::string::npos)
