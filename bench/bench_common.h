@@ -1,9 +1,13 @@
-// Shared by the throughput benchmarks: the sgemm roofline and an epoch timer.
+// Shared by the throughput benchmarks: the two-term roofline (sgemm rate, STREAM-triad bandwidth), the machine's
+// ISA, and an epoch timer.
 #pragma once
 #include <cblas.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "trainkit/nn/callbacks.h"
@@ -26,6 +30,53 @@ inline double sgemm_gflops(int m, int n, int k, bool ta = false, bool tb = false
     best = std::min(best, seconds(t0, Clock::now()) / reps);
   }
   return 2.0 * m * n * k / best / 1e9;
+}
+
+// STREAM triad a(i) = b(i) + s c(i) over three 128 MiB arrays on every OpenMP thread: GB/s counting 3 x 4 bytes
+// per element (STREAM's convention: no write-allocate traffic), best of five.
+inline double stream_triad_gbs() {
+  const size_t n = size_t(32) << 20;
+  std::vector<float> a(n), b(n, 1.0f), c(n, 2.0f);
+  double best = 1e30;
+  for (int r = 0; r < 5; ++r) {
+    auto t0 = Clock::now();
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; ++i) a[i] = b[i] + 3.0f * c[i];
+    best = std::min(best, seconds(t0, Clock::now()));
+  }
+  return 3.0 * 4.0 * double(n) / best / 1e9;
+}
+
+// The step's roofline: its FLOPs at the sgemm(1024) rate plus its compulsory bytes at the triad bandwidth.
+struct Roofline {
+  double flops, bytes, gemm_gflops, triad_gbs;
+  double compute_ms() const { return flops / gemm_gflops / 1e6; }
+  double memory_ms() const { return bytes / triad_gbs / 1e6; }
+  double ms() const { return compute_ms() + memory_ms(); }
+  // A JSON object with every term.
+  std::string json(double step_ms) const {
+    char buf[320];
+    std::snprintf(buf, sizeof buf,
+                  "{\"flops_per_step\":%.4g,\"bytes_per_step\":%.4g,\"sgemm1024_gflops\":%.1f,\"triad_gbs\":%.1f,"
+                  "\"compute_ms\":%.3f,\"memory_ms\":%.3f,\"roofline_ms\":%.3f,\"step_ms\":%.3f,"
+                  "\"step_over_roofline\":%.3f}",
+                  flops, bytes, gemm_gflops, triad_gbs, compute_ms(), memory_ms(), ms(), step_ms, step_ms / ms());
+    return buf;
+  }
+};
+
+// "AMD EPYC 9R14 (avx2 avx512f avx512_bf16)" from /proc/cpuinfo: what the kernels could choose from.
+inline std::string cpu_description() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, model, flags;
+  while (std::getline(in, line)) {
+    if (model.empty() && line.rfind("model name", 0) == 0) model = line.substr(line.find(':') + 2);
+    if (flags.empty() && line.rfind("flags", 0) == 0) flags = " " + line.substr(line.find(':') + 1) + " ";
+  }
+  std::string isa;
+  for (const char* f : {"avx2", "fma", "avx512f", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16"})
+    if (flags.find(std::string(" ") + f + " ") != std::string::npos) isa += (isa.empty() ? "" : " ") + std::string(f);
+  return model + " (" + isa + ")";
 }
 
 // Wall time of every epoch of a fit.

@@ -49,10 +49,18 @@ int main(int argc, char** argv) try {
   const double flops = 2 * conv1 + 3 * conv2 + 3 * fc1 + 3 * fc2;
   const double achieved = flops * samples_per_s / 1e9;
   const double sq1024 = sgemm_gflops(1024, 1024, 1024), conv2_gemm = sgemm_gflops(int(batch) * 196, 64, 800);
+  // Compulsory bytes per step: 36 bytes per parameter (read forward, gradient written, Adam's 4 reads and 3
+  // writes), the batch read twice, and each layer's output written forward and read backward, its gradient too.
+  const double params = 5.0 * 5 * 1 * 32 + 32 + 5.0 * 5 * 32 * 64 + 64 + 3136.0 * 1024 + 1024 + 1024.0 * 10 + 10;
+  const double per_sample_values = 784 + 784.0 * 32 + 196.0 * 32 + 196.0 * 64 + 49.0 * 64 + 1024 + 10;
+  const double bytes = 36.0 * params + 4.0 * double(batch) * (784 + 4 * per_sample_values);
+  const tk::bench::Roofline roof{flops * double(batch), bytes, sq1024, tk::bench::stream_triad_gbs()};
+  const double step_ms = 1e3 * double(batch) / samples_per_s;
   std::printf(
-      "{\"peer\":\"trainkit\",\"threads\":%d,\"batch_size\":%lld,\"steps_per_epoch\":%lld,\"samples_per_s\":%.1f,"
-      "\"epoch_seconds\":[",
-      omp_get_max_threads(), static_cast<long long>(batch), static_cast<long long>(steps), samples_per_s);
+      "{\"peer\":\"trainkit\",\"cpu\":\"%s\",\"threads\":%d,\"batch_size\":%lld,\"steps_per_epoch\":%lld,"
+      "\"samples_per_s\":%.1f,\"roofline\":%s,\"epoch_seconds\":[",
+      tk::bench::cpu_description().c_str(), omp_get_max_threads(), static_cast<long long>(batch),
+      static_cast<long long>(steps), samples_per_s, roof.json(step_ms).c_str());
   for (size_t e = 1; e < timer->epoch_seconds.size(); ++e)
     std::printf("%s%.3f", e > 1 ? "," : "", timer->epoch_seconds[e]);
   std::printf(

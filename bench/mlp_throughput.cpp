@@ -49,8 +49,18 @@ int main(int argc, char** argv) try {
   const double flops_per_step = 2.0 * double(batch) * (784 * 256 + 256 * 128 + 128 * 10) * 2  // forward + dW
                                 + 2.0 * double(batch) * (256 * 128 + 128 * 10);               // dX (not layer 1)
   const double achieved = flops_per_step * samples_per_s / double(batch) / 1e9;
-  std::printf("{\"peer\":\"trainkit\",\"threads\":%d,\"batch_size\":%lld,\"samples_per_s\":%.0f,\"epoch_seconds\":[",
-              omp_get_max_threads(), static_cast<long long>(batch), samples_per_s);
+  // Compulsory bytes per step: parameters P read forward, gradients written, Adam reading w, g, m, v and writing
+  // w, m, v (9 x 4 bytes per parameter), the batch read twice (forward, first-layer dW), and each hidden/output
+  // activation written forward and read backward (its gradient the same).
+  const double params = 784.0 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10;
+  const double bytes = 36.0 * params + 4.0 * double(batch) * (2 * 784 + 4 * (256 + 128 + 10));
+  const tk::bench::Roofline roof{flops_per_step, bytes, sq1024, tk::bench::stream_triad_gbs()};
+  const double step_ms = 1e3 * double(batch) / samples_per_s;
+  std::printf(
+      "{\"peer\":\"trainkit\",\"cpu\":\"%s\",\"threads\":%d,\"batch_size\":%lld,\"samples_per_s\":%.0f,"
+      "\"roofline\":%s,\"epoch_seconds\":[",
+      tk::bench::cpu_description().c_str(), omp_get_max_threads(), static_cast<long long>(batch), samples_per_s,
+      roof.json(step_ms).c_str());
   for (size_t e = 1; e < timer->epoch_seconds.size(); ++e)
     std::printf("%s%.3f", e > 1 ? "," : "", timer->epoch_seconds[e]);
   std::printf(

@@ -46,6 +46,8 @@ constexpr std::array kUnsupported{
                       "updates weights and slots in place: weights and optimizer state stay float32"},
     UnsupportedKernel{Op::RmspropUpdate, device_bit(DeviceKind::cpu), k16Bit,
                       "updates weights and slots in place: weights and optimizer state stay float32"},
+    UnsupportedKernel{Op::MultiUpdate, device_bit(DeviceKind::cpu), k16Bit,
+                      "updates weights and slots in place: weights and optimizer state stay float32"},
     UnsupportedKernel{Op::AccumulateGrad, device_bit(DeviceKind::cpu), k16Bit,
                       "the micro-batch gradient accumulator is optimizer state: float32"},
     UnsupportedKernel{Op::BnUpdateMoving, device_bit(DeviceKind::cpu), k16Bit,
@@ -57,6 +59,7 @@ constexpr bool must_have_kernels(Op op) {
   if (is_exact_op(op)) return true;  // Cast, elementwise ops, data movement, activations and their gradients
   switch (op) {
     case Op::MatMul:
+    case Op::FusedMatMul:
     case Op::BiasAdd:
     case Op::BiasGrad:     // reductions
     case Op::StepControl:  // over the gradients, whatever their dtype
@@ -213,6 +216,29 @@ std::vector<Case> gradient_cases() {
                    at});
     }
   c.push_back({"BiasAdd", Op::BiasAdd, {{3, 5}, {5}}, {true, true}});
+  for (bool ta : {false, true}) {  // the fusion pass's op, each epilogue (graph/fuse.h)
+    Attrs at;
+    at.trans_a = ta;
+    at.trans_b = !ta;
+    const Shape a = ta ? Shape{4, 3} : Shape{3, 4}, b = ta ? Shape{4, 5} : Shape{5, 4};
+    at.epilogue = Op::kCount;
+    c.push_back({"FusedMatMul bias ta=" + std::to_string(ta), Op::FusedMatMul, {a, b, {5}}, {true, true, true}, at});
+    // relu: biases of +-20 keep every pre-activation at least 4 away from the kink (|a.b| <= 16).
+    at.epilogue = Op::Relu;
+    c.push_back({"FusedMatMul bias relu ta=" + std::to_string(ta),
+                 Op::FusedMatMul,
+                 {a, b, {5}},
+                 {true, true, true},
+                 at,
+                 [](int input, float* p, int64_t n, std::mt19937& gen) {
+                   default_init(input, p, n, gen);
+                   if (input == 2)
+                     for (int64_t i = 0; i < n; ++i) p[i] = i % 2 ? -20.0f : 20.0f;
+                 }});
+    at.epilogue = Op::ReluGrad;  // the mask input (a relu's output) is not differentiated
+    c.push_back(
+        {"FusedMatMul relu_grad ta=" + std::to_string(ta), Op::FusedMatMul, {a, b, {3, 5}}, {true, true, false}, at});
+  }
   c.push_back({"BiasAdd rank3", Op::BiasAdd, {{2, 3, 4}, {4}}, {true, true}});
   c.push_back({"Add", Op::Add, {{3, 4}, {3, 4}}, {true, true}});
   c.push_back({"Add3", Op::Add, {{3, 4}, {3, 4}, {3, 4}}, {true, true, true}});
@@ -537,6 +563,26 @@ std::vector<Case> extra_forward_cases() {
     rms.centered = true;
     rms.momentum = 0.9f;
     c.push_back(update_case("RmspropUpdate centered momentum", Op::RmspropUpdate, 5, rms));
+    {  // MultiUpdate: Adam over three variables of different sizes, one of them large enough to be split between
+       // threads mid-variable (tests/test_fuse.cpp checks it bit for bit against one AdamUpdate per variable)
+      const std::vector<Shape> shapes{{3, 4}, {5}, {70001}};
+      Case mu{"MultiUpdate Adam clipnorm", Op::MultiUpdate, {}};
+      for (int part = 0; part < 4; ++part)  // params, grads, m, v (slots weight-major: m0 v0 m1 v1 ...)
+        for (size_t v = 0; v < shapes.size(); ++v) mu.inputs.push_back(shapes[v]);
+      // Reorder the slot shapes to weight-major (both slots of a variable share its shape).
+      for (size_t v = 0; v < shapes.size(); ++v) mu.inputs[6 + 2 * v] = mu.inputs[7 + 2 * v] = shapes[v];
+      UpdateConfig cfg = adam;
+      mu.update = std::make_shared<UpdateConfig>(cfg);
+      mu.attrs.size = 3;
+      mu.attrs.epilogue = Op::AdamUpdate;
+      mu.init = [](int i, float* p, int64_t n, std::mt19937& g) {
+        if (i >= 6 && (i - 6) % 2 == 1)
+          uniform(p, n, g, 0.5f, 1.5f);  // v: positive
+        else
+          default_init(i, p, n, g);
+      };
+      c.push_back(mu);
+    }
     UpdateConfig global;
     global.learning_rate = 0.1f;
     global.global_clipnorm = 0.5f;

@@ -31,6 +31,7 @@ def main():
     ap.add_argument("--epochs", type=int, default=2, help="timed epochs (after 1 warm-up)")
     ap.add_argument("--batch-size", type=int, default=128)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--compile", action="store_true", help="torch.compile the model (inductor, C++ kernels)")
     ap.add_argument("--max-steps", type=int, default=0,
                     help="limit each epoch (warm-up included) to N batches; 0 = full epoch")
     ap.add_argument("--data-dir", default=DATA_DIR)
@@ -65,6 +66,8 @@ def main():
         torch.nn.Dropout(0.4),
         torch.nn.Linear(1024, 10),
     )
+    if args.compile:
+        model = torch.compile(model)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     crit = torch.nn.CrossEntropyLoss()
     rng = np.random.default_rng(args.seed)
@@ -98,7 +101,7 @@ def main():
 
     sps = n * len(epoch_seconds) / sum(epoch_seconds)
     print(json.dumps({
-        "peer": "pytorch",
+        "peer": "pytorch-compile" if args.compile else "pytorch",
         "version": torch.__version__,
         "threads": args.threads,
         "batch_size": bs,

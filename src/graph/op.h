@@ -23,12 +23,16 @@ enum class Op : uint8_t {
   MatMul,    // (m,k)x(k,n) -> (m,n); attrs.trans_a / trans_b
   BiasAdd,   // x(..., n) + b(n)
   BiasGrad,  // sum of dy(..., n) over all but the last axis -> (n)
-  Add,       // a + b, equal shapes
-  Mul,       // a * b, equal shapes
-  Scale,     // x * attrs.value + attrs.alpha (Keras' Rescaling; fused into batch staging when it reads an Input)
-  Reshape,   // same data, attrs.shape
-  Concat,    // along the last axis
-  Slice,     // columns [attrs.begin, attrs.begin + attrs.size) of the last axis
+  // op(a) op(b) with an epilogue, made by the fusion pass (graph/fuse.h) from MatMul -> BiasAdd [-> Relu] and
+  // MatMul -> ReluGrad: (a, b, bias(n)) -> a.b + bias, relu'd when attrs.epilogue is Relu; (a, b, y(m,n)) ->
+  // a.b * (y > 0) when attrs.epilogue is ReluGrad (the gradient through a relu whose output is y).
+  FusedMatMul,
+  Add,      // a + b, equal shapes
+  Mul,      // a * b, equal shapes
+  Scale,    // x * attrs.value + attrs.alpha (Keras' Rescaling; fused into batch staging when it reads an Input)
+  Reshape,  // same data, attrs.shape
+  Concat,   // along the last axis
+  Slice,    // columns [attrs.begin, attrs.begin + attrs.size) of the last axis
   // Activations and their gradients (grad ops take (dy, x) or (dy, y) as noted in op_table.cpp)
   Relu,
   ReluGrad,
@@ -86,6 +90,9 @@ enum class Op : uint8_t {
   StepControl,     // a step's gradients -> (2): [0] 1 when all are finite (or the check is off) else 0, [1] the
                    // global-norm clip factor min(1, global_clipnorm / ||all||) (1 when off); attrs.update
   AccumulateGrad,  // in place: acc += grad * StepScalars::grad_scale (micro-batching); (acc, grad), no output
+  MultiUpdate,     // several variables' updates in one kernel (graph/fuse.h groups them by readiness): inputs
+                   // (params 0..K-1, grads K..2K-1, S slots per variable, [StepControl]), K = attrs.size, the rule
+                   // in attrs.epilogue (SgdUpdate, AdamUpdate or RmspropUpdate); in place, no output
   kCount
 };
 inline constexpr int kOpCount = static_cast<int>(Op::kCount);
@@ -115,7 +122,7 @@ struct Attrs {
   float alpha = 0.0f;                     // LeakyRelu slope, Elu alpha, DropoutMask rate, Scale offset
   float value = 0.0f;                     // Fill; Scale factor
   uint64_t seed = 0;                      // DropoutMask
-  int64_t begin = 0, size = 0;            // Slice
+  int64_t begin = 0, size = 0;            // Slice; MultiUpdate: size = the number of variables
   Shape shape;                            // Reshape target, Fill shape
   DType dtype = DType::f32;               // Input, Variable, Fill, DropoutMask: the value's; Cast: the target
   void* external = nullptr;               // Variable: the bound storage (in the variable's dtype)
@@ -129,6 +136,7 @@ struct Attrs {
   bool gated = false;                       // update ops: the last input is the step's StepControl
   bool split_ties = false;                  // MaxPool2DGrad: share dy among tied maxima (GlobalMaxPooling2D)
   float momentum = 0.99f, epsilon = 1e-3f;  // batch normalization
+  Op epilogue = Op::kCount;  // FusedMatMul: Relu, ReluGrad, or kCount (the bias alone); MultiUpdate: its rule
 };
 
 // Op families the shape, dtype and kernel-signature rules share.

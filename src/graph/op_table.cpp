@@ -48,6 +48,20 @@ Shape shape_bias_add(const Graph& g, int node) {
   return x;
 }
 
+Shape shape_fused_matmul(const Graph& g, int node) {
+  const Shape out = shape_matmul(g, node);
+  const Shape& e = in_shape(g, node, 2);
+  const Op epi = g[node].attrs.epilogue;
+  if (epi == Op::ReluGrad) {
+    if (e != out) shape_error(g, node, "the relu output must have the product's shape " + out.to_string());
+  } else if (epi == Op::Relu || epi == Op::kCount) {
+    if (e.rank() != 1 || e[0] != out[1]) shape_error(g, node, "bias length must equal the product's columns");
+  } else {
+    shape_error(g, node, "epilogue must be Relu, ReluGrad or none");
+  }
+  return out;
+}
+
 Shape shape_bias_grad(const Graph& g, int node) {
   const Shape& x = in_shape(g, node, 0);
   if (x.rank() < 1) shape_error(g, node, "needs rank >= 1");
@@ -194,6 +208,28 @@ Shape shape_update(const Graph& g, int node) {
   if (gated && (g[g[node].inputs.back()].op != Op::StepControl || in_shape(g, node, static_cast<int>(n)) != Shape{2}))
     shape_error(g, node, "a gated update's last input must be the step's StepControl");
   if (!g[node].attrs.update) shape_error(g, node, "update op without optimizer config");
+  return Shape{};
+}
+
+Shape shape_multi_update(const Graph& g, int node) {
+  const Node& n = g[node];
+  const Op rule = n.attrs.epilogue;
+  const int64_t k = n.attrs.size;
+  const int64_t slots = rule == Op::AdamUpdate ? 2 : rule == Op::RmspropUpdate ? 3 : rule == Op::SgdUpdate ? 1 : -1;
+  if (slots < 0) shape_error(g, node, "the rule (attrs.epilogue) must be SgdUpdate, AdamUpdate or RmspropUpdate");
+  const int64_t operands = static_cast<int64_t>(n.inputs.size()) - (n.attrs.gated ? 1 : 0);
+  if (k < 1 || operands != k * (2 + slots))
+    shape_error(g, node,
+                "needs " + std::to_string(2 + slots) + " inputs per variable for " + std::to_string(k) + " variables");
+  for (int64_t v = 0; v < k; ++v) {
+    const Shape& p = in_shape(g, node, static_cast<int>(v));
+    bool same = in_shape(g, node, static_cast<int>(k + v)) == p;
+    for (int64_t j = 0; j < slots; ++j) same = same && in_shape(g, node, static_cast<int>(2 * k + v * slots + j)) == p;
+    if (!same) shape_error(g, node, "gradient and slots of variable " + std::to_string(v) + " must match it");
+  }
+  if (n.attrs.gated && (g[n.inputs.back()].op != Op::StepControl || g[n.inputs.back()].shape != Shape{2}))
+    shape_error(g, node, "a gated update's last input must be the step's StepControl");
+  if (!n.attrs.update) shape_error(g, node, "update op without optimizer config");
   return Shape{};
 }
 
@@ -354,6 +390,17 @@ void grad_from_y(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
   if (need[0]) dx[0] = b.add(GradOp, {dy, node}, at);
 }
 
+// Through the epilogue (relu: its gradient from the output; the relu_grad mask: the same mask), then the
+// product's rule; the bias gets the column sums. The mask input y is not differentiated (piecewise constant).
+void grad_fused_matmul(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
+  const Node n = b.node(node);
+  int d = dy;
+  if (n.attrs.epilogue == Op::Relu) d = b.add(Op::ReluGrad, {dy, node});
+  if (n.attrs.epilogue == Op::ReluGrad) d = b.add(Op::ReluGrad, {dy, n.inputs[2]});
+  grad_matmul(b, node, d, need, dx);
+  if (need[2] && n.attrs.epilogue != Op::ReluGrad) dx[2] = b.add(Op::BiasGrad, {d});
+}
+
 void grad_conv(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
   Node n = b.node(node);
   Attrs at = n.attrs;
@@ -418,6 +465,7 @@ constexpr std::array<OpInfo, kOpCount> kTable{{
     {Op::MatMul, "MatMul", 2, true, shape_matmul, dtype_same_float, grad_matmul},
     {Op::BiasAdd, "BiasAdd", 2, true, shape_bias_add, dtype_same_float, grad_bias_add},
     {Op::BiasGrad, "BiasGrad", 1, true, shape_bias_grad, dtype_same_float, nullptr},
+    {Op::FusedMatMul, "FusedMatMul", 3, true, shape_fused_matmul, dtype_same_float, grad_fused_matmul},
     {Op::Add, "Add", -1, true, shape_same_as_first, dtype_same_float, grad_add},
     {Op::Mul, "Mul", 2, true, shape_same_as_first, dtype_same_float, grad_mul},
     {Op::Scale, "Scale", 1, true, shape_same_as_first, dtype_same_float, grad_scale},
@@ -474,6 +522,7 @@ constexpr std::array<OpInfo, kOpCount> kTable{{
     {Op::RmspropUpdate, "RmspropUpdate", 5, false, shape_update, dtype_same_float, nullptr},
     {Op::StepControl, "StepControl", -1, true, shape_step_control, dtype_floats_to_f32, nullptr},
     {Op::AccumulateGrad, "AccumulateGrad", 2, false, shape_same_as_first, dtype_same_float, nullptr},
+    {Op::MultiUpdate, "MultiUpdate", -1, false, shape_multi_update, dtype_same_float, nullptr},
 }};
 
 constexpr bool table_in_enum_order() {

@@ -121,7 +121,8 @@ const char* supported_ops() {
 void Model::export_onnx(const std::string& path) {
   ensure_built({});
   if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
-  const nn::ProgramCache::Traced t = programs_->trace(nn::ProgramKind::predict, kTraceBatch, false);
+  const nn::ProgramCache::Traced t =
+      programs_->trace(nn::ProgramKind::predict, kTraceBatch, false, false, nullptr, /*fuse=*/false);
   const graph::Graph& g = t.g;
   const nn::Compiled& c = *t.compiled;
 

@@ -123,6 +123,7 @@ std::vector<std::byte> encode_training_state(const TrainingState& s) {
   p.word<uint32_t>(std::bit_cast<uint32_t>(s.learning_rate));
   p.word<uint64_t>(s.step);
   p.word<uint32_t>(static_cast<uint32_t>(s.threads));
+  p.str(s.kernel_choices);
   const FitPosition& f = s.position;
   p.i64(f.epoch);
   p.i64(f.batch);
@@ -190,6 +191,7 @@ TrainingState decode_training_state(std::span<const std::byte> bytes, const std:
   const uint32_t threads = r.word<uint32_t>("thread count");
   if (threads > 4096) r.fail("thread count " + std::to_string(threads));
   s.threads = static_cast<int>(threads);
+  s.kernel_choices = r.str("kernel choices");
   FitPosition& f = s.position;
   const int64_t epoch = r.i64("epoch");
   if (epoch > std::numeric_limits<int>::max()) r.fail("epoch " + std::to_string(epoch));

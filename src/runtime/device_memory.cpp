@@ -220,7 +220,10 @@ void DeviceMemory::announce() {
 
 bool DeviceMemory::add_region(size_t bytes) {
   region_error_.clear();
-  size_t size = growth_ ? round_up(bytes, kRegionGranularity) : bytes;
+  // Small allocations share 2 MiB regions; a large one gets a region of its own size (to 64 KiB), so no 2 MiB
+  // tail is stranded behind it (three 3.06 MiB tensors in 4 MiB regions left 2.8 MiB unusable, and a batch size
+  // the plan said fits ran out of memory).
+  size_t size = !growth_ ? bytes : bytes < kRegionGranularity ? kRegionGranularity : round_up(bytes, size_t{64} << 10);
   if (reserved_ + size > limit_) size = bytes;  // the last region may be smaller than the granularity
   if (size == 0 || reserved_ + size > limit_) return false;
   if (!lease_covers(reserved_ + size)) return false;

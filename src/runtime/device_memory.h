@@ -18,7 +18,7 @@
 namespace tk::runtime {
 
 inline constexpr size_t kAllocationAlignment = 256;
-inline constexpr size_t kRegionGranularity = size_t{2} << 20;  // regions are multiples of 2 MiB
+inline constexpr size_t kRegionGranularity = size_t{2} << 20;  // small allocations share regions of 2 MiB
 
 // Where a device's regions come from: host memory (aligned_alloc) for the cpu, cudaMalloc for a CUDA device
 // (runtime/cuda_device.cpp). The allocator above it is the same for every device.

@@ -6,9 +6,9 @@
 //   tk::io::save_training_state("backup/latest.tkstate", model.training_state());
 //   model.restore_training_state(tk::io::load_training_state("backup/latest.tkstate"));
 //
-// Layout (little-endian): "TKSTATE\n", u32 version (1), u64 payload bytes, payload, u32 CRC32C of the payload.
-// The payload holds strings (u32 length + bytes), counters, and tensors (name, dtype, rank, dims, raw data).
-// A damaged file is a FormatError naming the file and the byte offset; nothing is half-loaded.
+// Layout (little-endian): "TKSTATE\n", u32 version (2: with the GEMM choices), u64 payload bytes, payload, u32 CRC32C
+// of the payload. The payload holds strings (u32 length + bytes), counters, and tensors (name, dtype, rank, dims, raw
+// data). A damaged file is a FormatError naming the file and the byte offset; nothing is half-loaded.
 #pragma once
 #include <cstddef>
 #include <filesystem>
@@ -20,7 +20,7 @@
 
 namespace tk::io {
 
-inline constexpr uint32_t kTrainingStateVersion = 1;
+inline constexpr uint32_t kTrainingStateVersion = 2;
 
 void save_training_state(const std::filesystem::path& path, const TrainingState& state);
 TrainingState load_training_state(const std::filesystem::path& path);

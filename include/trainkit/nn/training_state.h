@@ -38,6 +38,7 @@ struct TrainingState {
   float learning_rate = 0.0f;           // the optimizer's current learning rate (callbacks may have changed it)
   uint64_t step = 0;                    // the model's step counter (dropout's random stream)
   int threads = 0;                      // CPU threads the steps ran on (reductions are partitioned by it); 0: unknown
+  std::string kernel_choices;           // CPU GEMM engine chosen per shape (backends/cpu/gemm.h), reused on resume
   FitPosition position;
 };
 

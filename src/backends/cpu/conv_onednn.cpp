@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <vector>
 
 #include "backends/cpu/kernels.h"
 #include "graph/kernel.h"
@@ -44,6 +45,9 @@ struct Conv {
   dnnl::primitive prim;
   std::array<std::unique_ptr<dnnl::reorder>, 3> reorder;  // null when the layouts already agree
   std::unordered_map<int, memory> args;
+  // The same arguments as C arrays, built once: the C++ execute() would build a std::vector (or map) per call.
+  std::vector<dnnl_exec_arg_t> exec_args;
+  std::array<std::array<dnnl_exec_arg_t, 2>, 3> reorder_args{};
   int arg_of[3];
   size_t offset[4] = {0, 0, 0, 0};  // in the workspace: inner a, b, c, scratchpad
   size_t workspace = 0;
@@ -129,6 +133,12 @@ Conv build(Op op, const Window& g, int64_t f) {
   c.workspace = at + align64(scratch_md.get_size());
   for (int i = 0; i < 3; ++i) c.args[c.arg_of[i]] = c.inner[i];
   c.args[DNNL_ARG_SCRATCHPAD] = c.scratch;
+  for (const auto& [role, mem] : c.args) c.exec_args.push_back({role, mem.get()});
+  for (size_t i = 0; i < 3; ++i) {
+    const bool to_inner = i < 2;  // inputs are reordered into oneDNN's layout, the output back out of it
+    c.reorder_args[i] = {dnnl_exec_arg_t{DNNL_ARG_FROM, (to_inner ? c.user[i] : c.inner[i]).get()},
+                         dnnl_exec_arg_t{DNNL_ARG_TO, (to_inner ? c.inner[i] : c.user[i]).get()}};
+  }
   return c;
 }
 
@@ -171,11 +181,13 @@ void run(const KernelArgs& a) {
     if (c.reorder[static_cast<size_t>(i)]) c.inner[i].set_data_handle(ws + c.offset[i]);
   c.scratch.set_data_handle(ws + c.offset[3]);
   static thread_local dnnl::stream s(engine());  // created once per thread: no allocation per step
-  for (int i = 0; i < 2; ++i)
-    if (c.reorder[static_cast<size_t>(i)]) c.reorder[static_cast<size_t>(i)]->execute(s, c.user[i], c.inner[i]);
-  c.prim.execute(s, c.args);
-  if (c.reorder[2]) c.reorder[2]->execute(s, c.inner[2], c.user[2]);
-  s.wait();
+  auto reorder = [&](size_t i) {
+    if (c.reorder[i]) dnnl_primitive_execute(c.reorder[i]->get(), s.get(), 2, c.reorder_args[i].data());
+  };
+  reorder(0), reorder(1);
+  dnnl_primitive_execute(c.prim.get(), s.get(), static_cast<int>(c.exec_args.size()), c.exec_args.data());
+  reorder(2);
+  dnnl_stream_wait(s.get());
 }
 
 }  // namespace

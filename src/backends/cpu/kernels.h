@@ -4,7 +4,7 @@
 
 namespace tk::cpu {
 
-void register_linalg_kernels();       // linalg.cpp: MatMul (OpenBLAS), BiasAdd, BiasGrad
+void register_linalg_kernels();       // linalg.cpp: MatMul, FusedMatMul (gemm.h), BiasAdd, BiasGrad
 void register_elementwise_kernels();  // elementwise.cpp: Fill, Add, Mul, Reshape, Concat, Slice, DropoutMask
 void register_cast_kernels();         // cast.cpp: Cast between every pair of dtypes
 void register_activation_kernels();   // activations.cpp

@@ -1,8 +1,7 @@
-#include <cblas.h>
-
 #include <algorithm>
 #include <cstring>
 
+#include "backends/cpu/gemm.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
 #include "graph/kernel.h"
@@ -13,21 +12,18 @@ using graph::Op;
 
 namespace {
 
-// C(m,n) = op(A) op(B); A is (m,k) or (k,m) when transposed, B is (k,n) or (n,k).
+size_t matmul_workspace(const graph::Graph& g, int node) { return gemm_workspace(gemm_shape(g, g[node])); }
+
 void matmul(const KernelArgs& a) {
-  const Shape& sa = a.in_shape(0);
-  const Shape& sb = a.in_shape(1);
-  const bool ta = a.node.attrs.trans_a, tb = a.node.attrs.trans_b;
-  const auto m = static_cast<blasint>(a.node.shape[0]), n = static_cast<blasint>(a.node.shape[1]);
-  const auto k = static_cast<blasint>(ta ? sa[0] : sa[1]);
-  if (m == 0 || n == 0) return;
-  if (k == 0) {
-    std::memset(a.out, 0, sizeof(float) * static_cast<size_t>(m) * static_cast<size_t>(n));
-    return;
-  }
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f,
-              a.input<float>(0), static_cast<blasint>(sa[1]), a.input<float>(1), static_cast<blasint>(sb[1]), 0.0f,
-              a.output<float>(), n);
+  gemm(gemm_shape(a.g, a.node), a.input<float>(0), a.input<float>(1), nullptr, nullptr, a.output<float>(), a.workspace);
+}
+
+// (a, b, bias) or (a, b, y): the product and its epilogue in one kernel (gemm.h).
+void fused_matmul(const KernelArgs& a) {
+  const GemmShape s = gemm_shape(a.g, a.node);
+  const float* e = a.input<float>(2);
+  gemm(s, a.input<float>(0), a.input<float>(1), s.epilogue == Epilogue::relu_grad ? nullptr : e,
+       s.epilogue == Epilogue::relu_grad ? e : nullptr, a.output<float>(), a.workspace);
 }
 
 // y(rows, n) = x(rows, n) + b(n)
@@ -63,6 +59,9 @@ void bias_grad(const KernelArgs& a) {
 
 void register_linalg_kernels() {
   graph::register_kernel(DeviceKind::cpu, Op::MatMul, DType::f32, matmul);
+  graph::register_kernel(DeviceKind::cpu, Op::FusedMatMul, DType::f32, fused_matmul);
+  graph::register_workspace(DeviceKind::cpu, Op::MatMul, matmul_workspace);
+  graph::register_workspace(DeviceKind::cpu, Op::FusedMatMul, matmul_workspace);
   graph::register_kernel(DeviceKind::cpu, Op::BiasAdd, DType::f32, bias_add);
   graph::register_kernel(DeviceKind::cpu, Op::BiasGrad, DType::f32, bias_grad);
 }

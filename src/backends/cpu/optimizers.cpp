@@ -1,6 +1,7 @@
 // Optimizer updates with Keras 3 rules, applied in place. Per variable, in Keras' order: clipnorm
 // (per-variable norm), then clipvalue, then decoupled weight decay, then the rule itself.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
@@ -55,92 +56,154 @@ Grad prepare(const KernelArgs& a, float* w, const float* g, int64_t n) {
   return {clipnorm_scale(g, n, c.clipnorm) * global_clip(a), c.clipvalue};
 }
 
-// (param, grad, momentum)
-void sgd(const KernelArgs& a) {
+// The rules, per element range [b, e) of one variable: the single-variable kernels and the multi-tensor kernel
+// (MultiUpdate) run the same code, so grouping updates never changes a bit.
+struct Rule {
+  const UpdateConfig& c;
+  float lr;
+  float alpha;  // Adam: the bias-corrected step size
+};
+
+Rule rule_of(const KernelArgs& a, Op rule) {
   const UpdateConfig& c = *a.node.attrs.update;
-  const int64_t n = a.in_shape(0).numel();
-  float* w = a.inout<float>(0);
-  const float* g = a.input<float>(1);
-  float* m = a.inout<float>(2);
-  const Grad clip = prepare(a, w, g, n);
-  const float lr = a.scalars->learning_rate, mu = c.momentum;
+  Rule r{c, a.scalars->learning_rate, 0.0f};
+  if (rule == Op::AdamUpdate) {
+    const double t = static_cast<double>(a.scalars->iterations + 1);
+    r.alpha = static_cast<float>(a.scalars->learning_rate * std::sqrt(1.0 - std::pow(double(c.beta_2), t)) /
+                                 (1.0 - std::pow(double(c.beta_1), t)));
+  }
+  return r;
+}
+
+// One variable's buffers: param, grad, and up to three slots.
+struct Var {
+  float* w;
+  const float* g;
+  float* s[3];
+  int64_t n;
+  Grad clip;
+};
+
+// (param, grad, momentum)
+void sgd_range(const Rule& r, const Var& v, int64_t b, int64_t e) {
+  float* w = v.w;
+  const float* g = v.g;
+  float* m = v.s[0];
+  const Grad clip = v.clip;
+  const float lr = r.lr, mu = r.c.momentum;
   if (mu == 0.0f) {
-    parallel_for(n, [&](int64_t b, int64_t e) {
 #pragma omp simd
-      for (int64_t i = b; i < e; ++i) w[i] -= lr * clip(g[i]);
-    });
-  } else if (c.nesterov) {
-    parallel_for(n, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) w[i] -= lr * clip(g[i]);
+  } else if (r.c.nesterov) {
 #pragma omp simd
-      for (int64_t i = b; i < e; ++i) {
-        const float gi = clip(g[i]);
-        m[i] = mu * m[i] - lr * gi;
-        w[i] += mu * m[i] - lr * gi;
-      }
-    });
+    for (int64_t i = b; i < e; ++i) {
+      const float gi = clip(g[i]);
+      m[i] = mu * m[i] - lr * gi;
+      w[i] += mu * m[i] - lr * gi;
+    }
   } else {
-    parallel_for(n, [&](int64_t b, int64_t e) {
 #pragma omp simd
-      for (int64_t i = b; i < e; ++i) {
-        m[i] = mu * m[i] - lr * clip(g[i]);
-        w[i] += m[i];
-      }
-    });
+    for (int64_t i = b; i < e; ++i) {
+      m[i] = mu * m[i] - lr * clip(g[i]);
+      w[i] += m[i];
+    }
   }
 }
 
 // (param, grad, m, v)
-void adam(const KernelArgs& a) {
-  const UpdateConfig& c = *a.node.attrs.update;
-  const int64_t n = a.in_shape(0).numel();
-  float* w = a.inout<float>(0);
-  const float* g = a.input<float>(1);
-  float* m = a.inout<float>(2);
-  float* v = a.inout<float>(3);
-  const Grad clip = prepare(a, w, g, n);
-  const double t = static_cast<double>(a.scalars->iterations + 1);
-  const float alpha = static_cast<float>(a.scalars->learning_rate * std::sqrt(1.0 - std::pow(double(c.beta_2), t)) /
-                                         (1.0 - std::pow(double(c.beta_1), t)));
-  const float b1 = 1.0f - c.beta_1, b2 = 1.0f - c.beta_2, eps = c.epsilon;
-  parallel_for(n, [&](int64_t b, int64_t e) {
+void adam_range(const Rule& r, const Var& v, int64_t b, int64_t e) {
+  float* w = v.w;
+  const float* g = v.g;
+  float* m = v.s[0];
+  float* vv = v.s[1];
+  const Grad clip = v.clip;
+  const float alpha = r.alpha, b1 = 1.0f - r.c.beta_1, b2 = 1.0f - r.c.beta_2, eps = r.c.epsilon;
 #pragma omp simd
-    for (int64_t i = b; i < e; ++i) {
-      const float gi = clip(g[i]);
-      m[i] += (gi - m[i]) * b1;
-      v[i] += (gi * gi - v[i]) * b2;
-      w[i] -= alpha * m[i] / (std::sqrt(v[i]) + eps);
-    }
-  });
+  for (int64_t i = b; i < e; ++i) {
+    const float gi = clip(g[i]);
+    m[i] += (gi - m[i]) * b1;
+    vv[i] += (gi * gi - vv[i]) * b2;
+    w[i] -= alpha * m[i] / (std::sqrt(vv[i]) + eps);
+  }
 }
 
 // (param, grad, velocity, momentum, average_gradient)
-void rmsprop(const KernelArgs& a) {
-  const UpdateConfig& c = *a.node.attrs.update;
-  const int64_t n = a.in_shape(0).numel();
-  float* w = a.inout<float>(0);
-  const float* g = a.input<float>(1);
-  float* vel = a.inout<float>(2);
-  float* mom = a.inout<float>(3);
-  float* avg = a.inout<float>(4);
-  const Grad clip = prepare(a, w, g, n);
-  const float rho = c.rho, lr = a.scalars->learning_rate, eps = c.epsilon, mu = c.momentum;
-  const bool centered = c.centered;
-  parallel_for(n, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      const float gi = clip(g[i]);
-      vel[i] = rho * vel[i] + (1.0f - rho) * gi * gi;
-      float denom = vel[i];
-      if (centered) {
-        avg[i] = rho * avg[i] + (1.0f - rho) * gi;
-        denom -= avg[i] * avg[i];
-      }
-      const float inc = lr * gi / std::sqrt(denom + eps);
-      if (mu > 0.0f) {
-        mom[i] = mu * mom[i] + inc;
-        w[i] -= mom[i];
-      } else {
-        w[i] -= inc;
-      }
+void rmsprop_range(const Rule& r, const Var& v, int64_t b, int64_t e) {
+  float* w = v.w;
+  const float* g = v.g;
+  float* vel = v.s[0];
+  float* mom = v.s[1];
+  float* avg = v.s[2];
+  const Grad clip = v.clip;
+  const float rho = r.c.rho, lr = r.lr, eps = r.c.epsilon, mu = r.c.momentum;
+  const bool centered = r.c.centered;
+  for (int64_t i = b; i < e; ++i) {
+    const float gi = clip(g[i]);
+    vel[i] = rho * vel[i] + (1.0f - rho) * gi * gi;
+    float denom = vel[i];
+    if (centered) {
+      avg[i] = rho * avg[i] + (1.0f - rho) * gi;
+      denom -= avg[i] * avg[i];
+    }
+    const float inc = lr * gi / std::sqrt(denom + eps);
+    if (mu > 0.0f) {
+      mom[i] = mu * mom[i] + inc;
+      w[i] -= mom[i];
+    } else {
+      w[i] -= inc;
+    }
+  }
+}
+
+using RangeFn = void (*)(const Rule&, const Var&, int64_t, int64_t);
+RangeFn range_fn(Op rule) {
+  return rule == Op::AdamUpdate ? adam_range : rule == Op::RmspropUpdate ? rmsprop_range : sgd_range;
+}
+int slots_of(Op rule) { return rule == Op::AdamUpdate ? 2 : rule == Op::RmspropUpdate ? 3 : 1; }
+
+// Variable k of an update node: inputs (params 0..K-1, grads K..2K-1, then S slots per variable), K = 1 for the
+// single-variable update ops. Applies weight decay and computes the clip scales (per variable, as Keras).
+Var variable(const KernelArgs& a, int k, int count, int slots) {
+  Var v{};
+  v.w = a.inout<float>(k);
+  v.g = a.input<float>(count + k);
+  for (int j = 0; j < slots; ++j) v.s[j] = a.inout<float>(2 * count + k * slots + j);
+  v.n = a.in_shape(k).numel();
+  v.clip = prepare(a, v.w, v.g, v.n);
+  return v;
+}
+
+// One variable's update (SgdUpdate, AdamUpdate, RmspropUpdate).
+template <Op R>
+void update_one(const KernelArgs& a) {
+  const Rule r = rule_of(a, R);
+  const Var v = variable(a, 0, 1, slots_of(R));
+  const RangeFn fn = range_fn(R);
+  parallel_for(v.n, [&](int64_t b, int64_t e) { fn(r, v, b, e); });
+}
+
+// MultiUpdate: every variable of a readiness group in one pass over a flat view of their elements: each thread
+// takes an equal share of the total and walks the variables its share covers (one parallel region instead of
+// one per variable; small variables such as biases ride along with the large ones).
+void update_many(const KernelArgs& a) {
+  const Op rule = a.node.attrs.epilogue;  // the single-variable op of the group's rule
+  const Rule r = rule_of(a, rule);
+  const int count = static_cast<int>(a.node.attrs.size);
+  const int slots = slots_of(rule);
+  constexpr int kMaxVars = 64;
+  std::array<Var, kMaxVars> vars;
+  std::array<int64_t, kMaxVars + 1> start{};
+  for (int k = 0; k < count; ++k) {
+    vars[static_cast<size_t>(k)] = variable(a, k, count, slots);
+    start[static_cast<size_t>(k + 1)] = start[static_cast<size_t>(k)] + vars[static_cast<size_t>(k)].n;
+  }
+  const RangeFn fn = range_fn(rule);
+  parallel_for(start[static_cast<size_t>(count)], [&](int64_t b, int64_t e) {
+    for (int k = 0; k < count; ++k) {
+      const int64_t lo = std::max(b, start[static_cast<size_t>(k)]),
+                    hi = std::min(e, start[static_cast<size_t>(k + 1)]);
+      if (lo < hi)
+        fn(r, vars[static_cast<size_t>(k)], lo - start[static_cast<size_t>(k)], hi - start[static_cast<size_t>(k)]);
     }
   });
 }
@@ -153,8 +216,11 @@ template <void (*Update)(const KernelArgs&)>
 void with_zero_grad(const KernelArgs& a) {
   const bool apply = !a.node.attrs.gated || static_cast<const float*>(a.in[a.node.inputs.size() - 1])[0] != 0.0f;
   if (apply) Update(a);
-  if (a.node.attrs.zero_grad)
-    std::memset(a.inout<float>(1), 0, sizeof(float) * static_cast<size_t>(a.in_shape(1).numel()));
+  if (a.node.attrs.zero_grad) {
+    const int count = a.node.op == Op::MultiUpdate ? static_cast<int>(a.node.attrs.size) : 1;
+    for (int k = count; k < 2 * count; ++k)
+      std::memset(a.inout<float>(k), 0, sizeof(float) * static_cast<size_t>(a.in_shape(k).numel()));
+  }
 }
 
 // acc += grad * grad_scale (this step's scalar)
@@ -220,9 +286,10 @@ void register_optimizer_kernels() {
   for (DType t : {DType::f32, DType::f16, DType::bf16})  // reads every input in its own dtype
     graph::register_kernel(DeviceKind::cpu, Op::StepControl, t, step_control);
   graph::register_kernel(DeviceKind::cpu, Op::AccumulateGrad, DType::f32, accumulate_grad);
-  graph::register_kernel(DeviceKind::cpu, Op::SgdUpdate, DType::f32, with_zero_grad<sgd>);
-  graph::register_kernel(DeviceKind::cpu, Op::AdamUpdate, DType::f32, with_zero_grad<adam>);
-  graph::register_kernel(DeviceKind::cpu, Op::RmspropUpdate, DType::f32, with_zero_grad<rmsprop>);
+  graph::register_kernel(DeviceKind::cpu, Op::SgdUpdate, DType::f32, with_zero_grad<update_one<Op::SgdUpdate>>);
+  graph::register_kernel(DeviceKind::cpu, Op::AdamUpdate, DType::f32, with_zero_grad<update_one<Op::AdamUpdate>>);
+  graph::register_kernel(DeviceKind::cpu, Op::RmspropUpdate, DType::f32, with_zero_grad<update_one<Op::RmspropUpdate>>);
+  graph::register_kernel(DeviceKind::cpu, Op::MultiUpdate, DType::f32, with_zero_grad<update_many>);
 }
 
 }  // namespace tk::cpu

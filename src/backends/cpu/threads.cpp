@@ -85,6 +85,7 @@ void set_worker_fp_mode() {
 }  // namespace
 
 int adapted_threads() noexcept { return governor().threads.load(std::memory_order_relaxed); }
+int max_threads() noexcept { return governor().max_threads; }
 
 bool pin_threads(int n) noexcept {
   Governor& g = governor();

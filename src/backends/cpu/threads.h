@@ -20,5 +20,7 @@ void adapt_threads() noexcept;
 bool pin_threads(int n) noexcept;
 // The count adapt_threads chose last (the maximum until the first measurement).
 int adapted_threads() noexcept;
+// The most threads this process may use (OMP_NUM_THREADS, TK_THREADS or the cores): what scratch is sized for.
+int max_threads() noexcept;
 
 }  // namespace tk::cpu

@@ -63,17 +63,21 @@ MemoryPlan plan_from_trace(const ProgramCache::Traced& t, const std::vector<Laye
   // Optimizer slots and gradients: from the update ops (param, grad, slots...).
   for (int id : order) {
     const graph::Node& n = t.g[id];
-    const bool update =
-        n.op == graph::Op::SgdUpdate || n.op == graph::Op::AdamUpdate || n.op == graph::Op::RmspropUpdate;
-    if (update) {
-      auto it = index.find(layer_of(n.name));
-      const graph::Node& param = t.g[n.inputs[0]];
-      const size_t bytes = static_cast<size_t>(param.shape.numel()) * dtype_size(param.dtype);
-      const size_t slots = (n.inputs.size() - 2 - (n.attrs.gated ? 1 : 0)) * aligned(bytes);
-      plan.optimizer_state += slots;
-      plan.gradients += bytes;
-      if (it != index.end())
-        plan.layers[it->second].optimizer_state += slots, plan.layers[it->second].gradients += bytes;
+    const bool update = n.op == graph::Op::SgdUpdate || n.op == graph::Op::AdamUpdate ||
+                        n.op == graph::Op::RmspropUpdate || n.op == graph::Op::MultiUpdate;
+    if (update) {  // one variable, or MultiUpdate's attrs.size of them: (params, grads, slots per variable)
+      const size_t vars = n.op == graph::Op::MultiUpdate ? static_cast<size_t>(n.attrs.size) : 1;
+      const size_t per_var_slots = (n.inputs.size() - (n.attrs.gated ? 1 : 0)) / vars - 2;
+      for (size_t v = 0; v < vars; ++v) {
+        const graph::Node& param = t.g[n.inputs[v]];
+        auto it = index.find(layer_of(param.name));
+        const size_t bytes = static_cast<size_t>(param.shape.numel()) * dtype_size(param.dtype);
+        const size_t slots = per_var_slots * aligned(bytes);
+        plan.optimizer_state += slots;
+        plan.gradients += bytes;
+        if (it != index.end())
+          plan.layers[it->second].optimizer_state += slots, plan.layers[it->second].gradients += bytes;
+      }
     } else if (mp.offset[static_cast<size_t>(id)] >= 0 && n.name.find('/') != std::string::npos) {
       auto it = index.find(layer_of(n.name));
       if (it != index.end())

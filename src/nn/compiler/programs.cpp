@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "graph/autodiff.h"
+#include "graph/fuse.h"
 #include "nn/layers/context.h"
 #include "nn/layers/input_layer.h"
 #include "trainkit/core/error.h"
@@ -69,6 +70,13 @@ void fuse_input_scaling(graph::Graph& g, Compiled& c, const std::vector<int>& ke
       for (int& in : n.inputs)
         if (std::find(readers.begin(), readers.end(), in) != readers.end()) in = x;
   }
+}
+
+std::vector<const graph::Program*> ProgramCache::programs() const {
+  std::vector<const graph::Program*> out;
+  for (const auto& [key, c] : cache_)
+    if (c->program) out.push_back(c->program.get());
+  return out;
 }
 
 std::vector<Weight*> ProgramCache::trainable_weights() const {
@@ -250,7 +258,7 @@ int ProgramCache::add_update(graph::Graph& g, const Weight& w, int var, int grad
 }
 
 ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool allocate_slots, bool remat,
-                                         graph::RematStats* stats) {
+                                         graph::RematStats* stats, bool fuse) {
   Traced traced;
   traced.compiled = std::make_unique<Compiled>();
   Compiled* c = traced.compiled.get();
@@ -267,6 +275,7 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
     for (size_t i = 0; i < ws.size(); ++i)
       traced.sinks.push_back(
           add_update(g, *ws[i], g.variable(ws[i]->name, ws[i]->value), accs[i], true, allocate_slots, control));
+    if (fuse && graph::fusion_enabled()) traced.sinks = graph::group_updates(g, traced.sinks);
     return traced;
   }
   CallContext ctx{g, kind == ProgramKind::train || kind == ProgramKind::accumulate, {}, {}};
@@ -348,6 +357,12 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
   if (kind == ProgramKind::train || kind == ProgramKind::accumulate)
     sinks.insert(sinks.end(), ctx.sinks.begin(), ctx.sinks.end());
   fuse_input_scaling(g, *c, keep);
+  if (fuse && graph::fusion_enabled()) {
+    std::vector<int> roots = keep;
+    roots.insert(roots.end(), sinks.begin(), sinks.end());
+    graph::fuse_epilogues(g, roots, keep);
+    sinks = graph::group_updates(g, sinks);
+  }
   traced.keep = std::move(keep);
   traced.sinks = std::move(sinks);
   return traced;

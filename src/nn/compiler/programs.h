@@ -50,8 +50,9 @@ class ProgramCache {
     std::unique_ptr<Compiled> compiled;  // metadata only (program not built)
   };
   // remat: rematerialize the backward pass (stats filled in when non-null).
+  // fuse: run the epilogue fusion pass (graph/fuse.h) unless TK_FUSE=0; exporters trace unfused graphs.
   Traced trace(ProgramKind kind, int64_t batch, bool allocate_slots, bool remat = false,
-               graph::RematStats* stats = nullptr);
+               graph::RematStats* stats = nullptr, bool fuse = true);
   // The optimizer slots of `w` (slots_per_variable tensors on the model's device); created zeroed when
   // `create` and missing (restoring a state before the first step), else null when missing.
   std::vector<Tensor>* slots_of(const Weight& w, bool create);
@@ -59,6 +60,8 @@ class ProgramCache {
   std::vector<Tensor> slots(const Weight& w) const;
   // Sets a weight's optimizer slots, in place when programs already hold them.
   void set_slots(const Weight& w, const std::vector<Tensor>& values);
+  // The programs built so far (their graphs), e.g. for the kernel choices a training state records.
+  std::vector<const graph::Program*> programs() const;
   // Bytes this cache holds on the device: optimizer slots and the shared arena.
   size_t persistent_bytes() const;
 

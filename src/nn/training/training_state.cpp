@@ -3,7 +3,9 @@
 
 #include <cstdio>
 
+#include "backends/cpu/gemm.h"
 #include "backends/cpu/threads.h"
+#include "nn/compiler/programs.h"
 #include "trainkit/core/error.h"
 #include "trainkit/nn/model.h"
 
@@ -26,6 +28,14 @@ TrainingState Model::training_state() {
   s.learning_rate = optimizer_->learning_rate();
   s.step = step_;
   s.threads = device_.kind == DeviceKind::cpu ? cpu::adapted_threads() : 0;
+  if (device_.kind == DeviceKind::cpu) {  // the GEMM engines this model's programs were measured to run best on
+    std::vector<cpu::GemmShape> shapes;
+    for (const graph::Program* p : programs_->programs())
+      for (int id : p->order())
+        if (p->graph()[id].op == graph::Op::MatMul || p->graph()[id].op == graph::Op::FusedMatMul)
+          shapes.push_back(cpu::gemm_shape(p->graph(), p->graph()[id]));
+    if (!shapes.empty()) s.kernel_choices = cpu::gemm_choices(shapes);
+  }
   s.position = position_;
   return s;
 }
@@ -92,6 +102,8 @@ void Model::restore_training_state(const TrainingState& s) {
                    "training continues, but not bit for bit as an uninterrupted run\n",
                    s.threads, chosen);
   }
+  // ... and the same GEMM engine per shape (each was chosen by measurement, which may differ on this run).
+  if (device_.kind == DeviceKind::cpu) cpu::set_gemm_choices(s.kernel_choices);
   position_ = s.position;
   resume_ = s.position;
 }

@@ -1,0 +1,450 @@
+// GEMM engines and the per-shape choice between them (gemm.h).
+//
+// OpenBLAS path: cblas_sgemm, then one pass over c for the epilogue (bias, relu, relu mask) while c is still
+// in cache. oneDNN path: the matmul primitive on our row-major buffers as they are (strides describe the
+// transposes, so no reorder), bias and relu as the primitive's own post-ops (applied in registers, no pass
+// over memory); the relu mask of relu_grad has no oneDNN post-op and is applied by the same pass as OpenBLAS'.
+// oneDNN is called through its C API with a prebuilt argument array: the C++ execute() builds a std::vector
+// per call, and a step allocates nothing.
+#include "backends/cpu/gemm.h"
+
+#include <cblas.h>
+#include <fcntl.h>
+#include <omp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string_view>
+
+#include "backends/cpu/parallel.h"
+#include "backends/cpu/threads.h"
+
+#ifdef TK_HAVE_ONEDNN
+#include <oneapi/dnnl/dnnl.hpp>
+#endif
+
+namespace tk::cpu {
+namespace {
+
+constexpr std::string_view kEpilogueNames[] = {"none", "bias", "bias_relu", "relu", "relu_grad"};
+constexpr std::string_view kEngineNames[] = {"openblas", "onednn"};
+// Below this many FLOPs a GEMM takes microseconds on either engine; measuring would cost more than it could
+// save, so OpenBLAS (no JIT) runs it.
+constexpr double kMeasureFlops = 2.0e6;
+
+bool has_bias(Epilogue e) { return e == Epilogue::bias || e == Epilogue::bias_relu; }
+bool has_relu(Epilogue e) { return e == Epilogue::bias_relu || e == Epilogue::relu; }
+
+// c(m,n) = epilogue(c): one pass, rows split across threads.
+void epilogue_pass(const GemmShape& s, const float* bias, const float* y, float* c) {
+  const int64_t n = s.n;
+  const Epilogue e = s.epilogue;
+  parallel_for(
+      s.m,
+      [&](int64_t rb, int64_t re) {
+        for (int64_t r = rb; r < re; ++r) {
+          float* row = c + r * n;
+          if (e == Epilogue::bias) {
+#pragma omp simd
+            for (int64_t j = 0; j < n; ++j) row[j] += bias[j];
+          } else if (e == Epilogue::bias_relu) {
+#pragma omp simd
+            for (int64_t j = 0; j < n; ++j) row[j] = std::max(row[j] + bias[j], 0.0f);
+          } else if (e == Epilogue::relu) {
+#pragma omp simd
+            for (int64_t j = 0; j < n; ++j) row[j] = std::max(row[j], 0.0f);
+          } else if (e == Epilogue::relu_grad) {
+            const float* yr = y + r * n;
+#pragma omp simd
+            for (int64_t j = 0; j < n; ++j) row[j] = yr[j] > 0.0f ? row[j] : 0.0f;
+          }
+        }
+      },
+      kParallelGrain / std::max<int64_t>(n, 1));
+}
+
+void openblas_gemm(const GemmShape& s, const float* a, const float* b, float* c) {
+  cblas_sgemm(CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans, s.tb ? CblasTrans : CblasNoTrans,
+              static_cast<blasint>(s.m), static_cast<blasint>(s.n), static_cast<blasint>(s.k), 1.0f, a,
+              static_cast<blasint>(s.ta ? s.m : s.k), b, static_cast<blasint>(s.tb ? s.k : s.n), 0.0f, c,
+              static_cast<blasint>(s.n));
+}
+
+#ifdef TK_HAVE_ONEDNN
+using dnnl::memory;
+using dt = dnnl::memory::data_type;
+
+dnnl::engine& engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+// The primitive descriptor for s, with `threads` OpenMP threads (oneDNN sizes per-thread scratch by the
+// team size at creation).
+dnnl::matmul::primitive_desc describe(const GemmShape& s, int threads) {
+  const memory::desc a({s.m, s.k}, dt::f32, s.ta ? memory::dims{1, s.m} : memory::dims{s.k, 1});
+  const memory::desc b({s.k, s.n}, dt::f32, s.tb ? memory::dims{1, s.k} : memory::dims{s.n, 1});
+  const memory::desc c({s.m, s.n}, dt::f32, memory::dims{s.n, 1});
+  const memory::desc bias =
+      has_bias(s.epilogue) ? memory::desc({1, s.n}, dt::f32, memory::dims{s.n, 1}) : memory::desc();
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (has_relu(s.epilogue)) {
+    dnnl::post_ops po;
+    po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    attr.set_post_ops(po);
+  }
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(threads);
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, bias, c), attr, engine());
+  omp_set_num_threads(saved);
+  return pd;
+}
+
+// A built matmul and its argument array; data handles are set at each call.
+struct Dnnl {
+  dnnl::matmul prim;
+  memory mem[5];  // a, b, bias, c, scratchpad
+  dnnl_exec_arg_t args[5];
+  int nargs = 0;
+  size_t scratch = 0;
+
+  explicit Dnnl(const GemmShape& s) {
+    const auto pd = describe(s, omp_get_max_threads());
+    prim = dnnl::matmul(pd);
+    scratch = pd.scratchpad_desc().get_size();
+    const memory::desc mds[5] = {pd.src_desc(), pd.weights_desc(),
+                                 has_bias(s.epilogue) ? pd.bias_desc() : memory::desc(), pd.dst_desc(),
+                                 pd.scratchpad_desc()};
+    const int roles[5] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS, DNNL_ARG_DST, DNNL_ARG_SCRATCHPAD};
+    for (int i = 0; i < 5; ++i) {
+      if (i == 2 && !has_bias(s.epilogue)) continue;
+      mem[i] = memory(mds[i], engine(), DNNL_MEMORY_NONE);
+      args[nargs++] = {roles[i], mem[i].get()};
+    }
+  }
+  void run(const float* a, const float* b, const float* bias, float* c, void* workspace) {
+    const void* ptrs[5] = {a, b, bias, c, workspace};
+    for (int i = 0; i < 5; ++i)
+      if (mem[i]) dnnl_memory_set_data_handle(mem[i].get(), const_cast<void*>(ptrs[i]));
+    static thread_local dnnl::stream s(engine());  // one per thread, made once: no allocation per step
+    dnnl_primitive_execute(prim.get(), s.get(), nargs, args);
+    dnnl_stream_wait(s.get());
+  }
+};
+#endif
+
+// One shape on one thread count: the engine chosen for it and, once built, its oneDNN primitive.
+struct Entry {
+  bool decided = false;
+  GemmEngine engine = GemmEngine::openblas;
+  double seconds[2] = {0, 0};  // measured per engine (0: not measured)
+  size_t planned_scratch = 0;  // what gemm_workspace asked the planner for
+  bool listed = false;         // measured here or restored from a saved state: gemm_choices() lists it
+#ifdef TK_HAVE_ONEDNN
+  std::unique_ptr<Dnnl> dnnl;
+#endif
+};
+
+struct Key {
+  GemmShape s;
+  int threads;
+  auto operator<=>(const Key&) const = default;
+};
+
+std::mutex& registry_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::map<Key, Entry>& registry() {
+  static std::map<Key, Entry> r;
+  return r;
+}
+
+const char* forced_engine() {
+  static const char* forced = [] {
+    const char* e = std::getenv("TK_GEMM");
+    return e && *e && std::string_view(e) != "auto" ? e : nullptr;
+  }();
+  return forced;
+}
+
+// Parses "m,n,k,ta,tb,epilogue,threads=engine;..." (';' or newlines between items) into decided entries; items
+// that do not parse, name an unknown epilogue or engine, or an engine this build lacks are skipped; decided entries
+// are kept unless `override`. Caller holds the registry lock.
+void apply_choices(const std::string& text, bool listed, bool override) {
+  std::string item;
+  for (size_t at = 0; at <= text.size();) {
+    const size_t end = std::min(text.find_first_of(";\n", at), text.size());
+    item = text.substr(at, end - at);
+    at = end + 1;
+    long long m, n, k;
+    int ta, tb, threads;
+    char epi[16], eng[16];
+    if (std::sscanf(item.c_str(), "%lld,%lld,%lld,%d,%d,%15[a-z_],%d=%15[a-z]", &m, &n, &k, &ta, &tb, epi, &threads,
+                    eng) != 8 ||
+        m < 0 || n < 0 || k < 0 || threads < 1)
+      continue;
+    GemmShape shape{m, n, k, ta != 0, tb != 0, Epilogue::none};
+    bool known = false;
+    for (int i = 0; i < 5; ++i)
+      if (kEpilogueNames[i] == epi) shape.epilogue = static_cast<Epilogue>(i), known = true;
+    const std::string_view engine(eng);
+    if (!known || (engine != "openblas" && engine != "onednn")) continue;
+#ifndef TK_HAVE_ONEDNN
+    if (engine == "onednn") continue;
+#endif
+    Entry& e = registry()[Key{shape, threads}];
+    if (e.decided && !override) continue;
+    e.decided = true;
+    e.listed = e.listed || listed;
+    e.engine = engine == "onednn" ? GemmEngine::onednn : GemmEngine::openblas;
+#ifdef TK_HAVE_ONEDNN
+    if (e.engine == GemmEngine::openblas) e.dnnl.reset();
+#endif
+  }
+}
+
+// The machine's choice cache (as FFTW's wisdom): every measurement is appended to a file per CPU model, and a new
+// process starts from it, so runs on one machine make the same choices (and compute the same bits) instead of
+// re-measuring with noise. TK_GEMM_CACHE=<file> names the file, TK_GEMM_CACHE=0 turns it off; the default is
+// $XDG_CACHE_HOME/trainkit (or ~/.cache/trainkit)/gemm-<cpu model>.txt.
+std::string cache_file() {
+  static const std::string path = [] {
+    const char* env = std::getenv("TK_GEMM_CACHE");
+    if (env && (std::string_view(env) == "0" || std::string_view(env) == "off")) return std::string();
+    if (env && *env) return std::string(env);
+    std::string dir;
+    if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+      dir = xdg;
+    else if (const char* home = std::getenv("HOME"); home && *home)
+      dir = std::string(home) + "/.cache";
+    else
+      return std::string();
+    std::string model = "cpu";
+    if (FILE* f = std::fopen("/proc/cpuinfo", "r")) {
+      char line[512];
+      while (std::fgets(line, sizeof line, f))
+        if (std::strncmp(line, "model name", 10) == 0 && std::strchr(line, ':')) {
+          model.clear();
+          for (const char* c = std::strchr(line, ':') + 1; *c; ++c)
+            if (std::isalnum(static_cast<unsigned char>(*c)))
+              model += *c;
+            else if (!model.empty() && model.back() != '-')
+              model += '-';
+          while (!model.empty() && model.back() == '-') model.pop_back();
+          break;
+        }
+      std::fclose(f);
+    }
+    return dir + "/trainkit/gemm-" + model + ".txt";
+  }();
+  return path;
+}
+
+// Loads the cache once (caller holds the registry lock).
+void load_cache() {
+  static bool loaded = false;
+  if (loaded) return;
+  loaded = true;
+  const std::string path = cache_file();
+  if (path.empty()) return;
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  apply_choices(text, /*listed=*/true, /*override=*/false);  // choices made or restored here win
+}
+
+// Appends one measured choice: a single write of a short line with O_APPEND, so concurrent processes never
+// interleave within a line; a torn last line does not parse and is skipped. Failing to write only costs a
+// re-measurement next time.
+void append_to_cache(const std::string& line) {
+  const std::string path = cache_file();
+  if (path.empty()) return;
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  const std::string text = line + "\n";
+  [[maybe_unused]] const ssize_t wrote = ::write(fd, text.data(), text.size());
+  ::close(fd);
+}
+
+bool profiling() {
+  static const bool on = [] {
+    const char* p = std::getenv("TK_PROFILE");
+    return p && *p && std::string_view(p) != "0";
+  }();
+  return on;
+}
+
+std::string describe_key(const Key& k) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%lld,%lld,%lld,%d,%d,%s,%d", static_cast<long long>(k.s.m),
+                static_cast<long long>(k.s.n), static_cast<long long>(k.s.k), k.s.ta ? 1 : 0, k.s.tb ? 1 : 0,
+                kEpilogueNames[static_cast<int>(k.s.epilogue)].data(), k.threads);
+  return buf;
+}
+
+void run_engine(GemmEngine e, Entry& entry, const GemmShape& s, const float* a, const float* b, const float* bias,
+                const float* y, float* c, void* workspace) {
+#ifdef TK_HAVE_ONEDNN
+  if (e == GemmEngine::onednn) {
+    entry.dnnl->run(a, b, bias, c, workspace);
+    if (s.epilogue == Epilogue::relu_grad) epilogue_pass(s, bias, y, c);
+    return;
+  }
+#else
+  (void)e, (void)entry;
+#endif
+  openblas_gemm(s, a, b, c);
+  if (s.epilogue != Epilogue::none) epilogue_pass(s, bias, y, c);
+}
+
+// Chooses the engine for a new entry: forced, too small to matter, or the faster of both on this call's
+// buffers (c is overwritten; the caller computes the real result afterwards).
+void decide(const Key& key, Entry& entry, const float* a, const float* b, const float* bias, const float* y, float* c,
+            void* workspace) {
+  entry.decided = true;
+  entry.engine = GemmEngine::openblas;
+#ifdef TK_HAVE_ONEDNN
+  const GemmShape& s = key.s;
+  const char* forced = forced_engine();
+  const double flops = 2.0 * double(s.m) * double(s.n) * double(s.k);
+  const bool want = forced ? std::string_view(forced) == "onednn" : flops >= kMeasureFlops;
+  if (!want) return;
+  try {
+    entry.dnnl = std::make_unique<Dnnl>(s);
+  } catch (const dnnl::error&) {
+    return;  // oneDNN has no kernel for this case: OpenBLAS runs it
+  }
+  if (entry.dnnl->scratch > entry.planned_scratch) {  // more threads than planned for: never overrun the workspace
+    entry.dnnl.reset();
+    return;
+  }
+  if (forced) {
+    entry.engine = GemmEngine::onednn;
+    return;
+  }
+  using clock = std::chrono::steady_clock;
+  double best[2] = {1e30, 1e30};
+  for (int round = 0; round < 4; ++round)
+    for (int e = 0; e < 2; ++e) {
+      const auto t0 = clock::now();
+      run_engine(static_cast<GemmEngine>(e), entry, s, a, b, bias, y, c, workspace);
+      const double took = std::chrono::duration<double>(clock::now() - t0).count();
+      if (round > 0) best[e] = std::min(best[e], took);  // round 0 warms caches (and oneDNN's first run)
+    }
+  entry.seconds[0] = best[0], entry.seconds[1] = best[1];
+  entry.listed = true;
+  // OpenBLAS stays unless oneDNN is clearly faster (3%): a coin flip between equals would only add noise.
+  entry.engine = best[1] < 0.97 * best[0] ? GemmEngine::onednn : GemmEngine::openblas;
+  if (entry.engine == GemmEngine::openblas) entry.dnnl.reset();
+  append_to_cache(describe_key(key) + "=" + std::string(kEngineNames[static_cast<int>(entry.engine)]));
+  if (profiling())
+    std::fprintf(stderr, "TK_PROFILE gemm %s: %s (openblas %.1f us, onednn %.1f us, %.1f GFLOP/s)\n",
+                 describe_key(key).c_str(), kEngineNames[static_cast<int>(entry.engine)].data(), best[0] * 1e6,
+                 best[1] * 1e6, flops / std::min(best[0], best[1]) / 1e9);
+#else
+  (void)key, (void)a, (void)b, (void)bias, (void)y, (void)c, (void)workspace;
+#endif
+}
+
+}  // namespace
+
+bool onednn_gemm_available() {
+#ifdef TK_HAVE_ONEDNN
+  return true;
+#else
+  return false;
+#endif
+}
+
+size_t gemm_workspace(const GemmShape& s) {
+#ifdef TK_HAVE_ONEDNN
+  const char* forced = forced_engine();
+  if (forced && std::string_view(forced) != "onednn") return 0;
+  const double flops = 2.0 * double(s.m) * double(s.n) * double(s.k);
+  if (!forced && flops < kMeasureFlops) return 0;
+  // Sized for the most threads this process may use; entries for every thread count up to it are covered.
+  const int threads = max_threads();
+  size_t bytes = 0;
+  try {
+    bytes = describe(s, threads).scratchpad_desc().get_size();
+  } catch (const dnnl::error&) {
+    return 0;
+  }
+  std::lock_guard lock(registry_mutex());
+  for (int t = 1; t <= threads; ++t) {
+    Entry& e = registry()[Key{s, t}];
+    e.planned_scratch = std::max(e.planned_scratch, bytes);
+  }
+  return bytes;
+#else
+  (void)s;
+  return 0;
+#endif
+}
+
+void gemm(const GemmShape& s, const float* a, const float* b, const float* bias, const float* y, float* c,
+          void* workspace) {
+  if (s.m == 0 || s.n == 0) return;
+  if (s.k == 0) {  // an empty sum: 0, then the epilogue
+    std::memset(c, 0, sizeof(float) * static_cast<size_t>(s.m * s.n));
+    if (s.epilogue != Epilogue::none) epilogue_pass(s, bias, y, c);
+    return;
+  }
+  const Key key{s, omp_get_max_threads()};
+  Entry* entry;
+  {
+    std::lock_guard lock(registry_mutex());
+    if (!forced_engine()) load_cache();
+    entry = &registry()[key];  // std::map: stable address
+    if (!entry->decided) decide(key, *entry, a, b, bias, y, c, workspace);
+#ifdef TK_HAVE_ONEDNN
+    if (entry->engine == GemmEngine::onednn && !entry->dnnl) {  // restored choice: build it now
+      entry->dnnl = std::make_unique<Dnnl>(s);
+      if (entry->dnnl->scratch > entry->planned_scratch) entry->dnnl.reset(), entry->engine = GemmEngine::openblas;
+    }
+#endif
+  }
+  run_engine(entry->engine, *entry, s, a, b, bias, y, c, workspace);
+}
+
+GemmShape gemm_shape(const graph::Graph& g, const graph::Node& n) {
+  const Shape& sa = g[n.inputs[0]].shape;
+  GemmShape s{n.shape[0],      n.shape[1],      n.attrs.trans_a ? sa[0] : sa[1],
+              n.attrs.trans_a, n.attrs.trans_b, Epilogue::none};
+  if (n.op == graph::Op::FusedMatMul)
+    s.epilogue = n.attrs.epilogue == graph::Op::Relu       ? Epilogue::bias_relu
+                 : n.attrs.epilogue == graph::Op::ReluGrad ? Epilogue::relu_grad
+                                                           : Epilogue::bias;
+  return s;
+}
+
+std::string gemm_choices(const std::vector<GemmShape>& shapes) {
+  std::lock_guard lock(registry_mutex());
+  std::string out;
+  for (const auto& [key, e] : registry())
+    if (e.listed && (shapes.empty() || std::find(shapes.begin(), shapes.end(), key.s) != shapes.end()))
+      out += describe_key(key) + "=" + std::string(kEngineNames[static_cast<int>(e.engine)]) + ";";
+  return out;
+}
+
+void set_gemm_choices(const std::string& text) {
+  std::lock_guard lock(registry_mutex());
+  if (!forced_engine()) load_cache();
+  apply_choices(text, /*listed=*/true, /*override=*/true);
+}
+
+}  // namespace tk::cpu

@@ -1,0 +1,58 @@
+// Single-precision GEMM with an epilogue, on the faster of two engines for each shape: OpenBLAS' sgemm or
+// oneDNN's matmul primitive (JIT kernels; bias and relu fused as post-ops). The choice is made once per
+// (shape, transposes, epilogue, threads) at the first call, by timing both engines on that call's own buffers
+// (a few repetitions each, no allocation), kept for the life of the process and appended to the machine's
+// choice cache (TK_GEMM_CACHE; default ~/.cache/trainkit/gemm-<cpu model>.txt), which later processes start from,
+// so runs on one machine choose alike and compute the same bits. TK_GEMM=openblas|onednn forces one engine;
+// TK_PROFILE=1 prints each measurement. A resumed run reuses the choices its backup was made with (gemm_choices /
+// set_gemm_choices travel in the training state), so it computes the same bits as the run that made it.
+//
+//   tk::cpu::GemmShape s{m, n, k, /*ta=*/false, /*tb=*/false, tk::cpu::Epilogue::bias_relu};
+//   tk::cpu::gemm(s, a, b, bias, /*y=*/nullptr, c, workspace);   // c(m,n) = relu(a(m,k) b(k,n) + bias(n))
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+
+namespace tk::cpu {
+
+enum class Epilogue : uint8_t {
+  none,       // c = op(a) op(b)
+  bias,       // c = op(a) op(b) + bias(n)
+  bias_relu,  // c = max(op(a) op(b) + bias(n), 0)
+  relu,       // c = max(op(a) op(b), 0)
+  relu_grad,  // c = op(a) op(b) * (y(m,n) > 0): the gradient through a relu whose output is y
+};
+
+// Row-major operands: a is (m,k), or (k,m) when ta; b is (k,n), or (n,k) when tb; c is (m,n).
+struct GemmShape {
+  int64_t m = 0, n = 0, k = 0;
+  bool ta = false, tb = false;
+  Epilogue epilogue = Epilogue::none;
+  auto operator<=>(const GemmShape&) const = default;
+};
+
+enum class GemmEngine : uint8_t { openblas, onednn };
+
+// Scratch bytes gemm() may use for `s` (oneDNN's scratchpad; 0 without oneDNN). Cheap: builds no kernel.
+size_t gemm_workspace(const GemmShape& s);
+// Runs c = epilogue(op(a) op(b)); bias is read for the bias epilogues, y for relu_grad. workspace holds at
+// least gemm_workspace(s) bytes, 64-byte aligned.
+void gemm(const GemmShape& s, const float* a, const float* b, const float* bias, const float* y, float* c,
+          void* workspace);
+
+// The GEMM of a MatMul or FusedMatMul node.
+GemmShape gemm_shape(const graph::Graph& g, const graph::Node& n);
+
+// The engines chosen by measurement so far for `shapes` (all when empty), as text
+// ("m,n,k,ta,tb,epilogue,threads=engine;..."; forced and too-small shapes are the same on every run and not
+// listed), and restoring them: shapes named there use the named engine instead of measuring. Unknown engines
+// (a build without oneDNN) are ignored.
+std::string gemm_choices(const std::vector<GemmShape>& shapes = {});
+void set_gemm_choices(const std::string& text);
+bool onednn_gemm_available();
+
+}  // namespace tk::cpu

@@ -1,0 +1,121 @@
+#include "graph/fuse.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <string_view>
+
+namespace tk::graph {
+namespace {
+
+// "dense_1/matmul" -> "dense_1"
+std::string layer_of(const std::string& name) { return name.substr(0, name.find('/')); }
+
+}  // namespace
+
+bool fusion_enabled() {
+  const char* v = std::getenv("TK_FUSE");
+  return !(v && std::string_view(v) == "0");
+}
+
+int fuse_epilogues(Graph& g, const std::vector<int>& roots, const std::vector<int>& keep) {
+  const size_t n = static_cast<size_t>(g.size());
+  // Readers among the nodes the program runs; kept values count one more (they are read after the run).
+  std::vector<char> needed(n, 0);
+  for (int r : roots) needed[static_cast<size_t>(r)] = 1;
+  for (int id = g.size() - 1; id >= 0; --id)
+    if (needed[static_cast<size_t>(id)])
+      for (int in : g[id].inputs) needed[static_cast<size_t>(in)] = 1;
+  std::vector<int> readers(n, 0), reader(n, -1);
+  for (int id = 0; id < g.size(); ++id)
+    if (needed[static_cast<size_t>(id)])
+      for (int in : g[id].inputs) ++readers[static_cast<size_t>(in)], reader[static_cast<size_t>(in)] = id;
+  for (int k : keep) readers[static_cast<size_t>(k)] += 1;
+  auto only_reader = [&](int value) {
+    return readers[static_cast<size_t>(value)] == 1 ? reader[static_cast<size_t>(value)] : -1;
+  };
+  auto same_dtype = [&](const Node& a, const Node& b) { return a.dtype == b.dtype; };
+
+  int fused = 0;
+  for (int id = 0; id < g.size(); ++id) {
+    if (!needed[static_cast<size_t>(id)]) continue;
+    Node& mm = g[id];
+    if (mm.op != Op::MatMul) continue;
+    const int next = only_reader(id);
+    if (next < 0) continue;
+    Node& r = g[next];
+    Attrs at = mm.attrs;
+    int target = -1;
+    std::vector<int> inputs{mm.inputs[0], mm.inputs[1]};
+    std::string what;
+    if (r.op == Op::BiasAdd && r.inputs[0] == id && r.shape.rank() == 2 && same_dtype(mm, r)) {
+      inputs.push_back(r.inputs[1]);
+      at.epilogue = Op::kCount;
+      target = next, what = "matmul+bias";
+      const int after = only_reader(next);
+      if (after >= 0 && g[after].op == Op::Relu && same_dtype(r, g[after])) {
+        at.epilogue = Op::Relu;
+        target = after, what = "matmul+bias+relu";
+      }
+    } else if (r.op == Op::ReluGrad && r.inputs[0] == id && r.inputs[1] != id && same_dtype(mm, r)) {
+      inputs.push_back(r.inputs[1]);
+      at.epilogue = Op::ReluGrad;
+      target = next, what = "matmul+relu_grad";
+    }
+    if (target < 0) continue;
+    Node& t = g[target];
+    t.op = Op::FusedMatMul;
+    t.inputs = std::move(inputs);
+    t.attrs = at;
+    t.name = (layer_of(mm.name) == layer_of(t.name) ? layer_of(t.name) : t.name) + "/" + what;
+    // The intermediate values lose their only reader: nothing schedules them now.
+    ++fused;
+  }
+  return fused;
+}
+
+std::vector<int> group_updates(Graph& g, const std::vector<int>& sinks) {
+  auto single = [](Op op) { return op == Op::SgdUpdate || op == Op::AdamUpdate || op == Op::RmspropUpdate; };
+  // Groups: one per layer (the variables' owner, from their names) and update signature (rule, optimizer config,
+  // gate, zero_grad), in the order of their first member.
+  std::vector<std::vector<int>> groups;
+  auto same = [&](int a_id, int b_id) {
+    const Node& a = g[a_id];
+    const Node& b = g[b_id];
+    return a.op == b.op && a.attrs.update == b.attrs.update && a.attrs.gated == b.attrs.gated &&
+           a.attrs.zero_grad == b.attrs.zero_grad && a.dtype == b.dtype &&
+           (!a.attrs.gated || a.inputs.back() == b.inputs.back()) &&
+           layer_of(g[a.inputs[0]].name) == layer_of(g[b.inputs[0]].name);
+  };
+  for (int id : sinks) {
+    if (!single(g[id].op) || g[id].dtype != DType::f32) continue;
+    auto it = std::find_if(groups.begin(), groups.end(),
+                           [&](const std::vector<int>& grp) { return grp.size() < 64 && same(grp.front(), id); });
+    if (it == groups.end())
+      groups.push_back({id});
+    else
+      it->push_back(id);
+  }
+  std::vector<int> out = sinks;
+  for (const std::vector<int>& run : groups) {
+    if (run.size() < 2) continue;
+    const Node first = g[run.front()];
+    const size_t slots = first.inputs.size() - 2 - (first.attrs.gated ? 1 : 0);
+    std::vector<int> inputs;
+    for (int u : run) inputs.push_back(g[u].inputs[0]);
+    for (int u : run) inputs.push_back(g[u].inputs[1]);
+    for (int u : run)
+      for (size_t j = 0; j < slots; ++j) inputs.push_back(g[u].inputs[2 + j]);
+    if (first.attrs.gated) inputs.push_back(first.inputs.back());
+    Attrs at = first.attrs;
+    at.size = static_cast<int64_t>(run.size());
+    at.epilogue = first.op;
+    const int group = g.add(Op::MultiUpdate, std::move(inputs), at, layer_of(g[first.inputs[0]].name) + "/update");
+    std::replace(out.begin(), out.end(), run.front(), group);
+    out.erase(std::remove_if(out.begin(), out.end(),
+                             [&](int s) { return std::find(run.begin() + 1, run.end(), s) != run.end(); }),
+              out.end());
+  }
+  return out;
+}
+
+}  // namespace tk::graph

@@ -1,0 +1,285 @@
+// The epilogue fusion pass (graph/fuse.h) and the GEMM engines behind FusedMatMul (backends/cpu/gemm.h): the fused
+// program computes what the unfused one does, holds fewer values, and both GEMM engines agree on every shape,
+// transpose and epilogue; the engine chosen per shape travels in the training state.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "backends/cpu/gemm.h"
+#include "graph/autodiff.h"
+#include "graph/fuse.h"
+#include "graph/program.h"
+#include "program_feeder.h"
+#include "test_data.h"
+#include "trainkit/trainkit.h"
+
+namespace tk::graph {
+namespace {
+
+// Dense(relu) -> Dense(relu) -> Dense(logits) with its gradients, as the Dense layer and autodiff emit them.
+struct Mlp {
+  Tensor w1, b1, w2, b2, w3, b3;
+  Graph g;
+  int x, y, loss;
+  std::vector<int> grads;
+  Mlp() {
+    std::mt19937 gen(3);
+    std::normal_distribution<float> nd(0.0f, 0.1f);
+    auto init = [&](Shape s) {
+      Tensor t = Tensor::zeros(s);
+      for (int64_t i = 0; i < s.numel(); ++i) t.data<float>()[i] = nd(gen);
+      return t;
+    };
+    w1 = init({96, 200}), b1 = init({200}), w2 = init({200, 64}), b2 = init({64}), w3 = init({64, 10}), b3 = init({10});
+    x = g.input("x", {128, 96});
+    y = g.input("y", {128}, DType::i32);
+    std::vector<int> vars;
+    int h = x;
+    const std::pair<Tensor*, Tensor*> layers[] = {{&w1, &b1}, {&w2, &b2}, {&w3, &b3}};
+    for (int l = 0; l < 3; ++l) {
+      const std::string name = "dense_" + std::to_string(l);
+      const int vw = g.variable(name + "/kernel", *layers[l].first), vb = g.variable(name + "/bias", *layers[l].second);
+      vars.push_back(vw), vars.push_back(vb);
+      h = g.add(Op::BiasAdd, {g.add(Op::MatMul, {h, vw}, {}, name + "/matmul"), vb}, {}, name + "/bias_add");
+      if (l < 2) h = g.add(Op::Relu, {h}, {}, name + "/relu");
+    }
+    Attrs at;
+    at.from_logits = true;
+    loss = g.add(Op::SparseCceLoss, {h, y}, at, "loss");
+    grads = gradients(g, {loss}, vars);
+  }
+  std::vector<int> outputs() const {
+    std::vector<int> o{loss};
+    o.insert(o.end(), grads.begin(), grads.end());
+    return o;
+  }
+};
+
+std::vector<Tensor> run(Mlp& m, bool fuse, size_t* arena = nullptr, int* fused = nullptr) {
+  const std::vector<int> outs = m.outputs();
+  if (fuse) {
+    const int n = fuse_epilogues(m.g, outs, outs);
+    if (fused) *fused = n;
+  }
+  Program p(std::move(m.g), outs, {}, Device::cpu());
+  std::mt19937 gen(1);
+  std::normal_distribution<float> nd;
+  float* x = testing::ProgramFeeder::input<float>(p, m.x);
+  int32_t* y = testing::ProgramFeeder::input<int32_t>(p, m.y);
+  for (int i = 0; i < 128 * 96; ++i) x[i] = nd(gen);
+  for (int i = 0; i < 128; ++i) y[i] = i % 10;
+  p.run(ExecContext{});
+  if (arena) *arena = p.arena_bytes();
+  std::vector<Tensor> out;
+  for (int o : outs) out.push_back(p.output(o));
+  return out;
+}
+
+double max_rel(const Tensor& got, const Tensor& want) {
+  double err = 0, mag = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    err = std::max(err, std::abs(double(got.data<float>()[i]) - want.data<float>()[i]));
+    mag = std::max(mag, std::abs(double(want.data<float>()[i])));
+  }
+  return err / std::max(mag, 1e-30);
+}
+
+TEST(FuseEpilogues, FusedProgramMatchesUnfusedWithFewerValues) {
+  Mlp plain, fused;
+  size_t arena_plain = 0, arena_fused = 0;
+  int chains = 0;
+  const std::vector<Tensor> want = run(plain, false, &arena_plain);
+  const std::vector<Tensor> got = run(fused, true, &arena_fused, &chains);
+  // Forward: 2 x (matmul+bias+relu) and 1 x (matmul+bias); backward: 2 x (input gradient + relu').
+  EXPECT_EQ(chains, 5);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_LT(max_rel(got[i], want[i]), 1e-5) << "output " << i;  // the same math; engines may round differently
+  EXPECT_LT(arena_fused, arena_plain);
+}
+
+TEST(FuseEpilogues, LeavesChainsWhoseIntermediateIsReadElsewhereOrKept) {
+  Tensor w = Tensor::full({8, 8}, 0.1f), b = Tensor::zeros({8});
+  Graph g;
+  const int x = g.input("x", {4, 8});
+  const int mm = g.add(Op::MatMul, {x, g.variable("w", w)});
+  const int ba = g.add(Op::BiasAdd, {mm, g.variable("b", b)});
+  const int other = g.add(Op::Tanh, {mm});  // a second reader of the product
+  EXPECT_EQ(fuse_epilogues(g, {ba, other}, {ba, other}), 0);
+  EXPECT_EQ(g[ba].op, Op::BiasAdd);
+  // Kept pre-activation: MatMul + BiasAdd fuse, the Relu stays separate.
+  Graph h;
+  const int x2 = h.input("x", {4, 8});
+  const int ba2 = h.add(Op::BiasAdd, {h.add(Op::MatMul, {x2, h.variable("w", w)}), h.variable("b", b)});
+  const int r2 = h.add(Op::Relu, {ba2});
+  EXPECT_EQ(fuse_epilogues(h, {ba2, r2}, {ba2, r2}), 1);
+  EXPECT_EQ(h[ba2].op, Op::FusedMatMul);
+  EXPECT_EQ(h[ba2].attrs.epilogue, Op::kCount);
+  EXPECT_EQ(h[r2].op, Op::Relu);
+}
+
+// Adam updates of every variable of the Mlp, one program with one AdamUpdate per variable and one with the
+// updates grouped by readiness; returns the variables after two steps.
+std::vector<Tensor> train_twice(bool grouped, int* groups = nullptr) {
+  Mlp m;
+  UpdateConfig cfg;
+  cfg.update_op = Op::AdamUpdate;
+  cfg.clipnorm = 0.05f;  // per variable, as Keras: the group must keep it per variable
+  std::vector<Tensor> slots;
+  Tensor* vars[] = {&m.w1, &m.b1, &m.w2, &m.b2, &m.w3, &m.b3};
+  for (Tensor* v : vars) slots.push_back(Tensor::zeros(v->shape())), slots.push_back(Tensor::zeros(v->shape()));
+  std::vector<int> sinks;
+  for (size_t i = 0; i < 6; ++i) {
+    Attrs at;
+    at.update = &cfg;
+    int var = -1;
+    for (int id = 0; id < m.g.size(); ++id)
+      if (m.g[id].op == Op::Variable && m.g[id].attrs.external == vars[i]->raw()) var = id;
+    sinks.push_back(m.g.add(Op::AdamUpdate,
+                            {var, m.grads[i], m.g.variable("m" + std::to_string(i), slots[2 * i]),
+                             m.g.variable("v" + std::to_string(i), slots[2 * i + 1])},
+                            at, "update"));
+  }
+  if (grouped) {
+    sinks = group_updates(m.g, sinks);
+    if (groups) *groups = static_cast<int>(sinks.size());
+    for (int s : sinks) EXPECT_EQ(m.g[s].op, Op::MultiUpdate);
+  }
+  Program p(std::move(m.g), {m.loss}, sinks, Device::cpu());
+  std::mt19937 gen(1);
+  std::normal_distribution<float> nd;
+  float* x = testing::ProgramFeeder::input<float>(p, m.x);
+  int32_t* y = testing::ProgramFeeder::input<int32_t>(p, m.y);
+  for (int i = 0; i < 128 * 96; ++i) x[i] = nd(gen);
+  for (int i = 0; i < 128; ++i) y[i] = i % 10;
+  ExecContext ctx;
+  ctx.scalars.learning_rate = 0.01f;
+  for (int step = 0; step < 2; ++step, ++ctx.scalars.iterations) p.run(ctx);
+  std::vector<Tensor> out;
+  for (Tensor* v : vars) out.push_back(v->clone());
+  return out;
+}
+
+TEST(GroupUpdates, OneKernelPerLayerComputesTheSameBits) {
+  int groups = 0;
+  const std::vector<Tensor> single = train_twice(false), grouped = train_twice(true, &groups);
+  EXPECT_EQ(groups, 3);  // kernel and bias of each layer are ready together
+  for (size_t i = 0; i < single.size(); ++i)
+    EXPECT_EQ(std::memcmp(single[i].raw(), grouped[i].raw(), single[i].nbytes()), 0) << "variable " << i;
+}
+
+// ---------------------------------------------------------------- the engines
+
+struct Buffers {
+  std::vector<float> a, b, bias, y;
+  explicit Buffers(const cpu::GemmShape& s)
+      : a(size_t(s.m * s.k)), b(size_t(s.k * s.n)), bias(size_t(s.n)), y(size_t(s.m * s.n)) {
+    std::mt19937 gen(7);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    for (auto* v : {&a, &b, &bias, &y})
+      for (float& f : *v) f = u(gen);
+  }
+};
+
+std::vector<float> compute(const cpu::GemmShape& s, const Buffers& in, const char* engine) {
+  const std::string key = std::to_string(s.m) + "," + std::to_string(s.n) + "," + std::to_string(s.k) + "," +
+                          (s.ta ? "1" : "0") + "," + (s.tb ? "1" : "0") + ",";
+  static const char* names[] = {"none", "bias", "bias_relu", "relu", "relu_grad"};
+  cpu::set_gemm_choices(key + names[static_cast<int>(s.epilogue)] + "," + std::to_string(omp_get_max_threads()) + "=" +
+                        engine);
+  std::vector<float> ws(cpu::gemm_workspace(s) / sizeof(float) + 64);
+  void* aligned = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(ws.data()) + 63) / 64 * 64);
+  std::vector<float> c(size_t(s.m * s.n), -7.0f);
+  cpu::gemm(s, in.a.data(), in.b.data(), in.bias.data(), in.y.data(), c.data(), aligned);
+  return c;
+}
+
+// The product computed in double, then the epilogue.
+std::vector<double> reference(const cpu::GemmShape& s, const Buffers& in) {
+  std::vector<double> c(size_t(s.m * s.n));
+  for (int64_t i = 0; i < s.m; ++i)
+    for (int64_t j = 0; j < s.n; ++j) {
+      double acc = 0;
+      for (int64_t p = 0; p < s.k; ++p)
+        acc += double(in.a[size_t(s.ta ? p * s.m + i : i * s.k + p)]) * in.b[size_t(s.tb ? j * s.k + p : p * s.n + j)];
+      const size_t at = size_t(i * s.n + j);
+      switch (s.epilogue) {
+        case cpu::Epilogue::bias:
+          acc += in.bias[size_t(j)];
+          break;
+        case cpu::Epilogue::bias_relu:
+          acc = std::max(acc + in.bias[size_t(j)], 0.0);
+          break;
+        case cpu::Epilogue::relu:
+          acc = std::max(acc, 0.0);
+          break;
+        case cpu::Epilogue::relu_grad:
+          acc = in.y[at] > 0 ? acc : 0.0;
+          break;
+        default:
+          break;
+      }
+      c[at] = acc;
+    }
+  return c;
+}
+
+TEST(GemmEngines, OpenBlasAndOneDnnAgreeOnEveryTransposeAndEpilogue) {
+  std::vector<const char*> engines{"openblas"};
+  if (cpu::onednn_gemm_available()) engines.push_back("onednn");
+  int checked = 0;
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{37, 53, 29}, {128, 96, 200}})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        for (int e = 0; e < 5; ++e) {
+          const cpu::GemmShape s{m, n, k, ta, tb, static_cast<cpu::Epilogue>(e)};
+          const Buffers in(s);
+          const std::vector<double> want = reference(s, in);
+          for (const char* engine : engines) {
+            const std::vector<float> got = compute(s, in, engine);
+            double err = 0, mag = 0;
+            for (size_t i = 0; i < want.size(); ++i)
+              err = std::max(err, std::abs(got[i] - want[i])), mag = std::max(mag, std::abs(want[i]));
+            EXPECT_LT(err / mag, 1e-5) << engine << " m=" << m << " n=" << n << " k=" << k << " ta=" << ta
+                                       << " tb=" << tb << " epilogue=" << e;
+            ++checked;
+          }
+        }
+  EXPECT_EQ(checked, 2 * 4 * 5 * static_cast<int>(engines.size()));
+  // The choices made above are listed, and a listed choice is what the next call uses.
+  const std::string choices = cpu::gemm_choices();
+  EXPECT_NE(choices.find("128,96,200,1,1,relu_grad," + std::to_string(omp_get_max_threads()) + "=" + engines.back()),
+            std::string::npos)
+      << choices;
+}
+
+TEST(GemmEngines, TheTrainingStateCarriesTheChoicesPerShape) {
+  tk::Sequential model({tk::layers::Input({64}), tk::layers::Dense(256, "relu"), tk::layers::Dense(10)});
+  model.compile(tk::optimizers::Adam(), tk::losses::SparseCategoricalCrossentropy({.from_logits = true}));
+  const Tensor x = tk::testing::uniform({512, 64}, 1), y = tk::testing::int_labels(512, 10, 2);
+  tk::FitOptions fo;
+  fo.batch_size = 128;
+  fo.verbose = 0;
+  model.fit(x, y, fo);
+  const TrainingState s = model.training_state();
+  // The first layer's forward GEMM (128 x 256 x 64, 4.2 MFLOP) is large enough to be measured.
+  EXPECT_NE(s.kernel_choices.find("128,256,64,0,0,bias_relu,"), std::string::npos) << s.kernel_choices;
+  // Restoring a state makes its choices current (here: flipping every engine, as another run might have chosen).
+  TrainingState flipped = s;
+  std::string& c = flipped.kernel_choices;
+  for (size_t at = 0; (at = c.find('=', at)) != std::string::npos; ++at) {
+    const size_t end = c.find(';', at);
+    const std::string engine = c.substr(at + 1, end - at - 1);
+    c.replace(at + 1, end - at - 1, engine == "openblas" && cpu::onednn_gemm_available() ? "onednn" : "openblas");
+  }
+  model.restore_training_state(flipped);
+  const std::string now = cpu::gemm_choices();
+  for (size_t at = 0, end; (end = c.find(';', at)) != std::string::npos; at = end + 1)
+    EXPECT_NE(now.find(c.substr(at, end - at)), std::string::npos) << c.substr(at, end - at) << " not in " << now;
+}
+
+}  // namespace
+}  // namespace tk::graph
