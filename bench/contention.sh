@@ -3,6 +3,9 @@
 # default MLP and the tutorial CNN, with the thread count pinned (TK_THREADS=N: every step uses N threads, the
 # behaviour before threads.h) and adaptive (TK_THREADS=auto, the default). Prints one line per run and the
 # contended/alone epoch ratios; each row records the load average at its start (the machine may be shared).
+# With a peers' virtual environment ($TK_VENV, default .venv; bench/_setup.sh makes one), PyTorch eager runs the
+# same steps next to the same spinners with torch.set_num_threads(OMP_NUM_THREADS), and trainkit's samples/s
+# (adaptive threads) is printed as a multiple of PyTorch's in each situation.
 #
 #   bash bench/contention.sh [build]        # OMP_NUM_THREADS defaults to the number of cores
 set -euo pipefail
@@ -26,8 +29,26 @@ run() {  # model steps epochs threads spinners
   printf '%-4s threads=%-5s spinners=%d load=%-5s %s\n' "$1" "$4" "$5" "$load" "$out" >&2
   echo "$epoch"
 }
+VENV="${TK_VENV:-.venv}"
+torch_run() {  # model steps epochs spinners -> samples/s of PyTorch eager
+  spin "$4"
+  sleep 0.5
+  local out; out=$("$VENV/bin/python" "bench/peers/torch_$1.py" --max-steps "$2" --epochs "$3" --threads "$OMP_NUM_THREADS" 2>/dev/null)
+  unspin
+  printf '%-4s pytorch spinners=%d %s\n' "$1" "$4" "$out" >&2
+  sed -n 's/.*"samples_per_s": \([0-9.]*\).*/\1/p' <<<"$out"
+}
 for model in mlp cnn; do
   if [ "$model" = mlp ]; then steps=100 epochs=3; else steps=20 epochs=2; fi
+  if [ -x "$VENV/bin/python" ]; then
+    for spinners in 0 1 2; do
+      ours=$(run $model $steps $epochs auto "$spinners")
+      theirs=$(torch_run $model $steps $epochs "$spinners")
+      awk -v m=$model -v s="$spinners" -v e="$ours" -v n=$((steps * 128)) -v p="$theirs" 'BEGIN {
+        printf "%s next to %d spinners: trainkit (auto) %.0f samples/s, PyTorch eager %.0f samples/s: trainkit %.2fx\n",
+               m, s, n / e, p, n / e / p }'
+    done
+  fi
   for threads in "$OMP_NUM_THREADS" auto; do
     alone=$(run $model $steps $epochs "$threads" 0)
     one=$(run $model $steps $epochs "$threads" 1)

@@ -2,7 +2,7 @@
 """PyTorch eager peer benchmark: MLP 784-256-128-10 on Fashion-MNIST.
 
 Prints exactly one JSON line on stdout; all logging goes to stderr.
-  .venv/bin/python bench/peers/torch_mlp.py [--epochs 2] [--batch-size 128] [--threads 2]
+  .venv/bin/python bench/peers/torch_mlp.py [--epochs 2] [--batch-size 128] [--threads 2] [--max-steps 0]
 """
 import argparse
 import json
@@ -30,6 +30,8 @@ def main():
     ap.add_argument("--compile", action="store_true", help="torch.compile the model (inductor, C++ kernels)")
     ap.add_argument("--data-dir", default=DATA_DIR)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--max-steps", type=int, default=0,
+                    help="train on the first max_steps full batches only (0: all of Fashion-MNIST)")
     args = ap.parse_args()
 
     import torch
@@ -39,6 +41,9 @@ def main():
     torch.manual_seed(args.seed)
 
     x_np, y_np = load_fashion_mnist(args.data_dir)
+    if args.max_steps > 0:  # a subset of max_steps full batches, shuffled within it every epoch
+        m = min(x_np.shape[0], args.max_steps * args.batch_size)
+        x_np, y_np = x_np[:m], y_np[:m]
     n = x_np.shape[0]
     x = torch.from_numpy(x_np)
     y = torch.from_numpy(y_np)
