@@ -155,6 +155,34 @@ TEST(CliLease, ThreeFitsOnABudgetForTwoQueueRefuseAndReclaim) {
   EXPECT_NE(fits.children[e].stdout_text().find("test_accuracy"), std::string::npos);
 }
 
+// batch_size=auto without a limit plans for what the ledger can still grant, not for the whole device: a colleague
+// holding 48 of the ledger's 80 MiB leaves about 32 MiB (less 5%) to plan for.
+TEST(CliLease, AutoBatchWithoutALimitPlansForWhatTheLedgerCanGrant) {
+  Fits fits;
+  fits.children.push_back(
+      spawn({TK_LEASE_HOLDER_PATH, fits.ledger(), std::to_string(80 << 20), std::to_string(48 << 20), "-1"},
+            (fits.f.dir / "holder.out").string(), (fits.f.dir / "holder.err").string(), {}));
+  ASSERT_TRUE(fits.wait_for({fits.pid(0)}, {})) << fits.children[0].stderr_text();
+  std::vector<std::string> argv = fits.fit_argv(1);
+  const auto limit = std::find(argv.begin(), argv.end(), "--memory-limit");
+  argv.erase(limit, limit + 2);  // no limit: the budget is the device, the ledger grants less
+  argv[std::find(argv.begin(), argv.end(), "-v") - argv.begin() + 1] = "2";
+  argv.push_back("--batch-size");
+  argv.push_back("auto");
+  Child fit = spawn(argv, (fits.f.dir / "auto.out").string(), (fits.f.dir / "auto.err").string(),
+                    {"TK_LEASE_DIR=" + fits.ledger()});
+  ASSERT_TRUE(fit.wait_for(120));
+  EXPECT_TRUE(fit.exited_with(0)) << fit.stderr_text();
+  const std::string out = fit.stdout_text();
+  const size_t line = out.find("batch_size auto: ");
+  ASSERT_NE(line, std::string::npos) << out;
+  const size_t at = out.find(" of ", line), end = out.find(" MiB available)", line);
+  ASSERT_NE(end, std::string::npos) << out;
+  const double available_mib = std::stod(out.substr(at + 4, end - at - 4));
+  EXPECT_LE(available_mib, 32.0 * 0.95 + 0.01) << out;
+  EXPECT_GT(available_mib, 20.0) << out;
+}
+
 // ---------------------------------------------------------------- trainkit run / fit --isolate
 
 namespace {

@@ -277,6 +277,27 @@ std::vector<Case> gradient_cases() {
     cc.fd_step = 0.25f;
     c.push_back(cc);
   }
+  // FusedConv2D (the fusion pass's Conv2D + BiasAdd [+ Relu]) on the first window: with the relu, biases of +-100
+  // keep every pre-activation away from the kink (|conv| <= 18 terms x 2 x 2 = 72 for inputs in [0.1, 2]).
+  for (bool relu : {false, true}) {
+    const ConvWindow w = conv_windows().front();
+    Attrs at = w.at;
+    at.epilogue = relu ? Op::Relu : Op::kCount;
+    const Shape bias{w.w[3]};
+    Case fc{std::string("FusedConv2D ") + (relu ? "bias relu " : "bias ") + w.label,
+            Op::FusedConv2D,
+            {w.x, w.w, bias},
+            {true, true, true},
+            at};
+    if (relu)
+      fc.init = [](int input, float* p, int64_t n, std::mt19937& gen) {
+        default_init(input, p, n, gen);
+        if (input == 2)
+          for (int64_t i = 0; i < n; ++i) p[i] = i % 2 ? -100.0f : 100.0f;
+      };
+    fc.fd_step = relu ? 1e-2f : 0.25f;
+    c.push_back(fc);
+  }
   for (const PoolWindow& w : max_pool_windows())
     c.push_back({std::string("MaxPool2D ") + w.label, Op::MaxPool2D, {w.x}, {true}, w.at, spaced_init});
   for (const PoolWindow& w : avg_pool_windows())

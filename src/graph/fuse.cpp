@@ -39,7 +39,8 @@ int fuse_epilogues(Graph& g, const std::vector<int>& roots, const std::vector<in
   for (int id = 0; id < g.size(); ++id) {
     if (!needed[static_cast<size_t>(id)]) continue;
     Node& mm = g[id];
-    if (mm.op != Op::MatMul) continue;
+    const bool conv = mm.op == Op::Conv2D;
+    if (mm.op != Op::MatMul && !conv) continue;
     const int next = only_reader(id);
     if (next < 0) continue;
     Node& r = g[next];
@@ -47,23 +48,24 @@ int fuse_epilogues(Graph& g, const std::vector<int>& roots, const std::vector<in
     int target = -1;
     std::vector<int> inputs{mm.inputs[0], mm.inputs[1]};
     std::string what;
-    if (r.op == Op::BiasAdd && r.inputs[0] == id && r.shape.rank() == 2 && same_dtype(mm, r)) {
+    const std::string base = conv ? "conv" : "matmul";
+    if (r.op == Op::BiasAdd && r.inputs[0] == id && (conv || r.shape.rank() == 2) && same_dtype(mm, r)) {
       inputs.push_back(r.inputs[1]);
       at.epilogue = Op::kCount;
-      target = next, what = "matmul+bias";
+      target = next, what = base + "+bias";
       const int after = only_reader(next);
       if (after >= 0 && g[after].op == Op::Relu && same_dtype(r, g[after])) {
         at.epilogue = Op::Relu;
-        target = after, what = "matmul+bias+relu";
+        target = after, what = base + "+bias+relu";
       }
-    } else if (r.op == Op::ReluGrad && r.inputs[0] == id && r.inputs[1] != id && same_dtype(mm, r)) {
+    } else if (!conv && r.op == Op::ReluGrad && r.inputs[0] == id && r.inputs[1] != id && same_dtype(mm, r)) {
       inputs.push_back(r.inputs[1]);
       at.epilogue = Op::ReluGrad;
       target = next, what = "matmul+relu_grad";
     }
     if (target < 0) continue;
     Node& t = g[target];
-    t.op = Op::FusedMatMul;
+    t.op = conv ? Op::FusedConv2D : Op::FusedMatMul;
     t.inputs = std::move(inputs);
     t.attrs = at;
     t.name = (layer_of(mm.name) == layer_of(t.name) ? layer_of(t.name) : t.name) + "/" + what;

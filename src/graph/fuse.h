@@ -4,6 +4,7 @@
 //   MatMul -> BiasAdd -> Relu   becomes  FusedMatMul(a, b, bias, epilogue Relu)      (forward, Dense + relu)
 //   MatMul -> BiasAdd           becomes  FusedMatMul(a, b, bias)                     (forward, Dense)
 //   MatMul -> ReluGrad(., y)    becomes  FusedMatMul(a, b, y, epilogue ReluGrad)     (backward: dx then relu')
+//   Conv2D -> BiasAdd [-> Relu] becomes  FusedConv2D(x, w, bias [, epilogue Relu])   (forward, Conv2D layers)
 //
 // It runs on a traced graph (after the gradient graph is built) and rewrites nodes in place: the last node
 // of a chain takes the fused op, the earlier ones lose their readers and are not scheduled. A chain fuses

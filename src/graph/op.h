@@ -53,6 +53,7 @@ enum class Op : uint8_t {
   Conv2D,            // x (N,H,W,C), w (KH,KW,C,F) -> (N,OH,OW,F)
   Conv2DGradInput,   // (dy, w) -> attrs.shape (x)
   Conv2DGradFilter,  // (x, dy) -> attrs.shape (w)
+  FusedConv2D,       // (x, w, bias(F)) -> conv + bias, relu'd when attrs.epilogue is Relu (the fusion pass's)
   MaxPool2D,
   MaxPool2DGrad,  // grad: (dy, x) -> x; padding never wins the max
   AvgPool2D,
@@ -136,7 +137,8 @@ struct Attrs {
   bool gated = false;                       // update ops: the last input is the step's StepControl
   bool split_ties = false;                  // MaxPool2DGrad: share dy among tied maxima (GlobalMaxPooling2D)
   float momentum = 0.99f, epsilon = 1e-3f;  // batch normalization
-  Op epilogue = Op::kCount;  // FusedMatMul: Relu, ReluGrad, or kCount (the bias alone); MultiUpdate: its rule
+  Op epilogue = Op::kCount;  // FusedMatMul: Relu, ReluGrad or kCount (the bias alone); FusedConv2D: Relu or kCount;
+                             // MultiUpdate: its rule
 };
 
 // Op families the shape, dtype and kernel-signature rules share.

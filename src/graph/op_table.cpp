@@ -140,6 +140,15 @@ Shape shape_conv(const Graph& g, int node) {
   return Shape{x[0], win.oh, win.ow, w[3]};
 }
 
+Shape shape_fused_conv(const Graph& g, int node) {
+  const Shape out = shape_conv(g, node);
+  const Shape& b = in_shape(g, node, 2);
+  if (b.rank() != 1 || b[0] != out[3]) shape_error(g, node, "bias length must equal the filter count");
+  const Op epi = g[node].attrs.epilogue;
+  if (epi != Op::Relu && epi != Op::kCount) shape_error(g, node, "epilogue must be Relu or none");
+  return out;
+}
+
 Shape shape_pool(const Graph& g, int node) {
   const Shape& x = rank4(g, node, 0, "input");
   Window win = Window::of(x, g[node].attrs);
@@ -414,6 +423,13 @@ void grad_conv(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
   }
 }
 
+// Through the relu (from the output), then the convolution's rule; the bias gets the sums over N, H, W.
+void grad_fused_conv(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
+  const int d = b.node(node).attrs.epilogue == Op::Relu ? b.add(Op::ReluGrad, {dy, node}) : dy;
+  grad_conv(b, node, d, need, dx);
+  if (need[2]) dx[2] = b.add(Op::BiasGrad, {d});
+}
+
 void grad_max_pool(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
   Node n = b.node(node);
   if (need[0]) dx[0] = b.add(Op::MaxPool2DGrad, {dy, n.inputs[0], node}, n.attrs);
@@ -490,6 +506,7 @@ constexpr std::array<OpInfo, kOpCount> kTable{{
     {Op::Conv2D, "Conv2D", 2, true, shape_conv, dtype_same_float, grad_conv},
     {Op::Conv2DGradInput, "Conv2DGradInput", 2, true, shape_attr, dtype_same_float, nullptr},
     {Op::Conv2DGradFilter, "Conv2DGradFilter", 2, true, shape_attr, dtype_same_float, nullptr},
+    {Op::FusedConv2D, "FusedConv2D", 3, true, shape_fused_conv, dtype_same_float, grad_fused_conv},
     {Op::MaxPool2D, "MaxPool2D", 1, true, shape_pool, dtype_same_float, grad_max_pool},
     {Op::MaxPool2DGrad, "MaxPool2DGrad", 3, true, shape_attr_from_x, dtype_same_float, nullptr},
     {Op::AvgPool2D, "AvgPool2D", 1, true, shape_pool, dtype_same_float, grad_to_input_shape<Op::AvgPool2DGrad>},

@@ -172,7 +172,14 @@ bool DeviceMemory::lease_covers(size_t reserved) {
   if (!ledger_ || (lease_.held() && lease_.bytes() >= reserved)) return true;
   if (!lease_.held()) {  // the first lease may wait in the queue: this process holds nothing of the device yet
     const size_t margin = std::max<size_t>(size_t{64} << 20, reserved / 4);
-    const size_t want = limit_chosen_ ? limit_ : std::min(limit_, reserved + margin);
+    size_t want = limit_chosen_ ? limit_ : std::min(limit_, reserved + margin);
+    if (!limit_chosen_) {  // the margin is a wish: take less rather than queue when colleagues hold the rest
+      try {
+        const DeviceUsage u = ledger_->usage(lease_device(info_));
+        if (u.available() < want && u.available() >= reserved) want = static_cast<size_t>(u.available());
+      } catch (const Error&) {  // acquire() below reports an unreadable ledger
+      }
+    }
     lease_ = ledger_->acquire(lease_device(info_), want, lease_wait_policy());
     if (lease_.bytes() >= reserved) return true;
     region_error_ = "the lease this job was given is " + config::format_bytes(lease_.bytes());
@@ -185,6 +192,20 @@ bool DeviceMemory::lease_covers(size_t reserved) {
   if (ledger_->grow(lease_, want, &why) || (want > reserved && ledger_->grow(lease_, reserved, &why))) return true;
   region_error_ = why;
   return false;
+}
+
+size_t DeviceMemory::leasable() {
+  std::lock_guard lock(mu_);
+  if (!ledger_ || limit_chosen_) return limit_;
+  try {
+    const DeviceUsage u = ledger_->usage(lease_device(info_));
+    const uint64_t mine = lease_.held() ? lease_.bytes() : 0;
+    const uint64_t others = u.leased > mine ? u.leased - mine : 0;
+    const uint64_t taken = u.outside + others;
+    return static_cast<size_t>(std::min<uint64_t>(limit_, u.capacity > taken ? u.capacity - taken : 0));
+  } catch (const Error&) {  // an unreadable ledger is reported when the lease is taken; plan for the budget here
+    return limit_;
+  }
 }
 
 void DeviceMemory::set_growth(bool growth) {

@@ -62,6 +62,10 @@ class DeviceMemory {
   // of the whole limit at first use (waiting in the queue per lease_wait_policy()); without one, a lease that
   // grows with the regions taken (plus a margin). The process-wide instances do; standalone ones do not.
   void use_ledger(Ledger* ledger);
+  // What this process could hold of the device now: the budget, and without a chosen limit no more than the lease
+  // ledger could grant (its capacity less memory outside the ledger and other processes' leases), so that
+  // batch_size=auto does not plan for memory colleagues hold. Reads the ledger (a folder lock): not per step.
+  size_t leasable();
   // This device's lease (an empty one when none is held).
   const Lease& lease() const { return lease_; }
   const DeviceInfo& device_info() const { return info_; }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backends/cpu/gemm.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
 #include "graph/kernel.h"
@@ -119,6 +120,19 @@ void conv2d(const KernelArgs& a) {
   }
 }
 
+// (x, w, bias) -> conv + bias [relu]: the convolution, then one pass over its output (N·OH·OW rows of F).
+void fused_conv2d(const KernelArgs& a) {
+  conv2d(a);
+  const int64_t f = a.node.shape[3];
+  const GemmShape rows{a.node.shape.numel() / std::max<int64_t>(f, 1),
+                       f,
+                       0,
+                       false,
+                       false,
+                       a.node.attrs.epilogue == Op::Relu ? Epilogue::bias_relu : Epilogue::bias};
+  apply_epilogue(rows, a.input<float>(2), nullptr, a.output<float>());
+}
+
 // dx = col2im(dy(N·P, F) · wᵀ(F, K))
 void conv2d_grad_input(const KernelArgs& a) {
   const Window g = Window::of(a.node.shape, a.node.attrs);
@@ -159,9 +173,10 @@ void conv2d_grad_filter(const KernelArgs& a) {
 
 void register_conv_kernels() {
   graph::register_kernel(DeviceKind::cpu, Op::Conv2D, DType::f32, conv2d);
+  graph::register_kernel(DeviceKind::cpu, Op::FusedConv2D, DType::f32, fused_conv2d);
   graph::register_kernel(DeviceKind::cpu, Op::Conv2DGradInput, DType::f32, conv2d_grad_input);
   graph::register_kernel(DeviceKind::cpu, Op::Conv2DGradFilter, DType::f32, conv2d_grad_filter);
-  for (Op op : {Op::Conv2D, Op::Conv2DGradInput, Op::Conv2DGradFilter})
+  for (Op op : {Op::Conv2D, Op::FusedConv2D, Op::Conv2DGradInput, Op::Conv2DGradFilter})
     graph::register_workspace(DeviceKind::cpu, op, conv_workspace);
 }
 

@@ -42,6 +42,7 @@ struct Conv {
   // Roles: a, b are the primitive's two inputs; c its output (fwd: src, weights -> dst;
   // bwd_data: diff_dst, weights -> diff_src; bwd_weights: src, diff_dst -> diff_weights).
   memory user[3], inner[3], scratch;
+  memory bias;  // FusedConv2D: the bias (F), read where it is
   dnnl::primitive prim;
   std::array<std::unique_ptr<dnnl::reorder>, 3> reorder;  // null when the layouts already agree
   std::unordered_map<int, memory> args;
@@ -55,8 +56,9 @@ struct Conv {
 
 using Key = std::array<int64_t, 18>;
 
-Key key_of(Op op, const Window& g, int64_t f) {
-  return {static_cast<int64_t>(op),
+// relu: FusedConv2D with the relu epilogue (the same op without it is another primitive).
+Key key_of(Op op, const Window& g, int64_t f, bool relu) {
+  return {static_cast<int64_t>(op) * 2 + (relu ? 1 : 0),
           g.n,
           g.h,
           g.w,
@@ -76,7 +78,7 @@ Key key_of(Op op, const Window& g, int64_t f) {
           g.ow};
 }
 
-Conv build(Op op, const Window& g, int64_t f) {
+Conv build(Op op, const Window& g, int64_t f, bool relu) {
   const memory::dims src{g.n, g.c, g.h, g.w}, wei{f, g.c, g.kh, g.kw}, dst{g.n, f, g.oh, g.ow};
   const memory::dims strides{g.sh, g.sw}, dilates{g.dh - 1, g.dw - 1}, pad_l{g.pt, g.pl}, pad_r{g.pb, g.pr};
   auto any = [](const memory::dims& d) { return memory::desc(d, dt::f32, tag::any); };
@@ -84,13 +86,22 @@ Conv build(Op op, const Window& g, int64_t f) {
       user_dst(dst, dt::f32, tag::nhwc);
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  const bool fused = op == Op::FusedConv2D;
+  const memory::desc bias_md({f}, dt::f32, tag::a);
+  if (fused && relu) {  // applied by the convolution's own post-op, in registers
+    dnnl::post_ops po;
+    po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    attr.set_post_ops(po);
+  }
   const auto fwd_desc =
-      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, any(src),
-                                      any(wei), any(dst), strides, dilates, pad_l, pad_r);
+      fused ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                              any(src), any(wei), bias_md, any(dst), strides, dilates, pad_l, pad_r)
+            : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                              any(src), any(wei), any(dst), strides, dilates, pad_l, pad_r);
   const auto fwd_pd = dnnl::convolution_forward::primitive_desc(fwd_desc, attr, engine());
   Conv c;
   memory::desc user_md[3], inner_md[3], scratch_md;
-  if (op == Op::Conv2D) {
+  if (op == Op::Conv2D || fused) {
     user_md[0] = user_src, user_md[1] = user_wei, user_md[2] = user_dst;
     inner_md[0] = fwd_pd.src_desc(), inner_md[1] = fwd_pd.weights_desc(), inner_md[2] = fwd_pd.dst_desc();
     scratch_md = fwd_pd.scratchpad_desc();
@@ -133,6 +144,10 @@ Conv build(Op op, const Window& g, int64_t f) {
   c.workspace = at + align64(scratch_md.get_size());
   for (int i = 0; i < 3; ++i) c.args[c.arg_of[i]] = c.inner[i];
   c.args[DNNL_ARG_SCRATCHPAD] = c.scratch;
+  if (fused) {
+    c.bias = memory(bias_md, engine(), DNNL_MEMORY_NONE);
+    c.args[DNNL_ARG_BIAS] = c.bias;
+  }
   for (const auto& [role, mem] : c.args) c.exec_args.push_back({role, mem.get()});
   for (size_t i = 0; i < 3; ++i) {
     const bool to_inner = i < 2;  // inputs are reordered into oneDNN's layout, the output back out of it
@@ -153,30 +168,33 @@ std::map<Key, std::unique_ptr<Conv>>& cache() {
 
 // The window and filter count of a conv op node.
 std::pair<Window, int64_t> geometry(const graph::Graph& gr, const graph::Node& n) {
-  if (n.op == Op::Conv2D) return {Window::of(gr[n.inputs[0]].shape, n.attrs), gr[n.inputs[1]].shape[3]};
+  if (n.op == Op::Conv2D || n.op == Op::FusedConv2D)
+    return {Window::of(gr[n.inputs[0]].shape, n.attrs), gr[n.inputs[1]].shape[3]};
   if (n.op == Op::Conv2DGradInput) return {Window::of(n.attrs.shape, n.attrs), gr[n.inputs[1]].shape[3]};
   return {Window::of(gr[n.inputs[0]].shape, n.attrs), n.attrs.shape[3]};  // Conv2DGradFilter
 }
 
-Conv& conv_for(Op op, const Window& g, int64_t f) {
+Conv& conv_for(const graph::Node& n, const Window& g, int64_t f) {
+  const bool relu = n.op == Op::FusedConv2D && n.attrs.epilogue == Op::Relu;
   std::lock_guard lock(cache_mutex());
-  auto& slot = cache()[key_of(op, g, f)];
-  if (!slot) slot = std::make_unique<Conv>(build(op, g, f));
+  auto& slot = cache()[key_of(n.op, g, f, relu)];
+  if (!slot) slot = std::make_unique<Conv>(build(n.op, g, f, relu));
   return *slot;
 }
 
 size_t workspace(const graph::Graph& gr, int node) {
   auto [g, f] = geometry(gr, gr[node]);
-  return conv_for(gr[node].op, g, f).workspace;
+  return conv_for(gr[node], g, f).workspace;
 }
 
 void run(const KernelArgs& a) {
   auto [g, f] = geometry(a.g, a.node);
-  Conv& c = conv_for(a.node.op, g, f);
+  Conv& c = conv_for(a.node, g, f);
   auto* ws = static_cast<char*>(a.workspace);
   c.user[0].set_data_handle(const_cast<void*>(a.in[0]));
   c.user[1].set_data_handle(const_cast<void*>(a.in[1]));
   c.user[2].set_data_handle(a.out);
+  if (c.bias) c.bias.set_data_handle(const_cast<void*>(a.in[2]));
   for (int i = 0; i < 3; ++i)
     if (c.reorder[static_cast<size_t>(i)]) c.inner[i].set_data_handle(ws + c.offset[i]);
   c.scratch.set_data_handle(ws + c.offset[3]);
@@ -195,7 +213,7 @@ void run(const KernelArgs& a) {
 bool register_onednn_conv_kernels() {
   const char* choice = std::getenv("TK_CONV");
   if (choice && std::string(choice) == "im2col") return false;
-  for (Op op : {Op::Conv2D, Op::Conv2DGradInput, Op::Conv2DGradFilter}) {
+  for (Op op : {Op::Conv2D, Op::FusedConv2D, Op::Conv2DGradInput, Op::Conv2DGradFilter}) {
     graph::register_kernel(DeviceKind::cpu, op, DType::f32, run);
     graph::register_workspace(DeviceKind::cpu, op, workspace);
   }

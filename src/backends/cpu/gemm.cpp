@@ -421,6 +421,10 @@ void gemm(const GemmShape& s, const float* a, const float* b, const float* bias,
   run_engine(entry->engine, *entry, s, a, b, bias, y, c, workspace);
 }
 
+void apply_epilogue(const GemmShape& s, const float* bias, const float* y, float* c) {
+  if (s.epilogue != Epilogue::none) epilogue_pass(s, bias, y, c);
+}
+
 GemmShape gemm_shape(const graph::Graph& g, const graph::Node& n) {
   const Shape& sa = g[n.inputs[0]].shape;
   GemmShape s{n.shape[0],      n.shape[1],      n.attrs.trans_a ? sa[0] : sa[1],

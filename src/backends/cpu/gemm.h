@@ -44,6 +44,10 @@ size_t gemm_workspace(const GemmShape& s);
 void gemm(const GemmShape& s, const float* a, const float* b, const float* bias, const float* y, float* c,
           void* workspace);
 
+// c(m,n) = epilogue(c) in one pass over c (s.k unused): what gemm() does after an engine without the epilogue, and
+// what a convolution computed as GEMMs uses for its bias and relu.
+void apply_epilogue(const GemmShape& s, const float* bias, const float* y, float* c);
+
 // The GEMM of a MatMul or FusedMatMul node.
 GemmShape gemm_shape(const graph::Graph& g, const graph::Node& n);
 

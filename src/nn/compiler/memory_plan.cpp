@@ -6,6 +6,7 @@
 #include "graph/autodiff.h"
 #include "graph/schedule.h"
 #include "nn/compiler/programs.h"
+#include "runtime/device_memory.h"
 #include "trainkit/core/error.h"
 #include "trainkit/runtime/memory.h"
 
@@ -138,14 +139,16 @@ int64_t Model::largest_batch_that_fits(size_t available, int64_t cap) {
 }
 
 size_t Model::memory_available_for_training() const {
-  const MemoryInfo m = config::get_memory_info();
+  const MemoryInfo m = config::get_memory_info(device_);  // the model's device (was: always the cpu)
   size_t mine = 0;
   for (const LayerPtr& l : layers_)
     for (const Weight& w : l->weights()) mine += aligned(w.value.nbytes());
   if (programs_) mine += programs_->persistent_bytes();
   // Count what others hold by reservation, not by use: free pieces inside reserved regions may be too
   // small for an arena, which needs one contiguous block.
-  const size_t usable = static_cast<size_t>(0.95 * double(m.limit));
+  // Without a chosen limit, the budget is the device; the lease ledger may grant less (colleagues' leases).
+  const size_t budget = std::min(m.limit, runtime::DeviceMemory::get(device_).leasable());
+  const size_t usable = static_cast<size_t>(0.95 * double(budget));
   const size_t others = m.reserved > mine ? m.reserved - mine : 0;
   return usable > others ? usable - others : 0;
 }
