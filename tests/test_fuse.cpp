@@ -51,6 +51,15 @@ struct Mlp {
     loss = g.add(Op::SparseCceLoss, {h, y}, at, "loss");
     grads = gradients(g, {loss}, vars);
   }
+  // The same batch every time: x ~ N(0, 1) from seed 1, labels i % 10.
+  void feed(Program& p) const {
+    std::mt19937 gen(1);
+    std::normal_distribution<float> nd;
+    float* xs = testing::ProgramFeeder::input<float>(p, x);
+    int32_t* ys = testing::ProgramFeeder::input<int32_t>(p, y);
+    for (int i = 0; i < 128 * 96; ++i) xs[i] = nd(gen);
+    for (int i = 0; i < 128; ++i) ys[i] = i % 10;
+  }
   std::vector<int> outputs() const {
     std::vector<int> o{loss};
     o.insert(o.end(), grads.begin(), grads.end());
@@ -65,12 +74,7 @@ std::vector<Tensor> run(Mlp& m, bool fuse, size_t* arena = nullptr, int* fused =
     if (fused) *fused = n;
   }
   Program p(std::move(m.g), outs, {}, Device::cpu());
-  std::mt19937 gen(1);
-  std::normal_distribution<float> nd;
-  float* x = testing::ProgramFeeder::input<float>(p, m.x);
-  int32_t* y = testing::ProgramFeeder::input<int32_t>(p, m.y);
-  for (int i = 0; i < 128 * 96; ++i) x[i] = nd(gen);
-  for (int i = 0; i < 128; ++i) y[i] = i % 10;
+  m.feed(p);
   p.run(ExecContext{});
   if (arena) *arena = p.arena_bytes();
   std::vector<Tensor> out;
@@ -149,12 +153,7 @@ std::vector<Tensor> train_twice(bool grouped, int* groups = nullptr) {
     for (int s : sinks) EXPECT_EQ(m.g[s].op, Op::MultiUpdate);
   }
   Program p(std::move(m.g), {m.loss}, sinks, Device::cpu());
-  std::mt19937 gen(1);
-  std::normal_distribution<float> nd;
-  float* x = testing::ProgramFeeder::input<float>(p, m.x);
-  int32_t* y = testing::ProgramFeeder::input<int32_t>(p, m.y);
-  for (int i = 0; i < 128 * 96; ++i) x[i] = nd(gen);
-  for (int i = 0; i < 128; ++i) y[i] = i % 10;
+  m.feed(p);
   ExecContext ctx;
   ctx.scalars.learning_rate = 0.01f;
   for (int step = 0; step < 2; ++step, ++ctx.scalars.iterations) p.run(ctx);

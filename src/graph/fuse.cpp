@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "graph/schedule.h"
+
 namespace tk::graph {
 namespace {
 
@@ -20,11 +22,7 @@ bool fusion_enabled() {
 int fuse_epilogues(Graph& g, const std::vector<int>& roots, const std::vector<int>& keep) {
   const size_t n = static_cast<size_t>(g.size());
   // Readers among the nodes the program runs; kept values count one more (they are read after the run).
-  std::vector<char> needed(n, 0);
-  for (int r : roots) needed[static_cast<size_t>(r)] = 1;
-  for (int id = g.size() - 1; id >= 0; --id)
-    if (needed[static_cast<size_t>(id)])
-      for (int in : g[id].inputs) needed[static_cast<size_t>(in)] = 1;
+  const std::vector<char> needed = needed_by(g, roots);
   std::vector<int> readers(n, 0), reader(n, -1);
   for (int id = 0; id < g.size(); ++id)
     if (needed[static_cast<size_t>(id)])

@@ -7,13 +7,18 @@
 
 namespace tk::graph {
 
-std::vector<int> schedule(const Graph& g, const std::vector<int>& roots) {
-  const size_t n = static_cast<size_t>(g.size());
-  std::vector<char> needed(n, 0);
+std::vector<char> needed_by(const Graph& g, const std::vector<int>& roots) {
+  std::vector<char> needed(static_cast<size_t>(g.size()), 0);
   for (int r : roots) needed[static_cast<size_t>(r)] = 1;
   for (int id = g.size() - 1; id >= 0; --id)
     if (needed[static_cast<size_t>(id)])
       for (int in : g[id].inputs) needed[static_cast<size_t>(in)] = 1;
+  return needed;
+}
+
+std::vector<int> schedule(const Graph& g, const std::vector<int>& roots) {
+  const size_t n = static_cast<size_t>(g.size());
+  const std::vector<char> needed = needed_by(g, roots);
 
   // Readers of each value, to place in-place updates after every reader of what they overwrite.
   std::vector<int> last_reader(n, -1);

@@ -16,6 +16,8 @@ namespace tk::graph {
 // right after their last input is ready and after every other reader of the variables they overwrite,
 // so each gradient buffer dies as soon as it has been applied.
 std::vector<int> schedule(const Graph& g, const std::vector<int>& roots);
+// Per node id: 1 when `roots` need it (the roots and everything they read, transitively), else 0.
+std::vector<char> needed_by(const Graph& g, const std::vector<int>& roots);
 
 inline constexpr size_t kArenaAlignment = 64;
 
