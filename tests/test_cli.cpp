@@ -356,8 +356,11 @@ TEST(CliRunOptions, DeviceDtypePolicyAndMemoryLimit) {
   EXPECT_CONTAINS(cuda.error_lines[0], "cuda");
   EXPECT_FALSE(contains(cuda.out, "Epoch")) << "refused before any data is loaded";
   const Result mixed = run_cli("plan --dtype-policy mixed_float16");
-  EXPECT_EQ(mixed.code, 1) << describe(mixed);
-  EXPECT_CONTAINS(mixed.err, "mixed_float16");
+  EXPECT_EQ(mixed.code, 0) << describe(mixed);
+  EXPECT_CONTAINS(mixed.out, "dtype policy mixed_float16: under float32 the step would take");
+  const Result half = run_cli("plan --dtype-policy float16");  // 16-bit variables: refused, naming the remedy
+  EXPECT_EQ(half.code, 1) << describe(half);
+  EXPECT_CONTAINS(half.err, "mixed_float16");
   for (const char* bad : {"--device tpu", "--device cuda:x", "--dtype-policy float64", "--memory-limit lots"}) {
     const Result r = run_cli(std::string("plan ") + bad);
     EXPECT_NE(r.code, 0) << bad << "\n" << describe(r);

@@ -61,7 +61,7 @@ TEST_P(KerasLayerParity, ForwardAndGradientsMatchKeras) {
     std::memcpy(layer->weights()[i].value.raw(), w.raw(), w.nbytes());
   }
   graph::Graph g;
-  nn::CallContext ctx{g, c.training, {}, {}};
+  nn::CallContext ctx{g, c.training, DType::f32, {}, {}, {}};
   const int xi = g.input("x", x.shape());
   const int y = layer->call(ctx, {xi});
   const int t = g.input("t", g[y].shape);

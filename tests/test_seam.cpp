@@ -220,8 +220,10 @@ TEST(Seam, ModelsKnowTheirDeviceAndDtypePolicy) {
   } catch (const tk::Unsupported& e) {
     EXPECT_TRUE(contains(e.what(), "cuda")) << e.what();
   }
-  EXPECT_THROW(m.set_dtype_policy("mixed_float16"), tk::Unsupported);
+  EXPECT_THROW(m.set_dtype_policy("float16"), tk::Unsupported);  // 16-bit variables: use mixed_float16
   EXPECT_THROW(m.set_dtype_policy("float64x"), tk::InvalidArgument);
+  m.set_dtype_policy("mixed_float16");
+  EXPECT_EQ(m.layer_compute_dtype(*m.layers()[1]), tk::DType::f32) << "the output layer stays float32";
   m.set_dtype_policy("float32");
   m.set_device(tk::Device::cpu());
 }

@@ -20,6 +20,7 @@
 #include "trainkit/nn/keras_callbacks.h"
 #include "trainkit/nn/layers.h"
 #include "trainkit/nn/losses.h"
+#include "trainkit/nn/mixed_precision.h"
 #include "trainkit/nn/model.h"
 #include "trainkit/nn/models.h"
 #include "trainkit/nn/optimizers.h"

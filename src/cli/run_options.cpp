@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "trainkit/nn/mixed_precision.h"
 #include "trainkit/runtime/memory.h"
 
 namespace tk::cli {
@@ -35,7 +36,8 @@ void add_run_options(CLI::App* command, RunOptions& o) {
       ->capture_default_str();
   command
       ->add_option("--dtype-policy", o.dtype_policy,
-                   "Keras dtype policy: float32 (mixed_float16 / mixed_bfloat16 later)")
+                   "Keras dtype policy: float32, mixed_float16 (with dynamic loss scaling) or mixed_bfloat16: "
+                   "float32 weights, 16-bit activations")
       ->capture_default_str();
   command->add_option(
       "--memory-limit", o.memory_limit,
@@ -48,6 +50,7 @@ Device apply_run_options(const RunOptions& o) {
   const Device device = o.device == "auto" ? auto_device(true) : parse_device(o.device);
   require_compute_device(device);
   require_dtype_policy(o.dtype_policy);
+  mixed_precision::set_global_policy(o.dtype_policy);  // models made from here on take it
   if (!o.memory_limit.empty()) {
     size_t bytes = 0;
     try {

@@ -21,7 +21,8 @@ double op_flops(const Graph& g, int node) {
   return op_info(n.op).has_output ? double(n.shape.numel()) : 0.0;
 }
 
-std::vector<int> gradients(Graph& g, const std::vector<int>& losses, const std::vector<int>& wrt, RematStats* remat) {
+std::vector<int> gradients(Graph& g, const std::vector<int>& losses, const std::vector<int>& wrt, RematStats* remat,
+                           int seed) {
   const int n = g.size();
   // Forward pass: which values depend on a variable we differentiate with respect to.
   std::vector<char> depends(static_cast<size_t>(n), 0);
@@ -37,7 +38,7 @@ std::vector<int> gradients(Graph& g, const std::vector<int>& losses, const std::
   };
   for (int loss : losses) {
     if (g[loss].shape.rank() != 0) throw InvalidArgument("gradients: loss '" + g[loss].name + "' is not a scalar");
-    accumulate(loss, g.fill(1.0f));
+    accumulate(loss, seed >= 0 ? seed : g.fill(1.0f));
   }
 
   const int last = *std::max_element(losses.begin(), losses.end());

@@ -18,10 +18,11 @@ struct RematStats {
   double forward_flops = 0;     // the forward pass it repeats part of
 };
 
-// Each loss in `losses` is a scalar seeded with gradient 1 (so the gradient is that of their sum).
+// Each loss in `losses` is a scalar seeded with gradient 1 (so the gradient is that of their sum), or with the
+// float32 scalar value `seed` when given (loss scaling: the gradients of the sum times the scale).
 // With `remat` non-null, rematerializes as above and fills it in.
 std::vector<int> gradients(Graph& g, const std::vector<int>& losses, const std::vector<int>& wrt,
-                           RematStats* remat = nullptr);
+                           RematStats* remat = nullptr, int seed = -1);
 
 // Approximate floating-point operations of one node (2·m·n·k for MatMul, 2·N·OH·OW·K·F for Conv2D,
 // one per output element otherwise).

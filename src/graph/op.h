@@ -88,8 +88,10 @@ enum class Op : uint8_t {
   SgdUpdate,       // (param, grad, momentum)
   AdamUpdate,      // (param, grad, m, v); AdamW through weight_decay
   RmspropUpdate,   // (param, grad, velocity, momentum, average_gradient)
-  StepControl,     // a step's gradients -> (2): [0] 1 when all are finite (or the check is off) else 0, [1] the
-                   // global-norm clip factor min(1, global_clipnorm / ||all||) (1 when off); attrs.update
+  StepControl,     // a step's gradients [, loss-scale state] -> (2): [0] 1 when all are finite (or the check is
+                   // off) else 0, [1] the factor every gradient is multiplied by: 1 / loss scale (1 without loss
+                   // scaling) times the global-norm clip factor min(1, global_clipnorm / ||unscaled||) (1 when off);
+                   // attrs.update. With loss scaling it also updates the state in place (UpdateConfig).
   AccumulateGrad,  // in place: acc += grad * StepScalars::grad_scale (micro-batching); (acc, grad), no output
   MultiUpdate,     // several variables' updates in one kernel (graph/fuse.h groups them by readiness): inputs
                    // (params 0..K-1, grads K..2K-1, S slots per variable, [StepControl]), K = attrs.size, the rule
@@ -113,8 +115,14 @@ struct UpdateConfig {
   float clipvalue = 0.0f;                                 // 0 = off
   float global_clipnorm = 0.0f;                           // 0 = off; over all of a step's gradients, as Keras
   bool skip_nonfinite = false;                            // skip the whole step when a gradient is not finite
-  int64_t iterations = 0;                                 // updates applied so far (Keras' optimizer.iterations)
-  Op update_op = Op::SgdUpdate;                           // the optimizer's update rule (set by the optimizer)
+  // Dynamic loss scaling (Keras' LossScaleOptimizer), on when initial_scale > 0: the loss is multiplied by the
+  // current scale before differentiating; StepControl then takes the (3) float32 state [scale, finite steps since
+  // the last change, skipped steps] as its last input, unscales, skips the step and halves the scale when a
+  // gradient is not finite, and doubles it after growth_steps finite steps (in place on the state).
+  float loss_scale_initial = 0.0f;
+  int64_t loss_scale_growth_steps = 2000;
+  int64_t iterations = 0;        // updates applied so far (Keras' optimizer.iterations)
+  Op update_op = Op::SgdUpdate;  // the optimizer's update rule (set by the optimizer)
 };
 
 struct Attrs {

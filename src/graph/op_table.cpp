@@ -244,6 +244,12 @@ Shape shape_multi_update(const Graph& g, int node) {
 
 Shape shape_step_control(const Graph& g, int node) {
   if (!g[node].attrs.update) shape_error(g, node, "needs the optimizer config");
+  if (g[node].attrs.update->loss_scale_initial > 0.0f) {  // the last input is the loss-scale state
+    const int n = static_cast<int>(g[node].inputs.size());
+    if (n < 2 || in_shape(g, node, n - 1) != Shape{3} || g[g[node].inputs.back()].dtype != DType::f32 ||
+        g[g[node].inputs.back()].op != Op::Variable)
+      shape_error(g, node, "with loss scaling, the last input must be the float32 (3) loss-scale state variable");
+  }
   return Shape{2};
 }
 

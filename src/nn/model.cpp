@@ -10,17 +10,20 @@
 #include "nn/layers/context.h"
 #include "nn/layers/input_layer.h"
 #include "trainkit/core/error.h"
+#include "trainkit/nn/mixed_precision.h"
 #include "trainkit/runtime/memory.h"
 
 namespace tk {
 
 Model::Model(std::vector<KerasTensor> inputs, std::vector<KerasTensor> outputs, std::string name)
-    : name_(name.empty() ? nn::unique_name("functional") : std::move(name)) {
+    : name_(name.empty() ? nn::unique_name("functional") : std::move(name)),
+      dtype_policy_(mixed_precision::global_policy()) {
   init_graph(std::move(inputs), std::move(outputs));
 }
 
 Model::Model(std::string name_prefix, std::string name)
-    : name_(name.empty() ? nn::unique_name(name_prefix) : std::move(name)) {}
+    : name_(name.empty() ? nn::unique_name(name_prefix) : std::move(name)),
+      dtype_policy_(mixed_precision::global_policy()) {}
 
 Model::~Model() = default;
 
@@ -65,6 +68,7 @@ void Model::compile(OptimizerPtr optimizer, std::vector<Loss> losses, std::vecto
   losses_ = std::move(losses);
   metrics_ = std::move(metrics);
   programs_.reset();  // a new compile (e.g. after freezing layers) rebuilds every program
+  run_policies_.clear();
 }
 
 void require_compute_device(Device device) {
@@ -82,25 +86,76 @@ void Model::set_device(Device device) {
   programs_.reset();
 }
 
-void require_dtype_policy(const std::string& policy) {
-  if (policy == "float32") return;
-  if (policy == "mixed_float16" || policy == "mixed_bfloat16" || policy == "float16" || policy == "bfloat16")
-    throw Unsupported("dtype policy '" + policy +
-                      "' is a Keras policy this build does not run yet (mixed precision is not built); use 'float32'");
-  throw InvalidArgument("unknown dtype policy '" + policy +
-                        "' (Keras' names: float32, mixed_float16, mixed_bfloat16, float16, bfloat16)");
-}
+void require_dtype_policy(const std::string& policy) { mixed_precision::check_policy(policy); }
 
 void Model::set_dtype_policy(const std::string& policy) {
   require_dtype_policy(policy);
-  if (policy == dtype_policy_) return;  // keeps what exists (e.g. optimizer state restored from a file)
+  if (policy == dtype_policy_ && own_dtype_policy_) return;  // keeps what exists (e.g. a restored state)
+  if (programs_ && !run_policies_.empty()) {
+    bool changes = false;
+    for (const LayerPtr& l : layers_) changes |= !l->has_own_dtype_policy() && l->dtype_policy() != policy;
+    if (changes || policy != dtype_policy_)
+      throw InvalidArgument("set_dtype_policy('" + policy + "'): model '" + name_ +
+                            "' already has programs built under '" + dtype_policy_ +
+                            "'; set the policy before the first fit/evaluate/predict, or compile() again");
+  }
   dtype_policy_ = policy;
-  programs_.reset();
+  own_dtype_policy_ = true;
+}
+
+std::string Model::layer_dtype_policy(const Layer& layer) const {
+  if (!plan_policy_override_.empty() && !layer.has_own_dtype_policy()) return plan_policy_override_;
+  return layer.has_own_dtype_policy() || !own_dtype_policy_ ? layer.dtype_policy() : dtype_policy_;
+}
+
+DType Model::layer_compute_dtype(const Layer& layer, std::string* why) const {
+  if (why) why->clear();
+  const std::string policy = layer_dtype_policy(layer);
+  const DType t = mixed_precision::compute_dtype(policy);
+  if (t == DType::f32) return t;
+  if (layer.computes_in_float32()) {
+    if (why) *why = "statistics in float32, as Keras";
+    return DType::f32;  // its output is cast back to `t` (programs.cpp)
+  }
+  if (!layer.has_own_dtype_policy())
+    for (const KerasTensor& o : outputs_)
+      if (o.node->layer.get() == &layer) {
+        if (why) *why = "model output: float32 for the loss and softmax (give it its own policy to change this)";
+        return DType::f32;
+      }
+  return t;
+}
+
+float Model::loss_scale() const {
+  const float* st = programs_ ? programs_->loss_scale_state() : nullptr;
+  if (st) return st[0];
+  return optimizer_ ? optimizer_->config().loss_scale_initial : 0.0f;
+}
+
+int64_t Model::skipped_steps() const {
+  const float* st = programs_ ? programs_->loss_scale_state() : nullptr;
+  return st ? static_cast<int64_t>(st[2]) : 0;
+}
+
+void Model::add_loss_scale_logs(Logs& logs) const {
+  const float* st = programs_ ? programs_->loss_scale_state() : nullptr;
+  if (!st) return;
+  logs.set("loss_scale", st[0]);
+  logs.set("skipped_steps", st[2]);
 }
 
 void Model::check_compiled(const char* what) const {
   if (!optimizer_)
     throw InvalidArgument(std::string(what) + ": model '" + name_ + "' must be compiled first (call compile())");
+  if (!programs_ || run_policies_.empty()) return;
+  for (size_t i = 0; i < layers_.size() && i < run_policies_.size(); ++i) {
+    const Layer& l = *layers_[i];
+    if (layer_dtype_policy(l) != run_policies_[i])
+      throw InvalidArgument(std::string(what) + ": layer '" + l.name + "' of model '" + name_ +
+                            "' was given dtype policy '" + layer_dtype_policy(l) +
+                            "' after its programs were built under '" + run_policies_[i] +
+                            "'; set policies before the first fit/evaluate/predict, or compile() again");
+  }
 }
 
 namespace {

@@ -15,6 +15,20 @@ float Optimizer::learning_rate() const {
   return schedule_ ? (*schedule_)(config_->iterations) : config_->learning_rate;
 }
 int64_t Optimizer::iterations() const { return config_->iterations; }
+float Optimizer::initial_loss_scale() const { return config_->loss_scale_initial; }
+
+OptimizerPtr optimizers::LossScaleOptimizer(OptimizerPtr inner, LossScaleOptions o) {
+  if (!inner) throw InvalidArgument("LossScaleOptimizer: the inner optimizer is null");
+  if (!(o.initial_scale > 0.0f) || !std::isfinite(o.initial_scale))
+    throw InvalidArgument("LossScaleOptimizer: initial_scale must be a finite number > 0, got " +
+                          std::to_string(o.initial_scale));
+  if (o.dynamic_growth_steps < 1)
+    throw InvalidArgument("LossScaleOptimizer: dynamic_growth_steps must be >= 1, got " +
+                          std::to_string(o.dynamic_growth_steps));
+  inner->config().loss_scale_initial = o.initial_scale;
+  inner->config().loss_scale_growth_steps = o.dynamic_growth_steps;
+  return inner;
+}
 void Optimizer::set_learning_rate_schedule(optimizers::schedules::LearningRateSchedulePtr schedule) {
   schedule_ = std::move(schedule);
 }

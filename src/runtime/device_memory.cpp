@@ -386,7 +386,8 @@ void DeviceMemory::out_of_memory(size_t bytes, const std::string& owner) const {
   if (model_memory)
     r += "\n  what to do, in order: (1) a smaller batch size (`trainkit plan` or Model::largest_batch_that_fits shows "
          "the largest that fits; fit(batch_size = tk::kAutoBatchSize) picks it, micro_batch_size keeps the batch); "
-         "(2) mixed precision (not available in this version yet); (3) freeze layers (trainable = false: no "
+         "(2) mixed precision (dtype policy mixed_bfloat16 or mixed_float16: activations and their gradients in 2 "
+         "bytes; a model's report says below what it saves); (3) freeze layers (trainable = false: no "
          "gradients, no optimizer state); (4) rematerialization (model.rematerialization = tk::Remat::on; automatic "
          "when the plan does not fit); or raise the budget (TK_MEMORY_LIMIT / TK_MEMORY_FRACTION)";
   else

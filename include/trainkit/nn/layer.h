@@ -76,6 +76,18 @@ class Layer : public std::enable_shared_from_this<Layer> {
   std::string name;
   bool trainable = true;  // false: no gradients, no optimizer state, weights never change in fit
 
+  // Keras' dtype policy (trainkit/nn/mixed_precision.h): "float32", "mixed_float16" or "mixed_bfloat16". Taken
+  // from the global policy when the layer is made; a model's set_dtype_policy changes it for layers that have
+  // no policy of their own.
+  const std::string& dtype_policy() const { return dtype_policy_; }
+  // The layer's own policy (Keras' dtype= argument), e.g. "float32" for an output layer under a mixed policy.
+  // InvalidArgument for an unknown name; a model compiled before the change refuses to run (compile again).
+  void set_dtype_policy(const std::string& policy);
+  bool has_own_dtype_policy() const { return own_dtype_policy_; }
+  // Layers whose math stays float32 under any policy (BatchNormalization, as Keras): their inputs are cast to
+  // float32 and their output back to the policy's compute dtype.
+  virtual bool computes_in_float32() const { return false; }
+
   virtual std::string class_name() const = 0;
   // Keras' config of this layer (layer-specific keys only); empty for layers without options.
   virtual LayerConfig get_config() const { return {}; }
@@ -98,6 +110,11 @@ class Layer : public std::enable_shared_from_this<Layer> {
   Weight& add_weight(const std::string& what, Shape shape, const std::string& initializer, bool trainable = true);
   std::vector<Weight> weights_;
   bool built_ = false;
+
+ private:
+  friend class Model;
+  std::string dtype_policy_;
+  bool own_dtype_policy_ = false;
 };
 
 // A shared layer handle that can be called like a Keras layer: Dense(64, "relu")(x).
@@ -110,6 +127,9 @@ class LayerPtr : public std::shared_ptr<Layer> {
   KerasTensor operator()(const KerasTensor& x) const { return (**this)(x); }
   KerasTensor operator()(const std::vector<KerasTensor>& xs) const { return (**this)(xs); }
 };
+
+// Gives `layer` its own dtype policy and returns it, for lists: Sequential({..., with_dtype(Dense(10), "float32")}).
+LayerPtr with_dtype(LayerPtr layer, const std::string& policy);
 
 // Resets Keras-style automatic layer names ("dense", "dense_1", ...) and the global seed stream.
 void clear_session();

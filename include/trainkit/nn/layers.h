@@ -23,6 +23,7 @@ struct DenseOptions {
   std::string kernel_initializer = "glorot_uniform";
   std::string bias_initializer = "zeros";
   std::string name = {};
+  std::string dtype = {};  // the layer's own dtype policy (Keras' dtype=); empty: the global one
 };
 // Densely connected: activation(x @ kernel + bias) over the last axis. kernel (in, units), bias (units,).
 LayerPtr Dense(int64_t units, std::string activation = "linear", DenseOptions options = {});
@@ -56,6 +57,7 @@ struct Conv2DOptions {
   std::string kernel_initializer = "glorot_uniform";
   std::string bias_initializer = "zeros";
   std::string name = {};
+  std::string dtype = {};  // the layer's own dtype policy (Keras' dtype=); empty: the global one
 };
 // kernel (kh, kw, in_channels, filters), bias (filters,).
 LayerPtr Conv2D(int64_t filters, Size2 kernel_size, std::string activation = "linear", Conv2DOptions options = {});

@@ -41,8 +41,13 @@ struct MemoryPlan {
   size_t unshared = 0;          // what the transient buffers would take without the planner's reuse
   bool rematerialized = false;  // forward activations recomputed during backward
   int recomputed_ops = 0;
-  double recompute_flops = 0;  // extra work per step
-  double step_flops = 0;       // the step's work without rematerialization (≈ 3 × forward)
+  double recompute_flops = 0;            // extra work per step
+  double step_flops = 0;                 // the step's work without rematerialization (≈ 3 × forward)
+  std::string dtype_policy = "float32";  // the model's (trainkit/nn/mixed_precision.h)
+  // The same step under the other policy: float32 for a mixed model, mixed_bfloat16 for a float32 one (what
+  // switching would save or cost). Filled in by Model::memory_plan; 0 when not computed.
+  std::string alternative_policy;
+  size_t alternative_total = 0;
   std::vector<LayerMemory> layers;
   std::vector<PlannedValue> values;  // every value in the arena, in program order of production
   int steps = 0;                     // the program's length; values live within [-1, steps]

@@ -158,10 +158,24 @@ class Model {
   // InvalidArgument once programs exist (set it before the first fit/evaluate/predict).
   void set_device(Device device);
   Device device() const { return device_; }
-  // Keras' dtype policy: "float32" (the default). "mixed_float16" and "mixed_bfloat16" are Keras names this
-  // build refuses with Unsupported until mixed precision lands.
+  // Keras' dtype policy (trainkit/nn/mixed_precision.h): "float32", "mixed_float16" or "mixed_bfloat16". A model
+  // takes the global policy when made; setting it here gives every layer without a policy of its own this one.
+  // InvalidArgument for an unknown name, and once programs exist (set it before the first fit/evaluate/predict,
+  // or compile() again).
   void set_dtype_policy(const std::string& policy);
   const std::string& dtype_policy() const { return dtype_policy_; }
+  // The policy `layer` runs under in this model, and the dtype it computes in. A layer that produces a model
+  // output and has no policy of its own computes in float32 under a mixed policy (`why`, when non-null, says
+  // so); BatchNormalization's math is float32 whatever its policy.
+  std::string layer_dtype_policy(const Layer& layer) const;
+  DType layer_compute_dtype(const Layer& layer, std::string* why = nullptr) const;
+  // Keras' compile(auto_scale_loss=True): under mixed_float16 the optimizer gets dynamic loss scaling
+  // (LossScaleOptimizer's defaults) unless it has its own. Set before the first fit.
+  bool auto_scale_loss = true;
+  // The loss scale the next training step uses (0 without loss scaling), and the steps skipped so far because
+  // a gradient was not finite.
+  float loss_scale() const;
+  int64_t skipped_steps() const;
   // The dtype a program's feature inputs have (the policy's variable dtype: float32).
   DType input_dtype() const { return DType::f32; }
 
@@ -173,6 +187,8 @@ class Model {
  private:
   friend class nn::ProgramCache;
   void check_compiled(const char* what) const;
+  // Under loss scaling: "loss_scale" and "skipped_steps" in the logs callbacks receive.
+  void add_loss_scale_logs(Logs& logs) const;
   MemoryPlan memory_plan_with(int64_t batch_size, bool remat);
   void check_data(const std::vector<Tensor>& x, const std::vector<Tensor>* y, const char* what) const;
   Logs run_evaluation(const std::vector<Tensor>& x, const std::vector<Tensor>& y, int64_t batch_size, int64_t steps);
@@ -193,10 +209,13 @@ class Model {
   std::unique_ptr<nn::ProgramCache> programs_;
   uint64_t step_ = 0;  // training steps run (dropout randomness)
   Device device_ = Device::cpu();
-  std::string dtype_policy_ = "float32";
-  Logs batch_logs_;                    // train_on_batch results, updated in place
-  FitPosition position_;               // kept current by the fit loops (no allocation per step)
-  std::optional<FitPosition> resume_;  // set by restore_training_state, taken by the next fit
+  std::string dtype_policy_;               // the global policy when the model was made, or set_dtype_policy's
+  bool own_dtype_policy_ = false;          // set_dtype_policy was called: it overrides layers without their own
+  std::vector<std::string> run_policies_;  // per layer: the policies the programs were built under
+  std::string plan_policy_override_;       // memory_plan's "what would the other policy take" trace
+  Logs batch_logs_;                        // train_on_batch results, updated in place
+  FitPosition position_;                   // kept current by the fit loops (no allocation per step)
+  std::optional<FitPosition> resume_;      // set by restore_training_state, taken by the next fit
 
  protected:
   bool has_graph_ = false;
@@ -204,7 +223,7 @@ class Model {
 
 // Unsupported, naming the device, when this build cannot run programs there (no compute backend for it).
 void require_compute_device(Device device);
-// InvalidArgument for a name Keras does not know; Unsupported for a Keras policy this build does not run yet.
+// InvalidArgument for a name Keras does not know; Unsupported for a Keras policy trainkit does not run.
 void require_dtype_policy(const std::string& policy);
 
 class Sequential : public Model {

@@ -31,6 +31,8 @@ class Optimizer {
   void set_learning_rate_schedule(optimizers::schedules::LearningRateSchedulePtr schedule);
   const optimizers::schedules::LearningRateSchedulePtr& learning_rate_schedule() const { return schedule_; }
   int64_t iterations() const;
+  // Dynamic loss scaling (LossScaleOptimizer): the initial scale, 0 when off.
+  float initial_loss_scale() const;
 
  protected:
   Optimizer();
@@ -71,6 +73,18 @@ OptimizerPtr SGD(SGDOptions options = {});
 OptimizerPtr Adam(AdamOptions options = {});
 OptimizerPtr AdamW(AdamWOptions options = {});
 OptimizerPtr RMSprop(RMSpropOptions options = {});
+// Keras' LossScaleOptimizer: dynamic loss scaling for float16 compute. The loss is multiplied by the scale before
+// differentiating and the gradients divided by it before the update (and before clipnorm/global_clipnorm); a
+// step with a non-finite gradient is skipped (weights, slots and iterations untouched) and halves the scale;
+// dynamic_growth_steps finite steps in a row double it. compile() switches it on by itself under
+// mixed_float16 (Model::auto_scale_loss). trainkit returns `inner` itself with loss scaling on (one object: its
+// learning rate, schedule and slots stay the inner optimizer's); Model::loss_scale() reads the current scale.
+struct LossScaleOptions {
+  float initial_scale = 32768.0f;  // 2^15
+  int64_t dynamic_growth_steps = 2000;
+};
+OptimizerPtr LossScaleOptimizer(OptimizerPtr inner, LossScaleOptions options = {});
+
 // "sgd", "adam", "adamw", "rmsprop" with Keras defaults (case-insensitive).
 OptimizerPtr get(const std::string& name);
 // By name with a learning rate (the CLI's --optimizer/--learning-rate).

@@ -17,8 +17,8 @@ using graph::UpdateConfig;
 
 namespace {
 
-// Scale that clip_by_norm applies (1 when off), computed once per variable.
-float clipnorm_scale(const float* g, int64_t n, float clipnorm) {
+// Scale that clip_by_norm applies to g * unscale (1 when off), computed once per variable.
+float clipnorm_scale(const float* g, int64_t n, float clipnorm, float unscale) {
   if (clipnorm <= 0.0f) return 1.0f;
   double s = 0;
   if (n > kParallelGrain) {
@@ -27,7 +27,7 @@ float clipnorm_scale(const float* g, int64_t n, float clipnorm) {
   } else {
     for (int64_t i = 0; i < n; ++i) s += double(g[i]) * g[i];
   }
-  const float norm = static_cast<float>(std::sqrt(s));
+  const float norm = static_cast<float>(std::sqrt(s)) * unscale;
   return norm > clipnorm ? clipnorm / norm : 1.0f;
 }
 
@@ -39,7 +39,8 @@ struct Grad {
   }
 };
 
-// The step's global-norm clip factor from a gated update's StepControl input (1 when not gated).
+// The step's gradient factor from a gated update's StepControl input (1 when not gated): the loss scale's
+// inverse times the global-norm clip factor.
 float global_clip(const KernelArgs& a) {
   if (!a.node.attrs.gated) return 1.0f;
   return static_cast<const float*>(a.in[a.node.inputs.size() - 1])[1];
@@ -53,7 +54,8 @@ Grad prepare(const KernelArgs& a, float* w, const float* g, int64_t n) {
       for (int64_t i = b; i < e; ++i) w[i] *= k;
     });
   }
-  return {clipnorm_scale(g, n, c.clipnorm) * global_clip(a), c.clipvalue};
+  const float step = global_clip(a);
+  return {clipnorm_scale(g, n, c.clipnorm, step) * step, c.clipvalue};
 }
 
 // The rules, per element range [b, e) of one variable: the single-variable kernels and the multi-tensor kernel
@@ -256,10 +258,15 @@ double sum_squares(const T* g, int64_t n) {
   return s;
 }
 
+// With loss scaling (Keras' LossScaleOptimizer, TensorFlow's order): a finite step is applied with the
+// gradients divided by the scale, then the finite-step counter grows and the scale doubles when it reaches
+// growth_steps; a step with a non-finite gradient is skipped, the scale halves and the counter restarts.
 static void step_control(const KernelArgs& a) {
   const UpdateConfig& c = *a.node.attrs.update;
+  const bool scaling = c.loss_scale_initial > 0.0f;
+  const size_t grads = a.node.inputs.size() - (scaling ? 1 : 0);
   double sum = 0;
-  for (size_t j = 0; j < a.node.inputs.size(); ++j) {
+  for (size_t j = 0; j < grads; ++j) {
     const int in = static_cast<int>(j);
     const int64_t n = a.in_shape(in).numel();
     switch (a.in_dtypes[j]) {
@@ -275,11 +282,26 @@ static void step_control(const KernelArgs& a) {
   }
   const bool finite = std::isfinite(sum);
   float* out = a.output<float>();
-  out[0] = !c.skip_nonfinite || finite ? 1.0f : 0.0f;
-  const double norm = std::sqrt(sum);
-  out[1] = c.global_clipnorm > 0.0f && finite && norm > c.global_clipnorm
-               ? static_cast<float>(double(c.global_clipnorm) / norm)
-               : 1.0f;
+  // [scale, finite steps since the scale last changed, skipped steps]; written in place (a Variable).
+  auto* state = scaling ? const_cast<float*>(static_cast<const float*>(a.in[grads])) : nullptr;
+  const double scale = scaling ? double(state[0]) : 1.0;
+  out[0] = (!c.skip_nonfinite && !scaling) || finite ? 1.0f : 0.0f;
+  const double norm = std::sqrt(sum) / scale;
+  const double clip = c.global_clipnorm > 0.0f && finite && norm > c.global_clipnorm ? c.global_clipnorm / norm : 1.0;
+  out[1] = static_cast<float>(clip / scale);
+  if (!scaling) return;
+  if (finite) {
+    if (state[1] + 1.0f >= static_cast<float>(c.loss_scale_growth_steps)) {
+      state[0] *= 2.0f;
+      state[1] = 0.0f;
+    } else {
+      state[1] += 1.0f;
+    }
+  } else {
+    state[0] *= 0.5f;
+    state[1] = 0.0f;
+    state[2] += 1.0f;
+  }
 }
 
 void register_optimizer_kernels() {

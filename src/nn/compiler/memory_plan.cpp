@@ -23,10 +23,22 @@ MemoryPlan Model::memory_plan(int64_t batch_size) {
   check_compiled("memory_plan");
   if (batch_size <= 0)
     throw InvalidArgument("memory_plan: batch_size must be positive, got " + std::to_string(batch_size));
-  if (rematerialization == Remat::on) return memory_plan_with(batch_size, true);
-  MemoryPlan plain = memory_plan_with(batch_size, false);
-  if (rematerialization == Remat::off || plain.total <= memory_available_for_training()) return plain;
-  return memory_plan_with(batch_size, true);  // the automatic last resort
+  MemoryPlan plan;
+  const bool remat = rematerialization == Remat::on ||
+                     (rematerialization == Remat::automatic &&
+                      (plan = memory_plan_with(batch_size, false)).total > memory_available_for_training());
+  if (remat || plan.batch_size == 0) plan = memory_plan_with(batch_size, remat);
+  // What the other policy would take (the layers without a policy of their own follow it).
+  plan.alternative_policy = dtype_policy_ == "float32" ? "mixed_bfloat16" : "float32";
+  plan_policy_override_ = plan.alternative_policy;
+  try {
+    plan.alternative_total = memory_plan_with(batch_size, remat).total;
+  } catch (...) {
+    plan_policy_override_.clear();
+    throw;
+  }
+  plan_policy_override_.clear();
+  return plan;
 }
 
 MemoryPlan Model::memory_plan_with(int64_t batch_size, bool remat) {
@@ -34,7 +46,9 @@ MemoryPlan Model::memory_plan_with(int64_t batch_size, bool remat) {
   if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
   graph::RematStats stats;
   nn::ProgramCache::Traced t = programs_->trace(nn::ProgramKind::train, batch_size, false, remat, &stats);
-  return nn::plan_from_trace(t, layers_, device_, batch_size, remat, stats);
+  MemoryPlan plan = nn::plan_from_trace(t, layers_, device_, batch_size, remat, stats);
+  plan.dtype_policy = plan_policy_override_.empty() ? dtype_policy_ : plan_policy_override_;
+  return plan;
 }
 
 namespace nn {
@@ -79,6 +93,8 @@ MemoryPlan plan_from_trace(const ProgramCache::Traced& t, const std::vector<Laye
         if (it != index.end())
           plan.layers[it->second].optimizer_state += slots, plan.layers[it->second].gradients += bytes;
       }
+    } else if (n.op == graph::Op::StepControl && n.attrs.update->loss_scale_initial > 0.0f) {
+      plan.optimizer_state += aligned(3 * sizeof(float));  // the loss-scale state
     } else if (mp.offset[static_cast<size_t>(id)] >= 0 && n.name.find('/') != std::string::npos) {
       auto it = index.find(layer_of(n.name));
       if (it != index.end())
@@ -181,6 +197,15 @@ std::string MemoryPlan::to_string() const {
   row("  (without reuse)", unshared, "what the arena would be if nothing shared memory");
   row("workspace", workspace, "scratch shared by all ops");
   row("total (peak)", total, "weights + optimizer state + arena + workspace");
+  if (alternative_total > 0) {
+    const bool saves = alternative_total < total;
+    const size_t d = saves ? total - alternative_total : alternative_total - total;
+    std::snprintf(line, sizeof line, "  dtype policy %s: under %s the step would take %s (%s %s%s%s)\n",
+                  dtype_policy.c_str(), alternative_policy.c_str(), format_bytes(alternative_total).c_str(),
+                  saves ? "saves" : "costs", format_bytes(d).c_str(), saves ? ", --dtype-policy " : "",
+                  saves ? alternative_policy.c_str() : "");
+    out += line;
+  }
   if (rematerialized) {
     std::snprintf(line, sizeof line,
                   "  rematerialized: %d forward ops recomputed during backward, +%.1f%% compute per step\n",

@@ -12,6 +12,7 @@
 #include "nn/layers/input_layer.h"
 #include "trainkit/core/error.h"
 #include "trainkit/nn/memory_plan.h"
+#include "trainkit/nn/mixed_precision.h"
 
 namespace tk::nn {
 using graph::Op;
@@ -141,6 +142,7 @@ std::vector<Tensor>* ProgramCache::slots_of(const Weight& w, bool create) {
 size_t ProgramCache::persistent_bytes() const {
   size_t bytes = arena_.defined() ? (arena_.nbytes() + 255) / 256 * 256 : 0;
   for (const auto& [w, acc] : accumulators_) bytes += (acc.nbytes() + 255) / 256 * 256;
+  if (loss_scale_.defined()) bytes += 256;
   for (const auto& [w, slots] : slots_)
     for (const Tensor& t : slots) bytes += (t.nbytes() + 255) / 256 * 256;
   return bytes;
@@ -177,6 +179,8 @@ std::unique_ptr<Compiled> ProgramCache::build(ProgramKind kind, int64_t batch) {
         plan_from_trace(t, model_.layers_, model_.device_, batch, false, {}).total >
             model_.memory_available_for_training())
       t = trace(kind, batch, true, true);
+    model_.run_policies_.clear();  // what the programs are built under (Model::check_compiled)
+    for (const LayerPtr& l : model_.layers_) model_.run_policies_.push_back(model_.layer_dtype_policy(*l));
     t.compiled->program = std::make_unique<graph::Program>(std::move(t.g), t.keep, t.sinks, model_.device_, "", false);
     const size_t own = t.compiled->program->arena_bytes_required();
     needed = std::max(needed, own);
@@ -224,16 +228,67 @@ int ProgramCache::accumulator(graph::Graph& g, const Weight& w, bool allocate) {
                                       : g.placeholder_variable(name, w.value.shape(), w.value.dtype());
 }
 
-int ProgramCache::step_control(graph::Graph& g, const std::vector<int>& grads) {
+int ProgramCache::step_control(graph::Graph& g, const std::vector<int>& grads, bool allocate) {
   graph::UpdateConfig& c = model_.optimizer_->config();
-  if (c.global_clipnorm <= 0.0f && !c.skip_nonfinite) return -1;
+  const bool scaling = c.loss_scale_initial > 0.0f;
+  if (c.global_clipnorm <= 0.0f && !c.skip_nonfinite && !scaling) return -1;
   std::vector<int> live;
   for (int gr : grads)
     if (gr >= 0) live.push_back(gr);
   if (live.empty()) return -1;
+  if (scaling) live.push_back(loss_scale_variable(g, allocate));
   graph::Attrs at;
   at.update = &c;
   return g.add(Op::StepControl, live, at, "optimizer/step_control");
+}
+
+bool ProgramCache::enable_loss_scaling() {
+  graph::UpdateConfig& c = model_.optimizer_->config();
+  if (c.loss_scale_initial > 0.0f) return true;
+  if (!model_.auto_scale_loss) return false;
+  for (const LayerPtr& l : model_.layers_)  // Keras: automatic for float16 compute, not for bfloat16
+    if (model_.layer_compute_dtype(*l) == DType::f16) {
+      c.loss_scale_initial = 32768.0f;  // LossScaleOptimizer's defaults
+      c.loss_scale_growth_steps = 2000;
+      return true;
+    }
+  return false;
+}
+
+int ProgramCache::loss_scale_variable(graph::Graph& g, bool allocate) {
+  const char* name = "optimizer/loss_scale";
+  if (allocate && !loss_scale_.defined()) {
+    loss_scale_ = Tensor(Shape{3}, DType::f32, model_.device_, name);
+    const float init[3] = {model_.optimizer_->config().loss_scale_initial, 0.0f, 0.0f};
+    if (!loss_scale_.on_host())
+      throw Unsupported("loss scaling on " + loss_scale_.device().to_string() + " is not built yet");
+    std::memcpy(loss_scale_.raw(), init, sizeof init);
+  }
+  return loss_scale_.defined() ? g.variable(name, loss_scale_) : g.placeholder_variable(name, Shape{3}, DType::f32);
+}
+
+const float* ProgramCache::loss_scale_state() const {
+  return loss_scale_.defined() && loss_scale_.on_host() ? static_cast<const float*>(loss_scale_.raw()) : nullptr;
+}
+
+void ProgramCache::set_loss_scale_state(float scale, float counter, float skipped) {
+  if (!loss_scale_.defined()) {
+    loss_scale_ = Tensor(Shape{3}, DType::f32, model_.device_, "optimizer/loss_scale");
+  }
+  if (!loss_scale_.on_host())
+    throw Unsupported("loss scaling on " + loss_scale_.device().to_string() + " is not built yet");
+  const float v[3] = {scale, counter, skipped};
+  std::memcpy(loss_scale_.raw(), v, sizeof v);
+  skipped_seen_ = static_cast<int64_t>(skipped);
+}
+
+bool ProgramCache::step_was_skipped() {
+  const float* st = loss_scale_state();
+  if (!st) return false;
+  const auto skipped = static_cast<int64_t>(st[2]);
+  const bool was = skipped != skipped_seen_;
+  skipped_seen_ = skipped;
+  return was;
 }
 
 int ProgramCache::add_update(graph::Graph& g, const Weight& w, int var, int grad, bool zero_grad, bool allocate_slots,
@@ -271,14 +326,15 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
         ws.push_back(w);
         accs.push_back(accumulator(g, *w, allocate_slots));
       }
-    const int control = step_control(g, accs);
+    enable_loss_scaling();
+    const int control = step_control(g, accs, allocate_slots);
     for (size_t i = 0; i < ws.size(); ++i)
       traced.sinks.push_back(
           add_update(g, *ws[i], g.variable(ws[i]->name, ws[i]->value), accs[i], true, allocate_slots, control));
     if (fuse && graph::fusion_enabled()) traced.sinks = graph::group_updates(g, traced.sinks);
     return traced;
   }
-  CallContext ctx{g, kind == ProgramKind::train || kind == ProgramKind::accumulate, {}, {}};
+  CallContext ctx{g, kind == ProgramKind::train || kind == ProgramKind::accumulate, DType::f32, {}, {}, {}};
 
   // Forward: walk the layer-call DAG from the outputs (memoized per symbolic node).
   std::unordered_map<const KerasTensor::NodeData*, int> value;
@@ -292,16 +348,31 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
   c->x_scale.assign(c->x.size(), StageScale{});
   c->x_conversion_seen.assign(c->x.size(), 0);
   c->conversions_logged = conversions_logged_;
+  // Each layer runs in its compute dtype (its dtype policy): floating inputs are cast to it, and weights are
+  // read through casts (CallContext::variable). A layer whose math is float32 (BatchNormalization) hands its
+  // output back in the policy's dtype, as Keras does.
   std::function<int(const KerasTensor&)> eval = [&](const KerasTensor& t) -> int {
     auto found = value.find(t.node.get());
     if (found != value.end()) return found->second;
     std::vector<int> ins;
     for (const KerasTensor& x : t.node->inputs) ins.push_back(eval(x));
-    int id = t.node->layer->call(ctx, ins);
+    const Layer& layer = *t.node->layer;
+    ctx.compute = model_.layer_compute_dtype(layer);
+    for (int& in : ins)
+      if (is_floating(g[in].dtype)) in = ctx.cast(in, ctx.compute, layer.name + "/cast_input");
+    int id = layer.call(ctx, ins);
+    const DType policy = mixed_precision::compute_dtype(model_.layer_dtype_policy(layer));
+    if (layer.computes_in_float32() && is_floating(g[id].dtype)) id = ctx.cast(id, policy, layer.name + "/cast_output");
+    ctx.compute = DType::f32;
     value[t.node.get()] = id;
     return id;
   };
-  for (const KerasTensor& o : model_.outputs_) c->outputs.push_back(eval(o));
+  // Model outputs, and with them losses and metrics, are float32 (Keras).
+  for (const KerasTensor& o : model_.outputs_) {
+    const int out = eval(o);
+    c->outputs.push_back(is_floating(g[out].dtype) ? ctx.cast(out, DType::f32, o.node->layer->name + "/cast_output")
+                                                   : out);
+  }
 
   std::vector<int> keep = c->outputs;
   std::vector<int> sinks;
@@ -338,10 +409,20 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
     if (kind == ProgramKind::train || kind == ProgramKind::accumulate) {
       std::vector<Weight*> weights = trainable_weights();
       std::vector<int> vars;
-      for (Weight* w : weights) vars.push_back(ctx.variable(*w));
+      for (Weight* w : weights) vars.push_back(ctx.raw_variable(*w));
       graph::RematStats local;
-      std::vector<int> grads = graph::gradients(g, losses, vars, remat ? (stats ? stats : &local) : nullptr);
-      const int control = kind == ProgramKind::train ? step_control(g, grads) : -1;
+      int seed = -1;  // loss scaling: the backward pass starts from the current scale instead of 1
+      if (enable_loss_scaling()) {
+        graph::Attrs first;
+        first.begin = 0, first.size = 1;
+        graph::Attrs scalar;
+        scalar.shape = Shape{};
+        seed = g.add(Op::Reshape,
+                     {g.add(Op::Slice, {loss_scale_variable(g, allocate_slots)}, first, "optimizer/loss_scale")},
+                     scalar, "optimizer/loss_scale");
+      }
+      std::vector<int> grads = graph::gradients(g, losses, vars, remat ? (stats ? stats : &local) : nullptr, seed);
+      const int control = kind == ProgramKind::train ? step_control(g, grads, allocate_slots) : -1;
       for (size_t i = 0; i < weights.size(); ++i) {
         if (grads[i] < 0) continue;  // does not influence the loss
         if (kind == ProgramKind::train) {

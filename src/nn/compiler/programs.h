@@ -64,6 +64,12 @@ class ProgramCache {
   std::vector<const graph::Program*> programs() const;
   // Bytes this cache holds on the device: optimizer slots and the shared arena.
   size_t persistent_bytes() const;
+  // Dynamic loss scaling's state [scale, finite steps since the scale last changed, skipped steps], or null
+  // before the first training program (or without loss scaling); set_ creates it (restoring a state).
+  const float* loss_scale_state() const;
+  void set_loss_scale_state(float scale, float counter, float skipped);
+  // Whether the step that just ran was skipped (a non-finite gradient under loss scaling).
+  bool step_was_skipped();
 
  private:
   std::unique_ptr<Compiled> build(ProgramKind kind, int64_t batch);
@@ -72,7 +78,12 @@ class ProgramCache {
   int add_update(graph::Graph& g, const Weight& w, int var, int grad, bool zero_grad, bool allocate_slots,
                  int control = -1);
   // The StepControl over a step's gradients when the optimizer needs one (else -1).
-  int step_control(graph::Graph& g, const std::vector<int>& grads);
+  int step_control(graph::Graph& g, const std::vector<int>& grads, bool allocate);
+  // Turns the optimizer's dynamic loss scaling on when the model computes in float16 and auto_scale_loss is set
+  // (Keras' compile(auto_scale_loss=True)); true when loss scaling is on.
+  bool enable_loss_scaling();
+  // The loss-scale state's Variable: [scale, finite steps since the last change, skipped steps], float32 (3).
+  int loss_scale_variable(graph::Graph& g, bool allocate);
   // Program cache key: (kind, batch, device, replica). One replica today; data parallelism adds more.
   struct Key {
     int kind;
@@ -86,6 +97,8 @@ class ProgramCache {
   std::map<Key, std::unique_ptr<Compiled>> cache_;
   std::map<uint64_t, std::vector<Tensor>> slots_;  // per Weight::id: optimizer slots
   Tensor arena_;                                   // shared by every program of the model
+  Tensor loss_scale_;                              // (3) float32: dynamic loss scaling's state
+  int64_t skipped_seen_ = 0;                       // skipped steps counted when step_was_skipped last looked
   std::map<uint64_t, Tensor> accumulators_;        // per Weight::id: micro-batch gradient sums
   std::set<uint64_t> has_gradient_;                // weights the accumulate program reaches
   std::shared_ptr<std::set<std::string>> conversions_logged_ = std::make_shared<std::set<std::string>>();

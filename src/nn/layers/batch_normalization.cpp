@@ -49,6 +49,7 @@ class BatchNormLayer final : public Layer {
     }
     return x;
   }
+  bool computes_in_float32() const override { return true; }  // statistics in float32, as Keras
   int call(nn::CallContext& ctx, const std::vector<int>& in) const override {
     Attrs a;
     a.momentum = o_.momentum;

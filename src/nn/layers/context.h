@@ -1,7 +1,9 @@
 // What a layer sees while it emits graph ops for one program.
 #pragma once
+#include <map>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "graph/graph.h"
@@ -11,17 +13,39 @@ namespace tk::nn {
 
 struct CallContext {
   graph::Graph& g;
-  bool training;  // dropout active; false in evaluate/predict programs
+  bool training;               // dropout active; false in evaluate/predict programs
+  DType compute = DType::f32;  // the dtype the layer being called computes in (its dtype policy)
 
-  // The graph value of a weight (one Variable node per weight, however often the layer is called).
+  // The weight as the layer computes with it: its Variable cast to the compute dtype (one Variable node per
+  // weight and one Cast per weight and dtype, however often layers are called).
   int variable(const Weight& w) {
+    const int raw = raw_variable(w);
+    if (compute == w.value.dtype()) return raw;
+    auto it = casts.find({raw, compute});
+    if (it != casts.end()) return it->second;
+    const int id = g.cast(raw, compute, w.name + "/cast");
+    casts.emplace(std::make_pair(raw, compute), id);
+    return id;
+  }
+  // The weight's Variable itself (float32): what the optimizer updates and gradients are taken with respect to.
+  int raw_variable(const Weight& w) {
     auto it = vars.find(w.value.raw());
     if (it != vars.end()) return it->second;
     int id = g.variable(w.name, const_cast<Tensor&>(w.value));
     vars.emplace(w.value.raw(), id);
     return id;
   }
+  // A value in `dtype`: itself, or one Cast per (value, dtype).
+  int cast(int value, DType dtype, const std::string& name) {
+    if (g[value].dtype == dtype) return value;
+    auto it = casts.find({value, dtype});
+    if (it != casts.end()) return it->second;
+    const int id = g.cast(value, dtype, name);
+    casts.emplace(std::make_pair(value, dtype), id);
+    return id;
+  }
   std::unordered_map<const void*, int> vars;
+  std::map<std::pair<int, DType>, int> casts;
   std::vector<int> sinks;  // output-less ops a training program must run (BatchNormalization's moving statistics)
 };
 

@@ -72,7 +72,9 @@ class Conv2DLayer final : public Layer {
 
 namespace layers {
 LayerPtr Conv2D(int64_t filters, Size2 kernel_size, std::string activation, Conv2DOptions options) {
-  return std::make_shared<Conv2DLayer>(filters, kernel_size, std::move(activation), std::move(options));
+  const std::string dtype = options.dtype;
+  return with_dtype(std::make_shared<Conv2DLayer>(filters, kernel_size, std::move(activation), std::move(options)),
+                    dtype);
 }
 }  // namespace layers
 

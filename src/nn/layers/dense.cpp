@@ -71,7 +71,8 @@ class DenseLayer final : public Layer {
 }  // namespace
 
 LayerPtr layers::Dense(int64_t units, std::string activation, DenseOptions options) {
-  return std::make_shared<DenseLayer>(units, std::move(activation), std::move(options));
+  const std::string dtype = options.dtype;
+  return with_dtype(std::make_shared<DenseLayer>(units, std::move(activation), std::move(options)), dtype);
 }
 
 }  // namespace tk

@@ -25,6 +25,7 @@ class DropoutLayer final : public Layer {
     at.alpha = rate_;
     at.seed = seed_;
     at.shape = ctx.g[in[0]].shape;
+    at.dtype = ctx.g[in[0]].dtype;  // the compute dtype
     int mask = ctx.g.add(graph::Op::DropoutMask, {}, at, name + "/mask");
     return ctx.g.add(graph::Op::Mul, {in[0], mask}, {}, name + "/apply");
   }
@@ -57,6 +58,7 @@ class SpatialDropoutLayer final : public Layer {
     a.seed = seed_;
     a.spatial = true;
     a.shape = ctx.g[in[0]].shape;
+    a.dtype = ctx.g[in[0]].dtype;  // the compute dtype
     const int mask = ctx.g.add(graph::Op::DropoutMask, {}, a, name + "/mask");
     return ctx.g.add(graph::Op::Mul, {in[0], mask}, {}, name + "/apply");
   }

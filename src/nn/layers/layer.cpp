@@ -5,6 +5,7 @@
 
 #include "nn/layers/context.h"
 #include "trainkit/core/error.h"
+#include "trainkit/nn/mixed_precision.h"
 
 namespace tk {
 
@@ -42,7 +43,24 @@ LayerConfig& LayerConfig::set_float(const std::string& key, float v) {
   return *this;
 }
 
-Layer::Layer(std::string name_prefix, std::string given) : name(given.empty() ? nn::unique_name(name_prefix) : given) {}
+Layer::Layer(std::string name_prefix, std::string given)
+    : name(given.empty() ? nn::unique_name(name_prefix) : given), dtype_policy_(mixed_precision::global_policy()) {}
+
+void Layer::set_dtype_policy(const std::string& policy) {
+  try {
+    mixed_precision::check_policy(policy);
+  } catch (const Error& e) {
+    throw InvalidArgument("layer '" + name + "' (" + class_name() + "): " + e.what());
+  }
+  dtype_policy_ = policy;
+  own_dtype_policy_ = true;
+}
+
+LayerPtr with_dtype(LayerPtr layer, const std::string& policy) {
+  if (!layer) throw InvalidArgument("with_dtype: the layer is null");
+  if (!policy.empty()) layer->set_dtype_policy(policy);
+  return layer;
+}
 
 KerasTensor Layer::operator()(const KerasTensor& x) { return (*this)(std::vector<KerasTensor>{x}); }
 

@@ -146,6 +146,7 @@ History Model::fit(const std::vector<Tensor>& x_all, const std::vector<Tensor>& 
       train_step(x, y, perm.data() + cursor, bs, micro, acc);
       cursor += bs;
       acc.write(logs);
+      add_loss_scale_logs(logs);
       position_.batch = s + 1;
       for (const CallbackPtr& cb : callbacks) cb->on_train_batch_end(s, logs);
       if (stop_training) break;  // a callback stopped training mid-epoch (TerminateOnNaN); Keras 3 does the same
@@ -183,7 +184,7 @@ void Model::train_step(const std::vector<Tensor>& x, const std::vector<Tensor>& 
     programs_->get(nn::ProgramKind::apply, 0).program->run(ctx);
   }
   ++step_;
-  ++optimizer_->config().iterations;
+  if (!programs_->step_was_skipped()) ++optimizer_->config().iterations;  // Keras: a skipped step is no iteration
 }
 
 namespace nn {
@@ -220,7 +221,7 @@ const Logs& Model::train_on_batch(const std::vector<Tensor>& x, const std::vecto
   nn::HostStager::bind_rows(c, x, &y, nullptr, 0, n);
   graph::ExecContext ctx = nn::exec_context(device_, step_++, true, optimizer_.get());
   c.program->run(ctx);
-  ++optimizer_->config().iterations;
+  if (!programs_->step_was_skipped()) ++optimizer_->config().iterations;
   for (auto& [name, id] : c.logs) batch_logs_.set(name, c.program->output_scalar(id));
   return batch_logs_;
 }

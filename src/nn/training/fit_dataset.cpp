@@ -166,6 +166,7 @@ History Model::fit(const data::Dataset& dataset, FitOptions o) {
       for (const CallbackPtr& cb : callbacks) cb->on_train_batch_begin(s, logs);
       train_step(stager.x(), stager.y(), nullptr, stager.x()[0].dim(0), o.micro_batch_size, acc);
       acc.write(logs);
+      add_loss_scale_logs(logs);
       meter.add_compute(since(t1));
       position_.batch = s + 1;
       position_.data_pass = pass;
