@@ -25,6 +25,8 @@ int main(int argc, char** argv) try {
   for (int i = 1; i + 1 < argc; ++i) {
     if (!std::strcmp(argv[i], "--epochs"))
       epochs = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--dtype-policy"))  // float32, mixed_bfloat16, mixed_float16
+      tk::mixed_precision::set_global_policy(argv[++i]);
     else if (!std::strcmp(argv[i], "--batch-size"))
       batch = std::atoll(argv[++i]);
     else if (!std::strcmp(argv[i], "--max-steps"))
@@ -57,10 +59,11 @@ int main(int argc, char** argv) try {
   const tk::bench::Roofline roof{flops * double(batch), bytes, sq1024, tk::bench::stream_triad_gbs()};
   const double step_ms = 1e3 * double(batch) / samples_per_s;
   std::printf(
-      "{\"peer\":\"trainkit\",\"cpu\":\"%s\",\"threads\":%d,\"batch_size\":%lld,\"steps_per_epoch\":%lld,"
+      "{\"peer\":\"trainkit\",\"dtype_policy\":\"%s\",\"cpu\":\"%s\",\"threads\":%d,\"batch_size\":%lld,\"steps_per_"
+      "epoch\":%lld,"
       "\"samples_per_s\":%.1f,\"roofline\":%s,\"epoch_seconds\":[",
-      tk::bench::cpu_description().c_str(), omp_get_max_threads(), static_cast<long long>(batch),
-      static_cast<long long>(steps), samples_per_s, roof.json(step_ms).c_str());
+      tk::mixed_precision::global_policy().c_str(), tk::bench::cpu_description().c_str(), omp_get_max_threads(),
+      static_cast<long long>(batch), static_cast<long long>(steps), samples_per_s, roof.json(step_ms).c_str());
   for (size_t e = 1; e < timer->epoch_seconds.size(); ++e)
     std::printf("%s%.3f", e > 1 ? "," : "", timer->epoch_seconds[e]);
   std::printf(

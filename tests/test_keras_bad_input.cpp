@@ -138,8 +138,8 @@ TEST_F(KerasBadInput, UnknownOrUnsupportedOptionNamesIt) {
       with_config("cf.keras", [](json& c) { c["config"]["layers"][1]["config"]["data_format"] = "channels_first"; }));
   EXPECT_HAS(e, "option 'data_format' = \"channels_first\" is not supported by trainkit");
   e = error_of<Unsupported>(
-      with_config("mixed.keras", [](json& c) { c["config"]["layers"][6]["config"]["dtype"] = "mixed_float16"; }));
-  EXPECT_HAS(e, "dtype policy 'mixed_float16' is not supported");
+      with_config("half.keras", [](json& c) { c["config"]["layers"][6]["config"]["dtype"] = "float16"; }));
+  EXPECT_HAS(e, "dtype policy 'float16' is not supported");  // 16-bit variables (mixed policies load)
   e = error_of<FormatError>(
       with_config("type.keras", [](json& c) { c["config"]["layers"][6]["config"]["units"] = "ten"; }));
   EXPECT_HAS(e, "layer 'dense_3' (Dense): option 'units' must be an integer");

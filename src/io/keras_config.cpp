@@ -180,6 +180,17 @@ json tensor_ref(const std::string& layer, int node, const Shape& shape) {
 
 std::string layer_label(const std::string& label, const std::string& name) { return label + ": layer '" + name + "'"; }
 
+// The policy a layer is written with: the one it runs under in `model`, except that a model output which computes
+// in float32 under a mixed policy only because it is an output (Model::layer_compute_dtype) is written as
+// "float32", what Keras' guide asks for there, so that Keras and a reload compute it the same way.
+std::string written_policy(const Model& model, const Layer& layer) {
+  const std::string policy = model.layer_dtype_policy(layer);
+  if (policy != "float32" && !layer.has_own_dtype_policy() && !layer.computes_in_float32() &&
+      model.layer_compute_dtype(layer) == DType::f32)
+    return "float32";
+  return policy;
+}
+
 }  // namespace
 
 json model_to_json(const Model& model) {
@@ -190,7 +201,7 @@ json model_to_json(const Model& model) {
   json layers = json::array();
   json out;
   if (seq) {
-    for (const LayerPtr& l : model.layers()) layers.push_back(layer_to_json(*l));
+    for (const LayerPtr& l : model.layers()) layers.push_back(layer_to_json(*l, written_policy(model, *l)));
     json shape = json::array({nullptr});
     const Shape& in = model.inputs().at(0).shape();
     for (int i = 1; i < in.rank(); ++i) shape.push_back(in[i]);
@@ -199,11 +210,7 @@ json model_to_json(const Model& model) {
            {"config",
             {{"name", model.name()},
              {"trainable", true},
-             {"dtype",
-              {{"module", "keras"},
-               {"class_name", "DTypePolicy"},
-               {"config", {{"name", "float32"}}},
-               {"registered_name", nullptr}}},
+             {"dtype", dtype_policy_json(model.dtype_policy())},
              {"layers", layers},
              {"build_input_shape", shape}}},
            {"registered_name", nullptr},
@@ -225,7 +232,7 @@ json model_to_json(const Model& model) {
       return tensor_ref(t.node->layer->name, index, t.shape());
     };
     for (const LayerPtr& l : model.layers()) {
-      json j = layer_to_json(*l);
+      json j = layer_to_json(*l, written_policy(model, *l));
       j["name"] = l->name;
       json inbound = json::array();
       for (const KerasTensor::NodeData* n : calls[l.get()]) {

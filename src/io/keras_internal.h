@@ -13,8 +13,14 @@ namespace tk::io::keras {
 using json = nlohmann::json;
 
 // ---- keras_layers.cpp: one layer <-> its Keras object {"module","class_name","config",...}
-json layer_to_json(const Layer& layer);
-// Everything is checked (class, every option, dtype policy) before the layer is created.
+// `policy`: the dtype policy the layer runs under in its model (Model::layer_dtype_policy), written as Keras 3's
+// DTypePolicy object.
+json layer_to_json(const Layer& layer, const std::string& policy = "float32");
+json dtype_policy_json(const std::string& policy);
+// The dtype policy a layer is made with on load (the file's: a DTypePolicy object or a name; the global policy
+// when absent). Unsupported for a policy trainkit does not run.
+// Everything is checked (class, every option, dtype policy) before the layer is created; a layer whose policy in
+// the file differs from the global one gets it as its own (Layer::set_dtype_policy).
 LayerPtr layer_from_json(const json& obj, const std::string& label);
 // Keras' snake_case of a class name: "BatchNormalization" -> "batch_normalization", "Conv2D" -> "conv2d".
 std::string snake_case(const std::string& class_name);

@@ -8,6 +8,7 @@
 #include "nn/layers/input_layer.h"
 #include "trainkit/core/error.h"
 #include "trainkit/nn/layers.h"
+#include "trainkit/nn/mixed_precision.h"
 
 namespace tk::io::keras {
 
@@ -33,12 +34,14 @@ const std::map<std::string, std::string>& initializer_classes() {
   return m;
 }
 
-json dtype_policy() {
-  return {{"module", "keras"},
-          {"class_name", "DTypePolicy"},
-          {"config", {{"name", "float32"}}},
-          {"registered_name", nullptr}};
+}  // namespace
+
+json dtype_policy_json(const std::string& policy) {
+  return {
+      {"module", "keras"}, {"class_name", "DTypePolicy"}, {"config", {{"name", policy}}}, {"registered_name", nullptr}};
 }
+
+namespace {
 
 json initializer_object(const std::string& name) {
   for (const auto& [cls, n] : initializer_classes())
@@ -181,9 +184,10 @@ class Opts {
   std::set<std::string> used_ = {"name", "trainable", "dtype"};
 };
 
-void check_dtype(const json& config, const std::string& where) {
+// The layer's policy in the file; empty when the file gives none.
+std::string check_dtype(const json& config, const std::string& where) {
   auto it = config.find("dtype");
-  if (it == config.end() || it->is_null()) return;
+  if (it == config.end() || it->is_null()) return {};
   std::string policy;
   if (it->is_string()) {
     policy = it->get<std::string>();
@@ -193,8 +197,12 @@ void check_dtype(const json& config, const std::string& where) {
   } else {
     throw FormatError(where + ": 'dtype' must be a policy name or a DTypePolicy object, got " + it->dump());
   }
-  if (policy != "float32")
-    throw Unsupported(where + ": dtype policy '" + policy + "' is not supported (trainkit loads float32 models)");
+  try {
+    mixed_precision::check_policy(policy);
+  } catch (const Error& e) {
+    throw Unsupported(where + ": dtype policy '" + policy + "' is not supported (" + e.what() + ")");
+  }
+  return policy;
 }
 
 LayerPtr make_layer(const std::string& cls, Opts& o, const std::string& name, const json& config) {
@@ -366,7 +374,7 @@ std::string snake_case(const std::string& class_name) {
   return s;
 }
 
-json layer_to_json(const Layer& layer) {
+json layer_to_json(const Layer& layer, const std::string& policy) {
   json config = json::object();
   if (auto* in = dynamic_cast<const nn::InputLayer*>(&layer)) {
     json shape = json::array({nullptr});
@@ -377,7 +385,7 @@ json layer_to_json(const Layer& layer) {
   const std::string cls = layer.class_name();
   config["name"] = layer.name;
   if (cls != "SpatialDropout2D") config["trainable"] = layer.trainable;  // its __init__ takes no trainable
-  config["dtype"] = dtype_policy();
+  config["dtype"] = dtype_policy_json(policy);
   for (const auto& [key, v] : layer.get_config().items) {
     json value;
     switch (v.kind) {
@@ -424,7 +432,7 @@ LayerPtr layer_from_json(const json& obj, const std::string& label) {
                       obj["registered_name"].get<std::string>() +
                       "', which trainkit cannot load (supported: " + kSupported + ")");
   Opts o(config, cls, name, label);
-  check_dtype(config, o.where());
+  const std::string policy = check_dtype(config, o.where());
   LayerPtr layer;
   try {
     layer = make_layer(cls, o, name, config);
@@ -438,6 +446,10 @@ LayerPtr layer_from_json(const json& obj, const std::string& label) {
     if (!config["trainable"].is_boolean()) o.bad("trainable", "must be true or false");
     layer->trainable = config["trainable"].get<bool>();
   }
+  // An InputLayer's "dtype" is its tensor's; other layers keep the file's policy where it is not the one they were
+  // made with (the global policy), as Keras' dtype= argument.
+  if (!policy.empty() && policy != layer->dtype_policy() && !dynamic_cast<nn::InputLayer*>(layer.get()))
+    layer->set_dtype_policy(policy);
   return layer;
 }
 

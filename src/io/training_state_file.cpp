@@ -1,6 +1,7 @@
 // The training-state file: encode, decode (bounds-checked at every read; CRC over the payload), save, load.
 #include "trainkit/io/training_state_file.h"
 
+#include <cmath>
 #include <fstream>
 #include <limits>
 
@@ -124,6 +125,10 @@ std::vector<std::byte> encode_training_state(const TrainingState& s) {
   p.word<uint64_t>(s.step);
   p.word<uint32_t>(static_cast<uint32_t>(s.threads));
   p.str(s.kernel_choices);
+  p.str(s.dtype_policy);  // version 3
+  p.word<uint32_t>(std::bit_cast<uint32_t>(s.loss_scale));
+  p.i64(s.loss_scale_counter);
+  p.i64(s.skipped_steps);
   const FitPosition& f = s.position;
   p.i64(f.epoch);
   p.i64(f.batch);
@@ -149,10 +154,10 @@ TrainingState decode_training_state(std::span<const std::byte> bytes, const std:
     throw FormatError(name + ": not a trainkit training-state file (found bytes " +
                       data::hex_bytes(magic, sizeof kMagic) + " at byte 0, expected \"TKSTATE\\n\")");
   const uint32_t version = head.word<uint32_t>("version");
-  if (version != kTrainingStateVersion)
+  if (version < kOldestTrainingStateVersion || version > kTrainingStateVersion)
     throw FormatError(name + ": training-state format version " + std::to_string(version) +
-                      " at byte 8; this build reads version " + std::to_string(kTrainingStateVersion) +
-                      " (resume with the trainkit that wrote it)");
+                      " at byte 8; this build reads versions " + std::to_string(kOldestTrainingStateVersion) + " to " +
+                      std::to_string(kTrainingStateVersion) + " (resume with the trainkit that wrote it)");
   const uint64_t size = head.word<uint64_t>("payload size");
   if (size > bytes.size() - kHeader || bytes.size() - kHeader - size != 4)
     head.fail("payload size " + std::to_string(size) + " does not match the file's " + std::to_string(bytes.size()) +
@@ -192,6 +197,15 @@ TrainingState decode_training_state(std::span<const std::byte> bytes, const std:
   if (threads > 4096) r.fail("thread count " + std::to_string(threads));
   s.threads = static_cast<int>(threads);
   s.kernel_choices = r.str("kernel choices");
+  if (version >= 3) {  // version 2: float32, no loss scaling (the defaults)
+    s.dtype_policy = r.str("dtype policy");
+    if (s.dtype_policy != "float32" && s.dtype_policy != "mixed_float16" && s.dtype_policy != "mixed_bfloat16")
+      r.fail("dtype policy '" + s.dtype_policy.substr(0, 64) + "'");
+    s.loss_scale = std::bit_cast<float>(r.word<uint32_t>("loss scale"));
+    if (!std::isfinite(s.loss_scale) || s.loss_scale < 0.0f) r.fail("loss scale " + std::to_string(s.loss_scale));
+    s.loss_scale_counter = r.i64("loss-scale counter");
+    s.skipped_steps = r.i64("skipped steps");
+  }
   FitPosition& f = s.position;
   const int64_t epoch = r.i64("epoch");
   if (epoch > std::numeric_limits<int>::max()) r.fail("epoch " + std::to_string(epoch));

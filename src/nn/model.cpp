@@ -129,7 +129,12 @@ DType Model::layer_compute_dtype(const Layer& layer, std::string* why) const {
 float Model::loss_scale() const {
   const float* st = programs_ ? programs_->loss_scale_state() : nullptr;
   if (st) return st[0];
-  return optimizer_ ? optimizer_->config().loss_scale_initial : 0.0f;
+  if (!optimizer_) return 0.0f;
+  if (optimizer_->config().loss_scale_initial > 0.0f) return optimizer_->config().loss_scale_initial;
+  if (auto_scale_loss)  // switched on when the first training program is built (ProgramCache::enable_loss_scaling)
+    for (const LayerPtr& l : layers_)
+      if (layer_compute_dtype(*l) == DType::f16) return 32768.0f;
+  return 0.0f;
 }
 
 int64_t Model::skipped_steps() const {

@@ -33,12 +33,18 @@ struct TrainingState {
   std::vector<Tensor> weights;            // host float32 copies
   std::string optimizer;                  // Keras class name ("Adam"); empty before compile
   int slots_per_variable = 0;
-  std::vector<Tensor> optimizer_slots;  // per trainable weight (in order), slots_per_variable each; host copies
-  int64_t iterations = 0;               // optimizer steps taken
-  float learning_rate = 0.0f;           // the optimizer's current learning rate (callbacks may have changed it)
-  uint64_t step = 0;                    // the model's step counter (dropout's random stream)
-  int threads = 0;                      // CPU threads the steps ran on (reductions are partitioned by it); 0: unknown
-  std::string kernel_choices;           // CPU GEMM engine chosen per shape (backends/cpu/gemm.h), reused on resume
+  std::vector<Tensor> optimizer_slots;   // per trainable weight (in order), slots_per_variable each; host copies
+  int64_t iterations = 0;                // optimizer steps taken
+  float learning_rate = 0.0f;            // the optimizer's current learning rate (callbacks may have changed it)
+  uint64_t step = 0;                     // the model's step counter (dropout's random stream)
+  int threads = 0;                       // CPU threads the steps ran on (reductions are partitioned by it); 0: unknown
+  std::string kernel_choices;            // CPU GEMM engine chosen per shape (backends/cpu/gemm.h), reused on resume
+  std::string dtype_policy = "float32";  // Model::dtype_policy() (a restore into a model with another one is refused)
+  // Dynamic loss scaling (LossScaleOptimizer): the scale the next step uses (0: no loss scaling), the finite steps
+  // since it last changed, and the steps skipped so far (nn::ProgramCache::loss_scale_state()).
+  float loss_scale = 0.0f;
+  int64_t loss_scale_counter = 0;
+  int64_t skipped_steps = 0;
   FitPosition position;
 };
 

@@ -15,6 +15,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <vector>
 
+#include "backends/cpu/gemm.h"
 #include "backends/cpu/kernels.h"
 #include "graph/kernel.h"
 #include "graph/window.h"
@@ -54,11 +55,12 @@ struct Conv {
   size_t workspace = 0;
 };
 
-using Key = std::array<int64_t, 18>;
+using Key = std::array<int64_t, 19>;
 
 // relu: FusedConv2D with the relu epilogue (the same op without it is another primitive).
-Key key_of(Op op, const Window& g, int64_t f, bool relu) {
+Key key_of(Op op, const Window& g, int64_t f, bool relu, DType t) {
   return {static_cast<int64_t>(op) * 2 + (relu ? 1 : 0),
+          static_cast<int64_t>(t),
           g.n,
           g.h,
           g.w,
@@ -78,16 +80,18 @@ Key key_of(Op op, const Window& g, int64_t f, bool relu) {
           g.ow};
 }
 
-Conv build(Op op, const Window& g, int64_t f, bool relu) {
+// t: float32, or bfloat16 where the CPU computes it natively (every operand, the bias and the result in
+// bfloat16; oneDNN accumulates in float32 and rounds once).
+Conv build(Op op, const Window& g, int64_t f, bool relu, DType t) {
   const memory::dims src{g.n, g.c, g.h, g.w}, wei{f, g.c, g.kh, g.kw}, dst{g.n, f, g.oh, g.ow};
   const memory::dims strides{g.sh, g.sw}, dilates{g.dh - 1, g.dw - 1}, pad_l{g.pt, g.pl}, pad_r{g.pb, g.pr};
-  auto any = [](const memory::dims& d) { return memory::desc(d, dt::f32, tag::any); };
-  const memory::desc user_src(src, dt::f32, tag::nhwc), user_wei(wei, dt::f32, tag::hwio),
-      user_dst(dst, dt::f32, tag::nhwc);
+  const dt type = t == DType::bf16 ? dt::bf16 : dt::f32;
+  auto any = [type](const memory::dims& d) { return memory::desc(d, type, tag::any); };
+  const memory::desc user_src(src, type, tag::nhwc), user_wei(wei, type, tag::hwio), user_dst(dst, type, tag::nhwc);
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   const bool fused = op == Op::FusedConv2D;
-  const memory::desc bias_md({f}, dt::f32, tag::a);
+  const memory::desc bias_md({f}, type, tag::a);
   if (fused && relu) {  // applied by the convolution's own post-op, in registers
     dnnl::post_ops po;
     po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
@@ -177,8 +181,8 @@ std::pair<Window, int64_t> geometry(const graph::Graph& gr, const graph::Node& n
 Conv& conv_for(const graph::Node& n, const Window& g, int64_t f) {
   const bool relu = n.op == Op::FusedConv2D && n.attrs.epilogue == Op::Relu;
   std::lock_guard lock(cache_mutex());
-  auto& slot = cache()[key_of(n.op, g, f, relu)];
-  if (!slot) slot = std::make_unique<Conv>(build(n.op, g, f, relu));
+  auto& slot = cache()[key_of(n.op, g, f, relu, n.dtype)];
+  if (!slot) slot = std::make_unique<Conv>(build(n.op, g, f, relu, n.dtype));
   return *slot;
 }
 
@@ -208,7 +212,29 @@ void run(const KernelArgs& a) {
   dnnl_stream_wait(s.get());
 }
 
+graph::WorkspaceFn g_widened_ws[4] = {};  // per conv op: the widened kernels' rule (float16, float32)
+
+size_t bf16_or_widened_workspace(const graph::Graph& gr, int node) {
+  if (gr[node].dtype == DType::bf16) return workspace(gr, node);
+  const Op ops[4] = {Op::Conv2D, Op::FusedConv2D, Op::Conv2DGradInput, Op::Conv2DGradFilter};
+  for (int i = 0; i < 4; ++i)
+    if (ops[i] == gr[node].op) return g_widened_ws[i] ? g_widened_ws[i](gr, node) : 0;
+  return 0;
+}
+
 }  // namespace
+
+bool register_onednn_bf16_conv_kernels() {
+  const char* choice = std::getenv("TK_CONV");
+  if ((choice && std::string(choice) == "im2col") || !onednn_bf16_native()) return false;
+  const Op ops[4] = {Op::Conv2D, Op::FusedConv2D, Op::Conv2DGradInput, Op::Conv2DGradFilter};
+  for (int i = 0; i < 4; ++i) {
+    g_widened_ws[i] = graph::registered_workspace(DeviceKind::cpu, ops[i]);
+    graph::register_kernel(DeviceKind::cpu, ops[i], DType::bf16, run);
+    graph::register_workspace(DeviceKind::cpu, ops[i], bf16_or_widened_workspace);
+  }
+  return true;
+}
 
 bool register_onednn_conv_kernels() {
   const char* choice = std::getenv("TK_CONV");
@@ -224,5 +250,6 @@ bool register_onednn_conv_kernels() {
 #else
 namespace tk::cpu {
 bool register_onednn_conv_kernels() { return false; }
+bool register_onednn_bf16_conv_kernels() { return false; }
 }  // namespace tk::cpu
 #endif

@@ -58,5 +58,9 @@ GemmShape gemm_shape(const graph::Graph& g, const graph::Node& n);
 std::string gemm_choices(const std::vector<GemmShape>& shapes = {});
 void set_gemm_choices(const std::string& text);
 bool onednn_gemm_available();
+// oneDNN is built in and the CPU computes bfloat16 natively (AVX512_BF16 or AMX, as oneDNN's effective ISA, which
+// ONEDNN_MAX_CPU_ISA caps): bfloat16 MatMul and convolutions then run on oneDNN without float32 copies
+// (gemm_bf16.cpp, conv_onednn.cpp); elsewhere they are widened to float32 in the workspace (widen.cpp).
+bool onednn_bf16_native();
 
 }  // namespace tk::cpu

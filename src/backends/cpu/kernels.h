@@ -19,6 +19,14 @@ bool register_onednn_conv_kernels();
 // to float32 in the workspace, the float32 kernel, the output rounded back (to nearest even). Last: it
 // wraps whatever float32 kernels and workspace rules are registered by then.
 void register_widened_kernels();
+// gemm_bf16.cpp: bfloat16 MatMul/FusedMatMul on oneDNN without float32 copies where the CPU has AVX512_BF16/AMX
+// (else the widened kernels stay). After register_widened_kernels, whose kernels it falls back to.
+void register_bf16_gemm_kernels();
+// conv_onednn.cpp: bfloat16 convolutions on oneDNN without float32 copies, on the same CPUs (false elsewhere).
+bool register_onednn_bf16_conv_kernels();
+// exact16.cpp: max pooling, its (non-overlapping) gradient and the relu gradient on 16-bit tensors as they are
+// (exact: no widening).
+void register_exact16_kernels();
 void register_kernels();  // all of the above
 
 }  // namespace tk::cpu

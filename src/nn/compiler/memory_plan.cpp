@@ -202,8 +202,8 @@ std::string MemoryPlan::to_string() const {
     const size_t d = saves ? total - alternative_total : alternative_total - total;
     std::snprintf(line, sizeof line, "  dtype policy %s: under %s the step would take %s (%s %s%s%s)\n",
                   dtype_policy.c_str(), alternative_policy.c_str(), format_bytes(alternative_total).c_str(),
-                  saves ? "saves" : "costs", format_bytes(d).c_str(), saves ? ", --dtype-policy " : "",
-                  saves ? alternative_policy.c_str() : "");
+                  saves ? "switching saves" : "switching needs", format_bytes(d).c_str(),
+                  saves ? ": --dtype-policy " : " more", saves ? alternative_policy.c_str() : "");
     out += line;
   }
   if (rematerialized) {

@@ -223,6 +223,7 @@ const Logs& Model::train_on_batch(const std::vector<Tensor>& x, const std::vecto
   c.program->run(ctx);
   if (!programs_->step_was_skipped()) ++optimizer_->config().iterations;
   for (auto& [name, id] : c.logs) batch_logs_.set(name, c.program->output_scalar(id));
+  add_loss_scale_logs(batch_logs_);
   return batch_logs_;
 }
 

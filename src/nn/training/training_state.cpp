@@ -1,6 +1,7 @@
 // Model::training_state / restore_training_state: what BackupAndRestore needs to resume a fit bit for bit.
 #include "trainkit/nn/training_state.h"
 
+#include <cmath>
 #include <cstdio>
 
 #include "backends/cpu/gemm.h"
@@ -28,13 +29,20 @@ TrainingState Model::training_state() {
   s.learning_rate = optimizer_->learning_rate();
   s.step = step_;
   s.threads = device_.kind == DeviceKind::cpu ? cpu::adapted_threads() : 0;
-  if (device_.kind == DeviceKind::cpu) {  // the GEMM engines this model's programs were measured to run best on
+  if (device_.kind == DeviceKind::cpu &&
+      programs_) {  // the GEMM engines this model's programs were measured to run best on
     std::vector<cpu::GemmShape> shapes;
     for (const graph::Program* p : programs_->programs())
       for (int id : p->order())
         if (p->graph()[id].op == graph::Op::MatMul || p->graph()[id].op == graph::Op::FusedMatMul)
           shapes.push_back(cpu::gemm_shape(p->graph(), p->graph()[id]));
     if (!shapes.empty()) s.kernel_choices = cpu::gemm_choices(shapes);
+  }
+  s.dtype_policy = dtype_policy_;
+  if (const float* st = programs_ ? programs_->loss_scale_state() : nullptr) {
+    s.loss_scale = st[0];
+    s.loss_scale_counter = static_cast<int64_t>(st[1]);
+    s.skipped_steps = static_cast<int64_t>(st[2]);
   }
   s.position = position_;
   return s;
@@ -79,13 +87,35 @@ void Model::restore_training_state(const TrainingState& s) {
       s.position.pass_offset < 0)
     throw InvalidArgument(where + "negative counters in the state (iterations " + std::to_string(s.iterations) +
                           ", epoch " + std::to_string(s.position.epoch) + ")");
+  if (s.dtype_policy != dtype_policy_)
+    throw InvalidArgument(where + "the state was saved under dtype policy '" + s.dtype_policy +
+                          "' but the model's is '" + dtype_policy_ + "' (set_dtype_policy('" + s.dtype_policy +
+                          "') before restoring, or restore into a model made under that policy)");
+  if (!std::isfinite(s.loss_scale) || s.loss_scale < 0.0f || s.loss_scale_counter < 0 || s.skipped_steps < 0)
+    throw InvalidArgument(where + "bad loss-scale state in the state (scale " + std::to_string(s.loss_scale) +
+                          ", counter " + std::to_string(s.loss_scale_counter) + ", skipped " +
+                          std::to_string(s.skipped_steps) + ")");
+  bool scaling = optimizer_->config().loss_scale_initial > 0.0f;  // as ProgramCache::enable_loss_scaling decides
+  if (!scaling && auto_scale_loss)
+    for (const LayerPtr& l : layers_) scaling |= layer_compute_dtype(*l) == DType::f16;
+  if (s.loss_scale > 0.0f && !scaling)
+    throw InvalidArgument(where + "the state holds a loss scale (" + std::to_string(s.loss_scale) +
+                          ") but the model trains without loss scaling (compile with "
+                          "tk::optimizers::LossScaleOptimizer, or under mixed_float16)");
   // Everything checked: now copy (nothing above changed the model).
   set_weights(s.weights);
   std::vector<std::vector<Tensor>> slots(trainable.size());
   for (size_t i = 0; i < trainable.size(); ++i)
     slots[i].assign(s.optimizer_slots.begin() + static_cast<std::ptrdiff_t>(i * per),
                     s.optimizer_slots.begin() + static_cast<std::ptrdiff_t>((i + 1) * per));
-  set_optimizer_slots(slots, s.iterations);
+  set_optimizer_slots(slots, s.iterations);  // makes programs_
+  if (s.loss_scale > 0.0f)
+    programs_->set_loss_scale_state(s.loss_scale, static_cast<float>(s.loss_scale_counter),
+                                    static_cast<float>(s.skipped_steps));
+  else if (programs_->loss_scale_state())  // a state without loss scaling (format 2): start from the initial scale
+    programs_->set_loss_scale_state(
+        optimizer_->config().loss_scale_initial > 0.0f ? optimizer_->config().loss_scale_initial : 32768.0f, 0.0f,
+        0.0f);
   if (!optimizer_->learning_rate_schedule())
     optimizer_->set_learning_rate(s.learning_rate);  // a schedule follows
                                                      // the step count

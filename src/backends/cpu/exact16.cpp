@@ -1,0 +1,147 @@
+// 16-bit kernels for ops that are exact in any dtype — max pooling, its gradient, the relu gradient: they select
+// values and never round, so there is no reason to widen whole activations to float32 in the workspace
+// (widen.cpp takes 4 bytes per element of every operand: the relu gradient of the first convolution was the
+// largest workspace of a 16-bit CNN step). Values are compared as float32 in registers. The gradient takes the
+// non-overlapping, unpadded windows of the usual 2x2 / stride 2 (every input pixel in at most one window); other
+// windows, and split_ties, stay on the widened kernel.
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/parallel.h"
+#include "graph/kernel.h"
+#include "graph/window.h"
+#include "trainkit/core/half.h"
+
+namespace tk::cpu {
+using graph::KernelArgs;
+using graph::Op;
+using graph::Window;
+
+namespace {
+
+graph::KernelFn g_widened_grad[2] = {};   // MaxPool2DGrad's widened kernels (float16, bfloat16)
+graph::WorkspaceFn g_widened_ws[2] = {};  // MaxPool2D, MaxPool2DGrad: the widened rules
+
+template <typename T>
+void max_pool16(const KernelArgs& a) {
+  const Window g = Window::of(a.in_shape(0), a.node.attrs);
+  const T* x = static_cast<const T*>(a.in[0]);
+  T* y = static_cast<T*>(a.out);
+  parallel_for(
+      g.n * g.oh,
+      [&](int64_t b, int64_t e) {
+        constexpr int64_t kBlock = 256;
+        float best[kBlock];
+        for (int64_t row = b; row < e; ++row) {
+          const int64_t n = row / g.oh, oh = row % g.oh;
+          const int64_t h0 = std::max<int64_t>(oh * g.sh - g.pt, 0), h1 = std::min(oh * g.sh - g.pt + g.kh, g.h);
+          for (int64_t ow = 0; ow < g.ow; ++ow) {
+            const int64_t w0 = std::max<int64_t>(ow * g.sw - g.pl, 0), w1 = std::min(ow * g.sw - g.pl + g.kw, g.w);
+            T* out = y + ((n * g.oh + oh) * g.ow + ow) * g.c;
+            for (int64_t c0 = 0; c0 < g.c; c0 += kBlock) {
+              const int64_t cn = std::min(kBlock, g.c - c0);
+              for (int64_t c = 0; c < cn; ++c) best[c] = -std::numeric_limits<float>::infinity();
+              for (int64_t ih = h0; ih < h1; ++ih)
+                for (int64_t iw = w0; iw < w1; ++iw) {
+                  const T* in = x + ((n * g.h + ih) * g.w + iw) * g.c + c0;
+                  for (int64_t c = 0; c < cn; ++c) best[c] = std::max(best[c], in[c].to_float());
+                }
+              for (int64_t c = 0; c < cn; ++c) out[c0 + c] = T::from_float(best[c]);  // exact: one of the inputs
+            }
+          }
+        }
+      },
+      1);
+}
+
+bool tiled(const Window& g, const graph::Node& n) {
+  return !n.attrs.split_ties && g.sh == g.kh && g.sw == g.kw && g.pt == 0 && g.pb == 0 && g.pl == 0 && g.pr == 0 &&
+         g.dh == 1 && g.dw == 1;
+}
+
+// dx gets dy at the first maximum of each window (row-major, as TensorFlow), 0 elsewhere.
+template <typename T>
+void max_pool_grad16(const KernelArgs& a) {
+  const Window g = Window::of(a.node.shape, a.node.attrs);
+  if (!tiled(g, a.node)) return g_widened_grad[std::is_same_v<T, bfloat16> ? 1 : 0](a);
+  const T* dy = static_cast<const T*>(a.in[0]);
+  const T* x = static_cast<const T*>(a.in[1]);
+  const T* y = static_cast<const T*>(a.in[2]);
+  T* dx = static_cast<T*>(a.out);
+  if (!(g.oh * g.kh == g.h && g.ow * g.kw == g.w))
+    std::memset(static_cast<void*>(dx), 0, sizeof(T) * static_cast<size_t>(g.n * g.h * g.w * g.c));
+  parallel_for(
+      g.n * g.oh,
+      [&](int64_t b, int64_t e) {
+        for (int64_t row = b; row < e; ++row) {
+          const int64_t n = row / g.oh, oh = row % g.oh;
+          for (int64_t ow = 0; ow < g.ow; ++ow) {
+            const int64_t out = ((n * g.oh + oh) * g.ow + ow) * g.c;
+            for (int64_t c = 0; c < g.c; ++c) {
+              const uint16_t ym = y[out + c].bits;
+              bool taken = false;
+              for (int64_t kh = 0; kh < g.kh; ++kh)
+                for (int64_t kw = 0; kw < g.kw; ++kw) {
+                  const int64_t at = ((n * g.h + oh * g.kh + kh) * g.w + ow * g.kw + kw) * g.c + c;
+                  // The maximum is one of the inputs, bit for bit (+0 and -0 compare equal, as in float32).
+                  const bool hit = !taken && x[at].to_float() == T::from_bits(ym).to_float();
+                  dx[at] = hit ? dy[out + c] : T::from_bits(0);
+                  taken |= hit;
+                }
+            }
+          }
+        }
+      },
+      1);
+}
+
+// dx = dy where y > 0, else 0 (ReluGrad: (dy, y)).
+template <typename T>
+void relu_grad16(const KernelArgs& a) {
+  const T* dy = static_cast<const T*>(a.in[0]);
+  const T* y = static_cast<const T*>(a.in[1]);
+  T* dx = static_cast<T*>(a.out);
+  parallel_for(a.node.shape.numel(), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) dx[i] = y[i].to_float() > 0.0f ? dy[i] : T::from_bits(0);
+  });
+}
+graph::WorkspaceFn g_widened_relu_ws = nullptr;
+size_t relu_workspace16(const graph::Graph& gr, int node) {
+  const DType t = gr[node].dtype;
+  return t == DType::f16 || t == DType::bf16 || !g_widened_relu_ws ? 0 : g_widened_relu_ws(gr, node);
+}
+
+size_t workspace16(const graph::Graph& gr, int node) {
+  const graph::Node& n = gr[node];
+  const bool is16 = n.dtype == DType::f16 || n.dtype == DType::bf16;
+  if (is16 && (n.op == Op::MaxPool2D || tiled(Window::of(n.shape, n.attrs), n))) return 0;
+  const graph::WorkspaceFn f = g_widened_ws[n.op == Op::MaxPool2D ? 0 : 1];
+  return f ? f(gr, node) : 0;
+}
+
+}  // namespace
+
+void register_exact16_kernels() {
+  const auto cpu = DeviceKind::cpu;
+  g_widened_grad[0] =
+      graph::registered_kernel(cpu, Op::MaxPool2DGrad, graph::signature_for(Op::MaxPool2DGrad, DType::f16));
+  g_widened_grad[1] =
+      graph::registered_kernel(cpu, Op::MaxPool2DGrad, graph::signature_for(Op::MaxPool2DGrad, DType::bf16));
+  g_widened_ws[0] = graph::registered_workspace(cpu, Op::MaxPool2D);
+  g_widened_ws[1] = graph::registered_workspace(cpu, Op::MaxPool2DGrad);
+  if (!g_widened_grad[0] || !g_widened_grad[1]) return;
+  graph::register_kernel(cpu, Op::MaxPool2D, DType::f16, max_pool16<float16>);
+  graph::register_kernel(cpu, Op::MaxPool2D, DType::bf16, max_pool16<bfloat16>);
+  graph::register_kernel(cpu, Op::MaxPool2DGrad, DType::f16, max_pool_grad16<float16>);
+  graph::register_kernel(cpu, Op::MaxPool2DGrad, DType::bf16, max_pool_grad16<bfloat16>);
+  graph::register_workspace(cpu, Op::MaxPool2D, workspace16);
+  graph::register_workspace(cpu, Op::MaxPool2DGrad, workspace16);
+  g_widened_relu_ws = graph::registered_workspace(cpu, Op::ReluGrad);
+  graph::register_kernel(cpu, Op::ReluGrad, DType::f16, relu_grad16<float16>);
+  graph::register_kernel(cpu, Op::ReluGrad, DType::bf16, relu_grad16<bfloat16>);
+  graph::register_workspace(cpu, Op::ReluGrad, relu_workspace16);
+}
+
+}  // namespace tk::cpu

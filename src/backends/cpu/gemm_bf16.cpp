@@ -1,0 +1,179 @@
+// bfloat16 MatMul and FusedMatMul on oneDNN's matmul primitive with bfloat16 memory, where the CPU computes
+// bfloat16 natively (AVX512_BF16 or AMX; oneDNN reports it through dnnl_get_effective_cpu_isa, which
+// ONEDNN_MAX_CPU_ISA caps). Operands and result stay in 2 bytes; oneDNN accumulates in float32 and rounds once
+// after the bias and relu post-ops — the same contract as the widened kernel (widen.cpp: float32 math, one
+// rounding), without the float32 copies of the operands in the workspace. Elsewhere (AVX2-only CPUs, no oneDNN)
+// the widened kernel stays: sgemm on float32 copies that live in the planned workspace. TK_PROFILE=1 says once
+// which path runs. relu_grad (FusedMatMul's backward mask) is the product, then the mask applied in bfloat16
+// (exact: it only zeroes elements).
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "backends/cpu/gemm.h"
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/parallel.h"
+#include "graph/kernel.h"
+#include "trainkit/core/half.h"
+
+#ifdef TK_HAVE_ONEDNN
+#include <omp.h>
+
+#include <oneapi/dnnl/dnnl.hpp>
+#endif
+
+namespace tk::cpu {
+using graph::KernelArgs;
+using graph::Op;
+
+bool onednn_bf16_native() {
+#ifdef TK_HAVE_ONEDNN
+  static const bool yes = [] {
+    const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    const bool ok = (isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
+    if (std::getenv("TK_PROFILE"))
+      std::fprintf(stderr, "TK_PROFILE bfloat16 matmul and convolution: %s\n",
+                   ok ? "oneDNN, native bfloat16 (AVX512_BF16/AMX), no float32 copies"
+                      : "widened to float32 in the workspace (oneDNN sees no AVX512_BF16/AMX on this CPU)");
+    return ok;
+  }();
+  return yes;
+#else
+  return false;
+#endif
+}
+
+#ifdef TK_HAVE_ONEDNN
+namespace {
+
+using dnnl::memory;
+using dt = dnnl::memory::data_type;
+
+dnnl::engine& bf16_engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+bool native() { return onednn_bf16_native(); }
+
+bool has_bias(Epilogue e) { return e == Epilogue::bias || e == Epilogue::bias_relu; }
+bool has_relu(Epilogue e) { return e == Epilogue::bias_relu || e == Epilogue::relu; }
+
+dnnl::matmul::primitive_desc describe(const GemmShape& s) {
+  const memory::desc a({s.m, s.k}, dt::bf16, s.ta ? memory::dims{1, s.m} : memory::dims{s.k, 1});
+  const memory::desc b({s.k, s.n}, dt::bf16, s.tb ? memory::dims{1, s.k} : memory::dims{s.n, 1});
+  const memory::desc c({s.m, s.n}, dt::bf16, memory::dims{s.n, 1});
+  const memory::desc bias =
+      has_bias(s.epilogue) ? memory::desc({1, s.n}, dt::bf16, memory::dims{s.n, 1}) : memory::desc();
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (has_relu(s.epilogue)) {
+    dnnl::post_ops po;
+    po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    attr.set_post_ops(po);
+  }
+  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, bias, c), attr, bf16_engine());
+}
+
+// A built primitive and its argument array (data handles set per call), per (shape, threads).
+struct Built {
+  dnnl::matmul prim;
+  memory mem[5];  // a, b, bias, c, scratchpad
+  dnnl_exec_arg_t args[5];
+  int nargs = 0;
+  size_t scratch = 0;
+  explicit Built(const GemmShape& s) {
+    const auto pd = describe(s);
+    prim = dnnl::matmul(pd);
+    scratch = pd.scratchpad_desc().get_size();
+    const memory::desc mds[5] = {pd.src_desc(), pd.weights_desc(),
+                                 has_bias(s.epilogue) ? pd.bias_desc() : memory::desc(), pd.dst_desc(),
+                                 pd.scratchpad_desc()};
+    const int roles[5] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS, DNNL_ARG_DST, DNNL_ARG_SCRATCHPAD};
+    for (int i = 0; i < 5; ++i) {
+      if (i == 2 && !has_bias(s.epilogue)) continue;
+      mem[i] = memory(mds[i], bf16_engine(), DNNL_MEMORY_NONE);
+      args[nargs++] = {roles[i], mem[i].get()};
+    }
+  }
+};
+
+std::mutex& built_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::map<std::pair<GemmShape, int>, std::unique_ptr<Built>>& built() {
+  static std::map<std::pair<GemmShape, int>, std::unique_ptr<Built>> b;
+  return b;
+}
+
+// The bf16 GEMM's shape: relu_grad runs as a plain product, then the mask.
+GemmShape product_shape(const graph::Graph& g, const graph::Node& n) {
+  GemmShape s = gemm_shape(g, n);
+  if (s.epilogue == Epilogue::relu_grad) s.epilogue = Epilogue::none;
+  return s;
+}
+
+graph::KernelFn g_widened[2] = {nullptr, nullptr};  // MatMul, FusedMatMul: the widened kernels (other CPUs)
+graph::WorkspaceFn g_widened_ws = nullptr;
+
+bool runs_native(const graph::Graph& g, int node) { return native() && g[node].dtype == DType::bf16; }
+
+size_t workspace(const graph::Graph& g, int node) {
+  if (!runs_native(g, node)) return g_widened_ws ? g_widened_ws(g, node) : 0;
+  try {
+    return describe(product_shape(g, g[node])).scratchpad_desc().get_size();
+  } catch (const dnnl::error&) {
+    return 0;
+  }
+}
+
+void matmul_bf16(const KernelArgs& a) {
+  const bool fused = a.node.op == Op::FusedMatMul;
+  if (!native()) return g_widened[fused ? 1 : 0](a);
+  const GemmShape full = gemm_shape(a.g, a.node);
+  const GemmShape s = product_shape(a.g, a.node);
+  if (s.m == 0 || s.n == 0) return;
+  Built* b;
+  {
+    std::lock_guard lock(built_mutex());
+    auto& slot = built()[{s, omp_get_max_threads()}];
+    if (!slot) slot = std::make_unique<Built>(s);
+    b = slot.get();
+  }
+  const void* ptrs[5] = {a.in[0], a.in[1], has_bias(s.epilogue) ? a.in[2] : nullptr, a.out, a.workspace};
+  for (int i = 0; i < 5; ++i)
+    if (b->mem[i]) dnnl_memory_set_data_handle(b->mem[i].get(), const_cast<void*>(ptrs[i]));
+  static thread_local dnnl::stream stream(bf16_engine());
+  dnnl_primitive_execute(b->prim.get(), stream.get(), b->nargs, b->args);
+  dnnl_stream_wait(stream.get());
+  if (full.epilogue == Epilogue::relu_grad) {  // c *= (y > 0), y the relu's bfloat16 output
+    auto* c = static_cast<bfloat16*>(a.out);
+    const auto* y = static_cast<const bfloat16*>(a.in[2]);
+    parallel_for(full.m * full.n, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i)
+        if (!(y[i].to_float() > 0.0f)) c[i] = bfloat16::from_bits(0);
+    });
+  }
+}
+
+}  // namespace
+
+void register_bf16_gemm_kernels() {
+  g_widened[0] = graph::registered_kernel(DeviceKind::cpu, Op::MatMul, graph::signature_for(Op::MatMul, DType::bf16));
+  g_widened[1] =
+      graph::registered_kernel(DeviceKind::cpu, Op::FusedMatMul, graph::signature_for(Op::FusedMatMul, DType::bf16));
+  g_widened_ws = graph::registered_workspace(DeviceKind::cpu, Op::MatMul);
+  if (!g_widened[0] || !g_widened[1] || !g_widened_ws) return;  // keep what is there
+  graph::register_kernel(DeviceKind::cpu, Op::MatMul, DType::bf16, matmul_bf16);
+  graph::register_kernel(DeviceKind::cpu, Op::FusedMatMul, DType::bf16, matmul_bf16);
+  graph::register_workspace(DeviceKind::cpu, Op::MatMul, workspace);
+  graph::register_workspace(DeviceKind::cpu, Op::FusedMatMul, workspace);
+}
+#else
+void register_bf16_gemm_kernels() {}
+#endif
+
+}  // namespace tk::cpu
