@@ -4,12 +4,15 @@
 // come from an integer hash both sides compute, so the fixture stays small).
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <vector>
 
 #include "fixture.h"
+#include "trainkit/core/convert.h"
 #include "trainkit/nn/mixed_precision.h"
 #include "trainkit/trainkit.h"
 
@@ -97,6 +100,48 @@ class MixedPrecisionKeras : public ::testing::TestWithParam<Config> {
  protected:
   void TearDown() override { mixed_precision::set_global_policy("float32"); }
 };
+
+// The vectorized float32 -> bfloat16 conversion (convert.cpp, AVX2 where the CPU has it) rounds every bit pattern
+// as the scalar definition does: ties to even, overflow to Inf, NaN to the quiet NaN of its sign.
+TEST(MixedPrecisionCasts, VectorizedBfloat16ConversionMatchesTheScalarOneOnEveryKindOfValue) {
+  std::vector<uint32_t> bits;
+  for (uint32_t special : {0u, 0x80000000u, 0x7f800000u, 0xff800000u, 0x7f800001u, 0xffc00001u, 0x7f7fffffu,
+                           0x3f808000u, 0x3f818000u, 0x3f807fffu, 0x00000001u, 0x007fffffu})
+    bits.push_back(special);
+  for (uint64_t i = 0; bits.size() < 100003; ++i) bits.push_back(static_cast<uint32_t>(splitmix64(i)));
+  std::vector<float> f(bits.size());
+  std::memcpy(f.data(), bits.data(), bits.size() * 4);
+  std::vector<bfloat16> got(bits.size());
+  convert_elements(f.data(), DType::f32, got.data(), DType::bf16, f.size());
+  for (size_t i = 0; i < f.size(); ++i)
+    ASSERT_EQ(got[i].bits, bfloat16::from_float(f[i]).bits) << "input bits 0x" << std::hex << bits[i];
+}
+
+// The same for float16 (F16C where the CPU has it), both ways: rounding, overflow, subnormals, NaN payloads.
+TEST(MixedPrecisionCasts, VectorizedFloat16ConversionsMatchTheScalarOnesOnEveryKindOfValue) {
+  std::vector<float> f;
+  for (float v : {0.0f, -0.0f, 65504.0f, 65520.0f, 65519.99f, 6e-8f, 3e-8f, 2.98e-8f, 1e-5f, -1e-7f}) f.push_back(v);
+  std::vector<uint32_t> nan_bits = {0x7f800001u, 0xffc00001u, 0x7fa00000u, 0x7f800000u};
+  for (uint32_t b : nan_bits) f.push_back(std::bit_cast<float>(b));
+  for (uint64_t i = 0; f.size() < 100003; ++i) {  // magnitudes around float16's range, and raw bit patterns
+    const uint64_t h = splitmix64(i);
+    f.push_back(i % 3 == 0 ? std::bit_cast<float>(static_cast<uint32_t>(h))
+                           : static_cast<float>((double(h >> 11) / 9007199254740992.0 - 0.5) *
+                                                std::ldexp(1.0, int(i % 40) - 24)));
+  }
+  std::vector<float16> half(f.size());
+  convert_elements(f.data(), DType::f32, half.data(), DType::f16, f.size());
+  for (size_t i = 0; i < f.size(); ++i)
+    ASSERT_EQ(half[i].bits, float16::from_float(f[i]).bits)
+        << "input " << f[i] << " bits 0x" << std::hex << std::bit_cast<uint32_t>(f[i]);
+  std::vector<float16> all(65536);
+  for (uint32_t b = 0; b < 65536; ++b) all[b] = float16::from_bits(static_cast<uint16_t>(b));
+  std::vector<float> back(all.size());
+  convert_elements(all.data(), DType::f16, back.data(), DType::f32, all.size());
+  for (uint32_t b = 0; b < 65536; ++b)
+    ASSERT_EQ(std::bit_cast<uint32_t>(back[b]), std::bit_cast<uint32_t>(all[b].to_float()))
+        << "half bits 0x" << std::hex << b;
+}
 
 TEST(MixedPrecisionKeras, HashMatchesTheGenerator) {
   const Tensor& y = get("data/y");

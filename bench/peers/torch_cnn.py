@@ -34,6 +34,8 @@ def main():
     ap.add_argument("--compile", action="store_true", help="torch.compile the model (inductor, C++ kernels)")
     ap.add_argument("--max-steps", type=int, default=0,
                     help="limit each epoch (warm-up included) to N batches; 0 = full epoch")
+    ap.add_argument("--autocast", action="store_true",
+                    help="CPU autocast to bfloat16 (torch.autocast('cpu', torch.bfloat16)): PyTorch's mixed precision")
     ap.add_argument("--data-dir", default=DATA_DIR)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
@@ -80,8 +82,9 @@ def main():
             idx = perm[i:i + bs]
             xb, yb = x[idx], y[idx]
             opt.zero_grad(set_to_none=True)
-            logits = model(xb)
-            loss = crit(logits, yb)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast):
+                logits = model(xb)
+                loss = crit(logits.float(), yb)
             loss.backward()
             opt.step()
             total += loss.item() * len(idx)
@@ -101,7 +104,7 @@ def main():
 
     sps = n * len(epoch_seconds) / sum(epoch_seconds)
     print(json.dumps({
-        "peer": "pytorch-compile" if args.compile else "pytorch",
+        "peer": ("pytorch-compile" if args.compile else "pytorch") + ("-autocast-bf16" if args.autocast else ""),
         "version": torch.__version__,
         "threads": args.threads,
         "batch_size": bs,

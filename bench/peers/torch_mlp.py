@@ -2,7 +2,7 @@
 """PyTorch eager peer benchmark: MLP 784-256-128-10 on Fashion-MNIST.
 
 Prints exactly one JSON line on stdout; all logging goes to stderr.
-  .venv/bin/python bench/peers/torch_mlp.py [--epochs 2] [--batch-size 128] [--threads 2] [--max-steps 0]
+  .venv/bin/python bench/peers/torch_mlp.py [--epochs 2] [--batch-size 128] [--threads 2] [--max-steps 0] [--autocast]
 """
 import argparse
 import json
@@ -28,6 +28,8 @@ def main():
     ap.add_argument("--batch-size", type=int, default=128)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--compile", action="store_true", help="torch.compile the model (inductor, C++ kernels)")
+    ap.add_argument("--autocast", action="store_true",
+                    help="CPU autocast to bfloat16 (torch.autocast('cpu', torch.bfloat16)): PyTorch's mixed precision")
     ap.add_argument("--data-dir", default=DATA_DIR)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-steps", type=int, default=0,
@@ -69,8 +71,9 @@ def main():
             idx = perm[i:i + bs]
             xb, yb = x[idx], y[idx]
             opt.zero_grad(set_to_none=True)
-            logits = model(xb)
-            loss = crit(logits, yb)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast):
+                logits = model(xb)
+                loss = crit(logits.float(), yb)
             loss.backward()
             opt.step()
             total += loss.item() * len(idx)
@@ -90,7 +93,7 @@ def main():
 
     sps = n * len(epoch_seconds) / sum(epoch_seconds)
     print(json.dumps({
-        "peer": "pytorch-compile" if args.compile else "pytorch",
+        "peer": ("pytorch-compile" if args.compile else "pytorch") + ("-autocast-bf16" if args.autocast else ""),
         "version": torch.__version__,
         "threads": args.threads,
         "batch_size": bs,

@@ -1,6 +1,9 @@
 #include "trainkit/core/convert.h"
 
 #include <bit>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -75,10 +78,116 @@ D convert_one(S x) {
   }
 }
 
+// float32 <-> bfloat16 on the bits (mixed precision casts weights and activations every step): the same
+// rounding as half_detail's scalar functions, NaN included. float32 -> bfloat16 has an AVX2 path chosen at run
+// time (GCC does not vectorize the narrowing loop by itself); bfloat16 -> float32 is a shift it vectorizes.
+uint16_t f32_to_bf16_one(uint32_t f) {
+  if ((f & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((f & 0x80000000u) ? 0xffc0u : 0x7fc0u);
+  return static_cast<uint16_t>((f + 0x7fffu + ((f >> 16) & 1u)) >> 16);
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) size_t f32_to_bf16_avx2(const uint32_t* s, uint16_t* d, size_t n) {
+  const __m256i bias = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1), abs = _mm256_set1_epi32(0x7fffffff),
+                inf = _mm256_set1_epi32(0x7f800000), sign = _mm256_set1_epi32(0x8000),
+                quiet = _mm256_set1_epi32(0x7fc0);
+  auto round8 = [&](__m256i f) {
+    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(f, 16), one);
+    const __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(f, bias), lsb), 16);
+    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(f, abs), inf);
+    const __m256i nan_bits = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(f, 16), sign), quiet);
+    return _mm256_blendv_epi8(r, nan_bits, nan);
+  };
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256i lo = round8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i)));
+    const __m256i hi = round8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i + 8)));
+    // packus interleaves 128-bit lanes: [lo0 hi0 lo1 hi1] -> order them [lo0 lo1 hi0 hi1]
+    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(lo, hi), 0xD8);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + i), packed);
+  }
+  return i;
+}
+#endif
+
+void f32_to_bf16_loop(const float* src, bfloat16* dst, size_t n) {
+  const auto* s = reinterpret_cast<const uint32_t*>(src);
+  auto* d = reinterpret_cast<uint16_t*>(dst);
+  size_t i = 0;
+#if defined(__x86_64__)
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2) i = f32_to_bf16_avx2(s, d, n);
+#endif
+  for (; i < n; ++i) d[i] = f32_to_bf16_one(s[i]);
+}
+// float32 <-> float16 with F16C (every AVX2 CPU has it), 8 at a time; a block holding a NaN goes through the
+// scalar conversion, which keeps NumPy's payload rules (F16C would quiet a signaling NaN).
+#if defined(__x86_64__)
+__attribute__((target("avx2,f16c"))) size_t f32_to_f16_f16c(const float* s, uint16_t* d, size_t n) {
+  const __m256i abs = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 f = _mm256_loadu_ps(s + i);
+    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(_mm256_castps_si256(f), abs), inf);
+    if (!_mm256_testz_si256(nan, nan)) {
+      for (size_t j = i; j < i + 8; ++j) d[j] = float16::from_float(s[j]).bits;
+      continue;
+    }
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), _mm256_cvtps_ph(f, _MM_FROUND_TO_NEAREST_INT));
+  }
+  return i;
+}
+__attribute__((target("avx2,f16c"))) size_t f16_to_f32_f16c(const uint16_t* s, float* d, size_t n) {
+  const __m128i abs = _mm_set1_epi16(0x7fff), inf = _mm_set1_epi16(0x7c00);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
+    const __m128i nan = _mm_cmpgt_epi16(_mm_and_si128(h, abs), inf);  // |h| > Inf as signed 16-bit: a NaN
+    if (!_mm_testz_si128(nan, nan)) {
+      for (size_t j = i; j < i + 8; ++j) d[j] = float16::from_bits(s[j]).to_float();
+      continue;
+    }
+    _mm256_storeu_ps(d + i, _mm256_cvtph_ps(h));
+  }
+  return i;
+}
+#endif
+
+void f32_to_f16_loop(const float* src, float16* dst, size_t n) {
+  auto* d = reinterpret_cast<uint16_t*>(dst);
+  size_t i = 0;
+#if defined(__x86_64__)
+  static const bool f16c = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  if (f16c) i = f32_to_f16_f16c(src, d, n);
+#endif
+  for (; i < n; ++i) d[i] = float16::from_float(src[i]).bits;
+}
+void f16_to_f32_loop(const float16* src, float* dst, size_t n) {
+  const auto* s = reinterpret_cast<const uint16_t*>(src);
+  size_t i = 0;
+#if defined(__x86_64__)
+  static const bool f16c = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  if (f16c) i = f16_to_f32_f16c(s, dst, n);
+#endif
+  for (; i < n; ++i) dst[i] = float16::from_bits(s[i]).to_float();
+}
+
+void bf16_to_f32_loop(const bfloat16* src, float* dst, size_t n) {
+  const auto* s = reinterpret_cast<const uint16_t*>(src);
+  auto* d = reinterpret_cast<uint32_t*>(dst);
+  for (size_t i = 0; i < n; ++i) d[i] = static_cast<uint32_t>(s[i]) << 16;
+}
+
 template <typename S, typename D>
 void loop(const void* src, void* dst, size_t n, bool scaled, float scale, float offset) {
   const auto* s = static_cast<const S*>(src);
   auto* d = static_cast<D*>(dst);
+  if (!scaled) {
+    if constexpr (std::is_same_v<S, float> && std::is_same_v<D, bfloat16>) return f32_to_bf16_loop(s, d, n);
+    if constexpr (std::is_same_v<S, bfloat16> && std::is_same_v<D, float>) return bf16_to_f32_loop(s, d, n);
+    if constexpr (std::is_same_v<S, float> && std::is_same_v<D, float16>) return f32_to_f16_loop(s, d, n);
+    if constexpr (std::is_same_v<S, float16> && std::is_same_v<D, float>) return f16_to_f32_loop(s, d, n);
+  }
   if (scaled) {
     if constexpr (is_float_type<D>) {
       for (size_t i = 0; i < n; ++i) d[i] = from_float<D>(to_float(s[i]) * scale + offset);
