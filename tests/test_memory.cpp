@@ -118,6 +118,14 @@ std::unique_ptr<Model> mlp(std::vector<int64_t> units, bool freeze_first = false
   return m;
 }
 
+// A model made under a dtype policy (the global policy goes back to float32).
+std::unique_ptr<Model> under(const char* policy, const std::function<std::unique_ptr<Model>()>& make) {
+  mixed_precision::set_global_policy(policy);
+  std::unique_ptr<Model> m = make();
+  mixed_precision::set_global_policy("float32");
+  return m;
+}
+
 using tk::testing::kAsan;  // no RSS bound under AddressSanitizer (its shadow memory is resident too)
 
 int64_t resident_bytes() { return static_cast<int64_t>(tk::runtime::resident_bytes()); }  // VmRSS
@@ -157,28 +165,54 @@ TEST_P(PlanVsMeasured, PlannedTotalMatchesTheMeasuredPeakOfATrainingStep) {
 
 INSTANTIATE_TEST_SUITE_P(
     Models, PlanVsMeasured,
-    ::testing::Values(PlanCase{"mlp_small", [] { return mlp({32}); }, Shape{64}, 16},
-                      PlanCase{"mlp_256_128",
-                               [] {
-                                 return mlp({256, 128});
-                               },
-                               Shape{64}, 256},
-                      PlanCase{"deep_mlp_12", [] { return mlp(std::vector<int64_t>(12, 96)); }, Shape{64}, 64},
-                      PlanCase{"mlp_frozen_first",
-                               [] {
-                                 return mlp({256, 128}, true);
-                               },
-                               Shape{64}, 128},
-                      PlanCase{"tutorial_cnn", [] { return std::unique_ptr<Model>(models::tutorial_cnn()); },
-                               Shape{28, 28}, 16},
-                      PlanCase{"small_cnn_bn",
-                               [] {
-                                 using namespace layers;
-                                 return std::unique_ptr<Model>(std::make_unique<Sequential>(std::vector<LayerPtr>{
-                                     layers::Input({12, 12, 3}), Conv2D(8, 3, "relu"), BatchNormalization(),
-                                     MaxPooling2D(2), Flatten(), Dense(10)}));
-                               },
-                               Shape{12, 12, 3}, 32}),
+    ::testing::Values(
+        PlanCase{"mlp_small", [] { return mlp({32}); }, Shape{64}, 16},
+        PlanCase{"mlp_256_128",
+                 [] {
+                   return mlp({256, 128});
+                 },
+                 Shape{64}, 256},
+        PlanCase{"deep_mlp_12", [] { return mlp(std::vector<int64_t>(12, 96)); }, Shape{64}, 64},
+        PlanCase{"mlp_frozen_first",
+                 [] {
+                   return mlp({256, 128}, true);
+                 },
+                 Shape{64}, 128},
+        PlanCase{"tutorial_cnn", [] { return std::unique_ptr<Model>(models::tutorial_cnn()); }, Shape{28, 28}, 16},
+        PlanCase{"small_cnn_bn",
+                 [] {
+                   using namespace layers;
+                   return std::unique_ptr<Model>(std::make_unique<Sequential>(
+                       std::vector<LayerPtr>{layers::Input({12, 12, 3}), Conv2D(8, 3, "relu"), BatchNormalization(),
+                                             MaxPooling2D(2), Flatten(), Dense(10)}));
+                 },
+                 Shape{12, 12, 3}, 32},
+        // Under each mixed policy: 16-bit activations, the weights' 16-bit copies, the 16-bit kernels'
+        // workspace and (float16) the loss-scale state and the gradients kept for its finite check.
+        PlanCase{"mlp_256_128_bf16", [] { return under("mixed_bfloat16", [] {
+                                            return mlp({256, 128});
+                                          }); }, Shape{64},
+                 256},
+        PlanCase{"mlp_256_128_f16", [] { return under("mixed_float16", [] {
+                                           return mlp({256, 128});
+                                         }); }, Shape{64},
+                 256},
+        PlanCase{"tutorial_cnn_bf16",
+                 [] { return under("mixed_bfloat16", [] { return std::unique_ptr<Model>(models::tutorial_cnn()); }); },
+                 Shape{28, 28}, 16},
+        PlanCase{"tutorial_cnn_f16",
+                 [] { return under("mixed_float16", [] { return std::unique_ptr<Model>(models::tutorial_cnn()); }); },
+                 Shape{28, 28}, 16},
+        PlanCase{"small_cnn_bn_bf16",
+                 [] {
+                   using namespace layers;
+                   return under("mixed_bfloat16", [] {
+                     return std::unique_ptr<Model>(std::make_unique<Sequential>(
+                         std::vector<LayerPtr>{layers::Input({12, 12, 3}), Conv2D(8, 3, "relu"), BatchNormalization(),
+                                               MaxPooling2D(2), Flatten(), Dense(10)}));
+                   });
+                 },
+                 Shape{12, 12, 3}, 32}),
     [](const auto& info) { return info.param.name; });
 
 TEST(MemoryPlan, FrozenLayersHaveNoGradientsAndNoOptimizerState) {

@@ -1,9 +1,10 @@
 // 16-bit kernels for ops that are exact in any dtype — max pooling, its gradient, the relu gradient: they select
-// values and never round, so there is no reason to widen whole activations to float32 in the workspace
-// (widen.cpp takes 4 bytes per element of every operand: the relu gradient of the first convolution was the
-// largest workspace of a 16-bit CNN step). Values are compared as float32 in registers. The gradient takes the
-// non-overlapping, unpadded windows of the usual 2x2 / stride 2 (every input pixel in at most one window); other
-// windows, and split_ties, stay on the widened kernel.
+// values and never round — and for the bias gradient, summed in float32 as the widened kernel does; so there is no
+// reason to widen whole activations to float32 in the workspace (widen.cpp takes 4 bytes per element of every operand:
+// the relu gradient of the first convolution was the largest workspace of a 16-bit CNN step). Values are compared as
+// float32 in registers. The gradient takes the non-overlapping, unpadded windows of the usual 2x2 / stride 2 (every
+// input pixel in at most one window); other windows, and split_ties, stay on the widened kernel.
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <type_traits>
@@ -113,6 +114,29 @@ size_t relu_workspace16(const graph::Graph& gr, int node) {
   return t == DType::f16 || t == DType::bf16 || !g_widened_relu_ws ? 0 : g_widened_relu_ws(gr, node);
 }
 
+// db(n) = sum over rows of dy(rows, n), read in 16 bits and summed in float32 in the float32 kernel's order
+// (linalg.cpp), then rounded once: bit for bit the widened kernel's result, without a float32 copy of dy (a
+// convolution's bias gradient reads its whole output gradient).
+template <typename T>
+void bias_grad16(const KernelArgs& a) {
+  const int64_t n = a.node.shape[0], rows = a.in_shape(0).numel() / (n ? n : 1);
+  const T* dy = static_cast<const T*>(a.in[0]);
+  T* db = static_cast<T*>(a.out);
+  constexpr int64_t kBlock = 512;  // columns per pass, with float32 sums on the stack
+  for (int64_t j0 = 0; j0 < n; j0 += kBlock) {
+    const int64_t jn = std::min(kBlock, n - j0);
+    float sum[kBlock] = {};
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < jn; ++j) sum[j] += dy[r * n + j0 + j].to_float();
+    for (int64_t j = 0; j < jn; ++j) db[j0 + j] = T::from_float(sum[j]);
+  }
+}
+graph::WorkspaceFn g_widened_bias_ws = nullptr;
+size_t bias_workspace16(const graph::Graph& gr, int node) {
+  const DType t = gr[node].dtype;
+  return t == DType::f16 || t == DType::bf16 || !g_widened_bias_ws ? 0 : g_widened_bias_ws(gr, node);
+}
+
 size_t workspace16(const graph::Graph& gr, int node) {
   const graph::Node& n = gr[node];
   const bool is16 = n.dtype == DType::f16 || n.dtype == DType::bf16;
@@ -142,6 +166,10 @@ void register_exact16_kernels() {
   graph::register_kernel(cpu, Op::ReluGrad, DType::f16, relu_grad16<float16>);
   graph::register_kernel(cpu, Op::ReluGrad, DType::bf16, relu_grad16<bfloat16>);
   graph::register_workspace(cpu, Op::ReluGrad, relu_workspace16);
+  g_widened_bias_ws = graph::registered_workspace(cpu, Op::BiasGrad);
+  graph::register_kernel(cpu, Op::BiasGrad, DType::f16, bias_grad16<float16>);
+  graph::register_kernel(cpu, Op::BiasGrad, DType::bf16, bias_grad16<bfloat16>);
+  graph::register_workspace(cpu, Op::BiasGrad, bias_workspace16);
 }
 
 }  // namespace tk::cpu

@@ -24,8 +24,8 @@ void register_widened_kernels();
 void register_bf16_gemm_kernels();
 // conv_onednn.cpp: bfloat16 convolutions on oneDNN without float32 copies, on the same CPUs (false elsewhere).
 bool register_onednn_bf16_conv_kernels();
-// exact16.cpp: max pooling, its (non-overlapping) gradient and the relu gradient on 16-bit tensors as they are
-// (exact: no widening).
+// exact16.cpp: max pooling, its (non-overlapping) gradient, the relu gradient and the bias gradient on 16-bit
+// tensors as they are (no float32 copies in the workspace).
 void register_exact16_kernels();
 void register_kernels();  // all of the above
 
