@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <sstream>
 #include <vector>
 
 #include "fixture.h"
@@ -226,6 +227,48 @@ INSTANTIATE_TEST_SUITE_P(Keras, MixedPrecisionKeras,
                                            Config{"cnn_f16", true, "mixed_float16", 0.01},
                                            Config{"cnn_bf16", true, "mixed_bfloat16", 0.01}),
                          [](const auto& info) { return info.param.key; });
+
+}  // namespace
+}  // namespace tk
+
+namespace tk {
+namespace {
+
+// summary() names the policy and each layer that computes in float32 under it, with the reason.
+TEST(MixedPrecisionSummary, NamesThePolicyAndTheFloat32LayersWithTheirReason) {
+  mixed_precision::set_global_policy("mixed_bfloat16");
+  auto m = models::tutorial_cnn();
+  mixed_precision::set_global_policy("float32");
+  std::ostringstream os;
+  m->summary(os);
+  const std::string s = os.str();
+  EXPECT_NE(s.find("Dtype policy: mixed_bfloat16"), std::string::npos) << s;
+  const std::string out = m->layers().back()->name;
+  EXPECT_NE(s.find(out + " computes in float32: model output"), std::string::npos) << s;
+  std::ostringstream plain;
+  make_model(false)->summary(plain);  // float32: no policy line
+  EXPECT_EQ(plain.str().find("Dtype policy"), std::string::npos) << plain.str();
+}
+
+}  // namespace
+}  // namespace tk
+
+namespace tk {
+namespace {
+
+TEST(MixedPrecisionPolicies, PredictRefusesAPolicyChangedAfterItsProgramsWereBuilt) {
+  auto m = make_model(false);
+  Tensor x(Shape{4, 784}, DType::f32);
+  std::memset(x.raw(), 0, x.nbytes());
+  EXPECT_EQ(m->predict(x, 4).dtype(), DType::f32);
+  m->layers()[1]->set_dtype_policy("mixed_bfloat16");
+  try {
+    m->predict(x, 4);
+    FAIL() << "a policy changed after predict's program was built must be refused";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find(m->layers()[1]->name), std::string::npos) << e.what();
+  }
+}
 
 }  // namespace
 }  // namespace tk

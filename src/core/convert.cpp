@@ -87,17 +87,20 @@ uint16_t f32_to_bf16_one(uint32_t f) {
 }
 
 #if defined(__x86_64__)
+// 8 float32 bit patterns -> their bfloat16 bits in the low halves of 32-bit lanes. (A function with the target
+// attribute, not a lambda: a lambda does not inherit it, and an unoptimized build then cannot inline the
+// intrinsics.)
+__attribute__((target("avx2"))) inline __m256i round8(__m256i f) {
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(f, 16), _mm256_set1_epi32(1));
+  const __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(f, _mm256_set1_epi32(0x7fff)), lsb), 16);
+  const __m256i nan =
+      _mm256_cmpgt_epi32(_mm256_and_si256(f, _mm256_set1_epi32(0x7fffffff)), _mm256_set1_epi32(0x7f800000));
+  const __m256i nan_bits =
+      _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(f, 16), _mm256_set1_epi32(0x8000)), _mm256_set1_epi32(0x7fc0));
+  return _mm256_blendv_epi8(r, nan_bits, nan);
+}
+
 __attribute__((target("avx2"))) size_t f32_to_bf16_avx2(const uint32_t* s, uint16_t* d, size_t n) {
-  const __m256i bias = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1), abs = _mm256_set1_epi32(0x7fffffff),
-                inf = _mm256_set1_epi32(0x7f800000), sign = _mm256_set1_epi32(0x8000),
-                quiet = _mm256_set1_epi32(0x7fc0);
-  auto round8 = [&](__m256i f) {
-    const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(f, 16), one);
-    const __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(f, bias), lsb), 16);
-    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(f, abs), inf);
-    const __m256i nan_bits = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(f, 16), sign), quiet);
-    return _mm256_blendv_epi8(r, nan_bits, nan);
-  };
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m256i lo = round8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i)));

@@ -152,6 +152,10 @@ void Model::add_loss_scale_logs(Logs& logs) const {
 void Model::check_compiled(const char* what) const {
   if (!optimizer_)
     throw InvalidArgument(std::string(what) + ": model '" + name_ + "' must be compiled first (call compile())");
+  check_policies(what);
+}
+
+void Model::check_policies(const char* what) const {
   if (!programs_ || run_policies_.empty()) return;
   for (size_t i = 0; i < layers_.size() && i < run_policies_.size(); ++i) {
     const Layer& l = *layers_[i];

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "nn/layers/input_layer.h"
+#include "trainkit/nn/mixed_precision.h"
 #include "trainkit/nn/model.h"
 
 namespace tk {
@@ -81,6 +82,21 @@ void Model::summary(std::ostream& os) const {
      << ")\n";
   os << " Trainable params: " << with_commas(trainable) << " (" << human_bytes(4.0 * double(trainable)) << ")\n";
   os << " Non-trainable params: " << with_commas(frozen) << " (" << human_bytes(4.0 * double(frozen)) << ")\n";
+  // Mixed precision: the policy, and the layers that compute in float32 under it, with the reason.
+  std::string policies, exceptions;
+  for (const LayerPtr& l : layers_) {
+    if (dynamic_cast<const nn::InputLayer*>(l.get())) continue;
+    const std::string p = layer_dtype_policy(*l);
+    if (p != "float32" && policies.find(p) == std::string::npos) policies += (policies.empty() ? "" : ", ") + p;
+    std::string why;
+    if (p != "float32" && layer_compute_dtype(*l, &why) == DType::f32)
+      exceptions += "\n   " + l->name + " computes in float32: " + why;
+    else if (p == "float32" && l->has_own_dtype_policy() && dtype_policy_ != "float32")
+      exceptions += "\n   " + l->name + " computes in float32: its own dtype policy";
+  }
+  if (!policies.empty())
+    os << " Dtype policy: " << policies << " (float32 weights and optimizer state, 16-bit activations)" << exceptions
+       << "\n";
 }
 
 }  // namespace tk

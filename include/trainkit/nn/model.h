@@ -187,6 +187,8 @@ class Model {
  private:
   friend class nn::ProgramCache;
   void check_compiled(const char* what) const;
+  // InvalidArgument naming the layer when a dtype policy changed after the programs were built.
+  void check_policies(const char* what) const;
   // Under loss scaling: "loss_scale" and "skipped_steps" in the logs callbacks receive.
   void add_loss_scale_logs(Logs& logs) const;
   MemoryPlan memory_plan_with(int64_t batch_size, bool remat);

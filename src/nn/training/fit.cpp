@@ -265,6 +265,7 @@ Tensor Model::predict(const Tensor& x, int64_t batch_size) { return predict(std:
 
 std::vector<Tensor> Model::predict(const std::vector<Tensor>& x, int64_t batch_size) {
   require(batch_size > 0, "predict: batch_size must be a positive integer, got " + std::to_string(batch_size));
+  check_policies("predict");
   ensure_built(x);
   check_data(x, nullptr, "predict");
   if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);

@@ -235,6 +235,7 @@ Logs Model::evaluate(const data::Dataset& dataset, EvaluateOptions o) {
 std::vector<Tensor> Model::predict(const data::Dataset& dataset) {
   require(dataset.cardinality() != data::kInfiniteCardinality,
           "predict: the dataset is infinite (repeat() without a count): add take(n)");
+  check_policies("predict");
   if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
   data::Iterator it = staged(dataset).iterator();
   data::Element e;
