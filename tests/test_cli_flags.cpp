@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -298,6 +299,26 @@ TEST(CliFlags, TheOomReportsBatchThatFitsDoesFit) {
   EXPECT_EQ(rerun.code, 0) << "the report said a batch of " << fits << " fits\n" << describe(rerun);
   EXPECT_CONTAINS(rerun.out, "test_accuracy: ");
   EXPECT_LE(peak_bytes(rerun.out), size_t{8} << 20);
+}
+
+// Its second remedy, mixed precision, is a number too: what the step would take under mixed_bfloat16 — the
+// total `trainkit plan --dtype-policy mixed_bfloat16` prints for the same model and batch.
+TEST(CliFlags, TheOomReportsMixedPrecisionNumberIsTheStepUnderMixedBfloat16) {
+  const Result oom =
+      run_cli("fit" + plain_data().args() + " --model cnn --epochs 1 -v 0 --batch-size 256", "TK_MEMORY_LIMIT=110MiB");
+  ASSERT_EQ(oom.code, 1) << describe(oom);
+  const std::string needle = "mixed precision: under mixed_bfloat16 this step would take ";
+  const size_t at = oom.err.find(needle);
+  ASSERT_NE(at, std::string::npos) << describe(oom);
+  EXPECT_CONTAINS(oom.err, "--dtype-policy mixed_bfloat16");
+  const Result plan16 = run_cli("plan --model cnn --batch-size 256 --dtype-policy mixed_bfloat16");
+  ASSERT_EQ(plan16.code, 0) << describe(plan16);
+  const size_t t = plan16.out.find("total (peak)");
+  ASSERT_NE(t, std::string::npos) << plan16.out;
+  std::istringstream total(plan16.out.substr(t + 12));
+  std::string number, unit;
+  total >> number >> unit;  // "93.92 MiB"
+  EXPECT_EQ(oom.err.substr(at + needle.size(), number.size() + 1 + unit.size()), number + " " + unit) << oom.err;
 }
 
 // ---------------------------------------------------------------- options that do not apply

@@ -13,6 +13,7 @@
 #include "trainkit/core/error.h"
 #include "trainkit/nn/memory_plan.h"
 #include "trainkit/nn/mixed_precision.h"
+#include "trainkit/runtime/memory.h"
 
 namespace tk::nn {
 using graph::Op;
@@ -208,6 +209,17 @@ std::unique_ptr<Compiled> ProgramCache::build(ProgramKind kind, int64_t batch) {
                              ", batch_size=tk::kAutoBatchSize, or micro_batch_size=" + std::to_string(fits) +
                              " to keep the batch of " + std::to_string(batch) + ")"
                        : "\n  not even a batch of 1 fits this budget: raise the budget or make the model smaller";
+      // The second remedy, with its number: the same step under the other dtype policy (planned, not run).
+      try {
+        const MemoryPlan p = model_.memory_plan(batch);
+        if (p.alternative_total > 0 && p.alternative_total < p.total)
+          what += "\n  mixed precision: under " + p.alternative_policy + " this step would take " +
+                  config::format_bytes(p.alternative_total) + " instead of " + config::format_bytes(p.total) +
+                  " (--dtype-policy " + p.alternative_policy +
+                  ", or tk::mixed_precision::set_global_policy before "
+                  "making the model)";
+      } catch (const Error&) {  // the report stands without it
+      }
     }
     throw OutOfMemoryError(what);
   } catch (...) {
