@@ -2,6 +2,7 @@
 
 #include <bit>
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 #include <cmath>
@@ -123,6 +124,14 @@ void f32_to_bf16_loop(const float* src, bfloat16* dst, size_t n) {
 #endif
   for (; i < n; ++i) d[i] = f32_to_bf16_one(s[i]);
 }
+// AVX2 (with the OS saving its registers) and F16C. F16C through cpuid: clang's __builtin_cpu_supports does not
+// know "f16c".
+bool cpu_has_avx2_f16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__builtin_cpu_supports("avx2") || !__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
+  return (ecx & bit_F16C) != 0;
+}
+
 // float32 <-> float16 with F16C (every AVX2 CPU has it), 8 at a time; a block holding a NaN goes through the
 // scalar conversion, which keeps NumPy's payload rules (F16C would quiet a signaling NaN).
 #if defined(__x86_64__)
@@ -160,7 +169,7 @@ void f32_to_f16_loop(const float* src, float16* dst, size_t n) {
   auto* d = reinterpret_cast<uint16_t*>(dst);
   size_t i = 0;
 #if defined(__x86_64__)
-  static const bool f16c = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  static const bool f16c = cpu_has_avx2_f16c();
   if (f16c) i = f32_to_f16_f16c(src, d, n);
 #endif
   for (; i < n; ++i) d[i] = float16::from_float(src[i]).bits;
@@ -169,7 +178,7 @@ void f16_to_f32_loop(const float16* src, float* dst, size_t n) {
   const auto* s = reinterpret_cast<const uint16_t*>(src);
   size_t i = 0;
 #if defined(__x86_64__)
-  static const bool f16c = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  static const bool f16c = cpu_has_avx2_f16c();
   if (f16c) i = f16_to_f32_f16c(s, dst, n);
 #endif
   for (; i < n; ++i) dst[i] = float16::from_bits(s[i]).to_float();
