@@ -633,6 +633,10 @@ std::vector<Case> extra_forward_cases() {
     Case acc{"AccumulateGrad", Op::AccumulateGrad, {{3, 4}, {3, 4}}};
     acc.grad_scale = 0.25f;
     c.push_back(acc);
+    // Data parallel's gradient all-reduce without a group (one replica): the gradient times this replica's share.
+    Case all_reduce{"AllReduce one replica", Op::AllReduce, {{3, 4}}};
+    all_reduce.grad_scale = 0.25f;
+    c.push_back(all_reduce);
   }
   for (DType to : {DType::i32, DType::u8, DType::boolean}) {
     Attrs at;

@@ -47,11 +47,13 @@ cmake --build build-asan -j"$jobs"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 (cd build-asan && ctest --output-on-failure -j"$jobs" -LE slow)
 
-echo "== ThreadSanitizer build: input pipeline and readers"
+echo "== ThreadSanitizer build: input pipeline, readers, data-parallel collectives"
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTK_TSAN=ON -DTK_WERROR=ON -DTK_BUILD_BENCH=OFF \
   -DTK_CUDA=OFF >/dev/null  # also compiles the no-CUDA branch
-cmake --build build-tsan -j"$jobs" --target trainkit_data_tests
+cmake --build build-tsan -j"$jobs" --target trainkit_data_tests trainkit_collective_tests
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ./build-tsan/tests/trainkit_data_tests
+# Data parallel: the replicas' all-reduce group and their threads (nn/distribute/).
+TK_THREADS=1 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ./build-tsan/tests/trainkit_collective_tests
 
 echo "== fuzzing every parser (${FUZZ_SECONDS:-20} s each)"
 bash tools/run_fuzz.sh

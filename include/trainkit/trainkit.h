@@ -17,6 +17,7 @@
 #include "trainkit/io/keras.h"
 #include "trainkit/io/tensorboard.h"
 #include "trainkit/nn/callbacks.h"
+#include "trainkit/nn/distribute.h"
 #include "trainkit/nn/keras_callbacks.h"
 #include "trainkit/nn/layers.h"
 #include "trainkit/nn/losses.h"

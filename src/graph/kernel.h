@@ -28,6 +28,7 @@ struct StepScalars {
   float loss_scale = 1.0f;     // the loss-scaling factor (mixed precision; 1 otherwise)
   float grad_scale = 1.0f;     // AccumulateGrad: this micro-batch's share of the batch (rows / batch rows)
   float reserved = 0.0f;
+  int64_t sample_offset = 0;  // DropoutMask: the batch's first row in the global batch (data parallel replicas)
 };
 // The planner reserves this much at the end of the workspace region for the scalars.
 inline constexpr size_t kStepScalarsBytes = 64;

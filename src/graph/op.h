@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "graph/collective.h"
 #include "trainkit/core/dtype.h"
 #include "trainkit/core/shape.h"
 
@@ -96,6 +97,10 @@ enum class Op : uint8_t {
   MultiUpdate,     // several variables' updates in one kernel (graph/fuse.h groups them by readiness): inputs
                    // (params 0..K-1, grads K..2K-1, S slots per variable, [StepControl]), K = attrs.size, the rule
                    // in attrs.epilogue (SgdUpdate, AdamUpdate or RmspropUpdate); in place, no output
+  AllReduce,       // data parallel: (grad) -> sum over the replicas of grad * StepScalars::grad_scale (each replica's
+                   // share of the global batch), through attrs.collective (graph/collective.h) as replica
+                   // attrs.replica, collective number attrs.begin; without a collective grad * grad_scale.
+                   // attrs.zero_grad: clears the input afterwards (a micro-batching accumulator)
   kCount
 };
 inline constexpr int kOpCount = static_cast<int>(Op::kCount);
@@ -136,6 +141,8 @@ struct Attrs {
   DType dtype = DType::f32;               // Input, Variable, Fill, DropoutMask: the value's; Cast: the target
   void* external = nullptr;               // Variable: the bound storage (in the variable's dtype)
   UpdateConfig* update = nullptr;         // update ops
+  Collective* collective = nullptr;       // AllReduce: the replicas' group (null: one replica)
+  int replica = 0;                        // AllReduce: this program's replica
   int64_t kernel[2] = {1, 1};             // window (KH, KW) of pooling; factors of Upsample2D
   int64_t stride[2] = {1, 1};
   int64_t dilation[2] = {1, 1};

@@ -546,6 +546,7 @@ constexpr std::array<OpInfo, kOpCount> kTable{{
     {Op::StepControl, "StepControl", -1, true, shape_step_control, dtype_floats_to_f32, nullptr},
     {Op::AccumulateGrad, "AccumulateGrad", 2, false, shape_same_as_first, dtype_same_float, nullptr},
     {Op::MultiUpdate, "MultiUpdate", -1, false, shape_multi_update, dtype_same_float, nullptr},
+    {Op::AllReduce, "AllReduce", 1, true, shape_same_as_first, dtype_same_float, nullptr},
 }};
 
 constexpr bool table_in_enum_order() {

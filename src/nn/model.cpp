@@ -7,6 +7,7 @@
 #include "graph/backend.h"
 #include "graph/op.h"
 #include "nn/compiler/programs.h"
+#include "nn/distribute/strategy_state.h"
 #include "nn/layers/context.h"
 #include "nn/layers/input_layer.h"
 #include "trainkit/core/error.h"
@@ -68,8 +69,14 @@ void Model::compile(OptimizerPtr optimizer, std::vector<Loss> losses, std::vecto
   losses_ = std::move(losses);
   metrics_ = std::move(metrics);
   programs_.reset();  // a new compile (e.g. after freezing layers) rebuilds every program
+  replica_programs_.clear();
   run_policies_.clear();
+  // Keras: a model compiled inside a strategy's scope is replicated over its devices (replica 0 on the first).
+  strategy_ = distribute::current_strategy();
+  if (strategy_) device_ = strategy_->devices[0];
 }
+
+std::string Model::distribute_strategy() const { return strategy_ ? strategy_->description : std::string(); }
 
 void require_compute_device(Device device) {
   graph::backend(device.kind);  // Unsupported, naming the device kind, when there is no backend
@@ -82,6 +89,11 @@ void Model::set_device(Device device) {
     throw InvalidArgument("set_device: model '" + name_ + "' already has programs on " + device_.to_string() +
                           "; set the device before the first fit/evaluate/predict (or compile() again)");
   require_compute_device(device);
+  if (strategy_)
+    throw InvalidArgument("set_device(" + device.to_string() + "): model '" + name_ + "' was compiled under " +
+                          strategy_->description +
+                          ", which places its replicas (compile it outside the scope "
+                          "to run on one device)");
   device_ = device;
   programs_.reset();
 }

@@ -45,4 +45,11 @@ class OutOfMemoryError : public Error {
   using Error::Error;
 };
 
+// Data parallel: replicas disagreed, one failed, or a collective made no progress within its timeout (the message
+// names the collective and the replicas or ranks that did not arrive).
+class CollectiveError : public Error {
+ public:
+  using Error::Error;
+};
+
 }  // namespace tk

@@ -35,6 +35,9 @@ namespace nn {
 class ProgramCache;
 struct Accumulator;
 }  // namespace nn
+namespace distribute {
+struct StrategyState;
+}  // namespace distribute
 
 // batch_size = kAutoBatchSize: the largest batch (up to auto_batch_cap and the sample count) whose memory
 // plan fits the device budget with a 5% margin, chosen from the plan without trial runs.
@@ -178,6 +181,9 @@ class Model {
   int64_t skipped_steps() const;
   // The dtype a program's feature inputs have (the policy's variable dtype: float32).
   DType input_dtype() const { return DType::f32; }
+  // The data-parallel strategy the model was compiled under (trainkit/nn/distribute.h): its description
+  // ("MirroredStrategy over cpu:0, cpu:1 (2 replicas in sync)"), empty when none.
+  std::string distribute_strategy() const;
 
  protected:
   Model(std::string name_prefix, std::string name);  // Sequential: graph set later
@@ -198,6 +204,12 @@ class Model {
   // One optimizer step on rows idx[0..bs) (or [0, bs) when idx is null), in micro-batches when micro > 0.
   void train_step(const std::vector<Tensor>& x, const std::vector<Tensor>& y, const int64_t* idx, int64_t bs,
                   int64_t micro, nn::Accumulator& acc);
+  // train_step under a strategy with several replicas (nn/distribute/replicated_step.cpp): the batch split across
+  // the replicas, run side by side, gradients all-reduced in their programs.
+  void train_step_replicated(const std::vector<Tensor>& x, const std::vector<Tensor>& y, const int64_t* idx, int64_t bs,
+                             int64_t micro, nn::Accumulator& acc);
+  // Replica r's programs (0: programs_), made on first use.
+  nn::ProgramCache& replica_programs(int r);
   // Splits a dataset element into x (the model's inputs) and y (the rest); InvalidArgument when it cannot.
   void split_element(data::Element& e, std::vector<Tensor>& x, std::vector<Tensor>& y, bool need_y,
                      const char* what) const;
@@ -209,7 +221,10 @@ class Model {
   std::vector<Loss> losses_;
   std::vector<std::string> metrics_;
   std::unique_ptr<nn::ProgramCache> programs_;
-  uint64_t step_ = 0;  // training steps run (dropout randomness)
+  std::shared_ptr<distribute::StrategyState> strategy_;              // compile() under a strategy's scope
+  std::vector<std::unique_ptr<nn::ProgramCache>> replica_programs_;  // replicas 1..n-1
+  bool replicas_synced_ = false;  // the replicas' weights equal the model's (fit/train_on_batch clear it)
+  uint64_t step_ = 0;             // training steps run (dropout randomness)
   Device device_ = Device::cpu();
   std::string dtype_policy_;               // the global policy when the model was made, or set_dtype_policy's
   bool own_dtype_policy_ = false;          // set_dtype_policy was called: it overrides layers without their own

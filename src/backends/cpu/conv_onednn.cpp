@@ -17,6 +17,7 @@
 
 #include "backends/cpu/gemm.h"
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/threads.h"
 #include "graph/kernel.h"
 #include "graph/window.h"
 
@@ -55,7 +56,7 @@ struct Conv {
   size_t workspace = 0;
 };
 
-using Key = std::array<int64_t, 19>;
+using Key = std::array<int64_t, 20>;  // the geometry, and the thread (argument memories are per thread)
 
 // relu: FusedConv2D with the relu epilogue (the same op without it is another primitive).
 Key key_of(Op op, const Window& g, int64_t f, bool relu, DType t) {
@@ -77,7 +78,8 @@ Key key_of(Op op, const Window& g, int64_t f, bool relu, DType t) {
           g.pl,
           g.pr,
           g.oh,
-          g.ow};
+          g.ow,
+          thread_index()};
 }
 
 // t: float32, or bfloat16 where the CPU computes it natively (every operand, the bias and the result in

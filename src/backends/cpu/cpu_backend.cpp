@@ -18,6 +18,7 @@ void register_kernels() {
   register_conv_kernels();
   register_pooling_kernels();
   register_batchnorm_kernels();
+  register_collective_kernels();
   register_cast_kernels();
   register_onednn_conv_kernels();  // after the im2col ones, which it replaces
   register_widened_kernels();      // wraps the float32 kernels registered above

@@ -88,7 +88,7 @@ void slice(const KernelArgs& a) {
     std::memcpy(y + r * size, x + r * width + begin, sizeof(float) * static_cast<size_t>(size));
 }
 
-// mask = 0 with probability rate, else 1/(1-rate); randomness from (seed, step, element index) only,
+// mask = 0 with probability rate, else 1/(1-rate); randomness from (seed, step, global element index) only,
 // so it does not depend on the thread count.
 void dropout_mask(const KernelArgs& a) {
   const int64_t n = a.node.shape.numel();
@@ -99,9 +99,12 @@ void dropout_mask(const KernelArgs& a) {
   const Shape& s = a.node.shape;
   const bool spatial = a.node.attrs.spatial && s.rank() == 4;
   const int64_t c = s.rank() ? s[-1] : 1, per_sample = spatial ? s[1] * s[2] * c : 1;
+  // A data-parallel replica's rows start at sample_offset of the global batch: keyed by the global index, N
+  // replicas draw what one device would.
+  const int64_t rows = s.rank() && s[0] > 0 ? s[0] : 1, per_row = n / rows, first = a.scalars->sample_offset;
   parallel_for(n, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
-      const int64_t key = spatial ? (i / per_sample) * c + i % c : i;
+      const int64_t key = spatial ? (i / per_sample + first) * c + i % c : i + first * per_row;
       y[i] = uniform01(stream, static_cast<uint64_t>(key)) < rate ? 0.0f : keep;
     }
   });

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <chrono>
 #include <cstdio>
@@ -112,34 +113,55 @@ dnnl::matmul::primitive_desc describe(const GemmShape& s, int threads) {
   return pd;
 }
 
-// A built matmul and its argument array; data handles are set at each call.
+// A built matmul. The primitive may run on several threads at once (data-parallel replicas run the same shapes
+// side by side); the memories its arguments are bound through, whose data handles are set at each call, are per
+// thread (made on a thread's first call, then reused: no allocation per step).
 struct Dnnl {
   dnnl::matmul prim;
-  memory mem[5];  // a, b, bias, c, scratchpad
-  dnnl_exec_arg_t args[5];
-  int nargs = 0;
+  memory::desc mds[5];  // a, b, bias, c, scratchpad
+  int roles[5] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS, DNNL_ARG_DST, DNNL_ARG_SCRATCHPAD};
+  bool bias = false;
   size_t scratch = 0;
+  uint64_t id;  // the key of each thread's argument memories (addresses are reused, ids are not)
 
-  explicit Dnnl(const GemmShape& s) {
+  struct Bound {
+    memory mem[5];
+    dnnl_exec_arg_t args[5];
+    int nargs = 0;
+  };
+
+  explicit Dnnl(const GemmShape& s) : id(next_id()) {
     const auto pd = describe(s, omp_get_max_threads());
     prim = dnnl::matmul(pd);
     scratch = pd.scratchpad_desc().get_size();
-    const memory::desc mds[5] = {pd.src_desc(), pd.weights_desc(),
-                                 has_bias(s.epilogue) ? pd.bias_desc() : memory::desc(), pd.dst_desc(),
-                                 pd.scratchpad_desc()};
-    const int roles[5] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS, DNNL_ARG_DST, DNNL_ARG_SCRATCHPAD};
-    for (int i = 0; i < 5; ++i) {
-      if (i == 2 && !has_bias(s.epilogue)) continue;
-      mem[i] = memory(mds[i], engine(), DNNL_MEMORY_NONE);
-      args[nargs++] = {roles[i], mem[i].get()};
-    }
+    bias = has_bias(s.epilogue);
+    const memory::desc d[5] = {pd.src_desc(), pd.weights_desc(), bias ? pd.bias_desc() : memory::desc(), pd.dst_desc(),
+                               pd.scratchpad_desc()};
+    for (int i = 0; i < 5; ++i) mds[i] = d[i];
   }
-  void run(const float* a, const float* b, const float* bias, float* c, void* workspace) {
-    const void* ptrs[5] = {a, b, bias, c, workspace};
+  static uint64_t next_id() {
+    static std::atomic<uint64_t> n{0};
+    return n.fetch_add(1, std::memory_order_relaxed);
+  }
+  Bound& bound() {
+    thread_local std::map<uint64_t, Bound> per_thread;
+    auto [it, fresh] = per_thread.try_emplace(id);
+    Bound& b = it->second;
+    if (fresh)
+      for (int i = 0; i < 5; ++i) {
+        if (i == 2 && !bias) continue;
+        b.mem[i] = memory(mds[i], engine(), DNNL_MEMORY_NONE);
+        b.args[b.nargs++] = {roles[i], b.mem[i].get()};
+      }
+    return b;
+  }
+  void run(const float* a, const float* b, const float* bias_data, float* c, void* workspace) {
+    Bound& bd = bound();
+    const void* ptrs[5] = {a, b, bias_data, c, workspace};
     for (int i = 0; i < 5; ++i)
-      if (mem[i]) dnnl_memory_set_data_handle(mem[i].get(), const_cast<void*>(ptrs[i]));
+      if (bd.mem[i]) dnnl_memory_set_data_handle(bd.mem[i].get(), const_cast<void*>(ptrs[i]));
     static thread_local dnnl::stream s(engine());  // one per thread, made once: no allocation per step
-    dnnl_primitive_execute(prim.get(), s.get(), nargs, args);
+    dnnl_primitive_execute(prim.get(), s.get(), bd.nargs, bd.args);
     dnnl_stream_wait(s.get());
   }
 };

@@ -11,10 +11,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <tuple>
 
 #include "backends/cpu/gemm.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
+#include "backends/cpu/threads.h"
 #include "graph/kernel.h"
 #include "trainkit/core/half.h"
 
@@ -104,8 +106,10 @@ std::mutex& built_mutex() {
   static std::mutex m;
   return m;
 }
-std::map<std::pair<GemmShape, int>, std::unique_ptr<Built>>& built() {
-  static std::map<std::pair<GemmShape, int>, std::unique_ptr<Built>> b;
+// Per (shape, threads, thread): argument memories are bound per call, so each thread has its own (replicas run
+// the same shapes side by side).
+std::map<std::tuple<GemmShape, int, int64_t>, std::unique_ptr<Built>>& built() {
+  static std::map<std::tuple<GemmShape, int, int64_t>, std::unique_ptr<Built>> b;
   return b;
 }
 
@@ -139,7 +143,7 @@ void matmul_bf16(const KernelArgs& a) {
   Built* b;
   {
     std::lock_guard lock(built_mutex());
-    auto& slot = built()[{s, omp_get_max_threads()}];
+    auto& slot = built()[{s, omp_get_max_threads(), thread_index()}];
     if (!slot) slot = std::make_unique<Built>(s);
     b = slot.get();
   }

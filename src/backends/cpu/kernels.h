@@ -11,8 +11,9 @@ void register_activation_kernels();   // activations.cpp
 void register_loss_kernels();         // losses.cpp: losses, their gradients, accuracy metrics
 void register_optimizer_kernels();    // optimizers.cpp: SGD, Adam(W), RMSprop updates, AccumulateGrad
 void register_conv_kernels();  // conv.cpp: Conv2D, FusedConv2D and the gradients (im2col + OpenBLAS) and their scratch
-void register_pooling_kernels();    // pooling.cpp: max/avg pooling, Pad2D, Crop2D, Upsample2D
-void register_batchnorm_kernels();  // batchnorm.cpp
+void register_pooling_kernels();     // pooling.cpp: max/avg pooling, Pad2D, Crop2D, Upsample2D
+void register_batchnorm_kernels();   // batchnorm.cpp
+void register_collective_kernels();  // collectives.cpp: AllReduce (data parallel)
 // conv_onednn.cpp: replaces the im2col Conv2D kernels when oneDNN is built in and TK_CONV != im2col.
 bool register_onednn_conv_kernels();
 // widen.cpp: float16 and bfloat16 kernels for every op with a float32 kernel and an output: inputs widened

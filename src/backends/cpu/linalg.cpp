@@ -44,14 +44,24 @@ void bias_add(const KernelArgs& a) {
 }
 
 // db(n) = sum over rows of dy(rows, n)
+// db(n) = column sums of dy(rows, n), accumulated in double: a convolution's bias gradient sums batch x height x
+// width rows (100k for the tutorial CNN's first layer), where float accumulation loses about log2(rows) bits, and
+// data-parallel replicas must agree with one device on the sum however the rows are split (nn/distribute/).
 void bias_grad(const KernelArgs& a) {
   const int64_t n = a.node.shape[0], rows = a.in_shape(0).numel() / (n ? n : 1);
   const float* dy = a.input<float>(0);
   float* db = a.output<float>();
-  std::memset(db, 0, sizeof(float) * static_cast<size_t>(n));
-  for (int64_t r = 0; r < rows; ++r) {
+  constexpr int64_t kColumns = 256;  // accumulators on the stack, a block of columns at a time
+  double acc[kColumns];
+  for (int64_t j0 = 0; j0 < n; j0 += kColumns) {
+    const int64_t w = std::min(kColumns, n - j0);
+    std::fill(acc, acc + w, 0.0);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* row = dy + r * n + j0;
 #pragma omp simd
-    for (int64_t j = 0; j < n; ++j) db[j] += dy[r * n + j];
+      for (int64_t j = 0; j < w; ++j) acc[j] += double(row[j]);
+    }
+    for (int64_t j = 0; j < w; ++j) db[j0 + j] = static_cast<float>(acc[j]);
   }
 }
 

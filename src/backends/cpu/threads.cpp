@@ -82,7 +82,20 @@ void set_worker_fp_mode() {
   if (omp_get_thread_num() != 0) _mm_setcsr(_mm_getcsr() | 0x8000 | 0x0040);
 }
 
+thread_local int t_share = 0;  // set_thread_share: this thread's limit (0: none)
+
 }  // namespace
+
+int64_t thread_index() noexcept {
+  static std::atomic<int64_t> next{0};
+  thread_local const int64_t index = next.fetch_add(1, std::memory_order_relaxed);
+  return index;
+}
+
+void set_thread_share(int n) noexcept {
+  t_share = n > 0 ? n : 0;
+  adapt_threads();
+}
 
 int adapted_threads() noexcept { return governor().threads.load(std::memory_order_relaxed); }
 int max_threads() noexcept { return governor().max_threads; }
@@ -99,7 +112,8 @@ void adapt_threads() noexcept {
   Governor& g = governor();
   if (omp_in_parallel()) return;
   // Each thread's OpenMP team size is its own setting: apply the choice to the calling thread.
-  const int want = g.threads.load(std::memory_order_relaxed);
+  const int all = g.threads.load(std::memory_order_relaxed);
+  const int want = t_share > 0 ? std::min(t_share, all) : all;
   const int have = omp_get_max_threads();
   if (want != have) {
     omp_set_num_threads(want);

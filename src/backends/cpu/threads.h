@@ -11,6 +11,7 @@
 // that changed during a run would change the last bits of the trained model. TK_THREADS=N pins the count;
 // TK_THREADS=auto (the default) chooses it.
 #pragma once
+#include <cstdint>
 
 namespace tk::cpu {
 
@@ -18,6 +19,13 @@ void adapt_threads() noexcept;
 // Uses exactly n threads from now on (a resumed run takes the count its backup was made with, so that it
 // computes the same bits). Returns false, changing nothing, when n exceeds the threads this process may use.
 bool pin_threads(int n) noexcept;
+// Limits the calling thread's kernels to n threads (0: no limit), e.g. one replica's share of the cores under data
+// parallelism (nn/distribute/): replicas run side by side, each with cores / replicas threads, never more in all.
+void set_thread_share(int n) noexcept;
+// A small number per thread (0 for the first thread that asks, then 1, 2, ...): the key of per-thread oneDNN
+// argument memories. A oneDNN primitive may run on several threads at once (data-parallel replicas run the same
+// shapes side by side), but the memory objects its arguments are bound through may not.
+int64_t thread_index() noexcept;
 // The count adapt_threads chose last (the maximum until the first measurement).
 int adapted_threads() noexcept;
 // The most threads this process may use (OMP_NUM_THREADS, TK_THREADS or the cores): what scratch is sized for.

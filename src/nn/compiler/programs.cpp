@@ -8,6 +8,7 @@
 
 #include "graph/autodiff.h"
 #include "graph/fuse.h"
+#include "nn/distribute/strategy_state.h"
 #include "nn/layers/context.h"
 #include "nn/layers/input_layer.h"
 #include "trainkit/core/error.h"
@@ -118,9 +119,62 @@ void ProgramCache::set_slots(const Weight& w, const std::vector<Tensor>& values)
   }
 }
 
-Compiled& ProgramCache::get(ProgramKind kind, int64_t batch, int replica) {
-  const Device d = model_.device_;
-  const Key key{static_cast<int>(kind), batch, d.kind, d.index, replica};
+ProgramCache::ProgramCache(Model& m, int replica) : model_(m), replica_(replica), device_(m.device_) {
+  if (const auto& s = model_.strategy_) {
+    if (replica < 0 || replica >= s->replicas())
+      throw InvalidArgument("ProgramCache: replica " + std::to_string(replica) + " of " +
+                            std::to_string(s->replicas()));
+    device_ = s->devices[static_cast<size_t>(replica)];
+    if (s->replicas() > 1) collective_ = s->collective.get();
+  } else if (replica != 0) {
+    throw InvalidArgument("ProgramCache: replica " + std::to_string(replica) + " of a model without a strategy");
+  }
+}
+
+Tensor* ProgramCache::weight_storage(const Weight& w, bool allocate) {
+  if (replica_ == 0) return const_cast<Tensor*>(&w.value);
+  auto found = mirrors_.find(w.id);
+  if (found == mirrors_.end()) {
+    if (!allocate) return nullptr;
+    Tensor copy(w.value.shape(), w.value.dtype(), device_, w.name + " (replica " + std::to_string(replica_) + ")");
+    std::memcpy(copy.raw(), w.value.raw(), w.value.nbytes());
+    found = mirrors_.emplace(w.id, std::move(copy)).first;
+  }
+  return &found->second;
+}
+
+void ProgramCache::sync_from(const ProgramCache& primary) {
+  if (replica_ == 0) return;
+  for (const LayerPtr& l : model_.layers_)
+    for (const Weight& w : l->weights()) {
+      Tensor& mine = *weight_storage(w, true);
+      std::memcpy(mine.raw(), w.value.raw(), w.value.nbytes());  // in place: programs hold the storage
+    }
+  for (Weight* w : trainable_weights()) {
+    auto theirs = primary.slots_.find(w->id);
+    if (theirs != primary.slots_.end()) set_slots(*w, theirs->second);
+  }
+  if (const float* st = primary.loss_scale_state()) set_loss_scale_state(st[0], st[1], st[2]);
+}
+
+int ProgramCache::all_reduce(graph::Graph& g, int grad, int64_t sequence, const std::string& weight_name,
+                             bool zero_input) {
+  if (!collective_) return grad;
+  graph::Attrs at;
+  at.collective = collective_;
+  at.replica = replica_;
+  at.begin = sequence;
+  at.zero_grad = zero_input;
+  return g.add(Op::AllReduce, {grad}, at, weight_name + "/all_reduce");
+}
+
+std::string ProgramCache::arena_owner() const {
+  return replica_ == 0 ? model_.name_ : model_.name_ + " (replica " + std::to_string(replica_) + ")";
+}
+
+Compiled& ProgramCache::get(ProgramKind kind, int64_t batch) {
+  const Device d = device_;
+  const Key key{static_cast<int>(kind), batch, d.kind, d.index};
   auto it = cache_.find(key);
   if (it != cache_.end()) return *it->second;
   return *cache_.emplace(key, build(kind, batch)).first->second;
@@ -133,7 +187,7 @@ std::vector<Tensor>* ProgramCache::slots_of(const Weight& w, bool create) {
     const Optimizer& opt = *model_.optimizer_;
     std::vector<Tensor> fresh;
     for (int s = 0; s < opt.slots_per_variable(); ++s)
-      fresh.emplace_back(w.value.shape(), w.value.dtype(), model_.device_,
+      fresh.emplace_back(w.value.shape(), w.value.dtype(), device_,
                          w.name + "/" + opt.name() + " slot " + std::to_string(s));
     found = slots_.emplace(w.id, std::move(fresh)).first;
   }
@@ -164,7 +218,7 @@ std::unique_ptr<Compiled> ProgramCache::build(ProgramKind kind, int64_t batch) {
   auto restore = [&] {  // give the programs that worked before their arena back, or forget them
     if (before == 0) return;
     try {
-      arena_ = Tensor(Shape{static_cast<int64_t>(before)}, DType::u8, model_.device_, model_.name_ + ": program arena");
+      arena_ = Tensor(Shape{static_cast<int64_t>(before)}, DType::u8, device_, arena_owner() + ": program arena");
       for (auto& [key, c] : cache_) c->program->bind_arena(arena_);
     } catch (const OutOfMemoryError&) {
       cache_.clear();  // they are rebuilt (and their arena planned again) when next needed
@@ -177,25 +231,24 @@ std::unique_ptr<Compiled> ProgramCache::build(ProgramKind kind, int64_t batch) {
     const bool trains = kind == ProgramKind::train || kind == ProgramKind::accumulate;
     Traced t = trace(kind, batch, true, trains && model_.rematerialization == Remat::on);
     if (trains && model_.rematerialization == Remat::automatic &&
-        plan_from_trace(t, model_.layers_, model_.device_, batch, false, {}).total >
-            model_.memory_available_for_training())
+        plan_from_trace(t, model_.layers_, device_, batch, false, {}).total > model_.memory_available_for_training())
       t = trace(kind, batch, true, true);
     model_.run_policies_.clear();  // what the programs are built under (Model::check_compiled)
     for (const LayerPtr& l : model_.layers_) model_.run_policies_.push_back(model_.layer_dtype_policy(*l));
-    t.compiled->program = std::make_unique<graph::Program>(std::move(t.g), t.keep, t.sinks, model_.device_, "", false);
+    t.compiled->program = std::make_unique<graph::Program>(std::move(t.g), t.keep, t.sinks, device_, "", false);
     const size_t own = t.compiled->program->arena_bytes_required();
     needed = std::max(needed, own);
     const std::string owner =
-        model_.name_ + ": program arena (" + kKind[static_cast<int>(kind)] + ", batch " + std::to_string(batch) + ")";
+        arena_owner() + ": program arena (" + kKind[static_cast<int>(kind)] + ", batch " + std::to_string(batch) + ")";
     try {
-      arena_ = Tensor(Shape{static_cast<int64_t>(needed)}, DType::u8, model_.device_, owner);
+      arena_ = Tensor(Shape{static_cast<int64_t>(needed)}, DType::u8, device_, owner);
     } catch (const OutOfMemoryError&) {
       if (needed == own) throw;
       // Keeping every cached program is what does not fit: evict those larger than this one (they are
       // rebuilt if used again, e.g. after switching from whole batches to micro-batches).
       std::erase_if(cache_, [&](const auto& kv) { return kv.second->program->arena_bytes_required() > own; });
       needed = own;
-      arena_ = Tensor(Shape{static_cast<int64_t>(needed)}, DType::u8, model_.device_, owner);
+      arena_ = Tensor(Shape{static_cast<int64_t>(needed)}, DType::u8, device_, owner);
     }
     compiled = std::move(t.compiled);
   } catch (const OutOfMemoryError& e) {
@@ -235,7 +288,7 @@ int ProgramCache::accumulator(graph::Graph& g, const Weight& w, bool allocate) {
   const std::string name = w.name + "/gradient accumulator";
   auto found = accumulators_.find(w.id);
   if (allocate && found == accumulators_.end())
-    found = accumulators_.emplace(w.id, Tensor(w.value.shape(), w.value.dtype(), model_.device_, name)).first;
+    found = accumulators_.emplace(w.id, Tensor(w.value.shape(), w.value.dtype(), device_, name)).first;
   return found != accumulators_.end() ? g.variable(name, found->second)
                                       : g.placeholder_variable(name, w.value.shape(), w.value.dtype());
 }
@@ -270,7 +323,7 @@ bool ProgramCache::enable_loss_scaling() {
 int ProgramCache::loss_scale_variable(graph::Graph& g, bool allocate) {
   const char* name = "optimizer/loss_scale";
   if (allocate && !loss_scale_.defined()) {
-    loss_scale_ = Tensor(Shape{3}, DType::f32, model_.device_, name);
+    loss_scale_ = Tensor(Shape{3}, DType::f32, device_, name);
     const float init[3] = {model_.optimizer_->config().loss_scale_initial, 0.0f, 0.0f};
     if (!loss_scale_.on_host())
       throw Unsupported("loss scaling on " + loss_scale_.device().to_string() + " is not built yet");
@@ -285,7 +338,7 @@ const float* ProgramCache::loss_scale_state() const {
 
 void ProgramCache::set_loss_scale_state(float scale, float counter, float skipped) {
   if (!loss_scale_.defined()) {
-    loss_scale_ = Tensor(Shape{3}, DType::f32, model_.device_, "optimizer/loss_scale");
+    loss_scale_ = Tensor(Shape{3}, DType::f32, device_, "optimizer/loss_scale");
   }
   if (!loss_scale_.on_host())
     throw Unsupported("loss scaling on " + loss_scale_.device().to_string() + " is not built yet");
@@ -339,14 +392,26 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
         accs.push_back(accumulator(g, *w, allocate_slots));
       }
     enable_loss_scaling();
+    // Data parallel: the replicas' accumulated gradients are summed (and the accumulators cleared) first.
+    const bool reduced = collective_ != nullptr;
+    for (size_t i = 0; i < accs.size(); ++i)
+      accs[i] = all_reduce(g, accs[i], static_cast<int64_t>(i), ws[i]->name, true);
     const int control = step_control(g, accs, allocate_slots);
-    for (size_t i = 0; i < ws.size(); ++i)
-      traced.sinks.push_back(
-          add_update(g, *ws[i], g.variable(ws[i]->name, ws[i]->value), accs[i], true, allocate_slots, control));
+    for (size_t i = 0; i < ws.size(); ++i) {
+      Tensor* var = weight_storage(*ws[i], allocate_slots);
+      const int v = var ? g.variable(ws[i]->name, *var)
+                        : g.placeholder_variable(ws[i]->name, ws[i]->value.shape(), ws[i]->value.dtype());
+      traced.sinks.push_back(add_update(g, *ws[i], v, accs[i], !reduced, allocate_slots, control));
+    }
     if (fuse && graph::fusion_enabled()) traced.sinks = graph::group_updates(g, traced.sinks);
     return traced;
   }
   CallContext ctx{g, kind == ProgramKind::train || kind == ProgramKind::accumulate, DType::f32, {}, {}, {}};
+  if (replica_ > 0) {  // this replica's copies of the weights (made on its device before the first trace)
+    for (const LayerPtr& l : model_.layers_)
+      for (const Weight& w : l->weights()) weight_storage(w, true);
+    ctx.storage = [this](const Weight& w) -> Tensor& { return *weight_storage(w, false); };
+  }
 
   // Forward: walk the layer-call DAG from the outputs (memoized per symbolic node).
   std::unordered_map<const KerasTensor::NodeData*, int> value;
@@ -434,6 +499,9 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
                      scalar, "optimizer/loss_scale");
       }
       std::vector<int> grads = graph::gradients(g, losses, vars, remat ? (stats ? stats : &local) : nullptr, seed);
+      if (kind == ProgramKind::train)  // data parallel: each gradient summed over the replicas before its update
+        for (size_t i = 0; i < grads.size(); ++i)
+          if (grads[i] >= 0) grads[i] = all_reduce(g, grads[i], static_cast<int64_t>(i), weights[i]->name, false);
       const int control = kind == ProgramKind::train ? step_control(g, grads, allocate_slots) : -1;
       for (size_t i = 0; i < weights.size(); ++i) {
         if (grads[i] < 0) continue;  // does not influence the loss

@@ -37,8 +37,15 @@ struct Compiled {
 // into its public API: one trace per program build.
 class ProgramCache {
  public:
-  explicit ProgramCache(Model& m) : model_(m) {}
-  Compiled& get(ProgramKind kind, int64_t batch, int replica = 0);
+  // replica > 0: the programs of that replica of a model compiled under a MirroredStrategy, on the strategy's
+  // replica-th device, with copies of the weights there (nn/distribute/). Under a strategy with more than one
+  // replica, training programs all-reduce their gradients (AllReduce ops) before the update.
+  explicit ProgramCache(Model& m, int replica = 0);
+  Compiled& get(ProgramKind kind, int64_t batch);
+  Device device() const { return device_; }
+  // A replica's copies of the weights, optimizer slots and loss-scale state := the primary's (replica 0's, the
+  // model's own weights): when fit or train_on_batch starts (Keras broadcasts the initial values the same way).
+  void sync_from(const ProgramCache& primary);
   // Weights the optimizer updates: trainable weights of trainable layers, in layer order.
   std::vector<Weight*> trainable_weights() const;
 
@@ -84,16 +91,25 @@ class ProgramCache {
   bool enable_loss_scaling();
   // The loss-scale state's Variable: [scale, finite steps since the last change, skipped steps], float32 (3).
   int loss_scale_variable(graph::Graph& g, bool allocate);
-  // Program cache key: (kind, batch, device, replica). One replica today; data parallelism adds more.
+  // Where a weight lives for this replica's programs: the weight itself on replica 0, else this replica's copy
+  // (created on its device when `allocate`; null when missing and not allocating).
+  Tensor* weight_storage(const Weight& w, bool allocate);
+  // Under a strategy: the all-reduced gradient (collective number `sequence`), else `grad` itself.
+  int all_reduce(graph::Graph& g, int grad, int64_t sequence, const std::string& weight_name, bool zero_input);
+  std::string arena_owner() const;  // the model's name, and the replica's when not 0
+  // Program cache key: (kind, batch, device). A cache belongs to one replica.
   struct Key {
     int kind;
     int64_t batch;
     DeviceKind device_kind;
     int device_index;
-    int replica;
     auto operator<=>(const Key&) const = default;
   };
   Model& model_;
+  int replica_ = 0;
+  Device device_;                            // the replica's device (the model's for replica 0)
+  graph::Collective* collective_ = nullptr;  // the strategy's replicas' group when there is more than one replica
+  std::map<uint64_t, Tensor> mirrors_;       // replica > 0: per Weight::id, this replica's copy
   std::map<Key, std::unique_ptr<Compiled>> cache_;
   std::map<uint64_t, std::vector<Tensor>> slots_;  // per Weight::id: optimizer slots
   Tensor arena_;                                   // shared by every program of the model

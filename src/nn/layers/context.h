@@ -1,5 +1,6 @@
 // What a layer sees while it emits graph ops for one program.
 #pragma once
+#include <functional>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -29,10 +30,11 @@ struct CallContext {
   }
   // The weight's Variable itself (float32): what the optimizer updates and gradients are taken with respect to.
   int raw_variable(const Weight& w) {
-    auto it = vars.find(w.value.raw());
+    Tensor& t = storage ? storage(w) : const_cast<Tensor&>(w.value);
+    auto it = vars.find(t.raw());
     if (it != vars.end()) return it->second;
-    int id = g.variable(w.name, const_cast<Tensor&>(w.value));
-    vars.emplace(w.value.raw(), id);
+    int id = g.variable(w.name, t);
+    vars.emplace(t.raw(), id);
     return id;
   }
   // A value in `dtype`: itself, or one Cast per (value, dtype).
@@ -47,6 +49,8 @@ struct CallContext {
   std::unordered_map<const void*, int> vars;
   std::map<std::pair<int, DType>, int> casts;
   std::vector<int> sinks;  // output-less ops a training program must run (BatchNormalization's moving statistics)
+  // Where weights live when not in the Weight itself (a data-parallel replica's copies); null: Weight::value.
+  std::function<Tensor&(const Weight&)> storage = nullptr;
 };
 
 // Activation by Keras name; "linear" (and "") emit nothing.

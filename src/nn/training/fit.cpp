@@ -6,6 +6,7 @@
 #include <random>
 
 #include "nn/compiler/programs.h"
+#include "nn/distribute/strategy_state.h"
 #include "nn/layers/context.h"
 #include "nn/training/batching.h"
 #include "nn/training/fit_common.h"
@@ -99,6 +100,7 @@ History Model::fit(const std::vector<Tensor>& x_all, const std::vector<Tensor>& 
   if (micro >= batch) micro = 0;  // a micro-batch as large as the batch is a plain step
 
   if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
+  replicas_synced_ = false;  // data parallel: weights may have been set since the last fit
   auto history = std::make_shared<History>();
   const std::vector<CallbackPtr> callbacks = nn::fit_callbacks(this, o, steps, history);
 
@@ -165,6 +167,7 @@ History Model::fit(const std::vector<Tensor>& x_all, const std::vector<Tensor>& 
 
 void Model::train_step(const std::vector<Tensor>& x, const std::vector<Tensor>& y, const int64_t* idx, int64_t bs,
                        int64_t micro, nn::Accumulator& acc) {
+  if (strategy_ && strategy_->replicas() > 1) return train_step_replicated(x, y, idx, bs, micro, acc);
   graph::ExecContext ctx = nn::exec_context(device_, step_, true, optimizer_.get());
   if (micro == 0 || micro >= bs) {
     nn::Compiled& c = programs_->get(nn::ProgramKind::train, bs);
@@ -217,6 +220,16 @@ const Logs& Model::train_on_batch(const std::vector<Tensor>& x, const std::vecto
   const int64_t n = rows_of(x);
   if (n <= 0) throw InvalidArgument("train_on_batch: empty batch");
   if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
+  if (strategy_ && strategy_->replicas() > 1) {  // data parallel: the replicas' weights may have been set since
+    replicas_synced_ = false;
+    nn::Accumulator acc;
+    train_step_replicated(x, y, nullptr, n, 0, acc);
+    Logs logs;
+    acc.write(logs);
+    for (const auto& [name, v] : logs.items()) batch_logs_.set(name, v);
+    add_loss_scale_logs(batch_logs_);
+    return batch_logs_;
+  }
   nn::Compiled& c = programs_->get(nn::ProgramKind::train, n);
   nn::HostStager::bind_rows(c, x, &y, nullptr, 0, n);
   graph::ExecContext ctx = nn::exec_context(device_, step_++, true, optimizer_.get());

@@ -38,6 +38,15 @@ struct Accumulator {
     for (size_t k = 0; k < c.logs.size(); ++k) sum[k] += double(c.program->output_scalar(c.logs[k].second)) * double(n);
     count += double(n);
   }
+  void merge(const Accumulator& other) {  // another's batches (a data-parallel replica's), in order
+    if (other.names.empty()) return;
+    if (names.empty()) {
+      names = other.names;
+      sum.assign(names.size(), 0.0);
+    }
+    for (size_t k = 0; k < sum.size() && k < other.sum.size(); ++k) sum[k] += other.sum[k];
+    count += other.count;
+  }
   void write(Logs& logs) const {
     for (size_t k = 0; k < names.size(); ++k) logs.set(names[k], count > 0 ? sum[k] / count : 0.0);
   }

@@ -92,6 +92,7 @@ History Model::fit(const data::Dataset& dataset, FitOptions o) {
   ensure_built(x);
   check_data(x, &y, "fit");
   if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
+  replicas_synced_ = false;  // data parallel: weights may have been set since the last fit
 
   auto history = std::make_shared<History>();
   const int verbose = o.verbose == -1 ? 1 : o.verbose;

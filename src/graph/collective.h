@@ -1,0 +1,25 @@
+// The interface an AllReduce op's kernel calls: a group of replicas that reduce together. The strategy that
+// runs the replicas owns it (nn/distribute/): in one process over devices, or over processes on MPI.
+//
+//   // replica r's program, after its gradient g (n floats) is ready:
+//   collective->all_reduce(r, g, out, n, weight_r, "dense/kernel/all_reduce", k);
+//   // every replica's out now holds sum over replicas of weight * g, bit for bit the same everywhere
+#pragma once
+#include <cstdint>
+
+namespace tk::graph {
+
+class Collective {
+ public:
+  virtual ~Collective() = default;
+  // Blocks until every replica taking part in this step has called it with the same `sequence` (the
+  // collective's index in the program) and `n`, then writes sum_r weight_r * in_r (summed in replica
+  // order, so every replica gets the same bits) to each replica's `out`. `in` is not changed and may be
+  // reused by its owner once this returns. Throws (on every replica) when the replicas disagree, when one
+  // of them failed, or when no progress is made within the group's timeout; the message names the
+  // collective (`what`) and the replicas that did not arrive.
+  virtual void all_reduce(int replica, const float* in, float* out, int64_t n, float weight, const char* what,
+                          int64_t sequence) = 0;
+};
+
+}  // namespace tk::graph

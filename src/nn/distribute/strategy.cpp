@@ -1,0 +1,80 @@
+// MirroredStrategy: devices, scope, and the replicas' shared machinery (trainkit/nn/distribute.h).
+#include <algorithm>
+#include <cstdlib>
+
+#include "nn/distribute/strategy_state.h"
+#include "trainkit/core/error.h"
+#include "trainkit/runtime/memory.h"
+
+namespace tk::distribute {
+namespace {
+
+thread_local std::shared_ptr<StrategyState> t_current;
+
+std::chrono::milliseconds collective_timeout(std::chrono::milliseconds given) {
+  if (given.count() > 0) return given;
+  if (const char* env = std::getenv("TK_COLLECTIVE_TIMEOUT"); env && *env) {
+    char* end = nullptr;
+    const double s = std::strtod(env, &end);
+    if (end == env || *end != '\0' || !(s > 0.0))
+      throw InvalidArgument("TK_COLLECTIVE_TIMEOUT='" + std::string(env) +
+                            "': expected a positive number of seconds (e.g. 300)");
+    return std::chrono::milliseconds(static_cast<int64_t>(s * 1000.0));
+  }
+  return std::chrono::seconds(300);
+}
+
+std::vector<Device> default_devices() {
+  std::vector<Device> out;
+  for (const DeviceInfo& d : config::list_devices())
+    if (d.device.kind == DeviceKind::cpu) out.push_back(d.device);
+  return out;
+}
+
+}  // namespace
+
+MirroredStrategy::MirroredStrategy(std::vector<Device> devices) : MirroredStrategy(std::move(devices), Options{}) {}
+
+MirroredStrategy::MirroredStrategy(std::vector<Device> devices, Options options) {
+  if (devices.empty()) devices = default_devices();
+  std::string names;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    const Device d = devices[i];
+    names += (i ? ", " : "") + d.to_string();
+    for (size_t j = 0; j < i; ++j)
+      if (devices[j] == d)
+        throw InvalidArgument("MirroredStrategy: " + d.to_string() +
+                              " is listed twice (one replica per device; split the cpu into logical devices with "
+                              "tk::config::set_logical_device_configuration for more cpu replicas)");
+    if (d.kind != devices[0].kind)
+      throw InvalidArgument("MirroredStrategy: devices of one kind, got " + devices[0].to_string() + " and " +
+                            d.to_string());
+    if (d.kind == DeviceKind::cuda)
+      throw Unsupported("MirroredStrategy over " + d.to_string() +
+                        ": the CUDA backend is not built yet (NCCL all-reduce comes with it); use cpu devices");
+    config::get_memory_info(d);  // InvalidArgument/Unsupported naming a device that does not exist
+  }
+  auto s = std::make_shared<StrategyState>();
+  s->devices = std::move(devices);
+  s->collective =
+      std::make_unique<nn::distribute::LocalCollective>(s->replicas(), collective_timeout(options.collective_timeout));
+  s->runner = std::make_unique<nn::distribute::ReplicaRunner>(s->replicas());
+  s->description = "MirroredStrategy over " + names + " (" + std::to_string(s->replicas()) + " replica" +
+                   (s->replicas() == 1 ? "" : "s") + " in sync)";
+  state_ = std::move(s);
+}
+
+int MirroredStrategy::num_replicas_in_sync() const { return state_->replicas(); }
+const std::vector<Device>& MirroredStrategy::devices() const { return state_->devices; }
+std::string MirroredStrategy::describe() const { return state_->description; }
+
+MirroredStrategy::Scope::Scope(std::shared_ptr<StrategyState> s) : previous_(std::move(t_current)) {
+  t_current = std::move(s);
+}
+MirroredStrategy::Scope::~Scope() { t_current = std::move(previous_); }
+
+MirroredStrategy::Scope MirroredStrategy::scope() const { return Scope(state_); }
+
+std::shared_ptr<StrategyState> current_strategy() { return t_current; }
+
+}  // namespace tk::distribute
