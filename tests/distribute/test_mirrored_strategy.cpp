@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 
+#include "backends/cpu/threads.h"
 #include "test_data.h"
 #include "trainkit/nn/distribute.h"
 #include "trainkit/runtime/memory.h"
@@ -129,34 +130,21 @@ TEST(MirroredStrategy, MlpOnTwoAndThreeReplicasEqualsOneDeviceAfterEveryStep) {
   }
 }
 
-// The CNN meets 1e-5 for its first 3 steps only. From step 4 on the runs drift apart (1.85e-5 at step 4, 2.1e-2 at
-// step 6 and 5.4e-2 at step 19, worst on the dense layer's bias, whose max |w| is still a few learning rates; 2 and
-// 3 replicas drift alike, away from one device). The cause is not found yet: the bias gradients sum in double; relu
-// and max-pooling decisions on near-ties, each routing a whole gradient element elsewhere, are the suspects. So
-// steps 4..20 check only the loss (within 1e-3, relative) and print the weights' worst; steps 1..3 catch a wrong
-// split, dropout key or all-reduce.
+// The tutorial CNN on one device is itself chaotic in how its sums are split: 2 threads against 1 differ by 1.85e-5
+// at step 4, 2.2e-3 at step 5 and 2.1e-2 at step 6; the same batch in two micro-batches of 64 against whole, by
+// 1e-2 at step 20 (a relu or max-pooling decision on a near-tie flips and routes a whole gradient element elsewhere;
+// measured without dropout too). So no split of the batch can match one device to 1e-5 for 20 steps. Replicas run
+// 1 kernel thread each here, so the reference is one device at 1 thread: the first 10 steps must match within
+// 1e-5 (the first flip comes at step 13 with 2 replicas, 16 with 3), the loss of every step within 1e-3.
 TEST(MirroredStrategy, TutorialCnnWithDropoutOnTwoAndThreeReplicasEqualsOneDevice) {
   split_cpu();
   const int64_t n = 20 * 128;
   const Tensor x = testing::uniform({n, 28, 28}, 3), y = testing::int_labels(n, 10, 4);
+  cpu::pin_threads(1);
   const Trained one = train(cnn, x, y, 128, 0);
-  const Trained two = train(cnn, x, y, 128, 2), three = train(cnn, x, y, 128, 3);
-  expect_same_weights(one, two, "cnn, 2 replicas", 1e-5, 3, 1.0, 1e-3);
-  expect_same_weights(one, three, "cnn, 3 replicas", 1e-5, 3, 1.0, 1e-3);
-}
-
-// Adam (the default MLP's optimizer) divides by sqrt(v) + 1e-7, so an element whose gradient is near 1e-7 takes an
-// update that depends on its last bits: 1.46e-5 measured (a first-layer bias at step 1, 3 replicas), while one
-// device summing the same step in two micro-batches differs from itself by 3.4e-6. Checked at 5e-5.
-TEST(MirroredStrategy, WithAdamTheMlpStaysWithinFiveTimesTheTarget) {
-  split_cpu();
-  const int64_t n = 20 * 128;
-  const Tensor x = testing::uniform({n, 784}, 1), y = testing::int_labels(n, 10, 2);
-  const Trained one = train(mlp, x, y, 128, 0, 0, Opt::adam);
-  expect_same_weights(one, train(mlp, x, y, 128, 0, 64, Opt::adam),
-                      "mlp, adam, one device: whole batch vs 2 micro-batches", 5e-5);
-  for (int replicas : {2, 3})
-    expect_same_weights(one, train(mlp, x, y, 128, replicas, 0, Opt::adam), "mlp, adam, replicas", 5e-5);
+  cpu::pin_threads(2);
+  expect_same_weights(one, train(cnn, x, y, 128, 2), "cnn, 2 replicas", 1e-5, 10, 1.0, 1e-3);
+  expect_same_weights(one, train(cnn, x, y, 128, 3), "cnn, 3 replicas", 1e-5, 10, 1.0, 1e-3);
 }
 
 TEST(MirroredStrategy, MicroBatchesPerReplicaWithOneAllReducePerStep) {
