@@ -105,6 +105,36 @@ std::unique_ptr<Model> make_model(const std::string& model, const Shape& sample,
 
 namespace {
 
+// Under an MPI launcher (`mpirun -np N trainkit fit ...`, mpiexec, srun): data parallel over the ranks, one replica
+// per process (MultiWorkerMirroredStrategy). Every rank loads the same data and trains on its rows of each global
+// batch; rank 0 alone prints and writes files.
+std::optional<distribute::MultiWorkerMirroredStrategy> mpi_strategy() {
+  if (!distribute::MultiWorkerMirroredStrategy::launched_by_mpi()) return std::nullopt;
+  return distribute::MultiWorkerMirroredStrategy();
+}
+
+// compile(), inside the MPI strategy's scope when there is one. A model file that brings its own compiled optimizer
+// (and its state) cannot be replicated yet.
+void compile_model(Model& model, const OptimizerPtr& optimizer,
+                   const std::optional<distribute::MultiWorkerMirroredStrategy>& mpi) {
+  if (model.optimizer()) {
+    if (mpi)
+      throw Unsupported(
+          "under mpirun, --model with a model file that holds a compiled optimizer is not supported yet "
+          "(train from a layer spec, or save the model without its optimizer)");
+    return;  // a model file keeps its compile config and optimizer state
+  }
+  auto compile = [&] {
+    model.compile(optimizer, losses::SparseCategoricalCrossentropy({.from_logits = true}), {"accuracy"});
+  };
+  if (mpi) {
+    auto scope = mpi->scope();
+    compile();
+  } else {
+    compile();
+  }
+}
+
 // The callback options' callbacks, then TensorBoard (--tensorboard).
 std::vector<CallbackPtr> cli_callbacks(const FitArgs& a, bool has_validation) {
   std::vector<CallbackPtr> callbacks = make_callbacks(a.callbacks, has_validation, a.verbose);
@@ -225,9 +255,10 @@ int run_fit_data(const FitArgs& a, OptimizerPtr optimizer, int64_t batch_size, i
       file_model ? std::move(file_model) : make_model(a.model, first[0].shape(), feature_scale(first[0].dtype()));
   Model& model = *owned;
   configure_model(model, a.run, device);
-  if (!model.optimizer())  // a model file keeps its compile config and optimizer state
-    model.compile(optimizer, losses::SparseCategoricalCrossentropy({.from_logits = true}), {"accuracy"});
-  if (a.summary && a.verbose != 0) model.summary();
+  const std::optional<distribute::MultiWorkerMirroredStrategy> mpi = mpi_strategy();
+  compile_model(model, optimizer, mpi);
+  const bool chief = model.is_chief();  // under mpirun: rank 0 prints and writes
+  if (a.summary && a.verbose != 0 && chief) model.summary();
   const int64_t batch = batch_size == kAutoBatchSize ? auto_batch_size(model, a.verbose) : batch_size;
   const int64_t micro =
       micro_batch_size == kAutoBatchSize ? auto_micro_batch_size(model, batch, a.verbose) : micro_batch_size;
@@ -239,6 +270,7 @@ int run_fit_data(const FitArgs& a, OptimizerPtr optimizer, int64_t batch_size, i
                                             .callbacks = std::move(callbacks),
                                             .micro_batch_size = micro,
                                             .validation_dataset = val});
+  if (!chief) return 0;
   if (!a.dump_weights.empty()) dump_weights(model, a.dump_weights);
   if (!a.history_json.empty()) write_history_json(history, a.history_json);
   if (val) {
@@ -316,9 +348,10 @@ int run_fit(const FitArgs& a) {
                  : make_model(a.model, d.x_train.shape().sample_shape(), feature_scale(d.x_train.dtype()));
   Model& model = *owned;
   configure_model(model, a.run, device);
-  if (!model.optimizer())  // a model file keeps its compile config and optimizer state
-    model.compile(optimizer, losses::SparseCategoricalCrossentropy({.from_logits = true}), {"accuracy"});
-  if (a.summary && a.verbose != 0) model.summary();
+  const std::optional<distribute::MultiWorkerMirroredStrategy> mpi = mpi_strategy();
+  compile_model(model, optimizer, mpi);
+  const bool chief = model.is_chief();  // under mpirun: rank 0 prints and writes
+  if (a.summary && a.verbose != 0 && chief) model.summary();
 
   const History history = model.fit(d.x_train, d.y_train,
                                     {.batch_size = batch_size,
@@ -327,6 +360,7 @@ int run_fit(const FitArgs& a) {
                                      .callbacks = std::move(callbacks),
                                      .validation_split = a.validation_split,
                                      .micro_batch_size = micro_batch_size});
+  if (!chief) return 0;
   if (!a.dump_weights.empty()) dump_weights(model, a.dump_weights);
   if (!a.history_json.empty()) write_history_json(history, a.history_json);
   Logs test = model.evaluate(d.x_test, d.y_test, {.batch_size = evaluation_batch(model, batch_size)});

@@ -77,6 +77,7 @@ void Model::compile(OptimizerPtr optimizer, std::vector<Loss> losses, std::vecto
 }
 
 std::string Model::distribute_strategy() const { return strategy_ ? strategy_->description : std::string(); }
+bool Model::is_chief() const { return !strategy_ || strategy_->chief(); }
 
 void require_compute_device(Device device) {
   graph::backend(device.kind);  // Unsupported, naming the device kind, when there is no backend

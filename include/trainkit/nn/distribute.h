@@ -36,6 +36,20 @@ namespace tk::distribute {
 
 struct StrategyState;  // nn/distribute/strategy_state.h
 
+// While a scope lives, models compiled on this thread are replicated under its strategy.
+class StrategyScope {
+ public:
+  ~StrategyScope();
+  StrategyScope(const StrategyScope&) = delete;
+  StrategyScope& operator=(const StrategyScope&) = delete;
+
+ private:
+  friend class MirroredStrategy;
+  friend class MultiWorkerMirroredStrategy;
+  explicit StrategyScope(std::shared_ptr<StrategyState> s);
+  std::shared_ptr<StrategyState> previous_;
+};
+
 class MirroredStrategy {
  public:
   struct Options {
@@ -50,20 +64,48 @@ class MirroredStrategy {
   // "MirroredStrategy over cpu:0, cpu:1 (2 replicas in sync)"
   std::string describe() const;
 
-  // While a Scope lives, models compiled on this thread are replicated over the strategy's devices.
-  class Scope {
-   public:
-    ~Scope();
-    Scope(const Scope&) = delete;
-    Scope& operator=(const Scope&) = delete;
-
-   private:
-    friend class MirroredStrategy;
-    explicit Scope(std::shared_ptr<StrategyState> s);
-    std::shared_ptr<StrategyState> previous_;
-  };
+  // While the scope lives, models compiled on this thread are replicated over the strategy's devices.
+  using Scope = StrategyScope;
   [[nodiscard]] Scope scope() const;
 
+  const std::shared_ptr<StrategyState>& state() const { return state_; }
+
+ private:
+  std::shared_ptr<StrategyState> state_;
+};
+
+// Data parallel across processes and machines on MPI (Keras' MultiWorkerMirroredStrategy): one replica per process,
+// rank and size from MPI itself, so the same program runs under `mpirun -np N`, `mpiexec` or Slurm's `srun`.
+//
+//   tk::distribute::MultiWorkerMirroredStrategy strategy;   // MPI_Init on first use
+//   { auto scope = strategy.scope(); model->compile(...); }
+//   model->fit(x, y, {.batch_size = 256});                  // every rank passes the same arrays and batch size
+//
+// Each step, rank r trains on its rows of the global batch (the same shuffle everywhere: rank 0's seed), and the
+// gradients are summed across ranks in the program, so the step is one device's on the whole batch. Before the
+// first step every rank checks that all ranks built the same model with the same batch size (InvalidArgument
+// naming the ranks that differ), then takes rank 0's weights and optimizer state. Only rank 0 shows progress
+// (is_chief). The logged loss and metrics are the global batch's. A collective that makes no progress within the
+// timeout (TK_COLLECTIVE_TIMEOUT, default 300 s) prints which rank gave up on which collective and aborts every
+// rank (MPI_Abort). fit over a Dataset: every rank reads every batch and trains on its rows (no sharding yet).
+// Unsupported when trainkit was built without MPI.
+class MultiWorkerMirroredStrategy {
+ public:
+  struct Options {
+    std::chrono::milliseconds collective_timeout{0};  // 0: TK_COLLECTIVE_TIMEOUT seconds, else 300 s
+  };
+  MultiWorkerMirroredStrategy();
+  explicit MultiWorkerMirroredStrategy(Options options);
+
+  // Whether this process was started by an MPI launcher (mpirun, mpiexec, srun): what `trainkit fit` checks.
+  static bool launched_by_mpi();
+
+  int num_replicas_in_sync() const;  // the number of processes
+  int rank() const;
+  bool is_chief() const { return rank() == 0; }
+  // "MultiWorkerMirroredStrategy over 3 processes (MPI), this is rank 1 on cpu:0"
+  std::string describe() const;
+  [[nodiscard]] StrategyScope scope() const;
   const std::shared_ptr<StrategyState>& state() const { return state_; }
 
  private:

@@ -184,6 +184,8 @@ class Model {
   // The data-parallel strategy the model was compiled under (trainkit/nn/distribute.h): its description
   // ("MirroredStrategy over cpu:0, cpu:1 (2 replicas in sync)"), empty when none.
   std::string distribute_strategy() const;
+  // False on every rank but 0 of a MultiWorkerMirroredStrategy (they train, but do not show progress).
+  bool is_chief() const;
 
  protected:
   Model(std::string name_prefix, std::string name);  // Sequential: graph set later

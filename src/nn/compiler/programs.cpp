@@ -125,7 +125,7 @@ ProgramCache::ProgramCache(Model& m, int replica) : model_(m), replica_(replica)
       throw InvalidArgument("ProgramCache: replica " + std::to_string(replica) + " of " +
                             std::to_string(s->replicas()));
     device_ = s->devices[static_cast<size_t>(replica)];
-    if (s->replicas() > 1) collective_ = s->collective.get();
+    collective_ = s->program_collective();
   } else if (replica != 0) {
     throw InvalidArgument("ProgramCache: replica " + std::to_string(replica) + " of a model without a strategy");
   }
@@ -155,6 +155,17 @@ void ProgramCache::sync_from(const ProgramCache& primary) {
     if (theirs != primary.slots_.end()) set_slots(*w, theirs->second);
   }
   if (const float* st = primary.loss_scale_state()) set_loss_scale_state(st[0], st[1], st[2]);
+}
+
+std::vector<std::pair<std::string, Tensor*>> ProgramCache::state_tensors() {
+  std::vector<std::pair<std::string, Tensor*>> out;
+  for (const LayerPtr& l : model_.layers_)
+    for (const Weight& w : l->weights()) out.emplace_back(w.name, weight_storage(w, true));
+  for (Weight* w : trainable_weights())
+    if (std::vector<Tensor>* slots = slots_of(*w, false))
+      for (size_t k = 0; k < slots->size(); ++k) out.emplace_back(w->name + "/slot" + std::to_string(k), &(*slots)[k]);
+  if (loss_scale_.defined()) out.emplace_back("optimizer/loss_scale", &loss_scale_);
+  return out;
 }
 
 int ProgramCache::all_reduce(graph::Graph& g, int grad, int64_t sequence, const std::string& weight_name,

@@ -46,6 +46,9 @@ class ProgramCache {
   // A replica's copies of the weights, optimizer slots and loss-scale state := the primary's (replica 0's, the
   // model's own weights): when fit or train_on_batch starts (Keras broadcasts the initial values the same way).
   void sync_from(const ProgramCache& primary);
+  // Everything a replica must share with the others, in a fixed order: every layer's weights (this replica's
+  // storage), the optimizer slots of the trainable ones that have them, the loss-scale state. With each, a name.
+  std::vector<std::pair<std::string, Tensor*>> state_tensors();
   // Weights the optimizer updates: trainable weights of trainable layers, in layer order.
   std::vector<Weight*> trainable_weights() const;
 

@@ -1,4 +1,5 @@
-// One training step under a MirroredStrategy with several replicas (trainkit/nn/distribute.h).
+// One training step under a strategy with several replicas in sync (trainkit/nn/distribute.h): in this process
+// (MirroredStrategy) or one per process (MultiWorkerMirroredStrategy on MPI).
 #include <algorithm>
 
 #include "backends/cpu/threads.h"
@@ -9,6 +10,70 @@
 #include "trainkit/nn/model.h"
 
 namespace tk {
+namespace {
+
+// One replica's part of the global batch: rows [first, first + rows), weighted by its share in the all-reduce.
+// weight 0: a replica with no rows of its own (a batch smaller than the replica count under MPI, where every rank
+// must take part in every collective) runs one row that counts for nothing.
+struct Shard {
+  int64_t rows = 0, first = 0;
+  float weight = 0.0f;
+};
+
+// Replica g of `active` gets the global batch's rows in order, the first bs % active one more.
+Shard shard_of(int64_t g, int64_t active, int64_t bs) {
+  if (g >= active) return {1, 0, 0.0f};
+  const int64_t base = bs / active, extra = bs % active;
+  const int64_t rows = base + (g < extra ? 1 : 0);
+  return {rows, g * base + std::min(g, extra), static_cast<float>(rows) / static_cast<float>(bs)};
+}
+
+// Micro-batching per replica (one all-reduce per step, in the apply program) when the largest shard is larger
+// than a micro-batch: every replica then runs the same kinds of programs.
+bool micro_batched(int64_t micro, int64_t active, int64_t bs) {
+  return micro > 0 && micro < bs / active + (bs % active ? 1 : 0);
+}
+
+// Builds the programs a shard needs (on the calling thread: building measures kernels and touches the model).
+void prepare(nn::ProgramCache& pc, const Shard& s, bool micro_batched, int64_t micro) {
+  if (!micro_batched) {
+    pc.get(nn::ProgramKind::train, s.rows);
+    return;
+  }
+  for (int64_t m = 0; m < s.rows; m += micro) pc.get(nn::ProgramKind::accumulate, std::min(micro, s.rows - m));
+  pc.get(nn::ProgramKind::apply, 0);
+}
+
+// Runs a shard: its rows, through AllReduce ops that wait for the other replicas.
+void run_shard(nn::ProgramCache& pc, const Shard& s, bool micro_batched, int64_t micro, int64_t bs,
+               const std::vector<Tensor>& x, const std::vector<Tensor>& y, const int64_t* idx, graph::ExecContext ctx,
+               uint64_t step, nn::Accumulator& out) {
+  ctx.device = pc.device();
+  const bool counts = s.weight > 0.0f;
+  if (!micro_batched) {
+    nn::Compiled& c = pc.get(nn::ProgramKind::train, s.rows);
+    nn::HostStager::bind_rows(c, x, &y, idx ? idx + s.first : nullptr, idx ? 0 : s.first, s.rows);
+    ctx.scalars.grad_scale = s.weight;    // AllReduce: this replica's share of the global batch
+    ctx.scalars.sample_offset = s.first;  // dropout: keyed by the global sample index
+    c.program->run(ctx);
+    if (counts) out.add(c, s.rows);
+    return;
+  }
+  for (int64_t m = 0; m < s.rows; m += micro) {  // as one device's micro-batches, at their global rows
+    const int64_t mb = std::min(micro, s.rows - m);
+    nn::Compiled& c = pc.get(nn::ProgramKind::accumulate, mb);
+    nn::HostStager::bind_rows(c, x, &y, idx ? idx + s.first + m : nullptr, idx ? 0 : s.first + m, mb);
+    ctx.scalars.step = (step << 20) + static_cast<uint64_t>(s.first + m);
+    ctx.scalars.grad_scale = counts ? static_cast<float>(mb) / static_cast<float>(bs) : 0.0f;
+    c.program->run(ctx);
+    if (counts) out.add(c, mb);
+  }
+  ctx.scalars.step = step;
+  ctx.scalars.grad_scale = 1.0f;  // the accumulators already hold each micro-batch's share of the global batch
+  pc.get(nn::ProgramKind::apply, 0).program->run(ctx);
+}
+
+}  // namespace
 
 nn::ProgramCache& Model::replica_programs(int r) {
   if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
@@ -22,70 +87,69 @@ nn::ProgramCache& Model::replica_programs(int r) {
 void Model::train_step_replicated(const std::vector<Tensor>& x, const std::vector<Tensor>& y, const int64_t* idx,
                                   int64_t bs, int64_t micro, nn::Accumulator& acc) {
   distribute::StrategyState& s = *strategy_;
-  // The global batch in order: replica r takes rows [first[r], first[r] + rows[r]); the first bs % active
-  // replicas one row more. A batch smaller than the replica count runs on as many replicas as it has rows.
-  const int active = static_cast<int>(std::min<int64_t>(s.replicas(), bs));
-  std::vector<int64_t> rows(static_cast<size_t>(active)), first(static_cast<size_t>(active));
-  for (int r = 0, start = 0; r < active; ++r) {
-    rows[static_cast<size_t>(r)] = bs / active + (r < bs % active ? 1 : 0);
-    first[static_cast<size_t>(r)] = start;
-    start += static_cast<int>(rows[static_cast<size_t>(r)]);
-  }
-  // Micro-batching per replica (one all-reduce per step, in the apply program): when the largest shard is
-  // larger than a micro-batch. Every replica then runs the same kind of programs.
-  const bool micro_batched = micro > 0 && micro < rows[0];
-  if (!replicas_synced_) {
-    for (int r = 1; r < s.replicas(); ++r) replica_programs(r).sync_from(replica_programs(0));
-    replicas_synced_ = true;
-  }
-  // Build every program this step needs here, one at a time: building measures kernels and touches the model.
-  for (int r = 0; r < active; ++r) {
-    nn::ProgramCache& pc = replica_programs(r);
-    const int64_t n = rows[static_cast<size_t>(r)];
-    if (!micro_batched) {
-      pc.get(nn::ProgramKind::train, n);
-      continue;
-    }
-    for (int64_t m = 0; m < n; m += micro) pc.get(nn::ProgramKind::accumulate, std::min(micro, n - m));
-    pc.get(nn::ProgramKind::apply, 0);
-  }
-  std::vector<nn::Accumulator> logs(static_cast<size_t>(active));
   const graph::ExecContext base = nn::exec_context(device_, step_, true, optimizer_.get());
-  auto run_replica = [&](int r) {
-    nn::ProgramCache& pc = replica_programs(r);
-    const int64_t n = rows[static_cast<size_t>(r)], at = first[static_cast<size_t>(r)];
-    nn::Accumulator& out = logs[static_cast<size_t>(r)];
-    graph::ExecContext ctx = base;
-    ctx.device = pc.device();
-    if (!micro_batched) {
-      nn::Compiled& c = pc.get(nn::ProgramKind::train, n);
-      nn::HostStager::bind_rows(c, x, &y, idx ? idx + at : nullptr, idx ? 0 : at, n);
-      ctx.scalars.grad_scale = static_cast<float>(n) / static_cast<float>(bs);  // AllReduce: this replica's share
-      ctx.scalars.sample_offset = at;                                           // dropout: global sample index
-      c.program->run(ctx);
-      out.add(c, n);
-      return;
+  bool skipped = false;
+  if (s.mpi) {  // one replica per process: this one is replica `rank`
+    nn::distribute::MpiCollective& world = *s.mpi;
+    const int64_t active = std::min<int64_t>(world.size(), bs);
+    const Shard mine = shard_of(world.rank(), active, bs);
+    const bool mb = micro_batched(micro, active, bs);
+    nn::ProgramCache& pc = replica_programs(0);
+    prepare(pc, mine, mb, micro);
+    if (!replicas_synced_) {  // the same model and batch everywhere, then rank 0's weights and optimizer state
+      std::vector<std::pair<std::string, Tensor*>> state = pc.state_tensors();
+      std::string fingerprint = "optimizer " + optimizer_->name() + ", global batch " + std::to_string(bs) +
+                                ", micro-batch " + std::to_string(micro) + ", weights";
+      for (const auto& [name, t] : state) fingerprint += " " + name + t->shape().to_string();
+      world.check_same(fingerprint, "MultiWorkerMirroredStrategy: model check before the first step");
+      for (const auto& [name, t] : state) world.broadcast(t->raw(), t->nbytes(), name.c_str());
+      replicas_synced_ = true;
     }
-    for (int64_t m = 0; m < n; m += micro) {  // as one device's micro-batches, at their global row
-      const int64_t mb = std::min(micro, n - m);
-      nn::Compiled& c = pc.get(nn::ProgramKind::accumulate, mb);
-      nn::HostStager::bind_rows(c, x, &y, idx ? idx + at + m : nullptr, idx ? 0 : at + m, mb);
-      ctx.scalars.step = (step_ << 20) + static_cast<uint64_t>(at + m);
-      ctx.scalars.grad_scale = static_cast<float>(mb) / static_cast<float>(bs);
-      c.program->run(ctx);
-      out.add(c, mb);
+    nn::Accumulator local;
+    run_shard(pc, mine, mb, micro, bs, x, y, idx, base, step_, local);
+    {  // The logs of the global batch: every rank's row-weighted sums, summed (every rank takes part).
+      const nn::Compiled& any = mb ? pc.get(nn::ProgramKind::accumulate, std::min(micro, mine.rows))
+                                   : pc.get(nn::ProgramKind::train, mine.rows);
+      std::vector<float> sums(any.logs.size() + 1, 0.0f), total(sums.size());
+      for (size_t k = 0; k < local.sum.size(); ++k) sums[k] = static_cast<float>(local.sum[k]);
+      sums.back() = static_cast<float>(local.count);
+      world.all_reduce(0, sums.data(), total.data(), static_cast<int64_t>(sums.size()), 1.0f, "logs", -2);
+      nn::Accumulator global;
+      for (const auto& [name, id] : any.logs) global.names.push_back(name);
+      for (size_t k = 0; k + 1 < total.size(); ++k) global.sum.push_back(total[k]);
+      global.count = total.back();
+      acc.merge(global);
     }
-    ctx.scalars.step = step_;
-    ctx.scalars.grad_scale = 1.0f;  // the accumulators already hold each micro-batch's share of the global batch
-    pc.get(nn::ProgramKind::apply, 0).program->run(ctx);
-  };
-  s.collective->begin_step(active);
-  const int threads_each = std::max(1, cpu::adapted_threads() / active);
-  s.runner->run(active, threads_each, run_replica, s.collective.get());
-  for (const nn::Accumulator& a : logs) acc.merge(a);
+    skipped = pc.step_was_skipped();
+  } else {
+    // The global batch in order across this process's replicas; a batch smaller than the replica count runs on
+    // as many replicas as it has rows.
+    const int active = static_cast<int>(std::min<int64_t>(s.replicas(), bs));
+    const bool mb = micro_batched(micro, active, bs);
+    if (!replicas_synced_) {
+      for (int r = 1; r < s.replicas(); ++r) replica_programs(r).sync_from(replica_programs(0));
+      replicas_synced_ = true;
+    }
+    std::vector<Shard> shards;
+    for (int r = 0; r < active; ++r) {
+      shards.push_back(shard_of(r, active, bs));
+      prepare(replica_programs(r), shards.back(), mb, micro);
+    }
+    std::vector<nn::Accumulator> logs(static_cast<size_t>(active));
+    s.collective->begin_step(active);
+    const int threads_each = std::max(1, cpu::adapted_threads() / active);
+    s.runner->run(
+        active, threads_each,
+        [&](int r) {
+          run_shard(replica_programs(r), shards[static_cast<size_t>(r)], mb, micro, bs, x, y, idx, base, step_,
+                    logs[static_cast<size_t>(r)]);
+        },
+        s.collective.get());
+    for (const nn::Accumulator& a : logs) acc.merge(a);
+    for (int r = 0; r < active; ++r)  // every replica took the same decision on the same all-reduced gradients
+      skipped = replica_programs(r).step_was_skipped() || skipped;
+  }
   ++step_;
-  bool skipped = false;  // every replica took the same decision on the same all-reduced gradients
-  for (int r = 0; r < active; ++r) skipped = replica_programs(r).step_was_skipped() || skipped;
   if (!skipped) ++optimizer_->config().iterations;
 }
 

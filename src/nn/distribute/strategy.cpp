@@ -68,12 +68,30 @@ int MirroredStrategy::num_replicas_in_sync() const { return state_->replicas(); 
 const std::vector<Device>& MirroredStrategy::devices() const { return state_->devices; }
 std::string MirroredStrategy::describe() const { return state_->description; }
 
-MirroredStrategy::Scope::Scope(std::shared_ptr<StrategyState> s) : previous_(std::move(t_current)) {
+StrategyScope::StrategyScope(std::shared_ptr<StrategyState> s) : previous_(std::move(t_current)) {
   t_current = std::move(s);
 }
-MirroredStrategy::Scope::~Scope() { t_current = std::move(previous_); }
+StrategyScope::~StrategyScope() { t_current = std::move(previous_); }
 
-MirroredStrategy::Scope MirroredStrategy::scope() const { return Scope(state_); }
+StrategyScope MirroredStrategy::scope() const { return StrategyScope(state_); }
+
+MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy() : MultiWorkerMirroredStrategy(Options{}) {}
+
+MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(Options options) {
+  auto s = std::make_shared<StrategyState>();
+  s->mpi = &nn::distribute::MpiCollective::world(collective_timeout(options.collective_timeout));
+  s->devices = {Device::cpu()};
+  s->description = "MultiWorkerMirroredStrategy over " + std::to_string(s->mpi->size()) + " process" +
+                   (s->mpi->size() == 1 ? "" : "es") + " (MPI), this is rank " + std::to_string(s->mpi->rank()) +
+                   " on cpu:0";
+  state_ = std::move(s);
+}
+
+bool MultiWorkerMirroredStrategy::launched_by_mpi() { return nn::distribute::MpiCollective::launched_by_mpi(); }
+int MultiWorkerMirroredStrategy::num_replicas_in_sync() const { return state_->replicas_in_sync(); }
+int MultiWorkerMirroredStrategy::rank() const { return state_->mpi->rank(); }
+std::string MultiWorkerMirroredStrategy::describe() const { return state_->description; }
+StrategyScope MultiWorkerMirroredStrategy::scope() const { return StrategyScope(state_); }
 
 std::shared_ptr<StrategyState> current_strategy() { return t_current; }
 

@@ -106,7 +106,8 @@ History Model::fit(const std::vector<Tensor>& x_all, const std::vector<Tensor>& 
 
   std::vector<int64_t> perm(static_cast<size_t>(n));
   std::iota(perm.begin(), perm.end(), 0);
-  const uint64_t seed = o.seed ? o.seed : nn::next_seed();
+  uint64_t seed = o.seed ? o.seed : nn::next_seed();
+  if (strategy_ && strategy_->mpi) seed = strategy_->mpi->broadcast(seed, "shuffle seed");  // one shuffle everywhere
   std::mt19937_64 rng(seed);
   position_ = FitPosition{.epoch = o.initial_epoch, .shuffle_seed = seed};
   Logs logs;
@@ -167,7 +168,7 @@ History Model::fit(const std::vector<Tensor>& x_all, const std::vector<Tensor>& 
 
 void Model::train_step(const std::vector<Tensor>& x, const std::vector<Tensor>& y, const int64_t* idx, int64_t bs,
                        int64_t micro, nn::Accumulator& acc) {
-  if (strategy_ && strategy_->replicas() > 1) return train_step_replicated(x, y, idx, bs, micro, acc);
+  if (strategy_ && strategy_->replicas_in_sync() > 1) return train_step_replicated(x, y, idx, bs, micro, acc);
   graph::ExecContext ctx = nn::exec_context(device_, step_, true, optimizer_.get());
   if (micro == 0 || micro >= bs) {
     nn::Compiled& c = programs_->get(nn::ProgramKind::train, bs);
@@ -194,7 +195,7 @@ namespace nn {
 std::vector<CallbackPtr> fit_callbacks(Model* model, const FitOptions& o, int64_t steps,
                                        const std::shared_ptr<History>& history) {
   std::vector<CallbackPtr> callbacks{history};
-  const int verbose = o.verbose == -1 ? 1 : o.verbose;
+  const int verbose = !model->is_chief() ? 0 : o.verbose == -1 ? 1 : o.verbose;  // MPI: rank 0 alone shows progress
   const bool terminal = isatty(STDOUT_FILENO) != 0;
   if (verbose > 0)
     callbacks.push_back(std::make_shared<ProgbarLogger>(o.verbose == -1 && !terminal ? 2 : verbose, terminal));
@@ -220,7 +221,7 @@ const Logs& Model::train_on_batch(const std::vector<Tensor>& x, const std::vecto
   const int64_t n = rows_of(x);
   if (n <= 0) throw InvalidArgument("train_on_batch: empty batch");
   if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
-  if (strategy_ && strategy_->replicas() > 1) {  // data parallel: the replicas' weights may have been set since
+  if (strategy_ && strategy_->replicas_in_sync() > 1) {  // data parallel: the replicas' weights may have been set since
     replicas_synced_ = false;
     nn::Accumulator acc;
     train_step_replicated(x, y, nullptr, n, 0, acc);

@@ -1,0 +1,48 @@
+// Data parallel across processes and machines on MPI (MultiWorkerMirroredStrategy): one replica per process, rank
+// and size from MPI itself, so the same binary runs under mpirun, mpiexec or a cluster scheduler's launcher.
+//
+//   auto& world = MpiCollective::world(timeout);   // MPI_Init_thread on first use; MPI_Finalize at exit
+//   world.all_reduce(0, grad, out, n, rows / global_rows, "dense/kernel/all_reduce", k);
+//   world.broadcast(weights, bytes, "weights");    // rank 0's bytes everywhere
+//
+// Collectives never hang silently: each polls its nonblocking MPI request, and one that makes no progress within
+// the timeout prints which rank gave up on which collective and calls MPI_Abort, which ends every rank
+// non-zero (a stopped or dead rank cannot answer; only the launcher can end it). Built without MPI, world() throws
+// Unsupported.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "graph/collective.h"
+
+namespace tk::nn::distribute {
+
+class MpiCollective final : public graph::Collective {
+ public:
+  // The process's MPI world (started on first use). The timeout of the first call holds.
+  static MpiCollective& world(std::chrono::milliseconds timeout);
+  // Whether this process was started by an MPI launcher (mpirun, mpiexec, srun with PMI/PMIx).
+  static bool launched_by_mpi();
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  // Sum over ranks of weight * in (every rank gets rank 0's bits: reduced once at rank 0, then broadcast).
+  void all_reduce(int replica, const float* in, float* out, int64_t n, float weight, const char* what,
+                  int64_t sequence) override;
+  // Rank 0's `bytes` at `data` on every rank.
+  void broadcast(void* data, size_t bytes, const char* what);
+  uint64_t broadcast(uint64_t value, const char* what);
+  // InvalidArgument on every rank, naming the ranks whose `fingerprint` differs from rank 0's (its text in
+  // `describe` for rank 0's side), before anything that would otherwise deadlock.
+  void check_same(const std::string& fingerprint, const char* what);
+
+ private:
+  MpiCollective(std::chrono::milliseconds timeout);
+  // Waits for a nonblocking request, aborting every rank when the timeout passes without completion.
+  void wait(void* request, const char* what, int64_t sequence);
+  std::chrono::milliseconds timeout_;
+  int rank_ = 0, size_ = 1;
+};
+
+}  // namespace tk::nn::distribute

@@ -1,0 +1,99 @@
+// Runs under mpirun (tests/distribute/mpi_tests.sh): MultiWorkerMirroredStrategy against one device, and the ways
+// a job fails. Modes:
+//   equal mlp|cnn STEPS [STRICT]  every rank trains STEPS steps of 128 rows; rank 0 then trains one device on the
+//                         same global batches and compares the weights after every step (max|d|/max|w| per tensor,
+//                         within 1e-5 for the first STRICT steps, all by default; every step is printed)
+//   mismatch              rank 1 builds a different model: every rank must stop with one clear error, exit 3
+//   stall | kill          rank 1 stops itself (SIGSTOP) or dies (SIGKILL) at step 3: the others must not hang
+#include <cmath>
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "test_data.h"
+#include "trainkit/trainkit.h"
+
+namespace {
+
+struct Recorder : tk::Callback {
+  std::vector<std::vector<tk::Tensor>> after_step;
+  std::string fault;
+  int rank = 0;
+  void on_train_batch_end(int64_t batch, const tk::Logs&) override {
+    after_step.push_back(model->get_weights());
+    if (batch == 2 && rank == 1 && fault == "stall") std::raise(SIGSTOP);
+    if (batch == 2 && rank == 1 && fault == "kill") std::raise(SIGKILL);
+  }
+};
+
+std::unique_ptr<tk::Model> make(const std::string& model, int units) {
+  if (model == "cnn") return tk::models::tutorial_cnn();
+  return std::make_unique<tk::Sequential>(
+      std::vector<tk::LayerPtr>{tk::layers::Input({784}), tk::layers::Dense(256, "relu"),
+                                tk::layers::Dense(units, "relu"), tk::layers::Dense(10)});
+}
+
+std::vector<std::vector<tk::Tensor>> train(const std::string& model, int64_t steps,
+                                           tk::distribute::MultiWorkerMirroredStrategy* s, int units,
+                                           const std::string& fault, int rank) {
+  const int64_t n = steps * 128;
+  const tk::Tensor x = model == "cnn" ? tk::testing::uniform({n, 28, 28}, 3) : tk::testing::uniform({n, 784}, 1);
+  const tk::Tensor y = tk::testing::int_labels(n, 10, 2);
+  tk::utils::set_random_seed(7);
+  std::unique_ptr<tk::Model> m = make(model, units);
+  auto compile = [&] {
+    m->compile(tk::optimizers::SGD(), tk::losses::SparseCategoricalCrossentropy({.from_logits = true}));
+  };
+  if (s) {
+    auto scope = s->scope();
+    compile();
+  } else {
+    compile();
+  }
+  auto rec = std::make_shared<Recorder>();
+  rec->fault = fault;
+  rec->rank = rank;
+  m->fit(x, y, {.batch_size = 128, .verbose = 0, .callbacks = {rec}, .seed = 11});
+  return rec->after_step;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "equal";
+  const std::string model = argc > 2 ? argv[2] : "mlp";
+  const int64_t steps = argc > 3 ? std::atoll(argv[3]) : 20;
+  const size_t strict = argc > 4 ? static_cast<size_t>(std::atoll(argv[4])) : SIZE_MAX;  // steps held to 1e-5
+  tk::distribute::MultiWorkerMirroredStrategy strategy;
+  const int rank = strategy.rank();
+  std::printf("rank %d: %s\n", rank, strategy.describe().c_str());
+  try {
+    const int units = mode == "mismatch" && rank == 1 ? 64 : 128;
+    const auto many = train(model, steps, &strategy, units, mode, rank);
+    if (mode != "equal" || rank != 0) return 0;
+    const auto one = train(model, steps, nullptr, 128, "", 0);
+    double worst = 0;
+    for (size_t s = 0; s < one.size() && s < many.size(); ++s) {
+      double step_worst = 0;
+      for (size_t t = 0; t < one[s].size(); ++t) {
+        double d = 0, scale = 0;
+        for (int64_t i = 0; i < one[s][t].numel(); ++i) {
+          d = std::max(d, double(std::fabs(one[s][t].data<float>()[i] - many[s][t].data<float>()[i])));
+          scale = std::max(scale, double(std::fabs(one[s][t].data<float>()[i])));
+        }
+        step_worst = std::max(step_worst, scale > 0 ? d / scale : d);
+      }
+      std::printf("step %zu: max|d|/max|w| = %.3g\n", s + 1, step_worst);
+      if (s < strict) worst = std::max(worst, step_worst);
+    }
+    std::printf("%s, %d ranks, %zu steps: worst per-tensor max|d|/max|w| = %.3g over the first %zu\n", model.c_str(),
+                strategy.num_replicas_in_sync(), one.size(), worst, std::min(strict, one.size()));
+    return one.size() == many.size() && worst <= 1e-5 ? 0 : 1;
+  } catch (const tk::InvalidArgument& e) {
+    std::printf("rank %d: error: %s\n", rank, e.what());
+    return 3;
+  }
+}
