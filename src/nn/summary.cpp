@@ -97,6 +97,8 @@ void Model::summary(std::ostream& os) const {
   if (!policies.empty())
     os << " Dtype policy: " << policies << " (float32 weights and optimizer state, 16-bit activations)" << exceptions
        << "\n";
+  // Data parallel: the strategy and its replicas (each holds a copy of the weights and optimizer state).
+  if (!distribute_strategy().empty()) os << " Distribute strategy: " << distribute_strategy() << "\n";
 }
 
 }  // namespace tk

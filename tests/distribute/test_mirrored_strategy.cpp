@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <sstream>
 
 #include "backends/cpu/threads.h"
 #include "test_data.h"
@@ -166,6 +167,11 @@ TEST(MirroredStrategy, EachReplicaRunsOnItsOwnDeviceUnderItsOwnBudget) {
     m->compile(optimizers::Adam(), losses::SparseCategoricalCrossentropy({.from_logits = true}));
   }
   EXPECT_EQ(m->device(), Device::cpu(0));
+  std::ostringstream summary;
+  m->summary(summary);
+  EXPECT_NE(summary.str().find("Distribute strategy: MirroredStrategy over cpu:0, cpu:1 (2 replicas in sync)"),
+            std::string::npos)
+      << summary.str();
   const size_t before = config::get_memory_info(Device::cpu(1)).current;
   const Tensor x = testing::uniform({256, 784}, 1), y = testing::int_labels(256, 10, 2);
   m->fit(x, y, {.batch_size = 128, .verbose = 0});

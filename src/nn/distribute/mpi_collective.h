@@ -5,13 +5,14 @@
 //   world.all_reduce(0, grad, out, n, rows / global_rows, "dense/kernel/all_reduce", k);
 //   world.broadcast(weights, bytes, "weights");    // rank 0's bytes everywhere
 //
-// Collectives never hang silently: each polls its nonblocking MPI request, and one that makes no progress within
-// the timeout prints which rank gave up on which collective and calls MPI_Abort, which ends every rank
-// non-zero (a stopped or dead rank cannot answer; only the launcher can end it). Built without MPI, world() throws
-// Unsupported.
+// Collectives never hang silently: a watchdog thread ends this rank (exit 70) when a collective has made no progress
+// within the timeout, printing which rank gave up on which collective; the launcher then ends every rank (a stopped
+// or dead rank cannot answer). Built without MPI, world() throws Unsupported.
 #pragma once
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 #include <string>
 
 #include "graph/collective.h"
@@ -27,7 +28,8 @@ class MpiCollective final : public graph::Collective {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
-  // Sum over ranks of weight * in (every rank gets rank 0's bits: reduced once at rank 0, then broadcast).
+  // Sum over ranks of weight * in, the same bits on every rank (two ranks: an allreduce; more: reduced once at
+  // rank 0, then broadcast).
   void all_reduce(int replica, const float* in, float* out, int64_t n, float weight, const char* what,
                   int64_t sequence) override;
   // Rank 0's `bytes` at `data` on every rank.
@@ -38,11 +40,27 @@ class MpiCollective final : public graph::Collective {
   void check_same(const std::string& fingerprint, const char* what);
 
  private:
-  MpiCollective(std::chrono::milliseconds timeout);
-  // Waits for a nonblocking request, aborting every rank when the timeout passes without completion.
-  void wait(void* request, const char* what, int64_t sequence);
+  explicit MpiCollective(std::chrono::milliseconds timeout);
+  // Marks a blocking collective in flight for the watchdog (watch(), on its own thread).
+  class InFlight {
+   public:
+    InFlight(MpiCollective& c, const char* what, int64_t sequence);
+    ~InFlight();
+    InFlight(const InFlight&) = delete;
+    InFlight& operator=(const InFlight&) = delete;
+
+   private:
+    MpiCollective& c_;
+  };
+  void watch();
   std::chrono::milliseconds timeout_;
   int rank_ = 0, size_ = 1;
+  std::mutex watch_mutex_;
+  std::condition_variable watch_cv_;
+  bool in_flight_ = false;
+  std::string what_;
+  int64_t sequence_ = 0;
+  std::chrono::steady_clock::time_point since_;
 };
 
 }  // namespace tk::nn::distribute
