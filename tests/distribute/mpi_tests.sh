@@ -13,6 +13,8 @@ run() { timeout 300 "${launcher[@]}" "$@" >"$out" 2>&1; local rc=$?; cat "$out";
 case "$case" in
   equal_mlp_2) run -np 2 "$worker" equal mlp 21 ;;
   equal_mlp_3) run -np 3 "$worker" equal mlp 21 ;;
+  equal_mlp_2_micro) run -np 2 "$worker" equal mlp 10 10 32 ;;  # micro-batches of 32 per rank, one all-reduce
+  equal_mlp_1_micro) run -np 1 "$worker" equal mlp 10 10 32 ;;  # one rank: plain programs, no collective
   equal_cnn_2) run -np 2 "$worker" equal cnn 10 8 ;;  # steps 9-10 printed: a near-tie flips at 9 (docs/distributed.md)
   mismatch)
     run -np 2 "$worker" mismatch mlp 4

@@ -1,6 +1,7 @@
 // Runs under mpirun (tests/distribute/mpi_tests.sh): MultiWorkerMirroredStrategy against one device, and the ways
 // a job fails. Modes:
-//   equal mlp|cnn STEPS [STRICT]  every rank trains STEPS steps of 128 rows; rank 0 then trains one device on the
+//   equal mlp|cnn STEPS [STRICT [MICRO]]  every rank trains STEPS steps of 128 rows; rank 0 then trains one device on
+//   the
 //                         same global batches and compares the weights after every step (max|d|/max|w| per tensor,
 //                         within 1e-5 for the first STRICT steps, all by default; every step is printed)
 //   mismatch              rank 1 builds a different model: every rank must stop with one clear error, exit 3
@@ -38,7 +39,7 @@ std::unique_ptr<tk::Model> make(const std::string& model, int units) {
 
 std::vector<std::vector<tk::Tensor>> train(const std::string& model, int64_t steps,
                                            tk::distribute::MultiWorkerMirroredStrategy* s, int units,
-                                           const std::string& fault, int rank) {
+                                           const std::string& fault, int rank, int64_t micro) {
   const int64_t n = steps * 128;
   const tk::Tensor x = model == "cnn" ? tk::testing::uniform({n, 28, 28}, 3) : tk::testing::uniform({n, 784}, 1);
   const tk::Tensor y = tk::testing::int_labels(n, 10, 2);
@@ -56,7 +57,7 @@ std::vector<std::vector<tk::Tensor>> train(const std::string& model, int64_t ste
   auto rec = std::make_shared<Recorder>();
   rec->fault = fault;
   rec->rank = rank;
-  m->fit(x, y, {.batch_size = 128, .verbose = 0, .callbacks = {rec}, .seed = 11});
+  m->fit(x, y, {.batch_size = 128, .verbose = 0, .callbacks = {rec}, .seed = 11, .micro_batch_size = micro});
   return rec->after_step;
 }
 
@@ -67,14 +68,15 @@ int main(int argc, char** argv) {
   const std::string model = argc > 2 ? argv[2] : "mlp";
   const int64_t steps = argc > 3 ? std::atoll(argv[3]) : 20;
   const size_t strict = argc > 4 ? static_cast<size_t>(std::atoll(argv[4])) : SIZE_MAX;  // steps held to 1e-5
+  const int64_t micro = argc > 5 ? std::atoll(argv[5]) : 0;                              // micro-batch size (0: off)
   tk::distribute::MultiWorkerMirroredStrategy strategy;
   const int rank = strategy.rank();
   std::printf("rank %d: %s\n", rank, strategy.describe().c_str());
   try {
     const int units = mode == "mismatch" && rank == 1 ? 64 : 128;
-    const auto many = train(model, steps, &strategy, units, mode, rank);
+    const auto many = train(model, steps, &strategy, units, mode, rank, micro);
     if (mode != "equal" || rank != 0) return 0;
-    const auto one = train(model, steps, nullptr, 128, "", 0);
+    const auto one = train(model, steps, nullptr, 128, "", 0, micro);
     double worst = 0;
     for (size_t s = 0; s < one.size() && s < many.size(); ++s) {
       double step_worst = 0;

@@ -65,7 +65,7 @@ struct Trained {
 enum class Opt { sgd, adam };
 
 Trained train(const Factory& make, const Tensor& x, const Tensor& y, int64_t batch, int replicas, int64_t micro = 0,
-              Opt opt = Opt::sgd) {
+              Opt opt = Opt::sgd, int epochs = 1) {
   utils::set_random_seed(7);
   std::unique_ptr<Model> m = make();
   auto compile = [&] {
@@ -81,7 +81,9 @@ Trained train(const Factory& make, const Tensor& x, const Tensor& y, int64_t bat
     compile();
   }
   auto rec = std::make_shared<Recorder>();
-  m->fit(x, y, {.batch_size = batch, .verbose = 0, .callbacks = {rec}, .seed = 11, .micro_batch_size = micro});
+  m->fit(
+      x, y,
+      {.batch_size = batch, .epochs = epochs, .verbose = 0, .callbacks = {rec}, .seed = 11, .micro_batch_size = micro});
   return {rec->after_step, rec->loss, m->distribute_strategy()};
 }
 
@@ -146,6 +148,17 @@ TEST(MirroredStrategy, TutorialCnnWithDropoutOnTwoAndThreeReplicasEqualsOneDevic
   cpu::pin_threads(2);
   expect_same_weights(one, train(cnn, x, y, 128, 2), "cnn, 2 replicas", 1e-5, 10, 1.0, 1e-3);
   expect_same_weights(one, train(cnn, x, y, 128, 3), "cnn, 3 replicas", 1e-5, 10, 1.0, 1e-3);
+}
+
+// A batch with fewer rows than replicas runs on fewer replicas: the others miss that step's update and must take
+// replica 0's weights and slots again before the next epoch's first step.
+TEST(MirroredStrategy, ReplicasThatSatOutAStepCatchUpBeforeTheNext) {
+  split_cpu();
+  const int64_t n = 5 * 128 + 2;  // each epoch ends with a batch of 2 rows on 3 replicas
+  const Tensor x = testing::uniform({n, 784}, 7), y = testing::int_labels(n, 10, 8);
+  const Trained one = train(mlp, x, y, 128, 0, 0, Opt::adam, 3);
+  const Trained many = train(mlp, x, y, 128, 3, 0, Opt::adam, 3);
+  expect_same_weights(one, many, "mlp, adam, 3 replicas, 3 epochs ending in 2-row batches", 5e-5);
 }
 
 TEST(MirroredStrategy, MicroBatchesPerReplicaWithOneAllReducePerStep) {

@@ -18,7 +18,8 @@
 // up to float rounding, Keras' averaging) and every replica applies the same update to its copy of the weights.
 // The model's own weights are replica 0's; the other copies are refreshed from them when fit or train_on_batch
 // starts. evaluate and predict run on replica 0. Randomness (dropout) is keyed by the sample's index in the
-// global batch, so N replicas draw what one device would. BatchNormalization computes its statistics per
+// global batch, so N replicas draw what one device would (with micro-batches, when their boundaries fall where one
+// device's do). BatchNormalization computes its statistics per
 // replica (as Keras does) and keeps replica 0's moving statistics.
 //
 // A collective that makes no progress within the timeout (Options::collective_timeout, or TK_COLLECTIVE_TIMEOUT
@@ -86,8 +87,12 @@ class MirroredStrategy {
 // first step every rank checks that all ranks built the same model with the same batch size (InvalidArgument
 // naming the ranks that differ), then takes rank 0's weights and optimizer state. Only rank 0 shows progress
 // (is_chief). The logged loss and metrics are the global batch's. A collective that makes no progress within the
-// timeout (TK_COLLECTIVE_TIMEOUT, default 300 s) prints which rank gave up on which collective and aborts every
-// rank (MPI_Abort). fit over a Dataset: every rank reads every batch and trains on its rows (no sharding yet).
+// timeout (TK_COLLECTIVE_TIMEOUT, default 300 s) prints which rank gave up on which collective and ends that rank
+// (exit 70), and the launcher ends the others; a rank whose step fails (out of memory, say) prints why and ends every
+// rank (MPI_Abort). On one node each rank takes cores / local ranks kernel threads unless TK_THREADS or
+// OMP_NUM_THREADS says otherwise. fit over a Dataset: every rank reads every batch and trains on its rows (no
+// sharding yet), so its shuffle must be seeded the same on every rank (Dataset::shuffle's seed, or
+// tk::utils::set_random_seed before building it).
 // Unsupported when trainkit was built without MPI.
 class MultiWorkerMirroredStrategy {
  public:

@@ -62,14 +62,17 @@ void LocalCollective::barrier(int replica, const char* what, const char* phase) 
   }
   const bool done = cv_.wait_for(lock, timeout_, [&] { return generation_ != generation || failed_; });
   if (failed_) throw CollectiveError(failure_);
-  if (!done) {
+  if (!done) {  // also printed now: if the missing replica never returns, fit cannot return this error
     std::string missing;
     for (int r = 0; r < participants_; ++r)
       if (!arrived_at_[static_cast<size_t>(r)]) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-    fail_locked("all-reduce '" + std::string(what) + "' (" + phase + "): replica " + std::to_string(replica) +
-                " waited " + seconds_text(timeout_) + " s for replica(s) " + missing +
-                ", which never arrived (a replica is stuck or much slower; raise the collective timeout, "
-                "TK_COLLECTIVE_TIMEOUT seconds, if the step is legitimately that slow)");
+    const std::string why =
+        ("all-reduce '" + std::string(what) + "' (" + phase + "): replica " + std::to_string(replica) + " waited " +
+         seconds_text(timeout_) + " s for replica(s) " + missing +
+         ", which never arrived (a replica is stuck or much slower; raise the collective timeout, "
+         "TK_COLLECTIVE_TIMEOUT seconds, if the step is legitimately that slow)");
+    std::fprintf(stderr, "trainkit: %s\n", why.c_str());
+    fail_locked(why);
   }
 }
 

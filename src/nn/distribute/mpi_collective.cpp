@@ -1,5 +1,7 @@
 #include "nn/distribute/mpi_collective.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -8,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "backends/cpu/threads.h"
 #include "trainkit/core/error.h"
 
 #ifdef TK_HAVE_MPI
@@ -50,6 +53,17 @@ MpiCollective::MpiCollective(std::chrono::milliseconds timeout) : timeout_(timeo
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
   if (size_ > 1) std::thread([this] { watch(); }).detach();  // the world lives until exit
+  // The ranks on this node share its cores: each takes cores / local ranks kernel threads, unless told otherwise
+  // (TK_THREADS or OMP_NUM_THREADS), so that `mpirun -np 2` on a 2-core machine does not run 4 threads.
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
+  int local = 1;
+  MPI_Comm_size(node, &local);
+  MPI_Comm_free(&node);
+  if (local > 1 && !std::getenv("TK_THREADS") && !std::getenv("OMP_NUM_THREADS")) {
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu::pin_threads(static_cast<int>(std::max(1L, cores / local)));
+  }
 }
 
 // The watchdog. Collectives are blocking calls: Open MPI's tuned algorithms took 4.7 ms for the CNN's 12.8 MB
@@ -107,6 +121,13 @@ void MpiCollective::all_reduce(int, const float* in, float* out, int64_t n, floa
   }
 }
 
+void MpiCollective::abort(const std::string& why) {
+  std::fprintf(stderr, "trainkit: rank %d of %d failed: %s\nEnding every rank.\n", rank_, size_, why.c_str());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 71);
+  std::_Exit(71);  // MPI_Abort does not return; should it, the rank still ends
+}
+
 void MpiCollective::broadcast(void* data, size_t bytes, const char* what) {
   if (size_ == 1) return;
   const InFlight guard(*this, what, -1);
@@ -154,6 +175,10 @@ void MpiCollective::all_reduce(int, const float*, float*, int64_t, float, const 
   throw Unsupported("MPI all-reduce: built without MPI");
 }
 void MpiCollective::broadcast(void*, size_t, const char*) { throw Unsupported("MPI broadcast: built without MPI"); }
+void MpiCollective::abort(const std::string& why) {
+  std::fprintf(stderr, "trainkit: %s\n", why.c_str());
+  std::_Exit(71);
+}
 uint64_t MpiCollective::broadcast(uint64_t, const char*) { throw Unsupported("MPI broadcast: built without MPI"); }
 void MpiCollective::check_same(const std::string&, const char*) { throw Unsupported("MPI check: built without MPI"); }
 

@@ -35,6 +35,9 @@ class MpiCollective final : public graph::Collective {
   // Rank 0's `bytes` at `data` on every rank.
   void broadcast(void* data, size_t bytes, const char* what);
   uint64_t broadcast(uint64_t value, const char* what);
+  // Prints "trainkit: rank R of N failed: <why>" and ends every rank (MPI_Abort, from the training thread): for a
+  // failure on one rank, which the others would otherwise wait for until the timeout.
+  [[noreturn]] void abort(const std::string& why);
   // InvalidArgument on every rank, naming the ranks whose `fingerprint` differs from rank 0's (its text in
   // `describe` for rank 0's side), before anything that would otherwise deadlock.
   void check_same(const std::string& fingerprint, const char* what);

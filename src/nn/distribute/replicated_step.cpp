@@ -95,7 +95,13 @@ void Model::train_step_replicated(const std::vector<Tensor>& x, const std::vecto
     const Shard mine = shard_of(world.rank(), active, bs);
     const bool mb = micro_batched(micro, active, bs);
     nn::ProgramCache& pc = replica_programs(0);
-    prepare(pc, mine, mb, micro);
+    // A failure on one rank (out of memory building its programs, say) would leave the others waiting in the next
+    // collective until the timeout: it ends the job at once instead, naming the rank and the error.
+    try {
+      prepare(pc, mine, mb, micro);
+    } catch (const std::exception& e) {
+      world.abort(std::string("building this rank's programs: ") + e.what());
+    }
     if (!replicas_synced_) {  // the same model and batch everywhere, then rank 0's weights and optimizer state
       std::vector<std::pair<std::string, Tensor*>> state = pc.state_tensors();
       std::string fingerprint = "optimizer " + optimizer_->name() + ", global batch " + std::to_string(bs) +
@@ -103,10 +109,20 @@ void Model::train_step_replicated(const std::vector<Tensor>& x, const std::vecto
       for (const auto& [name, t] : state) fingerprint += " " + name + t->shape().to_string();
       world.check_same(fingerprint, "MultiWorkerMirroredStrategy: model check before the first step");
       for (const auto& [name, t] : state) world.broadcast(t->raw(), t->nbytes(), name.c_str());
+      step_ = world.broadcast(step_, "step (dropout keys)");
+      optimizer_->config().iterations = static_cast<int64_t>(
+          world.broadcast(static_cast<uint64_t>(optimizer_->config().iterations), "optimizer iterations"));
       replicas_synced_ = true;
     }
     nn::Accumulator local;
-    run_shard(pc, mine, mb, micro, bs, x, y, idx, base, step_, local);
+    graph::ExecContext ctx = base;
+    ctx.scalars.step = step_;  // as broadcast from rank 0
+    ctx.scalars.iterations = optimizer_->config().iterations;
+    try {
+      run_shard(pc, mine, mb, micro, bs, x, y, idx, ctx, step_, local);
+    } catch (const std::exception& e) {
+      world.abort(std::string("training step: ") + e.what());
+    }
     {  // The logs of the global batch: every rank's row-weighted sums, summed (every rank takes part).
       const nn::Compiled& any = mb ? pc.get(nn::ProgramKind::accumulate, std::min(micro, mine.rows))
                                    : pc.get(nn::ProgramKind::train, mine.rows);
@@ -146,6 +162,9 @@ void Model::train_step_replicated(const std::vector<Tensor>& x, const std::vecto
         },
         s.collective.get());
     for (const nn::Accumulator& a : logs) acc.merge(a);
+    // Replicas that sat this step out (a batch with fewer rows than replicas) missed its update: they take replica
+    // 0's weights and optimizer state again before the next step.
+    if (active < s.replicas()) replicas_synced_ = false;
     for (int r = 0; r < active; ++r)  // every replica took the same decision on the same all-reduced gradients
       skipped = replica_programs(r).step_was_skipped() || skipped;
   }

@@ -23,7 +23,7 @@ struct StrategyState {
   bool chief() const { return mpi == nullptr || mpi->rank() == 0; }
   // What training programs' AllReduce ops call: the processes' group, the replicas' in this process, or none.
   graph::Collective* program_collective() const {
-    if (mpi) return mpi;
+    if (mpi) return mpi->size() > 1 ? mpi : nullptr;  // one rank: plain programs (train_step runs them)
     return replicas() > 1 ? collective.get() : nullptr;
   }
 };
