@@ -4,6 +4,7 @@
 // come from an integer hash both sides compute, so the fixture stays small).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdlib>
@@ -210,14 +211,21 @@ TEST_P(MixedPrecisionKeras, FiftyStepsMatchKeras) {
   EXPECT_LE(worst_rel, 0.2);
   EXPECT_EQ(m->optimizer()->iterations(), get(c.key + "/iterations").data<int32_t>()[0]);
   if (c.policy == "mixed_float16") EXPECT_EQ(m->skipped_steps(), 1);
-  // Final weights: kernels' sums of |w| within 2% (measured: 1.1%); biases start at zero, so theirs are all
-  // trajectory (50 sign-like Adam steps): within 25% (measured 22%).
+  // Final weights: kernels' sums of |w| within 2% (measured: 1.1%). Biases start at zero, so theirs are all
+  // trajectory (50 sign-like Adam steps): within 25%, or 1.5x the distance between Keras' own mixed_float16 and
+  // mixed_bfloat16 runs where that is larger (the MLP's last bias: Keras' two runs end 23% apart; trainkit lands
+  // 22% from Keras on an AVX512_BF16 CPU and 30% with AMX, whose bfloat16 dot products oneDNN uses there).
+  const std::string other = c.key.ends_with("_bf16") ? c.key.substr(0, c.key.size() - 5) + "_f16"
+                                                     : c.key.substr(0, c.key.size() - 4) + "_bf16";
   std::vector<Tensor> w = m->get_weights();
   for (size_t k = 0; k < w.size(); ++k) {
     double abssum = 0;
     for (int64_t i = 0; i < w[k].numel(); ++i) abssum += std::abs(double(w[k].data<float>()[i]));
     const double want = get(c.key + "/w" + std::to_string(k) + "/abssum").data<float>()[0];
-    EXPECT_NEAR(abssum, want, (w[k].shape().rank() >= 2 ? 0.02 : 0.25) * want) << c.key << " weight " << k;
+    const double keras_spread =
+        std::abs(get(other + "/w" + std::to_string(k) + "/abssum").data<float>()[0] - want) / want;
+    const double tolerance = w[k].shape().rank() >= 2 ? 0.02 : std::max(0.25, 1.5 * keras_spread);
+    EXPECT_NEAR(abssum, want, tolerance * want) << c.key << " weight " << k;
   }
 }
 

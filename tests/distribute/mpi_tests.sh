@@ -15,7 +15,9 @@ case "$case" in
   equal_mlp_3) run -np 3 "$worker" equal mlp 21 ;;
   equal_mlp_2_micro) run -np 2 "$worker" equal mlp 10 10 32 ;;  # micro-batches of 32 per rank, one all-reduce
   equal_mlp_1_micro) run -np 1 "$worker" equal mlp 10 10 32 ;;  # one rank: plain programs, no collective
-  equal_cnn_2) run -np 2 "$worker" equal cnn 10 8 ;;  # steps 9-10 printed: a near-tie flips at 9 (docs/distributed.md)
+  # The CNN: the first 5 steps strict, the rest printed: a near-tie flips at step 9 on one CPU, 7 on another
+  # (docs/distributed.md), as on one device with another thread count.
+  equal_cnn_2) run -np 2 "$worker" equal cnn 10 5 ;;
   mismatch)
     run -np 2 "$worker" mismatch mlp 4
     rc=$?
