@@ -10,5 +10,7 @@ bench_setup() {
   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
   cmake --build build -j"$(nproc)" --target "$1" >/dev/null
   export OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2
-  echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; $(date -u +%F)" >&2
+  local isa
+  isa="$(grep -m1 -o -w -E 'avx2|fma|avx512f|avx512_bf16|avx512_vnni|amx_tile|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+  echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, ISA: ${isa% }; $(date -u +%F)" >&2
 }

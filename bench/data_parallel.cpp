@@ -43,15 +43,9 @@ int main(int argc, char** argv) try {
         tk::layers::Input({784}), tk::layers::Rescaling(1.0f / 255), tk::layers::Dense(256, "relu"),
         tk::layers::Dense(128, "relu"), tk::layers::Dense(10)});
   }
-  auto compile = [&] {
+  tk::distribute::in_scope(mpi ? &*mpi : nullptr, [&] {
     model->compile(tk::optimizers::Adam(), tk::losses::SparseCategoricalCrossentropy({.from_logits = true}));
-  };
-  if (mpi) {
-    auto scope = mpi->scope();
-    compile();
-  } else {
-    compile();
-  }
+  });
   auto timer = std::make_shared<tk::bench::EpochTimer>();
   model->fit(x, y, {.batch_size = batch, .epochs = 1 + epochs, .verbose = 0, .callbacks = {timer}});
   double total = 0;

@@ -342,6 +342,37 @@ TEST(CliMemory, DefaultJobTrainsUnderNinetySixMebibytesWithTheDataKeptNarrow) {
   EXPECT_FALSE(contains(small.err, "freeze layers")) << "model remedies for a data allocation";
 }
 
+// plan --replicas N: one replica's plan under MirroredStrategy over N logical cpu devices, each with its share of
+// the budget; its share of the global batch; the largest global batch that fits; and the gradients' all-reduce
+// outputs, which one device's plan does not have.
+TEST(CliPlan, ReplicasPlanOneReplicasShareUnderItsShareOfTheBudget) {
+  const Result r = run_cli("plan --replicas 3 --memory-limit 96MiB --batch-size 128");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  for (const char* part :
+       {"MirroredStrategy over cpu:0, cpu:1, cpu:2 (3 replicas in sync)", "split 3 ways", "43 rows",
+        "Memory plan of one training step, batch size 43", "Budget 32.00 MiB on cpu:0", "A replica's share of 43 fits"})
+    EXPECT_CONTAINS(r.out, part);
+  const auto number_after = [](const std::string& text, const std::string& key) {
+    const size_t at = text.find(key);
+    return at == std::string::npos ? -1LL : std::atoll(text.c_str() + at + key.size());
+  };
+  const long long share = number_after(r.out, "the largest share that fits is ");
+  EXPECT_GT(share, 43);
+  EXPECT_EQ(number_after(r.out, "a global batch of "), 3 * share);
+  const Result one = run_cli("plan --memory-limit 32MiB --batch-size 43");  // one device, the same rows and budget
+  ASSERT_EQ(one.code, 0) << describe(one);
+  const auto total = [](const std::string& text) {
+    const size_t at = text.find("total (peak)");
+    return at == std::string::npos ? 0.0 : std::atof(text.c_str() + at + 12);
+  };
+  EXPECT_GT(total(r.out), total(one.out)) << "a replica also holds its all-reduced gradients";
+  const Result small = run_cli("plan --replicas 4 --batch-size 3");
+  EXPECT_EQ(small.code, 1) << describe(small);
+  EXPECT_CONTAINS(small.err, "--batch-size 3 is smaller than --replicas 4");
+  const Result none = run_cli("plan --replicas 0");
+  EXPECT_NE(none.code, 0) << describe(none);
+}
+
 // One vocabulary everywhere: --device, --dtype-policy, --memory-limit (= TK_MEMORY_LIMIT, which it overrides).
 TEST(CliRunOptions, DeviceDtypePolicyAndMemoryLimit) {
   const Result ok = run_cli("plan --device cpu --dtype-policy float32 --memory-limit 64MiB --batch-size 32");

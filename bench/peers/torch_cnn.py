@@ -20,6 +20,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _idx import DATA_DIR, load_fashion_mnist  # noqa: E402
+from _models import build  # noqa: E402
 
 
 def log(*a):
@@ -58,16 +59,7 @@ def main():
     log("pytorch %s, threads=%d, n=%d, batch=%d, max_steps=%d" % (
         torch.__version__, torch.get_num_threads(), n, bs, args.max_steps))
 
-    model = torch.nn.Sequential(
-        torch.nn.Conv2d(1, 32, 5, padding=2), torch.nn.ReLU(),
-        torch.nn.MaxPool2d(2),
-        torch.nn.Conv2d(32, 64, 5, padding=2), torch.nn.ReLU(),
-        torch.nn.MaxPool2d(2),
-        torch.nn.Flatten(),
-        torch.nn.Linear(7 * 7 * 64, 1024), torch.nn.ReLU(),
-        torch.nn.Dropout(0.4),
-        torch.nn.Linear(1024, 10),
-    )
+    model = build(torch, "cnn")
     if args.compile:
         model = torch.compile(model)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)

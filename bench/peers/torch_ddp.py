@@ -18,19 +18,11 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _idx import DATA_DIR, load_fashion_mnist  # noqa: E402
+from _models import build  # noqa: E402
 
 
 def log(*a):
     print(*a, file=sys.stderr, flush=True)
-
-
-def build(torch, name):
-    nn = torch.nn
-    if name == "cnn":  # TensorFlow's tutorial CNN, as bench/peers/torch_cnn.py
-        return nn.Sequential(nn.Conv2d(1, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-                             nn.Conv2d(32, 64, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
-                             nn.Linear(7 * 7 * 64, 1024), nn.ReLU(), nn.Dropout(0.4), nn.Linear(1024, 10))
-    return nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10))
 
 
 def worker(rank, args, port):

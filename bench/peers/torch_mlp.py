@@ -16,6 +16,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _idx import DATA_DIR, load_fashion_mnist  # noqa: E402
+from _models import build  # noqa: E402
 
 
 def log(*a):
@@ -51,11 +52,7 @@ def main():
     y = torch.from_numpy(y_np)
     log("pytorch %s, threads=%d, n=%d, batch=%d" % (torch.__version__, torch.get_num_threads(), n, args.batch_size))
 
-    model = torch.nn.Sequential(
-        torch.nn.Linear(784, 256), torch.nn.ReLU(),
-        torch.nn.Linear(256, 128), torch.nn.ReLU(),
-        torch.nn.Linear(128, 10),
-    )
+    model = build(torch, "mlp")
     if args.compile:
         model = torch.compile(model)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)

@@ -48,7 +48,8 @@ struct PlanArgs {
   std::string optimizer = "adam";
   std::vector<int64_t> input_shape = {28, 28};
   RunOptions run;
-  std::string svg;  // --svg FILE: the plan as a picture
+  std::string svg;   // --svg FILE: the plan as a picture
+  int replicas = 1;  // --replicas N: one replica's plan under data parallel over N devices
 };
 void add_plan_command(CLI::App& app, PlanArgs& args);
 int run_plan(const PlanArgs& args);

@@ -124,15 +124,9 @@ void compile_model(Model& model, const OptimizerPtr& optimizer,
           "(train from a layer spec, or save the model without its optimizer)");
     return;  // a model file keeps its compile config and optimizer state
   }
-  auto compile = [&] {
+  distribute::in_scope(mpi ? &*mpi : nullptr, [&] {
     model.compile(optimizer, losses::SparseCategoricalCrossentropy({.from_logits = true}), {"accuracy"});
-  };
-  if (mpi) {
-    auto scope = mpi->scope();
-    compile();
-  } else {
-    compile();
-  }
+  });
 }
 
 // The callback options' callbacks, then TensorBoard (--tensorboard).

@@ -45,15 +45,8 @@ std::vector<std::vector<tk::Tensor>> train(const std::string& model, int64_t ste
   const tk::Tensor y = tk::testing::int_labels(n, 10, 2);
   tk::utils::set_random_seed(7);
   std::unique_ptr<tk::Model> m = make(model, units);
-  auto compile = [&] {
-    m->compile(tk::optimizers::SGD(), tk::losses::SparseCategoricalCrossentropy({.from_logits = true}));
-  };
-  if (s) {
-    auto scope = s->scope();
-    compile();
-  } else {
-    compile();
-  }
+  tk::distribute::in_scope(
+      s, [&] { m->compile(tk::optimizers::SGD(), tk::losses::SparseCategoricalCrossentropy({.from_logits = true})); });
   auto rec = std::make_shared<Recorder>();
   rec->fault = fault;
   rec->rank = rank;

@@ -15,12 +15,28 @@ namespace {
 
 using std::chrono::milliseconds;
 
+// One input and one output row of n floats per replica.
+struct Rows {
+  Rows(int replicas, int64_t n, float value)
+      : n(n),
+        in(static_cast<size_t>(replicas), std::vector<float>(static_cast<size_t>(n), value)),
+        out(static_cast<size_t>(replicas), std::vector<float>(static_cast<size_t>(n), -1.0f)) {}
+  // Replica r's collective over its rows.
+  void all_reduce(LocalCollective& c, int r, const char* name, int64_t id, float weight = 1.0f) {
+    c.all_reduce(r, in[static_cast<size_t>(r)].data(), out[static_cast<size_t>(r)].data(), n, weight, name, id);
+  }
+  int64_t n;
+  std::vector<std::vector<float>> in, out;
+};
+
 TEST(LocalCollective, SumsWeightedGradientsInReplicaOrderIntoEveryReplica) {
   for (int replicas : {1, 2, 3}) {
     LocalCollective c(replicas, milliseconds(20000));
     ReplicaRunner runner(replicas);
     const int64_t n = 2500;  // not a multiple of the replica count or of the reduction block
-    std::vector<std::vector<float>> in(3, std::vector<float>(n)), out(3, std::vector<float>(n, -1.0f));
+    Rows rows(3, n, 0.0f);
+    auto& in = rows.in;
+    auto& out = rows.out;
     for (int r = 0; r < 3; ++r)
       for (int64_t i = 0; i < n; ++i) in[r][static_cast<size_t>(i)] = static_cast<float>((i * 7 + r * 13) % 101) - 50;
     const float weight[3] = {0.5f, 0.25f, 0.25f};
@@ -29,8 +45,7 @@ TEST(LocalCollective, SumsWeightedGradientsInReplicaOrderIntoEveryReplica) {
         replicas, 1,
         [&](int r) {
           for (int64_t k = 0; k < 3; ++k)  // three collectives in a row, as a program's gradients
-            c.all_reduce(r, in[static_cast<size_t>(r)].data(), out[static_cast<size_t>(r)].data(), n, weight[r], "grad",
-                         k);
+            rows.all_reduce(c, r, "grad", k, weight[r]);
         },
         &c);
     for (int r = 0; r < replicas; ++r)
@@ -46,16 +61,16 @@ TEST(LocalCollective, SumsWeightedGradientsInReplicaOrderIntoEveryReplica) {
 TEST(LocalCollective, ProgramsThatDifferAreAnErrorOnEveryReplicaNotAHang) {
   LocalCollective c(2, milliseconds(20000));
   ReplicaRunner runner(2);
-  std::vector<float> a(10, 1.0f), b(10, 1.0f), out0(10), out1(10);
+  Rows rows(2, 10, 1.0f);
   c.begin_step(2);
   try {
     runner.run(
         2, 1,
         [&](int r) {
           if (r == 0)
-            c.all_reduce(0, a.data(), out0.data(), 10, 1.0f, "dense/kernel/all_reduce", 0);
+            rows.all_reduce(c, 0, "dense/kernel/all_reduce", 0);
           else
-            c.all_reduce(1, b.data(), out1.data(), 10, 1.0f, "dense/bias/all_reduce", 1);
+            rows.all_reduce(c, 1, "dense/bias/all_reduce", 1);
         },
         &c);
     FAIL() << "expected CollectiveError";
@@ -70,7 +85,7 @@ TEST(LocalCollective, ProgramsThatDifferAreAnErrorOnEveryReplicaNotAHang) {
 TEST(LocalCollective, AReplicaThatNeverArrivesTimesOutNamingItAndTheCollective) {
   LocalCollective c(3, milliseconds(300));
   ReplicaRunner runner(3);
-  std::vector<std::vector<float>> in(3, std::vector<float>(4, 1.0f)), out(3, std::vector<float>(4));
+  Rows rows(3, 4, 1.0f);
   c.begin_step(3);
   const auto t0 = std::chrono::steady_clock::now();
   try {
@@ -78,8 +93,7 @@ TEST(LocalCollective, AReplicaThatNeverArrivesTimesOutNamingItAndTheCollective) 
         3, 1,
         [&](int r) {
           if (r == 2) return;  // stuck elsewhere (it never calls the collective)
-          c.all_reduce(r, in[static_cast<size_t>(r)].data(), out[static_cast<size_t>(r)].data(), 4, 1.0f,
-                       "conv2d/kernel/all_reduce", 0);
+          rows.all_reduce(c, r, "conv2d/kernel/all_reduce", 0);
         },
         &c);
     FAIL() << "expected CollectiveError";
@@ -93,18 +107,14 @@ TEST(LocalCollective, AReplicaThatNeverArrivesTimesOutNamingItAndTheCollective) 
   // The group works again for the next step.
   c.begin_step(2);
   runner.run(
-      2, 1,
-      [&](int r) {
-        c.all_reduce(r, in[static_cast<size_t>(r)].data(), out[static_cast<size_t>(r)].data(), 4, 1.0f, "next", 0);
-      },
-      &c);
-  EXPECT_EQ(out[1][0], 2.0f);
+      2, 1, [&](int r) { rows.all_reduce(c, r, "next", 0); }, &c);
+  EXPECT_EQ(rows.out[1][0], 2.0f);
 }
 
 TEST(ReplicaRunner, AFailingReplicaEndsTheOthersWaitAndItsOwnErrorIsTheOneRethrown) {
   LocalCollective c(3, milliseconds(60000));  // far longer than the test: the abort must end the wait
   ReplicaRunner runner(3);
-  std::vector<std::vector<float>> in(3, std::vector<float>(4, 1.0f)), out(3, std::vector<float>(4));
+  Rows rows(3, 4, 1.0f);
   c.begin_step(3);
   const auto t0 = std::chrono::steady_clock::now();
   try {
@@ -112,7 +122,7 @@ TEST(ReplicaRunner, AFailingReplicaEndsTheOthersWaitAndItsOwnErrorIsTheOneRethro
         3, 1,
         [&](int r) {
           if (r == 1) throw OutOfMemoryError("replica 1: cpu:1 budget exhausted");
-          c.all_reduce(r, in[static_cast<size_t>(r)].data(), out[static_cast<size_t>(r)].data(), 4, 1.0f, "g", 0);
+          rows.all_reduce(c, r, "g", 0);
         },
         &c);
     FAIL() << "expected the replica's own error";

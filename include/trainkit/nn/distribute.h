@@ -117,6 +117,20 @@ class MultiWorkerMirroredStrategy {
   std::shared_ptr<StrategyState> state_;
 };
 
+// Calls f() inside the strategy's scope, or as is when there is no strategy (a strategy made only under mpirun, say):
+//   std::optional<MultiWorkerMirroredStrategy> mpi;
+//   if (MultiWorkerMirroredStrategy::launched_by_mpi()) mpi.emplace();
+//   tk::distribute::in_scope(mpi ? &*mpi : nullptr, [&] { model->compile(...); });
+template <class Strategy, class F>
+void in_scope(const Strategy* strategy, F&& f) {
+  if (!strategy) {
+    f();
+    return;
+  }
+  auto scope = strategy->scope();
+  f();
+}
+
 // The strategy whose scope is open on this thread, or null (Keras' tf.distribute.get_strategy, without the
 // default strategy object).
 std::shared_ptr<StrategyState> current_strategy();
