@@ -243,5 +243,19 @@ TEST(CastHarness, AnyNonzeroBoolByteIsTrue) {
     }
 }
 
+// positive() and positive_mask() (relu's gradient mask on 16-bit values, from the bits alone) agree with the
+// value's float32 comparison for every one of the 65,536 bit patterns of both formats: zeros, subnormals, Inf, NaN.
+TEST(HalfBits, PositiveFromTheBitsEqualsTheFloatComparisonForEveryPattern) {
+  for (uint32_t b = 0; b <= 0xffffu; ++b) {
+    const auto bits = static_cast<uint16_t>(b);
+    const float16 h = float16::from_bits(bits);
+    const bfloat16 g = bfloat16::from_bits(bits);
+    ASSERT_EQ(positive(h), h.to_float() > 0.0f) << "float16 bits " << b;
+    ASSERT_EQ(positive(g), g.to_float() > 0.0f) << "bfloat16 bits " << b;
+    ASSERT_EQ(positive_mask(h), positive(h) ? 0xffffu : 0u) << b;
+    ASSERT_EQ(positive_mask(g), positive(g) ? 0xffffu : 0u) << b;
+  }
+}
+
 }  // namespace
 }  // namespace tk::graph::harness

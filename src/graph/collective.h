@@ -20,6 +20,13 @@ class Collective {
   // collective (`what`) and the replicas that did not arrive.
   virtual void all_reduce(int replica, const float* in, float* out, int64_t n, float weight, const char* what,
                           int64_t sequence) = 0;
+
+  // Seconds replica 0 (on MPI: this process) has spent inside all_reduce since the group was made: waiting for the
+  // others, moving and summing. Read on replica 0's thread between steps (fit's epoch line shows it per step).
+  double seconds() const { return seconds_; }
+
+ protected:
+  double seconds_ = 0;  // added to by replica 0's calls only
 };
 
 }  // namespace tk::graph

@@ -185,10 +185,10 @@ std::string Program::profile_report(size_t top) const {
   for (size_t k = 0; k < std::min(top, idx.size()); ++k) {
     const Step& s = steps_[idx[k]];
     const Node& n = g_[s.node];
-    std::snprintf(line, sizeof line, "  %6.1f%% %9.1f us  %-18s %-28s %s\n",
+    std::snprintf(line, sizeof line, "  %6.1f%% %9.1f us  %-18s %-28s %s %s\n",
                   total > 0 ? 100 * step_seconds_[idx[k]] / total : 0.0,
                   runs_ ? 1e6 * step_seconds_[idx[k]] / double(runs_) : 0.0, std::string(op_name(n.op)).c_str(),
-                  n.name.c_str(), n.shape.to_string().c_str());
+                  n.name.c_str(), n.shape.to_string().c_str(), std::string(dtype_name(n.dtype)).c_str());
     out += line;
   }
   return out;

@@ -39,6 +39,8 @@ case "$case" in
     run -np 2 "$cli" fit --epochs 1 --verbose 2 || { echo "FAIL: trainkit fit under mpirun"; exit 1; }
     [ "$(grep -c "^test_accuracy\|test_loss" "$out")" -eq 1 ] || { echo "FAIL: expected one test line"; exit 1; }
     [ "$(grep -c "^469/469" "$out")" -eq 1 ] || { echo "FAIL: expected one progress line"; exit 1; }
+    grep -q "^469/469.* - all-reduce: [0-9.]* ms/step ([0-9.]*% of the step, not overlapped)" "$out" ||
+      { echo "FAIL: the epoch line does not show the all-reduce time"; exit 1; }
     acc="$(sed -n 's/.*test_accuracy: \([0-9.]*\).*/\1/p' "$out")"
     awk -v a="$acc" 'BEGIN { exit !(a > 0.75) }' || { echo "FAIL: test accuracy $acc after one epoch"; exit 1; } ;;
   *) echo "unknown case $case"; exit 2 ;;

@@ -203,7 +203,12 @@ TEST(MirroredStrategy, EachReplicaRunsOnItsOwnDeviceUnderItsOwnBudget) {
       << summary.str();
   const size_t before = config::get_memory_info(Device::cpu(1)).current;
   const Tensor x = testing::uniform({256, 784}, 1), y = testing::int_labels(256, 10, 2);
-  m->fit(x, y, {.batch_size = 128, .verbose = 0});
+  const History h = m->fit(x, y, {.batch_size = 128, .verbose = 0});
+  // The epoch's all-reduce time: replica 0's time in collectives per step, a fraction of the steps' time.
+  ASSERT_EQ(h.history.count("allreduce_ms_per_step"), 1u);
+  EXPECT_GT(h.history.at("allreduce_ms_per_step")[0], 0.0);
+  EXPECT_GT(h.history.at("allreduce_fraction")[0], 0.0);
+  EXPECT_LT(h.history.at("allreduce_fraction")[0], 1.0);
   const size_t weights = static_cast<size_t>(m->count_params()) * 4;
   // Replica 1 holds its own copy of the weights and the Adam slots (3x the weights) and its program arena.
   EXPECT_GE(config::get_memory_info(Device::cpu(1)).current - before, 3 * weights);

@@ -104,8 +104,13 @@ void relu_grad16(const KernelArgs& a) {
   const T* dy = static_cast<const T*>(a.in[0]);
   const T* y = static_cast<const T*>(a.in[1]);
   T* dx = static_cast<T*>(a.out);
-  parallel_for(a.node.shape.numel(), [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) dx[i] = y[i].to_float() > 0.0f ? dy[i] : T::from_bits(0);
+  // Branch-free on the bits, and the pointers copied in (no reloads through the capture): the loop vectorizes. A
+  // relu mask is about half ones and half zeros, which a branch mispredicts half the time.
+  parallel_for(a.node.shape.numel(), [dy, y, dx](int64_t b, int64_t e) {
+    const T* __restrict in = dy;
+    const T* __restrict keep = y;
+    T* __restrict out = dx;
+    for (int64_t i = b; i < e; ++i) out[i].bits = in[i].bits & positive_mask(keep[i]);
   });
 }
 graph::WorkspaceFn g_widened_relu_ws = nullptr;

@@ -78,6 +78,14 @@ void LocalCollective::barrier(int replica, const char* what, const char* phase) 
 
 void LocalCollective::all_reduce(int replica, const float* in, float* out, int64_t n, float weight, const char* what,
                                  int64_t sequence) {
+  const auto t0 = std::chrono::steady_clock::now();
+  struct Timed {  // replica 0's time in the collective, however it ends
+    double* total;
+    std::chrono::steady_clock::time_point t0;
+    ~Timed() {
+      if (total) *total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+  } timed{replica == 0 ? &seconds_ : nullptr, t0};
   int participants;
   {
     std::lock_guard<std::mutex> lock(m_);

@@ -104,6 +104,7 @@ void MpiCollective::all_reduce(int, const float* in, float* out, int64_t n, floa
                                int64_t sequence) {
   for (int64_t i = 0; i < n; ++i) out[i] = in[i] * weight;
   if (size_ == 1) return;
+  const auto t0 = std::chrono::steady_clock::now();
   // Every rank must apply the same bits. Two ranks: an allreduce adds two numbers, which is the same either way
   // round. More: an allreduce may associate the sum differently per rank (and the replicas' weights would drift
   // apart), so the sum is reduced once, at rank 0, and broadcast (twice the traffic).
@@ -119,6 +120,7 @@ void MpiCollective::all_reduce(int, const float* in, float* out, int64_t n, floa
     }
     done += count;
   }
+  seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 void MpiCollective::abort(const std::string& why) {

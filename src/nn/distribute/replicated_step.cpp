@@ -1,6 +1,7 @@
 // One training step under a strategy with several replicas in sync (trainkit/nn/distribute.h): in this process
 // (MirroredStrategy) or one per process (MultiWorkerMirroredStrategy on MPI).
 #include <algorithm>
+#include <chrono>
 
 #include "backends/cpu/threads.h"
 #include "nn/compiler/programs.h"
@@ -87,6 +88,7 @@ nn::ProgramCache& Model::replica_programs(int r) {
 void Model::train_step_replicated(const std::vector<Tensor>& x, const std::vector<Tensor>& y, const int64_t* idx,
                                   int64_t bs, int64_t micro, nn::Accumulator& acc) {
   distribute::StrategyState& s = *strategy_;
+  const auto started = std::chrono::steady_clock::now();
   const graph::ExecContext base = nn::exec_context(device_, step_, true, optimizer_.get());
   bool skipped = false;
   if (s.mpi) {  // one replica per process: this one is replica `rank`
@@ -170,6 +172,8 @@ void Model::train_step_replicated(const std::vector<Tensor>& x, const std::vecto
   }
   ++step_;
   if (!skipped) ++optimizer_->config().iterations;
+  s.step_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  ++s.steps;
 }
 
 }  // namespace tk

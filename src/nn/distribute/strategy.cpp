@@ -4,6 +4,7 @@
 
 #include "nn/distribute/strategy_state.h"
 #include "trainkit/core/error.h"
+#include "trainkit/nn/callbacks.h"
 #include "trainkit/runtime/memory.h"
 
 namespace tk::distribute {
@@ -94,5 +95,16 @@ std::string MultiWorkerMirroredStrategy::describe() const { return state_->descr
 StrategyScope MultiWorkerMirroredStrategy::scope() const { return StrategyScope(state_); }
 
 std::shared_ptr<StrategyState> current_strategy() { return t_current; }
+
+void add_allreduce_logs(const StrategyState* s, const StepClock& since, Logs& logs) {
+  if (!s || !s->program_collective()) return;
+  const StepClock now = s->clock();
+  const int64_t steps = now.steps - since.steps;
+  const double wall = now.step_seconds - since.step_seconds;
+  if (steps <= 0 || wall <= 0) return;
+  const double collective = now.collective_seconds - since.collective_seconds;
+  logs.set("allreduce_ms_per_step", 1e3 * collective / static_cast<double>(steps));
+  logs.set("allreduce_fraction", collective / wall);
+}
 
 }  // namespace tk::distribute

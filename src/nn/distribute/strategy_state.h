@@ -10,7 +10,17 @@
 #include "nn/distribute/replica_runner.h"
 #include "trainkit/nn/distribute.h"
 
+namespace tk {
+class Logs;
+}
+
 namespace tk::distribute {
+
+// Where the time of replicated steps went, summed since the strategy was made.
+struct StepClock {
+  double step_seconds = 0, collective_seconds = 0;
+  int64_t steps = 0;
+};
 
 struct StrategyState {
   std::vector<Device> devices;  // this process's replicas
@@ -26,6 +36,18 @@ struct StrategyState {
     if (mpi) return mpi->size() > 1 ? mpi : nullptr;  // one rank: plain programs (train_step runs them)
     return replicas() > 1 ? collective.get() : nullptr;
   }
+  // Replicated steps' wall time (Model::train_step_replicated adds to it) and replica 0's time in collectives.
+  double step_seconds = 0;
+  int64_t steps = 0;
+  StepClock clock() const {
+    const graph::Collective* c = program_collective();
+    return {step_seconds, c ? c->seconds() : 0.0, steps};
+  }
 };
+
+// fit's epoch line under data parallel: "allreduce_ms_per_step" (replica 0's time in all-reduces per step: waiting
+// for the other replicas, moving and summing) and "allreduce_fraction" (of the steps' wall time) over the steps
+// since `since`. Nothing without a strategy, with one replica, or when no replicated step ran.
+void add_allreduce_logs(const StrategyState* s, const StepClock& since, Logs& logs);
 
 }  // namespace tk::distribute

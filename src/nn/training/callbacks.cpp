@@ -63,6 +63,7 @@ void append_logs(char* buf, size_t cap, const Logs& logs, bool with_val) {
   for (const auto& [k, v] : logs.items()) {
     if (!with_val && k.rfind("val_", 0) == 0) continue;
     if (k.rfind("input_", 0) == 0) continue;                  // stall accounting: summarized at the end of the line
+    if (k.rfind("allreduce_", 0) == 0) continue;              // data parallel: summarized at the end of the line
     if (k == "loss_scale" || k == "skipped_steps") continue;  // loss scaling: shown below once a step was skipped
     if (std::abs(v) > 1e-3 || v == 0.0)
       append(buf, cap, " - %s: %.4f", k.c_str(), v);
@@ -72,6 +73,10 @@ void append_logs(char* buf, size_t cap, const Logs& logs, bool with_val) {
   if (logs.contains("skipped_steps") && logs.get("skipped_steps") > 0)
     append(buf, cap, " - skipped steps: %.0f (non-finite gradients; loss scale now %g)", logs.get("skipped_steps"),
            logs.contains("loss_scale") ? logs.get("loss_scale") : 0.0);
+  if (with_val && logs.contains("allreduce_ms_per_step"))  // blocking collectives: nothing overlaps them yet
+    append(buf, cap, " - all-reduce: %.2f ms/step (%.1f%% of the step, not overlapped)",
+           logs.get("allreduce_ms_per_step"),
+           logs.contains("allreduce_fraction") ? 100 * logs.get("allreduce_fraction") : 0.0);
   if (with_val && logs.contains("input_wait_fraction")) {
     const double f = logs.get("input_wait_fraction");
     append(buf, cap, " - input wait: %.1f%% (%s)", f * 100,

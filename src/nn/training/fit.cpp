@@ -136,6 +136,7 @@ History Model::fit(const std::vector<Tensor>& x_all, const std::vector<Tensor>& 
     position_.batch = start;
     logs.clear();
     for (const CallbackPtr& cb : callbacks) cb->on_epoch_begin(epoch, logs);
+    const distribute::StepClock clock = strategy_ ? strategy_->clock() : distribute::StepClock{};
     nn::Accumulator acc;
     int64_t cursor = 0;
     for (int64_t s = 0; s < start; ++s) {  // the batches trained on before the save
@@ -154,6 +155,7 @@ History Model::fit(const std::vector<Tensor>& x_all, const std::vector<Tensor>& 
       for (const CallbackPtr& cb : callbacks) cb->on_train_batch_end(s, logs);
       if (stop_training) break;  // a callback stopped training mid-epoch (TerminateOnNaN); Keras 3 does the same
     }
+    distribute::add_allreduce_logs(strategy_.get(), clock, logs);
     if (!vx.empty()) {
       Logs val = run_evaluation(vx, vy, micro > 0 ? micro : batch, o.validation_steps);
       for (const auto& [k, v] : val.items()) logs.set("val_" + k, v);

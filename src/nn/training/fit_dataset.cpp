@@ -7,6 +7,7 @@
 
 #include "data/node.h"
 #include "nn/compiler/programs.h"
+#include "nn/distribute/strategy_state.h"
 #include "nn/training/fit_common.h"
 #include "nn/training/staging.h"
 #include "trainkit/core/error.h"
@@ -142,6 +143,7 @@ History Model::fit(const data::Dataset& dataset, FitOptions o) {
     logs.clear();
     meter.reset();
     for (const CallbackPtr& cb : callbacks) cb->on_epoch_begin(epoch, logs);
+    const distribute::StepClock clock = strategy_ ? strategy_->clock() : distribute::StepClock{};
     nn::Accumulator acc;
     int64_t s = start;
     for (; steps == 0 || s < steps; ++s) {
@@ -183,6 +185,7 @@ History Model::fit(const data::Dataset& dataset, FitOptions o) {
       for (const CallbackPtr& cb : callbacks) cb->params.steps = steps;
     }
     const data::StallReport r = meter.report(it.stats());
+    distribute::add_allreduce_logs(strategy_.get(), clock, logs);
     logs.set("input_wait_fraction", r.wait_fraction);
     logs.set("input_wait_p50_ms", r.p50_wait_ms);
     logs.set("input_wait_p99_ms", r.p99_wait_ms);
