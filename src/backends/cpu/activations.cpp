@@ -1,4 +1,6 @@
 // Activations (Keras 3 definitions) and their gradients.
+#include "backends/math/activations.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -39,47 +41,43 @@ void binary_grad(const KernelArgs& a, F f) {
   });
 }
 
-constexpr float kInvSqrt2 = 0.70710678118654752f;
-constexpr float kInvSqrt2Pi = 0.39894228040143268f;
-
+// The per-element math is backends/math/activations.h, shared with the CUDA kernels; lambdas (not function
+// pointers) so that each loop inlines it and vectorizes.
 void relu(const KernelArgs& a) {
-  unary(a, [](float x, float) { return x > 0.0f ? x : 0.0f; });
+  unary(a, [](float x, float al) { return math::relu(x, al); });
 }
 void relu_grad(const KernelArgs& a) {
-  binary_grad(a, [](float dy, float y, float) { return y > 0.0f ? dy : 0.0f; });
+  binary_grad(a, [](float dy, float y, float al) { return math::relu_grad(dy, y, al); });
 }
 void sigmoid(const KernelArgs& a) {
-  unary(a, [](float x, float) { return 1.0f / (1.0f + std::exp(-x)); });
+  unary(a, [](float x, float al) { return math::sigmoid(x, al); });
 }
 void sigmoid_grad(const KernelArgs& a) {
-  binary_grad(a, [](float dy, float y, float) { return dy * y * (1.0f - y); });
+  binary_grad(a, [](float dy, float y, float al) { return math::sigmoid_grad(dy, y, al); });
 }
 void tanh_(const KernelArgs& a) {
-  unary(a, [](float x, float) { return std::tanh(x); });
+  unary(a, [](float x, float al) { return math::tanh_(x, al); });
 }
 void tanh_grad(const KernelArgs& a) {
-  binary_grad(a, [](float dy, float y, float) { return dy * (1.0f - y * y); });
+  binary_grad(a, [](float dy, float y, float al) { return math::tanh_grad(dy, y, al); });
 }
-// Keras' gelu default is the exact form: x * Phi(x).
 void gelu(const KernelArgs& a) {
-  unary(a, [](float x, float) { return 0.5f * x * (1.0f + std::erf(x * kInvSqrt2)); });
+  unary(a, [](float x, float al) { return math::gelu(x, al); });
 }
 void gelu_grad(const KernelArgs& a) {
-  binary_grad(a, [](float dy, float x, float) {
-    return dy * (0.5f * (1.0f + std::erf(x * kInvSqrt2)) + x * kInvSqrt2Pi * std::exp(-0.5f * x * x));
-  });
+  binary_grad(a, [](float dy, float x, float al) { return math::gelu_grad(dy, x, al); });
 }
 void elu(const KernelArgs& a) {
-  unary(a, [](float x, float al) { return x > 0.0f ? x : al * (std::exp(x) - 1.0f); });
+  unary(a, [](float x, float al) { return math::elu(x, al); });
 }
 void elu_grad(const KernelArgs& a) {
-  binary_grad(a, [](float dy, float x, float al) { return x > 0.0f ? dy : dy * al * std::exp(x); });
+  binary_grad(a, [](float dy, float x, float al) { return math::elu_grad(dy, x, al); });
 }
 void leaky_relu(const KernelArgs& a) {
-  unary(a, [](float x, float al) { return x >= 0.0f ? x : al * x; });
+  unary(a, [](float x, float al) { return math::leaky_relu(x, al); });
 }
 void leaky_relu_grad(const KernelArgs& a) {
-  binary_grad(a, [](float dy, float x, float al) { return x >= 0.0f ? dy : al * dy; });
+  binary_grad(a, [](float dy, float x, float al) { return math::leaky_relu_grad(dy, x, al); });
 }
 
 // Softmax over the last axis: y(rows, n).

@@ -1,5 +1,7 @@
 // Optimizer updates with Keras 3 rules, applied in place. Per variable, in Keras' order: clipnorm
 // (per-variable norm), then clipvalue, then decoupled weight decay, then the rule itself.
+#include "backends/math/optimizers.h"
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -32,13 +34,7 @@ float clipnorm_scale(const float* g, int64_t n, float clipnorm, float unscale) {
   return norm > clipnorm ? clipnorm / norm : 1.0f;
 }
 
-struct Grad {
-  float scale, clip;
-  float operator()(float g) const {
-    g *= scale;
-    return clip > 0.0f ? std::clamp(g, -clip, clip) : g;
-  }
-};
+using Grad = math::GradFactor;  // backends/math/optimizers.h: shared with the CUDA kernels
 
 // The step's gradient factor from a gated update's StepControl input (1 when not gated): the loss scale's
 // inverse times the global-norm clip factor.
@@ -87,6 +83,7 @@ struct Var {
   Grad clip;
 };
 
+// The per-element rules are backends/math/optimizers.h, shared with the CUDA kernels.
 // (param, grad, momentum)
 void sgd_range(const Rule& r, const Var& v, int64_t b, int64_t e) {
   float* w = v.w;
@@ -96,20 +93,13 @@ void sgd_range(const Rule& r, const Var& v, int64_t b, int64_t e) {
   const float lr = r.lr, mu = r.c.momentum;
   if (mu == 0.0f) {
 #pragma omp simd
-    for (int64_t i = b; i < e; ++i) w[i] -= lr * clip(g[i]);
+    for (int64_t i = b; i < e; ++i) math::sgd(w[i], clip(g[i]), lr);
   } else if (r.c.nesterov) {
 #pragma omp simd
-    for (int64_t i = b; i < e; ++i) {
-      const float gi = clip(g[i]);
-      m[i] = mu * m[i] - lr * gi;
-      w[i] += mu * m[i] - lr * gi;
-    }
+    for (int64_t i = b; i < e; ++i) math::sgd_nesterov(w[i], m[i], clip(g[i]), lr, mu);
   } else {
 #pragma omp simd
-    for (int64_t i = b; i < e; ++i) {
-      m[i] = mu * m[i] - lr * clip(g[i]);
-      w[i] += m[i];
-    }
+    for (int64_t i = b; i < e; ++i) math::sgd_momentum(w[i], m[i], clip(g[i]), lr, mu);
   }
 }
 
@@ -122,12 +112,7 @@ void adam_range(const Rule& r, const Var& v, int64_t b, int64_t e) {
   const Grad clip = v.clip;
   const float alpha = r.alpha, b1 = 1.0f - r.c.beta_1, b2 = 1.0f - r.c.beta_2, eps = r.c.epsilon;
 #pragma omp simd
-  for (int64_t i = b; i < e; ++i) {
-    const float gi = clip(g[i]);
-    m[i] += (gi - m[i]) * b1;
-    vv[i] += (gi * gi - vv[i]) * b2;
-    w[i] -= alpha * m[i] / (std::sqrt(vv[i]) + eps);
-  }
+  for (int64_t i = b; i < e; ++i) math::adam(w[i], m[i], vv[i], clip(g[i]), alpha, b1, b2, eps);
 }
 
 // (param, grad, velocity, momentum, average_gradient)
@@ -140,22 +125,10 @@ void rmsprop_range(const Rule& r, const Var& v, int64_t b, int64_t e) {
   const Grad clip = v.clip;
   const float rho = r.c.rho, lr = r.lr, eps = r.c.epsilon, mu = r.c.momentum;
   const bool centered = r.c.centered;
-  for (int64_t i = b; i < e; ++i) {
-    const float gi = clip(g[i]);
-    vel[i] = rho * vel[i] + (1.0f - rho) * gi * gi;
-    float denom = vel[i];
-    if (centered) {
-      avg[i] = rho * avg[i] + (1.0f - rho) * gi;
-      denom -= avg[i] * avg[i];
-    }
-    const float inc = lr * gi / std::sqrt(denom + eps);
-    if (mu > 0.0f) {
-      mom[i] = mu * mom[i] + inc;
-      w[i] -= mom[i];
-    } else {
-      w[i] -= inc;
-    }
-  }
+  float unused = 0.0f;  // a slot the rule does not use (no momentum, not centered) may be absent
+  for (int64_t i = b; i < e; ++i)
+    math::rmsprop(w[i], vel[i], mu > 0.0f ? mom[i] : unused, centered ? avg[i] : unused, clip(g[i]), lr, rho, eps, mu,
+                  centered);
 }
 
 using RangeFn = void (*)(const Rule&, const Var&, int64_t, int64_t);

@@ -1,0 +1,34 @@
+// Keras 3's activations and their gradients, per element: the one definition the CPU kernels
+// (backends/cpu/activations.cpp) and the CUDA kernels (backends/cuda/activations.cu) both run.
+//
+//   float y = tk::math::gelu(x, 0.0f);          // forward: (x, alpha)
+//   float dx = tk::math::gelu_grad(dy, x, 0.0f); // backward: (dy, x or y as the op's gradient rule takes, alpha)
+//
+// Every function takes alpha (used by elu and leaky_relu) so that one launcher drives them all.
+#pragma once
+#include <cmath>
+
+#include "backends/math/host_device.h"
+
+namespace tk::math {
+
+inline constexpr float kInvSqrt2 = 0.70710678118654752f;
+inline constexpr float kInvSqrt2Pi = 0.39894228040143268f;
+
+TK_HD float relu(float x, float) { return x > 0.0f ? x : 0.0f; }
+TK_HD float relu_grad(float dy, float y, float) { return y > 0.0f ? dy : 0.0f; }
+TK_HD float sigmoid(float x, float) { return 1.0f / (1.0f + expf(-x)); }
+TK_HD float sigmoid_grad(float dy, float y, float) { return dy * y * (1.0f - y); }
+TK_HD float tanh_(float x, float) { return tanhf(x); }
+TK_HD float tanh_grad(float dy, float y, float) { return dy * (1.0f - y * y); }
+// Keras' gelu default is the exact form: x * Phi(x).
+TK_HD float gelu(float x, float) { return 0.5f * x * (1.0f + erff(x * kInvSqrt2)); }
+TK_HD float gelu_grad(float dy, float x, float) {
+  return dy * (0.5f * (1.0f + erff(x * kInvSqrt2)) + x * kInvSqrt2Pi * expf(-0.5f * x * x));
+}
+TK_HD float elu(float x, float al) { return x > 0.0f ? x : al * (expf(x) - 1.0f); }
+TK_HD float elu_grad(float dy, float x, float al) { return x > 0.0f ? dy : dy * al * expf(x); }
+TK_HD float leaky_relu(float x, float al) { return x >= 0.0f ? x : al * x; }
+TK_HD float leaky_relu_grad(float dy, float x, float al) { return x >= 0.0f ? dy : al * dy; }
+
+}  // namespace tk::math

@@ -1,0 +1,61 @@
+// Keras 3's optimizer rules, per element: the one definition the CPU update kernels (backends/cpu/optimizers.cpp)
+// and the CUDA ones (backends/cuda/optimizers.cu) both run. Per variable, in Keras' order: the gradient is scaled
+// (loss-scale inverse, clipnorm), clipped to clipvalue, then the rule updates the weight and its slots in place.
+//
+//   const tk::math::GradFactor f{scale, clipvalue};
+//   tk::math::adam(w[i], m[i], v[i], f(g[i]), alpha, 1 - beta_1, 1 - beta_2, epsilon);
+#pragma once
+#include <cmath>
+
+#include "backends/math/host_device.h"
+
+namespace tk::math {
+
+// g * scale, then clipped to [-clip, clip] when clip > 0 (std::clamp's order: a NaN stays NaN).
+struct GradFactor {
+  float scale, clip;
+  TK_HD float operator()(float g) const {
+    g *= scale;
+    if (!(clip > 0.0f)) return g;
+    return g < -clip ? -clip : (clip < g ? clip : g);
+  }
+};
+
+// SGD without momentum: w -= lr * g.
+TK_HD void sgd(float& w, float g, float lr) { w -= lr * g; }
+// SGD with momentum m (Keras: m = mu * m - lr * g; w += m).
+TK_HD void sgd_momentum(float& w, float& m, float g, float lr, float mu) {
+  m = mu * m - lr * g;
+  w += m;
+}
+// Nesterov momentum (Keras: m = mu * m - lr * g; w += mu * m - lr * g).
+TK_HD void sgd_nesterov(float& w, float& m, float g, float lr, float mu) {
+  m = mu * m - lr * g;
+  w += mu * m - lr * g;
+}
+// Adam with the bias correction folded into alpha = lr * sqrt(1 - beta_2^t) / (1 - beta_1^t);
+// one_minus_b1 = 1 - beta_1, one_minus_b2 = 1 - beta_2 (Keras' update form).
+TK_HD void adam(float& w, float& m, float& v, float g, float alpha, float one_minus_b1, float one_minus_b2, float eps) {
+  m += (g - m) * one_minus_b1;
+  v += (g * g - v) * one_minus_b2;
+  w -= alpha * m / (sqrtf(v) + eps);
+}
+// RMSprop: velocity vel, momentum mom (used when mu > 0), average gradient avg (used when centered).
+TK_HD void rmsprop(float& w, float& vel, float& mom, float& avg, float g, float lr, float rho, float eps, float mu,
+                   bool centered) {
+  vel = rho * vel + (1.0f - rho) * g * g;
+  float denom = vel;
+  if (centered) {
+    avg = rho * avg + (1.0f - rho) * g;
+    denom -= avg * avg;
+  }
+  const float inc = lr * g / sqrtf(denom + eps);
+  if (mu > 0.0f) {
+    mom = mu * mom + inc;
+    w -= mom;
+  } else {
+    w -= inc;
+  }
+}
+
+}  // namespace tk::math
