@@ -21,12 +21,13 @@ TEST(KernelErrors, NoBackendForTheDeviceNamesOpDTypesAndDevice) {
     if (has_backend(kind)) continue;
     ++kinds;
     const std::string dev = Device{kind, 0}.to_string();
+    // Conv2D: a kind without a backend may still have some kernels in the table (cuda's first ones, issue 13).
     try {
-      find_kernel(kind, Op::MatMul, signature_for(Op::MatMul, DType::f32));
+      find_kernel(kind, Op::Conv2D, signature_for(Op::Conv2D, DType::f32));
       ADD_FAILURE() << "expected Unsupported for " << dev;
     } catch (const Unsupported& e) {
       const std::string m = e.what();
-      EXPECT_TRUE(contains(m, "MatMul")) << m;
+      EXPECT_TRUE(contains(m, "Conv2D")) << m;
       EXPECT_TRUE(contains(m, "(float32, float32) -> float32")) << m;
       EXPECT_TRUE(contains(m, dev)) << m;
     }

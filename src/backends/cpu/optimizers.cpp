@@ -66,11 +66,8 @@ struct Rule {
 Rule rule_of(const KernelArgs& a, Op rule) {
   const UpdateConfig& c = *a.node.attrs.update;
   Rule r{c, a.scalars->learning_rate, 0.0f};
-  if (rule == Op::AdamUpdate) {
-    const double t = static_cast<double>(a.scalars->iterations + 1);
-    r.alpha = static_cast<float>(a.scalars->learning_rate * std::sqrt(1.0 - std::pow(double(c.beta_2), t)) /
-                                 (1.0 - std::pow(double(c.beta_1), t)));
-  }
+  if (rule == Op::AdamUpdate)
+    r.alpha = math::adam_alpha(a.scalars->learning_rate, a.scalars->iterations, c.beta_1, c.beta_2);
   return r;
 }
 

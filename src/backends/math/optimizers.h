@@ -6,6 +6,7 @@
 //   tk::math::adam(w[i], m[i], v[i], f(g[i]), alpha, 1 - beta_1, 1 - beta_2, epsilon);
 #pragma once
 #include <cmath>
+#include <cstdint>
 
 #include "backends/math/host_device.h"
 
@@ -20,6 +21,14 @@ struct GradFactor {
     return g < -clip ? -clip : (clip < g ? clip : g);
   }
 };
+
+// Adam's step size with the bias correction of update t = iterations + 1, in double as Keras computes it:
+// lr * sqrt(1 - beta_2^t) / (1 - beta_1^t).
+TK_HD float adam_alpha(float learning_rate, int64_t iterations, float beta_1, float beta_2) {
+  const double t = static_cast<double>(iterations + 1);
+  return static_cast<float>(learning_rate * sqrt(1.0 - pow(static_cast<double>(beta_2), t)) /
+                            (1.0 - pow(static_cast<double>(beta_1), t)));
+}
 
 // SGD without momentum: w -= lr * g.
 TK_HD void sgd(float& w, float g, float lr) { w -= lr * g; }

@@ -1,0 +1,115 @@
+// Activations and their gradients on CUDA: grid-stride loops over the per-element math of
+// backends/math/activations.h, the functions the CPU kernels run (one definition, two drivers).
+#include <cuda_runtime.h>
+
+#include "backends/cuda/check.h"
+#include "backends/cuda/launch_geometry.h"
+#include "backends/cuda/launchers.h"
+#include "backends/math/activations.h"
+
+namespace tk::cuda {
+namespace {
+
+#define TK_ACTIVATION(Name, fwd, bwd)                                                              \
+  struct Name {                                                                                    \
+    static __device__ float f(float x, float alpha) { return math::fwd(x, alpha); }                \
+    static __device__ float df(float dy, float v, float alpha) { return math::bwd(dy, v, alpha); } \
+  };
+TK_ACTIVATION(Relu, relu, relu_grad)
+TK_ACTIVATION(Sigmoid, sigmoid, sigmoid_grad)
+TK_ACTIVATION(Tanh, tanh_, tanh_grad)
+TK_ACTIVATION(Gelu, gelu, gelu_grad)
+TK_ACTIVATION(Elu, elu, elu_grad)
+TK_ACTIVATION(LeakyRelu, leaky_relu, leaky_relu_grad)
+#undef TK_ACTIVATION
+
+__device__ int64_t first_index() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
+__device__ int64_t grid_stride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
+
+template <typename F>
+__global__ void forward(const float* __restrict__ x, float* __restrict__ y, int64_t n, float alpha) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] = F::f(x[i], alpha);
+}
+
+template <typename F>
+__global__ void backward(const float* __restrict__ dy, const float* __restrict__ v, float* __restrict__ dx, int64_t n,
+                         float alpha) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) dx[i] = F::df(dy[i], v[i], alpha);
+}
+
+__global__ void relu_mask(float* __restrict__ c, const float* __restrict__ y, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) c[i] = y[i] > 0.0f ? c[i] : 0.0f;
+}
+
+template <typename F>
+void run_forward(const float* x, float* y, int64_t n, float alpha, int sms, cudaStream_t s) {
+  const Geometry g = elementwise_geometry(n, sms);
+  if (g.blocks) forward<F><<<g.blocks, g.threads, 0, s>>>(x, y, n, alpha);
+}
+
+template <typename F>
+void run_backward(const float* dy, const float* v, float* dx, int64_t n, float alpha, int sms, cudaStream_t s) {
+  const Geometry g = elementwise_geometry(n, sms);
+  if (g.blocks) backward<F><<<g.blocks, g.threads, 0, s>>>(dy, v, dx, n, alpha);
+}
+
+}  // namespace
+
+void launch_activation(Activation f, const float* x, float* y, int64_t n, float alpha, int sm_count, Stream stream) {
+  const auto s = static_cast<cudaStream_t>(stream);
+  switch (f) {
+    case Activation::relu:
+      run_forward<Relu>(x, y, n, alpha, sm_count, s);
+      break;
+    case Activation::sigmoid:
+      run_forward<Sigmoid>(x, y, n, alpha, sm_count, s);
+      break;
+    case Activation::tanh:
+      run_forward<Tanh>(x, y, n, alpha, sm_count, s);
+      break;
+    case Activation::gelu:
+      run_forward<Gelu>(x, y, n, alpha, sm_count, s);
+      break;
+    case Activation::elu:
+      run_forward<Elu>(x, y, n, alpha, sm_count, s);
+      break;
+    case Activation::leaky_relu:
+      run_forward<LeakyRelu>(x, y, n, alpha, sm_count, s);
+      break;
+  }
+  check(cudaGetLastError(), "activation kernel launch", "launch_activation");
+}
+
+void launch_activation_grad(Activation f, const float* dy, const float* v, float* dx, int64_t n, float alpha,
+                            int sm_count, Stream stream) {
+  const auto s = static_cast<cudaStream_t>(stream);
+  switch (f) {
+    case Activation::relu:
+      run_backward<Relu>(dy, v, dx, n, alpha, sm_count, s);
+      break;
+    case Activation::sigmoid:
+      run_backward<Sigmoid>(dy, v, dx, n, alpha, sm_count, s);
+      break;
+    case Activation::tanh:
+      run_backward<Tanh>(dy, v, dx, n, alpha, sm_count, s);
+      break;
+    case Activation::gelu:
+      run_backward<Gelu>(dy, v, dx, n, alpha, sm_count, s);
+      break;
+    case Activation::elu:
+      run_backward<Elu>(dy, v, dx, n, alpha, sm_count, s);
+      break;
+    case Activation::leaky_relu:
+      run_backward<LeakyRelu>(dy, v, dx, n, alpha, sm_count, s);
+      break;
+  }
+  check(cudaGetLastError(), "activation gradient kernel launch", "launch_activation_grad");
+}
+
+void launch_relu_mask(float* c, const float* y, int64_t n, int sm_count, Stream stream) {
+  const Geometry g = elementwise_geometry(n, sm_count);
+  if (g.blocks) relu_mask<<<g.blocks, g.threads, 0, static_cast<cudaStream_t>(stream)>>>(c, y, n);
+  check(cudaGetLastError(), "relu mask kernel launch", "launch_relu_mask");
+}
+
+}  // namespace tk::cuda

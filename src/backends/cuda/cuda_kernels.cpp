@@ -1,0 +1,122 @@
+// Registers the CUDA kernels (cuda_kernels.h): activations and optimizer updates from their launchers
+// (launchers.h, compiled by nvcc), MatMul on cuBLASLt (gemm_cublaslt.cpp).
+#include "backends/cuda/cuda_kernels.h"
+
+#ifdef TK_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include <array>
+#include <cstring>
+#include <mutex>
+
+#include "backends/cuda/check.h"
+#include "backends/cuda/device_info.h"
+#include "backends/cuda/launchers.h"
+#include "graph/kernel.h"
+
+namespace tk::cuda {
+
+void register_gemm_kernels();  // gemm_cublaslt.cpp
+
+int sm_count(int index) {
+  static std::mutex m;
+  static std::array<int, 64> known{};
+  if (index < 0 || index >= static_cast<int>(known.size())) return 0;
+  std::lock_guard lock(m);
+  int& n = known[static_cast<size_t>(index)];
+  if (n == 0 && cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, index) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky error; the geometry falls back to its default
+    n = 0;
+  }
+  return n;
+}
+
+namespace {
+using graph::KernelArgs;
+using graph::Op;
+
+int sms(const KernelArgs& a) { return sm_count(a.ctx.device.index); }
+
+template <Activation F>
+void activation(const KernelArgs& a) {
+  launch_activation(F, a.input<float>(0), a.output<float>(), a.node.shape.numel(), a.node.attrs.alpha, sms(a),
+                    a.ctx.stream);
+}
+template <Activation F>
+void activation_grad(const KernelArgs& a) {
+  launch_activation_grad(F, a.input<float>(0), a.input<float>(1), a.output<float>(), a.node.shape.numel(),
+                         a.node.attrs.alpha, sms(a), a.ctx.stream);
+}
+
+Rule rule_of(Op op) { return op == Op::AdamUpdate ? Rule::adam : op == Op::RmspropUpdate ? Rule::rmsprop : Rule::sgd; }
+int slots_of(Rule r) { return r == Rule::adam ? 2 : r == Rule::rmsprop ? 3 : 1; }
+
+// The variables of an update node: [weights..., gradients..., slots (per variable)..., (StepControl)], count variables
+// (MultiUpdate: attrs.size; the single-variable ops: 1). One launch per variable.
+void update(const KernelArgs& a) {
+  const graph::UpdateConfig& c = *a.node.attrs.update;
+  if (c.clipnorm > 0.0f)
+    throw Unsupported("optimizer update '" + a.node.name +
+                      "': clipnorm (per-variable norm clipping) has no CUDA kernel yet; use global_clipnorm or "
+                      "clipvalue, or train on the cpu");
+  const bool multi = a.node.op == Op::MultiUpdate;
+  const Rule rule = rule_of(multi ? a.node.attrs.epilogue : a.node.op);
+  const int count = multi ? static_cast<int>(a.node.attrs.size) : 1, slots = slots_of(rule);
+  // Per-step values stay on the device: the kernels read them there.
+  const auto* scalars = static_cast<const char*>(static_cast<const void*>(a.scalars));
+  UpdateArgs u;
+  u.learning_rate = reinterpret_cast<const float*>(scalars + offsetof(graph::StepScalars, learning_rate));
+  u.iterations = reinterpret_cast<const int64_t*>(scalars + offsetof(graph::StepScalars, iterations));
+  u.control = a.node.attrs.gated ? static_cast<const float*>(a.in[a.node.inputs.size() - 1]) : nullptr;
+  u.weight_decay = c.weight_decay;
+  u.clipvalue = c.clipvalue;
+  u.momentum = c.momentum;
+  u.beta_1 = c.beta_1;
+  u.beta_2 = c.beta_2;
+  u.epsilon = c.epsilon;
+  u.rho = c.rho;
+  u.nesterov = c.nesterov;
+  u.centered = c.centered;
+  for (int k = 0; k < count; ++k) {
+    u.w = a.inout<float>(k);
+    u.g = a.input<float>(count + k);
+    for (int j = 0; j < slots; ++j) u.slot[j] = a.inout<float>(2 * count + k * slots + j);
+    u.n = a.in_shape(k).numel();
+    launch_update(rule, u, sms(a), a.ctx.stream);
+  }
+  if (a.node.attrs.zero_grad)  // micro-batching: the accumulators this update consumed start the next step at 0
+    for (int k = count; k < 2 * count; ++k)
+      check(cudaMemsetAsync(a.inout<float>(k), 0, sizeof(float) * static_cast<size_t>(a.in_shape(k).numel()),
+                            static_cast<cudaStream_t>(a.ctx.stream)),
+            "cudaMemsetAsync", "zeroing the gradient accumulators of '" + a.node.name + "'");
+}
+
+}  // namespace
+
+void register_kernels() {
+  using graph::register_kernel;
+  constexpr auto cuda = DeviceKind::cuda;
+  constexpr auto f32 = DType::f32;
+  register_kernel(cuda, Op::Relu, f32, activation<Activation::relu>);
+  register_kernel(cuda, Op::ReluGrad, f32, activation_grad<Activation::relu>);
+  register_kernel(cuda, Op::Sigmoid, f32, activation<Activation::sigmoid>);
+  register_kernel(cuda, Op::SigmoidGrad, f32, activation_grad<Activation::sigmoid>);
+  register_kernel(cuda, Op::Tanh, f32, activation<Activation::tanh>);
+  register_kernel(cuda, Op::TanhGrad, f32, activation_grad<Activation::tanh>);
+  register_kernel(cuda, Op::Gelu, f32, activation<Activation::gelu>);
+  register_kernel(cuda, Op::GeluGrad, f32, activation_grad<Activation::gelu>);
+  register_kernel(cuda, Op::Elu, f32, activation<Activation::elu>);
+  register_kernel(cuda, Op::EluGrad, f32, activation_grad<Activation::elu>);
+  register_kernel(cuda, Op::LeakyRelu, f32, activation<Activation::leaky_relu>);
+  register_kernel(cuda, Op::LeakyReluGrad, f32, activation_grad<Activation::leaky_relu>);
+  for (Op op : {Op::SgdUpdate, Op::AdamUpdate, Op::RmspropUpdate, Op::MultiUpdate})
+    register_kernel(cuda, op, f32, update);
+  register_gemm_kernels();
+}
+
+}  // namespace tk::cuda
+#else
+namespace tk::cuda {
+void register_kernels() {}
+}  // namespace tk::cuda
+#endif

@@ -1,0 +1,150 @@
+// MatMul and FusedMatMul (float32) on cuBLASLt. The row-major GEMM becomes cuBLASLt's column-major one through
+// to_column_major (gemm_mapping.h, tested on the CPU); bias and bias + relu run as cuBLASLt epilogues; relu_grad is
+// the product, then the relu mask kernel. float32 compute by default; TK_ALLOW_TF32=1 allows TF32 tensor cores, as
+// PyTorch's torch.backends.cuda.matmul.allow_tf32. The algorithm is cuBLASLt's first heuristic choice under the
+// planned workspace (kWorkspaceBytes), kept per (shape, device), so a step runs the same algorithm every time.
+#ifdef TK_HAVE_CUDA
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <tuple>
+
+#include "backends/cpu/gemm.h"
+#include "backends/cuda/check.h"
+#include "backends/cuda/device_info.h"
+#include "backends/cuda/gemm_mapping.h"
+#include "backends/cuda/launchers.h"
+#include "graph/kernel.h"
+
+namespace tk::cuda {
+namespace {
+using cpu::Epilogue;
+using cpu::GemmShape;
+using graph::KernelArgs;
+using graph::Op;
+
+constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // NVIDIA's recommendation for Hopper
+
+void check_lt(cublasStatus_t s, const char* call, const std::string& where) {
+  if (s == CUBLAS_STATUS_SUCCESS) return;
+  throw Error(std::string(call) + " failed: " + cublasLtGetStatusString(s) + " (" + where + ")");
+}
+
+bool allow_tf32() {
+  static const bool yes = [] {
+    const char* v = std::getenv("TK_ALLOW_TF32");
+    return v && std::string(v) == "1";
+  }();
+  return yes;
+}
+
+cublasLtHandle_t handle() {  // one per thread (cuBLASLt handles are not meant to be shared across threads)
+  thread_local std::unique_ptr<std::remove_pointer_t<cublasLtHandle_t>, decltype(&cublasLtDestroy)> h{nullptr,
+                                                                                                      cublasLtDestroy};
+  if (!h) {
+    cublasLtHandle_t raw = nullptr;
+    check_lt(cublasLtCreate(&raw), "cublasLtCreate", "the CUDA backend's GEMM");
+    h.reset(raw);
+  }
+  return h.get();
+}
+
+// A shape's descriptors and chosen algorithm.
+struct Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  bool has_bias = false;
+  ~Plan() {
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (c) cublasLtMatrixLayoutDestroy(c);
+    if (desc) cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+std::unique_ptr<Plan> make_plan(const GemmShape& s, const std::string& where) {
+  auto p = std::make_unique<Plan>();
+  const ColumnMajorGemm g = to_column_major(s.m, s.n, s.k, s.ta, s.tb);
+  check_lt(
+      cublasLtMatmulDescCreate(&p->desc, allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F),
+      "cublasLtMatmulDescCreate", where);
+  const cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  check_lt(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "TRANSA", where);
+  check_lt(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "TRANSB", where);
+  p->has_bias = s.epilogue == Epilogue::bias || s.epilogue == Epilogue::bias_relu;
+  const cublasLtEpilogue_t e = s.epilogue == Epilogue::bias        ? CUBLASLT_EPILOGUE_BIAS
+                               : s.epilogue == Epilogue::bias_relu ? CUBLASLT_EPILOGUE_RELU_BIAS
+                               : s.epilogue == Epilogue::relu      ? CUBLASLT_EPILOGUE_RELU
+                                                                   : CUBLASLT_EPILOGUE_DEFAULT;
+  check_lt(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e), "EPILOGUE", where);
+  // Stored shapes before the op: A' is m x k (k x m when transposed), B' is k x n (n x k), D' is m x n.
+  check_lt(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_32F, static_cast<uint64_t>(g.trans_a ? g.k : g.m),
+                                      static_cast<uint64_t>(g.trans_a ? g.m : g.k), g.lda),
+           "cublasLtMatrixLayoutCreate(A)", where);
+  check_lt(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_32F, static_cast<uint64_t>(g.trans_b ? g.n : g.k),
+                                      static_cast<uint64_t>(g.trans_b ? g.k : g.n), g.ldb),
+           "cublasLtMatrixLayoutCreate(B)", where);
+  check_lt(cublasLtMatrixLayoutCreate(&p->c, CUDA_R_32F, static_cast<uint64_t>(g.m), static_cast<uint64_t>(g.n), g.ldc),
+           "cublasLtMatrixLayoutCreate(C)", where);
+  cublasLtMatmulPreference_t pref = nullptr;
+  check_lt(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate", where);
+  const size_t ws = kWorkspaceBytes;
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(handle(), p->desc, p->a, p->b, p->c, p->c, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  check_lt(st, "cublasLtMatmulAlgoGetHeuristic", where);
+  if (found == 0) throw Unsupported("cuBLASLt has no algorithm for " + where);
+  p->algo = result.algo;
+  return p;
+}
+
+// Per thread, like the handle: a plan's bias pointer is set per call, so threads never share one.
+Plan& plan_for(const GemmShape& s, int device, const std::string& where) {
+  thread_local std::map<std::tuple<GemmShape, int, bool>, std::unique_ptr<Plan>> plans;
+  auto& slot = plans[{s, device, allow_tf32()}];
+  if (!slot) slot = make_plan(s, where);
+  return *slot;
+}
+
+void matmul(const KernelArgs& a) {
+  const GemmShape s = cpu::gemm_shape(a.g, a.node);
+  if (s.m == 0 || s.n == 0) return;
+  const std::string where = "MatMul '" + a.node.name + "'";
+  GemmShape product = s;
+  if (s.epilogue == Epilogue::relu_grad) product.epilogue = Epilogue::none;
+  Plan& p = plan_for(product, a.ctx.device.index, where);
+  if (p.has_bias) {
+    const void* bias = a.in[2];
+    check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
+             "BIAS_POINTER", where);
+  }
+  const float alpha = 1.0f, beta = 0.0f;
+  float* out = a.output<float>();
+  // A' is trainkit's B, B' is trainkit's A (gemm_mapping.h).
+  check_lt(cublasLtMatmul(handle(), p.desc, &alpha, a.in[1], p.a, a.in[0], p.b, &beta, out, p.c, out, p.c, &p.algo,
+                          a.workspace, kWorkspaceBytes, static_cast<cudaStream_t>(a.ctx.stream)),
+           "cublasLtMatmul", where);
+  if (s.epilogue == Epilogue::relu_grad)
+    launch_relu_mask(out, a.input<float>(2), s.m * s.n, sm_count(a.ctx.device.index), a.ctx.stream);
+}
+
+size_t workspace(const graph::Graph&, int) { return kWorkspaceBytes; }
+
+}  // namespace
+
+void register_gemm_kernels() {
+  graph::register_kernel(DeviceKind::cuda, Op::MatMul, DType::f32, matmul);
+  graph::register_kernel(DeviceKind::cuda, Op::FusedMatMul, DType::f32, matmul);
+  graph::register_workspace(DeviceKind::cuda, Op::MatMul, workspace);
+  graph::register_workspace(DeviceKind::cuda, Op::FusedMatMul, workspace);
+}
+
+}  // namespace tk::cuda
+#endif

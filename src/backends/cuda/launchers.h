@@ -1,0 +1,40 @@
+// The CUDA kernels' launchers (activations.cu, optimizers.cu): plain C++ signatures, so that the code registering
+// them as kernels (cuda_kernels.cpp) is compiled by the host compiler and only the kernels themselves by nvcc. Each
+// launches on `stream` (a cudaStream_t) and returns at once; a launch error throws tk::Error naming the kernel.
+//
+//   tk::cuda::launch_activation(tk::cuda::Activation::gelu, x, y, n, 0.0f, sm_count, stream);
+#pragma once
+#include <cstdint>
+
+namespace tk::cuda {
+
+using Stream = void*;  // cudaStream_t
+
+// The activations of backends/math/activations.h (the same functions, compiled by nvcc).
+enum class Activation : int { relu, sigmoid, tanh, gelu, elu, leaky_relu };
+// y = f(x, alpha)
+void launch_activation(Activation f, const float* x, float* y, int64_t n, float alpha, int sm_count, Stream stream);
+// dx = f'(dy, v, alpha), v being x or y as the op's gradient rule takes
+void launch_activation_grad(Activation f, const float* dy, const float* v, float* dx, int64_t n, float alpha,
+                            int sm_count, Stream stream);
+// c = y > 0 ? c : 0 in place (FusedMatMul's relu_grad epilogue after the cuBLASLt product)
+void launch_relu_mask(float* c, const float* y, int64_t n, int sm_count, Stream stream);
+
+// One variable's optimizer update (backends/math/optimizers.h). Per-step values are read on the device: the
+// learning rate and the iteration count from the step's scalars, the StepControl pair [apply, gradient factor]
+// when the update is gated (loss scaling, global-norm clipping), so a captured CUDA Graph stays valid.
+enum class Rule : int { sgd, adam, rmsprop };
+struct UpdateArgs {
+  float* w = nullptr;
+  const float* g = nullptr;
+  float* slot[3] = {nullptr, nullptr, nullptr};  // sgd: momentum; adam: m, v; rmsprop: velocity, momentum, average
+  int64_t n = 0;
+  const float* learning_rate = nullptr;  // device memory
+  const int64_t* iterations = nullptr;   // device memory
+  const float* control = nullptr;        // device memory, or null when not gated
+  float weight_decay = 0, clipvalue = 0, momentum = 0, beta_1 = 0, beta_2 = 0, epsilon = 0, rho = 0;
+  bool nesterov = false, centered = false;
+};
+void launch_update(Rule rule, const UpdateArgs& args, int sm_count, Stream stream);
+
+}  // namespace tk::cuda

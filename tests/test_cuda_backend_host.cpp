@@ -1,0 +1,100 @@
+// The CUDA backend's host side, checked on every build without a GPU (issue 13): the row-major -> column-major
+// GEMM mapping against a column-major reference GEMM, the launch geometry, and which ops have CUDA kernels.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/gemm_mapping.h"
+#include "backends/cuda/launch_geometry.h"
+#include "graph/kernel.h"
+
+namespace tk::cuda {
+namespace {
+
+// BLAS' column-major GEMM, as cuBLAS defines it: D(m x n) = op(A) op(B), element (i, j) at i + j * ld.
+void column_major_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                       int64_t ldb, float* d, int64_t ldd) {
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = 0; i < m; ++i) {
+      double s = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        const float av = ta ? a[p + i * lda] : a[i + p * lda];
+        const float bv = tb ? b[j + p * ldb] : b[p + j * ldb];
+        s += double(av) * bv;
+      }
+      d[i + j * ldd] = static_cast<float>(s);
+    }
+}
+
+TEST(CudaGemmMapping, RowMajorProductEqualsTheMappedColumnMajorOneForEveryTranspose) {
+  const int64_t m = 5, n = 7, k = 3;  // all different, so a swapped dimension or stride shows
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      // Row-major storage: A is m x k (k x m when ta), B is k x n (n x k when tb).
+      std::vector<float> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n));
+      for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(int(i * 7 % 11) - 5);
+      for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(int(i * 5 % 13) - 6);
+      auto A = [&](int64_t i, int64_t p) {
+        return ta ? a[static_cast<size_t>(p * m + i)] : a[static_cast<size_t>(i * k + p)];
+      };
+      auto B = [&](int64_t p, int64_t j) {
+        return tb ? b[static_cast<size_t>(j * k + p)] : b[static_cast<size_t>(p * n + j)];
+      };
+      std::vector<float> want(static_cast<size_t>(m * n));
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double s = 0;
+          for (int64_t p = 0; p < k; ++p) s += double(A(i, p)) * B(p, j);
+          want[static_cast<size_t>(i * n + j)] = static_cast<float>(s);
+        }
+      const ColumnMajorGemm g = to_column_major(m, n, k, ta, tb);
+      EXPECT_EQ(g.m, n);  // a bias epilogue adds g.m values: one per output feature
+      EXPECT_EQ(g.n, m);
+      std::vector<float> got(static_cast<size_t>(m * n), -99.0f);
+      // A' is trainkit's B buffer, B' is trainkit's A buffer; D' is C read column-major.
+      column_major_gemm(g.trans_a, g.trans_b, g.m, g.n, g.k, b.data(), g.lda, a.data(), g.ldb, got.data(), g.ldc);
+      EXPECT_EQ(got, want) << "ta " << ta << " tb " << tb;
+    }
+}
+
+TEST(CudaLaunchGeometry, CoversTheWorkFillsTheDeviceAndLaunchesNothingForNothing) {
+  EXPECT_EQ(elementwise_geometry(0, 132).blocks, 0u);
+  EXPECT_EQ(elementwise_geometry(-5, 132).blocks, 0u);
+  EXPECT_EQ(elementwise_geometry(1, 132).blocks, 1u);
+  EXPECT_EQ(elementwise_geometry(256, 132).blocks, 1u);
+  EXPECT_EQ(elementwise_geometry(257, 132).blocks, 2u);
+  EXPECT_EQ(elementwise_geometry(257, 132).threads, kThreadsPerBlock);
+  // Large work: capped at kBlocksPerSm per SM (the grid-stride loop covers the rest), per the device's SM count.
+  EXPECT_EQ(elementwise_geometry(int64_t{1} << 30, 132).blocks, 132u * kBlocksPerSm);
+  EXPECT_EQ(elementwise_geometry(int64_t{1} << 30, 108).blocks, 108u * kBlocksPerSm);
+  EXPECT_EQ(elementwise_geometry(int64_t{1} << 30, 0).blocks, 132u * kBlocksPerSm);  // unknown: H100-class
+}
+
+// Every op with a float32 CPU kernel has a CUDA kernel or a declared reason not to (backends/cuda/coverage.cpp),
+// and no op is both. Prints what the default MLP still lacks.
+TEST(CudaCoverage, EveryOpHasACudaKernelOrADeclaredExclusion) {
+  graph::ensure_backends_registered();
+  if (graph::kernel_signatures(DeviceKind::cuda, graph::Op::Relu).empty())
+    GTEST_SKIP() << "this build has no CUDA kernels (TK_CUDA=OFF or no CUDA toolkit)";
+  std::vector<graph::Op> excluded;
+  for (const Excluded& e : excluded_ops()) excluded.push_back(e.op);
+  int with_kernel = 0, without = 0;
+  for (int i = 0; i < graph::kOpCount; ++i) {
+    const auto op = static_cast<graph::Op>(i);
+    if (!graph::has_kernel(DeviceKind::cpu, op, graph::signature_for(op, DType::f32))) continue;
+    const bool cuda = graph::has_kernel(DeviceKind::cuda, op, graph::signature_for(op, DType::f32));
+    const bool listed = std::find(excluded.begin(), excluded.end(), op) != excluded.end();
+    EXPECT_TRUE(cuda || listed) << graph::op_name(op) << ": no CUDA kernel and not in the exclusion list";
+    EXPECT_FALSE(cuda && listed) << graph::op_name(op) << ": has a CUDA kernel, remove it from the exclusion list";
+    (cuda ? with_kernel : without) += 1;
+  }
+  std::printf("CUDA kernels for %d of %d ops with a float32 CPU kernel; %d excluded (not written yet)\n", with_kernel,
+              with_kernel + without, without);
+  EXPECT_GT(with_kernel, 0);
+}
+
+}  // namespace
+}  // namespace tk::cuda
