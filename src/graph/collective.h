@@ -6,6 +6,9 @@
 //   // every replica's out now holds sum over replicas of weight * g, bit for bit the same everywhere
 #pragma once
 #include <cstdint>
+#include <string>
+
+#include "trainkit/core/error.h"
 
 namespace tk::graph {
 
@@ -20,6 +23,12 @@ class Collective {
   // collective (`what`) and the replicas that did not arrive.
   virtual void all_reduce(int replica, const float* in, float* out, int64_t n, float weight, const char* what,
                           int64_t sequence) = 0;
+  // A device backend's AllReduce: in, out and weight (this replica's share, in device memory: the step's scalars)
+  // live on the replica's device; the collective is queued on `stream` (a cudaStream_t) and this returns without
+  // waiting, as a kernel launch does. The same sum and the same bits everywhere as all_reduce. Groups that reduce
+  // in host memory (in one process, or on MPI) throw Unsupported.
+  virtual void all_reduce_async(int replica, const float* in, float* out, int64_t n, const float* weight, void* stream,
+                                const char* what, int64_t sequence);
 
   // Seconds replica 0 (on MPI: this process) has spent inside all_reduce since the group was made: waiting for the
   // others, moving and summing. Read on replica 0's thread between steps (fit's epoch line shows it per step).
@@ -28,5 +37,11 @@ class Collective {
  protected:
   double seconds_ = 0;  // added to by replica 0's calls only
 };
+
+inline void Collective::all_reduce_async(int, const float*, float*, int64_t, const float*, void*, const char* what,
+                                         int64_t) {
+  throw Unsupported(std::string("all-reduce '") + what +
+                    "': this replicas' group reduces in host memory; a device program needs NCCL");
+}
 
 }  // namespace tk::graph

@@ -41,6 +41,11 @@ __global__ void relu_mask(float* __restrict__ c, const float* __restrict__ y, in
   for (int64_t i = first_index(); i < n; i += grid_stride()) c[i] = y[i] > 0.0f ? c[i] : 0.0f;
 }
 
+__global__ void scale_by(const float* __restrict__ x, float* __restrict__ y, int64_t n, const float* scale) {
+  const float k = *scale;
+  for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] = x[i] * k;
+}
+
 template <typename F>
 void run_forward(const float* x, float* y, int64_t n, float alpha, int sms, cudaStream_t s) {
   const Geometry g = elementwise_geometry(n, sms);
@@ -110,6 +115,12 @@ void launch_relu_mask(float* c, const float* y, int64_t n, int sm_count, Stream 
   const Geometry g = elementwise_geometry(n, sm_count);
   if (g.blocks) relu_mask<<<g.blocks, g.threads, 0, static_cast<cudaStream_t>(stream)>>>(c, y, n);
   check(cudaGetLastError(), "relu mask kernel launch", "launch_relu_mask");
+}
+
+void launch_scale(const float* x, float* y, int64_t n, const float* scale, int sm_count, Stream stream) {
+  const Geometry g = elementwise_geometry(n, sm_count);
+  if (g.blocks) scale_by<<<g.blocks, g.threads, 0, static_cast<cudaStream_t>(stream)>>>(x, y, n, scale);
+  check(cudaGetLastError(), "scale kernel launch", "launch_scale");
 }
 
 }  // namespace tk::cuda

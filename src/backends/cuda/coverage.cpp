@@ -54,7 +54,6 @@ const std::vector<Excluded>& excluded_ops() {
       {Op::BnInferenceGrad, kCudnn},
       {Op::BnInferenceGammaGrad, kCudnn},
       {Op::BnUpdateMoving, kCudnn},
-      {Op::AllReduce, "NCCL, with the Backend object (issues 12 and 13)"},
   };
   return list;
 }

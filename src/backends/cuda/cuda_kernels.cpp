@@ -12,6 +12,7 @@
 #include "backends/cuda/check.h"
 #include "backends/cuda/device_info.h"
 #include "backends/cuda/launchers.h"
+#include "graph/collective.h"
 #include "graph/kernel.h"
 
 namespace tk::cuda {
@@ -91,6 +92,23 @@ void update(const KernelArgs& a) {
             "cudaMemsetAsync", "zeroing the gradient accumulators of '" + a.node.name + "'");
 }
 
+// (grad) -> sum over replicas of grad * grad_scale, through the replicas' NCCL group when there is one
+// (graph/collective.h: queued on the stream, weight read on the device); zero_grad clears the accumulator after.
+void all_reduce(const KernelArgs& a) {
+  const int64_t n = a.node.shape.numel();
+  const auto* scalars = static_cast<const char*>(static_cast<const void*>(a.scalars));
+  const auto* share = reinterpret_cast<const float*>(scalars + offsetof(graph::StepScalars, grad_scale));
+  if (graph::Collective* c = a.node.attrs.collective)
+    c->all_reduce_async(a.node.attrs.replica, a.input<float>(0), a.output<float>(), n, share, a.ctx.stream,
+                        a.node.name.c_str(), a.node.attrs.begin);
+  else
+    launch_scale(a.input<float>(0), a.output<float>(), n, share, sms(a), a.ctx.stream);
+  if (a.node.attrs.zero_grad)
+    check(cudaMemsetAsync(a.inout<float>(0), 0, sizeof(float) * static_cast<size_t>(n),
+                          static_cast<cudaStream_t>(a.ctx.stream)),
+          "cudaMemsetAsync", "clearing the accumulator of '" + a.node.name + "'");
+}
+
 }  // namespace
 
 void register_kernels() {
@@ -111,6 +129,7 @@ void register_kernels() {
   register_kernel(cuda, Op::LeakyReluGrad, f32, activation_grad<Activation::leaky_relu>);
   for (Op op : {Op::SgdUpdate, Op::AdamUpdate, Op::RmspropUpdate, Op::MultiUpdate})
     register_kernel(cuda, op, f32, update);
+  register_kernel(cuda, Op::AllReduce, f32, all_reduce);
   register_gemm_kernels();
 }
 

@@ -20,6 +20,9 @@ void launch_activation_grad(Activation f, const float* dy, const float* v, float
 // c = y > 0 ? c : 0 in place (FusedMatMul's relu_grad epilogue after the cuBLASLt product)
 void launch_relu_mask(float* c, const float* y, int64_t n, int sm_count, Stream stream);
 
+// y = x * scale[0], the scale read on the device (AllReduce with one replica: the gradient times its share)
+void launch_scale(const float* x, float* y, int64_t n, const float* scale, int sm_count, Stream stream);
+
 // One variable's optimizer update (backends/math/optimizers.h). Per-step values are read on the device: the
 // learning rate and the iteration count from the step's scalars, the StepControl pair [apply, gradient factor]
 // when the update is gated (loss scaling, global-norm clipping), so a captured CUDA Graph stays valid.

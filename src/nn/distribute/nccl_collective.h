@@ -1,0 +1,52 @@
+// Gradient all-reduce between replicas on CUDA devices through NCCL (graph/collective.h): one communicator per
+// replica, in one process (MirroredStrategy over cuda devices, ncclCommInitAll) or one per process
+// (MultiWorkerMirroredStrategy: rank 0's ncclUniqueId sent to the others over MPI). Built when the CUDA toolkit
+// has NCCL (TK_HAVE_NCCL); the strategies use it once programs run on CUDA devices (issue 13).
+//
+//   auto nccl = NcclCollective::for_devices({0, 1}, std::chrono::seconds(300));
+//   // from replica r's AllReduce kernel, on its device's stream:
+//   nccl->all_reduce_async(r, grad, out, n, device_weight, stream, "dense/kernel/all_reduce", 3);
+//
+// Each call sums weight_r * in_r over the replicas (NCCL's PreMulSum with the weight read on the device, so the
+// step's share of the global batch is never baked into a launch) and queues it without waiting. NCCL never hangs
+// silently here: a watchdog thread follows every replica's last collective, and one that is not done within the
+// timeout, or a communicator error, aborts the communicators and ends the process (exit 70) with one line naming
+// the collective, its number and the device — as MpiCollective does on MPI.
+#pragma once
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/collective.h"
+
+namespace tk::nn::distribute {
+
+class NcclCollective final : public graph::Collective {
+ public:
+  // One process, replica r on CUDA device devices[r].
+  static std::unique_ptr<NcclCollective> for_devices(const std::vector<int>& devices,
+                                                     std::chrono::milliseconds timeout);
+  // A new communicator id (rank 0 makes it and sends its bytes to the other ranks).
+  static std::string unique_id();
+  // This process is `rank` of `ranks`, its replica on CUDA device `device`; `id` from unique_id() on rank 0.
+  static std::unique_ptr<NcclCollective> for_rank(const std::string& id, int ranks, int rank, int device,
+                                                  std::chrono::milliseconds timeout);
+  ~NcclCollective() override;
+  NcclCollective(const NcclCollective&) = delete;
+  NcclCollective& operator=(const NcclCollective&) = delete;
+
+  void all_reduce_async(int replica, const float* in, float* out, int64_t n, const float* weight, void* stream,
+                        const char* what, int64_t sequence) override;
+  // Host-driven use (tests, tools): the same collective with a host weight, waited for.
+  void all_reduce(int replica, const float* in, float* out, int64_t n, float weight, const char* what,
+                  int64_t sequence) override;
+
+  struct State;  // nccl_collective.cpp
+
+ private:
+  explicit NcclCollective(std::unique_ptr<State> state);
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace tk::nn::distribute

@@ -1,0 +1,54 @@
+// NcclCollective (src/nn/distribute/nccl_collective.h) on the CUDA devices of this machine: every replica gets the
+// same weighted sum. Skipped, saying why, without NCCL or without a device (it still links: CI proves that much).
+#include <gtest/gtest.h>
+
+#ifdef TK_HAVE_NCCL
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "nn/distribute/nccl_collective.h"
+
+namespace tk::nn::distribute {
+namespace {
+
+TEST(NcclCollective, SumsWeightedGradientsIntoEveryDevice) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    GTEST_SKIP() << "no CUDA device here: NCCL is built and linked, but cannot run";
+  }
+  std::vector<int> devices;
+  for (int d = 0; d < std::min(count, 2); ++d) devices.push_back(d);
+  const auto group = NcclCollective::for_devices(devices, std::chrono::seconds(60));
+  const int64_t n = 1000;
+  const int replicas = static_cast<int>(devices.size());
+  std::vector<std::vector<float>> got(devices.size(), std::vector<float>(n));
+  std::vector<std::thread> threads;  // one thread per device: NCCL's collectives of one group run concurrently
+  for (int r = 0; r < replicas; ++r)
+    threads.emplace_back([&, r] {
+      cudaSetDevice(devices[static_cast<size_t>(r)]);
+      float *in = nullptr, *out = nullptr;
+      cudaMalloc(&in, n * sizeof(float));
+      cudaMalloc(&out, n * sizeof(float));
+      std::vector<float> host(n, static_cast<float>(r + 1));
+      cudaMemcpy(in, host.data(), n * sizeof(float), cudaMemcpyHostToDevice);
+      group->all_reduce(r, in, out, n, 0.5f, "test/all_reduce", 0);
+      cudaMemcpy(got[static_cast<size_t>(r)].data(), out, n * sizeof(float), cudaMemcpyDeviceToHost);
+      cudaFree(in);
+      cudaFree(out);
+    });
+  for (std::thread& t : threads) t.join();
+  float want = 0;
+  for (int r = 0; r < replicas; ++r) want += 0.5f * static_cast<float>(r + 1);
+  for (int r = 0; r < replicas; ++r)
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[static_cast<size_t>(r)][static_cast<size_t>(i)], want) << r;
+}
+
+}  // namespace
+}  // namespace tk::nn::distribute
+#else
+TEST(NcclCollective, SumsWeightedGradientsIntoEveryDevice) { GTEST_SKIP() << "this build has no NCCL"; }
+#endif
