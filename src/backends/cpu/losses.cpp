@@ -1,5 +1,7 @@
 // Losses with Keras 3 semantics (reduction "sum_over_batch_size"), their gradients, and accuracy metrics.
 // Probabilities are clipped to [eps, 1 - eps] with Keras' epsilon 1e-7 when from_logits is false.
+#include "backends/math/losses.h"
+
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -14,9 +16,8 @@ using graph::Op;
 
 namespace {
 
-constexpr float kEps = 1e-7f;
-float clip(float p) { return std::clamp(p, kEps, 1.0f - kEps); }
-bool inside(float p) { return p >= kEps && p <= 1.0f - kEps; }
+float clip(float p) { return math::clip_probability(p); }  // [eps, 1 - eps], Keras' epsilon 1e-7
+bool inside(float p) { return math::inside_clip(p); }
 float softplus(float x) { return std::max(x, 0.0f) + std::log1p(std::exp(-std::abs(x))); }
 
 struct Dims {
@@ -140,23 +141,15 @@ void cce_grad(const KernelArgs& a) {
 
 // ---------------------------------------------------------------- sparse categorical crossentropy
 // logits: logsumexp(x) - x_y. probabilities (Keras): log(sum(clip(p))) - log(clip(p_y)).
+// The per-row math is backends/math/losses.h, shared with the CUDA kernels; the mean over rows sums in double.
 void sparse_cce(const KernelArgs& a) {
   const Dims d = dims(a);
   const float* p = a.input<float>(0);
   const int32_t* y = checked_labels(a, d);
   double s = 0;
-  for (int64_t r = 0; r < d.rows; ++r) {
-    const float* pr = p + r * d.classes;
-    if (a.node.attrs.from_logits) {
-      float mx = *std::max_element(pr, pr + d.classes), z = 0.0f;
-      for (int64_t j = 0; j < d.classes; ++j) z += std::exp(pr[j] - mx);
-      s += mx + std::log(z) - pr[y[r]];
-    } else {
-      float sum = 0.0f;
-      for (int64_t j = 0; j < d.classes; ++j) sum += clip(pr[j]);
-      s += std::log(sum) - std::log(clip(pr[y[r]]));
-    }
-  }
+  for (int64_t r = 0; r < d.rows; ++r)
+    s += a.node.attrs.from_logits ? math::sparse_cce_logits_row(p + r * d.classes, d.classes, y[r])
+                                  : math::sparse_cce_probabilities_row(p + r * d.classes, d.classes, y[r]);
   *a.output<float>() = static_cast<float>(s / static_cast<double>(d.rows ? d.rows : 1));
 }
 void sparse_cce_grad(const KernelArgs& a) {
@@ -166,27 +159,15 @@ void sparse_cce_grad(const KernelArgs& a) {
   const float k = scale_of(a, 2, d.rows);
   float* dp = a.output<float>();
   for (int64_t r = 0; r < d.rows; ++r) {
-    const float* pr = p + r * d.classes;
-    float* gr = dp + r * d.classes;
-    if (a.node.attrs.from_logits) {
-      float mx = *std::max_element(pr, pr + d.classes), z = 0.0f;
-      for (int64_t j = 0; j < d.classes; ++j) z += (gr[j] = std::exp(pr[j] - mx));
-      const float inv = k / z;
-      for (int64_t j = 0; j < d.classes; ++j) gr[j] *= inv;
-      gr[y[r]] -= k;
-    } else {
-      float sum = 0.0f;
-      for (int64_t j = 0; j < d.classes; ++j) sum += clip(pr[j]);
-      for (int64_t j = 0; j < d.classes; ++j) {
-        float g = 1.0f / sum - (j == y[r] ? 1.0f / clip(pr[j]) : 0.0f);
-        gr[j] = inside(pr[j]) ? k * g : 0.0f;
-      }
-    }
+    if (a.node.attrs.from_logits)
+      math::sparse_cce_logits_grad_row(p + r * d.classes, dp + r * d.classes, d.classes, y[r], k);
+    else
+      math::sparse_cce_probabilities_grad_row(p + r * d.classes, dp + r * d.classes, d.classes, y[r], k);
   }
 }
 
 // ---------------------------------------------------------------- metrics (fraction correct in the batch)
-int64_t argmax(const float* x, int64_t n) { return std::max_element(x, x + n) - x; }
+int64_t argmax(const float* x, int64_t n) { return math::argmax_row(x, n); }
 
 void sparse_categorical_accuracy(const KernelArgs& a) {
   const Dims d = dims(a);

@@ -94,10 +94,11 @@ void update(const KernelArgs& a) {
 
 // (grad) -> sum over replicas of grad * grad_scale, through the replicas' NCCL group when there is one
 // (graph/collective.h: queued on the stream, weight read on the device); zero_grad clears the accumulator after.
+const float* step_scalar(const KernelArgs& a, size_t offset);
+
 void all_reduce(const KernelArgs& a) {
   const int64_t n = a.node.shape.numel();
-  const auto* scalars = static_cast<const char*>(static_cast<const void*>(a.scalars));
-  const auto* share = reinterpret_cast<const float*>(scalars + offsetof(graph::StepScalars, grad_scale));
+  const float* share = step_scalar(a, offsetof(graph::StepScalars, grad_scale));
   if (graph::Collective* c = a.node.attrs.collective)
     c->all_reduce_async(a.node.attrs.replica, a.input<float>(0), a.output<float>(), n, share, a.ctx.stream,
                         a.node.name.c_str(), a.node.attrs.begin);
@@ -107,6 +108,73 @@ void all_reduce(const KernelArgs& a) {
     check(cudaMemsetAsync(a.inout<float>(0), 0, sizeof(float) * static_cast<size_t>(n),
                           static_cast<cudaStream_t>(a.ctx.stream)),
           "cudaMemsetAsync", "clearing the accumulator of '" + a.node.name + "'");
+}
+
+const float* step_scalar(const KernelArgs& a, size_t offset) {  // a StepScalars field, in device memory
+  return reinterpret_cast<const float*>(static_cast<const char*>(static_cast<const void*>(a.scalars)) + offset);
+}
+
+void fill(const KernelArgs& a) {
+  launch_fill(a.output<float>(), a.node.shape.numel(), a.node.attrs.value, sms(a), a.ctx.stream);
+}
+void add(const KernelArgs& a) {
+  const int k = static_cast<int>(a.node.inputs.size());
+  if (k > 6) throw Unsupported("Add '" + a.node.name + "' with " + std::to_string(k) + " inputs on CUDA (at most 6)");
+  const float* x[6] = {};
+  for (int j = 0; j < k; ++j) x[j] = a.input<float>(j);
+  launch_add(x, k, a.output<float>(), a.node.shape.numel(), sms(a), a.ctx.stream);
+}
+void mul(const KernelArgs& a) {
+  launch_mul(a.input<float>(0), a.input<float>(1), a.output<float>(), a.node.shape.numel(), sms(a), a.ctx.stream);
+}
+void scale(const KernelArgs& a) {
+  launch_scale_shift(a.input<float>(0), a.output<float>(), a.node.shape.numel(), a.node.attrs.value, a.node.attrs.alpha,
+                     sms(a), a.ctx.stream);
+}
+void reshape(const KernelArgs& a) {
+  check(cudaMemcpyAsync(a.out, a.in[0], static_cast<size_t>(a.node.shape.numel()) * dtype_size(a.node.dtype),
+                        cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(a.ctx.stream)),
+        "cudaMemcpyAsync", "Reshape '" + a.node.name + "'");
+}
+void bias_add(const KernelArgs& a) {
+  const int64_t n = a.node.shape[-1], rows = a.node.shape.numel() / (n ? n : 1);
+  launch_bias_add(a.input<float>(0), a.input<float>(1), a.output<float>(), rows, n, sms(a), a.ctx.stream);
+}
+void bias_grad(const KernelArgs& a) {
+  const int64_t n = a.node.shape[0], rows = a.in_shape(0).numel() / (n ? n : 1);
+  launch_bias_grad(a.input<float>(0), a.output<float>(), rows, n, sms(a), a.ctx.stream);
+}
+void accumulate_grad(const KernelArgs& a) {
+  launch_accumulate(a.inout<float>(0), a.input<float>(1), a.in_shape(0).numel(),
+                    step_scalar(a, offsetof(graph::StepScalars, grad_scale)), sms(a), a.ctx.stream);
+}
+
+// The sparse loss and metric: (x(rows, classes), labels(rows) int32 [, dy]).
+struct LossDims {
+  int64_t rows, classes;
+};
+LossDims loss_dims(const graph::Graph& g, const graph::Node& n) {
+  const Shape& p = g[n.inputs[0]].shape;
+  const int64_t c = p.rank() > 1 ? p[-1] : 1;
+  return {p.numel() / (c ? c : 1), c};
+}
+void sparse_cce(const KernelArgs& a) {
+  const LossDims d = loss_dims(a.g, a.node);
+  launch_sparse_cce(a.input<float>(0), a.input<int32_t>(1), a.output<float>(), d.rows, d.classes,
+                    a.node.attrs.from_logits, static_cast<double*>(a.workspace), sms(a), a.ctx.stream);
+}
+void sparse_cce_grad(const KernelArgs& a) {
+  const LossDims d = loss_dims(a.g, a.node);
+  launch_sparse_cce_grad(a.input<float>(0), a.input<int32_t>(1), a.input<float>(2), a.output<float>(), d.rows,
+                         d.classes, a.node.attrs.from_logits, sms(a), a.ctx.stream);
+}
+void sparse_accuracy(const KernelArgs& a) {
+  const LossDims d = loss_dims(a.g, a.node);
+  launch_sparse_accuracy(a.input<float>(0), a.input<int32_t>(1), a.output<float>(), d.rows, d.classes,
+                         static_cast<double*>(a.workspace), sms(a), a.ctx.stream);
+}
+size_t rows_workspace(const graph::Graph& g, int node) {  // one double per batch row
+  return static_cast<size_t>(loss_dims(g, g[node]).rows) * sizeof(double);
 }
 
 }  // namespace
@@ -130,6 +198,19 @@ void register_kernels() {
   for (Op op : {Op::SgdUpdate, Op::AdamUpdate, Op::RmspropUpdate, Op::MultiUpdate})
     register_kernel(cuda, op, f32, update);
   register_kernel(cuda, Op::AllReduce, f32, all_reduce);
+  register_kernel(cuda, Op::Fill, f32, fill);
+  register_kernel(cuda, Op::Add, f32, add);
+  register_kernel(cuda, Op::Mul, f32, mul);
+  register_kernel(cuda, Op::Scale, f32, scale);
+  register_kernel(cuda, Op::Reshape, f32, reshape);
+  register_kernel(cuda, Op::BiasAdd, f32, bias_add);
+  register_kernel(cuda, Op::BiasGrad, f32, bias_grad);
+  register_kernel(cuda, Op::AccumulateGrad, f32, accumulate_grad);
+  register_kernel(cuda, Op::SparseCceLoss, f32, sparse_cce);
+  register_kernel(cuda, Op::SparseCceLossGrad, f32, sparse_cce_grad);
+  register_kernel(cuda, Op::SparseCategoricalAccuracy, f32, sparse_accuracy);
+  graph::register_workspace(cuda, Op::SparseCceLoss, rows_workspace);
+  graph::register_workspace(cuda, Op::SparseCategoricalAccuracy, rows_workspace);
   register_gemm_kernels();
 }
 

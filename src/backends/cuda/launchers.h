@@ -23,6 +23,32 @@ void launch_relu_mask(float* c, const float* y, int64_t n, int sm_count, Stream 
 // y = x * scale[0], the scale read on the device (AllReduce with one replica: the gradient times its share)
 void launch_scale(const float* x, float* y, int64_t n, const float* scale, int sm_count, Stream stream);
 
+// Elementwise and bias ops (elementwise.cu), as the CPU kernels compute them.
+void launch_fill(float* y, int64_t n, float value, int sm_count, Stream stream);
+// y = x[0] + x[1] + ... + x[k-1], summed left to right; k <= 6
+void launch_add(const float* const* x, int k, float* y, int64_t n, int sm_count, Stream stream);
+void launch_mul(const float* a, const float* b, float* y, int64_t n, int sm_count, Stream stream);
+// y = x * k + b
+void launch_scale_shift(const float* x, float* y, int64_t n, float k, float b, int sm_count, Stream stream);
+// y(rows, n) = x + bias(n)
+void launch_bias_add(const float* x, const float* bias, float* y, int64_t rows, int64_t n, int sm_count, Stream stream);
+// db(n) = column sums of dy(rows, n), in double and in row order: bit for bit the CPU's sums
+void launch_bias_grad(const float* dy, float* db, int64_t rows, int64_t n, int sm_count, Stream stream);
+// acc += g * scale[0], the scale read on the device (micro-batching's share)
+void launch_accumulate(float* acc, const float* g, int64_t n, const float* scale, int sm_count, Stream stream);
+
+// Sparse categorical crossentropy and accuracy (losses.cu) over the per-row math of backends/math/losses.h. The
+// batch mean sums the rows in double and in order, as the CPU does. `rows_scratch` holds `rows` doubles. A label
+// outside [0, classes) makes that row's loss NaN (the host cannot throw from a kernel; the CPU kernel's error names
+// the row).
+void launch_sparse_cce(const float* x, const int32_t* labels, float* loss, int64_t rows, int64_t classes,
+                       bool from_logits, double* rows_scratch, int sm_count, Stream stream);
+// g = dy[0] / rows * (softmax(x) - onehot(y)) (dy read on the device; null: 1)
+void launch_sparse_cce_grad(const float* x, const int32_t* labels, const float* dy, float* g, int64_t rows,
+                            int64_t classes, bool from_logits, int sm_count, Stream stream);
+void launch_sparse_accuracy(const float* x, const int32_t* labels, float* out, int64_t rows, int64_t classes,
+                            double* rows_scratch, int sm_count, Stream stream);
+
 // One variable's optimizer update (backends/math/optimizers.h). Per-step values are read on the device: the
 // learning rate and the iteration count from the step's scalars, the StepControl pair [apply, gradient factor]
 // when the update is gated (loss scaling, global-norm clipping), so a captured CUDA Graph stays valid.

@@ -1,0 +1,89 @@
+// Elementwise and bias kernels on CUDA: the CPU kernels' arithmetic in the same order (backends/cpu/elementwise.cpp,
+// linalg.cpp), so their results are the CPU's bit for bit (no transcendentals here).
+#include <cuda_runtime.h>
+
+#include "backends/cuda/check.h"
+#include "backends/cuda/launch_geometry.h"
+#include "backends/cuda/launchers.h"
+
+namespace tk::cuda {
+namespace {
+
+__device__ int64_t first_index() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
+__device__ int64_t grid_stride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
+
+struct Inputs {
+  const float* x[6];
+  int k;
+};
+
+__global__ void fill(float* y, int64_t n, float v) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] = v;
+}
+__global__ void add(Inputs in, float* __restrict__ y, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) {
+    float s = in.k > 1 ? in.x[0][i] + in.x[1][i] : in.x[0][i];
+    for (int j = 2; j < in.k; ++j) s += in.x[j][i];
+    y[i] = s;
+  }
+}
+__global__ void mul(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ y, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] = a[i] * b[i];
+}
+__global__ void scale_shift(const float* __restrict__ x, float* __restrict__ y, int64_t n, float k, float b) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] = x[i] * k + b;
+}
+__global__ void bias_add(const float* __restrict__ x, const float* __restrict__ bias, float* __restrict__ y,
+                         int64_t total, int64_t n) {
+  for (int64_t i = first_index(); i < total; i += grid_stride()) y[i] = x[i] + bias[i % n];
+}
+// One thread per column walks the rows in order: the CPU's double sums, coalesced across the warp's columns.
+__global__ void bias_grad(const float* __restrict__ dy, float* __restrict__ db, int64_t rows, int64_t n) {
+  for (int64_t j = first_index(); j < n; j += grid_stride()) {
+    double acc = 0.0;
+    for (int64_t r = 0; r < rows; ++r) acc += static_cast<double>(dy[r * n + j]);
+    db[j] = static_cast<float>(acc);
+  }
+}
+__global__ void accumulate(float* __restrict__ acc, const float* __restrict__ g, int64_t n, const float* scale) {
+  const float k = *scale;
+  for (int64_t i = first_index(); i < n; i += grid_stride()) acc[i] += g[i] * k;
+}
+
+template <typename Kernel, typename... Args>
+void launch(const char* what, int64_t n, int sms, Stream stream, Kernel kernel, Args... args) {
+  const Geometry g = elementwise_geometry(n, sms);
+  if (g.blocks) kernel<<<g.blocks, g.threads, 0, static_cast<cudaStream_t>(stream)>>>(args...);
+  check(cudaGetLastError(), what, "elementwise.cu");
+}
+
+}  // namespace
+
+void launch_fill(float* y, int64_t n, float value, int sm_count, Stream stream) {
+  launch("fill kernel launch", n, sm_count, stream, fill, y, n, value);
+}
+void launch_add(const float* const* x, int k, float* y, int64_t n, int sm_count, Stream stream) {
+  if (k < 1 || k > 6) throw InvalidArgument("launch_add: 1 to 6 inputs, got " + std::to_string(k));
+  Inputs in{};
+  for (int j = 0; j < k; ++j) in.x[j] = x[j];
+  in.k = k;
+  launch("add kernel launch", n, sm_count, stream, add, in, y, n);
+}
+void launch_mul(const float* a, const float* b, float* y, int64_t n, int sm_count, Stream stream) {
+  launch("mul kernel launch", n, sm_count, stream, mul, a, b, y, n);
+}
+void launch_scale_shift(const float* x, float* y, int64_t n, float k, float b, int sm_count, Stream stream) {
+  launch("scale kernel launch", n, sm_count, stream, scale_shift, x, y, n, k, b);
+}
+void launch_bias_add(const float* x, const float* bias, float* y, int64_t rows, int64_t n, int sm_count,
+                     Stream stream) {
+  launch("bias add kernel launch", rows * n, sm_count, stream, bias_add, x, bias, y, rows * n, n);
+}
+void launch_bias_grad(const float* dy, float* db, int64_t rows, int64_t n, int sm_count, Stream stream) {
+  launch("bias gradient kernel launch", n, sm_count, stream, bias_grad, dy, db, rows, n);
+}
+void launch_accumulate(float* acc, const float* g, int64_t n, const float* scale, int sm_count, Stream stream) {
+  launch("accumulate kernel launch", n, sm_count, stream, accumulate, acc, g, n, scale);
+}
+
+}  // namespace tk::cuda
