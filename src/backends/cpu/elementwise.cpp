@@ -2,7 +2,7 @@
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
-#include "backends/cpu/random.h"
+#include "backends/math/random.h"
 #include "graph/kernel.h"
 
 namespace tk::cpu {
@@ -90,23 +90,18 @@ void slice(const KernelArgs& a) {
 
 // mask = 0 with probability rate, else 1/(1-rate); randomness from (seed, step, global element index) only,
 // so it does not depend on the thread count.
+// The mask's math is backends/math/random.h, shared with the CUDA kernel.
 void dropout_mask(const KernelArgs& a) {
   const int64_t n = a.node.shape.numel();
   const float rate = a.node.attrs.alpha, keep = 1.0f / (1.0f - rate);
-  const uint64_t stream = mix64(a.node.attrs.seed ^ mix64(a.scalars->step + 0x632BE59BD9B4E019ull));
+  const uint64_t stream = math::dropout_stream(a.node.attrs.seed, a.scalars->step);
   float* y = a.output<float>();
-  // Spatial dropout (SpatialDropout2D): one draw per (sample, channel) of an (N, H, W, C) tensor.
   const Shape& s = a.node.shape;
   const bool spatial = a.node.attrs.spatial && s.rank() == 4;
-  const int64_t c = s.rank() ? s[-1] : 1, per_sample = spatial ? s[1] * s[2] * c : 1;
-  // A data-parallel replica's rows start at sample_offset of the global batch: keyed by the global index, N
-  // replicas draw what one device would.
-  const int64_t rows = s.rank() && s[0] > 0 ? s[0] : 1, per_row = n / rows, first = a.scalars->sample_offset;
+  const int64_t c = s.rank() ? s[-1] : 1, rows = s.rank() && s[0] > 0 ? s[0] : 1;
+  const math::DropoutLayout layout{spatial, spatial ? s[1] * s[2] * c : 1, c, n / rows, a.scalars->sample_offset};
   parallel_for(n, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      const int64_t key = spatial ? (i / per_sample + first) * c + i % c : i + first * per_row;
-      y[i] = uniform01(stream, static_cast<uint64_t>(key)) < rate ? 0.0f : keep;
-    }
+    for (int64_t i = b; i < e; ++i) y[i] = math::dropout_value(stream, math::dropout_key(i, layout), rate, keep);
   });
 }
 

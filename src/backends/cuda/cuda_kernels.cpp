@@ -149,6 +149,18 @@ void accumulate_grad(const KernelArgs& a) {
                     step_scalar(a, offsetof(graph::StepScalars, grad_scale)), sms(a), a.ctx.stream);
 }
 
+void dropout_mask(const KernelArgs& a) {  // as backends/cpu/elementwise.cpp's, on the device
+  const Shape& s = a.node.shape;
+  const int64_t n = s.numel();
+  const bool spatial = a.node.attrs.spatial && s.rank() == 4;
+  const int64_t c = s.rank() ? s[-1] : 1, rows = s.rank() && s[0] > 0 ? s[0] : 1;
+  const auto* scalars = static_cast<const char*>(static_cast<const void*>(a.scalars));
+  launch_dropout_mask(a.output<float>(), n, a.node.attrs.seed,
+                      reinterpret_cast<const uint64_t*>(scalars + offsetof(graph::StepScalars, step)),
+                      reinterpret_cast<const int64_t*>(scalars + offsetof(graph::StepScalars, sample_offset)),
+                      a.node.attrs.alpha, spatial, spatial ? s[1] * s[2] * c : 1, c, n / rows, sms(a), a.ctx.stream);
+}
+
 // The sparse loss and metric: (x(rows, classes), labels(rows) int32 [, dy]).
 struct LossDims {
   int64_t rows, classes;
@@ -206,6 +218,7 @@ void register_kernels() {
   register_kernel(cuda, Op::BiasAdd, f32, bias_add);
   register_kernel(cuda, Op::BiasGrad, f32, bias_grad);
   register_kernel(cuda, Op::AccumulateGrad, f32, accumulate_grad);
+  register_kernel(cuda, Op::DropoutMask, f32, dropout_mask);
   register_kernel(cuda, Op::SparseCceLoss, f32, sparse_cce);
   register_kernel(cuda, Op::SparseCceLossGrad, f32, sparse_cce_grad);
   register_kernel(cuda, Op::SparseCategoricalAccuracy, f32, sparse_accuracy);

@@ -5,6 +5,7 @@
 #include "backends/cuda/check.h"
 #include "backends/cuda/launch_geometry.h"
 #include "backends/cuda/launchers.h"
+#include "backends/math/random.h"
 
 namespace tk::cuda {
 namespace {
@@ -50,6 +51,15 @@ __global__ void accumulate(float* __restrict__ acc, const float* __restrict__ g,
   for (int64_t i = first_index(); i < n; i += grid_stride()) acc[i] += g[i] * k;
 }
 
+__global__ void dropout_mask(float* __restrict__ y, int64_t n, uint64_t node_seed, const uint64_t* step,
+                             const int64_t* first_row, float rate, math::DropoutLayout layout) {
+  const uint64_t stream = math::dropout_stream(node_seed, *step);
+  layout.first_row = *first_row;
+  const float keep = 1.0f / (1.0f - rate);
+  for (int64_t i = first_index(); i < n; i += grid_stride())
+    y[i] = math::dropout_value(stream, math::dropout_key(i, layout), rate, keep);
+}
+
 template <typename Kernel, typename... Args>
 void launch(const char* what, int64_t n, int sms, Stream stream, Kernel kernel, Args... args) {
   const Geometry g = elementwise_geometry(n, sms);
@@ -84,6 +94,14 @@ void launch_bias_grad(const float* dy, float* db, int64_t rows, int64_t n, int s
 }
 void launch_accumulate(float* acc, const float* g, int64_t n, const float* scale, int sm_count, Stream stream) {
   launch("accumulate kernel launch", n, sm_count, stream, accumulate, acc, g, n, scale);
+}
+
+void launch_dropout_mask(float* y, int64_t n, uint64_t node_seed, const uint64_t* step, const int64_t* first_row,
+                         float rate, bool spatial, int64_t per_sample, int64_t channels, int64_t per_row, int sm_count,
+                         Stream stream) {
+  const math::DropoutLayout layout{spatial, per_sample, channels, per_row, 0};
+  launch("dropout mask kernel launch", n, sm_count, stream, dropout_mask, y, n, node_seed, step, first_row, rate,
+         layout);
 }
 
 }  // namespace tk::cuda

@@ -37,6 +37,12 @@ void launch_bias_grad(const float* dy, float* db, int64_t rows, int64_t n, int s
 // acc += g * scale[0], the scale read on the device (micro-batching's share)
 void launch_accumulate(float* acc, const float* g, int64_t n, const float* scale, int sm_count, Stream stream);
 
+// Dropout's mask (backends/math/random.h): the same draws as the CPU's, keyed by (node seed, step, global sample);
+// step and first_row (StepScalars::step, ::sample_offset) read on the device.
+void launch_dropout_mask(float* y, int64_t n, uint64_t node_seed, const uint64_t* step, const int64_t* first_row,
+                         float rate, bool spatial, int64_t per_sample, int64_t channels, int64_t per_row, int sm_count,
+                         Stream stream);
+
 // Sparse categorical crossentropy and accuracy (losses.cu) over the per-row math of backends/math/losses.h. The
 // batch mean sums the rows in double and in order, as the CPU does. `rows_scratch` holds `rows` doubles. A label
 // outside [0, classes) makes that row's loss NaN (the host cannot throw from a kernel; the CPU kernel's error names
