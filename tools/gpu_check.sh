@@ -143,7 +143,7 @@ fi
 
 say ""
 say "== not built yet (issues 6, 13)"
-not_implemented "CUDA kernels beyond the first 31 ops (activations, optimizer updates, MatMul on cuBLASLt, AllReduce on NCCL, elementwise, bias, dropout, the sparse loss and accuracy: compiled, with no Backend object to run them in a program yet): casts, softmax, StepControl, the other losses, cuDNN ops"
+not_implemented "CUDA kernels beyond the first 33 ops (activations, softmax, optimizer updates, MatMul on cuBLASLt, AllReduce on NCCL, elementwise, bias, dropout, the sparse loss and accuracy: compiled, with no Backend object to run them in a program yet): casts, StepControl, the other losses, cuDNN ops"
 not_implemented "cuDNN convolution, pooling, BatchNormalization"
 not_implemented "cross-backend test harness (every op's forward and gradient vs the cpu backend)"
 not_implemented "compute and copy streams, pinned host buffers, next-batch prefetch to the GPU"

@@ -80,7 +80,7 @@ void leaky_relu_grad(const KernelArgs& a) {
   binary_grad(a, [](float dy, float x, float al) { return math::leaky_relu_grad(dy, x, al); });
 }
 
-// Softmax over the last axis: y(rows, n).
+// Softmax over the last axis, y(rows, n), and its gradient: the per-row math of backends/math/activations.h.
 void softmax(const KernelArgs& a) {
   const int64_t n = a.node.shape[-1], rows = a.node.shape.numel() / (n ? n : 1);
   const float* x = a.input<float>(0);
@@ -88,19 +88,10 @@ void softmax(const KernelArgs& a) {
   parallel_for(
       rows,
       [&](int64_t rb, int64_t re) {
-        for (int64_t r = rb; r < re; ++r) {
-          const float* xr = x + r * n;
-          float* yr = y + r * n;
-          float mx = *std::max_element(xr, xr + n), sum = 0.0f;
-          for (int64_t j = 0; j < n; ++j) sum += (yr[j] = std::exp(xr[j] - mx));
-          const float inv = 1.0f / sum;
-          for (int64_t j = 0; j < n; ++j) yr[j] *= inv;
-        }
+        for (int64_t r = rb; r < re; ++r) math::softmax_row(x + r * n, y + r * n, n);
       },
       kParallelGrain / std::max<int64_t>(n, 1));
 }
-
-// dx = y * (dy - sum(dy * y)) per row.
 void softmax_grad(const KernelArgs& a) {
   const int64_t n = a.node.shape[-1], rows = a.node.shape.numel() / (n ? n : 1);
   const float* dy = a.input<float>(0);
@@ -109,11 +100,7 @@ void softmax_grad(const KernelArgs& a) {
   parallel_for(
       rows,
       [&](int64_t rb, int64_t re) {
-        for (int64_t r = rb; r < re; ++r) {
-          float dot = 0.0f;
-          for (int64_t j = 0; j < n; ++j) dot += dy[r * n + j] * y[r * n + j];
-          for (int64_t j = 0; j < n; ++j) dx[r * n + j] = y[r * n + j] * (dy[r * n + j] - dot);
-        }
+        for (int64_t r = rb; r < re; ++r) math::softmax_grad_row(dy + r * n, y + r * n, dx + r * n, n);
       },
       kParallelGrain / std::max<int64_t>(n, 1));
 }

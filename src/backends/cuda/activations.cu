@@ -46,6 +46,15 @@ __global__ void scale_by(const float* __restrict__ x, float* __restrict__ y, int
   for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] = x[i] * k;
 }
 
+__global__ void softmax(const float* __restrict__ x, float* __restrict__ y, int64_t rows, int64_t n) {
+  for (int64_t r = first_index(); r < rows; r += grid_stride()) math::softmax_row(x + r * n, y + r * n, n);
+}
+__global__ void softmax_grad(const float* __restrict__ dy, const float* __restrict__ y, float* __restrict__ dx,
+                             int64_t rows, int64_t n) {
+  for (int64_t r = first_index(); r < rows; r += grid_stride())
+    math::softmax_grad_row(dy + r * n, y + r * n, dx + r * n, n);
+}
+
 template <typename F>
 void run_forward(const float* x, float* y, int64_t n, float alpha, int sms, cudaStream_t s) {
   const Geometry g = elementwise_geometry(n, sms);
@@ -109,6 +118,19 @@ void launch_activation_grad(Activation f, const float* dy, const float* v, float
       break;
   }
   check(cudaGetLastError(), "activation gradient kernel launch", "launch_activation_grad");
+}
+
+void launch_softmax(const float* x, float* y, int64_t rows, int64_t n, int sm_count, Stream stream) {
+  const Geometry g = elementwise_geometry(rows, sm_count);
+  if (g.blocks) softmax<<<g.blocks, g.threads, 0, static_cast<cudaStream_t>(stream)>>>(x, y, rows, n);
+  check(cudaGetLastError(), "softmax kernel launch", "launch_softmax");
+}
+
+void launch_softmax_grad(const float* dy, const float* y, float* dx, int64_t rows, int64_t n, int sm_count,
+                         Stream stream) {
+  const Geometry g = elementwise_geometry(rows, sm_count);
+  if (g.blocks) softmax_grad<<<g.blocks, g.threads, 0, static_cast<cudaStream_t>(stream)>>>(dy, y, dx, rows, n);
+  check(cudaGetLastError(), "softmax gradient kernel launch", "launch_softmax_grad");
 }
 
 void launch_relu_mask(float* c, const float* y, int64_t n, int sm_count, Stream stream) {

@@ -114,6 +114,15 @@ const float* step_scalar(const KernelArgs& a, size_t offset) {  // a StepScalars
   return reinterpret_cast<const float*>(static_cast<const char*>(static_cast<const void*>(a.scalars)) + offset);
 }
 
+void softmax(const KernelArgs& a) {
+  const int64_t n = a.node.shape[-1], rows = a.node.shape.numel() / (n ? n : 1);
+  launch_softmax(a.input<float>(0), a.output<float>(), rows, n, sms(a), a.ctx.stream);
+}
+void softmax_grad(const KernelArgs& a) {
+  const int64_t n = a.node.shape[-1], rows = a.node.shape.numel() / (n ? n : 1);
+  launch_softmax_grad(a.input<float>(0), a.input<float>(1), a.output<float>(), rows, n, sms(a), a.ctx.stream);
+}
+
 void fill(const KernelArgs& a) {
   launch_fill(a.output<float>(), a.node.shape.numel(), a.node.attrs.value, sms(a), a.ctx.stream);
 }
@@ -219,6 +228,8 @@ void register_kernels() {
   register_kernel(cuda, Op::BiasGrad, f32, bias_grad);
   register_kernel(cuda, Op::AccumulateGrad, f32, accumulate_grad);
   register_kernel(cuda, Op::DropoutMask, f32, dropout_mask);
+  register_kernel(cuda, Op::Softmax, f32, softmax);
+  register_kernel(cuda, Op::SoftmaxGrad, f32, softmax_grad);
   register_kernel(cuda, Op::SparseCceLoss, f32, sparse_cce);
   register_kernel(cuda, Op::SparseCceLossGrad, f32, sparse_cce_grad);
   register_kernel(cuda, Op::SparseCategoricalAccuracy, f32, sparse_accuracy);

@@ -7,6 +7,7 @@
 // Every function takes alpha (used by elu and leaky_relu) so that one launcher drives them all.
 #pragma once
 #include <cmath>
+#include <cstdint>
 
 #include "backends/math/host_device.h"
 
@@ -30,5 +31,21 @@ TK_HD float elu(float x, float al) { return x > 0.0f ? x : al * (expf(x) - 1.0f)
 TK_HD float elu_grad(float dy, float x, float al) { return x > 0.0f ? dy : dy * al * expf(x); }
 TK_HD float leaky_relu(float x, float al) { return x >= 0.0f ? x : al * x; }
 TK_HD float leaky_relu_grad(float dy, float x, float al) { return x >= 0.0f ? dy : al * dy; }
+
+// Softmax over one row of n: y = exp(x - max) / sum, the sum in float in index order.
+TK_HD void softmax_row(const float* x, float* y, int64_t n) {
+  float mx = x[0];
+  for (int64_t j = 1; j < n; ++j) mx = mx < x[j] ? x[j] : mx;  // std::max_element's value
+  float sum = 0.0f;
+  for (int64_t j = 0; j < n; ++j) sum += (y[j] = expf(x[j] - mx));
+  const float inv = 1.0f / sum;
+  for (int64_t j = 0; j < n; ++j) y[j] *= inv;
+}
+// dx = y * (dy - sum(dy * y)) over one row.
+TK_HD void softmax_grad_row(const float* dy, const float* y, float* dx, int64_t n) {
+  float dot = 0.0f;
+  for (int64_t j = 0; j < n; ++j) dot += dy[j] * y[j];
+  for (int64_t j = 0; j < n; ++j) dx[j] = y[j] * (dy[j] - dot);
+}
 
 }  // namespace tk::math
