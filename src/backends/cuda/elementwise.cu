@@ -1,5 +1,6 @@
 // Elementwise and bias kernels on CUDA: the CPU kernels' arithmetic in the same order (backends/cpu/elementwise.cpp,
-// linalg.cpp), so their results are the CPU's bit for bit (no transcendentals here).
+// linalg.cpp). Sums of plain additions (Add, BiasGrad) give the CPU's bits; where a multiply meets an add (Scale,
+// AccumulateGrad), nvcc and GCC each decide whether to fuse it, so the last bit may differ.
 #include <cuda_runtime.h>
 
 #include "backends/cuda/check.h"

@@ -27,6 +27,7 @@ using graph::KernelArgs;
 using graph::Op;
 
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // NVIDIA's recommendation for Hopper
+constexpr uint32_t kOperandAlignment = 64;            // graph::kArenaAlignment
 
 void check_lt(cublasStatus_t s, const char* call, const std::string& where) {
   if (s == CUBLAS_STATUS_SUCCESS) return;
@@ -41,15 +42,18 @@ bool allow_tf32() {
   return yes;
 }
 
-cublasLtHandle_t handle() {  // one per thread (cuBLASLt handles are not meant to be shared across threads)
-  thread_local std::unique_ptr<std::remove_pointer_t<cublasLtHandle_t>, decltype(&cublasLtDestroy)> h{nullptr,
-                                                                                                      cublasLtDestroy};
-  if (!h) {
+// One handle per (thread, device): cuBLASLt handles are not meant to be shared across threads, and a thread may run
+// programs on more than one device.
+cublasLtHandle_t handle(int device) {
+  using Owned = std::unique_ptr<std::remove_pointer_t<cublasLtHandle_t>, decltype(&cublasLtDestroy)>;
+  thread_local std::map<int, Owned> handles;
+  auto it = handles.find(device);
+  if (it == handles.end()) {
     cublasLtHandle_t raw = nullptr;
-    check_lt(cublasLtCreate(&raw), "cublasLtCreate", "the CUDA backend's GEMM");
-    h.reset(raw);
+    check_lt(cublasLtCreate(&raw), "cublasLtCreate", "the CUDA backend's GEMM on cuda:" + std::to_string(device));
+    it = handles.emplace(device, Owned(raw, cublasLtDestroy)).first;
   }
-  return h.get();
+  return it->second.get();
 }
 
 // A shape's descriptors and chosen algorithm.
@@ -66,7 +70,7 @@ struct Plan {
   }
 };
 
-std::unique_ptr<Plan> make_plan(const GemmShape& s, const std::string& where) {
+std::unique_ptr<Plan> make_plan(const GemmShape& s, int device, const std::string& where) {
   auto p = std::make_unique<Plan>();
   const ColumnMajorGemm g = to_column_major(s.m, s.n, s.k, s.ta, s.tb);
   check_lt(
@@ -94,10 +98,17 @@ std::unique_ptr<Plan> make_plan(const GemmShape& s, const std::string& where) {
   check_lt(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate", where);
   const size_t ws = kWorkspaceBytes;
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+  // Program values are 64-byte aligned (graph::kArenaAlignment), not the 256 bytes cuBLASLt assumes by default:
+  // only algorithms that work at that alignment may be chosen.
+  const uint32_t align = kOperandAlignment;
+  for (const cublasLtMatmulPreferenceAttributes_t a :
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+    cublasLtMatmulPreferenceSetAttribute(pref, a, &align, sizeof align);
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   const cublasStatus_t st =
-      cublasLtMatmulAlgoGetHeuristic(handle(), p->desc, p->a, p->b, p->c, p->c, pref, 1, &result, &found);
+      cublasLtMatmulAlgoGetHeuristic(handle(device), p->desc, p->a, p->b, p->c, p->c, pref, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   check_lt(st, "cublasLtMatmulAlgoGetHeuristic", where);
   if (found == 0) throw Unsupported("cuBLASLt has no algorithm for " + where);
@@ -109,7 +120,7 @@ std::unique_ptr<Plan> make_plan(const GemmShape& s, const std::string& where) {
 Plan& plan_for(const GemmShape& s, int device, const std::string& where) {
   thread_local std::map<std::tuple<GemmShape, int, bool>, std::unique_ptr<Plan>> plans;
   auto& slot = plans[{s, device, allow_tf32()}];
-  if (!slot) slot = make_plan(s, where);
+  if (!slot) slot = make_plan(s, device, where);
   return *slot;
 }
 
@@ -128,8 +139,8 @@ void matmul(const KernelArgs& a) {
   const float alpha = 1.0f, beta = 0.0f;
   float* out = a.output<float>();
   // A' is trainkit's B, B' is trainkit's A (gemm_mapping.h).
-  check_lt(cublasLtMatmul(handle(), p.desc, &alpha, a.in[1], p.a, a.in[0], p.b, &beta, out, p.c, out, p.c, &p.algo,
-                          a.workspace, kWorkspaceBytes, static_cast<cudaStream_t>(a.ctx.stream)),
+  check_lt(cublasLtMatmul(handle(a.ctx.device.index), p.desc, &alpha, a.in[1], p.a, a.in[0], p.b, &beta, out, p.c, out,
+                          p.c, &p.algo, a.workspace, kWorkspaceBytes, static_cast<cudaStream_t>(a.ctx.stream)),
            "cublasLtMatmul", where);
   if (s.epilogue == Epilogue::relu_grad)
     launch_relu_mask(out, a.input<float>(2), s.m * s.n, sm_count(a.ctx.device.index), a.ctx.stream);

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <mutex>
 #include <thread>
 
@@ -31,15 +32,21 @@ void check_cuda(cudaError_t e, const char* call, const std::string& where) {
 
 }  // namespace
 
-// One replica: its communicator and device, and what its last queued collective was.
+// A collective queued on a replica's stream and not yet seen done: the event recorded after it, and what it was.
+struct InFlight {
+  cudaEvent_t done = nullptr;
+  Clock::time_point queued;
+  std::string what;
+  int64_t sequence = -1;
+};
+
+// One replica: its communicator and device, and its collectives in flight, oldest first. The watchdog times the
+// oldest unfinished one: the host queues ahead of the GPU, so the newest may never be seen finished between two.
 struct Replica {
   ncclComm_t comm = nullptr;
   int device = 0;
-  cudaEvent_t done = nullptr;  // recorded after the last collective on its stream
-  bool pending = false;
-  Clock::time_point since;  // when the oldest collective still pending was queued
-  std::string what;
-  int64_t sequence = -1;
+  std::deque<InFlight> in_flight;
+  std::vector<cudaEvent_t> spare;  // finished collectives' events, reused
 };
 
 struct NcclCollective::State {
@@ -50,8 +57,9 @@ struct NcclCollective::State {
   bool stopping = false;
   std::thread watchdog;
 
-  // Every 100 ms: a replica whose last collective is not done within the timeout, or a communicator with an
-  // asynchronous error, ends the process: the other replicas (threads or processes) would otherwise wait forever.
+  // Every 100 ms: a replica whose oldest collective in flight is not done within the timeout, or a communicator
+  // with an asynchronous error, ends the process: the other replicas (threads or processes) would otherwise wait
+  // forever.
   void watch() {
     std::unique_lock lock(m);
     while (!stop_cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return stopping; })) {
@@ -59,23 +67,32 @@ struct NcclCollective::State {
         ncclResult_t async = ncclSuccess;
         ncclCommGetAsyncError(r.comm, &async);
         std::string why;
+        const InFlight* stuck = nullptr;
         if (async != ncclSuccess && async != ncclInProgress) {
           why = std::string("NCCL error ") + ncclGetErrorString(async);
-        } else if (r.pending) {
+        } else {
           cudaSetDevice(r.device);
-          const cudaError_t q = cudaEventQuery(r.done);
-          if (q == cudaSuccess) {
-            r.pending = false;
-          } else if (q != cudaErrorNotReady) {
-            why = std::string("CUDA error ") + cudaGetErrorString(q);
-          } else if (Clock::now() - r.since > timeout) {
-            why = "made no progress for " + std::to_string(timeout.count() / 1000) +
-                  " s (TK_COLLECTIVE_TIMEOUT; another replica may have stopped or died)";
+          while (!r.in_flight.empty()) {
+            const InFlight& f = r.in_flight.front();
+            const cudaError_t q = cudaEventQuery(f.done);
+            if (q == cudaSuccess) {
+              r.spare.push_back(f.done);
+              r.in_flight.pop_front();
+              continue;
+            }
+            if (q != cudaErrorNotReady)
+              why = std::string("CUDA error ") + cudaGetErrorString(q);
+            else if (Clock::now() - f.queued > timeout)
+              why = "made no progress for " + std::to_string(timeout.count() / 1000) +
+                    " s (TK_COLLECTIVE_TIMEOUT; another replica may have stopped or died)";
+            if (!why.empty()) stuck = &f;
+            break;
           }
         }
         if (why.empty()) continue;
         std::fprintf(stderr, "trainkit: NCCL all-reduce '%s' (collective %lld) on cuda:%d: %s. Ending this process.\n",
-                     r.what.c_str(), static_cast<long long>(r.sequence), r.device, why.c_str());
+                     stuck ? stuck->what.c_str() : "?", static_cast<long long>(stuck ? stuck->sequence : -1), r.device,
+                     why.c_str());
         std::fflush(stderr);
         for (Replica& any : replicas) ncclCommAbort(any.comm);
         std::_Exit(70);
@@ -84,10 +101,6 @@ struct NcclCollective::State {
   }
 
   void start() {
-    for (Replica& r : replicas) {
-      check_cuda(cudaSetDevice(r.device), "cudaSetDevice", "NCCL replica on cuda:" + std::to_string(r.device));
-      check_cuda(cudaEventCreateWithFlags(&r.done, cudaEventDisableTiming), "cudaEventCreate", "NCCL watchdog");
-    }
     watchdog = std::thread([this] { watch(); });
   }
 
@@ -99,9 +112,17 @@ struct NcclCollective::State {
     stop_cv.notify_all();
     if (watchdog.joinable()) watchdog.join();
     for (Replica& r : replicas) {
-      if (r.done) cudaEventDestroy(r.done);
-      if (r.comm) ncclCommDestroy(r.comm);
+      cudaSetDevice(r.device);
+      for (InFlight& f : r.in_flight) cudaEventDestroy(f.done);
+      for (cudaEvent_t e : r.spare) cudaEventDestroy(e);
     }
+    // Communicators end together: finalize (a collective among them) inside one group, then free each.
+    ncclGroupStart();
+    for (Replica& r : replicas)
+      if (r.comm) ncclCommFinalize(r.comm);
+    ncclGroupEnd();
+    for (Replica& r : replicas)
+      if (r.comm) ncclCommDestroy(r.comm);
   }
 };
 
@@ -162,15 +183,21 @@ void NcclCollective::all_reduce_async(int replica, const float* in, float* out, 
   const ncclResult_t res = ncclAllReduce(in, out, static_cast<size_t>(n), ncclFloat32, op, r.comm, s);
   ncclRedOpDestroy(op, r.comm);  // allowed once the collective is queued
   check_nccl(res, "ncclAllReduce", where);
-  check_cuda(cudaEventRecord(r.done, s), "cudaEventRecord", where);
   {
     std::lock_guard lock(s_->m);
-    if (!r.pending) r.since = t0;
-    r.pending = true;
-    r.what = what;
-    r.sequence = sequence;
+    InFlight f{nullptr, t0, what, sequence};
+    if (!r.spare.empty()) {
+      f.done = r.spare.back();
+      r.spare.pop_back();
+    } else {
+      check_cuda(cudaEventCreateWithFlags(&f.done, cudaEventDisableTiming), "cudaEventCreate", where);
+    }
+    check_cuda(cudaEventRecord(f.done, s), "cudaEventRecord", where);
+    r.in_flight.push_back(std::move(f));
   }
-  if (replica == 0) seconds_ += std::chrono::duration<double>(Clock::now() - t0).count();  // queueing only
+  // Queueing time only: the collective itself runs later on the stream (the epoch line's figure is a lower bound
+  // under NCCL until it is timed with events).
+  if (replica == 0) seconds_ += std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
 void NcclCollective::all_reduce(int replica, const float* in, float* out, int64_t n, float weight, const char* what,
