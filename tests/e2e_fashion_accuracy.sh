@@ -2,7 +2,8 @@
 # End to end: `trainkit fit [ARGS]` must reach a Fashion-MNIST test accuracy of at least THRESHOLD.
 #   e2e_fashion_accuracy.sh CLI THRESHOLD [ARGS...]
 # Defaults (MLP 784-256-128-10, Adam, batch 128, 10 epochs) with 0.88: the published MLP baseline is 0.883.
-# --model cnn with 0.91: TensorFlow's tutorial reports 0.916 for that CNN.
+# --model cnn --epochs 5 with 0.905: TensorFlow's tutorial reports 0.916 for that CNN after 10 epochs; trainkit
+# reached 0.9149 after 5 (default seed, 2026-12-03).
 set -euo pipefail
 cli="$1"
 threshold="$2"
