@@ -42,10 +42,7 @@ awk -v acc="$acc" 'BEGIN { exit !(acc > 0.5) }' || { echo "fashion_mlp: test acc
 echo "   (install, outside build and smoke run: $((SECONDS - step_start)) s)"
 
 echo "== ASan + UBSan build"
-# TK_CUDA=OFF: the CUDA kernels' nvcc compile (three architectures) is the Release stage's; the sanitizers check host
-# code, and without a GPU the CUDA host paths here are the no-device ones, which the Release stage runs.
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTK_SANITIZE=ON -DTK_WERROR=ON -DTK_BUILD_BENCH=OFF \
-  -DTK_CUDA=OFF >/dev/null
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTK_SANITIZE=ON -DTK_WERROR=ON -DTK_BUILD_BENCH=OFF >/dev/null
 cmake --build build-asan -j"$jobs"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # (MPI tests: Open MPI's own allocations at MPI_Init read as leaks to LeakSanitizer; they run in the Release stage.)
