@@ -110,11 +110,13 @@ TEST(LeaseLedger, PlacesRefusesNamingHoldersAndQueuesInOrder) {
     EXPECT_NE(m.find("need 500 B"), std::string::npos) << m;
   }
   EXPECT_THROW(ledger.acquire(kCpu, 1001, quiet()), tk::OutOfMemoryError);  // can never fit: refused at once
-  // Two waiters in order: 500 then 300. When a goes, 500 is placed first although 300 would have fit earlier.
+  // Two waiters in order: 800 then 300. When a goes, 800 is placed first although 300 would have fit earlier. The
+  // 300 cannot join the 800 (1100 > 1000), so it is placed only after t1 has counted and let go: the order below is
+  // the ledger's, not a race between the two threads' first steps after placement.
   std::atomic<int> order{0};
   int first_order = 0, second_order = 0;
   std::thread t1([&] {
-    Lease l = ledger.acquire(kCpu, 500, quiet());
+    Lease l = ledger.acquire(kCpu, 800, quiet());
     first_order = ++order;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   });
@@ -125,7 +127,7 @@ TEST(LeaseLedger, PlacesRefusesNamingHoldersAndQueuesInOrder) {
   });
   ASSERT_TRUE(wait_for_state(ledger, 1, 2));
   const DeviceUsage queued = ledger.usage(kCpu);
-  EXPECT_EQ(queued.waiters[0].bytes, 500u);  // FIFO: the 300 waits behind the 500 though it would fit now
+  EXPECT_EQ(queued.waiters[0].bytes, 800u);  // FIFO: the 300 waits behind the 800 though it would fit now
   EXPECT_EQ(queued.waiters[1].bytes, 300u);
   a.release();
   t1.join();
