@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -14,6 +15,7 @@
 #include "graph/program.h"
 #include "program_feeder.h"
 #include "test_data.h"
+#include "trainkit/core/convert.h"
 #include "trainkit/trainkit.h"
 
 namespace tk::graph {
@@ -123,6 +125,69 @@ TEST(FuseEpilogues, LeavesChainsWhoseIntermediateIsReadElsewhereOrKept) {
   EXPECT_EQ(h[ba2].op, Op::FusedMatMul);
   EXPECT_EQ(h[ba2].attrs.epilogue, Op::kCount);
   EXPECT_EQ(h[r2].op, Op::Relu);
+}
+
+// A bfloat16 product cast to float32 (a weight's gradient under mixed_bfloat16) becomes one MatMul that writes
+// float32: the float32 product of the bfloat16 operands, where the chain rounded it to bfloat16 first. float16
+// chains stay: a float16 gradient that overflows must reach the finite check as inf.
+TEST(FuseEpilogues, Bfloat16ProductCastToFloat32IsWrittenInFloat32) {
+  std::mt19937 gen(7);
+  std::normal_distribution<float> nd;
+  for (DType t : {DType::bf16, DType::f16}) {
+    SCOPED_TRACE(dtype_name(t));
+    auto build = [&](Graph& g) {
+      const int a = g.input("a", {33, 70}, t), b = g.input("b", {70, 41}, t);
+      return std::array<int, 3>{a, b, g.cast(g.add(Op::MatMul, {a, b}, {}, "grad:dense/matmul"), DType::f32)};
+    };
+    Graph plain, fused;
+    const auto [pa, pb, pout] = build(plain);
+    const auto [fa, fb, fout] = build(fused);
+    EXPECT_EQ(fuse_epilogues(fused, {fout}, {fout}), t == DType::bf16 ? 1 : 0);
+    if (t == DType::bf16) {
+      EXPECT_EQ(fused[fout].op, Op::MatMul);
+      EXPECT_EQ(fused[fout].dtype, DType::f32);
+      EXPECT_EQ(fused[fout].name, "grad:dense/matmul+cast");
+    } else {
+      EXPECT_EQ(fused[fout].op, Op::Cast);
+    }
+    // The same operands for both programs, and their float32 product as the reference.
+    std::vector<float> av(33 * 70), bv(70 * 41);
+    for (float& v : av) v = nd(gen);
+    for (float& v : bv) v = nd(gen);
+    std::vector<uint16_t> a16(av.size()), b16(bv.size());
+    convert_elements(av.data(), DType::f32, a16.data(), t, av.size());
+    convert_elements(bv.data(), DType::f32, b16.data(), t, bv.size());
+    convert_elements(a16.data(), t, av.data(), DType::f32, av.size());  // the operands as the GEMM sees them
+    convert_elements(b16.data(), t, bv.data(), DType::f32, bv.size());
+    auto product = [&](Graph g, int a, int b, int out) {
+      Program p(std::move(g), {out}, {}, Device::cpu());
+      auto slot = [&](int value) -> void* {
+        return t == DType::bf16 ? static_cast<void*>(testing::ProgramFeeder::input<bfloat16>(p, value))
+                                : static_cast<void*>(testing::ProgramFeeder::input<float16>(p, value));
+      };
+      std::memcpy(slot(a), a16.data(), a16.size() * 2);
+      std::memcpy(slot(b), b16.data(), b16.size() * 2);
+      p.run(ExecContext{});
+      return p.output(out);
+    };
+    const Tensor got_plain = product(std::move(plain), pa, pb, pout),
+                 got_fused = product(std::move(fused), fa, fb, fout);
+    double worst_fused = 0, worst_plain = 0;
+    for (int i = 0; i < 33; ++i)
+      for (int j = 0; j < 41; ++j) {
+        double want = 0;
+        for (int k = 0; k < 70; ++k) want += double(av[size_t(i * 70 + k)]) * bv[size_t(k * 41 + j)];
+        const double scale = std::max(std::abs(want), 1.0);
+        worst_fused = std::max(worst_fused, std::abs(got_fused.data<float>()[i * 41 + j] - want) / scale);
+        worst_plain = std::max(worst_plain, std::abs(got_plain.data<float>()[i * 41 + j] - want) / scale);
+      }
+    if (t == DType::bf16) {
+      EXPECT_LT(worst_fused, 1e-5);       // float32 accumulation, no rounding to 16 bits
+      EXPECT_GT(worst_plain, 10 * 1e-5);  // the unfused chain rounds to bfloat16's 8 bits
+    } else {
+      EXPECT_GT(worst_fused, 1e-5);  // still rounded to float16, as the unfused chain is
+    }
+  }
 }
 
 // Adam updates of every variable of the Mlp, one program with one AdamUpdate per variable and one with the

@@ -60,6 +60,18 @@ int fuse_epilogues(Graph& g, const std::vector<int>& roots, const std::vector<in
       inputs.push_back(r.inputs[1]);
       at.epilogue = Op::ReluGrad;
       target = next, what = "matmul+relu_grad";
+    } else if (!conv && r.op == Op::Cast && mm.dtype == DType::bf16 && r.dtype == DType::f32 &&
+               g[mm.inputs[0]].dtype == DType::bf16 && g[mm.inputs[1]].dtype == DType::bf16) {
+      // A weight's gradient under mixed_bfloat16: the product is written in float32 at once, not rounded to
+      // bfloat16 and widened back. bfloat16 only: float16's range is part of loss scaling (a float16 gradient that
+      // overflows must show as inf), and bfloat16 has float32's range.
+      Node& t = g[next];
+      t.op = Op::MatMul;
+      t.inputs = std::move(inputs);
+      t.attrs = at;
+      t.name = mm.name + "+cast";
+      ++fused;
+      continue;
     }
     if (target < 0) continue;
     Node& t = g[target];

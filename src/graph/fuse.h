@@ -5,6 +5,8 @@
 //   MatMul -> BiasAdd           becomes  FusedMatMul(a, b, bias)                     (forward, Dense)
 //   MatMul -> ReluGrad(., y)    becomes  FusedMatMul(a, b, y, epilogue ReluGrad)     (backward: dx then relu')
 //   Conv2D -> BiasAdd [-> Relu] becomes  FusedConv2D(x, w, bias [, epilogue Relu])   (forward, Conv2D layers)
+//   MatMul(bf16) -> Cast(f32)   becomes  MatMul(a, b) with a float32 output           (a weight's gradient under
+//                                                                                      mixed_bfloat16)
 //
 // It runs on a traced graph (after the gradient graph is built) and rewrites nodes in place: the last node
 // of a chain takes the fused op, the earlier ones lose their readers and are not scheduled. A chain fuses

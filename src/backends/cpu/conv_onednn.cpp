@@ -182,9 +182,12 @@ std::pair<Window, int64_t> geometry(const graph::Graph& gr, const graph::Node& n
 
 Conv& conv_for(const graph::Node& n, const Window& g, int64_t f) {
   const bool relu = n.op == Op::FusedConv2D && n.attrs.epilogue == Op::Relu;
+  // bfloat16 memory where this CPU computes it natively; elsewhere a 16-bit node runs widened (widen.cpp) and this
+  // float32 convolution sees float32 copies in the workspace, so its primitive must be float32 too.
+  const DType t = n.dtype == DType::bf16 && onednn_bf16_native() ? DType::bf16 : DType::f32;
   std::lock_guard lock(cache_mutex());
-  auto& slot = cache()[key_of(n.op, g, f, relu, n.dtype)];
-  if (!slot) slot = std::make_unique<Conv>(build(n.op, g, f, relu, n.dtype));
+  auto& slot = cache()[key_of(n.op, g, f, relu, t)];
+  if (!slot) slot = std::make_unique<Conv>(build(n.op, g, f, relu, t));
   return *slot;
 }
 

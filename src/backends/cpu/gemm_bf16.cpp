@@ -63,10 +63,11 @@ bool native() { return onednn_bf16_native(); }
 bool has_bias(Epilogue e) { return e == Epilogue::bias || e == Epilogue::bias_relu; }
 bool has_relu(Epilogue e) { return e == Epilogue::bias_relu || e == Epilogue::relu; }
 
-dnnl::matmul::primitive_desc describe(const GemmShape& s) {
+// f32_out: the product written in float32 (a weight's gradient, graph/fuse.h), else in bfloat16.
+dnnl::matmul::primitive_desc describe(const GemmShape& s, bool f32_out) {
   const memory::desc a({s.m, s.k}, dt::bf16, s.ta ? memory::dims{1, s.m} : memory::dims{s.k, 1});
   const memory::desc b({s.k, s.n}, dt::bf16, s.tb ? memory::dims{1, s.k} : memory::dims{s.n, 1});
-  const memory::desc c({s.m, s.n}, dt::bf16, memory::dims{s.n, 1});
+  const memory::desc c({s.m, s.n}, f32_out ? dt::f32 : dt::bf16, memory::dims{s.n, 1});
   const memory::desc bias =
       has_bias(s.epilogue) ? memory::desc({1, s.n}, dt::bf16, memory::dims{s.n, 1}) : memory::desc();
   dnnl::primitive_attr attr;
@@ -86,8 +87,8 @@ struct Built {
   dnnl_exec_arg_t args[5];
   int nargs = 0;
   size_t scratch = 0;
-  explicit Built(const GemmShape& s) {
-    const auto pd = describe(s);
+  Built(const GemmShape& s, bool f32_out) {
+    const auto pd = describe(s, f32_out);
     prim = dnnl::matmul(pd);
     scratch = pd.scratchpad_desc().get_size();
     const memory::desc mds[5] = {pd.src_desc(), pd.weights_desc(),
@@ -106,10 +107,11 @@ std::mutex& built_mutex() {
   static std::mutex m;
   return m;
 }
-// Per (shape, threads, thread): argument memories are bound per call, so each thread has its own (replicas run
-// the same shapes side by side).
-std::map<std::tuple<GemmShape, int, int64_t>, std::unique_ptr<Built>>& built() {
-  static std::map<std::tuple<GemmShape, int, int64_t>, std::unique_ptr<Built>> b;
+// Per (shape, float32 output, threads, thread): argument memories are bound per call, so each thread has its own
+// (replicas run the same shapes side by side).
+using BuiltKey = std::tuple<GemmShape, bool, int, int64_t>;
+std::map<BuiltKey, std::unique_ptr<Built>>& built() {
+  static std::map<BuiltKey, std::unique_ptr<Built>> b;
   return b;
 }
 
@@ -123,12 +125,14 @@ GemmShape product_shape(const graph::Graph& g, const graph::Node& n) {
 graph::KernelFn g_widened[2] = {nullptr, nullptr};  // MatMul, FusedMatMul: the widened kernels (other CPUs)
 graph::WorkspaceFn g_widened_ws = nullptr;
 
-bool runs_native(const graph::Graph& g, int node) { return native() && g[node].dtype == DType::bf16; }
+// bfloat16 operands; the output is bfloat16, or float32 where graph/fuse.h folded a cast into the product.
+bool runs_native(const graph::Graph& g, int node) { return native() && g[g[node].inputs[0]].dtype == DType::bf16; }
+bool f32_out(const graph::Node& n) { return n.dtype == DType::f32; }
 
 size_t workspace(const graph::Graph& g, int node) {
   if (!runs_native(g, node)) return g_widened_ws ? g_widened_ws(g, node) : 0;
   try {
-    return describe(product_shape(g, g[node])).scratchpad_desc().get_size();
+    return describe(product_shape(g, g[node]), f32_out(g[node])).scratchpad_desc().get_size();
   } catch (const dnnl::error&) {
     return 0;
   }
@@ -143,8 +147,8 @@ void matmul_bf16(const KernelArgs& a) {
   Built* b;
   {
     std::lock_guard lock(built_mutex());
-    auto& slot = built()[{s, omp_get_max_threads(), thread_index()}];
-    if (!slot) slot = std::make_unique<Built>(s);
+    auto& slot = built()[{s, f32_out(a.node), omp_get_max_threads(), thread_index()}];
+    if (!slot) slot = std::make_unique<Built>(s, f32_out(a.node));
     b = slot.get();
   }
   const void* ptrs[5] = {a.in[0], a.in[1], has_bias(s.epilogue) ? a.in[2] : nullptr, a.out, a.workspace};
@@ -173,6 +177,8 @@ void register_bf16_gemm_kernels() {
   g_widened_ws = graph::registered_workspace(DeviceKind::cpu, Op::MatMul);
   if (!g_widened[0] || !g_widened[1] || !g_widened_ws) return;  // keep what is there
   graph::register_kernel(DeviceKind::cpu, Op::MatMul, DType::bf16, matmul_bf16);
+  graph::register_kernel(DeviceKind::cpu, Op::MatMul, graph::KernelSignature({DType::bf16, DType::bf16}, DType::f32),
+                         matmul_bf16);
   graph::register_kernel(DeviceKind::cpu, Op::FusedMatMul, DType::bf16, matmul_bf16);
   graph::register_workspace(DeviceKind::cpu, Op::MatMul, workspace);
   graph::register_workspace(DeviceKind::cpu, Op::FusedMatMul, workspace);

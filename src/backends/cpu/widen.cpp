@@ -94,6 +94,9 @@ void register_widened_kernels() {
     graph::register_kernel(DeviceKind::cpu, op, DType::bf16, widened);
     graph::register_workspace(DeviceKind::cpu, op, widened_workspace);
   }
+  // A bfloat16 product written in float32 (a weight's gradient, graph/fuse.h): sgemm writes the output directly.
+  graph::register_kernel(DeviceKind::cpu, Op::MatMul, graph::KernelSignature({DType::bf16, DType::bf16}, DType::f32),
+                         widened);
 }
 
 }  // namespace tk::cpu
