@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/usage.h"
 #include "trainkit/core/error.h"
+#include "trainkit/nn/distribute.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"trainkit: Keras-style training in C++ (CPU backend)", "trainkit"};
@@ -50,9 +51,11 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("run")) return tk::cli::run_run(run_args);
   } catch (const tk::Error& e) {
     std::fprintf(stderr, "trainkit: error: %s\n", e.what());
+    tk::distribute::MultiWorkerMirroredStrategy::end_job_after_error(tk::cli::kExitError);  // under mpirun: every rank
     return tk::cli::kExitError;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "trainkit: error: internal error: %s (please report it)\n", e.what());
+    tk::distribute::MultiWorkerMirroredStrategy::end_job_after_error(tk::cli::kExitInternal);
     return tk::cli::kExitInternal;
   }
   return 0;

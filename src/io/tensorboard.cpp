@@ -26,8 +26,10 @@ TensorBoard::TensorBoard(std::string log_dir, TensorBoardOptions options)
 TensorBoard::~TensorBoard() = default;
 
 void TensorBoard::on_train_begin(const Logs&) {
-  train_ = std::make_unique<io::EventFileWriter>(log_dir_ / "train");
   validation_.reset();
+  train_.reset();
+  if (!is_chief()) return;  // under MPI: rank 0 alone writes event files (every write below needs train_)
+  train_ = std::make_unique<io::EventFileWriter>(log_dir_ / "train");
   // Continues where the optimizer is (a run resumed by BackupAndRestore, or a second fit).
   global_step_ = model && model->optimizer() ? model->optimizer()->iterations() : 0;
 }

@@ -43,5 +43,18 @@ case "$case" in
       { echo "FAIL: the epoch line does not show the all-reduce time"; exit 1; }
     acc="$(sed -n 's/.*test_accuracy: \([0-9.]*\).*/\1/p' "$out")"
     awk -v a="$acc" 'BEGIN { exit !(a > 0.75) }' || { echo "FAIL: test accuracy $acc after one epoch"; exit 1; } ;;
+  cli_files)  # the file-writing callbacks under mpirun: rank 0 alone writes; a second run resumes on every rank
+    d="$(mktemp -d)"
+    trap 'rm -rf "$out" "$d"' EXIT
+    files=(--backup-dir "$d/backup" --keep-backup --csv-log "$d/log.csv" --checkpoint "$d/ckpt_{epoch:02d}.keras"
+           --tensorboard "$d/tb")
+    run -np 2 "$cli" fit --epochs 1 --verbose 2 "${files[@]}" || { echo "FAIL: trainkit fit with file callbacks"; exit 1; }
+    [ "$(wc -l <"$d/log.csv")" -eq 2 ] || { echo "FAIL: the CSV log is not one header and one row"; exit 1; }
+    [ -s "$d/backup/latest.tkstate" ] && [ -s "$d/ckpt_01.keras" ] || { echo "FAIL: no backup or checkpoint"; exit 1; }
+    [ "$(find "$d/tb/train" -type f | wc -l)" -eq 1 ] || { echo "FAIL: expected one TensorBoard event file"; exit 1; }
+    run -np 2 "$cli" fit --epochs 2 --verbose 2 "${files[@]}" || { echo "FAIL: the resumed run"; exit 1; }
+    [ "$(grep -c "resuming from" "$out")" -eq 1 ] || { echo "FAIL: expected one 'resuming' line (rank 0)"; exit 1; }
+    [ "$(grep -c "^469/469" "$out")" -eq 1 ] || { echo "FAIL: the resumed run trained more than epoch 2"; exit 1; }
+    [ -s "$d/ckpt_02.keras" ] || { echo "FAIL: no checkpoint of epoch 2"; exit 1; } ;;
   *) echo "unknown case $case"; exit 2 ;;
 esac

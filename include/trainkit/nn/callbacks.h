@@ -49,6 +49,11 @@ class Callback {
   virtual void on_epoch_end(int /*epoch*/, const Logs&) {}
   virtual void on_train_batch_begin(int64_t /*batch*/, const Logs&) {}
   virtual void on_train_batch_end(int64_t /*batch*/, const Logs&) {}
+
+  // False on the ranks after the first under MultiWorkerMirroredStrategy (MPI): the callbacks that write files
+  // (ModelCheckpoint, BackupAndRestore, CSVLogger, TensorBoard) write on the chief alone, as Keras' do, so N ranks
+  // never write one file at once. True without a model or a strategy.
+  bool is_chief() const;
 };
 using CallbackPtr = std::shared_ptr<Callback>;
 

@@ -104,6 +104,10 @@ class MultiWorkerMirroredStrategy {
 
   // Whether this process was started by an MPI launcher (mpirun, mpiexec, srun): what `trainkit fit` checks.
   static bool launched_by_mpi();
+  // For a program that caught an error this rank cannot go on from: when MPI runs with more than one rank, ends
+  // every rank with `exit_code` after a grace second (ranks that failed at the same point print their own errors);
+  // else returns. Without it the other ranks wait in their next collective until the timeout.
+  static void end_job_after_error(int exit_code);
 
   int num_replicas_in_sync() const;  // the number of processes
   int rank() const;

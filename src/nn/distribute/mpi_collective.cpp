@@ -35,6 +35,20 @@ void finalize_at_exit() {
 }
 }  // namespace
 
+void MpiCollective::end_job_after_error(int exit_code) {
+  int initialized = 0, finalized = 0, size = 1;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized) return;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size == 1) return;
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::_Exit(exit_code);  // MPI_Abort does not return; should it, this rank still ends
+}
+
 MpiCollective& MpiCollective::world(std::chrono::milliseconds timeout) {
   static MpiCollective* w = new MpiCollective(timeout);  // lives until exit (MPI_Finalize runs atexit)
   return *w;
@@ -177,6 +191,7 @@ void MpiCollective::all_reduce(int, const float*, float*, int64_t, float, const 
   throw Unsupported("MPI all-reduce: built without MPI");
 }
 void MpiCollective::broadcast(void*, size_t, const char*) { throw Unsupported("MPI broadcast: built without MPI"); }
+void MpiCollective::end_job_after_error(int) {}
 void MpiCollective::abort(const std::string& why) {
   std::fprintf(stderr, "trainkit: %s\n", why.c_str());
   std::_Exit(71);

@@ -25,6 +25,10 @@ class MpiCollective final : public graph::Collective {
   static MpiCollective& world(std::chrono::milliseconds timeout);
   // Whether this process was started by an MPI launcher (mpirun, mpiexec, srun with PMI/PMIx).
   static bool launched_by_mpi();
+  // When MPI runs with more than one rank: ends every rank with `exit_code` (MPI_Abort) after a grace second, in
+  // which ranks that failed at the same point print their own errors. Otherwise returns. For an error this rank
+  // cannot go on from: the others would wait in their next collective until the timeout, and MPI_Finalize waits too.
+  static void end_job_after_error(int exit_code);
 
   int rank() const { return rank_; }
   int size() const { return size_; }

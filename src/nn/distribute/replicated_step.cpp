@@ -107,7 +107,9 @@ void Model::train_step_replicated(const std::vector<Tensor>& x, const std::vecto
     if (!replicas_synced_) {  // the same model and batch everywhere, then rank 0's weights and optimizer state
       std::vector<std::pair<std::string, Tensor*>> state = pc.state_tensors();
       std::string fingerprint = "optimizer " + optimizer_->name() + ", global batch " + std::to_string(bs) +
-                                ", micro-batch " + std::to_string(micro) + ", weights";
+                                ", micro-batch " + std::to_string(micro) + ", at optimizer step " +
+                                std::to_string(optimizer_->config().iterations) +
+                                " (a rank that restored another backup differs here), weights";
       for (const auto& [name, t] : state) fingerprint += " " + name + t->shape().to_string();
       world.check_same(fingerprint, "MultiWorkerMirroredStrategy: model check before the first step");
       for (const auto& [name, t] : state) world.broadcast(t->raw(), t->nbytes(), name.c_str());

@@ -89,6 +89,9 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(Options options) {
 }
 
 bool MultiWorkerMirroredStrategy::launched_by_mpi() { return nn::distribute::MpiCollective::launched_by_mpi(); }
+void MultiWorkerMirroredStrategy::end_job_after_error(int exit_code) {
+  nn::distribute::MpiCollective::end_job_after_error(exit_code);
+}
 int MultiWorkerMirroredStrategy::num_replicas_in_sync() const { return state_->replicas_in_sync(); }
 int MultiWorkerMirroredStrategy::rank() const { return state_->mpi->rank(); }
 std::string MultiWorkerMirroredStrategy::describe() const { return state_->description; }

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "trainkit/core/error.h"
+#include "trainkit/nn/model.h"
 
 namespace tk {
 
@@ -30,6 +31,8 @@ bool Logs::contains(const std::string& key) const {
     if (k == key) return true;
   return false;
 }
+
+bool Callback::is_chief() const { return !model || model->is_chief(); }
 
 void History::on_epoch_end(int e, const Logs& logs) {
   epoch.push_back(e);

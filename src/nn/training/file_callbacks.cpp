@@ -65,11 +65,16 @@ std::string BackupAndRestore::backup_path() const { return (fs::path(dir_) / "la
 
 void BackupAndRestore::on_train_begin(const Logs&) {
   restored_.reset();
-  std::error_code ec;
-  fs::create_directories(dir_, ec);
-  if (ec) throw IoError("BackupAndRestore: cannot create backup folder " + dir_ + ": " + ec.message());
-  lock_folder();
-  io::remove_stale_temporaries(dir_);  // what a writer killed mid-save left behind
+  // Under MPI the chief alone owns the folder (locks it, writes the backup); every rank restores from it, so the
+  // folder must be one that every rank sees (one machine, or a shared filesystem, as Keras requires). A rank that
+  // cannot see it starts at another step than the chief: the check before the first step names the ranks.
+  if (is_chief()) {
+    std::error_code ec;
+    fs::create_directories(dir_, ec);
+    if (ec) throw IoError("BackupAndRestore: cannot create backup folder " + dir_ + ": " + ec.message());
+    lock_folder();
+    io::remove_stale_temporaries(dir_);  // what a writer killed mid-save left behind
+  }
   if (!fs::exists(backup_path())) return;
   const TrainingState state = io::load_training_state(backup_path());
   model->restore_training_state(state);
@@ -80,7 +85,9 @@ void BackupAndRestore::on_train_begin(const Logs&) {
                 static_cast<long long>(state.iterations));
 }
 
-void BackupAndRestore::save() { io::save_training_state(backup_path(), model->training_state()); }
+void BackupAndRestore::save() {
+  if (is_chief()) io::save_training_state(backup_path(), model->training_state());
+}
 
 void BackupAndRestore::on_train_batch_end(int64_t, const Logs&) {
   // Counted in optimizer steps, so a resumed run saves at the same steps as an uninterrupted one.
@@ -94,7 +101,7 @@ void BackupAndRestore::on_epoch_end(int, const Logs&) {
 void BackupAndRestore::on_train_end(const Logs&) {
   if (!o_.delete_checkpoint) {  // kept: it holds the finished run, so a later fit with more epochs continues
     save();
-  } else {
+  } else if (is_chief()) {
     std::error_code ec;
     fs::remove(backup_path(), ec);
   }
@@ -157,7 +164,7 @@ void CSVLogger::on_epoch_end(int epoch, const Logs& logs) {
     if (logs.contains(k)) text_ += repr(logs.get(k));  // a key missing this epoch: an empty cell ('NA' in Keras 2)
   }
   text_ += '\n';
-  io::write_file_atomic(filename_, text_);
+  if (is_chief()) io::write_file_atomic(filename_, text_);  // under MPI: rank 0 alone
 }
 
 }  // namespace tk::callbacks
@@ -277,6 +284,7 @@ void ModelCheckpoint::on_epoch_end(int epoch, const Logs& logs) {
 }
 
 void ModelCheckpoint::save(int epoch, const Logs& logs) {
+  if (!is_chief()) return;  // under MPI: rank 0 alone saves (and prints); the logs are the global batch's everywhere
   const std::string path = format_path(epoch, logs);
   if (o_.save_best_only) {
     if (!logs.contains(o_.monitor)) {

@@ -253,7 +253,7 @@ Logs Model::evaluate(const std::vector<Tensor>& x, const std::vector<Tensor>& y,
   ensure_built(x);
   check_data(x, &y, "evaluate");
   Logs logs = run_evaluation(x, y, o.batch_size, o.steps);
-  if (o.verbose > 0) nn::print_logs(logs);
+  if (o.verbose > 0 && is_chief()) nn::print_logs(logs);  // MPI: rank 0 alone prints
   return logs;
 }
 

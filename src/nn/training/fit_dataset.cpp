@@ -96,7 +96,7 @@ History Model::fit(const data::Dataset& dataset, FitOptions o) {
   replicas_synced_ = false;  // data parallel: weights may have been set since the last fit
 
   auto history = std::make_shared<History>();
-  const int verbose = o.verbose == -1 ? 1 : o.verbose;
+  const int verbose = !is_chief() ? 0 : o.verbose == -1 ? 1 : o.verbose;  // MPI: rank 0 alone prints
   const std::vector<CallbackPtr> callbacks = nn::fit_callbacks(this, o, steps, history);
 
   nn::HostStager stager;
@@ -150,10 +150,11 @@ History Model::fit(const data::Dataset& dataset, FitOptions o) {
       const auto t0 = Clock::now();
       if (!pending && !it.next(element)) {
         if (persistent) {
-          std::printf(
-              "WARNING: Your input ran out of data; interrupting training. Make sure that your dataset can "
-              "generate at least steps_per_epoch * epochs batches (%lld); you may need to use repeat().\n",
-              static_cast<long long>(o.steps_per_epoch * o.epochs));
+          if (is_chief())
+            std::printf(
+                "WARNING: Your input ran out of data; interrupting training. Make sure that your dataset can "
+                "generate at least steps_per_epoch * epochs batches (%lld); you may need to use repeat().\n",
+                static_cast<long long>(o.steps_per_epoch * o.epochs));
           stop_training = true;
         }
         break;
@@ -232,7 +233,7 @@ Logs Model::evaluate(const data::Dataset& dataset, EvaluateOptions o) {
   require(dataset.cardinality() != data::kInfiniteCardinality || o.steps > 0,
           "evaluate: the dataset is infinite (repeat() without a count): give steps");
   Logs logs = run_evaluation(dataset, o.steps);
-  if (o.verbose > 0) nn::print_logs(logs);
+  if (o.verbose > 0 && is_chief()) nn::print_logs(logs);
   return logs;
 }
 
