@@ -63,6 +63,9 @@ void print_compile_config(const Model& m) {
   std::printf("Compiled: optimizer %s (learning_rate %g, iterations %lld), loss %s, metrics [%s]\n",
               m.optimizer()->name().c_str(), static_cast<double>(m.optimizer()->learning_rate()),
               static_cast<long long>(m.optimizer()->iterations()), losses.c_str(), metrics.c_str());
+  if (m.loss_scale() > 0.0f)
+    std::printf("Loss scaling (LossScaleOptimizer): scale %g, %lld finite steps since it last changed\n",
+                static_cast<double>(m.loss_scale()), static_cast<long long>(m.loss_scale_step_counter()));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Models and compile configs <-> Keras 3 config.json objects (Sequential, Functional; optimizer, loss,
 // metrics).
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <set>
@@ -22,7 +23,10 @@ json float_json(float v) {
 
 json optional_float(float v) { return v > 0.0f ? float_json(v) : json(nullptr); }
 
-json optimizer_to_json(const Optimizer& opt) {
+// keras_wraps_it: Keras' compile adds this loss scaling by itself (mixed_float16 with LossScaleOptimizer's
+// defaults), so the file names the inner optimizer alone, as Keras writes it. Other loss scaling is written as
+// Keras' LossScaleOptimizer around the inner optimizer.
+json optimizer_to_json(const Optimizer& opt, bool keras_wraps_it) {
   const graph::UpdateConfig& c = opt.config();
   const std::string cls = opt.name();
   std::string lower = cls;
@@ -52,7 +56,16 @@ json optimizer_to_json(const Optimizer& opt) {
     config["epsilon"] = float_json(c.epsilon);
     config["centered"] = c.centered;
   }
-  return {{"module", "keras.optimizers"}, {"class_name", cls}, {"config", config}, {"registered_name", nullptr}};
+  json inner = {{"module", "keras.optimizers"}, {"class_name", cls}, {"config", config}, {"registered_name", nullptr}};
+  if (c.loss_scale_initial <= 0.0f || keras_wraps_it) return inner;
+  return {{"module", "keras.optimizers"},
+          {"class_name", "LossScaleOptimizer"},
+          {"config",
+           {{"name", "loss_scale_optimizer"},
+            {"inner_optimizer", inner},
+            {"initial_scale", float_json(c.loss_scale_initial)},
+            {"dynamic_growth_steps", c.loss_scale_growth_steps}}},
+          {"registered_name", nullptr}};
 }
 
 // Keras loss class names <-> trainkit names.
@@ -128,6 +141,24 @@ OptimizerPtr optimizer_from_json(const json& j, const std::string& label) {
     throw FormatError(label + ": compile_config: 'optimizer' must be a name or an optimizer object");
   const std::string cls = j["class_name"].get<std::string>();
   const json config = j.value("config", json::object());
+  if (cls == "LossScaleOptimizer") {
+    if (!config.contains("inner_optimizer"))
+      throw FormatError(label + ": compile_config: LossScaleOptimizer without an 'inner_optimizer'");
+    optimizers::LossScaleOptions o;
+    o.initial_scale = number_or(config, "initial_scale", o.initial_scale, label);
+    const json growth = config.value("dynamic_growth_steps", json(o.dynamic_growth_steps));
+    if (!growth.is_number_integer() || growth.get<int64_t>() < 1)
+      throw FormatError(label +
+                        ": compile_config: LossScaleOptimizer's dynamic_growth_steps must be an integer >= 1, "
+                        "got " +
+                        growth.dump());
+    o.dynamic_growth_steps = growth.get<int64_t>();
+    if (!(o.initial_scale > 0.0f) || !std::isfinite(o.initial_scale))
+      throw FormatError(label + ": compile_config: LossScaleOptimizer's initial_scale must be positive, got " +
+                        std::to_string(o.initial_scale));
+    return optimizers::LossScaleOptimizer(optimizer_from_json(config["inner_optimizer"], label + " (inner_optimizer)"),
+                                          o);
+  }
   for (const char* key : {"use_ema", "amsgrad"})
     if (config.contains(key) && config[key].is_boolean() && config[key].get<bool>())
       throw Unsupported(label + ": compile_config: optimizer option '" + std::string(key) + "' is not supported");
@@ -272,7 +303,10 @@ json model_to_json(const Model& model) {
     json loss = model.losses().size() == 1 ? loss_to_json(model.losses()[0]) : json::array();
     if (model.losses().size() > 1)
       for (const Loss& l : model.losses()) loss.push_back(loss_to_json(l));
-    out["compile_config"] = {{"optimizer", optimizer_to_json(*model.optimizer())},
+    const graph::UpdateConfig& c = model.optimizer()->config();
+    const bool keras_wraps_it = model.auto_scale_loss && model.dtype_policy() == "mixed_float16" &&
+                                c.loss_scale_initial == 32768.0f && c.loss_scale_growth_steps == 2000;
+    out["compile_config"] = {{"optimizer", optimizer_to_json(*model.optimizer(), keras_wraps_it)},
                              {"loss", loss},
                              {"loss_weights", nullptr},
                              {"metrics", model.metrics().empty() ? json(nullptr) : json(model.metrics())},

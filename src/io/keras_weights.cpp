@@ -3,7 +3,11 @@
 // Keras 3: layers/<key>/vars/<i>, <key> = snake_case class name with a per-model counter (dense, dense_1);
 // a Sequential's InputLayer is not in the walk, a Functional's is. optimizer/vars: 0 iterations, 1
 // learning_rate, then the slots in the optimizer's own order (Adam: m, v per variable; RMSprop: all
-// velocities, then momentums, then average gradients; SGD: momentums when momentum != 0).
+// velocities, then momentums, then average gradients; SGD: momentums when momentum != 0). Under loss scaling
+// (Keras' LossScaleOptimizer, which Keras' compile adds under mixed_float16): optimizer/vars is the wrapper's, named
+// "loss_scale_optimizer" (0 its own iterations, always 0; 1 its learning rate, 0.0; 2 step_counter; 3
+// dynamic_scale; then the inner optimizer's list), and optimizer/inner_optimizer/vars the inner optimizer's list.
+#include <cmath>
 #include <cstring>
 #include <map>
 
@@ -86,14 +90,25 @@ H5Tree weights_to_tree(const Model& model) {
   }
   if (model.optimizer()) {
     const Optimizer& opt = *model.optimizer();
-    add_groups(t, "optimizer/vars");
-    t.attrs["optimizer/vars"]["name"] = {lower(opt.name())};
-    t.datasets["optimizer/vars/0"] = Tensor::from_vector<int64_t>(Shape{}, {opt.iterations()});
-    t.datasets["optimizer/vars/1"] = Tensor::from_vector<float>(Shape{}, {opt.learning_rate()});
     const std::vector<std::vector<Tensor>> slots = model.get_optimizer_slots();
-    size_t i = 2;
-    for (const auto& [k, s] : keras_slot_order(opt, slots.size()))
-      t.datasets["optimizer/vars/" + std::to_string(i++)] = slots[k][s];
+    std::vector<Tensor> inner{Tensor::from_vector<int64_t>(Shape{}, {opt.iterations()}),
+                              Tensor::from_vector<float>(Shape{}, {opt.learning_rate()})};
+    for (const auto& [k, s] : keras_slot_order(opt, slots.size())) inner.push_back(slots[k][s]);
+    auto write = [&](const std::string& group, const std::string& name, const std::vector<Tensor>& vars) {
+      add_groups(t, group);
+      t.attrs[group]["name"] = {name};
+      for (size_t i = 0; i < vars.size(); ++i) t.datasets[group + "/" + std::to_string(i)] = vars[i];
+    };
+    if (model.loss_scale() > 0.0f) {
+      std::vector<Tensor> outer{Tensor::from_vector<int64_t>(Shape{}, {0}), Tensor::from_vector<float>(Shape{}, {0.0f}),
+                                Tensor::from_vector<int64_t>(Shape{}, {model.loss_scale_step_counter()}),
+                                Tensor::from_vector<float>(Shape{}, {model.loss_scale()})};
+      outer.insert(outer.end(), inner.begin(), inner.end());
+      write("optimizer/vars", "loss_scale_optimizer", outer);
+      write("optimizer/inner_optimizer/vars", lower(opt.name()), inner);
+    } else {
+      write("optimizer/vars", lower(opt.name()), inner);
+    }
   }
   return t;
 }
@@ -167,9 +182,28 @@ void weights_from_tree(Model& model, const H5Tree& tree, const std::string& labe
   float lr = 0.0f;
   // Keras 3: optimizer/vars/<i>; Keras 2 (.h5): optimizer_weights/<weight_names[i]>.
   std::vector<std::string> paths;
+  // Keras' LossScaleOptimizer: the inner optimizer's list, and the wrapper's dynamic_scale and step_counter.
+  const bool scaled = !keras2 && tree.groups.count("optimizer/inner_optimizer/vars");
+  float scale = 0.0f;
+  int64_t scale_counter = 0;
+  if (scaled) {
+    const Tensor* counter = tree.dataset("optimizer/vars/2");
+    const Tensor* dynamic = tree.dataset("optimizer/vars/3");
+    if (!counter || counter->numel() != 1 || counter->dtype() != DType::i64 || !dynamic || dynamic->numel() != 1 ||
+        dynamic->dtype() != DType::f32)
+      throw FormatError(label +
+                        ": '/optimizer/vars/2' and '/optimizer/vars/3' must be LossScaleOptimizer's "
+                        "step_counter (int64) and dynamic_scale (float32)");
+    scale_counter = counter->data<int64_t>()[0];
+    scale = dynamic->data<float>()[0];
+    if (!(scale > 0.0f) || !std::isfinite(scale) || scale_counter < 0)
+      throw FormatError(label + ": LossScaleOptimizer's dynamic_scale " + std::to_string(scale) + " / step_counter " +
+                        std::to_string(scale_counter) + " are not a positive scale and a count");
+  }
   if (!keras2 && tree.groups.count("optimizer/vars")) {
-    const size_t n = tree.children("optimizer/vars").size();
-    for (size_t i = 0; i < n; ++i) paths.push_back("optimizer/vars/" + std::to_string(i));
+    const std::string group = scaled ? "optimizer/inner_optimizer/vars" : "optimizer/vars";
+    const size_t n = tree.children(group).size();
+    for (size_t i = 0; i < n; ++i) paths.push_back(group + "/" + std::to_string(i));
   } else if (keras2 && tree.attrs.count("optimizer_weights") &&
              tree.attrs.at("optimizer_weights").count("weight_names")) {
     for (const std::string& n : tree.attrs.at("optimizer_weights").at("weight_names"))
@@ -212,6 +246,8 @@ void weights_from_tree(Model& model, const H5Tree& tree, const std::string& labe
   if (iterations >= 0) {
     model.set_optimizer_slots(slots, iterations);
     model.optimizer()->set_learning_rate(lr);
+    // A model that trains without loss scaling takes the inner optimizer's state alone.
+    if (scaled && model.loss_scale() > 0.0f) model.set_loss_scale_state(scale, scale_counter);
   }
 }
 

@@ -1,5 +1,6 @@
 #include "trainkit/nn/model.h"
 
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <set>
@@ -148,6 +149,24 @@ float Model::loss_scale() const {
     for (const LayerPtr& l : layers_)
       if (layer_compute_dtype(*l) == DType::f16) return 32768.0f;
   return 0.0f;
+}
+
+int64_t Model::loss_scale_step_counter() const {
+  const float* st = programs_ ? programs_->loss_scale_state() : nullptr;
+  return st ? static_cast<int64_t>(st[1]) : 0;
+}
+
+void Model::set_loss_scale_state(float scale, int64_t step_counter) {
+  check_compiled("set_loss_scale_state");
+  if (loss_scale() <= 0.0f)
+    throw InvalidArgument("set_loss_scale_state: model '" + name_ +
+                          "' trains without loss scaling (compile with tk::optimizers::LossScaleOptimizer, or under "
+                          "mixed_float16)");
+  if (!(scale > 0.0f) || !std::isfinite(scale) || step_counter < 0)
+    throw InvalidArgument("set_loss_scale_state: need a positive finite scale and a counter >= 0, got scale " +
+                          std::to_string(scale) + ", counter " + std::to_string(step_counter));
+  if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
+  programs_->set_loss_scale_state(scale, static_cast<float>(step_counter), static_cast<float>(skipped_steps()));
 }
 
 int64_t Model::skipped_steps() const {

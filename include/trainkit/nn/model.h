@@ -179,6 +179,11 @@ class Model {
   // a gradient was not finite.
   float loss_scale() const;
   int64_t skipped_steps() const;
+  // The finite steps since the scale last changed (Keras' LossScaleOptimizer step_counter; 0 before training).
+  int64_t loss_scale_step_counter() const;
+  // Restores loss scaling's state, as a Keras file holds it (dynamic_scale, step_counter). InvalidArgument when the
+  // model trains without loss scaling, or for a scale that is not positive and finite or a negative counter.
+  void set_loss_scale_state(float scale, int64_t step_counter);
   // The dtype a program's feature inputs have (the policy's variable dtype: float32).
   DType input_dtype() const { return DType::f32; }
   // The data-parallel strategy the model was compiled under (trainkit/nn/distribute.h): its description
