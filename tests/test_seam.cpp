@@ -196,6 +196,36 @@ TEST(Seam, RescalingReadingAnInputIsFoldedIntoStaging) {
   for (int i = 0; i < 8; ++i) EXPECT_EQ(p.data<float>()[i], q.data<float>()[i]);
 }
 
+// Under a mixed policy the input is cast to 16 bits before the Rescaling: the scale is staged all the same (the
+// program keeps the Cast and loses the 16-bit Scale).
+TEST(Seam, RescalingAfterAMixedPolicysInputCastIsFoldedIntoStaging) {
+  const Data d = make_data(64, 12);
+  for (const char* policy : {"mixed_bfloat16", "mixed_float16"}) {
+    SCOPED_TRACE(policy);
+    tk::mixed_precision::set_global_policy(policy);
+    tk::Sequential m({layers::Input({12}), layers::Rescaling(1.0f / 255), layers::Dense(8, "relu"), layers::Dense(3)});
+    m.compile(tk::optimizers::SGD(), tk::losses::SparseCategoricalCrossentropy({.from_logits = true}));
+    tk::nn::ProgramCache cache(m);
+    tk::nn::ProgramCache::Traced t = cache.trace(tk::nn::ProgramKind::predict, 4, false);
+    ASSERT_EQ(t.compiled->x_scale.size(), 1u);
+    EXPECT_EQ(t.compiled->x_scale[0].scale, 1.0f / 255);
+    bool cast = false;
+    for (int id : tk::graph::schedule(t.g, t.keep)) {
+      EXPECT_NE(t.g[id].op, tk::graph::Op::Scale) << t.g[id].name;
+      cast |= t.g[id].op == tk::graph::Op::Cast && t.g[t.g[id].inputs[0]].op == tk::graph::Op::Input;
+    }
+    EXPECT_TRUE(cast) << "the input is still cast to 16 bits";
+    // Trains as the pre-scaled floats do (the input cast rounds x * scale once, as the unfused Scale would round the
+    // product of the exact 16-bit pixel): bit for bit.
+    tk::utils::set_random_seed(3);
+    tk::Sequential a({layers::Input({12}), layers::Rescaling(1.0f / 255), layers::Dense(8, "relu"), layers::Dense(3)});
+    tk::utils::set_random_seed(3);
+    tk::Sequential b({layers::Input({12}), layers::Dense(8, "relu"), layers::Dense(3)});
+    EXPECT_EQ(losses(a, d.x8, d.y), losses(b, d.xf, d.y));
+  }
+  tk::mixed_precision::set_global_policy("float32");
+}
+
 TEST(Seam, Float16DataTrainsLikeFloat32DataRoundedToFloat16) {
   const Data d = make_data(64, 12);
   Tensor x16 = d.xf.to(DType::f16);

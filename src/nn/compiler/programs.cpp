@@ -51,27 +51,53 @@ Op metric_op(const std::string& metric, const Loss& loss, const Shape& out) {
 // A Rescaling that reads a model input directly becomes part of staging: the batch is converted with
 // x * scale + offset while it is copied in (one pass over the data instead of a copy and an op), and the
 // narrow source data (uint8 images, float16 features) is widened at the same time. Only when every reader
-// of the input is such a Scale with the same factors, and no Scale is itself an output.
+// of the input is such a Scale with the same factors, and no Scale is itself an output. Under a mixed policy the
+// input is cast to 16 bits first (Input -> Cast -> Scale): the scale is staged as well and the Cast reads the scaled
+// input, so the product is rounded to 16 bits once where Keras rounds the input and then the product (the same bits
+// for inputs that 16 bits hold exactly, as uint8 pixels in bfloat16 and float16; closer to the exact product
+// otherwise), and the 16-bit Scale op, which widens, multiplies and rounds again, is gone.
 void fuse_input_scaling(graph::Graph& g, Compiled& c, const std::vector<int>& keep) {
-  for (size_t i = 0; i < c.x.size(); ++i) {
-    const int x = c.x[i];
-    std::vector<int> readers;
-    bool fusable = true;
-    for (int id = 0; id < g.size() && fusable; ++id)
-      for (int in : g[id].inputs)
-        if (in == x) {
-          const graph::Node& r = g[id];
-          fusable = r.op == Op::Scale && std::find(keep.begin(), keep.end(), id) == keep.end() &&
-                    (readers.empty() ||
-                     (g[readers[0]].attrs.value == r.attrs.value && g[readers[0]].attrs.alpha == r.attrs.alpha));
-          readers.push_back(id);
-          break;
-        }
-    if (!fusable || readers.empty()) continue;
-    c.x_scale[i] = StageScale{g[readers[0]].attrs.value, g[readers[0]].attrs.alpha};
+  auto readers_of = [&](int value) {
+    std::vector<int> out;
+    for (int id = 0; id < g.size(); ++id)
+      if (std::find(g[id].inputs.begin(), g[id].inputs.end(), value) != g[id].inputs.end()) out.push_back(id);
+    return out;
+  };
+  auto kept = [&](int id) { return std::find(keep.begin(), keep.end(), id) != keep.end(); };
+  // Whether every node in `scales` is a Scale (not kept) with the factors of the first.
+  auto same_scales = [&](const std::vector<int>& scales) {
+    for (int id : scales)
+      if (g[id].op != Op::Scale || kept(id) || g[id].attrs.value != g[scales[0]].attrs.value ||
+          g[id].attrs.alpha != g[scales[0]].attrs.alpha)
+        return false;
+    return !scales.empty();
+  };
+  auto bypass = [&](const std::vector<int>& scales, int source) {  // the Scales' readers read `source` instead
     for (graph::Node& n : g.nodes)
       for (int& in : n.inputs)
-        if (std::find(readers.begin(), readers.end(), in) != readers.end()) in = x;
+        if (std::find(scales.begin(), scales.end(), in) != scales.end()) in = source;
+  };
+  for (size_t i = 0; i < c.x.size(); ++i) {
+    const int x = c.x[i];
+    const std::vector<int> readers = readers_of(x);
+    if (same_scales(readers)) {
+      c.x_scale[i] = StageScale{g[readers[0]].attrs.value, g[readers[0]].attrs.alpha};
+      bypass(readers, x);
+      continue;
+    }
+    // Input -> Cast(16 bits) -> Scale, every cast read by Scales alone, all with one set of factors (TK_FUSE=0: not).
+    std::vector<std::pair<int, std::vector<int>>> casts;
+    std::vector<int> all_scales;
+    bool fusable = !readers.empty() && graph::fusion_enabled();
+    for (int r : readers) {
+      fusable = fusable && g[r].op == Op::Cast && !kept(r) && (g[r].dtype == DType::bf16 || g[r].dtype == DType::f16);
+      if (!fusable) break;
+      casts.emplace_back(r, readers_of(r));
+      all_scales.insert(all_scales.end(), casts.back().second.begin(), casts.back().second.end());
+    }
+    if (!fusable || !same_scales(all_scales)) continue;
+    c.x_scale[i] = StageScale{g[all_scales[0]].attrs.value, g[all_scales[0]].attrs.alpha};
+    for (const auto& [cast, scales] : casts) bypass(scales, cast);
   }
 }
 
