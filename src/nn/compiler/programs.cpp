@@ -56,6 +56,7 @@ Op metric_op(const std::string& metric, const Loss& loss, const Shape& out) {
 // input, so the product is rounded to 16 bits once where Keras rounds the input and then the product (the same bits
 // for inputs that 16 bits hold exactly, as uint8 pixels in bfloat16 and float16; closer to the exact product
 // otherwise), and the 16-bit Scale op, which widens, multiplies and rounds again, is gone.
+// c.x must be the program's inputs as traced (float32); the inputs staged in 16 bits change their node's dtype.
 void fuse_input_scaling(graph::Graph& g, Compiled& c, const std::vector<int>& keep) {
   auto readers_of = [&](int value) {
     std::vector<int> out;
@@ -98,6 +99,20 @@ void fuse_input_scaling(graph::Graph& g, Compiled& c, const std::vector<int>& ke
     if (!fusable || !same_scales(all_scales)) continue;
     c.x_scale[i] = StageScale{g[all_scales[0]].attrs.value, g[all_scales[0]].attrs.alpha};
     for (const auto& [cast, scales] : casts) bypass(scales, cast);
+  }
+  // Then, under a mixed policy, an input read only by casts to one 16-bit dtype is staged in that dtype: staging
+  // converts (and scales) each batch straight into 16 bits, the same rounding the cast made, so the cast op and the
+  // float32 copy of the batch are gone. TK_FUSE=0: not.
+  if (!graph::fusion_enabled()) return;
+  for (const int x : c.x) {
+    const std::vector<int> readers = readers_of(x);
+    if (readers.empty()) continue;
+    const DType t = g[readers[0]].dtype;
+    bool casts_only = t == DType::bf16 || t == DType::f16;
+    for (int r : readers) casts_only = casts_only && g[r].op == Op::Cast && g[r].dtype == t && !kept(r);
+    if (!casts_only) continue;
+    g[x].dtype = t;
+    bypass(readers, x);
   }
 }
 

@@ -1,7 +1,9 @@
 #include "nn/training/batching.h"
 
+#include <algorithm>
 #include <cstring>
 
+#include "backends/cpu/parallel.h"
 #include "trainkit/core/convert.h"
 
 namespace tk::nn {
@@ -23,14 +25,22 @@ void gather_rows(const Tensor& src, const int64_t* idx, int64_t begin, int64_t n
     }
     return;
   }
-  for (int64_t r = 0; r < n; ++r) {
-    const char* from = s + static_cast<size_t>(idx ? idx[r] : begin + r) * src_row;
-    char* to = d + static_cast<size_t>(r) * dst_row;
-    if (plain || !is_floating(dst_dtype))
-      convert_elements(from, src.dtype(), to, dst_dtype, static_cast<size_t>(row));
-    else
-      convert_elements(from, src.dtype(), to, dst_dtype, static_cast<size_t>(row), scale, offset);
-  }
+  // Converting (widening uint8 pixels, rounding to a mixed policy's 16 bits, scaling) is compute, not a copy: the
+  // rows are split over the kernel threads, as the cast op that this replaces was.
+  const DType from_dtype = src.dtype();
+  cpu::parallel_for(
+      n,
+      [&](int64_t lo, int64_t hi) {
+        for (int64_t r = lo; r < hi; ++r) {
+          const char* from = s + static_cast<size_t>(idx ? idx[r] : begin + r) * src_row;
+          char* to = d + static_cast<size_t>(r) * dst_row;
+          if (plain || !is_floating(dst_dtype))
+            convert_elements(from, from_dtype, to, dst_dtype, static_cast<size_t>(row));
+          else
+            convert_elements(from, from_dtype, to, dst_dtype, static_cast<size_t>(row), scale, offset);
+        }
+      },
+      std::max<int64_t>(1, cpu::kParallelGrain / std::max<int64_t>(row, 1)));
 }
 
 }  // namespace tk::nn
