@@ -373,6 +373,52 @@ TEST(CliPlan, ReplicasPlanOneReplicasShareUnderItsShareOfTheBudget) {
   EXPECT_NE(none.code, 0) << describe(none);
 }
 
+// plan --device cuda / --gpu NAME on a machine without a CUDA device: the programs traced and planned for the CUDA
+// backend under the GPU's memory (issue 13: size a GPU job on a laptop). The weights, optimizer state and arena are
+// the cpu plan's; the workspace is the CUDA kernels' (cuBLASLt's 32 MiB per GEMM), not oneDNN's.
+TEST(CliPlan, PlansAGpuThisMachineDoesNotHave) {
+  const Result r = run_cli("plan --device cuda --memory-limit 1GiB --batch-size 128");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  for (const char* part : {"Planning for cuda:0 with a 1.00 GiB budget, without one here",
+                           "Budget 1.00 GiB on cuda:0 (planned, not on this machine)", "Batch 128 fits"})
+    EXPECT_CONTAINS(r.out, part);
+  const auto line_value = [](const std::string& text, const std::string& key) {
+    const size_t at = text.find("\n  " + key);
+    return at == std::string::npos ? std::string() : text.substr(at + 3 + key.size(), 30);
+  };
+  const Result cpu = run_cli("plan --device cpu --memory-limit 1GiB --batch-size 128");
+  ASSERT_EQ(cpu.code, 0) << describe(cpu);
+  for (const char* same : {"weights", "optimizer state", "arena"}) {
+    EXPECT_NE(line_value(r.out, same), "") << same;
+    EXPECT_EQ(line_value(r.out, same), line_value(cpu.out, same)) << same;
+  }
+  if (contains(r.out, "Kernel workspaces (cuBLASLt's, one per GEMM) are in the plan")) {
+    EXPECT_CONTAINS(line_value(r.out, "workspace"), "32.00 MiB");
+  } else {
+    EXPECT_CONTAINS(r.out, "This build has no CUDA kernels");
+  }
+  // A card by name; a model whose convolutions have no CUDA kernels yet says what the plan leaves out.
+  const Result t4 = run_cli("plan --model cnn --gpu t4");
+  ASSERT_EQ(t4.code, 0) << describe(t4);
+  EXPECT_CONTAINS(t4.out, "Planning for cuda:0 (T4) with a 16.00 GiB budget");
+  EXPECT_CONTAINS(t4.out, "Not counted yet: cuDNN's workspaces for Conv2D, MaxPooling2D");
+  // Too large a batch: exit 3 and the largest that fits.
+  const Result big = run_cli("plan --model cnn --device cuda --memory-limit 1GiB --batch-size 4096");
+  EXPECT_EQ(big.code, 3) << describe(big);
+  const size_t at = big.out.find("the largest batch that fits is ");
+  ASSERT_NE(at, std::string::npos) << describe(big);
+  const long long best = std::atoll(big.out.c_str() + at + 31);
+  EXPECT_GT(best, 0);
+  EXPECT_LT(best, 4096);
+  // Without the GPU's memory, or with a card trainkit does not know: one clear error each.
+  const Result none = run_cli("plan --device cuda");
+  EXPECT_EQ(none.code, 1) << describe(none);
+  EXPECT_CONTAINS(none.err, "--memory-limit 24GiB, or --gpu NAME");
+  const Result unknown = run_cli("plan --gpu X100");
+  EXPECT_EQ(unknown.code, 1) << describe(unknown);
+  EXPECT_CONTAINS(unknown.err, "A100-40GB");
+}
+
 // One vocabulary everywhere: --device, --dtype-policy, --memory-limit (= TK_MEMORY_LIMIT, which it overrides).
 TEST(CliRunOptions, DeviceDtypePolicyAndMemoryLimit) {
   const Result ok = run_cli("plan --device cpu --dtype-policy float32 --memory-limit 64MiB --batch-size 32");

@@ -50,6 +50,7 @@ struct PlanArgs {
   RunOptions run;
   std::string svg;   // --svg FILE: the plan as a picture
   int replicas = 1;  // --replicas N: one replica's plan under data parallel over N devices
+  std::string gpu;   // --gpu NAME: plan for this card without having it (its memory is the budget)
 };
 void add_plan_command(CLI::App& app, PlanArgs& args);
 int run_plan(const PlanArgs& args);

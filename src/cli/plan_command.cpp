@@ -1,9 +1,12 @@
 // trainkit plan: the memory a training step will take, and the largest batch that fits the budget.
+#include <cctype>
 #include <cstdio>
 #include <optional>
 
 #include "cli/commands.h"
 #include "cli/usage.h"
+#include "graph/backend.h"
+#include "graph/kernel.h"
 #include "trainkit/io/atomic_file.h"
 #include "trainkit/runtime/memory.h"
 #include "trainkit/trainkit.h"
@@ -27,6 +30,10 @@ void add_plan_command(CLI::App& app, PlanArgs& a) {
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
   add_run_options(plan, a.run);
+  plan->add_option("--gpu", a.gpu,
+                   "Plan for this GPU on a machine without it (as --device cuda): A100-40GB, A100-80GB, H100-80GB, "
+                   "H200, L4, L40S, A10G, T4, V100-16GB, V100-32GB, RTX-3090, RTX-4090. Its memory is the budget "
+                   "unless --memory-limit says otherwise");
   plan->add_option("--svg", a.svg,
                    "Also draw the plan as an SVG picture: every planned value as a box at its arena offset over its "
                    "lifetime, colored by layer, the peak marked");
@@ -48,6 +55,92 @@ distribute::MirroredStrategy replicas_over(Device device, int replicas) {
   return distribute::MirroredStrategy(devices);
 }
 
+// GPUs by the memory their names give (the driver keeps a few hundred MiB of it: pass --memory-limit for a tighter
+// budget).
+struct Card {
+  const char* name;
+  size_t gib;
+};
+constexpr Card kCards[] = {{"A100-40GB", 40}, {"A100-80GB", 80}, {"H100-80GB", 80}, {"H200", 141},
+                           {"L4", 24},        {"L40S", 48},      {"A10G", 24},      {"T4", 16},
+                           {"V100-16GB", 16}, {"V100-32GB", 32}, {"RTX-3090", 24},  {"RTX-4090", 24}};
+
+// `trainkit plan --device cuda` without a CUDA backend here (no GPU, or a build without one): the programs traced and
+// planned for the CUDA device, under its memory, so a job can be sized on a laptop before it is queued.
+int run_plan_absent_gpu(const PlanArgs& a) {
+  if (a.replicas > 1)
+    throw Unsupported("trainkit plan --replicas " + std::to_string(a.replicas) +
+                      " over CUDA devices: not built yet (plan one GPU, or --device cpu replicas)");
+  const bool named = a.run.device.rfind("cuda", 0) == 0 || a.run.device.rfind("gpu", 0) == 0;
+  const Device device = named ? parse_device(a.run.device) : Device::cuda(0);
+  require_dtype_policy(a.run.dtype_policy);
+  mixed_precision::set_global_policy(a.run.dtype_policy);
+  size_t budget = 0;
+  std::string card;
+  if (!a.gpu.empty()) {
+    std::string names;
+    for (const Card& c : kCards) {
+      names += std::string(names.empty() ? "" : ", ") + c.name;
+      std::string want = a.gpu, have = c.name;
+      for (char& ch : want) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+      if (want == have) budget = c.gib << 30, card = c.name;
+    }
+    if (card.empty())
+      throw InvalidArgument("--gpu " + a.gpu + ": not a card trainkit knows (" + names +
+                            "); give its memory instead: --device cuda --memory-limit 24GiB");
+  }
+  if (!a.run.memory_limit.empty()) {
+    try {
+      budget = config::parse_bytes(a.run.memory_limit);
+    } catch (const Error& e) {
+      throw InvalidArgument("--memory-limit " + a.run.memory_limit + ": " + e.what());
+    }
+  }
+  if (budget == 0)
+    throw InvalidArgument("--device " + device.to_string() +
+                          ": this trainkit has no CUDA device to use here, so the plan needs the GPU's memory: "
+                          "--memory-limit 24GiB, or --gpu NAME (`trainkit plan --help` lists the cards)");
+  std::unique_ptr<Model> model = make_model(a.model, Shape(a.input_shape));
+  model->set_dtype_policy(a.run.dtype_policy);
+  model->plan_for_absent_device(device, budget);
+  model->compile(optimizers::get(a.optimizer), losses::SparseCategoricalCrossentropy({.from_logits = true}),
+                 {"accuracy"});
+  const bool kernels = graph::registered_workspace(DeviceKind::cuda, graph::Op::MatMul) != nullptr;
+  const std::string card_note = card.empty() ? "" : " (" + card + ")";
+  std::printf(
+      "Planning for %s%s with a %s budget, without one here: the programs are traced and planned as the "
+      "CUDA backend builds them; nothing runs.\n",
+      device.to_string().c_str(), card_note.c_str(), config::format_bytes(budget).c_str());
+  std::puts(kernels
+                ? "Kernel workspaces (cuBLASLt's, one per GEMM) are in the plan's workspace line."
+                : "This build has no CUDA kernels (built with TK_CUDA=OFF): kernel workspaces are not in the plan.");
+  std::string missing;
+  for (const LayerPtr& l : model->layers())
+    for (const char* c : {"Conv2D", "MaxPooling2D", "AveragePooling2D", "BatchNormalization"})
+      if (l->class_name() == c && missing.find(c) == std::string::npos)
+        missing += (missing.empty() ? "" : ", ") + l->class_name();
+  if (!missing.empty())
+    std::printf(
+        "Not counted yet: cuDNN's workspaces for %s (the CUDA backend has no cuDNN kernels yet; "
+        "docs/gpu-report.md).\n",
+        missing.c_str());
+  const MemoryPlan plan = model->memory_plan(a.batch_size);
+  std::fputs(plan.to_string().c_str(), stdout);
+  if (!a.svg.empty()) {
+    io::write_file_atomic(a.svg, plan.svg());
+    std::printf("Wrote the plan's picture to %s (%zu planned values)\n", a.svg.c_str(), plan.values.size());
+  }
+  const size_t available = model->memory_available_for_training();
+  const int64_t best = model->largest_batch_that_fits(available);
+  std::printf(
+      "Budget %s on %s (planned, not on this machine), %s of it available to a training step (a 5%% margin "
+      "stays free). Batch %lld %s; the largest batch that fits is %s%lld.\n",
+      config::format_bytes(budget).c_str(), device.to_string().c_str(), config::format_bytes(available).c_str(),
+      static_cast<long long>(a.batch_size), plan.total <= available ? "fits" : "does NOT fit",
+      best == int64_t{1} << 16 ? "at least (the search stops there) " : "", static_cast<long long>(best));
+  return plan.total <= available ? 0 : 3;
+}
+
 }  // namespace
 
 int run_plan(const PlanArgs& a) {
@@ -56,6 +149,8 @@ int run_plan(const PlanArgs& a) {
   if (a.batch_size < a.replicas)
     throw InvalidArgument("--batch-size " + std::to_string(a.batch_size) + " is smaller than --replicas " +
                           std::to_string(a.replicas) + ": every replica needs at least one row of the global batch");
+  const bool cuda_wanted = !a.gpu.empty() || a.run.device.rfind("cuda", 0) == 0 || a.run.device.rfind("gpu", 0) == 0;
+  if (cuda_wanted && !graph::has_backend(DeviceKind::cuda)) return run_plan_absent_gpu(a);
   const Device device = apply_run_options(a.run);
   std::optional<distribute::MirroredStrategy> strategy;
   if (a.replicas > 1) strategy.emplace(replicas_over(device, a.replicas));

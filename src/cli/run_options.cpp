@@ -7,7 +7,6 @@
 #include "trainkit/runtime/memory.h"
 
 namespace tk::cli {
-namespace {
 
 Device parse_device(const std::string& text) {
   std::string s = text;
@@ -25,8 +24,6 @@ Device parse_device(const std::string& text) {
   if (kind == "cuda" || kind == "gpu") return Device::cuda(index);
   throw InvalidArgument("--device " + text + ": expected cpu, cpu:N, cuda or cuda:N (`trainkit devices` lists them)");
 }
-
-}  // namespace
 
 void add_run_options(CLI::App* command, RunOptions& o) {
   command

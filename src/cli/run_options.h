@@ -22,6 +22,9 @@ void add_run_options(CLI::App* command, RunOptions& options);
 // Checks every option before any data is loaded and sets the budget (it must precede the first allocation);
 // returns the device. InvalidArgument / Unsupported name the option and what to do.
 Device apply_run_options(const RunOptions& options);
+// "cpu", "cpu:N", "cuda", "cuda:N" ("gpu" as "cuda"), case-insensitive; InvalidArgument naming the flag otherwise. The
+// device need not exist here.
+Device parse_device(const std::string& text);
 // Puts the model on the device, in the policy.
 void configure_model(Model& model, const RunOptions& options, Device device);
 

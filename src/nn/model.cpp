@@ -97,6 +97,7 @@ void Model::set_device(Device device) {
                           ", which places its replicas (compile it outside the scope "
                           "to run on one device)");
   device_ = device;
+  absent_device_budget_ = 0;  // a real device from here on
   programs_.reset();
 }
 

@@ -117,6 +117,11 @@ class Model {
   // Bytes a training step may use now: 95% of the budget, less what others hold reserved (this model's
   // own weights, optimizer state and arena count as available: the plan includes them).
   size_t memory_available_for_training() const;
+  // Plans for a device this process does not have, e.g. a GPU on a laptop (`trainkit plan --device cuda
+  // --memory-limit 24GiB`): memory_plan and largest_batch_that_fits trace and plan the programs for `device` (its
+  // kernels' workspaces, its dtype sizes) under a budget of `budget` bytes that nobody else holds. Nothing is
+  // allocated or run there: building a program for it is the usual Unsupported (fit, evaluate, predict).
+  void plan_for_absent_device(Device device, size_t budget);
   std::string name() const { return name_; }
   const std::vector<LayerPtr>& layers() const { return layers_; }
   LayerPtr get_layer(const std::string& name) const;
@@ -239,7 +244,9 @@ class Model {
   std::string plan_policy_override_;       // memory_plan's "what would the other policy take" trace
   Logs batch_logs_;                        // train_on_batch results, updated in place
   FitPosition position_;                   // kept current by the fit loops (no allocation per step)
-  std::optional<FitPosition> resume_;      // set by restore_training_state, taken by the next fit
+  std::optional<FitPosition> resume_;
+  size_t absent_device_budget_ = 0;  // plan_for_absent_device: the budget of the device planned for      // set by
+                                     // restore_training_state, taken by the next fit
 
  protected:
   bool has_graph_ = false;

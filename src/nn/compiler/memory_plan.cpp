@@ -6,6 +6,7 @@
 #include "graph/autodiff.h"
 #include "graph/schedule.h"
 #include "nn/compiler/programs.h"
+#include "nn/distribute/strategy_state.h"
 #include "runtime/device_memory.h"
 #include "trainkit/core/error.h"
 #include "trainkit/runtime/memory.h"
@@ -154,7 +155,19 @@ int64_t Model::largest_batch_that_fits(size_t available, int64_t cap) {
   return lo;
 }
 
+void Model::plan_for_absent_device(Device device, size_t budget) {
+  if (budget == 0) throw InvalidArgument("plan_for_absent_device: the budget of " + device.to_string() + " is 0 bytes");
+  if (strategy_)
+    throw InvalidArgument("plan_for_absent_device: model '" + name_ + "' was compiled under " + strategy_->description +
+                          ", which places its replicas");
+  device_ = device;
+  absent_device_budget_ = budget;
+  programs_.reset();
+}
+
 size_t Model::memory_available_for_training() const {
+  // A device planned for but not here: its whole budget, less the margin (nobody else holds any of it).
+  if (absent_device_budget_ > 0) return static_cast<size_t>(0.95 * double(absent_device_budget_));
   const MemoryInfo m = config::get_memory_info(device_);  // the model's device (was: always the cpu)
   size_t mine = 0;
   for (const LayerPtr& l : layers_)
