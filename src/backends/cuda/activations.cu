@@ -67,56 +67,43 @@ void run_backward(const float* dy, const float* v, float* dx, int64_t n, float a
   if (g.blocks) backward<F><<<g.blocks, g.threads, 0, s>>>(dy, v, dx, n, alpha);
 }
 
+template <typename F>
+struct Tag {
+  using type = F;
+};
+
+// Calls run(Tag<F>{}) with the functor F of `f`: the one place that maps an Activation to its math (C++17: nvcc
+// builds these files as C++17, so no templated lambdas).
+template <typename Run>
+void dispatch(Activation f, Run&& run) {
+  switch (f) {
+    case Activation::relu:
+      return run(Tag<Relu>{});
+    case Activation::sigmoid:
+      return run(Tag<Sigmoid>{});
+    case Activation::tanh:
+      return run(Tag<Tanh>{});
+    case Activation::gelu:
+      return run(Tag<Gelu>{});
+    case Activation::elu:
+      return run(Tag<Elu>{});
+    case Activation::leaky_relu:
+      return run(Tag<LeakyRelu>{});
+  }
+}
+
 }  // namespace
 
 void launch_activation(Activation f, const float* x, float* y, int64_t n, float alpha, int sm_count, Stream stream) {
   const auto s = static_cast<cudaStream_t>(stream);
-  switch (f) {
-    case Activation::relu:
-      run_forward<Relu>(x, y, n, alpha, sm_count, s);
-      break;
-    case Activation::sigmoid:
-      run_forward<Sigmoid>(x, y, n, alpha, sm_count, s);
-      break;
-    case Activation::tanh:
-      run_forward<Tanh>(x, y, n, alpha, sm_count, s);
-      break;
-    case Activation::gelu:
-      run_forward<Gelu>(x, y, n, alpha, sm_count, s);
-      break;
-    case Activation::elu:
-      run_forward<Elu>(x, y, n, alpha, sm_count, s);
-      break;
-    case Activation::leaky_relu:
-      run_forward<LeakyRelu>(x, y, n, alpha, sm_count, s);
-      break;
-  }
+  dispatch(f, [&](auto tag) { run_forward<typename decltype(tag)::type>(x, y, n, alpha, sm_count, s); });
   check(cudaGetLastError(), "activation kernel launch", "launch_activation");
 }
 
 void launch_activation_grad(Activation f, const float* dy, const float* v, float* dx, int64_t n, float alpha,
                             int sm_count, Stream stream) {
   const auto s = static_cast<cudaStream_t>(stream);
-  switch (f) {
-    case Activation::relu:
-      run_backward<Relu>(dy, v, dx, n, alpha, sm_count, s);
-      break;
-    case Activation::sigmoid:
-      run_backward<Sigmoid>(dy, v, dx, n, alpha, sm_count, s);
-      break;
-    case Activation::tanh:
-      run_backward<Tanh>(dy, v, dx, n, alpha, sm_count, s);
-      break;
-    case Activation::gelu:
-      run_backward<Gelu>(dy, v, dx, n, alpha, sm_count, s);
-      break;
-    case Activation::elu:
-      run_backward<Elu>(dy, v, dx, n, alpha, sm_count, s);
-      break;
-    case Activation::leaky_relu:
-      run_backward<LeakyRelu>(dy, v, dx, n, alpha, sm_count, s);
-      break;
-  }
+  dispatch(f, [&](auto tag) { run_backward<typename decltype(tag)::type>(dy, v, dx, n, alpha, sm_count, s); });
   check(cudaGetLastError(), "activation gradient kernel launch", "launch_activation_grad");
 }
 

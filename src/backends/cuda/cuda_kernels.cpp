@@ -2,6 +2,8 @@
 // (launchers.h, compiled by nvcc), MatMul on cuBLASLt (gemm_cublaslt.cpp).
 #include "backends/cuda/cuda_kernels.h"
 
+#include <utility>
+
 #ifdef TK_HAVE_CUDA
 #include <cuda_runtime.h>
 
@@ -114,12 +116,17 @@ const float* step_scalar(const KernelArgs& a, size_t offset) {  // a StepScalars
   return reinterpret_cast<const float*>(static_cast<const char*>(static_cast<const void*>(a.scalars)) + offset);
 }
 
+// Softmax over the last axis: (rows, n) of the node's shape.
+std::pair<int64_t, int64_t> rows_and_width(const KernelArgs& a) {
+  const int64_t n = a.node.shape[-1];
+  return {a.node.shape.numel() / (n ? n : 1), n};
+}
 void softmax(const KernelArgs& a) {
-  const int64_t n = a.node.shape[-1], rows = a.node.shape.numel() / (n ? n : 1);
+  const auto [rows, n] = rows_and_width(a);
   launch_softmax(a.input<float>(0), a.output<float>(), rows, n, sms(a), a.ctx.stream);
 }
 void softmax_grad(const KernelArgs& a) {
-  const int64_t n = a.node.shape[-1], rows = a.node.shape.numel() / (n ? n : 1);
+  const auto [rows, n] = rows_and_width(a);
   launch_softmax_grad(a.input<float>(0), a.input<float>(1), a.output<float>(), rows, n, sms(a), a.ctx.stream);
 }
 
