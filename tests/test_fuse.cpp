@@ -190,6 +190,61 @@ TEST(FuseEpilogues, Bfloat16ProductCastToFloat32IsWrittenInFloat32) {
   }
 }
 
+// relu -> max pooling's backward pass: MaxPool2DGrad -> ReluGrad(., the pool's input) becomes one MaxPool2DGrad with
+// the relu mask, bit for bit the two ops' result, for non-overlapping windows (the one-pass kernel), overlapping
+// ones (summed, then masked) and the 16-bit kernels; a product read elsewhere, or kept, is left alone.
+TEST(FuseEpilogues, MaxPoolGradientThroughARelu) {
+  struct Win {
+    int64_t k, s;
+  };
+  for (DType t : {DType::f32, DType::bf16, DType::f16})
+    for (Win w : {Win{2, 2}, Win{3, 1}}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " window " + std::to_string(w.k) + " stride " + std::to_string(w.s));
+      Attrs at;
+      at.kernel[0] = at.kernel[1] = w.k, at.stride[0] = at.stride[1] = w.s, at.dilation[0] = at.dilation[1] = 1;
+      const int64_t o = (8 - w.k) / w.s + 1;
+      auto build = [&](Graph& g, bool kept_dx) {
+        const int x = g.input("x", {2, 8, 8, 3}, t), dy = g.input("dy", {2, o, o, 3}, t);
+        const int r = g.add(Op::Relu, {x}, {}, "conv/relu");
+        const int p = g.add(Op::MaxPool2D, {r}, at, "pool");
+        const int dx = g.add(Op::MaxPool2DGrad, {dy, r, p}, at, "grad:pool");
+        const int out = g.add(Op::ReluGrad, {dx, r}, {}, "grad:conv/relu");
+        return std::array<int, 4>{x, dy, out, dx};
+      };
+      // Inputs with many zeros after the relu and exact ties, in the dtype's own values.
+      std::mt19937 gen(5);
+      std::uniform_int_distribution<int> level(-3, 3);
+      std::vector<float> xv(2 * 8 * 8 * 3), dv(static_cast<size_t>(2 * o * o * 3));
+      for (float& v : xv) v = 0.25f * static_cast<float>(level(gen));
+      for (float& v : dv) v = 0.5f + static_cast<float>(level(gen));
+      auto run_graph = [&](Graph g, const std::array<int, 4>& ids, std::vector<int> outs) {
+        Program prog(std::move(g), outs, {}, Device::cpu());
+        auto fill = [&](int id, const std::vector<float>& v) {
+          void* slot = t == DType::f32    ? static_cast<void*>(testing::ProgramFeeder::input<float>(prog, id))
+                       : t == DType::bf16 ? static_cast<void*>(testing::ProgramFeeder::input<bfloat16>(prog, id))
+                                          : static_cast<void*>(testing::ProgramFeeder::input<float16>(prog, id));
+          convert_elements(v.data(), DType::f32, slot, t, v.size());
+        };
+        fill(ids[0], xv);
+        fill(ids[1], dv);
+        prog.run(ExecContext{});
+        return prog.output(outs[0]).to(DType::f32);
+      };
+      Graph plain, fused, kept;
+      const auto pi = build(plain, false), fi = build(fused, false), ki = build(kept, true);
+      EXPECT_EQ(fuse_epilogues(fused, {fi[2]}, {fi[2]}), 1);
+      EXPECT_EQ(fused[fi[2]].op, Op::MaxPool2DGrad);
+      EXPECT_EQ(fused[fi[2]].attrs.epilogue, Op::ReluGrad);
+      EXPECT_EQ(fuse_epilogues(kept, {ki[2], ki[3]}, {ki[2], ki[3]}), 0);  // dx is read after the run
+      const Tensor want = run_graph(std::move(plain), pi, {pi[2]}), got = run_graph(std::move(fused), fi, {fi[2]});
+      ASSERT_EQ(want.numel(), got.numel());
+      EXPECT_EQ(std::memcmp(want.raw(), got.raw(), want.nbytes()), 0);
+      int zeroed = 0;
+      for (int64_t i = 0; i < want.numel(); ++i) zeroed += xv[static_cast<size_t>(i)] <= 0.0f;
+      EXPECT_GT(zeroed, 0);  // the mask had work to do
+    }
+}
+
 // Adam updates of every variable of the Mlp, one program with one AdamUpdate per variable and one with the
 // updates grouped by readiness; returns the variables after two steps.
 std::vector<Tensor> train_twice(bool grouped, int* groups = nullptr) {

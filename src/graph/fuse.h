@@ -5,6 +5,7 @@
 //   MatMul -> BiasAdd           becomes  FusedMatMul(a, b, bias)                     (forward, Dense)
 //   MatMul -> ReluGrad(., y)    becomes  FusedMatMul(a, b, y, epilogue ReluGrad)     (backward: dx then relu')
 //   Conv2D -> BiasAdd [-> Relu] becomes  FusedConv2D(x, w, bias [, epilogue Relu])   (forward, Conv2D layers)
+//   MaxPool2DGrad -> ReluGrad   becomes  MaxPool2DGrad(dy, x, y, epilogue ReluGrad)  (backward: pooled relu)
 //   MatMul(bf16) -> Cast(f32)   becomes  MatMul(a, b) with a float32 output           (a weight's gradient under
 //                                                                                      mixed_bfloat16)
 //

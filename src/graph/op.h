@@ -153,6 +153,7 @@ struct Attrs {
   bool split_ties = false;                  // MaxPool2DGrad: share dy among tied maxima (GlobalMaxPooling2D)
   float momentum = 0.99f, epsilon = 1e-3f;  // batch normalization
   Op epilogue = Op::kCount;  // FusedMatMul: Relu, ReluGrad or kCount (the bias alone); FusedConv2D: Relu or kCount;
+                             // MaxPool2DGrad: ReluGrad (dx zeroed where the pool's input x <= 0) or kCount;
                              // MultiUpdate: its rule
 };
 

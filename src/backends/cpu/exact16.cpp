@@ -62,6 +62,56 @@ bool tiled(const Window& g, const graph::Node& n) {
          g.dh == 1 && g.dw == 1;
 }
 
+// Whether a == b as numbers, from the bits alone: equal bits, or +0 against -0; a NaN equals nothing (as in float).
+template <typename T>
+constexpr bool same_number(uint16_t a, uint16_t b) {
+  constexpr uint16_t kInf = std::is_same_v<T, bfloat16> ? 0x7f80 : 0x7c00;
+  return (a == b || ((a | b) & 0x7fff) == 0) && (a & 0x7fff) <= kInf;
+}
+
+// The tiled case (non-overlapping windows, no padding): channels are the inner loop, every test is on the bits and
+// every pointer a local __restrict one, so the loop vectorizes (a per-channel scalar walk took 5.8 ms for the
+// tutorial CNN's first pooling gradient). Relu: the fused ReluGrad (graph/fuse.h), dy lands only where the maximum,
+// the relu's output, is > 0.
+template <typename T, bool Relu>
+void max_pool_grad16_tiled(const Window& g, const T* dy, const T* x, const T* y, T* dx) {
+  if (!(g.oh * g.kh == g.h && g.ow * g.kw == g.w))
+    std::memset(static_cast<void*>(dx), 0, sizeof(T) * static_cast<size_t>(g.n * g.h * g.w * g.c));
+  constexpr int64_t kBlock = 64;
+  const int64_t oh_n = g.oh, ow_n = g.ow, kh_n = g.kh, kw_n = g.kw, h_n = g.h, w_n = g.w, c_n = g.c;
+  parallel_for(
+      g.n * g.oh,
+      [=](int64_t b, int64_t e) {
+        for (int64_t row = b; row < e; ++row) {
+          const int64_t n = row / oh_n, oh = row % oh_n;
+          for (int64_t ow = 0; ow < ow_n; ++ow) {
+            const int64_t out = ((n * oh_n + oh) * ow_n + ow) * c_n;
+            for (int64_t c0 = 0; c0 < c_n; c0 += kBlock) {
+              const int64_t cn = std::min(kBlock, c_n - c0);
+              const uint16_t* __restrict ym = &y[out + c0].bits;
+              const uint16_t* __restrict d = &dy[out + c0].bits;
+              uint16_t taken[kBlock];  // 1 once this channel's maximum has been given its gradient
+              for (int64_t c = 0; c < cn; ++c) taken[c] = 0;
+              for (int64_t kh = 0; kh < kh_n; ++kh)
+                for (int64_t kw = 0; kw < kw_n; ++kw) {
+                  const int64_t at = ((n * h_n + oh * kh_n + kh) * w_n + ow * kw_n + kw) * c_n + c0;
+                  const uint16_t* __restrict xp = &x[at].bits;
+                  uint16_t* __restrict dp = &dx[at].bits;
+#pragma omp simd
+                  for (int64_t c = 0; c < cn; ++c) {
+                    const bool hit = same_number<T>(xp[c], ym[c]) && taken[c] == 0;
+                    const bool pass = hit && (!Relu || positive(T::from_bits(ym[c])));
+                    dp[c] = pass ? d[c] : uint16_t{0};
+                    taken[c] = hit ? uint16_t{1} : taken[c];
+                  }
+                }
+            }
+          }
+        }
+      },
+      1);
+}
+
 // dx gets dy at the first maximum of each window (row-major, as TensorFlow), 0 elsewhere.
 template <typename T>
 void max_pool_grad16(const KernelArgs& a) {
@@ -71,31 +121,10 @@ void max_pool_grad16(const KernelArgs& a) {
   const T* x = static_cast<const T*>(a.in[1]);
   const T* y = static_cast<const T*>(a.in[2]);
   T* dx = static_cast<T*>(a.out);
-  if (!(g.oh * g.kh == g.h && g.ow * g.kw == g.w))
-    std::memset(static_cast<void*>(dx), 0, sizeof(T) * static_cast<size_t>(g.n * g.h * g.w * g.c));
-  parallel_for(
-      g.n * g.oh,
-      [&](int64_t b, int64_t e) {
-        for (int64_t row = b; row < e; ++row) {
-          const int64_t n = row / g.oh, oh = row % g.oh;
-          for (int64_t ow = 0; ow < g.ow; ++ow) {
-            const int64_t out = ((n * g.oh + oh) * g.ow + ow) * g.c;
-            for (int64_t c = 0; c < g.c; ++c) {
-              const uint16_t ym = y[out + c].bits;
-              bool taken = false;
-              for (int64_t kh = 0; kh < g.kh; ++kh)
-                for (int64_t kw = 0; kw < g.kw; ++kw) {
-                  const int64_t at = ((n * g.h + oh * g.kh + kh) * g.w + ow * g.kw + kw) * g.c + c;
-                  // The maximum is one of the inputs, bit for bit (+0 and -0 compare equal, as in float32).
-                  const bool hit = !taken && x[at].to_float() == T::from_bits(ym).to_float();
-                  dx[at] = hit ? dy[out + c] : T::from_bits(0);
-                  taken |= hit;
-                }
-            }
-          }
-        }
-      },
-      1);
+  if (a.node.attrs.epilogue == Op::ReluGrad)
+    max_pool_grad16_tiled<T, true>(g, dy, x, y, dx);
+  else
+    max_pool_grad16_tiled<T, false>(g, dy, x, y, dx);
 }
 
 // dx = dy where y > 0, else 0 (ReluGrad: (dy, y)).
