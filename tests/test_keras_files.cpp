@@ -12,6 +12,7 @@
 #include "fixture.h"
 #include "io/hdf5_tree.h"
 #include "io/keras_internal.h"
+#include "keras_weights_compare.h"
 #include "trainkit/io/keras.h"
 
 namespace tk {
@@ -27,29 +28,10 @@ fs::path temp_dir(const std::string& name) {
   return d;
 }
 
-float max_abs_diff(const Tensor& a, const Tensor& b) {
-  EXPECT_EQ(a.shape(), b.shape());
-  float m = 0;
-  for (int64_t i = 0; i < a.numel() && i < b.numel(); ++i)
-    m = std::max(m, std::fabs(a.data<float>()[i] - b.data<float>()[i]));
-  return m;
-}
+using testing::max_abs_diff;
 
 // The same groups and datasets; values within 1e-6 (a training step's float rounding may differ by machine).
-void expect_same_weights(const io::H5Tree& a, const io::H5Tree& b) {
-  EXPECT_EQ(a.groups, b.groups);
-  ASSERT_EQ(a.datasets.size(), b.datasets.size());
-  for (const auto& [path, t] : a.datasets) {
-    const Tensor* u = b.dataset(path);
-    ASSERT_TRUE(u) << path;
-    ASSERT_EQ(t.shape(), u->shape()) << path;
-    ASSERT_EQ(t.dtype(), u->dtype()) << path;
-    if (t.dtype() == DType::f32)
-      EXPECT_LE(max_abs_diff(t, *u), 1e-6f) << path;
-    else
-      EXPECT_EQ(std::memcmp(t.raw(), u->raw(), t.nbytes()), 0) << path;
-  }
-}
+void expect_same_weights(const io::H5Tree& a, const io::H5Tree& b) { testing::expect_same_weights(a, b, 1e-6f); }
 
 void write_predictions(const std::string& path, const Tensor& x, const Tensor& pred) {
   std::ofstream f(path);

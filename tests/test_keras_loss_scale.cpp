@@ -10,6 +10,7 @@
 #include "fixture.h"
 #include "io/hdf5_tree.h"
 #include "io/keras_internal.h"
+#include "keras_weights_compare.h"
 #include "trainkit/io/keras.h"
 #include "trainkit/nn/mixed_precision.h"
 #include "trainkit/trainkit.h"
@@ -27,13 +28,7 @@ class KerasLossScale : public ::testing::Test {
   std::map<std::string, Tensor> expect = testing::load_fixture(fixture_dir() + "lso_expect.txt");
 };
 
-float max_abs_diff(const Tensor& a, const Tensor& b) {
-  EXPECT_EQ(a.shape(), b.shape());
-  float m = 0;
-  for (int64_t i = 0; i < a.numel() && i < b.numel(); ++i)
-    m = std::max(m, std::fabs(a.data<float>()[i] - b.data<float>()[i]));
-  return m;
-}
+using testing::max_abs_diff;
 
 io::H5Tree weights_of(const std::string& path) {
   const io::keras::Archive a = io::keras::read_archive(path);
@@ -68,18 +63,7 @@ TEST_F(KerasLossScale, TrainkitWritesKerasLayoutAndConfig) {
     m->save(path);
     // Every group and dataset Keras wrote, with the same shapes, dtypes and values (nothing trained in between).
     const io::H5Tree keras = weights_of(fixture_dir() + name + ".keras"), mine = weights_of(path);
-    EXPECT_EQ(keras.groups, mine.groups);
-    ASSERT_EQ(keras.datasets.size(), mine.datasets.size());
-    for (const auto& [p, t] : keras.datasets) {
-      const Tensor* u = mine.dataset(p);
-      ASSERT_TRUE(u) << p;
-      ASSERT_EQ(t.shape(), u->shape()) << p;
-      ASSERT_EQ(t.dtype(), u->dtype()) << p;
-      if (t.dtype() == DType::f32)
-        EXPECT_EQ(max_abs_diff(t, *u), 0.0f) << p;
-      else
-        EXPECT_EQ(t.data<int64_t>()[0], u->data<int64_t>()[0]) << p;
-    }
+    testing::expect_same_weights(keras, mine, 0.0f);
     for (const char* g : {"optimizer/vars", "optimizer/inner_optimizer/vars"})
       EXPECT_EQ(keras.attrs.at(g).at("name"), mine.attrs.at(g).at("name")) << g;
     // The config: Keras' own compile wraps mixed_float16's optimizer (so it names Adam alone); other loss scaling is

@@ -55,6 +55,17 @@ distribute::MirroredStrategy replicas_over(Device device, int replicas) {
   return distribute::MirroredStrategy(devices);
 }
 
+// The plan of one training step of `rows`, printed per layer (and drawn to `svg` when given).
+MemoryPlan print_plan(Model& model, int64_t rows, const std::string& svg) {
+  const MemoryPlan plan = model.memory_plan(rows);
+  std::fputs(plan.to_string().c_str(), stdout);
+  if (!svg.empty()) {
+    io::write_file_atomic(svg, plan.svg());
+    std::printf("Wrote the plan's picture to %s (%zu planned values)\n", svg.c_str(), plan.values.size());
+  }
+  return plan;
+}
+
 // GPUs by the memory their names give (the driver keeps a few hundred MiB of it: pass --memory-limit for a tighter
 // budget).
 struct Card {
@@ -89,13 +100,7 @@ int run_plan_absent_gpu(const PlanArgs& a) {
       throw InvalidArgument("--gpu " + a.gpu + ": not a card trainkit knows (" + names +
                             "); give its memory instead: --device cuda --memory-limit 24GiB");
   }
-  if (!a.run.memory_limit.empty()) {
-    try {
-      budget = config::parse_bytes(a.run.memory_limit);
-    } catch (const Error& e) {
-      throw InvalidArgument("--memory-limit " + a.run.memory_limit + ": " + e.what());
-    }
-  }
+  if (!a.run.memory_limit.empty()) budget = parse_memory_limit(a.run.memory_limit);
   if (budget == 0)
     throw InvalidArgument("--device " + device.to_string() +
                           ": this trainkit has no CUDA device to use here, so the plan needs the GPU's memory: "
@@ -124,12 +129,7 @@ int run_plan_absent_gpu(const PlanArgs& a) {
         "Not counted yet: cuDNN's workspaces for %s (the CUDA backend has no cuDNN kernels yet; "
         "docs/gpu-report.md).\n",
         missing.c_str());
-  const MemoryPlan plan = model->memory_plan(a.batch_size);
-  std::fputs(plan.to_string().c_str(), stdout);
-  if (!a.svg.empty()) {
-    io::write_file_atomic(a.svg, plan.svg());
-    std::printf("Wrote the plan's picture to %s (%zu planned values)\n", a.svg.c_str(), plan.values.size());
-  }
+  const MemoryPlan plan = print_plan(*model, a.batch_size, a.svg);
   const size_t available = model->memory_available_for_training();
   const int64_t best = model->largest_batch_that_fits(available);
   std::printf(
@@ -168,12 +168,7 @@ int run_plan(const PlanArgs& a) {
         "rows, and holds its own copy of the weights, gradients and optimizer state under its device's budget. "
         "The plan below is one replica's.\n",
         strategy->describe().c_str(), static_cast<long long>(a.batch_size), a.replicas, static_cast<long long>(rows));
-  const MemoryPlan plan = model->memory_plan(rows);
-  std::fputs(plan.to_string().c_str(), stdout);
-  if (!a.svg.empty()) {
-    io::write_file_atomic(a.svg, plan.svg());
-    std::printf("Wrote the plan's picture to %s (%zu planned values)\n", a.svg.c_str(), plan.values.size());
-  }
+  const MemoryPlan plan = print_plan(*model, rows, a.svg);
   // What a step may use, by the rule fit(batch_size = kAutoBatchSize) uses: the budget with a margin, less
   // what others hold (this model's weights count as available: the plan includes them).
   const size_t available = model->memory_available_for_training();

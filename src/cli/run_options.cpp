@@ -42,6 +42,14 @@ void add_run_options(CLI::App* command, RunOptions& o) {
   add_lease_options(command, o.lease);
 }
 
+size_t parse_memory_limit(const std::string& text) {
+  try {
+    return config::parse_bytes(text);
+  } catch (const Error& e) {
+    throw InvalidArgument("--memory-limit " + text + ": " + e.what());
+  }
+}
+
 Device apply_run_options(const RunOptions& o) {
   apply_lease_options(o.lease);
   const Device device = o.device == "auto" ? auto_device(true) : parse_device(o.device);
@@ -49,13 +57,7 @@ Device apply_run_options(const RunOptions& o) {
   require_dtype_policy(o.dtype_policy);
   mixed_precision::set_global_policy(o.dtype_policy);  // models made from here on take it
   if (!o.memory_limit.empty()) {
-    size_t bytes = 0;
-    try {
-      bytes = config::parse_bytes(o.memory_limit);
-    } catch (const Error& e) {
-      throw InvalidArgument("--memory-limit " + o.memory_limit + ": " + e.what());
-    }
-    config::set_memory_limit(device, bytes);
+    config::set_memory_limit(device, parse_memory_limit(o.memory_limit));
   }
   return device;
 }

@@ -25,6 +25,8 @@ Device apply_run_options(const RunOptions& options);
 // "cpu", "cpu:N", "cuda", "cuda:N" ("gpu" as "cuda"), case-insensitive; InvalidArgument naming the flag otherwise. The
 // device need not exist here.
 Device parse_device(const std::string& text);
+// --memory-limit's bytes ("24GiB", "1.5GB", "512MiB"); InvalidArgument naming the flag otherwise.
+size_t parse_memory_limit(const std::string& text);
 // Puts the model on the device, in the policy.
 void configure_model(Model& model, const RunOptions& options, Device device);
 

@@ -33,7 +33,17 @@ int fuse_epilogues(Graph& g, const std::vector<int>& roots, const std::vector<in
   };
   auto same_dtype = [&](const Node& a, const Node& b) { return a.dtype == b.dtype; };
 
+  // The last node of a chain takes the fused op; the values before it lose their only reader, so nothing
+  // schedules them now.
   int fused = 0;
+  auto rewrite = [&](int target, Op op, std::vector<int> inputs, const Attrs& at, std::string name) {
+    Node& t = g[target];
+    t.op = op;
+    t.inputs = std::move(inputs);
+    t.attrs = at;
+    t.name = std::move(name);
+    ++fused;
+  };
   for (int id = 0; id < g.size(); ++id) {
     if (!needed[static_cast<size_t>(id)]) continue;
     Node& mm = g[id];
@@ -45,12 +55,10 @@ int fuse_epilogues(Graph& g, const std::vector<int>& roots, const std::vector<in
       if (next < 0) continue;
       Node& r = g[next];
       if (r.op != Op::ReluGrad || r.inputs[0] != id || r.inputs[1] != mm.inputs[1] || !same_dtype(mm, r)) continue;
-      r.op = Op::MaxPool2DGrad;
-      r.inputs = mm.inputs;
-      r.attrs = mm.attrs;
-      r.attrs.epilogue = Op::ReluGrad;
-      r.name = layer_of(mm.name) + "/max_pool_grad+relu_grad";  // "grad:<layer>/...": the plan attributes it
-      ++fused;
+      Attrs at = mm.attrs;
+      at.epilogue = Op::ReluGrad;
+      // "grad:<layer>/...": the plan attributes it to the layer.
+      rewrite(next, Op::MaxPool2DGrad, mm.inputs, at, layer_of(mm.name) + "/max_pool_grad+relu_grad");
       continue;
     }
     const bool conv = mm.op == Op::Conv2D;
@@ -81,22 +89,13 @@ int fuse_epilogues(Graph& g, const std::vector<int>& roots, const std::vector<in
       // A weight's gradient under mixed_bfloat16: the product is written in float32 at once, not rounded to
       // bfloat16 and widened back. bfloat16 only: float16's range is part of loss scaling (a float16 gradient that
       // overflows must show as inf), and bfloat16 has float32's range.
-      Node& t = g[next];
-      t.op = Op::MatMul;
-      t.inputs = std::move(inputs);
-      t.attrs = at;
-      t.name = mm.name + "+cast";
-      ++fused;
+      rewrite(next, Op::MatMul, std::move(inputs), at, mm.name + "+cast");
       continue;
     }
     if (target < 0) continue;
-    Node& t = g[target];
-    t.op = conv ? Op::FusedConv2D : Op::FusedMatMul;
-    t.inputs = std::move(inputs);
-    t.attrs = at;
-    t.name = (layer_of(mm.name) == layer_of(t.name) ? layer_of(t.name) : t.name) + "/" + what;
-    // The intermediate values lose their only reader: nothing schedules them now.
-    ++fused;
+    const std::string& last = g[target].name;
+    rewrite(target, conv ? Op::FusedConv2D : Op::FusedMatMul, std::move(inputs), at,
+            (layer_of(mm.name) == layer_of(last) ? layer_of(last) : last) + "/" + what);
   }
   return fused;
 }
