@@ -62,7 +62,9 @@ TEST(ConvBackends, OneDnnAndIm2colAgreeToFloatRounding) {
   const Outputs onednn = run_cnn(x, y);
   cpu::register_conv_kernels();  // the im2col + OpenBLAS kernels replace oneDNN's for programs built from now
   const Outputs im2col = run_cnn(x, y);
-  cpu::register_onednn_conv_kernels();  // back to the process' choice for the tests that follow
+  cpu::register_onednn_conv_kernels();  // back to the process' choice for the tests that follow,
+  cpu::register_c1_conv_kernels();      // with the one-channel kernels around it
+  cpu::register_c1_bf16_conv_kernels();
 
   for (size_t i = 0; i < onednn.before.size(); ++i)
     ASSERT_EQ(relative_diff(onednn.before[i], im2col.before[i]), 0.0) << "different initial weights";

@@ -177,7 +177,9 @@ std::vector<ConvWindow> conv_windows() {
   return {{"valid", Shape{2, 5, 4, 3}, Shape{3, 2, 3, 4}, window(3, 2, 1, 1, 1, 1, {0, 0, 0, 0})},
           {"same odd pad", Shape{2, 5, 6, 2}, Shape{3, 2, 2, 3}, window(3, 2, 1, 1, 1, 1, {1, 1, 0, 1})},
           {"stride2", Shape{2, 7, 6, 2}, Shape{3, 3, 2, 2}, window(3, 3, 2, 2, 1, 1, {1, 1, 0, 1})},
-          {"dilation2", Shape{1, 7, 7, 2}, Shape{3, 3, 2, 2}, window(3, 3, 1, 1, 2, 2, {2, 2, 2, 2})}};
+          {"dilation2", Shape{1, 7, 7, 2}, Shape{3, 3, 2, 2}, window(3, 3, 1, 1, 2, 2, {2, 2, 2, 2})},
+          // One input channel: the direct kernels of backends/cpu/conv_c1.cpp (a multiple of 16 filters).
+          {"one channel", Shape{2, 6, 7, 1}, Shape{5, 5, 1, 16}, window(5, 5, 1, 1, 1, 1, {2, 2, 2, 2})}};
 }
 
 struct PoolWindow {
@@ -296,6 +298,15 @@ std::vector<Case> gradient_cases() {
           for (int64_t i = 0; i < n; ++i) p[i] = i % 2 ? -100.0f : 100.0f;
       };
     fc.fd_step = relu ? 1e-2f : 0.25f;
+    c.push_back(fc);
+  }
+  {
+    const ConvWindow w = conv_windows().back();  // one channel
+    Attrs at = w.at;
+    at.epilogue = Op::kCount;
+    Case fc{
+        std::string("FusedConv2D bias ") + w.label, Op::FusedConv2D, {w.x, w.w, Shape{w.w[3]}}, {true, true, true}, at};
+    fc.fd_step = 0.25f;
     c.push_back(fc);
   }
   for (const PoolWindow& w : max_pool_windows())

@@ -21,9 +21,11 @@ void register_kernels() {
   register_collective_kernels();
   register_cast_kernels();
   register_onednn_conv_kernels();  // after the im2col ones, which it replaces
+  register_c1_conv_kernels();      // one input channel: direct; every other convolution as registered above
   register_widened_kernels();      // wraps the float32 kernels registered above
   register_bf16_gemm_kernels();    // last: native bfloat16 GEMMs and convolutions where the CPU has them
   register_onednn_bf16_conv_kernels();
+  register_c1_bf16_conv_kernels();
   register_exact16_kernels();
 }
 

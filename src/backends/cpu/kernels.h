@@ -2,6 +2,10 @@
 // its register_*_kernels(); register_kernels() calls them all, from CpuBackend::register_kernels().
 #pragma once
 
+namespace tk::graph {
+struct Graph;
+}
+
 namespace tk::cpu {
 
 void register_linalg_kernels();       // linalg.cpp: MatMul, FusedMatMul (gemm.h), BiasAdd, BiasGrad
@@ -16,6 +20,11 @@ void register_batchnorm_kernels();   // batchnorm.cpp
 void register_collective_kernels();  // collectives.cpp: AllReduce (data parallel)
 // conv_onednn.cpp: replaces the im2col Conv2D kernels when oneDNN is built in and TK_CONV != im2col.
 bool register_onednn_conv_kernels();
+// conv_c1.cpp: direct Conv2D / FusedConv2D / Conv2DGradFilter for one input channel (stride 1) in float32, wrapping
+// the kernels registered before it for every other convolution; then the same in bfloat16, registered last.
+void register_c1_conv_kernels();
+void register_c1_bf16_conv_kernels();
+bool c1_conv_taken(const graph::Graph& g, int node);  // whether the direct kernel computes this node
 // widen.cpp: float16 and bfloat16 kernels for every op with a float32 kernel and an output: inputs widened
 // to float32 in the workspace, the float32 kernel, the output rounded back (to nearest even). Last: it
 // wraps whatever float32 kernels and workspace rules are registered by then.
