@@ -11,73 +11,18 @@
 #include <limits>
 #include <string>
 
+#include "core/convert_one.h"
 #include "trainkit/core/error.h"
 
 namespace tk {
 namespace {
 
-// Every value goes through float32 (16-bit floats, scaling) or straight to the target (integers).
-template <typename S>
-float to_float(S x) {
-  if constexpr (std::is_same_v<S, float16> || std::is_same_v<S, bfloat16>)
-    return x.to_float();
-  else
-    return static_cast<float>(x);
-}
-
-template <typename D>
-D from_float(float x) {
-  if constexpr (std::is_same_v<D, float16> || std::is_same_v<D, bfloat16>) {
-    return D::from_float(x);
-  } else if constexpr (std::is_same_v<D, float>) {
-    return x;
-  } else if constexpr (std::is_same_v<D, bool>) {
-    return x != 0.0f;
-  } else {  // integers: truncate toward zero, saturate, NaN -> 0
-    if (std::isnan(x)) return D{0};
-    const double t = std::trunc(static_cast<double>(x));
-    if (t <= static_cast<double>(std::numeric_limits<D>::min())) return std::numeric_limits<D>::min();
-    if (t >= static_cast<double>(std::numeric_limits<D>::max())) return std::numeric_limits<D>::max();
-    return static_cast<D>(t);
-  }
-}
-
-template <typename T>
-constexpr bool is_float_type = std::is_same_v<T, float> || std::is_same_v<T, float16> || std::is_same_v<T, bfloat16>;
-
-// Nonzero by the bits, so a denormal is true even where the FPU flushes denormals to zero (kernel threads).
-template <typename S>
-bool float_is_nonzero(S x) {
-  if constexpr (std::is_same_v<S, float>)
-    return (std::bit_cast<uint32_t>(x) & 0x7fffffffu) != 0;
-  else
-    return (x.bits & 0x7fffu) != 0;
-}
-
-template <typename S, typename D>
-D convert_one(S x) {
-  if constexpr (std::is_same_v<S, D>) {
-    return x;
-  } else if constexpr (is_float_type<S> || is_float_type<D>) {
-    if constexpr (std::is_same_v<D, bool>)
-      return float_is_nonzero(x);
-    else if constexpr (!is_float_type<S> && std::is_same_v<D, float>)
-      return static_cast<float>(x);  // int -> float32: one rounding
-    else
-      return from_float<D>(to_float(x));
-  } else if constexpr (std::is_same_v<D, bool>) {
-    return x != S{0};
-  } else {  // integer -> integer: saturate
-    using W = std::conditional_t<std::is_signed_v<S> || std::is_signed_v<D>, int64_t, uint64_t>;
-    const auto w = static_cast<W>(x);
-    if (std::is_signed_v<S> && w < 0 && !std::is_signed_v<D>) return D{0};
-    if (w > static_cast<W>(std::numeric_limits<D>::max())) return std::numeric_limits<D>::max();
-    if constexpr (std::is_signed_v<D>)
-      if (static_cast<int64_t>(w) < static_cast<int64_t>(std::numeric_limits<D>::min()))
-        return std::numeric_limits<D>::min();
-    return static_cast<D>(x);
-  }
-}
+// The element rules (float -> integer truncation and saturation, rounding to 16 bits, ...): core/convert_one.h, the
+// one definition the CUDA Cast kernel compiles too.
+using convert_detail::convert_one;
+using convert_detail::from_float;
+using convert_detail::is_float_type;
+using convert_detail::to_float;
 
 // float32 <-> bfloat16 on the bits (mixed precision casts weights and activations every step): the same
 // rounding as half_detail's scalar functions, NaN included. float32 -> bfloat16 has an AVX2 path chosen at run

@@ -9,17 +9,50 @@
 // float32 (1, 8, 7). Conversions from float32 round to nearest, ties to even; overflow becomes Inf; NaN
 // stays NaN with its sign (float16 keeps the top payload bits as NumPy does; bfloat16 becomes the quiet
 // NaN 0x7fc0 / 0xffc0 as ml_dtypes does); Inf stays Inf. Both widen to float32 exactly.
+//
+// The conversions are also compiled by nvcc (C++17), for the CUDA kernels: the same code on both backends
+// (backends/cuda/cast.cu). There they are __host__ __device__ functions; the host compiler (C++20) keeps them
+// constexpr.
 #pragma once
-#include <bit>
 #include <cstddef>
 #include <cstdint>
+#if defined(__CUDACC__)
+#include <cstring>
+#define TK_HALF_FN __host__ __device__ inline
+#else
+#include <bit>
+#define TK_HALF_FN constexpr
+#endif
 
 namespace tk {
 
 namespace half_detail {
 
-constexpr uint16_t f32_to_f16_bits(float value) {
-  uint32_t f = std::bit_cast<uint32_t>(value);
+TK_HALF_FN uint32_t bits_of(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#elif defined(__CUDACC__)
+  uint32_t u = 0;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+#else
+  return std::bit_cast<uint32_t>(f);
+#endif
+}
+TK_HALF_FN float float_of(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#elif defined(__CUDACC__)
+  float f = 0;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+#else
+  return std::bit_cast<float>(u);
+#endif
+}
+
+TK_HALF_FN uint16_t f32_to_f16_bits(float value) {
+  uint32_t f = bits_of(value);
   const uint32_t sign = (f >> 16) & 0x8000u;
   f &= 0x7fffffffu;
   if (f >= 0x7f800000u) {  // Inf or NaN
@@ -46,12 +79,12 @@ constexpr uint16_t f32_to_f16_bits(float value) {
   return static_cast<uint16_t>(sign | (f >> 13));
 }
 
-constexpr float f16_bits_to_f32(uint16_t h) {
+TK_HALF_FN float f16_bits_to_f32(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu;
-  if (exponent == 0x1fu) return std::bit_cast<float>(sign | 0x7f800000u | (mantissa << 13));
-  if (exponent != 0) return std::bit_cast<float>(sign | ((exponent + 112u) << 23) | (mantissa << 13));
-  if (mantissa == 0) return std::bit_cast<float>(sign);
+  if (exponent == 0x1fu) return float_of(sign | 0x7f800000u | (mantissa << 13));
+  if (exponent != 0) return float_of(sign | ((exponent + 112u) << 23) | (mantissa << 13));
+  if (mantissa == 0) return float_of(sign);
   // Subnormal: mantissa * 2^-24, normal in float32. Normalize by hand (no FPU: exact under FTZ/DAZ too).
   uint32_t m = mantissa;
   uint32_t e = 113;  // exponent of 2^-14 in float32
@@ -59,44 +92,44 @@ constexpr float f16_bits_to_f32(uint16_t h) {
     m <<= 1;
     --e;
   }
-  return std::bit_cast<float>(sign | (e << 23) | ((m & 0x3ffu) << 13));
+  return float_of(sign | (e << 23) | ((m & 0x3ffu) << 13));
 }
 
-constexpr uint16_t f32_to_bf16_bits(float value) {
-  const uint32_t f = std::bit_cast<uint32_t>(value);
+TK_HALF_FN uint16_t f32_to_bf16_bits(float value) {
+  const uint32_t f = bits_of(value);
   if ((f & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((f & 0x80000000u) ? 0xffc0u : 0x7fc0u);
   const uint32_t rounding = 0x7fffu + ((f >> 16) & 1u);  // ties to even; overflow carries into Inf
   return static_cast<uint16_t>((f + rounding) >> 16);
 }
 
-constexpr float bf16_bits_to_f32(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
+TK_HALF_FN float bf16_bits_to_f32(uint16_t b) { return float_of(static_cast<uint32_t>(b) << 16); }
 
 }  // namespace half_detail
 
 struct float16 {
   uint16_t bits = 0;
-  static constexpr float16 from_bits(uint16_t b) { return float16{b}; }
-  static constexpr float16 from_float(float f) { return float16{half_detail::f32_to_f16_bits(f)}; }
-  constexpr float to_float() const { return half_detail::f16_bits_to_f32(bits); }
-  constexpr bool operator==(const float16&) const = default;
+  TK_HALF_FN static float16 from_bits(uint16_t b) { return float16{b}; }
+  TK_HALF_FN static float16 from_float(float f) { return float16{half_detail::f32_to_f16_bits(f)}; }
+  TK_HALF_FN float to_float() const { return half_detail::f16_bits_to_f32(bits); }
+  TK_HALF_FN bool operator==(const float16& o) const { return bits == o.bits; }
 };
 
 struct bfloat16 {
   uint16_t bits = 0;
-  static constexpr bfloat16 from_bits(uint16_t b) { return bfloat16{b}; }
-  static constexpr bfloat16 from_float(float f) { return bfloat16{half_detail::f32_to_bf16_bits(f)}; }
-  constexpr float to_float() const { return half_detail::bf16_bits_to_f32(bits); }
-  constexpr bool operator==(const bfloat16&) const = default;
+  TK_HALF_FN static bfloat16 from_bits(uint16_t b) { return bfloat16{b}; }
+  TK_HALF_FN static bfloat16 from_float(float f) { return bfloat16{half_detail::f32_to_bf16_bits(f)}; }
+  TK_HALF_FN float to_float() const { return half_detail::bf16_bits_to_f32(bits); }
+  TK_HALF_FN bool operator==(const bfloat16& o) const { return bits == o.bits; }
 };
 static_assert(sizeof(float16) == 2 && sizeof(bfloat16) == 2);
 
 // Whether a value is > 0 (+Inf is, NaN and -0 are not), from its bits alone: no branch and no conversion, so
 // elementwise loops over it (relu's gradient mask) vectorize. The positive values are the bits 1 .. +Inf.
-constexpr bool positive(float16 h) { return static_cast<uint16_t>(h.bits - 1u) < 0x7c00u; }
-constexpr bool positive(bfloat16 h) { return static_cast<uint16_t>(h.bits - 1u) < 0x7f80u; }
+TK_HALF_FN bool positive(float16 h) { return static_cast<uint16_t>(h.bits - 1u) < 0x7c00u; }
+TK_HALF_FN bool positive(bfloat16 h) { return static_cast<uint16_t>(h.bits - 1u) < 0x7f80u; }
 // All ones where positive(h), else zero: value.bits & positive_mask(h) keeps value where h > 0.
 template <typename Half>
-constexpr uint16_t positive_mask(Half h) {
+TK_HALF_FN uint16_t positive_mask(Half h) {
   return static_cast<uint16_t>(0u - static_cast<unsigned>(positive(h)));
 }
 

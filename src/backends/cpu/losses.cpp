@@ -16,10 +16,6 @@ using graph::Op;
 
 namespace {
 
-float clip(float p) { return math::clip_probability(p); }  // [eps, 1 - eps], Keras' epsilon 1e-7
-bool inside(float p) { return math::inside_clip(p); }
-float softplus(float x) { return std::max(x, 0.0f) + std::log1p(std::exp(-std::abs(x))); }
-
 struct Dims {
   int64_t rows, classes;
 };
@@ -45,13 +41,15 @@ float scale_of(const KernelArgs& a, int dy_input, int64_t denom) {
   return (dy_input >= 0 ? *a.input<float>(dy_input) : 1.0f) / static_cast<float>(denom ? denom : 1);
 }
 
+// The per-element and per-row math is backends/math/losses.h, shared with the CUDA kernels; means sum in double, in
+// order.
 // ---------------------------------------------------------------- mean squared error
 void mse(const KernelArgs& a) {
   const int64_t n = a.in_shape(0).numel();
   const float* p = a.input<float>(0);
   const float* t = a.input<float>(1);
   double s = 0;
-  for (int64_t i = 0; i < n; ++i) s += double(p[i] - t[i]) * double(p[i] - t[i]);
+  for (int64_t i = 0; i < n; ++i) s += math::mse_term(p[i], t[i]);
   *a.output<float>() = static_cast<float>(s / static_cast<double>(n ? n : 1));
 }
 void mse_grad(const KernelArgs& a) {
@@ -60,7 +58,7 @@ void mse_grad(const KernelArgs& a) {
   const float* t = a.input<float>(1);
   const float k = 2.0f * scale_of(a, 2, n);
   float* dp = a.output<float>();
-  for (int64_t i = 0; i < n; ++i) dp[i] = k * (p[i] - t[i]);
+  for (int64_t i = 0; i < n; ++i) dp[i] = math::mse_grad_element(p[i], t[i], k);
 }
 
 // ---------------------------------------------------------------- binary crossentropy (mean over all elements)
@@ -68,11 +66,9 @@ void bce(const KernelArgs& a) {
   const int64_t n = a.in_shape(0).numel();
   const float* p = a.input<float>(0);
   const float* t = a.input<float>(1);
+  const bool logits = a.node.attrs.from_logits;
   double s = 0;
-  if (a.node.attrs.from_logits)
-    for (int64_t i = 0; i < n; ++i) s += softplus(p[i]) - p[i] * t[i];
-  else
-    for (int64_t i = 0; i < n; ++i) s -= t[i] * std::log(clip(p[i])) + (1.0f - t[i]) * std::log(1.0f - clip(p[i]));
+  for (int64_t i = 0; i < n; ++i) s += math::bce_term(p[i], t[i], logits);
   *a.output<float>() = static_cast<float>(s / static_cast<double>(n ? n : 1));
 }
 void bce_grad(const KernelArgs& a) {
@@ -80,11 +76,9 @@ void bce_grad(const KernelArgs& a) {
   const float* p = a.input<float>(0);
   const float* t = a.input<float>(1);
   const float k = scale_of(a, 2, n);
+  const bool logits = a.node.attrs.from_logits;
   float* dp = a.output<float>();
-  if (a.node.attrs.from_logits)
-    for (int64_t i = 0; i < n; ++i) dp[i] = k * (1.0f / (1.0f + std::exp(-p[i])) - t[i]);
-  else
-    for (int64_t i = 0; i < n; ++i) dp[i] = inside(p[i]) ? -k * (t[i] / p[i] - (1.0f - t[i]) / (1.0f - p[i])) : 0.0f;
+  for (int64_t i = 0; i < n; ++i) dp[i] = math::bce_grad_element(p[i], t[i], k, logits);
 }
 
 // ---------------------------------------------------------------- categorical crossentropy
@@ -94,20 +88,8 @@ void cce(const KernelArgs& a) {
   const float* p = a.input<float>(0);
   const float* t = a.input<float>(1);
   double s = 0;
-  for (int64_t r = 0; r < d.rows; ++r) {
-    const float* pr = p + r * d.classes;
-    const float* tr = t + r * d.classes;
-    if (a.node.attrs.from_logits) {
-      float mx = *std::max_element(pr, pr + d.classes), z = 0.0f;
-      for (int64_t j = 0; j < d.classes; ++j) z += std::exp(pr[j] - mx);
-      const float lse = mx + std::log(z);
-      for (int64_t j = 0; j < d.classes; ++j) s -= tr[j] * (pr[j] - lse);
-    } else {
-      float sum = 0.0f;
-      for (int64_t j = 0; j < d.classes; ++j) sum += pr[j];
-      for (int64_t j = 0; j < d.classes; ++j) s -= tr[j] * std::log(clip(pr[j] / sum));
-    }
-  }
+  for (int64_t r = 0; r < d.rows; ++r)
+    s += math::cce_row(p + r * d.classes, t + r * d.classes, d.classes, a.node.attrs.from_logits);
   *a.output<float>() = static_cast<float>(s / static_cast<double>(d.rows ? d.rows : 1));
 }
 void cce_grad(const KernelArgs& a) {
@@ -116,27 +98,9 @@ void cce_grad(const KernelArgs& a) {
   const float* t = a.input<float>(1);
   const float k = scale_of(a, 2, d.rows);
   float* dp = a.output<float>();
-  for (int64_t r = 0; r < d.rows; ++r) {
-    const float* pr = p + r * d.classes;
-    const float* tr = t + r * d.classes;
-    float* gr = dp + r * d.classes;
-    if (a.node.attrs.from_logits) {
-      float mx = *std::max_element(pr, pr + d.classes), z = 0.0f, tsum = 0.0f;
-      for (int64_t j = 0; j < d.classes; ++j) z += (gr[j] = std::exp(pr[j] - mx));
-      for (int64_t j = 0; j < d.classes; ++j) tsum += tr[j];
-      for (int64_t j = 0; j < d.classes; ++j) gr[j] = k * (gr[j] / z * tsum - tr[j]);
-    } else {
-      // g_j = dL/dq_j; dL/dp_k = (g_k - sum_j g_j q_j) / sum(p)
-      float sum = 0.0f, gq = 0.0f;
-      for (int64_t j = 0; j < d.classes; ++j) sum += pr[j];
-      for (int64_t j = 0; j < d.classes; ++j) {
-        const float q = pr[j] / sum;
-        gr[j] = inside(q) ? -tr[j] / q : 0.0f;
-        gq += gr[j] * q;
-      }
-      for (int64_t j = 0; j < d.classes; ++j) gr[j] = k * (gr[j] - gq) / sum;
-    }
-  }
+  for (int64_t r = 0; r < d.rows; ++r)
+    math::cce_grad_row(p + r * d.classes, t + r * d.classes, dp + r * d.classes, d.classes, k,
+                       a.node.attrs.from_logits);
 }
 
 // ---------------------------------------------------------------- sparse categorical crossentropy
@@ -182,8 +146,7 @@ void categorical_accuracy(const KernelArgs& a) {
   const float* p = a.input<float>(0);
   const float* t = a.input<float>(1);
   int64_t hits = 0;
-  for (int64_t r = 0; r < d.rows; ++r)
-    hits += argmax(p + r * d.classes, d.classes) == argmax(t + r * d.classes, d.classes);
+  for (int64_t r = 0; r < d.rows; ++r) hits += math::categorical_hit(p + r * d.classes, t + r * d.classes, d.classes);
   *a.output<float>() = static_cast<float>(hits) / static_cast<float>(d.rows ? d.rows : 1);
 }
 void binary_accuracy(const KernelArgs& a) {
@@ -191,7 +154,7 @@ void binary_accuracy(const KernelArgs& a) {
   const float* p = a.input<float>(0);
   const float* t = a.input<float>(1);
   int64_t hits = 0;
-  for (int64_t i = 0; i < n; ++i) hits += (p[i] > 0.5f) == (t[i] > 0.5f);
+  for (int64_t i = 0; i < n; ++i) hits += math::binary_hit(p[i], t[i]);
   *a.output<float>() = static_cast<float>(hits) / static_cast<float>(n ? n : 1);
 }
 

@@ -201,6 +201,51 @@ void sparse_accuracy(const KernelArgs& a) {
   launch_sparse_accuracy(a.input<float>(0), a.input<int32_t>(1), a.output<float>(), d.rows, d.classes,
                          static_cast<double*>(a.workspace), sms(a), a.ctx.stream);
 }
+// Cast between any two dtypes (cast.cu over core/convert_one.h, the CPU's element rules); the dtypes go to nvcc's
+// side as their numbers.
+static_assert(static_cast<int>(DType::f32) == 0 && static_cast<int>(DType::f16) == 1 &&
+                  static_cast<int>(DType::bf16) == 2 && static_cast<int>(DType::i32) == 3 &&
+                  static_cast<int>(DType::i64) == 4 && static_cast<int>(DType::u8) == 5 &&
+                  static_cast<int>(DType::boolean) == 6 && kDTypeCount == 7,
+              "cast.cu numbers the dtypes as tk::DType does");
+void cast(const KernelArgs& a) {
+  launch_cast(a.in[0], static_cast<int>(a.in_dtypes[0]), a.out, static_cast<int>(a.out_dtype), a.node.shape.numel(),
+              sms(a), a.ctx.stream);
+}
+// Mean squared error, binary crossentropy, binary accuracy: (p, t [, dy]) of the same shape, the mean over all
+// elements.
+ElementLoss element_kind(const graph::Node& n) {
+  if (n.op == Op::MseLoss || n.op == Op::MseLossGrad) return ElementLoss::mse;
+  if (n.op == Op::BinaryAccuracy) return ElementLoss::binary_accuracy;
+  return n.attrs.from_logits ? ElementLoss::bce_logits : ElementLoss::bce_probabilities;
+}
+void element_loss(const KernelArgs& a) {
+  launch_element_loss(element_kind(a.node), a.input<float>(0), a.input<float>(1), a.output<float>(),
+                      a.in_shape(0).numel(), static_cast<double*>(a.workspace), sms(a), a.ctx.stream);
+}
+void element_loss_grad(const KernelArgs& a) {
+  launch_element_loss_grad(element_kind(a.node), a.input<float>(0), a.input<float>(1), a.input<float>(2),
+                           a.output<float>(), a.in_shape(0).numel(), sms(a), a.ctx.stream);
+}
+size_t elements_workspace(const graph::Graph& g, int node) {  // one double per element
+  return static_cast<size_t>(g[g[node].inputs[0]].shape.numel()) * sizeof(double);
+}
+// Categorical crossentropy and accuracy: (x(rows, classes), targets(rows, classes) [, dy]).
+void cce(const KernelArgs& a) {
+  const LossDims d = loss_dims(a.g, a.node);
+  launch_cce(a.input<float>(0), a.input<float>(1), a.output<float>(), d.rows, d.classes, a.node.attrs.from_logits,
+             static_cast<double*>(a.workspace), sms(a), a.ctx.stream);
+}
+void cce_grad(const KernelArgs& a) {
+  const LossDims d = loss_dims(a.g, a.node);
+  launch_cce_grad(a.input<float>(0), a.input<float>(1), a.input<float>(2), a.output<float>(), d.rows, d.classes,
+                  a.node.attrs.from_logits, sms(a), a.ctx.stream);
+}
+void categorical_accuracy(const KernelArgs& a) {
+  const LossDims d = loss_dims(a.g, a.node);
+  launch_categorical_accuracy(a.input<float>(0), a.input<float>(1), a.output<float>(), d.rows, d.classes,
+                              static_cast<double*>(a.workspace), sms(a), a.ctx.stream);
+}
 size_t rows_workspace(const graph::Graph& g, int node) {  // one double per batch row
   return static_cast<size_t>(loss_dims(g, g[node]).rows) * sizeof(double);
 }
@@ -240,8 +285,22 @@ void register_kernels() {
   register_kernel(cuda, Op::SparseCceLoss, f32, sparse_cce);
   register_kernel(cuda, Op::SparseCceLossGrad, f32, sparse_cce_grad);
   register_kernel(cuda, Op::SparseCategoricalAccuracy, f32, sparse_accuracy);
+  for (int f = 0; f < kDTypeCount; ++f)
+    for (int t = 0; t < kDTypeCount; ++t)
+      register_kernel(cuda, Op::Cast, graph::KernelSignature({static_cast<DType>(f)}, static_cast<DType>(t)), cast);
   graph::register_workspace(cuda, Op::SparseCceLoss, rows_workspace);
   graph::register_workspace(cuda, Op::SparseCategoricalAccuracy, rows_workspace);
+  for (Op op : {Op::MseLoss, Op::BceLoss, Op::BinaryAccuracy}) {
+    register_kernel(cuda, op, f32, element_loss);
+    graph::register_workspace(cuda, op, elements_workspace);
+  }
+  register_kernel(cuda, Op::MseLossGrad, f32, element_loss_grad);
+  register_kernel(cuda, Op::BceLossGrad, f32, element_loss_grad);
+  register_kernel(cuda, Op::CceLoss, f32, cce);
+  register_kernel(cuda, Op::CceLossGrad, f32, cce_grad);
+  register_kernel(cuda, Op::CategoricalAccuracy, f32, categorical_accuracy);
+  graph::register_workspace(cuda, Op::CceLoss, rows_workspace);
+  graph::register_workspace(cuda, Op::CategoricalAccuracy, rows_workspace);
   register_gemm_kernels();
 }
 

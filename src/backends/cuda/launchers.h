@@ -47,6 +47,28 @@ void launch_dropout_mask(float* y, int64_t n, uint64_t node_seed, const uint64_t
                          float rate, bool spatial, int64_t per_sample, int64_t channels, int64_t per_row, int sm_count,
                          Stream stream);
 
+// Mean squared error, binary crossentropy (from logits or probabilities) and binary accuracy: the mean over all n
+// elements of the per-element math of backends/math/losses.h, summed in double and in order as on the CPU.
+// `scratch` holds n doubles.
+enum class ElementLoss : int { mse, bce_logits, bce_probabilities, binary_accuracy };
+void launch_element_loss(ElementLoss kind, const float* p, const float* t, float* out, int64_t n, double* scratch,
+                         int sm_count, Stream stream);
+// Their gradients (mse, bce_*): g = d(mean)/dp times dy[0] (read on the device; null: 1)
+void launch_element_loss_grad(ElementLoss kind, const float* p, const float* t, const float* dy, float* g, int64_t n,
+                              int sm_count, Stream stream);
+// Categorical crossentropy (dense targets, rows x classes) and its gradient, categorical accuracy; `rows_scratch`
+// holds `rows` doubles.
+void launch_cce(const float* x, const float* targets, float* loss, int64_t rows, int64_t classes, bool from_logits,
+                double* rows_scratch, int sm_count, Stream stream);
+void launch_cce_grad(const float* x, const float* targets, const float* dy, float* g, int64_t rows, int64_t classes,
+                     bool from_logits, int sm_count, Stream stream);
+void launch_categorical_accuracy(const float* x, const float* targets, float* out, int64_t rows, int64_t classes,
+                                 double* rows_scratch, int sm_count, Stream stream);
+
+// y = x converted element by element (cast.cu, over core/convert_one.h: the CPU's rules and bits). `from` and `to`
+// are tk::DType's numbers (f32 0, f16 1, bf16 2, i32 3, i64 4, u8 5, bool 6); equal dtypes copy the bytes.
+void launch_cast(const void* x, int from, void* y, int to, int64_t n, int sm_count, Stream stream);
+
 // Sparse categorical crossentropy and accuracy (losses.cu) over the per-row math of backends/math/losses.h. The
 // batch mean sums the rows in double and in order, as the CPU does. `rows_scratch` holds `rows` doubles. A label
 // outside [0, classes) makes that row's loss NaN (the host cannot throw from a kernel; the CPU kernel's error names
