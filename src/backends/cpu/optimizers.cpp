@@ -282,28 +282,10 @@ static void step_control(const KernelArgs& a) {
         sum += sum_squares(a.input<float>(in), n);
     }
   }
-  const bool finite = std::isfinite(sum);
-  float* out = a.output<float>();
   // [scale, finite steps since the scale last changed, skipped steps]; written in place (a Variable).
   auto* state = scaling ? const_cast<float*>(static_cast<const float*>(a.in[grads])) : nullptr;
-  const double scale = scaling ? double(state[0]) : 1.0;
-  out[0] = (!c.skip_nonfinite && !scaling) || finite ? 1.0f : 0.0f;
-  const double norm = std::sqrt(sum) / scale;
-  const double clip = c.global_clipnorm > 0.0f && finite && norm > c.global_clipnorm ? c.global_clipnorm / norm : 1.0;
-  out[1] = static_cast<float>(clip / scale);
-  if (!scaling) return;
-  if (finite) {
-    if (state[1] + 1.0f >= static_cast<float>(c.loss_scale_growth_steps)) {
-      state[0] *= 2.0f;
-      state[1] = 0.0f;
-    } else {
-      state[1] += 1.0f;
-    }
-  } else {
-    state[0] *= 0.5f;
-    state[1] = 0.0f;
-    state[2] += 1.0f;
-  }
+  const math::StepControlRule rule{c.global_clipnorm, c.skip_nonfinite, scaling, c.loss_scale_growth_steps};
+  math::step_control_finish(sum, rule, a.output<float>(), state);
 }
 
 void register_optimizer_kernels() {

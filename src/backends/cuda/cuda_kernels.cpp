@@ -10,6 +10,8 @@
 #include <array>
 #include <cstring>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include "backends/cuda/check.h"
 #include "backends/cuda/device_info.h"
@@ -246,6 +248,58 @@ void categorical_accuracy(const KernelArgs& a) {
   launch_categorical_accuracy(a.input<float>(0), a.input<float>(1), a.output<float>(), d.rows, d.classes,
                               static_cast<double*>(a.workspace), sms(a), a.ctx.stream);
 }
+// StepControl: (gradients... [, loss-scale state]) -> [apply, factor]; each gradient read in its own dtype.
+void step_control(const KernelArgs& a) {
+  const graph::UpdateConfig& c = *a.node.attrs.update;
+  const bool scaling = c.loss_scale_initial > 0.0f;
+  const size_t count = a.node.inputs.size() - (scaling ? 1 : 0);
+  thread_local std::vector<StepControlGradient> grads;  // grows once: no allocation per step after the first
+  grads.resize(count);
+  for (size_t j = 0; j < count; ++j)
+    grads[j] = {a.in[j], a.in_shape(static_cast<int>(j)).numel(), static_cast<int>(a.in_dtypes[j])};
+  float* state = scaling ? const_cast<float*>(static_cast<const float*>(a.in[count])) : nullptr;
+  launch_step_control(grads.data(), static_cast<int>(count), c.global_clipnorm, c.skip_nonfinite, scaling,
+                      c.loss_scale_growth_steps, a.output<float>(), state, static_cast<double*>(a.workspace),
+                      a.ctx.stream);
+}
+size_t step_control_workspace(const graph::Graph& g, int node) {
+  return g[node].inputs.size() * kStepControlBlocks * sizeof(double);
+}
+
+// Concat / Slice over the last axis; Pad2D, Crop2D, Upsample2D (NHWC).
+void concat(const KernelArgs& a) {
+  const int k = static_cast<int>(a.node.inputs.size());
+  thread_local std::vector<const float*> x;  // grow once: no allocation per step after the first
+  thread_local std::vector<int64_t> widths;
+  x.resize(static_cast<size_t>(k));
+  widths.resize(static_cast<size_t>(k));
+  for (int j = 0; j < k; ++j)
+    x[static_cast<size_t>(j)] = a.input<float>(j), widths[static_cast<size_t>(j)] = a.in_shape(j)[-1];
+  const int64_t width = a.node.shape[-1];
+  launch_concat(x.data(), widths.data(), k, a.output<float>(), a.node.shape.numel() / (width ? width : 1), sms(a),
+                a.ctx.stream);
+}
+void slice(const KernelArgs& a) {
+  const int64_t size = a.node.attrs.size;
+  launch_slice(a.input<float>(0), a.output<float>(), a.node.shape.numel() / (size ? size : 1), a.in_shape(0)[-1],
+               a.node.attrs.begin, size, sms(a), a.ctx.stream);
+}
+Image image_of(const Shape& s) { return {s[0], s[1], s[2], s[3]}; }
+template <bool Pad>
+void pad_or_crop(const KernelArgs& a) {
+  const int64_t sign = Pad ? 1 : -1;
+  launch_shifted(a.input<float>(0), image_of(a.in_shape(0)), a.output<float>(), image_of(a.node.shape),
+                 sign * a.node.attrs.pad[0], sign * a.node.attrs.pad[2], sms(a), a.ctx.stream);
+}
+void upsample(const KernelArgs& a) {
+  launch_upsample(a.input<float>(0), image_of(a.in_shape(0)), a.output<float>(), image_of(a.node.shape),
+                  a.node.attrs.kernel[0], a.node.attrs.kernel[1], sms(a), a.ctx.stream);
+}
+void upsample_grad(const KernelArgs& a) {
+  launch_upsample_grad(a.input<float>(0), image_of(a.in_shape(0)), a.output<float>(), image_of(a.node.shape),
+                       a.node.attrs.kernel[0], a.node.attrs.kernel[1], sms(a), a.ctx.stream);
+}
+
 size_t rows_workspace(const graph::Graph& g, int node) {  // one double per batch row
   return static_cast<size_t>(loss_dims(g, g[node]).rows) * sizeof(double);
 }
@@ -285,6 +339,14 @@ void register_kernels() {
   register_kernel(cuda, Op::SparseCceLoss, f32, sparse_cce);
   register_kernel(cuda, Op::SparseCceLossGrad, f32, sparse_cce_grad);
   register_kernel(cuda, Op::SparseCategoricalAccuracy, f32, sparse_accuracy);
+  for (DType t : {DType::f32, DType::f16, DType::bf16}) register_kernel(cuda, Op::StepControl, t, step_control);
+  graph::register_workspace(cuda, Op::StepControl, step_control_workspace);
+  register_kernel(cuda, Op::Concat, f32, concat);
+  register_kernel(cuda, Op::Slice, f32, slice);
+  register_kernel(cuda, Op::Pad2D, f32, pad_or_crop<true>);
+  register_kernel(cuda, Op::Crop2D, f32, pad_or_crop<false>);
+  register_kernel(cuda, Op::Upsample2D, f32, upsample);
+  register_kernel(cuda, Op::Upsample2DGrad, f32, upsample_grad);
   for (int f = 0; f < kDTypeCount; ++f)
     for (int t = 0; t < kDTypeCount; ++t)
       register_kernel(cuda, Op::Cast, graph::KernelSignature({static_cast<DType>(f)}, static_cast<DType>(t)), cast);

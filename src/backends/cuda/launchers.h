@@ -65,6 +65,37 @@ void launch_cce_grad(const float* x, const float* targets, const float* dy, floa
 void launch_categorical_accuracy(const float* x, const float* targets, float* out, int64_t rows, int64_t classes,
                                  double* rows_scratch, int sm_count, Stream stream);
 
+// StepControl (step_control.cu): the global sum of squares of the step's gradients, then the shared rule
+// (backends/math/optimizers.h, step_control_finish) writes out[0..1] and updates the loss-scale state in place (null
+// without scaling). dtype: tk::DType's number (f32 0, f16 1, bf16 2). `partials` holds count * kStepControlBlocks
+// doubles.
+inline constexpr int kStepControlBlocks = 64;
+struct StepControlGradient {
+  const void* data;
+  int64_t n;
+  int dtype;
+};
+void launch_step_control(const StepControlGradient* grads, int count, float global_clipnorm, bool skip_nonfinite,
+                         bool scaling, int64_t growth_steps, float* out, float* state, double* partials, Stream stream);
+
+// Ops that move values (layout.cu). An NHWC image block's dimensions:
+struct Image {
+  int64_t n, h, w, c;
+};
+// y(rows, sum widths) = [x_0 | x_1 | ...] over the last axis (k blocks)
+void launch_concat(const float* const* x, const int64_t* widths, int k, float* y, int64_t rows, int sm_count,
+                   Stream stream);
+// y(rows, size) = x(rows, width)[:, begin:begin + size]
+void launch_slice(const float* x, float* y, int64_t rows, int64_t width, int64_t begin, int64_t size, int sm_count,
+                  Stream stream);
+// dst = src shifted by (dh, dw) pixels, zeros elsewhere (Pad2D: +top, +left; Crop2D: -top, -left)
+void launch_shifted(const float* src, Image s, float* dst, Image d, int64_t dh, int64_t dw, int sm_count,
+                    Stream stream);
+// Nearest-neighbour upsampling by (fh, fw) and its gradient
+void launch_upsample(const float* x, Image xs, float* y, Image ys, int64_t fh, int64_t fw, int sm_count, Stream stream);
+void launch_upsample_grad(const float* dy, Image ys, float* dx, Image xs, int64_t fh, int64_t fw, int sm_count,
+                          Stream stream);
+
 // y = x converted element by element (cast.cu, over core/convert_one.h: the CPU's rules and bits). `from` and `to`
 // are tk::DType's numbers (f32 0, f16 1, bf16 2, i32 3, i64 4, u8 5, bool 6); equal dtypes copy the bytes.
 void launch_cast(const void* x, int from, void* y, int to, int64_t n, int sm_count, Stream stream);

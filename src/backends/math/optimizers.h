@@ -67,4 +67,39 @@ TK_HD void rmsprop(float& w, float& vel, float& mom, float& avg, float g, float 
   }
 }
 
+// ---- StepControl: what a step does with its gradients, from their global sum of squares (double, +Inf or NaN
+// when one of them is not finite). The CPU kernel (backends/cpu/optimizers.cpp) and the CUDA one
+// (backends/cuda/optimizers.cu) both finish with this.
+struct StepControlRule {
+  float global_clipnorm;  // 0: off
+  bool skip_nonfinite;    // skip the whole step when a gradient is not finite
+  bool scaling;           // dynamic loss scaling (state: [scale, finite steps, skipped steps])
+  int64_t growth_steps;   // finite steps before the scale doubles
+};
+// out[0] = 1 to apply the step, 0 to skip it; out[1] = the factor the updates multiply the gradients by
+// (1 / scale, times the global-norm clip). With scaling, the state is updated in place in TensorFlow's order: a
+// finite step counts (and doubles the scale at growth_steps), a non-finite one halves the scale and is counted as
+// skipped.
+TK_HD void step_control_finish(double sum, const StepControlRule& c, float* out, float* state) {
+  const bool finite = sum - sum == 0.0;  // false for +Inf and NaN
+  const double scale = c.scaling ? static_cast<double>(state[0]) : 1.0;
+  out[0] = (!c.skip_nonfinite && !c.scaling) || finite ? 1.0f : 0.0f;
+  const double norm = sqrt(sum) / scale;
+  const double clip = c.global_clipnorm > 0.0f && finite && norm > c.global_clipnorm ? c.global_clipnorm / norm : 1.0;
+  out[1] = static_cast<float>(clip / scale);
+  if (!c.scaling) return;
+  if (finite) {
+    if (state[1] + 1.0f >= static_cast<float>(c.growth_steps)) {
+      state[0] *= 2.0f;
+      state[1] = 0.0f;
+    } else {
+      state[1] += 1.0f;
+    }
+  } else {
+    state[0] *= 0.5f;
+    state[1] = 0.0f;
+    state[2] += 1.0f;
+  }
+}
+
 }  // namespace tk::math
