@@ -98,15 +98,26 @@ __global__ void ordered_mean(const double* __restrict__ v, int64_t rows, float* 
   *out = as_count ? static_cast<float>(s) / static_cast<float>(d) : static_cast<float>(s / static_cast<double>(d));
 }
 
+// One term per row (or element) into `scratch` by `launch_terms`, then their mean into `out` in order; `what` names
+// the kernel in a launch error.
+template <typename LaunchTerms>
+void terms_then_mean(int64_t count, double* scratch, float* out, bool as_count, int sm_count, cudaStream_t s,
+                     const char* what, LaunchTerms launch_terms) {
+  const Geometry g = elementwise_geometry(count, sm_count);
+  if (g.blocks) launch_terms(g);
+  ordered_mean<<<1, 1, 0, s>>>(scratch, count, out, as_count);
+  check(cudaGetLastError(), what, "losses.cu");
+}
+
 }  // namespace
 
 void launch_sparse_cce(const float* x, const int32_t* labels, float* loss, int64_t rows, int64_t classes,
                        bool from_logits, double* rows_scratch, int sm_count, Stream stream) {
   const auto s = static_cast<cudaStream_t>(stream);
-  const Geometry g = elementwise_geometry(rows, sm_count);
-  if (g.blocks) cce_rows<<<g.blocks, g.threads, 0, s>>>(x, labels, rows_scratch, rows, classes, from_logits);
-  ordered_mean<<<1, 1, 0, s>>>(rows_scratch, rows, loss, false);
-  check(cudaGetLastError(), "sparse crossentropy kernel launch", "launch_sparse_cce");
+  terms_then_mean(rows, rows_scratch, loss, false, sm_count, s, "sparse crossentropy kernel launch",
+                  [&](const Geometry& g) {
+                    cce_rows<<<g.blocks, g.threads, 0, s>>>(x, labels, rows_scratch, rows, classes, from_logits);
+                  });
 }
 
 void launch_sparse_cce_grad(const float* x, const int32_t* labels, const float* dy, float* g, int64_t rows,
@@ -121,19 +132,16 @@ void launch_sparse_cce_grad(const float* x, const int32_t* labels, const float* 
 void launch_sparse_accuracy(const float* x, const int32_t* labels, float* out, int64_t rows, int64_t classes,
                             double* rows_scratch, int sm_count, Stream stream) {
   const auto s = static_cast<cudaStream_t>(stream);
-  const Geometry g = elementwise_geometry(rows, sm_count);
-  if (g.blocks) hit_rows<<<g.blocks, g.threads, 0, s>>>(x, labels, rows_scratch, rows, classes);
-  ordered_mean<<<1, 1, 0, s>>>(rows_scratch, rows, out, true);
-  check(cudaGetLastError(), "accuracy kernel launch", "launch_sparse_accuracy");
+  terms_then_mean(rows, rows_scratch, out, true, sm_count, s, "accuracy kernel launch", [&](const Geometry& g) {
+    hit_rows<<<g.blocks, g.threads, 0, s>>>(x, labels, rows_scratch, rows, classes);
+  });
 }
 
 void launch_element_loss(ElementLoss kind, const float* p, const float* t, float* out, int64_t n, double* scratch,
                          int sm_count, Stream stream) {
   const auto s = static_cast<cudaStream_t>(stream);
-  const Geometry g = elementwise_geometry(n, sm_count);
-  if (g.blocks) element_terms<<<g.blocks, g.threads, 0, s>>>(p, t, scratch, n, kind);
-  ordered_mean<<<1, 1, 0, s>>>(scratch, n, out, kind == ElementLoss::binary_accuracy);
-  check(cudaGetLastError(), "elementwise loss kernel launch", "launch_element_loss");
+  terms_then_mean(n, scratch, out, kind == ElementLoss::binary_accuracy, sm_count, s, "elementwise loss kernel launch",
+                  [&](const Geometry& g) { element_terms<<<g.blocks, g.threads, 0, s>>>(p, t, scratch, n, kind); });
 }
 
 void launch_element_loss_grad(ElementLoss kind, const float* p, const float* t, const float* dy, float* g, int64_t n,
@@ -147,10 +155,10 @@ void launch_element_loss_grad(ElementLoss kind, const float* p, const float* t, 
 void launch_cce(const float* x, const float* targets, float* loss, int64_t rows, int64_t classes, bool from_logits,
                 double* rows_scratch, int sm_count, Stream stream) {
   const auto s = static_cast<cudaStream_t>(stream);
-  const Geometry g = elementwise_geometry(rows, sm_count);
-  if (g.blocks) dense_cce_rows<<<g.blocks, g.threads, 0, s>>>(x, targets, rows_scratch, rows, classes, from_logits);
-  ordered_mean<<<1, 1, 0, s>>>(rows_scratch, rows, loss, false);
-  check(cudaGetLastError(), "categorical crossentropy kernel launch", "launch_cce");
+  terms_then_mean(rows, rows_scratch, loss, false, sm_count, s, "categorical crossentropy kernel launch",
+                  [&](const Geometry& g) {
+                    dense_cce_rows<<<g.blocks, g.threads, 0, s>>>(x, targets, rows_scratch, rows, classes, from_logits);
+                  });
 }
 
 void launch_cce_grad(const float* x, const float* targets, const float* dy, float* g, int64_t rows, int64_t classes,
@@ -165,10 +173,10 @@ void launch_cce_grad(const float* x, const float* targets, const float* dy, floa
 void launch_categorical_accuracy(const float* x, const float* targets, float* out, int64_t rows, int64_t classes,
                                  double* rows_scratch, int sm_count, Stream stream) {
   const auto s = static_cast<cudaStream_t>(stream);
-  const Geometry g = elementwise_geometry(rows, sm_count);
-  if (g.blocks) categorical_hit_rows<<<g.blocks, g.threads, 0, s>>>(x, targets, rows_scratch, rows, classes);
-  ordered_mean<<<1, 1, 0, s>>>(rows_scratch, rows, out, true);
-  check(cudaGetLastError(), "categorical accuracy kernel launch", "launch_categorical_accuracy");
+  terms_then_mean(rows, rows_scratch, out, true, sm_count, s, "categorical accuracy kernel launch",
+                  [&](const Geometry& g) {
+                    categorical_hit_rows<<<g.blocks, g.threads, 0, s>>>(x, targets, rows_scratch, rows, classes);
+                  });
 }
 
 }  // namespace tk::cuda
