@@ -68,10 +68,9 @@ void update(const KernelArgs& a) {
   const Rule rule = rule_of(multi ? a.node.attrs.epilogue : a.node.op);
   const int count = multi ? static_cast<int>(a.node.attrs.size) : 1, slots = slots_of(rule);
   // Per-step values stay on the device: the kernels read them there.
-  const auto* scalars = static_cast<const char*>(static_cast<const void*>(a.scalars));
   UpdateArgs u;
-  u.learning_rate = reinterpret_cast<const float*>(scalars + offsetof(graph::StepScalars, learning_rate));
-  u.iterations = reinterpret_cast<const int64_t*>(scalars + offsetof(graph::StepScalars, iterations));
+  u.learning_rate = &a.scalars->learning_rate;  // addresses in device memory, never read on the host
+  u.iterations = &a.scalars->iterations;
   u.control = a.node.attrs.gated ? static_cast<const float*>(a.in[a.node.inputs.size() - 1]) : nullptr;
   u.weight_decay = c.weight_decay;
   u.clipvalue = c.clipvalue;
@@ -98,11 +97,9 @@ void update(const KernelArgs& a) {
 
 // (grad) -> sum over replicas of grad * grad_scale, through the replicas' NCCL group when there is one
 // (graph/collective.h: queued on the stream, weight read on the device); zero_grad clears the accumulator after.
-const float* step_scalar(const KernelArgs& a, size_t offset);
-
 void all_reduce(const KernelArgs& a) {
   const int64_t n = a.node.shape.numel();
-  const float* share = step_scalar(a, offsetof(graph::StepScalars, grad_scale));
+  const float* share = &a.scalars->grad_scale;
   if (graph::Collective* c = a.node.attrs.collective)
     c->all_reduce_async(a.node.attrs.replica, a.input<float>(0), a.output<float>(), n, share, a.ctx.stream,
                         a.node.name.c_str(), a.node.attrs.begin);
@@ -112,10 +109,6 @@ void all_reduce(const KernelArgs& a) {
     check(cudaMemsetAsync(a.inout<float>(0), 0, sizeof(float) * static_cast<size_t>(n),
                           static_cast<cudaStream_t>(a.ctx.stream)),
           "cudaMemsetAsync", "clearing the accumulator of '" + a.node.name + "'");
-}
-
-const float* step_scalar(const KernelArgs& a, size_t offset) {  // a StepScalars field, in device memory
-  return reinterpret_cast<const float*>(static_cast<const char*>(static_cast<const void*>(a.scalars)) + offset);
 }
 
 // Softmax over the last axis: (rows, n) of the node's shape.
@@ -163,8 +156,8 @@ void bias_grad(const KernelArgs& a) {
   launch_bias_grad(a.input<float>(0), a.output<float>(), rows, n, sms(a), a.ctx.stream);
 }
 void accumulate_grad(const KernelArgs& a) {
-  launch_accumulate(a.inout<float>(0), a.input<float>(1), a.in_shape(0).numel(),
-                    step_scalar(a, offsetof(graph::StepScalars, grad_scale)), sms(a), a.ctx.stream);
+  launch_accumulate(a.inout<float>(0), a.input<float>(1), a.in_shape(0).numel(), &a.scalars->grad_scale, sms(a),
+                    a.ctx.stream);
 }
 
 void dropout_mask(const KernelArgs& a) {  // as backends/cpu/elementwise.cpp's, on the device
@@ -172,10 +165,7 @@ void dropout_mask(const KernelArgs& a) {  // as backends/cpu/elementwise.cpp's, 
   const int64_t n = s.numel();
   const bool spatial = a.node.attrs.spatial && s.rank() == 4;
   const int64_t c = s.rank() ? s[-1] : 1, rows = s.rank() && s[0] > 0 ? s[0] : 1;
-  const auto* scalars = static_cast<const char*>(static_cast<const void*>(a.scalars));
-  launch_dropout_mask(a.output<float>(), n, a.node.attrs.seed,
-                      reinterpret_cast<const uint64_t*>(scalars + offsetof(graph::StepScalars, step)),
-                      reinterpret_cast<const int64_t*>(scalars + offsetof(graph::StepScalars, sample_offset)),
+  launch_dropout_mask(a.output<float>(), n, a.node.attrs.seed, &a.scalars->step, &a.scalars->sample_offset,
                       a.node.attrs.alpha, spatial, spatial ? s[1] * s[2] * c : 1, c, n / rows, sms(a), a.ctx.stream);
 }
 
