@@ -140,6 +140,30 @@ TEST(CliFit, SameSeedSameResult) {
   EXPECT_EQ(a.out, b.out);
 }
 
+// --replicas 2: data parallel over two logical cpu devices, each under half of the budget (MirroredStrategy), trains
+// the model one device trains on the same global batches: the same losses up to the summation order.
+TEST(CliFit, ReplicasTrainWhatOneDeviceTrains) {
+  const std::string args =
+      "fit" + plain_data().args() + " --model dense:16:relu,dense:10 --epochs 2 --batch-size 32 --seed 3 -v 2";
+  Result one = run_cli(args), two = run_cli(args + " --replicas 2");
+  ASSERT_EQ(one.code, 0) << describe(one);
+  ASSERT_EQ(two.code, 0) << describe(two);
+  EXPECT_CONTAINS(two.out + two.err, "logical device 1 of 2");
+  EXPECT_CONTAINS(two.out, "all-reduce:");  // the epoch line shows the replicas' all-reduce time
+  EXPECT_FALSE(contains(one.out, "all-reduce:")) << one.out;
+  auto test_loss = [](const std::string& out) {
+    const size_t at = out.find("test_loss: ");
+    return at == std::string::npos ? -1.0 : std::stod(out.substr(at + 11));
+  };
+  ASSERT_GE(test_loss(one.out), 0.0) << one.out;
+  EXPECT_NEAR(test_loss(two.out), test_loss(one.out), 2e-4) << one.out << "\n---\n" << two.out;
+  EXPECT_EQ(test_accuracy(two.out), test_accuracy(one.out)) << one.out << "\n---\n" << two.out;
+  // A count below 1 is refused, naming the flag.
+  Result zero = run_cli("fit" + plain_data().args() + " --replicas 0");
+  EXPECT_NE(zero.code, 0);
+  EXPECT_CONTAINS(zero.err, "--replicas");
+}
+
 TEST(CliFit, EveryOptimizerRuns) {
   for (const char* opt : {"sgd", "adam", "adamw", "rmsprop", "SGD"}) {
     Result r = run_cli("fit" + plain_data().args() + " --model dense:10 --optimizer " + opt + " --epochs 1 -v 0");

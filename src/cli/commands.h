@@ -34,6 +34,7 @@ struct FitArgs {
   bool summary = true;
   std::string save;         // --save m.keras after training (keras_commands.cpp)
   RunOptions run;           // --device, --dtype-policy, --memory-limit
+  int replicas = 1;         // --replicas N: data parallel over N logical devices of --device (MirroredStrategy)
   CallbackArgs callbacks;   // --backup-dir, --early-stopping, --csv-log, ...
   std::string tensorboard;  // --tensorboard DIR: a TensorBoard callback logging there
   bool isolate = false;     // --isolate: train in a child process (run_command.cpp)

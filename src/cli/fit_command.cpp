@@ -38,6 +38,12 @@ void add_fit_command(CLI::App& app, FitArgs& a) {
       ->capture_default_str();
   fit->add_option("-s,--seed", a.seed, "Seed for weights, shuffling and dropout")->capture_default_str();
   add_run_options(fit, a.run);
+  fit->add_option("--replicas", a.replicas,
+                  "Data parallel in this process: split --device into N logical devices with equal shares of its "
+                  "budget and train one replica on each (MirroredStrategy; each global batch split across them). "
+                  "Under mpirun the ranks are the replicas")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
   add_callback_options(fit, a.callbacks);
   fit->add_option("--data-dir", a.data_dir, "Directory with the four Fashion-MNIST IDX files (.gz or plain)");
   fit->add_option("--train-images", a.train_images, "IDX file of training images (overrides --data-dir)");
@@ -113,20 +119,44 @@ std::optional<distribute::MultiWorkerMirroredStrategy> mpi_strategy() {
   return distribute::MultiWorkerMirroredStrategy();
 }
 
-// compile(), inside the MPI strategy's scope when there is one. A model file that brings its own compiled optimizer
+// The data-parallel strategy of a run, if any: MPI's ranks under a launcher, or --replicas N logical devices.
+struct Strategies {
+  std::optional<distribute::MultiWorkerMirroredStrategy> mpi;
+  std::optional<distribute::MirroredStrategy> mirrored;
+};
+
+// Right after apply_run_options, before any data is loaded: --replicas splits the device into logical devices,
+// which must precede the first allocation on it.
+Strategies make_strategies(const FitArgs& a, Device device) {
+  Strategies s;
+  s.mpi = mpi_strategy();
+  if (a.replicas > 1) {
+    if (s.mpi)
+      throw InvalidArgument("--replicas " + std::to_string(a.replicas) +
+                            " under mpirun: the ranks are the replicas (one per process); drop --replicas, or run "
+                            "without mpirun");
+    s.mirrored.emplace(replicas_over(device, a.replicas, "trainkit fit"));
+  }
+  return s;
+}
+
+// compile(), inside the strategy's scope when there is one. A model file that brings its own compiled optimizer
 // (and its state) cannot be replicated yet.
-void compile_model(Model& model, const OptimizerPtr& optimizer,
-                   const std::optional<distribute::MultiWorkerMirroredStrategy>& mpi) {
+void compile_model(Model& model, const OptimizerPtr& optimizer, const Strategies& s) {
   if (model.optimizer()) {
-    if (mpi)
-      throw Unsupported(
-          "under mpirun, --model with a model file that holds a compiled optimizer is not supported yet "
-          "(train from a layer spec, or save the model without its optimizer)");
+    if (s.mpi || s.mirrored)
+      throw Unsupported(std::string(s.mpi ? "under mpirun" : "with --replicas") +
+                        ", --model with a model file that holds a compiled optimizer is not supported yet "
+                        "(train from a layer spec, or save the model without its optimizer)");
     return;  // a model file keeps its compile config and optimizer state
   }
-  distribute::in_scope(mpi ? &*mpi : nullptr, [&] {
+  auto compile = [&] {
     model.compile(optimizer, losses::SparseCategoricalCrossentropy({.from_logits = true}), {"accuracy"});
-  });
+  };
+  if (s.mirrored)
+    distribute::in_scope(&*s.mirrored, compile);
+  else
+    distribute::in_scope(s.mpi ? &*s.mpi : nullptr, compile);
 }
 
 // The callback options' callbacks, then TensorBoard (--tensorboard).
@@ -215,7 +245,7 @@ int64_t auto_micro_batch_size(Model& model, int64_t batch, int verbose) {
 
 // fit over a --data file: file -> shuffle -> batch -> prefetch, validation from --validation-data.
 int run_fit_data(const FitArgs& a, OptimizerPtr optimizer, int64_t batch_size, int64_t micro_batch_size, Device device,
-                 std::unique_ptr<Model> file_model, std::vector<CallbackPtr> callbacks) {
+                 const Strategies& strategies, std::unique_ptr<Model> file_model, std::vector<CallbackPtr> callbacks) {
   if (a.validation_split != 0.0f)
     throw InvalidArgument("--validation-split does not apply to --data (a stream): pass --validation-data");
   if (a.shuffle_buffer <= 0)
@@ -249,8 +279,7 @@ int run_fit_data(const FitArgs& a, OptimizerPtr optimizer, int64_t batch_size, i
       file_model ? std::move(file_model) : make_model(a.model, first[0].shape(), feature_scale(first[0].dtype()));
   Model& model = *owned;
   configure_model(model, a.run, device);
-  const std::optional<distribute::MultiWorkerMirroredStrategy> mpi = mpi_strategy();
-  compile_model(model, optimizer, mpi);
+  compile_model(model, optimizer, strategies);
   const bool chief = model.is_chief();  // under mpirun: rank 0 prints and writes
   if (a.summary && a.verbose != 0 && chief) model.summary();
   const int64_t batch = batch_size == kAutoBatchSize ? auto_batch_size(model, a.verbose) : batch_size;
@@ -289,6 +318,7 @@ int run_fit(const FitArgs& a) {
     throw InvalidArgument("--validation-split must be in [0, 1), got " + std::to_string(a.validation_split));
   std::vector<CallbackPtr> callbacks = cli_callbacks(a, a.validation_split > 0.0f || !a.validation_data.empty());
   const Device device = apply_run_options(a.run);  // before the data: the budget precedes any allocation
+  const Strategies strategies = make_strategies(a, device);
   utils::set_random_seed(a.seed);
   OptimizerPtr optimizer =
       a.learning_rate ? optimizers::get(a.optimizer, *a.learning_rate) : optimizers::get(a.optimizer);
@@ -306,7 +336,7 @@ int run_fit(const FitArgs& a) {
       throw InvalidArgument(
           "--data replaces --train-images/--train-labels/--test-images/--test-labels: give one or "
           "the other");
-    return run_fit_data(a, optimizer, batch_size, micro_batch_size, device, std::move(file_model),
+    return run_fit_data(a, optimizer, batch_size, micro_batch_size, device, strategies, std::move(file_model),
                         std::move(callbacks));
   }
   if (!a.validation_data.empty()) throw InvalidArgument("--validation-data needs --data");
@@ -342,8 +372,7 @@ int run_fit(const FitArgs& a) {
                  : make_model(a.model, d.x_train.shape().sample_shape(), feature_scale(d.x_train.dtype()));
   Model& model = *owned;
   configure_model(model, a.run, device);
-  const std::optional<distribute::MultiWorkerMirroredStrategy> mpi = mpi_strategy();
-  compile_model(model, optimizer, mpi);
+  compile_model(model, optimizer, strategies);
   const bool chief = model.is_chief();  // under mpirun: rank 0 prints and writes
   if (a.summary && a.verbose != 0 && chief) model.summary();
 

@@ -41,20 +41,6 @@ void add_plan_command(CLI::App& app, PlanArgs& a) {
 
 namespace {
 
-// --replicas N: the device split into N logical devices with equal shares of its budget, and a MirroredStrategy
-// over them (what a program that calls set_logical_device_configuration and MirroredStrategy runs).
-distribute::MirroredStrategy replicas_over(Device device, int replicas) {
-  if (device.kind != DeviceKind::cpu)
-    throw Unsupported("trainkit plan --replicas: data parallel over " + device.to_string() +
-                      " devices needs the CUDA backend, which is not built yet; plan over the cpu's logical devices "
-                      "(--device cpu)");
-  const size_t share = config::get_memory_info(device).limit / static_cast<size_t>(replicas);
-  config::set_logical_device_configuration(Device::cpu(), std::vector<size_t>(static_cast<size_t>(replicas), share));
-  std::vector<Device> devices;
-  for (int r = 0; r < replicas; ++r) devices.push_back(Device::cpu(r));
-  return distribute::MirroredStrategy(devices);
-}
-
 // The plan of one training step of `rows`, printed per layer (and drawn to `svg` when given).
 MemoryPlan print_plan(Model& model, int64_t rows, const std::string& svg) {
   const MemoryPlan plan = model.memory_plan(rows);
@@ -153,7 +139,7 @@ int run_plan(const PlanArgs& a) {
   if (cuda_wanted && !graph::has_backend(DeviceKind::cuda)) return run_plan_absent_gpu(a);
   const Device device = apply_run_options(a.run);
   std::optional<distribute::MirroredStrategy> strategy;
-  if (a.replicas > 1) strategy.emplace(replicas_over(device, a.replicas));
+  if (a.replicas > 1) strategy.emplace(replicas_over(device, a.replicas, "trainkit plan"));
   std::unique_ptr<Model> model = make_model(a.model, Shape(a.input_shape));
   configure_model(*model, a.run, device);
   distribute::in_scope(strategy ? &*strategy : nullptr, [&] {
