@@ -122,13 +122,12 @@ void check_threads() {
                 std::to_string(max_threads()));
 }
 
-template <typename T>
-float to_f32(T v) {
-  if constexpr (std::is_same_v<T, float>)
-    return v;
-  else
-    return v.to_float();
-}
+// n values widened to float32 (half.h's bulk conversion for bfloat16), and the way back: the kernels compute in
+// float32 whatever the tensors hold.
+void load_row(const float* src, float* dst, int64_t n) { std::memcpy(dst, src, sizeof(float) * size_t(n)); }
+void load_row(const bfloat16* src, float* dst, int64_t n) { convert_bf16_to_f32(src, dst, static_cast<size_t>(n)); }
+void store_row(const float* row, float* dst, int64_t n) { std::memcpy(dst, row, sizeof(float) * size_t(n)); }
+void store_row(const float* row, bfloat16* dst, int64_t n) { convert_f32_to_bf16(row, dst, static_cast<size_t>(n)); }
 
 // P(PH, PW) = x (H, W) of one image placed at (pt, pl), zeros around it.
 template <typename T>
@@ -141,7 +140,7 @@ void pad_image(const Window& g, const T* x, float* p) {
     float* dst = p + pr * pw + g.pl;
     const T* src = x + r * g.w;
     const int64_t cols = std::min(g.w, pw - g.pl);
-    for (int64_t c = 0; c < cols; ++c) dst[c] = to_f32(src[c]);
+    load_row(src, dst, cols);
   }
 }
 
@@ -190,13 +189,6 @@ void forward_image(const Window& g, const float* p, const float* w, int64_t f, c
       forward_tile<NV>(g, p, w, f, f0, bias, relu, oh, ow0, std::min<int64_t>(kOutBlock, g.ow - ow0), yrow);
 }
 
-template <typename T>
-void convert_to_f32(const T* src, float* dst, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dst[i] = to_f32(src[i]);
-}
-void store_row(const float* row, float* dst, int64_t n) { std::memcpy(dst, row, sizeof(float) * size_t(n)); }
-void store_row(const float* row, bfloat16* dst, int64_t n) { convert_f32_to_bf16(row, dst, static_cast<size_t>(n)); }
-
 // (x (N, H, W, 1), w (KH, KW, 1, F)[, bias (F)]) -> y (N, OH, OW, F)
 template <typename T>
 void forward(const KernelArgs& a) {
@@ -208,8 +200,8 @@ void forward(const KernelArgs& a) {
   const size_t taps = static_cast<size_t>(g.kh * g.kw * f);
   float* w = ws;  // (KH, KW, F) in float32
   float* bias = ws + align16(taps);
-  convert_to_f32(a.input<T>(1), w, static_cast<int64_t>(taps));
-  if (fused) convert_to_f32(a.input<T>(2), bias, f);
+  load_row(a.input<T>(1), w, static_cast<int64_t>(taps));
+  if (fused) load_row(a.input<T>(2), bias, f);
   float* scratch = bias + align16(static_cast<size_t>(f));
   const size_t stride = per_thread(g, f);
   const int nv = vectors_per_tile(g, f);
@@ -307,7 +299,7 @@ void grad_filter(const KernelArgs& a) {
               if constexpr (std::is_same_v<T, float>) {
                 dyrow = dyi + oh * g.ow * f;
               } else {
-                convert_to_f32(dyi + oh * g.ow * f, row, g.ow * f);
+                load_row(dyi + oh * g.ow * f, row, g.ow * f);
                 dyrow = row;
               }
               if (g.kw == 3)

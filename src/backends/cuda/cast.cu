@@ -42,35 +42,41 @@ void launch(const void* x, void* y, int64_t n, const Geometry& g, cudaStream_t s
                                                     static_cast<D*>(y), n);
 }
 
-// Dtype codes as tk::DType numbers them (cuda_kernels.cpp asserts the order): f32, f16, bf16, i32, i64, u8, bool.
-template <typename S>
-void launch_to(int to, const void* x, void* y, int64_t n, const Geometry& g, cudaStream_t s) {
-  switch (to) {
+template <typename T>
+struct Type {
+  using type = T;
+};
+
+// Calls f(Type<T>{}) for the C++ type of a dtype code, numbered as tk::DType numbers them (cuda_kernels.cpp asserts
+// the order): f32, f16, bf16, i32, i64, u8, bool.
+template <typename F>
+void with_type(int code, const char* role, F&& f) {
+  switch (code) {
     case 0:
-      return launch<S, float>(x, y, n, g, s);
+      return f(Type<float>{});
     case 1:
-      return launch<S, float16>(x, y, n, g, s);
+      return f(Type<float16>{});
     case 2:
-      return launch<S, bfloat16>(x, y, n, g, s);
+      return f(Type<bfloat16>{});
     case 3:
-      return launch<S, int32_t>(x, y, n, g, s);
+      return f(Type<int32_t>{});
     case 4:
-      return launch<S, int64_t>(x, y, n, g, s);
+      return f(Type<int64_t>{});
     case 5:
-      return launch<S, uint8_t>(x, y, n, g, s);
+      return f(Type<uint8_t>{});
     case 6:
-      return launch<S, bool>(x, y, n, g, s);
+      return f(Type<bool>{});
     default:
-      throw Error("cast kernel: unknown target dtype code " + std::to_string(to));
+      throw Error(std::string("cast kernel: unknown ") + role + " dtype code " + std::to_string(code));
   }
 }
-
-}  // namespace
 
 size_t dtype_code_size(int code) {
   constexpr size_t sizes[7] = {4, 2, 2, 4, 8, 1, 1};
   return code >= 0 && code < 7 ? sizes[code] : 0;
 }
+
+}  // namespace
 
 void launch_cast(const void* x, int from, void* y, int to, int64_t n, int sm_count, Stream stream) {
   const auto s = static_cast<cudaStream_t>(stream);
@@ -81,31 +87,11 @@ void launch_cast(const void* x, int from, void* y, int to, int64_t n, int sm_cou
     return;
   }
   const Geometry g = elementwise_geometry(n, sm_count);
-  switch (from) {
-    case 0:
-      launch_to<float>(to, x, y, n, g, s);
-      break;
-    case 1:
-      launch_to<float16>(to, x, y, n, g, s);
-      break;
-    case 2:
-      launch_to<bfloat16>(to, x, y, n, g, s);
-      break;
-    case 3:
-      launch_to<int32_t>(to, x, y, n, g, s);
-      break;
-    case 4:
-      launch_to<int64_t>(to, x, y, n, g, s);
-      break;
-    case 5:
-      launch_to<uint8_t>(to, x, y, n, g, s);
-      break;
-    case 6:
-      launch_to<bool>(to, x, y, n, g, s);
-      break;
-    default:
-      throw Error("cast kernel: unknown source dtype code " + std::to_string(from));
-  }
+  with_type(from, "source", [&](auto source) {
+    with_type(to, "target", [&](auto target) {
+      launch<typename decltype(source)::type, typename decltype(target)::type>(x, y, n, g, s);
+    });
+  });
   check(cudaGetLastError(), "cast kernel launch", "launch_cast");
 }
 
