@@ -68,9 +68,15 @@ struct Target {
   std::string name() const;  // "cpu_float16"
 };
 
-// Every backend compiled into this build (graph::has_backend), so a new one is picked up without a change here.
+// Every backend compiled into this build (graph::has_backend), so a new one is picked up without a change here
+// (the kernel-coverage test checks each one's kernel table, with or without its device).
 std::vector<DeviceKind> backend_kinds();
-// Every (backend, dtype in kFloatDTypes).
+// Whether this machine has device 0 of `kind` (the cpu always; cuda:0 when the CUDA runtime finds a GPU).
+bool device_present(DeviceKind kind);
+// The compiled backends whose device exists here: the ones the checks run on. Without a GPU the CUDA targets are
+// not listed at all (tools/gpu_check.sh runs them on a GPU machine), rather than hundreds of skipped tests.
+std::vector<DeviceKind> runnable_kinds();
+// Every (runnable backend, dtype in kFloatDTypes).
 std::vector<Target> targets();
 
 // Tolerances, as the largest |got - want| over a tensor divided by the largest |want| (the tensor's
@@ -111,6 +117,28 @@ constexpr bool is_exact_op(Op op) {
     case Op::SoftmaxGrad:
     case Op::Pad2D:
     case Op::Crop2D:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Of the exact ops, those whose result another backend may round differently from the cpu by an ulp: the
+// activations that call exp/tanh/erf (glibc on the cpu, CUDA's device library there: each within 2 ulp, not always
+// the same bits) and the softmax pair (a row's sum in another order). Bit-exact on the cpu; on another backend they
+// are compared within the dtype's tolerance instead.
+constexpr bool exact_on_the_cpu_only(Op op) {
+  switch (op) {
+    case Op::Sigmoid:
+    case Op::SigmoidGrad:
+    case Op::Tanh:
+    case Op::TanhGrad:
+    case Op::Gelu:
+    case Op::GeluGrad:
+    case Op::Elu:
+    case Op::EluGrad:
+    case Op::Softmax:
+    case Op::SoftmaxGrad:
       return true;
     default:
       return false;

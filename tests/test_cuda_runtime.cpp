@@ -289,7 +289,10 @@ TEST(CudaGpu, DeviceFieldsFromTheRuntimeAndNvmlAgree) {
   ASSERT_LT(static_cast<size_t>(cd.nvml_index), gpus.size());
   const runtime::NvmlGpu& g = gpus[static_cast<size_t>(cd.nvml_index)];
   EXPECT_EQ(g.uuid, gpu->uuid) << "the same GPU through NVML and the CUDA runtime";
-  EXPECT_EQ(g.total, gpu->total);
+  // NVML counts the whole card; cudaMemGetInfo's total leaves out what the driver keeps for itself (on an H200 with
+  // driver 580: 150754820096 vs 150109880320 bytes, 615 MiB). The same card, so within 2%.
+  EXPECT_GE(g.total, gpu->total);
+  EXPECT_LE(g.total - gpu->total, g.total / 50) << "NVML " << g.total << " B, CUDA runtime " << gpu->total << " B";
   EXPECT_TRUE(g.memory_known) << g.errors;
 }
 

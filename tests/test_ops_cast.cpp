@@ -161,7 +161,7 @@ int64_t first_difference(const Tensor& a, const Tensor& b) {
 
 TEST(CastHarness, EveryPairOfDTypesMatchesTensorTo) {
   int pairs = 0;
-  for (DeviceKind kind : backend_kinds()) {
+  for (DeviceKind kind : runnable_kinds()) {
     const Device device{kind, 0};
     for (int f = 0; f < kDTypeCount; ++f)
       for (int t = 0; t < kDTypeCount; ++t) {
@@ -190,7 +190,7 @@ TEST(CastHarness, EveryPairOfDTypesMatchesTensorTo) {
 // float32 -> 16 bits -> float32 in one program: exactly tk::float16 / bfloat16's rounding, NaNs included.
 TEST(CastHarness, RoundTripThroughSixteenBitsEqualsRounding) {
   const Tensor x = specials(DType::f32);
-  for (DeviceKind kind : backend_kinds()) {
+  for (DeviceKind kind : runnable_kinds()) {
     const Device device{kind, 0};
     for (DType mid : {DType::f16, DType::bf16}) {
       if (!has_kernel(kind, Op::Cast, KernelSignature({DType::f32}, mid)) ||
@@ -233,7 +233,7 @@ TEST(CastHarness, AnyNonzeroBoolByteIsTrue) {
   Tensor x({6}, DType::boolean);
   const unsigned char bytes[6] = {0, 1, 2, 0x80, 0xff, 0};
   std::memcpy(x.raw(), bytes, 6);
-  for (DeviceKind kind : backend_kinds())
+  for (DeviceKind kind : runnable_kinds())
     for (DType to : {DType::f32, DType::f16, DType::bf16, DType::i32, DType::i64, DType::u8}) {
       if (!has_kernel(kind, Op::Cast, KernelSignature({DType::boolean}, to))) continue;
       const Tensor got = cast_on(Device{kind, 0}, x, to), want = x.to(to);

@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
-# The GPU check of issue 6, for a machine with an NVIDIA GPU: one script, everything into one log, a summary
-# at the end. It reports only what it ran; the parts of issue 6 that are not built yet print
-# "NOT IMPLEMENTED: ..." instead of a result.
+# The GPU check (issues 6 and 13), for a machine with an NVIDIA GPU: one script, everything into one log written
+# as it goes (so a run cut off still reports), a summary at the end. It reports only what it ran; the parts not
+# built yet print "NOT IMPLEMENTED: ..." instead of a result.
 #
-#   tools/gpu_check.sh                    # build-gpu/, log in build-gpu/gpu_check.log (and $OUT/ when set)
+#   tools/gpu_check.sh                    # configure + build build-gpu/ here (needs OpenBLAS, oneDNN, HDF5, MPI)
+#   GPU_CHECK_BUNDLE=gpu-carry/bundle.tar.xz tools/gpu_check.sh
+#                                         # a build made elsewhere by tools/gpu_bundle.sh (the project's GPU machine
+#                                         # has none of those libraries); cuBLASLt and NCCL from its CUDA wheels
 #   GPU_CHECK_FULL=1 tools/gpu_check.sh   # also the whole CTest suite (-LE slow) of the CUDA build
 #   GPU_CHECK_ASAN=1 tools/gpu_check.sh   # also the CUDA tests under AddressSanitizer
+# The log goes to $OUT/gpu_check.log when OUT is set (the device tool), else to the build folder.
 #
-# Steps: environment (nvidia-smi, nvcc, driver) -> configure with -DTK_CUDA=ON -> build trainkit + tests ->
-# `trainkit devices` -> `trainkit smi` -> the CUDA tests (they must not skip on a GPU) -> two processes with
-# TK_MEMORY_FRACTION=0.45 side by side holding 90% of their budget, with `trainkit smi` (NVML per-process
-# memory) while both hold -> [full suite] -> [ASan] -> the list of what is not implemented.
+# Steps: environment (nvidia-smi, nvcc, driver, the CUDA libraries found) -> build (or unpack the bundle) ->
+# `trainkit devices` -> `trainkit smi` -> the CUDA tests (they must not skip on a GPU) -> the op harness on cuda:0
+# (every op's forward and gradient program in float32, float16 and bfloat16 against the cpu float32 result) ->
+# two processes with TK_MEMORY_FRACTION=0.45 side by side holding 90% of their budget, with `trainkit smi` (NVML
+# per-process memory) while both hold -> [full suite] -> [ASan] -> the list of what is not implemented.
 #
 # AddressSanitizer and the CUDA driver: the driver maps memory where ASan keeps its shadow gap, so CUDA calls
 # can fail or crash under ASan unless ASAN_OPTIONS has protect_shadow_gap=0 (set below for the ASan step).
@@ -19,8 +24,10 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 
 BUILD="${GPU_CHECK_BUILD:-build-gpu}"
+BUNDLE="${GPU_CHECK_BUNDLE:-}"
+[ -n "$BUNDLE" ] && BUILD=build
 mkdir -p "$BUILD"
-LOG="${GPU_CHECK_LOG:-$BUILD/gpu_check.log}"
+if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then LOG="${GPU_CHECK_LOG:-$OUT/gpu_check.log}"; else LOG="${GPU_CHECK_LOG:-$BUILD/gpu_check.log}"; fi
 JOBS="$(nproc)"
 HOLD_SECONDS="${GPU_CHECK_HOLD_SECONDS:-10}"
 : >"$LOG"
@@ -62,15 +69,51 @@ else
 fi
 NVCC="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
 "$NVCC" --version 2>&1 | tail -2 | tee -a "$LOG"
+# cuBLASLt says why it refuses a call (e.g. "The workspace pointer must be aligned to ... 256 bytes") at level 1.
+export CUBLASLT_LOG_LEVEL="${CUBLASLT_LOG_LEVEL:-1}"
 say "CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES-<unset>} TK_VISIBLE_DEVICES=${TK_VISIBLE_DEVICES-<unset>}"
+say "CPU: $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p')"
 
-if ! step "configure (-DTK_CUDA=ON)" cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DTK_CUDA=ON -DTK_WERROR=ON \
+# unpack_bundle: the binaries and their libraries from tools/gpu_bundle.sh, cuBLASLt and NCCL from wherever this
+# machine has them (the toolkit, or the nvidia-* Python wheels).
+unpack_bundle() {
+  tar -xJf "$BUNDLE" || return 1
+  say "bundle: $(sed -n 's/^built_on=//p' build/BUILT)"
+  local src
+  src="$(sed -n 's/^source_dir=//p' build/BUILT)"
+  if [ -n "$src" ] && [ "$src" != "$(pwd)" ] && [ ! -e "$src" ]; then
+    mkdir -p "$(dirname "$src")" && ln -s "$(pwd)" "$src" && say "linked $src -> $(pwd) (the tests' TK_SOURCE_DIR)"
+  fi
+  local dirs="" lib found
+  for lib in libcublasLt.so.13 libnccl.so.2; do
+    found="$(find /usr/local/cuda*/ /opt /usr/lib /usr/local/lib -name "$lib" 2>/dev/null | head -1)"
+    say "$lib: ${found:-NOT FOUND}"
+    [ -n "$found" ] && dirs="$dirs:$(dirname "$found")"
+  done
+  export LD_LIBRARY_PATH="$(pwd)/build/bundle-lib$dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  say "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+  ldd build/tests/trainkit_tests | grep "not found" | tee -a "$LOG"
+  ! ldd build/tests/trainkit_tests | grep -q "not found"
+}
+
+if [ -n "$BUNDLE" ]; then
+  say ""
+  say "== unpack $BUNDLE (a build made elsewhere)"
+  unpack_bundle  # not through step(): its pipe would run it in a subshell and lose LD_LIBRARY_PATH
+  built=$?
+  if [ "$built" -eq 0 ]; then SUMMARY+=("PASS             unpack $BUNDLE"); else SUMMARY+=("FAIL             unpack $BUNDLE (libraries not found)"); FAILED=1; fi
+elif ! step "configure (-DTK_CUDA=ON)" cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DTK_CUDA=ON -DTK_WERROR=ON \
   -DTK_BUILD_BENCH=OFF; then
   say "configure failed: nothing else can run"
+  built=1
 else
   TARGETS=(--target trainkit_cli trainkit_tests)
   [ "${GPU_CHECK_FULL:-0}" = 1 ] && TARGETS=()
-  if step "build" cmake --build "$BUILD" -j"$JOBS" "${TARGETS[@]}"; then
+  step "build" cmake --build "$BUILD" -j"$JOBS" "${TARGETS[@]}"
+  built=$?
+fi
+if [ "$built" -eq 0 ]; then
+  {
     CLI="$BUILD/trainkit"
     TESTS="$BUILD/tests/trainkit_tests"
     step "trainkit devices" "$CLI" devices
@@ -79,7 +122,7 @@ else
     # The CUDA tests. On a GPU machine none of the GPU tests may skip: a skip means discovery failed.
     say ""
     say "== CUDA tests (Cuda*, CliDevices*, CliSmi*)"
-    "$TESTS" --gtest_filter='Cuda*:Nccl*:CliDevices*:CliSmi*' 2>&1 | tee "$BUILD/cuda_tests.txt" | tee -a "$LOG" >/dev/null
+    timeout 120 "$TESTS" --gtest_filter='Cuda*:Nccl*:CliDevices*:CliSmi*' 2>&1 | tee "$BUILD/cuda_tests.txt" | tee -a "$LOG" >/dev/null
     rc=${PIPESTATUS[0]}
     tail -25 "$BUILD/cuda_tests.txt"
     skipped_gpu="$(grep -oE '^\[  SKIPPED \] (CudaGpu\.|CliDevices\.WithAGpu|CliSmi\.WithAGpu)[A-Za-z]*' \
@@ -93,6 +136,28 @@ else
     else
       SUMMARY+=("PASS             CUDA tests (GPU tests ran, none skipped)")
     fi
+
+    # The op harness on cuda:0: every op's forward output and gradient program, float32 / float16 / bfloat16,
+    # against the cpu float32 result (tests/op_harness.h); the cast pairs and dropout masks too.
+    say ""
+    say "== op harness on cuda:0 (forward and gradient programs against the cpu)"
+    timeout 150 "$TESTS" --gtest_filter='*OpForward*cuda*:*OpGradientParity*cuda*:CastHarness*:OpDropout*:OpHarness*:OpCoverage*' \
+      >"$BUILD/harness.txt" 2>&1
+    rc=$?
+    tee -a "$LOG" <"$BUILD/harness.txt" | tail -40
+    ran="$(grep -cE '^\[       OK \] AllOps/.*cuda' "$BUILD/harness.txt")"
+    failed="$(grep -cE '^\[  FAILED  \] ' "$BUILD/harness.txt")"
+    say "harness: $(grep -E '^\[==========\]' "$BUILD/harness.txt" | tail -1); exit $rc"
+    if [ "$rc" -eq 0 ] && [ "$ran" -eq 0 ]; then
+      SUMMARY+=("FAIL             op harness on cuda:0: no cuda case ran (no CUDA device found?)")
+      FAILED=1
+    elif [ "$rc" -eq 0 ]; then
+      SUMMARY+=("PASS             op harness on cuda:0 ($ran cuda cases passed; see harness.txt)")
+    else
+      SUMMARY+=("FAIL (exit $rc)  op harness on cuda:0 ($failed FAILED lines; see the log)")
+      FAILED=1
+    fi
+    [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ] && cp "$BUILD/harness.txt" "$OUT/" 2>/dev/null
 
     # Two processes side by side, each with 45% of the GPU: each fills 90% of its budget and holds it.
     say ""
@@ -128,7 +193,7 @@ else
       # (test_memory.cpp, devices/test_logical_devices.cpp); on a GPU machine they fail until updated.
       step "whole suite (ctest -LE slow)" ctest --test-dir "$BUILD" -LE slow -j"$JOBS" --output-on-failure
     fi
-  fi
+  }
 fi
 
 if [ "${GPU_CHECK_ASAN:-0}" = 1 ]; then
@@ -143,9 +208,8 @@ fi
 
 say ""
 say "== not built yet (issues 6, 13)"
-not_implemented "CUDA kernels beyond the first 33 ops (activations, softmax, optimizer updates, MatMul on cuBLASLt, AllReduce on NCCL, elementwise, bias, dropout, the sparse loss and accuracy: compiled, with no Backend object to run them in a program yet): casts, StepControl, the other losses, cuDNN ops"
-not_implemented "cuDNN convolution, pooling, BatchNormalization"
-not_implemented "cross-backend test harness (every op's forward and gradient vs the cpu backend)"
+not_implemented "cuDNN convolution, pooling, BatchNormalization (16 ops: the CNN cannot run on cuda yet)"
+not_implemented "native 16-bit GEMMs (float16/bfloat16 ops on cuda widen to float32 in the workspace, like the cpu's)"
 not_implemented "compute and copy streams, pinned host buffers, next-batch prefetch to the GPU"
 not_implemented "training step captured as a CUDA Graph and replayed"
 not_implemented "trainkit fit on a GPU (so: two 'trainkit fit' runs at TK_MEMORY_FRACTION=0.45, and memory back to baseline after clear_session / model destruction of a GPU model)"
@@ -155,5 +219,4 @@ say ""
 say "================ summary ($(date -u '+%Y-%m-%d %H:%M UTC'), GPU: $GPU_NAME)"
 for line in "${SUMMARY[@]}"; do say "$line"; done
 say "log: $LOG"
-if [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ]; then cp "$LOG" "$OUT/" && echo "copied to $OUT/$(basename "$LOG")"; fi
 exit "$FAILED"

@@ -4,7 +4,7 @@
 #include <mutex>
 
 #include "backends/cpu/cpu_backend.h"
-#include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/cuda_backend.h"
 #include "graph/backend.h"
 
 namespace tk::graph {
@@ -13,9 +13,10 @@ void ensure_backends_registered() {
   static std::once_flag once;
   std::call_once(once, [] {
     register_backend(std::make_unique<cpu::CpuBackend>());
-    // The CUDA kernels go into the kernel table (a no-op without TK_CUDA); no CUDA Backend is registered until
-    // programs can run on CUDA devices, so choosing one stays a clear Unsupported error.
-    cuda::register_kernels();
+#ifdef TK_HAVE_CUDA
+    // Programs run on CUDA devices; models do not train there yet (nn::require_compute_device says why).
+    register_backend(std::make_unique<cuda::CudaBackend>());
+#endif
   });
 }
 

@@ -82,6 +82,11 @@ bool Model::is_chief() const { return !strategy_ || strategy_->chief(); }
 
 void require_compute_device(Device device) {
   graph::backend(device.kind);  // Unsupported, naming the device kind, when there is no backend
+  if (device.kind == DeviceKind::cuda)
+    throw Unsupported("models cannot train on " + device.to_string() +
+                      " yet: this build's CUDA backend runs programs (the op harness checks its kernels against the "
+                      "cpu), but fit/evaluate/predict still stage batches, weights and optimizer state through host "
+                      "memory (issue 13); use --device cpu, or `trainkit plan --device cuda` to size a GPU job");
   if (device.kind == DeviceKind::cpu && device.index != 0) config::get_memory_info(device);  // must exist
 }
 

@@ -20,9 +20,9 @@ using graph::UpdateConfig;
 
 namespace {
 
-// Scale that clip_by_norm applies to g * unscale (1 when off), computed once per variable.
-float clipnorm_scale(const float* g, int64_t n, float clipnorm, float unscale) {
-  if (clipnorm <= 0.0f) return 1.0f;
+// The factor for g: clip_by_norm's scale of g * unscale, times unscale (just unscale when clipnorm is off).
+float clipnorm_factor(const float* g, int64_t n, float clipnorm, float unscale) {
+  if (clipnorm <= 0.0f) return unscale;
   double s = 0;
   if (n > kParallelGrain) {
 #pragma omp parallel for reduction(+ : s)
@@ -30,8 +30,7 @@ float clipnorm_scale(const float* g, int64_t n, float clipnorm, float unscale) {
   } else {
     for (int64_t i = 0; i < n; ++i) s += double(g[i]) * g[i];
   }
-  const float norm = static_cast<float>(std::sqrt(s)) * unscale;
-  return norm > clipnorm ? clipnorm / norm : 1.0f;
+  return math::clipnorm_factor(s, clipnorm, unscale);
 }
 
 using Grad = math::GradFactor;  // backends/math/optimizers.h: shared with the CUDA kernels
@@ -52,7 +51,7 @@ Grad prepare(const KernelArgs& a, float* w, const float* g, int64_t n) {
     });
   }
   const float step = global_clip(a);
-  return {clipnorm_scale(g, n, c.clipnorm, step) * step, c.clipvalue};
+  return {clipnorm_factor(g, n, c.clipnorm, step), c.clipvalue};
 }
 
 // The rules, per element range [b, e) of one variable: the single-variable kernels and the multi-tensor kernel

@@ -21,7 +21,8 @@
 
 namespace tk::cuda {
 
-void register_gemm_kernels();  // gemm_cublaslt.cpp
+void register_gemm_kernels();     // gemm_cublaslt.cpp
+void register_widened_kernels();  // widen.cpp: float16/bfloat16 over the float32 kernels, registered last
 
 int sm_count(int index) {
   static std::mutex m;
@@ -56,14 +57,18 @@ void activation_grad(const KernelArgs& a) {
 Rule rule_of(Op op) { return op == Op::AdamUpdate ? Rule::adam : op == Op::RmspropUpdate ? Rule::rmsprop : Rule::sgd; }
 int slots_of(Rule r) { return r == Rule::adam ? 2 : r == Rule::rmsprop ? 3 : 1; }
 
+// clipnorm's scratch per variable: the sum-of-squares partials and the factor.
+constexpr size_t kClipnormBytes = kStepControlBlocks * sizeof(double) + 64;
+size_t update_workspace(const graph::Graph& g, int node) {
+  const graph::Node& n = g[node];
+  if (!n.attrs.update || n.attrs.update->clipnorm <= 0.0f) return 0;
+  return static_cast<size_t>(n.op == Op::MultiUpdate ? n.attrs.size : 1) * kClipnormBytes;
+}
+
 // The variables of an update node: [weights..., gradients..., slots (per variable)..., (StepControl)], count variables
 // (MultiUpdate: attrs.size; the single-variable ops: 1). One launch per variable.
 void update(const KernelArgs& a) {
   const graph::UpdateConfig& c = *a.node.attrs.update;
-  if (c.clipnorm > 0.0f)
-    throw Unsupported("optimizer update '" + a.node.name +
-                      "': clipnorm (per-variable norm clipping) has no CUDA kernel yet; use global_clipnorm or "
-                      "clipvalue, or train on the cpu");
   const bool multi = a.node.op == Op::MultiUpdate;
   const Rule rule = rule_of(multi ? a.node.attrs.epilogue : a.node.op);
   const int count = multi ? static_cast<int>(a.node.attrs.size) : 1, slots = slots_of(rule);
@@ -86,6 +91,13 @@ void update(const KernelArgs& a) {
     u.g = a.input<float>(count + k);
     for (int j = 0; j < slots; ++j) u.slot[j] = a.inout<float>(2 * count + k * slots + j);
     u.n = a.in_shape(k).numel();
+    if (c.clipnorm > 0.0f) {  // this variable's clip factor, into its slice of the workspace
+      auto* partials =
+          reinterpret_cast<double*>(static_cast<char*>(a.workspace) + static_cast<size_t>(k) * kClipnormBytes);
+      auto* factor = reinterpret_cast<float*>(partials + kStepControlBlocks);
+      launch_clipnorm_factor(u.g, u.n, c.clipnorm, u.control, partials, factor, a.ctx.stream);
+      u.factor = factor;
+    }
     launch_update(rule, u, sms(a), a.ctx.stream);
   }
   if (a.node.attrs.zero_grad)  // micro-batching: the accumulators this update consumed start the next step at 0
@@ -312,14 +324,16 @@ void register_kernels() {
   register_kernel(cuda, Op::EluGrad, f32, activation_grad<Activation::elu>);
   register_kernel(cuda, Op::LeakyRelu, f32, activation<Activation::leaky_relu>);
   register_kernel(cuda, Op::LeakyReluGrad, f32, activation_grad<Activation::leaky_relu>);
-  for (Op op : {Op::SgdUpdate, Op::AdamUpdate, Op::RmspropUpdate, Op::MultiUpdate})
+  for (Op op : {Op::SgdUpdate, Op::AdamUpdate, Op::RmspropUpdate, Op::MultiUpdate}) {
     register_kernel(cuda, op, f32, update);
+    graph::register_workspace(cuda, op, update_workspace);
+  }
   register_kernel(cuda, Op::AllReduce, f32, all_reduce);
   register_kernel(cuda, Op::Fill, f32, fill);
   register_kernel(cuda, Op::Add, f32, add);
   register_kernel(cuda, Op::Mul, f32, mul);
   register_kernel(cuda, Op::Scale, f32, scale);
-  register_kernel(cuda, Op::Reshape, f32, reshape);
+  for (DType t : {DType::f32, DType::f16, DType::bf16}) register_kernel(cuda, Op::Reshape, t, reshape);  // bytes
   register_kernel(cuda, Op::BiasAdd, f32, bias_add);
   register_kernel(cuda, Op::BiasGrad, f32, bias_grad);
   register_kernel(cuda, Op::AccumulateGrad, f32, accumulate_grad);
@@ -354,6 +368,7 @@ void register_kernels() {
   graph::register_workspace(cuda, Op::CceLoss, rows_workspace);
   graph::register_workspace(cuda, Op::CategoricalAccuracy, rows_workspace);
   register_gemm_kernels();
+  register_widened_kernels();
 }
 
 }  // namespace tk::cuda

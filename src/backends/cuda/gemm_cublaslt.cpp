@@ -7,6 +7,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -28,6 +29,14 @@ using graph::Op;
 
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // NVIDIA's recommendation for Hopper
 constexpr uint32_t kOperandAlignment = 64;            // graph::kArenaAlignment
+// cublasLtMatmul refuses a workspace pointer that is not 256-byte aligned (seen on an H200: "The workspace pointer
+// must be aligned to at least a multiple of 256 bytes"); the program's workspace is 64-byte aligned, so the kernel
+// asks for 256 bytes more and rounds its pointer up.
+constexpr size_t kWorkspaceAlignment = 256;
+void* aligned_workspace(void* p) {
+  const auto u = reinterpret_cast<uintptr_t>(p);
+  return reinterpret_cast<void*>((u + kWorkspaceAlignment - 1) & ~uintptr_t{kWorkspaceAlignment - 1});
+}
 
 void check_lt(cublasStatus_t s, const char* call, const std::string& where) {
   if (s == CUBLAS_STATUS_SUCCESS) return;
@@ -139,14 +148,15 @@ void matmul(const KernelArgs& a) {
   const float alpha = 1.0f, beta = 0.0f;
   float* out = a.output<float>();
   // A' is trainkit's B, B' is trainkit's A (gemm_mapping.h).
-  check_lt(cublasLtMatmul(handle(a.ctx.device.index), p.desc, &alpha, a.in[1], p.a, a.in[0], p.b, &beta, out, p.c, out,
-                          p.c, &p.algo, a.workspace, kWorkspaceBytes, static_cast<cudaStream_t>(a.ctx.stream)),
-           "cublasLtMatmul", where);
+  check_lt(
+      cublasLtMatmul(handle(a.ctx.device.index), p.desc, &alpha, a.in[1], p.a, a.in[0], p.b, &beta, out, p.c, out, p.c,
+                     &p.algo, aligned_workspace(a.workspace), kWorkspaceBytes, static_cast<cudaStream_t>(a.ctx.stream)),
+      "cublasLtMatmul", where);
   if (s.epilogue == Epilogue::relu_grad)
     launch_relu_mask(out, a.input<float>(2), s.m * s.n, sm_count(a.ctx.device.index), a.ctx.stream);
 }
 
-size_t workspace(const graph::Graph&, int) { return kWorkspaceBytes; }
+size_t workspace(const graph::Graph&, int) { return kWorkspaceBytes + kWorkspaceAlignment - kOperandAlignment; }
 
 }  // namespace
 

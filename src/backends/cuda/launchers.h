@@ -124,9 +124,16 @@ struct UpdateArgs {
   const float* learning_rate = nullptr;  // device memory
   const int64_t* iterations = nullptr;   // device memory
   const float* control = nullptr;        // device memory, or null when not gated
+  const float* factor = nullptr;         // device memory: the gradient factor from launch_clipnorm_factor (clipnorm),
+                                         // which then replaces control[1]; null without clipnorm
   float weight_decay = 0, clipvalue = 0, momentum = 0, beta_1 = 0, beta_2 = 0, epsilon = 0, rho = 0;
   bool nesterov = false, centered = false;
 };
 void launch_update(Rule rule, const UpdateArgs& args, int sm_count, Stream stream);
+
+// clipnorm (step_control.cu): *factor = math::clipnorm_factor(sum of g^2, clipnorm, control ? control[1] : 1), the sum
+// over a fixed grid of kStepControlBlocks partials in double (`partials` holds that many), added in order.
+void launch_clipnorm_factor(const float* g, int64_t n, float clipnorm, const float* control, double* partials,
+                            float* factor, Stream stream);
 
 }  // namespace tk::cuda

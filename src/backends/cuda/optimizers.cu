@@ -16,7 +16,7 @@ __global__ void update(UpdateArgs a) {
   if (a.control && a.control[0] == 0.0f) return;  // a gated step with a non-finite gradient is skipped
   const float lr = *a.learning_rate;
   const float alpha = R == Rule::adam ? math::adam_alpha(lr, *a.iterations, a.beta_1, a.beta_2) : 0.0f;
-  const math::GradFactor factor{a.control ? a.control[1] : 1.0f, a.clipvalue};
+  const math::GradFactor factor{a.factor ? *a.factor : a.control ? a.control[1] : 1.0f, a.clipvalue};
   const float decay = 1.0f - a.weight_decay * lr;  // decoupled weight decay (AdamW), before the rule
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < a.n; i += stride) {

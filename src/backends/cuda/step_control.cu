@@ -50,7 +50,23 @@ __global__ void finish(const double* __restrict__ partials, int count, math::Ste
   math::step_control_finish(sum, rule, out, state);
 }
 
+__global__ void clipnorm_finish(const double* __restrict__ partials, float clipnorm, const float* control,
+                                float* factor) {
+  if (blockIdx.x != 0 || threadIdx.x != 0) return;
+  double sum = 0.0;
+  for (int i = 0; i < kStepControlBlocks; ++i) sum += partials[i];
+  *factor = math::clipnorm_factor(sum, clipnorm, control ? control[1] : 1.0f);
+}
+
 }  // namespace
+
+void launch_clipnorm_factor(const float* g, int64_t n, float clipnorm, const float* control, double* partials,
+                            float* factor, Stream stream) {
+  const auto s = static_cast<cudaStream_t>(stream);
+  sum_squares<<<kStepControlBlocks, kThreads, 0, s>>>(g, n, partials);
+  clipnorm_finish<<<1, 1, 0, s>>>(partials, clipnorm, control, factor);
+  check(cudaGetLastError(), "clipnorm kernel launch", "launch_clipnorm_factor");
+}
 
 void launch_step_control(const StepControlGradient* grads, int count, float global_clipnorm, bool skip_nonfinite,
                          bool scaling, int64_t growth_steps, float* out, float* state, double* partials,

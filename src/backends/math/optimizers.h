@@ -22,6 +22,14 @@ struct GradFactor {
   }
 };
 
+// clipnorm (per variable, Keras' clip_by_norm on the unscaled gradient): the factor a variable's gradient is
+// multiplied by, from its sum of squares (in double), the variable's clipnorm and the loss scale's inverse `unscale`
+// (1 without loss scaling, which is also the StepControl's global-clip factor when gated).
+TK_HD float clipnorm_factor(double sum_squares, float clipnorm, float unscale) {
+  const float norm = static_cast<float>(sqrt(sum_squares)) * unscale;
+  return (norm > clipnorm ? clipnorm / norm : 1.0f) * unscale;
+}
+
 // Adam's step size with the bias correction of update t = iterations + 1, in double as Keras computes it:
 // lr * sqrt(1 - beta_2^t) / (1 - beta_1^t).
 TK_HD float adam_alpha(float learning_rate, int64_t iterations, float beta_1, float beta_2) {

@@ -1,0 +1,54 @@
+#include "backends/cuda/cuda_backend.h"
+
+#ifdef TK_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "backends/cuda/check.h"
+#include "backends/cuda/cuda_kernels.h"
+
+namespace tk::cuda {
+namespace {
+cudaStream_t stream_of(const graph::ExecContext& ctx) { return static_cast<cudaStream_t>(ctx.stream); }
+std::string where(const graph::ExecContext& ctx, size_t bytes) {
+  return ctx.device.to_string() + ", " + std::to_string(bytes) + " bytes";
+}
+// Kernels launch on the current device of the calling thread: every entry point makes it the context's.
+void use_device(const graph::ExecContext& ctx) {
+  check(cudaSetDevice(ctx.device.index), "cudaSetDevice", ctx.device.to_string());
+}
+}  // namespace
+
+void CudaBackend::register_kernels() { tk::cuda::register_kernels(); }
+
+void CudaBackend::copy_to_device(void* dst, const void* host_src, size_t bytes, const graph::ExecContext& ctx) {
+  if (bytes == 0) return;
+  use_device(ctx);
+  check(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_of(ctx)), "cudaMemcpyAsync (to device)",
+        where(ctx, bytes));
+}
+
+void CudaBackend::copy_to_host(void* host_dst, const void* src, size_t bytes, const graph::ExecContext& ctx) {
+  if (bytes == 0) return;
+  use_device(ctx);
+  check(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_of(ctx)), "cudaMemcpyAsync (to host)",
+        where(ctx, bytes));
+  check(cudaStreamSynchronize(stream_of(ctx)), "cudaStreamSynchronize (after a copy to the host)", where(ctx, bytes));
+}
+
+void CudaBackend::synchronize(const graph::ExecContext& ctx) {
+  use_device(ctx);
+  check(cudaStreamSynchronize(stream_of(ctx)), "cudaStreamSynchronize", ctx.device.to_string());
+}
+
+}  // namespace tk::cuda
+
+#else
+namespace tk::cuda {
+void CudaBackend::register_kernels() {}
+void CudaBackend::copy_to_device(void*, const void*, size_t, const graph::ExecContext&) {}
+void CudaBackend::copy_to_host(void*, const void*, size_t, const graph::ExecContext&) {}
+void CudaBackend::synchronize(const graph::ExecContext&) {}
+}  // namespace tk::cuda
+#endif
