@@ -2,7 +2,8 @@
 // this machine's sgemm roofline measured in the same run. Prints one JSON line (bench/mlp_throughput.sh
 // runs it beside PyTorch and Keras and prints the ratios).
 //
-//   ./build/bench/tk_bench_mlp [--epochs 3] [--batch-size 128]
+//   ./build/bench/tk_bench_mlp [--epochs 3] [--batch-size 128] [--dtype-policy P] [--data-dir DIR]
+//   ./build/bench/tk_bench_mlp --device cuda:0      # on a GPU (tools/gpu_check.sh); no CPU roofline then
 #include <cblas.h>
 #include <omp.h>
 
@@ -23,7 +24,20 @@ using tk::bench::sgemm_gflops;
 int main(int argc, char** argv) try {
   int epochs = 3;
   int64_t batch = 128;
+  tk::Device device = tk::Device::cpu();
+  std::string data_dir;
   for (int i = 1; i + 1 < argc; ++i) {
+    if (!std::strcmp(argv[i], "--device")) {
+      const std::string d = argv[++i];
+      const bool cuda = d.rfind("cuda", 0) == 0;
+      const int index = d.find(':') == std::string::npos ? 0 : std::atoi(d.c_str() + d.find(':') + 1);
+      device = cuda ? tk::Device::cuda(index) : tk::Device::cpu(index);
+      continue;
+    }
+    if (!std::strcmp(argv[i], "--data-dir")) {
+      data_dir = argv[++i];
+      continue;
+    }
     if (!std::strcmp(argv[i], "--epochs"))
       epochs = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--dtype-policy"))  // float32, mixed_bfloat16, mixed_float16
@@ -32,10 +46,11 @@ int main(int argc, char** argv) try {
       batch = std::atoll(argv[++i]);
   }
   tk::utils::set_random_seed(1);
-  tk::data::FashionMnist d = tk::data::load_fashion_mnist();
+  tk::data::FashionMnist d = data_dir.empty() ? tk::data::load_fashion_mnist() : tk::data::load_fashion_mnist(data_dir);
   tk::Tensor x = d.x_train.reshape({60000, 784});
   tk::Sequential model({tk::layers::Input({784}), tk::layers::Dense(256, "relu"), tk::layers::Dense(128, "relu"),
                         tk::layers::Dense(10)});
+  model.set_device(device);
   model.compile(tk::optimizers::Adam(), tk::losses::SparseCategoricalCrossentropy({.from_logits = true}), {"accuracy"});
 
   auto timer = std::make_shared<tk::bench::EpochTimer>();
@@ -44,6 +59,17 @@ int main(int argc, char** argv) try {
   for (size_t e = 1; e < timer->epoch_seconds.size(); ++e) total += timer->epoch_seconds[e];  // epoch 0 warms up
   const double samples_per_s = 60000.0 * epochs / total;
   tk::Logs test = model.evaluate(d.x_test.reshape({10000, 784}), d.y_test, {.batch_size = 1000});
+  if (device.kind != tk::DeviceKind::cpu) {  // a GPU: the CPU's roofline says nothing about it
+    std::printf(
+        "{\"peer\":\"trainkit\",\"device\":\"%s\",\"dtype_policy\":\"%s\",\"batch_size\":%lld,"
+        "\"samples_per_s\":%.0f,\"epoch_seconds\":[",
+        device.to_string().c_str(), tk::mixed_precision::global_policy().c_str(), static_cast<long long>(batch),
+        samples_per_s);
+    for (size_t e = 1; e < timer->epoch_seconds.size(); ++e)
+      std::printf("%s%.3f", e > 1 ? "," : "", timer->epoch_seconds[e]);
+    std::printf("],\"test_accuracy\":%.4f,\"test_loss\":%.4f}\n", test.get("accuracy"), test.get("loss"));
+    return 0;
+  }
 
   // Roofline: square sgemm, and the MLP's own GEMM shapes at this batch size.
   const double sq512 = sgemm_gflops(512, 512, 512), sq1024 = sgemm_gflops(1024, 1024, 1024);

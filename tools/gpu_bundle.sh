@@ -6,10 +6,16 @@
 # 64 MiB a device run may carry.
 #
 #   tools/gpu_bundle.sh [BUILD_DIR]          # default build/ (configured with -DTK_CUDA=ON)
+#   tools/gpu_bundle.sh --with-data [BUILD]  # also Fashion-MNIST (xz, 27 MB) for the fit and throughput steps
 #   -> gpu-carry/bundle.tar.xz (build/ with build/bundle-lib/); on the GPU machine, from the checkout's root:
 #      GPU_CHECK_BUNDLE=gpu-carry/bundle.tar.xz tools/gpu_check.sh     (the device tool: carry ["gpu-carry"])
 set -euo pipefail
 cd "$(dirname "$0")/.."
+WITH_DATA=0
+if [ "${1:-}" = "--with-data" ]; then
+  WITH_DATA=1
+  shift
+fi
 BUILD="${1:-build}"
 OUTDIR=gpu-carry
 BINS=("$BUILD/trainkit" "$BUILD/tests/trainkit_tests" "$BUILD/tests/trainkit_lease_holder")
@@ -20,6 +26,11 @@ trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bundle/build/bundle-lib" "$stage/bundle/build/tests" "$OUTDIR"
 cp "$BUILD/trainkit" "$stage/bundle/build/"
 cp "$BUILD/tests/trainkit_tests" "$BUILD/tests/trainkit_lease_holder" "$stage/bundle/build/tests/"
+if [ -x "$BUILD/bench/tk_bench_mlp" ]; then  # the MLP throughput benchmark, for the side-by-side with PyTorch
+  mkdir -p "$stage/bundle/build/bench"
+  cp "$BUILD/bench/tk_bench_mlp" "$stage/bundle/build/bench/"
+  BINS+=("$BUILD/bench/tk_bench_mlp")
+fi
 # Every library the binaries load, but the C runtime (the GPU machine's is newer, and binaries built against an
 # older glibc run on it) and the CUDA libraries the GPU machine has.
 ldd "${BINS[@]}" | awk '/=> \//{print $1, $3}' | sort -u | while read -r name path; do
@@ -37,3 +48,11 @@ done
 } >"$stage/bundle/build/BUILT"
 tar -C "$stage/bundle" -cf - . | xz -T2 -6 >"$OUTDIR/bundle.tar.xz"
 ls -la "$OUTDIR/bundle.tar.xz"
+if [ "$WITH_DATA" = 1 ]; then
+  src=/usr/share/datasets/fashion-mnist  # Debian's dataset-fashion-mnist (tools/install_deps.sh)
+  mkdir -p "$OUTDIR/fashion-mnist"
+  for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
+    [ -s "$OUTDIR/fashion-mnist/$f.xz" ] || zcat "$src/$f.gz" | xz -T2 -9 >"$OUTDIR/fashion-mnist/$f.xz"
+  done
+  du -sh "$OUTDIR/fashion-mnist"
+fi

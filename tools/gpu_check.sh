@@ -90,6 +90,7 @@ unpack_bundle() {
     say "$lib: ${found:-NOT FOUND}"
     [ -n "$found" ] && dirs="$dirs:$(dirname "$found")"
   done
+  ORIG_LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}"  # for python3 (PyTorch): not the bundle's Debian libraries
   export LD_LIBRARY_PATH="$(pwd)/build/bundle-lib$dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   say "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
   ldd build/tests/trainkit_tests | grep "not found" | tee -a "$LOG"
@@ -159,6 +160,96 @@ if [ "$built" -eq 0 ]; then
     fi
     [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ] && cp "$BUILD/harness.txt" "$OUT/" 2>/dev/null
 
+    # compute-sanitizer's memcheck over the float32 forward cases: out-of-bounds and misaligned accesses, leaks of
+    # device memory, CUDA API errors, in every kernel the harness launches.
+    SANITIZER="$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)"
+    if [ -x "$SANITIZER" ]; then
+      say ""
+      say "== compute-sanitizer memcheck: the op harness's float32 forward cases on cuda:0"
+      timeout 180 "$SANITIZER" --tool memcheck --error-exitcode 9 --print-limit 20 "$TESTS" \
+        --gtest_filter='*OpForward*cuda_float32*:*OpGradientParity*MatMul*cuda_float32*' >"$BUILD/memcheck.txt" 2>&1
+      rc=$?
+      tail -8 "$BUILD/memcheck.txt" | tee -a "$LOG"
+      if [ "$rc" -eq 0 ]; then
+        SUMMARY+=("PASS             compute-sanitizer memcheck ($(grep -cE '^\[       OK \]' "$BUILD/memcheck.txt") cases, no errors)")
+      else
+        SUMMARY+=("FAIL (exit $rc)  compute-sanitizer memcheck (see memcheck.txt)")
+        FAILED=1
+      fi
+      [ -n "${OUT:-}" ] && [ -d "${OUT:-}" ] && cp "$BUILD/memcheck.txt" "$OUT/" 2>/dev/null
+    fi
+
+    # Training on cuda:0: the MLP through the CLI (test accuracy), its throughput beside PyTorch eager on the same GPU
+    # in the same run, and two fits side by side at TK_MEMORY_FRACTION=0.45.
+    DATA="${GPU_CHECK_DATA:-}"
+    if [ -z "$DATA" ] && [ -d gpu-carry/fashion-mnist ]; then
+      DATA="$BUILD/fashion-mnist"
+      mkdir -p "$DATA"
+      for f in gpu-carry/fashion-mnist/*.xz; do xz -dc "$f" | gzip -1 >"$DATA/$(basename "${f%.xz}").gz"; done
+    fi
+    if [ -n "$DATA" ]; then
+      step "trainkit fit (MLP) on cuda:0, 3 epochs" timeout 120 "$CLI" fit --device cuda --epochs 3 --data-dir "$DATA"
+      say ""
+      say "== MLP training throughput on cuda:0: trainkit and PyTorch eager, same GPU, same run"
+      timeout 120 "$BUILD/bench/tk_bench_mlp" --device cuda --epochs 3 --data-dir "$DATA" 2>&1 | tee "$BUILD/mlp_trainkit.json" | tee -a "$LOG"
+      LD_LIBRARY_PATH="${ORIG_LD_LIBRARY_PATH:-}" timeout 120 python3 bench/peers/torch_mlp.py --device cuda --epochs 3 \
+        --data-dir "$DATA" 2>&1 | tee "$BUILD/mlp_torch.json" | tee -a "$LOG"
+      ratio="$(LD_LIBRARY_PATH="${ORIG_LD_LIBRARY_PATH:-}" python3 - "$BUILD/mlp_trainkit.json" "$BUILD/mlp_torch.json" <<'PY'
+import json, sys
+def last(p):
+    for line in reversed(open(p).read().splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+tk, pt = last(sys.argv[1]), last(sys.argv[2])
+print("trainkit %.0f samples/s (test accuracy %.4f), PyTorch eager %.0f samples/s: %.2fx" % (
+    tk["samples_per_s"], tk["test_accuracy"], pt["samples_per_s"], tk["samples_per_s"] / pt["samples_per_s"]))
+PY
+)"
+      if [ -n "$ratio" ]; then
+        say "MLP on cuda:0: $ratio"
+        SUMMARY+=("MEASURED         MLP on cuda:0: $ratio")
+      else
+        SUMMARY+=("FAIL             MLP throughput on cuda:0 (see the log)")
+        FAILED=1
+      fi
+      say ""
+      say "== mixed precision on cuda:0 (16-bit ops widen to float32 in the workspace: checks the numbers, not the speed)"
+      for p in mixed_bfloat16 mixed_float16; do
+        timeout 120 "$BUILD/bench/tk_bench_mlp" --device cuda --epochs 2 --dtype-policy "$p" --data-dir "$DATA" 2>&1 |
+          grep '^{' | tee -a "$LOG"
+      done
+      say ""
+      say "== 10 epochs of the MLP: test accuracy on cuda:0 and on this machine's cpu (the same seed)"
+      for dev in cuda cpu; do
+        acc="$(timeout 150 "$CLI" fit --device "$dev" --epochs 10 --data-dir "$DATA" 2>&1 | grep -E "test_accuracy|rror")"
+        say "$dev: $acc"
+        SUMMARY+=("MEASURED         MLP, 10 epochs on $dev: $acc")
+      done
+      say ""
+      say "== two trainkit fits (MLP, 2 epochs) side by side at TK_MEMORY_FRACTION=0.45"
+      fits=()
+      for i in 1 2; do
+        TK_MEMORY_FRACTION=0.45 timeout 120 "$CLI" fit --device cuda --epochs 2 --data-dir "$DATA" >"$BUILD/fit_$i.txt" 2>&1 &
+        fits+=("$!")
+      done
+      sleep 3
+      "$CLI" smi 2>&1 | tee -a "$LOG"
+      wait "${fits[0]}"; f1=$?
+      wait "${fits[1]}"; f2=$?
+      for i in 1 2; do
+        say "-- fit $i:"
+        tee -a "$LOG" <"$BUILD/fit_$i.txt" | grep -E "Created device|test_accuracy|peak memory|rror"
+      done
+      if [ "$f1" -eq 0 ] && [ "$f2" -eq 0 ]; then
+        SUMMARY+=("PASS             two trainkit fits on cuda:0 at TK_MEMORY_FRACTION=0.45")
+      else
+        SUMMARY+=("FAIL             two trainkit fits at TK_MEMORY_FRACTION=0.45 (exit $f1 / $f2)")
+        FAILED=1
+      fi
+    else
+      not_implemented "fit on cuda:0 not run: no Fashion-MNIST here (tools/gpu_bundle.sh --with-data, or GPU_CHECK_DATA=DIR)"
+    fi
+
     # Two processes side by side, each with 45% of the GPU: each fills 90% of its budget and holds it.
     say ""
     say "== two processes with TK_MEMORY_FRACTION=0.45 side by side (hold ${HOLD_SECONDS} s each)"
@@ -212,8 +303,7 @@ not_implemented "cuDNN convolution, pooling, BatchNormalization (16 ops: the CNN
 not_implemented "native 16-bit GEMMs (float16/bfloat16 ops on cuda widen to float32 in the workspace, like the cpu's)"
 not_implemented "compute and copy streams, pinned host buffers, next-batch prefetch to the GPU"
 not_implemented "training step captured as a CUDA Graph and replayed"
-not_implemented "trainkit fit on a GPU (so: two 'trainkit fit' runs at TK_MEMORY_FRACTION=0.45, and memory back to baseline after clear_session / model destruction of a GPU model)"
-not_implemented "MLP and CNN training throughput vs PyTorch on this GPU"
+not_implemented "the CNN on a GPU (its convolutions and pooling are cuDNN's), hence no CNN throughput vs PyTorch"
 
 say ""
 say "================ summary ($(date -u '+%Y-%m-%d %H:%M UTC'), GPU: $GPU_NAME)"

@@ -3,6 +3,7 @@
 
 Prints exactly one JSON line on stdout; all logging goes to stderr.
   .venv/bin/python bench/peers/torch_mlp.py [--epochs 2] [--batch-size 128] [--threads 2] [--max-steps 0] [--autocast]
+  python3 bench/peers/torch_mlp.py --device cuda     # on the GPU: data, model and optimizer there (tools/gpu_check.sh)
 """
 import argparse
 import json
@@ -10,7 +11,8 @@ import os
 import sys
 import time
 
-os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+if "cuda" not in " ".join(sys.argv[1:]):  # the CPU benchmark must not touch a GPU
+    os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
 import numpy as np
 
@@ -33,6 +35,7 @@ def main():
                     help="CPU autocast to bfloat16 (torch.autocast('cpu', torch.bfloat16)): PyTorch's mixed precision")
     ap.add_argument("--data-dir", default=DATA_DIR)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--device", default="cpu", help="cpu or cuda (the training set is copied to the GPU once)")
     ap.add_argument("--max-steps", type=int, default=0,
                     help="train on the first max_steps full batches only (0: all of Fashion-MNIST)")
     args = ap.parse_args()
@@ -48,11 +51,12 @@ def main():
         m = min(x_np.shape[0], args.max_steps * args.batch_size)
         x_np, y_np = x_np[:m], y_np[:m]
     n = x_np.shape[0]
-    x = torch.from_numpy(x_np)
-    y = torch.from_numpy(y_np)
+    dev = torch.device(args.device)
+    x = torch.from_numpy(x_np).to(dev)
+    y = torch.from_numpy(y_np).to(dev)
     log("pytorch %s, threads=%d, n=%d, batch=%d" % (torch.__version__, torch.get_num_threads(), n, args.batch_size))
 
-    model = build(torch, "mlp")
+    model = build(torch, "mlp").to(dev)
     if args.compile:
         model = torch.compile(model)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
@@ -61,7 +65,7 @@ def main():
     bs = args.batch_size
 
     def run_epoch():
-        perm = torch.from_numpy(rng.permutation(n))
+        perm = torch.from_numpy(rng.permutation(n)).to(dev)
         total, correct, seen = 0.0, 0, 0
         model.train()
         for i in range(0, n, bs):
@@ -88,11 +92,14 @@ def main():
         if e > 0:
             epoch_seconds.append(dt)
 
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
     sps = n * len(epoch_seconds) / sum(epoch_seconds)
     print(json.dumps({
         "peer": ("pytorch-compile" if args.compile else "pytorch") + ("-autocast-bf16" if args.autocast else ""),
         "version": torch.__version__,
         "threads": args.threads,
+        "device": str(dev) + (" " + torch.cuda.get_device_name(dev) if dev.type == "cuda" else ""),
         "batch_size": bs,
         "samples_per_s": round(sps, 1),
         "epoch_seconds": [round(s, 4) for s in epoch_seconds],

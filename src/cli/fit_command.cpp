@@ -301,9 +301,11 @@ int run_fit_data(const FitArgs& a, OptimizerPtr optimizer, int64_t batch_size, i
     std::printf("test_loss: %.4f - test_accuracy: %.4f\n", test.get("loss"), test.get("accuracy"));
   }
   save_model_file(model, a.save, a.verbose);
-  const MemoryInfo mem = config::get_memory_info();
-  std::printf("peak memory: %zu bytes (%s) of a %zu-byte budget (%s)\n", mem.peak,
-              config::format_bytes(mem.peak).c_str(), mem.limit, config::format_bytes(mem.limit).c_str());
+  // The model's device (a GPU's, not the host's, for --device cuda).
+  const MemoryInfo mem = config::get_memory_info(model.device());
+  std::printf("peak memory: %zu bytes (%s) of a %zu-byte budget (%s) on %s\n", mem.peak,
+              config::format_bytes(mem.peak).c_str(), mem.limit, config::format_bytes(mem.limit).c_str(),
+              model.device().to_string().c_str());
   return 0;
 }
 
@@ -389,9 +391,11 @@ int run_fit(const FitArgs& a) {
   Logs test = model.evaluate(d.x_test, d.y_test, {.batch_size = evaluation_batch(model, batch_size)});
   std::printf("test_loss: %.4f - test_accuracy: %.4f\n", test.get("loss"), test.get("accuracy"));
   save_model_file(model, a.save, a.verbose);
-  const MemoryInfo mem = config::get_memory_info();
-  std::printf("peak memory: %zu bytes (%s) of a %zu-byte budget (%s)\n", mem.peak,
-              config::format_bytes(mem.peak).c_str(), mem.limit, config::format_bytes(mem.limit).c_str());
+  // The model's device (a GPU's, not the host's, for --device cuda).
+  const MemoryInfo mem = config::get_memory_info(model.device());
+  std::printf("peak memory: %zu bytes (%s) of a %zu-byte budget (%s) on %s\n", mem.peak,
+              config::format_bytes(mem.peak).c_str(), mem.limit, config::format_bytes(mem.limit).c_str(),
+              model.device().to_string().c_str());
   return 0;
 }
 

@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "cli/usage.h"
 #include "graph/kernel.h"
+#include "runtime/cuda_device.h"
 #include "trainkit/io/atomic_file.h"
 #include "trainkit/runtime/memory.h"
 #include "trainkit/trainkit.h"
@@ -135,8 +136,8 @@ int run_plan(const PlanArgs& a) {
     throw InvalidArgument("--batch-size " + std::to_string(a.batch_size) + " is smaller than --replicas " +
                           std::to_string(a.replicas) + ": every replica needs at least one row of the global batch");
   const bool cuda_wanted = !a.gpu.empty() || a.run.device.rfind("cuda", 0) == 0 || a.run.device.rfind("gpu", 0) == 0;
-  // Models do not run on CUDA devices yet (nn::require_compute_device): plan the GPU job from its card's memory.
-  if (cuda_wanted) return run_plan_absent_gpu(a);
+  // No GPU here: plan the GPU job from its card's memory (a GPU machine plans on the device itself).
+  if (cuda_wanted && (!a.gpu.empty() || runtime::cuda_devices().devices.empty())) return run_plan_absent_gpu(a);
   const Device device = apply_run_options(a.run);
   std::optional<distribute::MirroredStrategy> strategy;
   if (a.replicas > 1) strategy.emplace(replicas_over(device, a.replicas, "trainkit plan"));

@@ -4,15 +4,10 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "core/device_bytes.h"
 #include "trainkit/core/convert.h"
 
 namespace tk {
-
-// Byte operations on a device's memory, defined by the runtime next to device_allocate (runtime/config.cpp):
-// memset/memcpy on the cpu, the CUDA runtime for CUDA devices. Tensor data on a CUDA device is device memory:
-// nothing here dereferences it on the host.
-void device_memset_zero(void* p, size_t bytes, Device device);
-void device_copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
 
 namespace {
 void require_host(const Tensor& t, const char* what) {

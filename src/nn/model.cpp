@@ -82,12 +82,7 @@ bool Model::is_chief() const { return !strategy_ || strategy_->chief(); }
 
 void require_compute_device(Device device) {
   graph::backend(device.kind);  // Unsupported, naming the device kind, when there is no backend
-  if (device.kind == DeviceKind::cuda)
-    throw Unsupported("models cannot train on " + device.to_string() +
-                      " yet: this build's CUDA backend runs programs (the op harness checks its kernels against the "
-                      "cpu), but fit/evaluate/predict still stage batches, weights and optimizer state through host "
-                      "memory (issue 13); use --device cpu, or `trainkit plan --device cuda` to size a GPU job");
-  if (device.kind == DeviceKind::cpu && device.index != 0) config::get_memory_info(device);  // must exist
+  if (device.kind != DeviceKind::cpu || device.index != 0) config::get_memory_info(device);  // must exist
 }
 
 void Model::set_device(Device device) {
@@ -284,7 +279,15 @@ LayerPtr Model::get_layer(const std::string& n) const {
   throw InvalidArgument("model '" + name_ + "' has no layer named '" + n + "' (layers: " + known + ")");
 }
 
+void Model::sync_host_weights() const {
+  if (programs_) programs_->download_weights();
+}
+void Model::weights_changed_on_host() {
+  if (programs_) programs_->upload_weights(/*force=*/true);
+}
+
 std::vector<Tensor> Model::get_weights() const {
+  sync_host_weights();
   std::vector<Tensor> out;
   for (const LayerPtr& l : layers_)
     for (const Weight& w : l->weights()) out.push_back(w.value.clone());
@@ -305,6 +308,7 @@ void Model::set_weights(const std::vector<Tensor>& weights) {
                             " " + std::string(dtype_name(weights[i].dtype())));
   // Copy into the existing storage: compiled programs hold pointers to it.
   for (size_t i = 0; i < mine.size(); ++i) std::memcpy(mine[i]->value.raw(), weights[i].raw(), weights[i].nbytes());
+  weights_changed_on_host();
 }
 
 std::vector<const Weight*> Model::trainable_weights() const {

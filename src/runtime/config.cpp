@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/device_bytes.h"
 #include "runtime/cuda_device.h"
 #include "runtime/device_memory.h"
 #include "trainkit/core/error.h"

@@ -222,6 +222,11 @@ class Model {
                              int64_t micro, nn::Accumulator& acc);
   // Replica r's programs (0: programs_), made on first use.
   nn::ProgramCache& replica_programs(int r);
+  // A model on a GPU trains device copies of its weights (nn::ProgramCache::upload_weights): bring the weights up
+  // to date before the host reads them (get_weights, save, a training state), and send them to the device after
+  // the host wrote them (set_weights, load_weights), even in the middle of a fit (a callback). No-ops on the cpu.
+  void sync_host_weights() const;
+  void weights_changed_on_host();
   // Splits a dataset element into x (the model's inputs) and y (the rest); InvalidArgument when it cannot.
   void split_element(data::Element& e, std::vector<Tensor>& x, std::vector<Tensor>& y, bool need_y,
                      const char* what) const;

@@ -6,6 +6,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "core/device_bytes.h"
 #include "graph/autodiff.h"
 #include "graph/fuse.h"
 #include "nn/distribute/strategy_state.h"
@@ -142,10 +143,7 @@ std::vector<Tensor> ProgramCache::slots(const Weight& w) const {
       continue;
     }
     const Tensor& t = it->second[static_cast<size_t>(s)];
-    if (!t.on_host())
-      throw Unsupported("optimizer state of '" + w.name + "' lives on " + t.device().to_string() +
-                        "; reading it back to the host is not built yet (save from a cpu model)");
-    out.push_back(t.clone());
+    out.push_back(t.on_host() ? t.clone() : t.to_device(Device::cpu()));
   }
   return out;
 }
@@ -154,9 +152,7 @@ void ProgramCache::set_slots(const Weight& w, const std::vector<Tensor>& values)
   std::vector<Tensor>& slots = *slots_of(w, true);
   for (size_t s = 0; s < values.size(); ++s) {  // in place: compiled programs hold pointers to the storage
     Tensor& dst = slots[s];
-    if (!dst.on_host())
-      throw Unsupported("restoring optimizer state on " + dst.device().to_string() + " is not built yet (load on cpu)");
-    std::memcpy(dst.raw(), values[s].raw(), dst.nbytes());
+    device_copy(dst.raw(), dst.device(), values[s].raw(), values[s].device(), dst.nbytes());
   }
 }
 
@@ -172,24 +168,50 @@ ProgramCache::ProgramCache(Model& m, int replica) : model_(m), replica_(replica)
   }
 }
 
+// A device planned for but not here (trainkit plan --device cuda on a machine without one) has no memory to copy
+// the weights into: its programs are traced over the model's own weights, and never run.
+bool ProgramCache::mirrors_weights() const {
+  return replica_ > 0 || (device_.kind != DeviceKind::cpu && model_.absent_device_budget_ == 0);
+}
+
 Tensor* ProgramCache::weight_storage(const Weight& w, bool allocate) {
-  if (replica_ == 0) return const_cast<Tensor*>(&w.value);
+  if (!mirrors_weights()) return const_cast<Tensor*>(&w.value);
   auto found = mirrors_.find(w.id);
   if (found == mirrors_.end()) {
     if (!allocate) return nullptr;
-    Tensor copy(w.value.shape(), w.value.dtype(), device_, w.name + " (replica " + std::to_string(replica_) + ")");
-    std::memcpy(copy.raw(), w.value.raw(), w.value.nbytes());
+    Tensor copy(w.value.shape(), w.value.dtype(), device_,
+                replica_ > 0 ? w.name + " (replica " + std::to_string(replica_) + ")" : w.name);
+    device_copy(copy.raw(), copy.device(), w.value.raw(), w.value.device(), w.value.nbytes());
     found = mirrors_.emplace(w.id, std::move(copy)).first;
   }
   return &found->second;
+}
+
+void ProgramCache::upload_weights(bool force) {
+  if (replica_ > 0 || !mirrors_weights() || (device_ahead_ && !force)) return;
+  device_ahead_ = false;
+  for (const LayerPtr& l : model_.layers_)
+    for (const Weight& w : l->weights())
+      if (Tensor* mine = weight_storage(w, false))  // in place: programs hold the storage
+        device_copy(mine->raw(), mine->device(), w.value.raw(), w.value.device(), w.value.nbytes());
+}
+
+void ProgramCache::download_weights() {
+  if (replica_ > 0 || !mirrors_weights() || !device_ahead_) return;
+  for (const LayerPtr& l : model_.layers_)
+    for (const Weight& w : l->weights())
+      if (const Tensor* mine = weight_storage(w, false))
+        device_copy(const_cast<Tensor&>(w.value).raw(), w.value.device(), mine->raw(), mine->device(),
+                    w.value.nbytes());
+  device_ahead_ = false;
 }
 
 void ProgramCache::sync_from(const ProgramCache& primary) {
   if (replica_ == 0) return;
   for (const LayerPtr& l : model_.layers_)
     for (const Weight& w : l->weights()) {
-      Tensor& mine = *weight_storage(w, true);
-      std::memcpy(mine.raw(), w.value.raw(), w.value.nbytes());  // in place: programs hold the storage
+      Tensor& mine = *weight_storage(w, true);  // in place: programs hold the storage
+      device_copy(mine.raw(), mine.device(), w.value.raw(), w.value.device(), w.value.nbytes());
     }
   for (Weight* w : trainable_weights()) {
     auto theirs = primary.slots_.find(w->id);
@@ -377,25 +399,25 @@ int ProgramCache::loss_scale_variable(graph::Graph& g, bool allocate) {
   if (allocate && !loss_scale_.defined()) {
     loss_scale_ = Tensor(Shape{3}, DType::f32, device_, name);
     const float init[3] = {model_.optimizer_->config().loss_scale_initial, 0.0f, 0.0f};
-    if (!loss_scale_.on_host())
-      throw Unsupported("loss scaling on " + loss_scale_.device().to_string() + " is not built yet");
-    std::memcpy(loss_scale_.raw(), init, sizeof init);
+    device_copy(loss_scale_.raw(), loss_scale_.device(), init, Device::cpu(), sizeof init);
   }
   return loss_scale_.defined() ? g.variable(name, loss_scale_) : g.placeholder_variable(name, Shape{3}, DType::f32);
 }
 
 const float* ProgramCache::loss_scale_state() const {
-  return loss_scale_.defined() && loss_scale_.on_host() ? static_cast<const float*>(loss_scale_.raw()) : nullptr;
+  if (!loss_scale_.defined()) return nullptr;
+  if (loss_scale_.on_host()) return static_cast<const float*>(loss_scale_.raw());
+  // On a device: a host copy (synchronizes with the step that wrote it).
+  device_copy(loss_scale_host_, Device::cpu(), loss_scale_.raw(), loss_scale_.device(), sizeof loss_scale_host_);
+  return loss_scale_host_;
 }
 
 void ProgramCache::set_loss_scale_state(float scale, float counter, float skipped) {
   if (!loss_scale_.defined()) {
     loss_scale_ = Tensor(Shape{3}, DType::f32, device_, "optimizer/loss_scale");
   }
-  if (!loss_scale_.on_host())
-    throw Unsupported("loss scaling on " + loss_scale_.device().to_string() + " is not built yet");
   const float v[3] = {scale, counter, skipped};
-  std::memcpy(loss_scale_.raw(), v, sizeof v);
+  device_copy(loss_scale_.raw(), loss_scale_.device(), v, Device::cpu(), sizeof v);
   skipped_seen_ = static_cast<int64_t>(skipped);
 }
 
@@ -459,7 +481,7 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
     return traced;
   }
   CallContext ctx{g, kind == ProgramKind::train || kind == ProgramKind::accumulate, DType::f32, {}, {}, {}};
-  if (replica_ > 0) {  // this replica's copies of the weights (made on its device before the first trace)
+  if (mirrors_weights()) {  // this replica's / device's copies of the weights (made there before the first trace)
     for (const LayerPtr& l : model_.layers_)
       for (const Weight& w : l->weights()) weight_storage(w, true);
     ctx.storage = [this](const Weight& w) -> Tensor& { return *weight_storage(w, false); };

@@ -49,6 +49,14 @@ class ProgramCache {
   // Everything a replica must share with the others, in a fixed order: every layer's weights (this replica's
   // storage), the optimizer slots of the trainable ones that have them, the loss-scale state. With each, a name.
   std::vector<std::pair<std::string, Tensor*>> state_tensors();
+  // A model on a device the host cannot address (cuda): its programs run on device copies of the weights (made when
+  // first needed). upload_weights copies the model's weights there (fit, evaluate, predict and train_on_batch call it
+  // first, so set_weights / load_weights between calls count) unless the device copies are ahead of them (trained
+  // since the last download_weights); download_weights brings the model's weights up to date (after each epoch and
+  // train_on_batch). No-ops on the cpu and for replicas > 0 (sync_from).
+  void upload_weights(bool force = false);  // force: even over device copies trained since (the host's are newer)
+  void download_weights();
+  void mark_trained() { device_ahead_ = mirrors_weights() && replica_ == 0; }
   // Weights the optimizer updates: trainable weights of trainable layers, in layer order.
   std::vector<Weight*> trainable_weights() const;
 
@@ -94,9 +102,10 @@ class ProgramCache {
   bool enable_loss_scaling();
   // The loss-scale state's Variable: [scale, finite steps since the last change, skipped steps], float32 (3).
   int loss_scale_variable(graph::Graph& g, bool allocate);
-  // Where a weight lives for this replica's programs: the weight itself on replica 0, else this replica's copy
-  // (created on its device when `allocate`; null when missing and not allocating).
+  // Where a weight lives for this replica's programs: the weight itself on replica 0 on the cpu, else this replica's
+  // copy (created on its device when `allocate`; null when missing and not allocating).
   Tensor* weight_storage(const Weight& w, bool allocate);
+  bool mirrors_weights() const;  // replica > 0, or a device the host cannot address
   // Under a strategy: the all-reduced gradient (collective number `sequence`), else `grad` itself.
   int all_reduce(graph::Graph& g, int grad, int64_t sequence, const std::string& weight_name, bool zero_input);
   std::string arena_owner() const;  // the model's name, and the replica's when not 0
@@ -112,12 +121,14 @@ class ProgramCache {
   int replica_ = 0;
   Device device_;                            // the replica's device (the model's for replica 0)
   graph::Collective* collective_ = nullptr;  // the strategy's replicas' group when there is more than one replica
-  std::map<uint64_t, Tensor> mirrors_;       // replica > 0: per Weight::id, this replica's copy
+  std::map<uint64_t, Tensor> mirrors_;       // per Weight::id, this replica's copy (mirrors_weights())
+  bool device_ahead_ = false;                // the copies were trained since the model's weights were last updated
   std::map<Key, std::unique_ptr<Compiled>> cache_;
   std::map<uint64_t, std::vector<Tensor>> slots_;  // per Weight::id: optimizer slots
   Tensor arena_;                                   // shared by every program of the model
   Tensor loss_scale_;                              // (3) float32: dynamic loss scaling's state
   int64_t skipped_seen_ = 0;                       // skipped steps counted when step_was_skipped last looked
+  mutable float loss_scale_host_[3] = {};          // loss_scale_state()'s host copy when loss_scale_ is on a device
   std::map<uint64_t, Tensor> accumulators_;        // per Weight::id: micro-batch gradient sums
   std::set<uint64_t> has_gradient_;                // weights the accumulate program reaches
   std::shared_ptr<std::set<std::string>> conversions_logged_ = std::make_shared<std::set<std::string>>();

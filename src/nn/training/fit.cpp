@@ -100,7 +100,8 @@ History Model::fit(const std::vector<Tensor>& x_all, const std::vector<Tensor>& 
   if (micro >= batch) micro = 0;  // a micro-batch as large as the batch is a plain step
 
   if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
-  replicas_synced_ = false;  // data parallel: weights may have been set since the last fit
+  replicas_synced_ = false;     // data parallel: weights may have been set since the last fit
+  programs_->upload_weights();  // a device the host cannot address: the same
   auto history = std::make_shared<History>();
   const std::vector<CallbackPtr> callbacks = nn::fit_callbacks(this, o, steps, history);
 
@@ -162,8 +163,10 @@ History Model::fit(const std::vector<Tensor>& x_all, const std::vector<Tensor>& 
     }
     position_.epoch = epoch + 1;  // a state saved now resumes with the next epoch
     position_.batch = 0;
+    programs_->download_weights();  // callbacks (checkpoints, early stopping) read the model's weights
     for (const CallbackPtr& cb : callbacks) cb->on_epoch_end(epoch, logs);
   }
+  programs_->download_weights();
   for (const CallbackPtr& cb : callbacks) cb->on_train_end(logs);
   return *history;
 }
@@ -190,6 +193,7 @@ void Model::train_step(const std::vector<Tensor>& x, const std::vector<Tensor>& 
     programs_->get(nn::ProgramKind::apply, 0).program->run(ctx);
   }
   ++step_;
+  programs_->mark_trained();
   if (!programs_->step_was_skipped()) ++optimizer_->config().iterations;  // Keras: a skipped step is no iteration
 }
 
@@ -233,10 +237,13 @@ const Logs& Model::train_on_batch(const std::vector<Tensor>& x, const std::vecto
     add_loss_scale_logs(batch_logs_);
     return batch_logs_;
   }
+  programs_->upload_weights();
   nn::Compiled& c = programs_->get(nn::ProgramKind::train, n);
   nn::HostStager::bind_rows(c, x, &y, nullptr, 0, n);
   graph::ExecContext ctx = nn::exec_context(device_, step_++, true, optimizer_.get());
   c.program->run(ctx);
+  programs_->mark_trained();
+  programs_->download_weights();
   if (!programs_->step_was_skipped()) ++optimizer_->config().iterations;
   for (auto& [name, id] : c.logs) batch_logs_.set(name, c.program->output_scalar(id));
   add_loss_scale_logs(batch_logs_);
@@ -252,6 +259,8 @@ Logs Model::evaluate(const std::vector<Tensor>& x, const std::vector<Tensor>& y,
   require(o.batch_size > 0, "evaluate: batch_size must be a positive integer, got " + std::to_string(o.batch_size));
   ensure_built(x);
   check_data(x, &y, "evaluate");
+  if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
+  programs_->upload_weights();
   Logs logs = run_evaluation(x, y, o.batch_size, o.steps);
   if (o.verbose > 0 && is_chief()) nn::print_logs(logs);  // MPI: rank 0 alone prints
   return logs;
@@ -285,6 +294,7 @@ std::vector<Tensor> Model::predict(const std::vector<Tensor>& x, int64_t batch_s
   ensure_built(x);
   check_data(x, nullptr, "predict");
   if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
+  programs_->upload_weights();
   const int64_t n = rows_of(x);
   std::vector<Tensor> out;
   for (const KerasTensor& o : outputs_) out.emplace_back(o.shape().with_batch(n), DType::f32);

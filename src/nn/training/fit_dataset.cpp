@@ -93,7 +93,8 @@ History Model::fit(const data::Dataset& dataset, FitOptions o) {
   ensure_built(x);
   check_data(x, &y, "fit");
   if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
-  replicas_synced_ = false;  // data parallel: weights may have been set since the last fit
+  replicas_synced_ = false;     // data parallel: weights may have been set since the last fit
+  programs_->upload_weights();  // a device the host cannot address: the same
 
   auto history = std::make_shared<History>();
   const int verbose = !is_chief() ? 0 : o.verbose == -1 ? 1 : o.verbose;  // MPI: rank 0 alone prints
@@ -198,10 +199,12 @@ History Model::fit(const data::Dataset& dataset, FitOptions o) {
     position_.batch = 0;
     position_.data_pass = persistent ? pass : passes.load();
     position_.pass_offset = persistent ? consumed : 0;
+    programs_->download_weights();  // callbacks (checkpoints, early stopping) read the model's weights
     for (const CallbackPtr& cb : callbacks) cb->on_epoch_end(epoch, logs);
     if (verbose > 0 && !r.advice.empty() && advised.insert(r.verdict + r.slowest_stage).second)
       std::printf("Input pipeline: %s. %s\n", r.summary().c_str(), r.advice.c_str());
   }
+  programs_->download_weights();
   for (const CallbackPtr& cb : callbacks) cb->on_train_end(logs);
   return *history;
 }
@@ -232,6 +235,7 @@ Logs Model::evaluate(const data::Dataset& dataset, EvaluateOptions o) {
   check_compiled("evaluate");
   require(dataset.cardinality() != data::kInfiniteCardinality || o.steps > 0,
           "evaluate: the dataset is infinite (repeat() without a count): give steps");
+  if (programs_) programs_->upload_weights();  // else the programs are built with the model's weights
   Logs logs = run_evaluation(dataset, o.steps);
   if (o.verbose > 0 && is_chief()) nn::print_logs(logs);
   return logs;
@@ -242,6 +246,7 @@ std::vector<Tensor> Model::predict(const data::Dataset& dataset) {
           "predict: the dataset is infinite (repeat() without a count): add take(n)");
   check_policies("predict");
   if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
+  programs_->upload_weights();
   data::Iterator it = staged(dataset).iterator();
   data::Element e;
   std::vector<Tensor> x, y;

@@ -1,7 +1,9 @@
 #include "nn/training/staging.h"
 
 #include <cstdio>
+#include <vector>
 
+#include "core/device_bytes.h"
 #include "nn/training/batching.h"
 
 namespace tk::nn {
@@ -25,6 +27,20 @@ void log_conversion(Compiled& c, const graph::Graph& g, size_t input, const Tens
                how);
 }
 
+// gather_rows into a program input anywhere: directly into host memory; for a device the host cannot address, into
+// a host buffer (grown once per thread, so steps allocate nothing) copied to the device.
+// Not yet (issue 13): pinned buffers and a copy stream, so the next batch moves while the step runs.
+void gather_into(const graph::InputSlot& slot, const Tensor& src, const int64_t* idx, int64_t begin, int64_t n,
+                 float scale = 1.0f, float offset = 0.0f) {
+  if (slot.device.kind == DeviceKind::cpu) return gather_rows(src, idx, begin, n, slot.data, slot.dtype, scale, offset);
+  thread_local std::vector<char> host;
+  const int64_t row = src.shape().rank() > 0 && src.dim(0) > 0 ? src.numel() / src.dim(0) : 0;
+  const size_t bytes = static_cast<size_t>(n * row) * dtype_size(slot.dtype);
+  if (host.size() < bytes) host.resize(bytes);
+  gather_rows(src, idx, begin, n, host.data(), slot.dtype, scale, offset);
+  device_copy(slot.data, slot.device, host.data(), Device::cpu(), bytes);
+}
+
 }  // namespace
 
 void BatchStager::copy_rows(Compiled& c, const std::vector<Tensor>& x, const std::vector<Tensor>* y, const int64_t* idx,
@@ -36,12 +52,12 @@ void BatchStager::copy_rows(Compiled& c, const std::vector<Tensor>& x, const std
     const graph::InputSlot slot = access.slot(p, c.x[i]);
     const StageScale& sc = c.x_scale[i];
     log_conversion(c, p.graph(), i, x[i]);
-    gather_rows(x[i], idx, begin, n, slot.data, slot.dtype, sc.scale, sc.offset);
+    gather_into(slot, x[i], idx, begin, n, sc.scale, sc.offset);
   }
   if (y)
     for (size_t j = 0; j < c.y.size(); ++j) {
       const graph::InputSlot slot = access.slot(p, c.y[j]);
-      gather_rows((*y)[j], idx, begin, n, slot.data, slot.dtype);
+      gather_into(slot, (*y)[j], idx, begin, n);
     }
 }
 

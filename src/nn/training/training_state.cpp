@@ -14,6 +14,7 @@ namespace tk {
 
 TrainingState Model::training_state() {
   check_compiled("training_state");
+  sync_host_weights();
   TrainingState s;
   s.model_name = name_;
   for (const LayerPtr& l : layers_)

@@ -1,0 +1,128 @@
+// Models on cuda:0 (GPU machines only; skipped with the reason elsewhere; tools/gpu_check.sh runs them): the same
+// model trained on the cpu and on the GPU from the same weights on the same batches ends with the same weights and
+// losses (within float32 reassociation: cuBLASLt and the CPU's GEMMs add in different orders), and the host's view of
+// the weights follows the device (get_weights after fit, set_weights before the next call).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "runtime/cuda_device.h"
+#include "trainkit/trainkit.h"
+
+namespace {
+using tk::Tensor;
+namespace layers = tk::layers;
+
+#define SKIP_WITHOUT_GPU()                                                      \
+  do {                                                                          \
+    if (tk::runtime::cuda_devices().devices.empty())                            \
+      GTEST_SKIP() << "no CUDA device: " << tk::runtime::cuda_devices().reason; \
+  } while (0)
+
+Tensor uniform(tk::Shape shape, uint32_t seed) {
+  Tensor t(std::move(shape), tk::DType::f32);
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = d(gen);
+  return t;
+}
+// Labels 0..4 from a fixed rule over the features, so the model has something to learn.
+Tensor labels_of(const Tensor& x) {
+  const int64_t n = x.dim(0), f = x.dim(1);
+  Tensor y({n}, tk::DType::i32);
+  for (int64_t r = 0; r < n; ++r) {
+    float s = 0;
+    for (int64_t c = 0; c < f; ++c) s += x.data<float>()[r * f + c] * static_cast<float>((c % 3) - 1);
+    y.data<int32_t>()[r] = static_cast<int32_t>(std::clamp(std::floor((s + 2.5f)), 0.0f, 4.0f));
+  }
+  return y;
+}
+
+std::unique_ptr<tk::Sequential> mlp(tk::Device device) {
+  auto m = std::make_unique<tk::Sequential>(std::vector<tk::LayerPtr>{layers::Input({20}), layers::Dense(32, "relu"),
+                                                                      layers::Dropout(0.25, 42), layers::Dense(5)});
+  m->set_device(device);
+  m->compile(tk::optimizers::Adam(), tk::losses::SparseCategoricalCrossentropy({.from_logits = true}), {"accuracy"});
+  return m;
+}
+
+// Largest |a - b| over the largest |b|, per tensor; the worst tensor.
+double worst(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  double w = 0;
+  for (size_t t = 0; t < b.size(); ++t) {
+    double d = 0, m = 1e-30;
+    for (int64_t i = 0; i < b[t].numel(); ++i) {
+      d = std::max(d, double(std::fabs(a[t].data<float>()[i] - b[t].data<float>()[i])));
+      m = std::max(m, double(std::fabs(b[t].data<float>()[i])));
+    }
+    w = std::max(w, d / m);
+  }
+  return w;
+}
+
+TEST(CudaFit, TheMlpTrainsOnTheGpuAsOnTheCpu) {
+  SKIP_WITHOUT_GPU();
+  const Tensor x = uniform({640, 20}, 1), y = labels_of(x);
+  tk::utils::set_random_seed(7);
+  auto cpu = mlp(tk::Device::cpu());
+  auto gpu = mlp(tk::Device::cuda(0));
+  const std::vector<Tensor> initial = cpu->get_weights();
+  gpu->set_weights(initial);
+  tk::FitOptions o;
+  o.epochs = 4;
+  o.batch_size = 64;
+  o.verbose = 0;
+  o.seed = 3;  // the same shuffles and dropout draws (keyed by step and sample) on both
+  const tk::History hc = cpu->fit(x, y, o);
+  const tk::History hg = gpu->fit(x, y, o);
+  const std::vector<double>& lc = hc.history.at("loss");
+  const std::vector<double>& lg = hg.history.at("loss");
+  ASSERT_EQ(lc.size(), lg.size());
+  for (size_t e = 0; e < lc.size(); ++e) EXPECT_NEAR(lg[e], lc[e], 1e-4 * std::fabs(lc[e])) << "epoch " << e;
+  EXPECT_LT(lg.back(), lg.front()) << "it learns";
+  // get_weights after fit: the device's trained weights, brought back to the host.
+  const double dw = worst(gpu->get_weights(), cpu->get_weights());
+  EXPECT_LT(dw, 1e-4) << "weights after training, GPU vs cpu";
+  EXPECT_GT(worst(gpu->get_weights(), initial), 1e-3) << "the host's weights moved with the device's";
+  // predict and evaluate on the device.
+  const Tensor pc = cpu->predict(x, 128), pg = gpu->predict(x, 128);
+  EXPECT_LT(worst({pg}, {pc}), 1e-4);
+  EXPECT_NEAR(gpu->evaluate(x, y, {.verbose = 0}).get("loss"), cpu->evaluate(x, y, {.verbose = 0}).get("loss"), 1e-4);
+  // set_weights between calls reaches the device: back to the initial weights, the same loss as the cpu there.
+  gpu->set_weights(initial);
+  cpu->set_weights(initial);
+  EXPECT_NEAR(gpu->evaluate(x, y, {.verbose = 0}).get("loss"), cpu->evaluate(x, y, {.verbose = 0}).get("loss"), 1e-4);
+  // train_on_batch: one step, the host's weights follow.
+  const tk::Logs& bg = gpu->train_on_batch({x.slice_rows(0, 64)}, {y.slice_rows(0, 64)});
+  const double loss_g = bg.get("loss");
+  const tk::Logs& bc = cpu->train_on_batch({x.slice_rows(0, 64)}, {y.slice_rows(0, 64)});
+  EXPECT_NEAR(loss_g, bc.get("loss"), 1e-4 * std::fabs(bc.get("loss")));
+  EXPECT_LT(worst(gpu->get_weights(), cpu->get_weights()), 1e-4);
+}
+
+// A GPU model's memory (weights' device copies, optimizer slots, program arena) is charged to cuda:0's budget while
+// it lives and given back when it is destroyed: nothing of it stays in use, so a next model or job can have it.
+TEST(CudaFit, AModelsGpuMemoryIsGivenBackWhenItIsDestroyed) {
+  SKIP_WITHOUT_GPU();
+  const tk::Device gpu = tk::Device::cuda(0);
+  const Tensor x = uniform({256, 20}, 2), y = labels_of(x);
+  const size_t before = tk::config::get_memory_info(gpu).current;
+  {
+    auto m = mlp(gpu);
+    tk::FitOptions o;
+    o.epochs = 1;
+    o.batch_size = 64;
+    o.verbose = 0;
+    m->fit(x, y, o);
+    const tk::MemoryInfo during = tk::config::get_memory_info(gpu);
+    // 20x32 + 32 + 32x5 + 5 weights, twice more for Adam, and the arena: well over 4 KiB on the GPU.
+    EXPECT_GT(during.current, before + 4096) << "the model's memory is charged to cuda:0";
+  }
+  tk::clear_session();
+  EXPECT_EQ(tk::config::get_memory_info(gpu).current, before) << "every byte of the destroyed model is given back";
+}
+
+}  // namespace
