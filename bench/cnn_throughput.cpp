@@ -2,7 +2,8 @@
 // 128, with this machine's sgemm roofline measured in the same run. Prints one JSON line
 // (bench/cnn_throughput.sh runs it beside PyTorch and Keras and prints the ratios).
 //
-//   ./build/bench/tk_bench_cnn [--epochs 2] [--max-steps 100] [--batch-size 128]
+//   ./build/bench/tk_bench_cnn [--epochs 2] [--max-steps 100] [--batch-size 128] [--dtype-policy P] [--data-dir D]
+//   ./build/bench/tk_bench_cnn --device cuda:0 --max-steps 0     # on a GPU (tools/gpu_check.sh); no CPU roofline
 #include <cblas.h>
 #include <omp.h>
 
@@ -10,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "bench_common.h"
@@ -22,8 +24,16 @@ using tk::bench::sgemm_gflops;
 int main(int argc, char** argv) try {
   int epochs = 2;
   int64_t batch = 128, max_steps = 100;
+  tk::Device device = tk::Device::cpu();
+  std::string data_dir;
   for (int i = 1; i + 1 < argc; ++i) {
-    if (!std::strcmp(argv[i], "--epochs"))
+    if (!std::strcmp(argv[i], "--device")) {
+      const std::string dev = argv[++i];
+      const int index = dev.find(':') == std::string::npos ? 0 : std::atoi(dev.c_str() + dev.find(':') + 1);
+      device = dev.rfind("cuda", 0) == 0 ? tk::Device::cuda(index) : tk::Device::cpu(index);
+    } else if (!std::strcmp(argv[i], "--data-dir"))
+      data_dir = argv[++i];
+    else if (!std::strcmp(argv[i], "--epochs"))
       epochs = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--dtype-policy"))  // float32, mixed_bfloat16, mixed_float16
       tk::mixed_precision::set_global_policy(argv[++i]);
@@ -33,8 +43,9 @@ int main(int argc, char** argv) try {
       max_steps = std::atoll(argv[++i]);
   }
   tk::utils::set_random_seed(1);
-  tk::data::FashionMnist d = tk::data::load_fashion_mnist();
+  tk::data::FashionMnist d = data_dir.empty() ? tk::data::load_fashion_mnist() : tk::data::load_fashion_mnist(data_dir);
   auto model = tk::models::tutorial_cnn();
+  model->set_device(device);
   model->compile(tk::optimizers::Adam(), tk::losses::SparseCategoricalCrossentropy({.from_logits = true}),
                  {"accuracy"});
   auto timer = std::make_shared<tk::bench::EpochTimer>();
@@ -44,6 +55,15 @@ int main(int argc, char** argv) try {
   double total = 0;
   for (size_t e = 1; e < timer->epoch_seconds.size(); ++e) total += timer->epoch_seconds[e];
   const double samples_per_s = double(steps * batch) * epochs / total;
+  if (device.kind != tk::DeviceKind::cpu) {  // a GPU: the CPU's roofline says nothing about it
+    const tk::Logs test = model->evaluate(d.x_test, d.y_test, {.batch_size = 1000});
+    std::printf(
+        "{\"peer\":\"trainkit\",\"device\":\"%s\",\"dtype_policy\":\"%s\",\"batch_size\":%lld,"
+        "\"samples_per_s\":%.0f,\"steps_per_epoch\":%lld,\"test_accuracy\":%.4f,\"test_loss\":%.4f}\n",
+        device.to_string().c_str(), tk::mixed_precision::global_policy().c_str(), static_cast<long long>(batch),
+        samples_per_s, static_cast<long long>(steps), test.get("accuracy"), test.get("loss"));
+    return 0;
+  }
   // FLOPs per sample: forward + both backward GEMMs of each conv/dense (conv1's input gradient is not
   // needed: it is the first layer).
   const double conv1 = 2.0 * 784 * 25 * 32, conv2 = 2.0 * 196 * 800 * 64, fc1 = 2.0 * 3136 * 1024,

@@ -103,6 +103,46 @@ TEST(CudaFit, TheMlpTrainsOnTheGpuAsOnTheCpu) {
   EXPECT_LT(worst(gpu->get_weights(), cpu->get_weights()), 1e-4);
 }
 
+// Convolutions (im2col + cuBLASLt, col2im), max and average pooling with padding and overlapping windows, on the GPU
+// against the cpu: the same losses and weights after training from the same weights.
+TEST(CudaFit, AConvolutionalNetworkTrainsOnTheGpuAsOnTheCpu) {
+  SKIP_WITHOUT_GPU();
+  const Tensor x = uniform({96, 12, 12, 2}, 4);
+  Tensor flat = x.reshape({96, 288});
+  const Tensor y = labels_of(flat);
+  auto cnn = [](tk::Device device) {
+    layers::PoolOptions overlapping;
+    overlapping.strides = layers::Size2(1);
+    overlapping.padding = "same";
+    layers::Conv2DOptions same;
+    same.padding = "same";
+    layers::Conv2DOptions strided;
+    strided.strides = layers::Size2(2);
+    auto m = std::make_unique<tk::Sequential>(std::vector<tk::LayerPtr>{
+        layers::Input({12, 12, 2}), layers::Conv2D(8, 3, "relu", same), layers::MaxPooling2D(2),
+        layers::MaxPooling2D(3, overlapping), layers::Conv2D(6, 3, "linear", strided),
+        layers::AveragePooling2D(2, overlapping), layers::Flatten(), layers::Dense(5)});
+    m->set_device(device);
+    m->compile(tk::optimizers::Adam(), tk::losses::SparseCategoricalCrossentropy({.from_logits = true}), {"accuracy"});
+    return m;
+  };
+  auto cpu = cnn(tk::Device::cpu());
+  auto gpu = cnn(tk::Device::cuda(0));
+  gpu->set_weights(cpu->get_weights());
+  tk::FitOptions o;
+  o.epochs = 3;
+  o.batch_size = 32;
+  o.verbose = 0;
+  o.seed = 5;
+  const tk::History hc = cpu->fit(x, y, o);
+  const tk::History hg = gpu->fit(x, y, o);
+  for (size_t e = 0; e < hc.history.at("loss").size(); ++e)
+    EXPECT_NEAR(hg.history.at("loss")[e], hc.history.at("loss")[e], 1e-4 * std::fabs(hc.history.at("loss")[e]))
+        << "epoch " << e;
+  EXPECT_LT(worst(gpu->get_weights(), cpu->get_weights()), 1e-4) << "weights after training, GPU vs cpu";
+  EXPECT_LT(worst({gpu->predict(x, 32)}, {cpu->predict(x, 32)}), 1e-4);
+}
+
 // A GPU model's memory (weights' device copies, optimizer slots, program arena) is charged to cuda:0's budget while
 // it lives and given back when it is destroyed: nothing of it stays in use, so a next model or job can have it.
 TEST(CudaFit, AModelsGpuMemoryIsGivenBackWhenItIsDestroyed) {

@@ -26,11 +26,13 @@ trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bundle/build/bundle-lib" "$stage/bundle/build/tests" "$OUTDIR"
 cp "$BUILD/trainkit" "$stage/bundle/build/"
 cp "$BUILD/tests/trainkit_tests" "$BUILD/tests/trainkit_lease_holder" "$stage/bundle/build/tests/"
-if [ -x "$BUILD/bench/tk_bench_mlp" ]; then  # the MLP throughput benchmark, for the side-by-side with PyTorch
-  mkdir -p "$stage/bundle/build/bench"
-  cp "$BUILD/bench/tk_bench_mlp" "$stage/bundle/build/bench/"
-  BINS+=("$BUILD/bench/tk_bench_mlp")
-fi
+for b in tk_bench_mlp tk_bench_cnn; do  # the throughput benchmarks, for the side-by-side with PyTorch
+  if [ -x "$BUILD/bench/$b" ]; then
+    mkdir -p "$stage/bundle/build/bench"
+    cp "$BUILD/bench/$b" "$stage/bundle/build/bench/"
+    BINS+=("$BUILD/bench/$b")
+  fi
+done
 # Every library the binaries load, but the C runtime (the GPU machine's is newer, and binaries built against an
 # older glibc run on it) and the CUDA libraries the GPU machine has.
 ldd "${BINS[@]}" | awk '/=> \//{print $1, $3}' | sort -u | while read -r name path; do

@@ -14,7 +14,8 @@ import os
 import sys
 import time
 
-os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+if "cuda" not in " ".join(sys.argv[1:]):  # the CPU benchmark must not touch a GPU
+    os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
 import numpy as np
 
@@ -39,6 +40,7 @@ def main():
                     help="CPU autocast to bfloat16 (torch.autocast('cpu', torch.bfloat16)): PyTorch's mixed precision")
     ap.add_argument("--data-dir", default=DATA_DIR)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--device", default="cpu", help="cpu or cuda (the training set is copied to the GPU once)")
     args = ap.parse_args()
 
     import torch
@@ -54,12 +56,13 @@ def main():
         m = min(x_np.shape[0], args.max_steps * bs)
         x_np, y_np = x_np[:m], y_np[:m]
     n = x_np.shape[0]
-    x = torch.from_numpy(np.ascontiguousarray(x_np.reshape(n, 1, 28, 28)))
-    y = torch.from_numpy(y_np)
+    dev = torch.device(args.device)
+    x = torch.from_numpy(np.ascontiguousarray(x_np.reshape(n, 1, 28, 28))).to(dev)
+    y = torch.from_numpy(y_np).to(dev)
     log("pytorch %s, threads=%d, n=%d, batch=%d, max_steps=%d" % (
         torch.__version__, torch.get_num_threads(), n, bs, args.max_steps))
 
-    model = build(torch, "cnn")
+    model = build(torch, "cnn").to(dev)
     if args.compile:
         model = torch.compile(model)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
@@ -67,7 +70,7 @@ def main():
     rng = np.random.default_rng(args.seed)
 
     def run_epoch():
-        perm = torch.from_numpy(rng.permutation(n))
+        perm = torch.from_numpy(rng.permutation(n)).to(dev)
         total, correct, seen = 0.0, 0, 0
         model.train()
         for i in range(0, n, bs):
@@ -94,11 +97,14 @@ def main():
         if e > 0:
             epoch_seconds.append(dt)
 
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
     sps = n * len(epoch_seconds) / sum(epoch_seconds)
     print(json.dumps({
         "peer": ("pytorch-compile" if args.compile else "pytorch") + ("-autocast-bf16" if args.autocast else ""),
         "version": torch.__version__,
         "threads": args.threads,
+        "device": str(dev) + (" " + torch.cuda.get_device_name(dev) if dev.type == "cuda" else ""),
         "batch_size": bs,
         "samples_per_s": round(sps, 1),
         "epoch_seconds": [round(s, 4) for s in epoch_seconds],

@@ -22,6 +22,7 @@
 namespace tk::cuda {
 
 void register_gemm_kernels();     // gemm_cublaslt.cpp
+void register_conv_kernels();     // conv.cpp: convolutions (im2col + cuBLASLt) and pooling
 void register_widened_kernels();  // widen.cpp: float16/bfloat16 over the float32 kernels, registered last
 
 int sm_count(int index) {
@@ -163,9 +164,14 @@ void bias_add(const KernelArgs& a) {
   const int64_t n = a.node.shape[-1], rows = a.node.shape.numel() / (n ? n : 1);
   launch_bias_add(a.input<float>(0), a.input<float>(1), a.output<float>(), rows, n, sms(a), a.ctx.stream);
 }
+size_t bias_grad_workspace(const graph::Graph& g, int node) {
+  const int64_t n = g[node].shape[0], rows = g[g[node].inputs[0]].shape.numel() / (n ? n : 1);
+  return static_cast<size_t>(bias_grad_chunks(rows) * n) * sizeof(double);
+}
 void bias_grad(const KernelArgs& a) {
   const int64_t n = a.node.shape[0], rows = a.in_shape(0).numel() / (n ? n : 1);
-  launch_bias_grad(a.input<float>(0), a.output<float>(), rows, n, sms(a), a.ctx.stream);
+  launch_bias_grad(a.input<float>(0), a.output<float>(), rows, n, static_cast<double*>(a.workspace), sms(a),
+                   a.ctx.stream);
 }
 void accumulate_grad(const KernelArgs& a) {
   launch_accumulate(a.inout<float>(0), a.input<float>(1), a.in_shape(0).numel(), &a.scalars->grad_scale, sms(a),
@@ -336,6 +342,7 @@ void register_kernels() {
   for (DType t : {DType::f32, DType::f16, DType::bf16}) register_kernel(cuda, Op::Reshape, t, reshape);  // bytes
   register_kernel(cuda, Op::BiasAdd, f32, bias_add);
   register_kernel(cuda, Op::BiasGrad, f32, bias_grad);
+  graph::register_workspace(cuda, Op::BiasGrad, bias_grad_workspace);
   register_kernel(cuda, Op::AccumulateGrad, f32, accumulate_grad);
   register_kernel(cuda, Op::DropoutMask, f32, dropout_mask);
   register_kernel(cuda, Op::Softmax, f32, softmax);
@@ -368,6 +375,7 @@ void register_kernels() {
   graph::register_workspace(cuda, Op::CceLoss, rows_workspace);
   graph::register_workspace(cuda, Op::CategoricalAccuracy, rows_workspace);
   register_gemm_kernels();
+  register_conv_kernels();
   register_widened_kernels();
 }
 

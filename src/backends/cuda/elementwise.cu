@@ -3,6 +3,8 @@
 // AccumulateGrad), nvcc and GCC each decide whether to fuse it, so the last bit may differ.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
 #include "backends/cuda/check.h"
 #include "backends/cuda/launch_geometry.h"
 #include "backends/cuda/launchers.h"
@@ -39,11 +41,25 @@ __global__ void bias_add(const float* __restrict__ x, const float* __restrict__ 
                          int64_t total, int64_t n) {
   for (int64_t i = first_index(); i < total; i += grid_stride()) y[i] = x[i] + bias[i % n];
 }
-// One thread per column walks the rows in order: the CPU's double sums, coalesced across the warp's columns.
-__global__ void bias_grad(const float* __restrict__ dy, float* __restrict__ db, int64_t rows, int64_t n) {
+// Column sums in two fixed passes (deterministic: the grouping depends on the shape alone): chunk c of the rows is
+// summed in double, in row order, by one thread per column (coalesced across a warp's columns) into partials[c * n + j];
+// then one thread per column adds the chunks in order. In double, like the CPU's row-order sums: the float results
+// differ from the CPU's only when a double sum lands within an ulp of a float rounding boundary.
+__global__ void bias_grad_chunks(const float* __restrict__ dy, double* __restrict__ partials, int64_t rows, int64_t n,
+                                 int64_t chunks) {
+  const int64_t c = blockIdx.y, r0 = rows * c / chunks, r1 = rows * (c + 1) / chunks;
+  for (int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; j < n;
+       j += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    double acc = 0.0;
+    for (int64_t r = r0; r < r1; ++r) acc += static_cast<double>(dy[r * n + j]);
+    partials[c * n + j] = acc;
+  }
+}
+__global__ void bias_grad_finish(const double* __restrict__ partials, float* __restrict__ db, int64_t n,
+                                 int64_t chunks) {
   for (int64_t j = first_index(); j < n; j += grid_stride()) {
     double acc = 0.0;
-    for (int64_t r = 0; r < rows; ++r) acc += static_cast<double>(dy[r * n + j]);
+    for (int64_t c = 0; c < chunks; ++c) acc += partials[c * n + j];
     db[j] = static_cast<float>(acc);
   }
 }
@@ -90,8 +106,16 @@ void launch_bias_add(const float* x, const float* bias, float* y, int64_t rows, 
                      Stream stream) {
   launch("bias add kernel launch", rows * n, sm_count, stream, bias_add, x, bias, y, rows * n, n);
 }
-void launch_bias_grad(const float* dy, float* db, int64_t rows, int64_t n, int sm_count, Stream stream) {
-  launch("bias gradient kernel launch", n, sm_count, stream, bias_grad, dy, db, rows, n);
+int64_t bias_grad_chunks(int64_t rows) { return std::clamp<int64_t>(rows / 64, 1, 1024); }
+
+void launch_bias_grad(const float* dy, float* db, int64_t rows, int64_t n, double* partials, int sm_count,
+                      Stream stream) {
+  if (n <= 0) return;
+  const int64_t chunks = bias_grad_chunks(rows);
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>((n + 127) / 128, 64)), static_cast<unsigned>(chunks));
+  bias_grad_chunks<<<grid, 128, 0, static_cast<cudaStream_t>(stream)>>>(dy, partials, rows, n, chunks);
+  check(cudaGetLastError(), "bias gradient kernel launch", "elementwise.cu");
+  launch("bias gradient kernel launch", n, sm_count, stream, bias_grad_finish, partials, db, n, chunks);
 }
 void launch_accumulate(float* acc, const float* g, int64_t n, const float* scale, int sm_count, Stream stream) {
   launch("accumulate kernel launch", n, sm_count, stream, accumulate, acc, g, n, scale);

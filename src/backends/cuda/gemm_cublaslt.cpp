@@ -4,6 +4,8 @@
 // PyTorch's torch.backends.cuda.matmul.allow_tf32. The algorithm is cuBLASLt's first heuristic choice under the
 // planned workspace (kWorkspaceBytes), kept per (shape, device), so a step runs the same algorithm every time.
 #ifdef TK_HAVE_CUDA
+#include "backends/cuda/gemm_cublaslt.h"
+
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
@@ -133,30 +135,40 @@ Plan& plan_for(const GemmShape& s, int device, const std::string& where) {
   return *slot;
 }
 
+}  // namespace
+
+void gemm(const GemmShape& s, const float* a, const float* b, const float* bias, float* c, float beta, void* workspace,
+          int device, void* stream, const std::string& where) {
+  if (s.m == 0 || s.n == 0) return;
+  Plan& p = plan_for(s, device, where);
+  if (p.has_bias)
+    check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
+             "BIAS_POINTER", where);
+  const float alpha = 1.0f;
+  // A' is trainkit's B, B' is trainkit's A (gemm_mapping.h).
+  check_lt(cublasLtMatmul(handle(device), p.desc, &alpha, b, p.a, a, p.b, &beta, c, p.c, c, p.c, &p.algo,
+                          aligned_workspace(workspace), kWorkspaceBytes, static_cast<cudaStream_t>(stream)),
+           "cublasLtMatmul", where);
+}
+
+size_t gemm_workspace_bytes() { return kWorkspaceBytes + kWorkspaceAlignment - kOperandAlignment; }
+
+namespace {
+
 void matmul(const KernelArgs& a) {
   const GemmShape s = cpu::gemm_shape(a.g, a.node);
   if (s.m == 0 || s.n == 0) return;
-  const std::string where = "MatMul '" + a.node.name + "'";
   GemmShape product = s;
   if (s.epilogue == Epilogue::relu_grad) product.epilogue = Epilogue::none;
-  Plan& p = plan_for(product, a.ctx.device.index, where);
-  if (p.has_bias) {
-    const void* bias = a.in[2];
-    check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
-             "BIAS_POINTER", where);
-  }
-  const float alpha = 1.0f, beta = 0.0f;
   float* out = a.output<float>();
-  // A' is trainkit's B, B' is trainkit's A (gemm_mapping.h).
-  check_lt(
-      cublasLtMatmul(handle(a.ctx.device.index), p.desc, &alpha, a.in[1], p.a, a.in[0], p.b, &beta, out, p.c, out, p.c,
-                     &p.algo, aligned_workspace(a.workspace), kWorkspaceBytes, static_cast<cudaStream_t>(a.ctx.stream)),
-      "cublasLtMatmul", where);
+  gemm(product, a.input<float>(0), a.input<float>(1),
+       product.epilogue == Epilogue::bias || product.epilogue == Epilogue::bias_relu ? a.input<float>(2) : nullptr, out,
+       0.0f, a.workspace, a.ctx.device.index, a.ctx.stream, "MatMul '" + a.node.name + "'");
   if (s.epilogue == Epilogue::relu_grad)
     launch_relu_mask(out, a.input<float>(2), s.m * s.n, sm_count(a.ctx.device.index), a.ctx.stream);
 }
 
-size_t workspace(const graph::Graph&, int) { return kWorkspaceBytes + kWorkspaceAlignment - kOperandAlignment; }
+size_t workspace(const graph::Graph&, int) { return gemm_workspace_bytes(); }
 
 }  // namespace
 

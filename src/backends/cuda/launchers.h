@@ -36,8 +36,11 @@ void launch_mul(const float* a, const float* b, float* y, int64_t n, int sm_coun
 void launch_scale_shift(const float* x, float* y, int64_t n, float k, float b, int sm_count, Stream stream);
 // y(rows, n) = x + bias(n)
 void launch_bias_add(const float* x, const float* bias, float* y, int64_t rows, int64_t n, int sm_count, Stream stream);
-// db(n) = column sums of dy(rows, n), in double and in row order: bit for bit the CPU's sums
-void launch_bias_grad(const float* dy, float* db, int64_t rows, int64_t n, int sm_count, Stream stream);
+// db(n) = column sums of dy(rows, n) in double: fixed chunks of rows summed in row order, then the chunks in order
+// (deterministic; `partials` holds bias_grad_chunks(rows) * n doubles).
+int64_t bias_grad_chunks(int64_t rows);
+void launch_bias_grad(const float* dy, float* db, int64_t rows, int64_t n, double* partials, int sm_count,
+                      Stream stream);
 // acc += g * scale[0], the scale read on the device (micro-batching's share)
 void launch_accumulate(float* acc, const float* g, int64_t n, const float* scale, int sm_count, Stream stream);
 
@@ -111,6 +114,32 @@ void launch_sparse_cce_grad(const float* x, const int32_t* labels, const float* 
                             int64_t classes, bool from_logits, int sm_count, Stream stream);
 void launch_sparse_accuracy(const float* x, const int32_t* labels, float* out, int64_t rows, int64_t classes,
                             double* rows_scratch, int sm_count, Stream stream);
+
+// Sliding windows (NHWC) for the convolution and pooling kernels (conv_pool.cu): graph::Window's numbers as plain
+// values nvcc can take (host code fills them from graph::Window::of).
+struct WindowGeo {
+  int64_t n, h, w, c;      // input (N, H, W, C)
+  int64_t kh, kw, sh, sw;  // kernel, stride
+  int64_t dh, dw;          // dilation (convolutions; 1 for pooling)
+  int64_t pt, pl;          // padding before (top, left)
+  int64_t oh, ow;          // output spatial size
+};
+// col(count * OH * OW, KH * KW * C) = the windows of images [n0, n0 + count) of x, zeros where a window reads padding
+// (the CPU's im2col layout: row (image, oh, ow), column (kh * KW + kw) * C + c).
+void launch_im2col(const float* x, const WindowGeo& g, int64_t n0, int64_t count, float* col, int sm_count,
+                   Stream stream);
+// dx(images [n0, n0 + count)) = the columns of dcol gathered back to the pixels they were read from: each pixel adds
+// its (oh, ow, kh, kw) contributions in the order the CPU's col2im scatters them, so the bits match it.
+void launch_col2im(const float* dcol, const WindowGeo& g, int64_t n0, int64_t count, float* dx, int sm_count,
+                   Stream stream);
+// Max / average pooling and their gradients, with the CPU's rules (backends/cpu/pooling.cpp): padding never wins a
+// max; the gradient goes to the first maximum of each window in row-major order, or is shared by all ties
+// (split_ties); relu: the fused ReluGrad; the average counts only pixels inside the image.
+void launch_max_pool(const float* x, const WindowGeo& g, float* y, int sm_count, Stream stream);
+void launch_max_pool_grad(const float* dy, const float* x, const float* y, const WindowGeo& g, bool split_ties,
+                          bool relu, float* dx, int sm_count, Stream stream);
+void launch_avg_pool(const float* x, const WindowGeo& g, float* y, int sm_count, Stream stream);
+void launch_avg_pool_grad(const float* dy, const WindowGeo& g, float* dx, int sm_count, Stream stream);
 
 // One variable's optimizer update (backends/math/optimizers.h). Per-step values are read on the device: the
 // learning rate and the iteration count from the step's scalars, the StepControl pair [apply, gradient factor]

@@ -1,0 +1,147 @@
+// Conv2D, FusedConv2D and their gradients on CUDA as the CPU's im2col path does them (backends/cpu/conv.cpp): a
+// chunk of images unrolled into col (chunk * OH * OW, KH * KW * C) in the program's workspace by a kernel, one
+// cuBLASLt GEMM with the kernel viewed as (K, F) (bias and relu as its epilogue), col2im gathering the input gradient
+// back. Max and average pooling (conv_pool.cu) are registered here too. cuDNN is not used: it is not on every machine
+// this project's GPU builds run on (docs/gpu-report.md).
+#include "backends/cuda/cuda_kernels.h"
+
+#ifdef TK_HAVE_CUDA
+#include <algorithm>
+#include <string>
+
+#include "backends/cuda/gemm_cublaslt.h"
+#include "backends/cuda/launchers.h"
+#include "graph/kernel.h"
+#include "graph/window.h"
+
+namespace tk::cuda {
+using cpu::Epilogue;
+using cpu::GemmShape;
+using graph::KernelArgs;
+using graph::Op;
+using graph::Window;
+
+int sm_count(int index);  // cuda_kernels.cpp
+
+namespace {
+
+// The col buffer is filled for a chunk of images at a time; 128 MiB holds the tutorial CNN's largest (conv2 at
+// batch 128: 128 x 196 x 800 floats, 80 MB) in one chunk.
+constexpr size_t kColCap = size_t{128} << 20;
+size_t align256(size_t b) { return (b + 255) & ~size_t{255}; }
+
+WindowGeo geo_of(const Window& g) {
+  return {g.n, g.h, g.w, g.c, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pt, g.pl, g.oh, g.ow};
+}
+int64_t images_per_chunk(const Window& g) {
+  const size_t per_image = static_cast<size_t>(std::max<int64_t>(g.pixels() * g.patch(), 1)) * sizeof(float);
+  return std::clamp<int64_t>(static_cast<int64_t>(kColCap / per_image), 1, std::max<int64_t>(g.n, 1));
+}
+Window window_of(const graph::Graph& gr, const graph::Node& n) {
+  return Window::of(n.op == Op::Conv2DGradInput ? n.attrs.shape : gr[n.inputs[0]].shape, n.attrs);
+}
+size_t col_bytes(const Window& g) {
+  return align256(static_cast<size_t>(images_per_chunk(g) * g.pixels() * g.patch()) * sizeof(float));
+}
+// [col | the GEMM's workspace]
+size_t conv_workspace(const graph::Graph& gr, int node) {
+  return col_bytes(window_of(gr, gr[node])) + gemm_workspace_bytes();
+}
+
+struct Scratch {
+  float* col;
+  void* gemm;
+};
+Scratch scratch(const KernelArgs& a, const Window& g) {
+  auto* base = static_cast<char*>(a.workspace);
+  return {reinterpret_cast<float*>(base), base + col_bytes(g)};
+}
+std::string where(const KernelArgs& a) { return std::string(graph::op_name(a.node.op)) + " '" + a.node.name + "'"; }
+
+// y(N, OH, OW, F) = epilogue(conv(x(N, H, W, C), w(KH, KW, C, F)))
+void convolve(const KernelArgs& a, Epilogue epilogue, const float* bias) {
+  const Window g = Window::of(a.in_shape(0), a.node.attrs);
+  const WindowGeo wg = geo_of(g);
+  const int64_t f = a.node.shape[3], chunk = images_per_chunk(g);
+  const Scratch s = scratch(a, g);
+  const int sms = sm_count(a.ctx.device.index);
+  for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
+    const int64_t count = std::min(chunk, g.n - n0);
+    launch_im2col(a.input<float>(0), wg, n0, count, s.col, sms, a.ctx.stream);
+    gemm({count * g.pixels(), f, g.patch(), false, false, epilogue}, s.col, a.input<float>(1), bias,
+         a.output<float>() + n0 * g.pixels() * f, 0.0f, s.gemm, a.ctx.device.index, a.ctx.stream, where(a));
+  }
+}
+void conv2d(const KernelArgs& a) { convolve(a, Epilogue::none, nullptr); }
+void fused_conv2d(const KernelArgs& a) {
+  convolve(a, a.node.attrs.epilogue == Op::Relu ? Epilogue::bias_relu : Epilogue::bias, a.input<float>(2));
+}
+
+// dx = col2im(dy(N·P, F) · wᵀ(F, K))
+void conv2d_grad_input(const KernelArgs& a) {
+  const Window g = Window::of(a.node.shape, a.node.attrs);
+  const WindowGeo wg = geo_of(g);
+  const int64_t f = a.in_shape(0)[3], chunk = images_per_chunk(g);
+  const Scratch s = scratch(a, g);
+  const int sms = sm_count(a.ctx.device.index);
+  for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
+    const int64_t count = std::min(chunk, g.n - n0);
+    gemm({count * g.pixels(), g.patch(), f, false, true, Epilogue::none}, a.input<float>(0) + n0 * g.pixels() * f,
+         a.input<float>(1), nullptr, s.col, 0.0f, s.gemm, a.ctx.device.index, a.ctx.stream, where(a));
+    launch_col2im(s.col, wg, n0, count, a.output<float>(), sms, a.ctx.stream);
+  }
+}
+
+// dw(K, F) = sum over chunks of colᵀ(K, N·P) · dy(N·P, F)
+void conv2d_grad_filter(const KernelArgs& a) {
+  const Window g = Window::of(a.in_shape(0), a.node.attrs);
+  const WindowGeo wg = geo_of(g);
+  const int64_t f = a.node.shape[3], chunk = images_per_chunk(g);
+  const Scratch s = scratch(a, g);
+  const int sms = sm_count(a.ctx.device.index);
+  for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
+    const int64_t count = std::min(chunk, g.n - n0);
+    launch_im2col(a.input<float>(0), wg, n0, count, s.col, sms, a.ctx.stream);
+    gemm({g.patch(), f, count * g.pixels(), true, false, Epilogue::none}, s.col,
+         a.input<float>(1) + n0 * g.pixels() * f, nullptr, a.output<float>(), n0 == 0 ? 0.0f : 1.0f, s.gemm,
+         a.ctx.device.index, a.ctx.stream, where(a));
+  }
+}
+
+void max_pool(const KernelArgs& a) {
+  launch_max_pool(a.input<float>(0), geo_of(Window::of(a.in_shape(0), a.node.attrs)), a.output<float>(),
+                  sm_count(a.ctx.device.index), a.ctx.stream);
+}
+void max_pool_grad(const KernelArgs& a) {
+  launch_max_pool_grad(a.input<float>(0), a.input<float>(1), a.input<float>(2),
+                       geo_of(Window::of(a.node.shape, a.node.attrs)), a.node.attrs.split_ties,
+                       a.node.attrs.epilogue == Op::ReluGrad, a.output<float>(), sm_count(a.ctx.device.index),
+                       a.ctx.stream);
+}
+void avg_pool(const KernelArgs& a) {
+  launch_avg_pool(a.input<float>(0), geo_of(Window::of(a.in_shape(0), a.node.attrs)), a.output<float>(),
+                  sm_count(a.ctx.device.index), a.ctx.stream);
+}
+void avg_pool_grad(const KernelArgs& a) {
+  launch_avg_pool_grad(a.input<float>(0), geo_of(Window::of(a.node.shape, a.node.attrs)), a.output<float>(),
+                       sm_count(a.ctx.device.index), a.ctx.stream);
+}
+
+}  // namespace
+
+void register_conv_kernels() {
+  const DeviceKind cuda = DeviceKind::cuda;
+  graph::register_kernel(cuda, Op::Conv2D, DType::f32, conv2d);
+  graph::register_kernel(cuda, Op::FusedConv2D, DType::f32, fused_conv2d);
+  graph::register_kernel(cuda, Op::Conv2DGradInput, DType::f32, conv2d_grad_input);
+  graph::register_kernel(cuda, Op::Conv2DGradFilter, DType::f32, conv2d_grad_filter);
+  for (Op op : {Op::Conv2D, Op::FusedConv2D, Op::Conv2DGradInput, Op::Conv2DGradFilter})
+    graph::register_workspace(cuda, op, conv_workspace);
+  graph::register_kernel(cuda, Op::MaxPool2D, DType::f32, max_pool);
+  graph::register_kernel(cuda, Op::MaxPool2DGrad, DType::f32, max_pool_grad);
+  graph::register_kernel(cuda, Op::AvgPool2D, DType::f32, avg_pool);
+  graph::register_kernel(cuda, Op::AvgPool2DGrad, DType::f32, avg_pool_grad);
+}
+
+}  // namespace tk::cuda
+#endif
