@@ -69,7 +69,8 @@ void Model::compile(OptimizerPtr optimizer, std::vector<Loss> losses, std::vecto
   optimizer_ = std::move(optimizer);
   losses_ = std::move(losses);
   metrics_ = std::move(metrics);
-  programs_.reset();  // a new compile (e.g. after freezing layers) rebuilds every program
+  sync_host_weights();  // a model on a GPU: its trained weights are the device's copies, which go with the programs
+  programs_.reset();    // a new compile (e.g. after freezing layers) rebuilds every program
   replica_programs_.clear();
   run_policies_.clear();
   // Keras: a model compiled inside a strategy's scope is replicated over its devices (replica 0 on the first).
@@ -98,6 +99,7 @@ void Model::set_device(Device device) {
                           "to run on one device)");
   device_ = device;
   absent_device_budget_ = 0;  // a real device from here on
+  sync_host_weights();
   programs_.reset();
 }
 

@@ -7,6 +7,7 @@
 
 #ifdef TK_HAVE_CUDA
 #include <algorithm>
+#include <numeric>
 #include <string>
 
 #include "backends/cuda/gemm_cublaslt.h"
@@ -33,28 +34,40 @@ size_t align256(size_t b) { return (b + 255) & ~size_t{255}; }
 WindowGeo geo_of(const Window& g) {
   return {g.n, g.h, g.w, g.c, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pt, g.pl, g.oh, g.ow};
 }
-int64_t images_per_chunk(const Window& g) {
+// Images per chunk: as many as kColCap holds, and a multiple of what keeps every chunk's slice of the (N·P, F)
+// output or output gradient 64-byte aligned, as the GEMM's plan promises cuBLASLt (gemm_cublaslt.cpp). f: the
+// convolution's filters.
+int64_t images_per_chunk(const Window& g, int64_t f) {
   const size_t per_image = static_cast<size_t>(std::max<int64_t>(g.pixels() * g.patch(), 1)) * sizeof(float);
-  return std::clamp<int64_t>(static_cast<int64_t>(kColCap / per_image), 1, std::max<int64_t>(g.n, 1));
+  const int64_t n = std::max<int64_t>(g.n, 1);
+  int64_t chunk = std::clamp<int64_t>(static_cast<int64_t>(kColCap / per_image), 1, n);
+  if (chunk == n) return n;
+  const int64_t floats = std::max<int64_t>(g.pixels() * f, 1);  // one image's output rows
+  const int64_t step = 16 / std::gcd<int64_t>(16, floats);      // images per 64 bytes of output
+  chunk = std::max(step, chunk / step * step);
+  return std::min(chunk, n);
 }
 Window window_of(const graph::Graph& gr, const graph::Node& n) {
   return Window::of(n.op == Op::Conv2DGradInput ? n.attrs.shape : gr[n.inputs[0]].shape, n.attrs);
 }
-size_t col_bytes(const Window& g) {
-  return align256(static_cast<size_t>(images_per_chunk(g) * g.pixels() * g.patch()) * sizeof(float));
+int64_t filters_of(const graph::Graph& gr, const graph::Node& n) {
+  return n.op == Op::Conv2DGradInput ? gr[n.inputs[0]].shape[3] : n.shape[3];
+}
+size_t col_bytes(const Window& g, int64_t f) {
+  return align256(static_cast<size_t>(images_per_chunk(g, f) * g.pixels() * g.patch()) * sizeof(float));
 }
 // [col | the GEMM's workspace]
 size_t conv_workspace(const graph::Graph& gr, int node) {
-  return col_bytes(window_of(gr, gr[node])) + gemm_workspace_bytes();
+  return col_bytes(window_of(gr, gr[node]), filters_of(gr, gr[node])) + gemm_workspace_bytes();
 }
 
 struct Scratch {
   float* col;
   void* gemm;
 };
-Scratch scratch(const KernelArgs& a, const Window& g) {
+Scratch scratch(const KernelArgs& a, const Window& g, int64_t f) {
   auto* base = static_cast<char*>(a.workspace);
-  return {reinterpret_cast<float*>(base), base + col_bytes(g)};
+  return {reinterpret_cast<float*>(base), base + col_bytes(g, f)};
 }
 std::string where(const KernelArgs& a) { return std::string(graph::op_name(a.node.op)) + " '" + a.node.name + "'"; }
 
@@ -62,8 +75,8 @@ std::string where(const KernelArgs& a) { return std::string(graph::op_name(a.nod
 void convolve(const KernelArgs& a, Epilogue epilogue, const float* bias) {
   const Window g = Window::of(a.in_shape(0), a.node.attrs);
   const WindowGeo wg = geo_of(g);
-  const int64_t f = a.node.shape[3], chunk = images_per_chunk(g);
-  const Scratch s = scratch(a, g);
+  const int64_t f = a.node.shape[3], chunk = images_per_chunk(g, f);
+  const Scratch s = scratch(a, g, f);
   const int sms = sm_count(a.ctx.device.index);
   for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
     const int64_t count = std::min(chunk, g.n - n0);
@@ -81,8 +94,8 @@ void fused_conv2d(const KernelArgs& a) {
 void conv2d_grad_input(const KernelArgs& a) {
   const Window g = Window::of(a.node.shape, a.node.attrs);
   const WindowGeo wg = geo_of(g);
-  const int64_t f = a.in_shape(0)[3], chunk = images_per_chunk(g);
-  const Scratch s = scratch(a, g);
+  const int64_t f = a.in_shape(0)[3], chunk = images_per_chunk(g, f);
+  const Scratch s = scratch(a, g, f);
   const int sms = sm_count(a.ctx.device.index);
   for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
     const int64_t count = std::min(chunk, g.n - n0);
@@ -96,8 +109,8 @@ void conv2d_grad_input(const KernelArgs& a) {
 void conv2d_grad_filter(const KernelArgs& a) {
   const Window g = Window::of(a.in_shape(0), a.node.attrs);
   const WindowGeo wg = geo_of(g);
-  const int64_t f = a.node.shape[3], chunk = images_per_chunk(g);
-  const Scratch s = scratch(a, g);
+  const int64_t f = a.node.shape[3], chunk = images_per_chunk(g, f);
+  const Scratch s = scratch(a, g, f);
   const int sms = sm_count(a.ctx.device.index);
   for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
     const int64_t count = std::min(chunk, g.n - n0);

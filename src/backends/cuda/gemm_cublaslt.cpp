@@ -140,6 +140,16 @@ Plan& plan_for(const GemmShape& s, int device, const std::string& where) {
 void gemm(const GemmShape& s, const float* a, const float* b, const float* bias, float* c, float beta, void* workspace,
           int device, void* stream, const std::string& where) {
   if (s.m == 0 || s.n == 0) return;
+  if (s.k == 0) {  // an empty product (e.g. a convolution with no output pixels): beta * c, then the epilogue
+    const auto st = static_cast<cudaStream_t>(stream);
+    if (beta == 0.0f)
+      check(cudaMemsetAsync(c, 0, sizeof(float) * static_cast<size_t>(s.m * s.n), st), "cudaMemsetAsync", where);
+    if (s.epilogue == Epilogue::bias || s.epilogue == Epilogue::bias_relu)
+      launch_bias_add(c, bias, c, s.m, s.n, sm_count(device), stream);
+    if (s.epilogue == Epilogue::bias_relu || s.epilogue == Epilogue::relu)
+      launch_activation(Activation::relu, c, c, s.m * s.n, 0.0f, sm_count(device), stream);
+    return;
+  }
   Plan& p = plan_for(s, device, where);
   if (p.has_bias)
     check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),

@@ -162,6 +162,7 @@ void Model::plan_for_absent_device(Device device, size_t budget) {
                           ", which places its replicas");
   device_ = device;
   absent_device_budget_ = budget;
+  sync_host_weights();
   programs_.reset();
 }
 

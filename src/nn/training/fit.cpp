@@ -173,7 +173,11 @@ History Model::fit(const std::vector<Tensor>& x_all, const std::vector<Tensor>& 
 
 void Model::train_step(const std::vector<Tensor>& x, const std::vector<Tensor>& y, const int64_t* idx, int64_t bs,
                        int64_t micro, nn::Accumulator& acc) {
-  if (strategy_ && strategy_->replicas_in_sync() > 1) return train_step_replicated(x, y, idx, bs, micro, acc);
+  if (strategy_ && strategy_->replicas_in_sync() > 1) {
+    train_step_replicated(x, y, idx, bs, micro, acc);
+    programs_->mark_trained();  // replica 0 on a device the host cannot address (not allowed yet: strategy.cpp)
+    return;
+  }
   graph::ExecContext ctx = nn::exec_context(device_, step_, true, optimizer_.get());
   if (micro == 0 || micro >= bs) {
     nn::Compiled& c = programs_->get(nn::ProgramKind::train, bs);
