@@ -6,15 +6,24 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "trainkit/core/device.h"
 #include "trainkit/nn/callbacks.h"
 
 namespace tk::bench {
 
 using Clock = std::chrono::steady_clock;
+// --device's value: "cpu", "cpu:N", "cuda" or "cuda:N".
+inline Device device_arg(const std::string& d) {
+  const size_t colon = d.find(':');
+  const int index = colon == std::string::npos ? 0 : std::atoi(d.c_str() + colon + 1);
+  return d.rfind("cuda", 0) == 0 ? Device::cuda(index) : Device::cpu(index);
+}
+
 inline double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
 // GFLOP/s of C(m,n) = op(A) op(B) through OpenBLAS, best of three timed rounds.

@@ -27,11 +27,9 @@ int main(int argc, char** argv) try {
   tk::Device device = tk::Device::cpu();
   std::string data_dir;
   for (int i = 1; i + 1 < argc; ++i) {
-    if (!std::strcmp(argv[i], "--device")) {
-      const std::string dev = argv[++i];
-      const int index = dev.find(':') == std::string::npos ? 0 : std::atoi(dev.c_str() + dev.find(':') + 1);
-      device = dev.rfind("cuda", 0) == 0 ? tk::Device::cuda(index) : tk::Device::cpu(index);
-    } else if (!std::strcmp(argv[i], "--data-dir"))
+    if (!std::strcmp(argv[i], "--device"))
+      device = tk::bench::device_arg(argv[++i]);
+    else if (!std::strcmp(argv[i], "--data-dir"))
       data_dir = argv[++i];
     else if (!std::strcmp(argv[i], "--epochs"))
       epochs = std::atoi(argv[++i]);

@@ -28,10 +28,7 @@ int main(int argc, char** argv) try {
   std::string data_dir;
   for (int i = 1; i + 1 < argc; ++i) {
     if (!std::strcmp(argv[i], "--device")) {
-      const std::string d = argv[++i];
-      const bool cuda = d.rfind("cuda", 0) == 0;
-      const int index = d.find(':') == std::string::npos ? 0 : std::atoi(d.c_str() + d.find(':') + 1);
-      device = cuda ? tk::Device::cuda(index) : tk::Device::cpu(index);
+      device = tk::bench::device_arg(argv[++i]);
       continue;
     }
     if (!std::strcmp(argv[i], "--data-dir")) {

@@ -74,6 +74,30 @@ export CUBLASLT_LOG_LEVEL="${CUBLASLT_LOG_LEVEL:-1}"
 say "CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES-<unset>} TK_VISIBLE_DEVICES=${TK_VISIBLE_DEVICES-<unset>}"
 say "CPU: $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p')"
 
+# side_by_side MODEL TRAINKIT_OUT TORCH_OUT: the ratio of the two benchmarks' samples/s (their last JSON lines), into
+# the log and the summary.
+side_by_side() {
+  local ratio
+  ratio="$(LD_LIBRARY_PATH="${ORIG_LD_LIBRARY_PATH:-}" python3 - "$2" "$3" <<'PY'
+import json, sys
+def last(p):
+    for line in reversed(open(p).read().splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+tk, pt = last(sys.argv[1]), last(sys.argv[2])
+print("trainkit %.0f samples/s (test accuracy %.4f), PyTorch eager %.0f samples/s: %.2fx" % (
+    tk["samples_per_s"], tk["test_accuracy"], pt["samples_per_s"], tk["samples_per_s"] / pt["samples_per_s"]))
+PY
+)"
+  if [ -n "$ratio" ]; then
+    say "$1 on cuda:0: $ratio"
+    SUMMARY+=("MEASURED         $1 on cuda:0: $ratio")
+  else
+    SUMMARY+=("FAIL             $1 throughput on cuda:0 (see the log)")
+    FAILED=1
+  fi
+}
+
 # unpack_bundle: the binaries and their libraries from tools/gpu_bundle.sh, cuBLASLt and NCCL from wherever this
 # machine has them (the toolkit, or the nvidia-* Python wheels).
 unpack_bundle() {
@@ -194,48 +218,14 @@ if [ "$built" -eq 0 ]; then
       timeout 120 "$BUILD/bench/tk_bench_mlp" --device cuda --epochs 3 --data-dir "$DATA" 2>&1 | tee "$BUILD/mlp_trainkit.json" | tee -a "$LOG"
       LD_LIBRARY_PATH="${ORIG_LD_LIBRARY_PATH:-}" timeout 120 python3 bench/peers/torch_mlp.py --device cuda --epochs 3 \
         --data-dir "$DATA" 2>&1 | tee "$BUILD/mlp_torch.json" | tee -a "$LOG"
-      ratio="$(LD_LIBRARY_PATH="${ORIG_LD_LIBRARY_PATH:-}" python3 - "$BUILD/mlp_trainkit.json" "$BUILD/mlp_torch.json" <<'PY'
-import json, sys
-def last(p):
-    for line in reversed(open(p).read().splitlines()):
-        if line.startswith("{"):
-            return json.loads(line)
-tk, pt = last(sys.argv[1]), last(sys.argv[2])
-print("trainkit %.0f samples/s (test accuracy %.4f), PyTorch eager %.0f samples/s: %.2fx" % (
-    tk["samples_per_s"], tk["test_accuracy"], pt["samples_per_s"], tk["samples_per_s"] / pt["samples_per_s"]))
-PY
-)"
-      if [ -n "$ratio" ]; then
-        say "MLP on cuda:0: $ratio"
-        SUMMARY+=("MEASURED         MLP on cuda:0: $ratio")
-      else
-        SUMMARY+=("FAIL             MLP throughput on cuda:0 (see the log)")
-        FAILED=1
-      fi
+      side_by_side MLP "$BUILD/mlp_trainkit.json" "$BUILD/mlp_torch.json"
       say ""
       say "== the tutorial CNN's training throughput on cuda:0: trainkit and PyTorch eager (cuDNN), same GPU, same run"
       timeout 150 "$BUILD/bench/tk_bench_cnn" --device cuda --max-steps 0 --epochs 2 --data-dir "$DATA" 2>&1 |
         tee "$BUILD/cnn_trainkit.json" | tee -a "$LOG"
       LD_LIBRARY_PATH="${ORIG_LD_LIBRARY_PATH:-}" timeout 150 python3 bench/peers/torch_cnn.py --device cuda --epochs 2 \
         --data-dir "$DATA" 2>&1 | tee "$BUILD/cnn_torch.json" | tee -a "$LOG"
-      ratio="$(LD_LIBRARY_PATH="${ORIG_LD_LIBRARY_PATH:-}" python3 - "$BUILD/cnn_trainkit.json" "$BUILD/cnn_torch.json" <<'PY'
-import json, sys
-def last(p):
-    for line in reversed(open(p).read().splitlines()):
-        if line.startswith("{"):
-            return json.loads(line)
-tk, pt = last(sys.argv[1]), last(sys.argv[2])
-print("trainkit %.0f samples/s (test accuracy %.4f), PyTorch eager %.0f samples/s: %.2fx" % (
-    tk["samples_per_s"], tk["test_accuracy"], pt["samples_per_s"], tk["samples_per_s"] / pt["samples_per_s"]))
-PY
-)"
-      if [ -n "$ratio" ]; then
-        say "CNN on cuda:0: $ratio"
-        SUMMARY+=("MEASURED         CNN on cuda:0: $ratio")
-      else
-        SUMMARY+=("FAIL             CNN throughput on cuda:0 (see the log)")
-        FAILED=1
-      fi
+      side_by_side CNN "$BUILD/cnn_trainkit.json" "$BUILD/cnn_torch.json"
       say ""
       say "== mixed precision on cuda:0 (16-bit ops widen to float32 in the workspace: checks the numbers, not the speed)"
       for p in mixed_bfloat16 mixed_float16; do

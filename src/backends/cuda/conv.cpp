@@ -8,7 +8,6 @@
 #ifdef TK_HAVE_CUDA
 #include <algorithm>
 #include <numeric>
-#include <string>
 
 #include "backends/cuda/gemm_cublaslt.h"
 #include "backends/cuda/launchers.h"
@@ -61,28 +60,33 @@ size_t conv_workspace(const graph::Graph& gr, int node) {
   return col_bytes(window_of(gr, gr[node]), filters_of(gr, gr[node])) + gemm_workspace_bytes();
 }
 
-struct Scratch {
+// What every convolution kernel needs of a node: its window (window_of), filters (filters_of), chunking and scratch
+// ([col | the GEMM's workspace]), the same numbers conv_workspace planned.
+struct Conv {
+  Window g;
+  WindowGeo geo;
+  int64_t f, chunk;
   float* col;
-  void* gemm;
+  void* gemm_ws;
+  int sms;
+  explicit Conv(const KernelArgs& a)
+      : g(window_of(a.g, a.node)),
+        geo(geo_of(g)),
+        f(filters_of(a.g, a.node)),
+        chunk(images_per_chunk(g, f)),
+        col(static_cast<float*>(a.workspace)),
+        gemm_ws(static_cast<char*>(a.workspace) + col_bytes(g, f)),
+        sms(sm_count(a.ctx.device.index)) {}
 };
-Scratch scratch(const KernelArgs& a, const Window& g, int64_t f) {
-  auto* base = static_cast<char*>(a.workspace);
-  return {reinterpret_cast<float*>(base), base + col_bytes(g, f)};
-}
-std::string where(const KernelArgs& a) { return std::string(graph::op_name(a.node.op)) + " '" + a.node.name + "'"; }
 
 // y(N, OH, OW, F) = epilogue(conv(x(N, H, W, C), w(KH, KW, C, F)))
 void convolve(const KernelArgs& a, Epilogue epilogue, const float* bias) {
-  const Window g = Window::of(a.in_shape(0), a.node.attrs);
-  const WindowGeo wg = geo_of(g);
-  const int64_t f = a.node.shape[3], chunk = images_per_chunk(g, f);
-  const Scratch s = scratch(a, g, f);
-  const int sms = sm_count(a.ctx.device.index);
-  for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
-    const int64_t count = std::min(chunk, g.n - n0);
-    launch_im2col(a.input<float>(0), wg, n0, count, s.col, sms, a.ctx.stream);
-    gemm({count * g.pixels(), f, g.patch(), false, false, epilogue}, s.col, a.input<float>(1), bias,
-         a.output<float>() + n0 * g.pixels() * f, 0.0f, s.gemm, a.ctx.device.index, a.ctx.stream, where(a));
+  const Conv c(a);
+  for (int64_t n0 = 0; n0 < c.g.n; n0 += c.chunk) {
+    const int64_t count = std::min(c.chunk, c.g.n - n0);
+    launch_im2col(a.input<float>(0), c.geo, n0, count, c.col, c.sms, a.ctx.stream);
+    gemm({count * c.g.pixels(), c.f, c.g.patch(), false, false, epilogue}, c.col, a.input<float>(1), bias,
+         a.output<float>() + n0 * c.g.pixels() * c.f, 0.0f, c.gemm_ws, a.ctx.device.index, a.ctx.stream, a.node);
   }
 }
 void conv2d(const KernelArgs& a) { convolve(a, Epilogue::none, nullptr); }
@@ -92,32 +96,25 @@ void fused_conv2d(const KernelArgs& a) {
 
 // dx = col2im(dy(N·P, F) · wᵀ(F, K))
 void conv2d_grad_input(const KernelArgs& a) {
-  const Window g = Window::of(a.node.shape, a.node.attrs);
-  const WindowGeo wg = geo_of(g);
-  const int64_t f = a.in_shape(0)[3], chunk = images_per_chunk(g, f);
-  const Scratch s = scratch(a, g, f);
-  const int sms = sm_count(a.ctx.device.index);
-  for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
-    const int64_t count = std::min(chunk, g.n - n0);
-    gemm({count * g.pixels(), g.patch(), f, false, true, Epilogue::none}, a.input<float>(0) + n0 * g.pixels() * f,
-         a.input<float>(1), nullptr, s.col, 0.0f, s.gemm, a.ctx.device.index, a.ctx.stream, where(a));
-    launch_col2im(s.col, wg, n0, count, a.output<float>(), sms, a.ctx.stream);
+  const Conv c(a);
+  for (int64_t n0 = 0; n0 < c.g.n; n0 += c.chunk) {
+    const int64_t count = std::min(c.chunk, c.g.n - n0);
+    gemm({count * c.g.pixels(), c.g.patch(), c.f, false, true, Epilogue::none},
+         a.input<float>(0) + n0 * c.g.pixels() * c.f, a.input<float>(1), nullptr, c.col, 0.0f, c.gemm_ws,
+         a.ctx.device.index, a.ctx.stream, a.node);
+    launch_col2im(c.col, c.geo, n0, count, a.output<float>(), c.sms, a.ctx.stream);
   }
 }
 
 // dw(K, F) = sum over chunks of colᵀ(K, N·P) · dy(N·P, F)
 void conv2d_grad_filter(const KernelArgs& a) {
-  const Window g = Window::of(a.in_shape(0), a.node.attrs);
-  const WindowGeo wg = geo_of(g);
-  const int64_t f = a.node.shape[3], chunk = images_per_chunk(g, f);
-  const Scratch s = scratch(a, g, f);
-  const int sms = sm_count(a.ctx.device.index);
-  for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
-    const int64_t count = std::min(chunk, g.n - n0);
-    launch_im2col(a.input<float>(0), wg, n0, count, s.col, sms, a.ctx.stream);
-    gemm({g.patch(), f, count * g.pixels(), true, false, Epilogue::none}, s.col,
-         a.input<float>(1) + n0 * g.pixels() * f, nullptr, a.output<float>(), n0 == 0 ? 0.0f : 1.0f, s.gemm,
-         a.ctx.device.index, a.ctx.stream, where(a));
+  const Conv c(a);
+  for (int64_t n0 = 0; n0 < c.g.n; n0 += c.chunk) {
+    const int64_t count = std::min(c.chunk, c.g.n - n0);
+    launch_im2col(a.input<float>(0), c.geo, n0, count, c.col, c.sms, a.ctx.stream);
+    gemm({c.g.patch(), c.f, count * c.g.pixels(), true, false, Epilogue::none}, c.col,
+         a.input<float>(1) + n0 * c.g.pixels() * c.f, nullptr, a.output<float>(), n0 == 0 ? 0.0f : 1.0f, c.gemm_ws,
+         a.ctx.device.index, a.ctx.stream, a.node);
   }
 }
 

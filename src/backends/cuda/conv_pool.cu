@@ -65,14 +65,38 @@ __device__ Clip window_of(const WindowGeo& g, int64_t oh, int64_t ow) {
   return {h0 < 0 ? 0 : h0, h0 + g.kh < g.h ? h0 + g.kh : g.h, w0 < 0 ? 0 : w0, w0 + g.kw < g.w ? w0 + g.kw : g.w};
 }
 
+// Output element i of a pooling (n, oh, ow, c) and its window; input element i (n, ih, iw, c) and the output windows
+// that cover it, [oh0, oh1) x [ow0, ow1).
+struct OutPixel {
+  int64_t n, oh, ow, c;
+  Clip w;
+};
+__device__ OutPixel out_pixel(const WindowGeo& g, int64_t i) {
+  const int64_t c = i % g.c, ow = (i / g.c) % g.ow, oh = (i / (g.c * g.ow)) % g.oh, n = i / (g.c * g.ow * g.oh);
+  return {n, oh, ow, c, window_of(g, oh, ow)};
+}
+struct InPixel {
+  int64_t n, ih, iw, c, oh0, oh1, ow0, ow1;
+};
+__device__ InPixel in_pixel(const WindowGeo& g, int64_t i) {
+  InPixel p;
+  p.c = i % g.c, p.iw = (i / g.c) % g.w, p.ih = (i / (g.c * g.w)) % g.h, p.n = i / (g.c * g.w * g.h);
+  covering(p.ih, g.pt, g.kh, g.sh, g.oh, p.oh0, p.oh1);
+  covering(p.iw, g.pl, g.kw, g.sw, g.ow, p.ow0, p.ow1);
+  return p;
+}
+__device__ float inverse_count(const Clip& w) {
+  const int64_t count = (w.h1 - w.h0) * (w.w1 - w.w0);
+  return 1.0f / static_cast<float>(count > 1 ? count : 1);
+}
+
 __global__ void max_pool(const float* __restrict__ x, WindowGeo g, float* __restrict__ y) {
   TK_GRID_LOOP(i, g.n * g.oh * g.ow * g.c) {
-    const int64_t c = i % g.c, ow = (i / g.c) % g.ow, oh = (i / (g.c * g.ow)) % g.oh, n = i / (g.c * g.ow * g.oh);
-    const Clip w = window_of(g, oh, ow);
+    const OutPixel o = out_pixel(g, i);
     float m = -__int_as_float(0x7f800000);  // -inf
-    for (int64_t ih = w.h0; ih < w.h1; ++ih)
-      for (int64_t iw = w.w0; iw < w.w1; ++iw) {
-        const float v = x[((n * g.h + ih) * g.w + iw) * g.c + c];
+    for (int64_t ih = o.w.h0; ih < o.w.h1; ++ih)
+      for (int64_t iw = o.w.w0; iw < o.w.w1; ++iw) {
+        const float v = x[((o.n * g.h + ih) * g.w + iw) * g.c + o.c];
         m = m < v ? v : m;  // std::max(m, v): a NaN input never replaces m
       }
     y[i] = m;
@@ -83,14 +107,12 @@ __global__ void max_pool(const float* __restrict__ x, WindowGeo g, float* __rest
 __global__ void max_pool_grad(const float* __restrict__ dy, const float* __restrict__ x, const float* __restrict__ y,
                               WindowGeo g, bool split, bool relu, float* __restrict__ dx) {
   TK_GRID_LOOP(i, g.n * g.h * g.w * g.c) {
-    const int64_t c = i % g.c, iw = (i / g.c) % g.w, ih = (i / (g.c * g.w)) % g.h, n = i / (g.c * g.w * g.h);
+    const InPixel p = in_pixel(g, i);
+    const int64_t n = p.n, ih = p.ih, iw = p.iw, c = p.c;
     const float xv = x[i];
-    int64_t oh0, oh1, ow0, ow1;
-    covering(ih, g.pt, g.kh, g.sh, g.oh, oh0, oh1);
-    covering(iw, g.pl, g.kw, g.sw, g.ow, ow0, ow1);
     float s = 0.0f;
-    for (int64_t oh = oh0; oh < oh1; ++oh)
-      for (int64_t ow = ow0; ow < ow1; ++ow) {
+    for (int64_t oh = p.oh0; oh < p.oh1; ++oh)
+      for (int64_t ow = p.ow0; ow < p.ow1; ++ow) {
         const int64_t out = ((n * g.oh + oh) * g.ow + ow) * g.c + c;
         const float m = y[out];
         if (!(xv == m)) continue;
@@ -119,29 +141,21 @@ __global__ void max_pool_grad(const float* __restrict__ dy, const float* __restr
 
 __global__ void avg_pool(const float* __restrict__ x, WindowGeo g, float* __restrict__ y) {
   TK_GRID_LOOP(i, g.n * g.oh * g.ow * g.c) {
-    const int64_t c = i % g.c, ow = (i / g.c) % g.ow, oh = (i / (g.c * g.ow)) % g.oh, n = i / (g.c * g.ow * g.oh);
-    const Clip w = window_of(g, oh, ow);
+    const OutPixel o = out_pixel(g, i);
     float s = 0.0f;
-    for (int64_t ih = w.h0; ih < w.h1; ++ih)
-      for (int64_t iw = w.w0; iw < w.w1; ++iw) s += x[((n * g.h + ih) * g.w + iw) * g.c + c];
-    const int64_t count = (w.h1 - w.h0) * (w.w1 - w.w0);
-    y[i] = s * (1.0f / static_cast<float>(count > 1 ? count : 1));
+    for (int64_t ih = o.w.h0; ih < o.w.h1; ++ih)
+      for (int64_t iw = o.w.w0; iw < o.w.w1; ++iw) s += x[((o.n * g.h + ih) * g.w + iw) * g.c + o.c];
+    y[i] = s * inverse_count(o.w);
   }
 }
 
 __global__ void avg_pool_grad(const float* __restrict__ dy, WindowGeo g, float* __restrict__ dx) {
   TK_GRID_LOOP(i, g.n * g.h * g.w * g.c) {
-    const int64_t c = i % g.c, iw = (i / g.c) % g.w, ih = (i / (g.c * g.w)) % g.h, n = i / (g.c * g.w * g.h);
-    int64_t oh0, oh1, ow0, ow1;
-    covering(ih, g.pt, g.kh, g.sh, g.oh, oh0, oh1);
-    covering(iw, g.pl, g.kw, g.sw, g.ow, ow0, ow1);
+    const InPixel p = in_pixel(g, i);
     float s = 0.0f;
-    for (int64_t oh = oh0; oh < oh1; ++oh)
-      for (int64_t ow = ow0; ow < ow1; ++ow) {
-        const Clip w = window_of(g, oh, ow);
-        const int64_t count = (w.h1 - w.h0) * (w.w1 - w.w0);
-        s += dy[((n * g.oh + oh) * g.ow + ow) * g.c + c] * (1.0f / static_cast<float>(count > 1 ? count : 1));
-      }
+    for (int64_t oh = p.oh0; oh < p.oh1; ++oh)
+      for (int64_t ow = p.ow0; ow < p.ow1; ++ow)
+        s += dy[((p.n * g.oh + oh) * g.ow + ow) * g.c + p.c] * inverse_count(window_of(g, oh, ow));
     dx[i] = s;
   }
 }

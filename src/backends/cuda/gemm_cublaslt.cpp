@@ -128,37 +128,45 @@ std::unique_ptr<Plan> make_plan(const GemmShape& s, int device, const std::strin
 }
 
 // Per thread, like the handle: a plan's bias pointer is set per call, so threads never share one.
-Plan& plan_for(const GemmShape& s, int device, const std::string& where) {
+// "MatMul 'dense/matmul'": built only for an error or a new plan, never on the step's path.
+std::string where(const graph::Node& node) { return std::string(graph::op_name(node.op)) + " '" + node.name + "'"; }
+
+Plan& plan_for(const GemmShape& s, int device, const graph::Node& node) {
   thread_local std::map<std::tuple<GemmShape, int, bool>, std::unique_ptr<Plan>> plans;
   auto& slot = plans[{s, device, allow_tf32()}];
-  if (!slot) slot = make_plan(s, device, where);
+  if (!slot) slot = make_plan(s, device, where(node));
   return *slot;
 }
 
 }  // namespace
 
 void gemm(const GemmShape& s, const float* a, const float* b, const float* bias, float* c, float beta, void* workspace,
-          int device, void* stream, const std::string& where) {
+          int device, void* stream, const graph::Node& node) {
   if (s.m == 0 || s.n == 0) return;
   if (s.k == 0) {  // an empty product (e.g. a convolution with no output pixels): beta * c, then the epilogue
-    const auto st = static_cast<cudaStream_t>(stream);
-    if (beta == 0.0f)
-      check(cudaMemsetAsync(c, 0, sizeof(float) * static_cast<size_t>(s.m * s.n), st), "cudaMemsetAsync", where);
+    if (beta == 0.0f) {
+      const cudaError_t e =
+          cudaMemsetAsync(c, 0, sizeof(float) * static_cast<size_t>(s.m * s.n), static_cast<cudaStream_t>(stream));
+      if (e != cudaSuccess) check(e, "cudaMemsetAsync", where(node));
+    }
     if (s.epilogue == Epilogue::bias || s.epilogue == Epilogue::bias_relu)
       launch_bias_add(c, bias, c, s.m, s.n, sm_count(device), stream);
     if (s.epilogue == Epilogue::bias_relu || s.epilogue == Epilogue::relu)
       launch_activation(Activation::relu, c, c, s.m * s.n, 0.0f, sm_count(device), stream);
     return;
   }
-  Plan& p = plan_for(s, device, where);
-  if (p.has_bias)
-    check_lt(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
-             "BIAS_POINTER", where);
+  Plan& p = plan_for(s, device, node);
+  if (p.has_bias) {
+    const cublasStatus_t st =
+        cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
+    if (st != CUBLAS_STATUS_SUCCESS) check_lt(st, "BIAS_POINTER", where(node));
+  }
   const float alpha = 1.0f;
   // A' is trainkit's B, B' is trainkit's A (gemm_mapping.h).
-  check_lt(cublasLtMatmul(handle(device), p.desc, &alpha, b, p.a, a, p.b, &beta, c, p.c, c, p.c, &p.algo,
-                          aligned_workspace(workspace), kWorkspaceBytes, static_cast<cudaStream_t>(stream)),
-           "cublasLtMatmul", where);
+  const cublasStatus_t st =
+      cublasLtMatmul(handle(device), p.desc, &alpha, b, p.a, a, p.b, &beta, c, p.c, c, p.c, &p.algo,
+                     aligned_workspace(workspace), kWorkspaceBytes, static_cast<cudaStream_t>(stream));
+  if (st != CUBLAS_STATUS_SUCCESS) check_lt(st, "cublasLtMatmul", where(node));
 }
 
 size_t gemm_workspace_bytes() { return kWorkspaceBytes + kWorkspaceAlignment - kOperandAlignment; }
@@ -173,7 +181,7 @@ void matmul(const KernelArgs& a) {
   float* out = a.output<float>();
   gemm(product, a.input<float>(0), a.input<float>(1),
        product.epilogue == Epilogue::bias || product.epilogue == Epilogue::bias_relu ? a.input<float>(2) : nullptr, out,
-       0.0f, a.workspace, a.ctx.device.index, a.ctx.stream, "MatMul '" + a.node.name + "'");
+       0.0f, a.workspace, a.ctx.device.index, a.ctx.stream, a.node);
   if (s.epilogue == Epilogue::relu_grad)
     launch_relu_mask(out, a.input<float>(2), s.m * s.n, sm_count(a.ctx.device.index), a.ctx.stream);
 }

@@ -1,19 +1,19 @@
 // Row-major float32 GEMMs on cuBLASLt, for the CUDA kernels that are GEMMs inside (MatMul, the convolutions).
 //
-//   tk::cuda::gemm({m, n, k, ta, tb, Epilogue::bias_relu}, a, b, bias, c, /*beta=*/0.0f, ws, device, stream, "conv");
+//   tk::cuda::gemm({m, n, k, ta, tb, Epilogue::bias_relu}, a, b, bias, c, /*beta=*/0.0f, ws, device, stream, node);
 //   // ws: gemm_workspace_bytes() of device memory, any 64-byte alignment (rounded up to cuBLASLt's 256 inside)
 #pragma once
 #include <cstddef>
-#include <string>
 
 #include "backends/cpu/gemm.h"
+#include "graph/graph.h"
 
 namespace tk::cuda {
 
 // c(m, n) = epilogue(op(a) op(b)) + beta * c; bias (n values) read for the bias epilogues (not relu_grad). Queued on
-// `stream` (a cudaStream_t); `where` names the op in errors.
+// `stream` (a cudaStream_t); `node` is named in errors (the message is built only then: the step allocates nothing).
 void gemm(const cpu::GemmShape& s, const float* a, const float* b, const float* bias, float* c, float beta,
-          void* workspace, int device, void* stream, const std::string& where);
+          void* workspace, int device, void* stream, const graph::Node& node);
 size_t gemm_workspace_bytes();
 
 }  // namespace tk::cuda
