@@ -243,6 +243,14 @@ int64_t auto_micro_batch_size(Model& model, int64_t batch, int verbose) {
   return micro;
 }
 
+// The last line of a fit: the peak memory of the model's device (a GPU's, not the host's, for --device cuda).
+void print_peak_memory(const Model& model) {
+  const MemoryInfo mem = config::get_memory_info(model.device());
+  std::printf("peak memory: %zu bytes (%s) of a %zu-byte budget (%s) on %s\n", mem.peak,
+              config::format_bytes(mem.peak).c_str(), mem.limit, config::format_bytes(mem.limit).c_str(),
+              model.device().to_string().c_str());
+}
+
 // fit over a --data file: file -> shuffle -> batch -> prefetch, validation from --validation-data.
 int run_fit_data(const FitArgs& a, OptimizerPtr optimizer, int64_t batch_size, int64_t micro_batch_size, Device device,
                  const Strategies& strategies, std::unique_ptr<Model> file_model, std::vector<CallbackPtr> callbacks) {
@@ -301,11 +309,7 @@ int run_fit_data(const FitArgs& a, OptimizerPtr optimizer, int64_t batch_size, i
     std::printf("test_loss: %.4f - test_accuracy: %.4f\n", test.get("loss"), test.get("accuracy"));
   }
   save_model_file(model, a.save, a.verbose);
-  // The model's device (a GPU's, not the host's, for --device cuda).
-  const MemoryInfo mem = config::get_memory_info(model.device());
-  std::printf("peak memory: %zu bytes (%s) of a %zu-byte budget (%s) on %s\n", mem.peak,
-              config::format_bytes(mem.peak).c_str(), mem.limit, config::format_bytes(mem.limit).c_str(),
-              model.device().to_string().c_str());
+  print_peak_memory(model);
   return 0;
 }
 
@@ -391,11 +395,7 @@ int run_fit(const FitArgs& a) {
   Logs test = model.evaluate(d.x_test, d.y_test, {.batch_size = evaluation_batch(model, batch_size)});
   std::printf("test_loss: %.4f - test_accuracy: %.4f\n", test.get("loss"), test.get("accuracy"));
   save_model_file(model, a.save, a.verbose);
-  // The model's device (a GPU's, not the host's, for --device cuda).
-  const MemoryInfo mem = config::get_memory_info(model.device());
-  std::printf("peak memory: %zu bytes (%s) of a %zu-byte budget (%s) on %s\n", mem.peak,
-              config::format_bytes(mem.peak).c_str(), mem.limit, config::format_bytes(mem.limit).c_str(),
-              model.device().to_string().c_str());
+  print_peak_memory(model);
   return 0;
 }
 

@@ -143,7 +143,7 @@ std::vector<Tensor> ProgramCache::slots(const Weight& w) const {
       continue;
     }
     const Tensor& t = it->second[static_cast<size_t>(s)];
-    out.push_back(t.on_host() ? t.clone() : t.to_device(Device::cpu()));
+    out.push_back(t.to_device(Device::cpu()));  // a host copy from any device
   }
   return out;
 }
@@ -187,32 +187,34 @@ Tensor* ProgramCache::weight_storage(const Weight& w, bool allocate) {
   return &found->second;
 }
 
+void ProgramCache::copy_weights(bool to_mirrors, bool allocate) {
+  for (const LayerPtr& l : model_.layers_)
+    for (const Weight& w : l->weights()) {
+      Tensor* mine = weight_storage(w, allocate);  // in place: programs hold the storage
+      if (!mine) continue;
+      Tensor& model = const_cast<Tensor&>(w.value);
+      if (to_mirrors)
+        device_copy(mine->raw(), mine->device(), model.raw(), model.device(), model.nbytes());
+      else
+        device_copy(model.raw(), model.device(), mine->raw(), mine->device(), model.nbytes());
+    }
+}
+
 void ProgramCache::upload_weights(bool force) {
   if (replica_ > 0 || !mirrors_weights() || (device_ahead_ && !force)) return;
   device_ahead_ = false;
-  for (const LayerPtr& l : model_.layers_)
-    for (const Weight& w : l->weights())
-      if (Tensor* mine = weight_storage(w, false))  // in place: programs hold the storage
-        device_copy(mine->raw(), mine->device(), w.value.raw(), w.value.device(), w.value.nbytes());
+  copy_weights(/*to_mirrors=*/true, /*allocate=*/false);
 }
 
 void ProgramCache::download_weights() {
   if (replica_ > 0 || !mirrors_weights() || !device_ahead_) return;
-  for (const LayerPtr& l : model_.layers_)
-    for (const Weight& w : l->weights())
-      if (const Tensor* mine = weight_storage(w, false))
-        device_copy(const_cast<Tensor&>(w.value).raw(), w.value.device(), mine->raw(), mine->device(),
-                    w.value.nbytes());
+  copy_weights(/*to_mirrors=*/false, /*allocate=*/false);
   device_ahead_ = false;
 }
 
 void ProgramCache::sync_from(const ProgramCache& primary) {
   if (replica_ == 0) return;
-  for (const LayerPtr& l : model_.layers_)
-    for (const Weight& w : l->weights()) {
-      Tensor& mine = *weight_storage(w, true);  // in place: programs hold the storage
-      device_copy(mine.raw(), mine.device(), w.value.raw(), w.value.device(), w.value.nbytes());
-    }
+  copy_weights(/*to_mirrors=*/true, /*allocate=*/true);
   for (Weight* w : trainable_weights()) {
     auto theirs = primary.slots_.find(w->id);
     if (theirs != primary.slots_.end()) set_slots(*w, theirs->second);

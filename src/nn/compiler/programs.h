@@ -106,6 +106,8 @@ class ProgramCache {
   // copy (created on its device when `allocate`; null when missing and not allocating).
   Tensor* weight_storage(const Weight& w, bool allocate);
   bool mirrors_weights() const;  // replica > 0, or a device the host cannot address
+  // Every weight's copy := the model's weight (to_mirrors), or the other way; copies made first when `allocate`.
+  void copy_weights(bool to_mirrors, bool allocate);
   // Under a strategy: the all-reduced gradient (collective number `sequence`), else `grad` itself.
   int all_reduce(graph::Graph& g, int grad, int64_t sequence, const std::string& weight_name, bool zero_input);
   std::string arena_owner() const;  // the model's name, and the replica's when not 0
