@@ -6,13 +6,16 @@
 
 #include <array>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <random>
 
 #include "backends/cpu/gemm.h"
 #include "graph/autodiff.h"
 #include "graph/fuse.h"
 #include "graph/program.h"
+#include "graph/schedule.h"
 #include "program_feeder.h"
 #include "test_data.h"
 #include "trainkit/core/convert.h"
@@ -99,8 +102,9 @@ TEST(FuseEpilogues, FusedProgramMatchesUnfusedWithFewerValues) {
   int chains = 0;
   const std::vector<Tensor> want = run(plain, false, &arena_plain);
   const std::vector<Tensor> got = run(fused, true, &arena_fused, &chains);
-  // Forward: 2 x (matmul+bias+relu) and 1 x (matmul+bias); backward: 2 x (input gradient + relu').
-  EXPECT_EQ(chains, 5);
+  // Forward: 2 x (matmul+bias+relu) and 1 x (matmul+bias); backward: 2 x (input gradient + relu'), each also writing
+  // its layer's bias gradient (the logits layer's BiasGrad reads the loss gradient and stays).
+  EXPECT_EQ(chains, 7);
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i)
     EXPECT_LT(max_rel(got[i], want[i]), 1e-5) << "output " << i;  // the same math; engines may round differently
@@ -243,6 +247,167 @@ TEST(FuseEpilogues, MaxPoolGradientThroughARelu) {
       for (int64_t i = 0; i < want.numel(); ++i) zeroed += xv[static_cast<size_t>(i)] <= 0.0f;
       EXPECT_GT(zeroed, 0);  // the mask had work to do
     }
+}
+
+// ---------------------------------------------------------------- the bias gradient as a second output
+// X -> BiasGrad: X's kernel writes the column sums of its output while it writes the output (graph/fuse.h). The
+// output itself is bit for bit the unfused one; the bias gradient is the same sum in another order (fixed chunks of
+// rows, column_sums.h), so it agrees with the unfused BiasGrad and with a double reference to float rounding, and it
+// is the same bits with 1 and 2 threads.
+struct BiasGradCase {
+  std::string label;
+  std::function<std::array<int, 3>(Graph&)> build;  // -> {the op writing dz, dz's BiasGrad, ops to fuse}
+  std::vector<std::pair<Shape, bool>> inputs;       // shape, all positive (else N(0, 1))
+};
+
+struct BiasGradResult {
+  Tensor dz, db;
+  int fused = 0;
+  size_t arena = 0;
+};
+
+BiasGradResult run_bias_grad(const BiasGradCase& c, bool fuse, int threads) {
+  Graph g;
+  const auto [dz, db, expected] = c.build(g);
+  BiasGradResult r;
+  if (fuse) {
+    r.fused = fuse_epilogues(g, {dz, db}, {dz, db});
+    EXPECT_EQ(r.fused, expected) << c.label;
+    EXPECT_TRUE(g[db].attrs.side_output) << c.label;
+    EXPECT_TRUE(g[dz].attrs.side_output) << c.label;
+  }
+  std::vector<int> inputs;
+  for (int id = 0; id < g.size(); ++id)
+    if (g[id].op == Op::Input) inputs.push_back(id);
+  Program p(std::move(g), {dz, db}, {}, Device::cpu());
+  std::mt19937 gen(9);
+  std::normal_distribution<float> nd;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    float* v = testing::ProgramFeeder::input<float>(p, inputs[i]);
+    for (int64_t k = 0; k < c.inputs[i].first.numel(); ++k) v[k] = c.inputs[i].second ? std::abs(nd(gen)) : nd(gen);
+  }
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(threads);
+  p.run(ExecContext{});
+  omp_set_num_threads(saved);
+  r.dz = p.output(dz), r.db = p.output(db);
+  r.arena = p.arena_bytes();
+  return r;
+}
+
+std::vector<BiasGradCase> bias_grad_cases() {
+  std::vector<BiasGradCase> cases;
+  // Dense + relu's backward pass: the next layer's input gradient times relu' (FusedMatMul), then its BiasGrad.
+  // 512 x 256: four chunks.
+  cases.push_back(
+      {"dense relu_grad",
+       [](Graph& g) {
+         const int d = g.input("dnext", {512, 64}), w = g.input("w", {256, 64}), y = g.input("y", {512, 256});
+         Attrs at;
+         at.trans_b = true;
+         const int mm = g.add(Op::MatMul, {d, w}, at, "grad:dense_1/matmul");
+         const int dz = g.add(Op::ReluGrad, {mm, y}, {}, "grad:dense/relu");
+         return std::array<int, 3>{dz, g.add(Op::BiasGrad, {dz}, {}, "grad:dense/bias_add"), 2};
+       },
+       {{{512, 64}, false}, {{256, 64}, false}, {{512, 256}, false}}});
+  // Conv + relu + max pooling (the tutorial CNN's first block at batch 8), 2x2 windows and overlapping 3x3 / 1 ones.
+  for (const auto& [k, st] : {std::pair<int64_t, int64_t>{2, 2}, {3, 1}}) {
+    const int64_t o = (28 - k) / st + 1;
+    cases.push_back({"conv relu pool " + std::to_string(k) + "/" + std::to_string(st),
+                     [k = k, st = st](Graph& g) {
+                       Attrs at;
+                       at.kernel[0] = at.kernel[1] = k, at.stride[0] = at.stride[1] = st;
+                       const int64_t oo = (28 - k) / st + 1;
+                       const int x = g.input("x", {8, 28, 28, 32}), dy = g.input("dy", {8, oo, oo, 32});
+                       const int r = g.add(Op::Relu, {x}, {}, "conv/relu");
+                       const int pool = g.add(Op::MaxPool2D, {r}, at, "pool");
+                       const int dx = g.add(Op::MaxPool2DGrad, {dy, r, pool}, at, "grad:pool");
+                       const int dz = g.add(Op::ReluGrad, {dx, r}, {}, "grad:conv/relu");
+                       return std::array<int, 3>{dz, g.add(Op::BiasGrad, {dz}, {}, "grad:conv/bias_add"), 2};
+                     },
+                     {{{8, 28, 28, 32}, false}, {{8, o, o, 32}, false}}});
+  }
+  // Conv + relu followed by another convolution: ReluGrad alone writes the bias gradient.
+  cases.push_back({"conv relu",
+                   [](Graph& g) {
+                     const int dy = g.input("dy", {8, 14, 14, 64}), y = g.input("y", {8, 14, 14, 64});
+                     const int dz = g.add(Op::ReluGrad, {dy, g.add(Op::Relu, {y})}, {}, "grad:conv/relu");
+                     return std::array<int, 3>{dz, g.add(Op::BiasGrad, {dz}, {}, "grad:conv/bias_add"), 1};
+                   },
+                   {{{8, 14, 14, 64}, false}, {{8, 14, 14, 64}, false}}});
+  return cases;
+}
+
+TEST(FuseBiasGradient, TheProducerWritesItWhileWritingItsOutput) {
+  for (const BiasGradCase& c : bias_grad_cases()) {
+    SCOPED_TRACE(c.label);
+    const BiasGradResult plain = run_bias_grad(c, false, 2), fused = run_bias_grad(c, true, 2),
+                         one_thread = run_bias_grad(c, true, 1);
+    ASSERT_EQ(plain.dz.nbytes(), fused.dz.nbytes());
+    EXPECT_EQ(std::memcmp(plain.dz.raw(), fused.dz.raw(), plain.dz.nbytes()), 0) << "the output itself changed";
+    EXPECT_EQ(std::memcmp(fused.db.raw(), one_thread.db.raw(), fused.db.nbytes()), 0)
+        << "the sum depends on the thread count";
+    // Against the column sums in double: both are that sum rounded (up to the order of double additions).
+    const int64_t n = fused.db.numel(), rows = fused.dz.numel() / n;
+    double worst = 0.0;
+    int nonzero = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      double want = 0.0, mag = 0.0;
+      for (int64_t r = 0; r < rows; ++r) {
+        want += double(plain.dz.data<float>()[r * n + j]);
+        mag += std::abs(double(plain.dz.data<float>()[r * n + j]));
+      }
+      nonzero += want != 0.0;
+      for (const Tensor* t : {&plain.db, &fused.db})
+        worst = std::max(worst, std::abs(double(t->data<float>()[j]) - want) / std::max(mag, 1e-30));
+    }
+    EXPECT_LT(worst, 1e-7);
+    EXPECT_GT(nonzero, 0);
+    // The bias gradient now lives from its producer's step: at most its own bytes more.
+    EXPECT_LE(fused.arena, plain.arena + (fused.db.nbytes() + 63) / 64 * 64);
+  }
+}
+
+// The bias gradient's storage is written by its producer's kernel: the planner must keep it apart from everything
+// alive at that step (the producer's inputs and output), though the BiasGrad itself is scheduled later.
+TEST(FuseBiasGradient, ThePlanKeepsItApartFromTheProducersOperands) {
+  for (const BiasGradCase& c : bias_grad_cases()) {
+    SCOPED_TRACE(c.label);
+    Graph g;
+    const auto [dz, db, expected] = c.build(g);
+    fuse_epilogues(g, {dz, db}, {dz, db});
+    const std::vector<int> order = schedule(g, {dz, db});
+    const MemoryPlan plan = plan_memory(g, order, {dz, db}, Device::cpu());
+    const size_t db_at = static_cast<size_t>(plan.offset[static_cast<size_t>(db)]);
+    const size_t db_bytes = static_cast<size_t>(g[db].shape.numel()) * sizeof(float);
+    EXPECT_EQ(plan.first_use[static_cast<size_t>(db)], plan.first_use[static_cast<size_t>(dz)]);
+    std::vector<int> alive{dz};
+    for (int in : g[dz].inputs) alive.push_back(in);
+    for (int v : alive) {
+      if (plan.offset[static_cast<size_t>(v)] < 0) continue;
+      const size_t at = static_cast<size_t>(plan.offset[static_cast<size_t>(v)]);
+      const size_t bytes = static_cast<size_t>(g[v].shape.numel()) * dtype_size(g[v].dtype);
+      EXPECT_TRUE(db_at + db_bytes <= at || at + bytes <= db_at) << g[v].name << " overlaps the bias gradient";
+    }
+  }
+}
+
+// TK_FUSE_BIAS_GRAD=0 keeps the BiasGrad a kernel of its own (the A/B switch); 16-bit gradients keep it too.
+TEST(FuseBiasGradient, LeftAloneWhenSwitchedOffOrNotFloat32) {
+  Graph g;
+  const int dy = g.input("dy", {4, 6, 6, 8}, DType::bf16), y = g.input("y", {4, 6, 6, 8}, DType::bf16);
+  const int dz = g.add(Op::ReluGrad, {dy, y});
+  const int db = g.add(Op::BiasGrad, {dz});
+  EXPECT_EQ(fuse_epilogues(g, {dz, db}, {dz, db}), 0);
+  EXPECT_FALSE(g[db].attrs.side_output);
+  Graph h;
+  const int dy2 = h.input("dy", {4, 6, 6, 8}), y2 = h.input("y", {4, 6, 6, 8});
+  const int dz2 = h.add(Op::ReluGrad, {dy2, y2});
+  const int db2 = h.add(Op::BiasGrad, {dz2});
+  setenv("TK_FUSE_BIAS_GRAD", "0", 1);
+  EXPECT_EQ(fuse_epilogues(h, {dz2, db2}, {dz2, db2}), 0);
+  unsetenv("TK_FUSE_BIAS_GRAD");
+  EXPECT_EQ(fuse_epilogues(h, {dz2, db2}, {dz2, db2}), 1);
 }
 
 // Adam updates of every variable of the Mlp, one program with one AdamUpdate per variable and one with the

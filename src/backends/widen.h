@@ -55,7 +55,7 @@ struct Widened {
       ws += f32_bytes(a.node.shape);
     }
     f32[static_cast<size_t>(a.node.op)](
-        graph::KernelArgs{a.g, a.node, out, in.data(), a.ctx, ws, types.data(), out_type, a.scalars});
+        graph::KernelArgs{a.g, a.node, out, in.data(), a.ctx, ws, types.data(), out_type, a.scalars, nullptr});
     if (out != a.out) convert(out, DType::f32, a.out, a.out_dtype, a.node.shape.numel(), a.ctx);
   }
 

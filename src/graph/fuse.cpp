@@ -97,7 +97,33 @@ int fuse_epilogues(Graph& g, const std::vector<int>& roots, const std::vector<in
     rewrite(target, conv ? Op::FusedConv2D : Op::FusedMatMul, std::move(inputs), at,
             (layer_of(mm.name) == layer_of(last) ? layer_of(last) : last) + "/" + what);
   }
+  if (bias_grad_fusion_enabled()) fused += fuse_bias_gradients(g, needed);
   return fused;
+}
+
+int fuse_bias_gradients(Graph& g, const std::vector<char>& needed) {
+  int fused = 0;
+  auto all_f32 = [&](const Node& n) {
+    return n.dtype == DType::f32 &&
+           std::all_of(n.inputs.begin(), n.inputs.end(), [&](int in) { return g[in].dtype == DType::f32; });
+  };
+  for (int id = 0; id < g.size(); ++id) {
+    Node& bg = g[id];
+    if (!needed[static_cast<size_t>(id)] || bg.op != Op::BiasGrad || bg.attrs.side_output) continue;
+    Node& p = g[bg.inputs[0]];
+    const bool producer = (p.op == Op::FusedMatMul && p.attrs.epilogue == Op::ReluGrad) || p.op == Op::MaxPool2DGrad ||
+                          p.op == Op::ReluGrad;
+    if (!producer || p.attrs.side_output || !all_f32(p) || bg.dtype != DType::f32) continue;
+    p.attrs.side_output = bg.attrs.side_output = true;
+    p.name += "+bias_grad";
+    ++fused;
+  }
+  return fused;
+}
+
+bool bias_grad_fusion_enabled() {
+  const char* v = std::getenv("TK_FUSE_BIAS_GRAD");
+  return !(v && std::string_view(v) == "0");
 }
 
 std::vector<int> group_updates(Graph& g, const std::vector<int>& sinks) {

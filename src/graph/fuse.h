@@ -8,6 +8,14 @@
 //   MaxPool2DGrad -> ReluGrad   becomes  MaxPool2DGrad(dy, x, y, epilogue ReluGrad)  (backward: pooled relu)
 //   MatMul(bf16) -> Cast(f32)   becomes  MatMul(a, b) with a float32 output           (a weight's gradient under
 //                                                                                      mixed_bfloat16)
+//   X -> BiasGrad               becomes  X writing the BiasGrad as a second output   (backward: the bias gradient
+//                                        (attrs.side_output on both)                  summed while the activation
+//                                                                                      gradient is written)
+//     for X = FusedMatMul(ReluGrad epilogue) (Dense + relu), MaxPool2DGrad (conv + relu + max pooling) and ReluGrad
+//     (conv + relu), float32. Unlike the chains above, X's output stays (the weight's and the input's gradients read
+//     it too); what disappears is the BiasGrad's pass over it: for the tutorial CNN's first layer 12.8 MB read
+//     again per step. The BiasGrad keeps its node and its storage; the planner makes that storage live from X's
+//     step (graph/schedule.h), and Program hands it to X's kernel as KernelArgs::side_out.
 //
 // It runs on a traced graph (after the gradient graph is built) and rewrites nodes in place: the last node
 // of a chain takes the fused op, the earlier ones lose their readers and are not scheduled. A chain fuses
@@ -36,5 +44,9 @@ std::vector<int> group_updates(Graph& g, const std::vector<int>& sinks);
 int fuse_epilogues(Graph& g, const std::vector<int>& roots, const std::vector<int>& keep);
 // False when TK_FUSE=0 is set.
 bool fusion_enabled();
+// The bias-gradient part of fuse_epilogues (also run by it, after the chains): returns the BiasGrads fused.
+// TK_FUSE_BIAS_GRAD=0 turns it off alone (A/B measurements).
+int fuse_bias_gradients(Graph& g, const std::vector<char>& needed);
+bool bias_grad_fusion_enabled();
 
 }  // namespace tk::graph

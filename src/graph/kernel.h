@@ -76,6 +76,9 @@ struct KernelArgs {
   const DType* in_dtypes;  // per input: the dtype in[i] holds
   DType out_dtype;
   const StepScalars* scalars;  // this step's scalars, in the device's memory
+  // A second output (node.attrs.side_output): where the kernel writes its output's column sums, the BiasGrad
+  // reading its output (in out_dtype, shape (node.shape[-1])); nullptr when the program does not compute it.
+  void* side_out = nullptr;
 
   const Shape& in_shape(int i) const { return g[node.inputs[static_cast<size_t>(i)]].shape; }
   // Typed views: each checks the dtype (an InvalidArgument naming the op, never a reinterpretation).

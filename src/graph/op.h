@@ -23,7 +23,8 @@ enum class Op : uint8_t {
   // Linear algebra and shape
   MatMul,    // (m,k)x(k,n) -> (m,n); attrs.trans_a / trans_b
   BiasAdd,   // x(..., n) + b(n)
-  BiasGrad,  // sum of dy(..., n) over all but the last axis -> (n)
+  BiasGrad,  // sum of dy(..., n) over all but the last axis -> (n); with attrs.side_output no kernel of its own runs:
+             // its input's kernel writes it (the fusion pass's, graph/fuse.h)
   // op(a) op(b) with an epilogue, made by the fusion pass (graph/fuse.h) from MatMul -> BiasAdd [-> Relu] and
   // MatMul -> ReluGrad: (a, b, bias(n)) -> a.b + bias, relu'd when attrs.epilogue is Relu; (a, b, y(m,n)) ->
   // a.b * (y > 0) when attrs.epilogue is ReluGrad (the gradient through a relu whose output is y).
@@ -146,11 +147,15 @@ struct Attrs {
   int64_t kernel[2] = {1, 1};             // window (KH, KW) of pooling; factors of Upsample2D
   int64_t stride[2] = {1, 1};
   int64_t dilation[2] = {1, 1};
-  int64_t pad[4] = {0, 0, 0, 0};            // top, bottom, left, right
-  bool spatial = false;                     // DropoutMask: one draw per (sample, channel)
-  bool zero_grad = false;                   // update ops: clear the gradient input after applying it
-  bool gated = false;                       // update ops: the last input is the step's StepControl
-  bool split_ties = false;                  // MaxPool2DGrad: share dy among tied maxima (GlobalMaxPooling2D)
+  int64_t pad[4] = {0, 0, 0, 0};  // top, bottom, left, right
+  bool spatial = false;           // DropoutMask: one draw per (sample, channel)
+  bool zero_grad = false;         // update ops: clear the gradient input after applying it
+  bool gated = false;             // update ops: the last input is the step's StepControl
+  bool split_ties = false;        // MaxPool2DGrad: share dy among tied maxima (GlobalMaxPooling2D)
+  bool side_output = false;       // the fusion pass's bias gradient (graph/fuse.h). On FusedMatMul (ReluGrad epilogue),
+                             // MaxPool2DGrad and ReluGrad: the kernel also writes the column sums of its output (the
+                             // sum over all but the last axis) to KernelArgs::side_out, the storage of the BiasGrad
+                             // reading it. On that BiasGrad: no kernel runs for it.
   float momentum = 0.99f, epsilon = 1e-3f;  // batch normalization
   Op epilogue = Op::kCount;  // FusedMatMul: Relu, ReluGrad or kCount (the bias alone); FusedConv2D: Relu or kCount;
                              // MaxPool2DGrad: ReluGrad (dx zeroed where the pool's input x <= 0) or kCount;

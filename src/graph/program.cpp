@@ -28,12 +28,17 @@ Program::Program(Graph g, std::vector<int> outputs, std::vector<int> sinks, Devi
   plan_ = plan_memory(g_, order_, keep, device);
 
   // Resolve every kernel now; run() only walks steps_.
+  // A BiasGrad fused into its input's kernel (graph/fuse.h) has no step: that kernel writes it as a second output.
+  std::vector<int> side(static_cast<size_t>(g_.size()), -1);  // per producer: its fused BiasGrad
+  for (int id : order_)
+    if (is_side_output(g_, id)) side[static_cast<size_t>(g_[id].inputs[0])] = id;
   steps_.reserve(order_.size());
   size_t n_inputs = 0;
   for (int id : order_) {
     const Node& n = g_[id];
-    if (n.op == Op::Input || n.op == Op::Variable) continue;
-    steps_.push_back(Step{find_kernel(device.kind, n.op, signature_of(g_, id)), id, nullptr, n_inputs});
+    if (n.op == Op::Input || n.op == Op::Variable || is_side_output(g_, id)) continue;
+    steps_.push_back(Step{find_kernel(device.kind, n.op, signature_of(g_, id)), id, nullptr, n_inputs,
+                          side[static_cast<size_t>(id)]});
     n_inputs += n.inputs.size();
   }
   in_ptrs_.assign(n_inputs, nullptr);
@@ -60,6 +65,7 @@ void Program::bind_arena(Tensor arena) {
   for (Step& s : steps_) {
     const Node& n = g_[s.node];
     s.out = op_info(n.op).has_output ? storage(s.node) : nullptr;
+    s.side_out = s.side >= 0 ? storage(s.side) : nullptr;
     for (size_t i = 0; i < n.inputs.size(); ++i) in_ptrs_[s.in_begin + i] = storage(n.inputs[i]);
   }
 }
@@ -97,7 +103,8 @@ void Program::run(const ExecContext& ctx) {
                       workspace,
                       in_dtypes_.data() + s.in_begin,
                       g_[s.node].dtype,
-                      scalars};
+                      scalars,
+                      s.side_out};
   };
   if (!profiling_) {
     for (const Step& s : steps_) s.fn(args(s));

@@ -68,8 +68,12 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<int>& order, const std:
     int id = order[static_cast<size_t>(step)];
     plan.first_use[static_cast<size_t>(id)] = step;
     plan.last_use[static_cast<size_t>(id)] = std::max(plan.last_use[static_cast<size_t>(id)], step);
+    if (is_side_output(g, id)) continue;  // reads nothing when it is scheduled: its input's kernel wrote it
     for (int in : g[id].inputs) plan.last_use[static_cast<size_t>(in)] = step;
   }
+  for (int id : order)  // written with its input: alive from that step, beside the input's own operands
+    if (is_side_output(g, id))
+      plan.first_use[static_cast<size_t>(id)] = plan.first_use[static_cast<size_t>(g[id].inputs[0])];
   for (int k : keep) {
     plan.last_use[static_cast<size_t>(k)] = end;
     if (g[k].op == Op::Input) plan.first_use[static_cast<size_t>(k)] = -1;  // written before step 0

@@ -19,6 +19,10 @@ std::vector<int> schedule(const Graph& g, const std::vector<int>& roots);
 // Per node id: 1 when `roots` need it (the roots and everything they read, transitively), else 0.
 std::vector<char> needed_by(const Graph& g, const std::vector<int>& roots);
 
+// A BiasGrad that its input's kernel writes as a second output (the fusion pass's, graph/fuse.h): it runs no
+// kernel, and its storage is written when its input is, so it lives from that step on.
+inline bool is_side_output(const Graph& g, int id) { return g[id].op == Op::BiasGrad && g[id].attrs.side_output; }
+
 inline constexpr size_t kArenaAlignment = 64;
 
 struct MemoryPlan {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backends/cpu/column_sums.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
 #include "graph/kernel.h"
@@ -46,8 +47,38 @@ void binary_grad(const KernelArgs& a, F f) {
 void relu(const KernelArgs& a) {
   unary(a, [](float x, float al) { return math::relu(x, al); });
 }
+// With attrs.side_output, the bias gradient too (graph/fuse.h): dx's column sums, added while dx is written.
 void relu_grad(const KernelArgs& a) {
-  binary_grad(a, [](float dy, float y, float al) { return math::relu_grad(dy, y, al); });
+  if (!a.side_out) {
+    binary_grad(a, [](float dy, float y, float al) { return math::relu_grad(dy, y, al); });
+    return;
+  }
+  const int64_t c = a.node.shape.rank() ? a.node.shape[-1] : 1, rows = a.node.shape.numel() / (c ? c : 1);
+  const float* dy = a.input<float>(0);
+  const float* y = a.input<float>(1);
+  float* dx = a.output<float>();
+  auto* partial = static_cast<double*>(a.workspace);
+  const ColumnSums cs(rows, c);
+  parallel_chunks(cs, partial, [&](int64_t k, int64_t r0, int64_t r1) {
+    double* __restrict acc = partial + k * c;
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* __restrict d = dy + r * c;
+      const float* __restrict v = y + r * c;
+      float* __restrict out = dx + r * c;
+#pragma omp simd
+      for (int64_t j = 0; j < c; ++j) {
+        out[j] = math::relu_grad(d[j], v[j], 0.0f);
+        acc[j] += double(out[j]);
+      }
+    }
+  });
+  cs.finish(partial, static_cast<float*>(a.side_out));
+}
+size_t relu_grad_workspace(const graph::Graph& g, int node) {
+  const graph::Node& n = g[node];
+  if (!n.attrs.side_output) return 0;
+  const int64_t c = n.shape.rank() ? n.shape[-1] : 1;
+  return ColumnSums(n.shape.numel() / (c ? c : 1), c).workspace_bytes();
 }
 void sigmoid(const KernelArgs& a) {
   unary(a, [](float x, float al) { return math::sigmoid(x, al); });
@@ -113,6 +144,7 @@ void register_activation_kernels() {
   constexpr auto f32 = DType::f32;
   register_kernel(cpu, Op::Relu, f32, relu);
   register_kernel(cpu, Op::ReluGrad, f32, relu_grad);
+  graph::register_workspace(cpu, Op::ReluGrad, relu_grad_workspace);
   register_kernel(cpu, Op::Sigmoid, f32, sigmoid);
   register_kernel(cpu, Op::SigmoidGrad, f32, sigmoid_grad);
   register_kernel(cpu, Op::Tanh, f32, tanh_);

@@ -28,8 +28,10 @@
 #include <mutex>
 #include <string_view>
 
+#include "backends/cpu/column_sums.h"
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/threads.h"
+#include "trainkit/core/error.h"
 
 #ifdef TK_HAVE_ONEDNN
 #include <oneapi/dnnl/dnnl.hpp>
@@ -47,10 +49,34 @@ constexpr double kMeasureFlops = 2.0e6;
 bool has_bias(Epilogue e) { return e == Epilogue::bias || e == Epilogue::bias_relu; }
 bool has_relu(Epilogue e) { return e == Epilogue::bias_relu || e == Epilogue::relu; }
 
+// c = relu_grad(c), with c's column sums: one pass over fixed chunks of rows (column_sums.h).
+void relu_grad_sums_pass(const GemmShape& s, const float* y, float* c, const SumsOut& sums) {
+  const int64_t n = s.n;
+  const ColumnSums cs(s.m, n);
+  parallel_chunks(cs, sums.partial, [&](int64_t k, int64_t r0, int64_t r1) {
+    double* __restrict acc = sums.partial + k * n;
+    for (int64_t r = r0; r < r1; ++r) {
+      float* __restrict row = c + r * n;
+      const float* __restrict yr = y + r * n;
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) {
+        row[j] = yr[j] > 0.0f ? row[j] : 0.0f;
+        acc[j] += double(row[j]);
+      }
+    }
+  });
+  cs.finish(sums.partial, sums.out);
+}
+
 // c(m,n) = epilogue(c): one pass, rows split across threads.
-void epilogue_pass(const GemmShape& s, const float* bias, const float* y, float* c) {
+void epilogue_pass(const GemmShape& s, const float* bias, const float* y, float* c, const SumsOut* sums = nullptr) {
   const int64_t n = s.n;
   const Epilogue e = s.epilogue;
+  if (sums) {
+    if (e != Epilogue::relu_grad) throw Unsupported("GEMM column sums with an epilogue other than relu_grad");
+    relu_grad_sums_pass(s, y, c, *sums);
+    return;
+  }
   parallel_for(
       s.m,
       [&](int64_t rb, int64_t re) {
@@ -319,18 +345,18 @@ std::string describe_key(const Key& k) {
 }
 
 void run_engine(GemmEngine e, Entry& entry, const GemmShape& s, const float* a, const float* b, const float* bias,
-                const float* y, float* c, void* workspace) {
+                const float* y, float* c, void* workspace, const SumsOut* sums = nullptr) {
 #ifdef TK_HAVE_ONEDNN
   if (e == GemmEngine::onednn) {
     entry.dnnl->run(a, b, bias, c, workspace);
-    if (s.epilogue == Epilogue::relu_grad) epilogue_pass(s, bias, y, c);
+    if (s.epilogue == Epilogue::relu_grad) epilogue_pass(s, bias, y, c, sums);
     return;
   }
 #else
   (void)e, (void)entry;
 #endif
   openblas_gemm(s, a, b, c);
-  if (s.epilogue != Epilogue::none) epilogue_pass(s, bias, y, c);
+  if (s.epilogue != Epilogue::none) epilogue_pass(s, bias, y, c, sums);
 }
 
 // Chooses the engine for a new entry: forced, too small to matter, or the faster of both on this call's
@@ -419,11 +445,14 @@ size_t gemm_workspace(const GemmShape& s) {
 }
 
 void gemm(const GemmShape& s, const float* a, const float* b, const float* bias, const float* y, float* c,
-          void* workspace) {
-  if (s.m == 0 || s.n == 0) return;
+          void* workspace, const SumsOut* sums) {
+  if (s.m == 0 || s.n == 0) {
+    if (sums) std::fill(sums->out, sums->out + s.n, 0.0f);
+    return;
+  }
   if (s.k == 0) {  // an empty sum: 0, then the epilogue
     std::memset(c, 0, sizeof(float) * static_cast<size_t>(s.m * s.n));
-    if (s.epilogue != Epilogue::none) epilogue_pass(s, bias, y, c);
+    if (s.epilogue != Epilogue::none) epilogue_pass(s, bias, y, c, sums);
     return;
   }
   const Key key{s, omp_get_max_threads()};
@@ -440,7 +469,7 @@ void gemm(const GemmShape& s, const float* a, const float* b, const float* bias,
     }
 #endif
   }
-  run_engine(entry->engine, *entry, s, a, b, bias, y, c, workspace);
+  run_engine(entry->engine, *entry, s, a, b, bias, y, c, workspace, sums);
 }
 
 void apply_epilogue(const GemmShape& s, const float* bias, const float* y, float* c) {

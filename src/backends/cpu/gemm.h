@@ -39,10 +39,17 @@ enum class GemmEngine : uint8_t { openblas, onednn };
 
 // Scratch bytes gemm() may use for `s` (oneDNN's scratchpad; 0 without oneDNN). Cheap: builds no kernel.
 size_t gemm_workspace(const GemmShape& s);
+// The column sums of c (the bias gradient), added by the relu_grad epilogue's pass while it writes c
+// (graph/fuse.h): out(n), with partial holding ColumnSums(m, n).workspace_bytes() (column_sums.h).
+struct SumsOut {
+  float* out;
+  double* partial;
+};
+
 // Runs c = epilogue(op(a) op(b)); bias is read for the bias epilogues, y for relu_grad. workspace holds at
-// least gemm_workspace(s) bytes, 64-byte aligned.
+// least gemm_workspace(s) bytes, 64-byte aligned. With sums (relu_grad only), also their column sums.
 void gemm(const GemmShape& s, const float* a, const float* b, const float* bias, const float* y, float* c,
-          void* workspace);
+          void* workspace, const SumsOut* sums = nullptr);
 
 // c(m,n) = epilogue(c) in one pass over c (s.k unused): what gemm() does after an engine without the epilogue, and
 // what a convolution computed as GEMMs uses for its bias and relu.

@@ -1,6 +1,8 @@
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 
+#include "backends/cpu/column_sums.h"
 #include "backends/cpu/gemm.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
@@ -12,18 +14,29 @@ using graph::Op;
 
 namespace {
 
-size_t matmul_workspace(const graph::Graph& g, int node) { return gemm_workspace(gemm_shape(g, g[node])); }
+// A FusedMatMul that also writes the bias gradient (graph/fuse.h) keeps its column sums' partials first in its
+// workspace, then the GEMM's scratch (sized without building anything on the step's path).
+size_t side_sums_bytes(const graph::Node& n) {
+  return n.attrs.side_output ? side_sums_offset(ColumnSums(n.shape[0], n.shape[1]).workspace_bytes()) : 0;
+}
+size_t matmul_workspace(const graph::Graph& g, int node) {
+  return side_sums_bytes(g[node]) + gemm_workspace(gemm_shape(g, g[node]));
+}
 
 void matmul(const KernelArgs& a) {
   gemm(gemm_shape(a.g, a.node), a.input<float>(0), a.input<float>(1), nullptr, nullptr, a.output<float>(), a.workspace);
 }
 
 // (a, b, bias) or (a, b, y): the product and its epilogue in one kernel (gemm.h).
+// With attrs.side_output (relu_grad only), the bias gradient too: the output's column sums, added by the epilogue's
+// pass (gemm.h).
 void fused_matmul(const KernelArgs& a) {
   const GemmShape s = gemm_shape(a.g, a.node);
   const float* e = a.input<float>(2);
+  const SumsOut sums{static_cast<float*>(a.side_out), static_cast<double*>(a.workspace)};
+  void* gemm_ws = static_cast<std::byte*>(a.workspace) + (a.side_out ? side_sums_bytes(a.node) : 0);
   gemm(s, a.input<float>(0), a.input<float>(1), s.epilogue == Epilogue::relu_grad ? nullptr : e,
-       s.epilogue == Epilogue::relu_grad ? e : nullptr, a.output<float>(), a.workspace);
+       s.epilogue == Epilogue::relu_grad ? e : nullptr, a.output<float>(), gemm_ws, a.side_out ? &sums : nullptr);
 }
 
 // y(rows, n) = x(rows, n) + b(n)
@@ -43,26 +56,17 @@ void bias_add(const KernelArgs& a) {
       kParallelGrain / std::max<int64_t>(n, 1));
 }
 
-// db(n) = sum over rows of dy(rows, n)
 // db(n) = column sums of dy(rows, n), accumulated in double: a convolution's bias gradient sums batch x height x
 // width rows (100k for the tutorial CNN's first layer), where float accumulation loses about log2(rows) bits, and
-// data-parallel replicas must agree with one device on the sum however the rows are split (nn/distribute/).
+// data-parallel replicas must agree with one device on the sum however the rows are split (nn/distribute/). Over
+// fixed chunks of rows, spread over the threads (column_sums.h).
+size_t bias_grad_workspace(const graph::Graph& g, int node) {
+  const int64_t n = g[node].shape[0];
+  return ColumnSums(g[g[node].inputs[0]].shape.numel() / (n ? n : 1), n).workspace_bytes();
+}
 void bias_grad(const KernelArgs& a) {
   const int64_t n = a.node.shape[0], rows = a.in_shape(0).numel() / (n ? n : 1);
-  const float* dy = a.input<float>(0);
-  float* db = a.output<float>();
-  constexpr int64_t kColumns = 256;  // accumulators on the stack, a block of columns at a time
-  double acc[kColumns];
-  for (int64_t j0 = 0; j0 < n; j0 += kColumns) {
-    const int64_t w = std::min(kColumns, n - j0);
-    std::fill(acc, acc + w, 0.0);
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* row = dy + r * n + j0;
-#pragma omp simd
-      for (int64_t j = 0; j < w; ++j) acc[j] += double(row[j]);
-    }
-    for (int64_t j = 0; j < w; ++j) db[j0 + j] = static_cast<float>(acc[j]);
-  }
+  column_sums(a.input<float>(0), rows, n, static_cast<double*>(a.workspace), a.output<float>());
 }
 
 }  // namespace
@@ -74,6 +78,7 @@ void register_linalg_kernels() {
   graph::register_workspace(DeviceKind::cpu, Op::FusedMatMul, matmul_workspace);
   graph::register_kernel(DeviceKind::cpu, Op::BiasAdd, DType::f32, bias_add);
   graph::register_kernel(DeviceKind::cpu, Op::BiasGrad, DType::f32, bias_grad);
+  graph::register_workspace(DeviceKind::cpu, Op::BiasGrad, bias_grad_workspace);
 }
 
 }  // namespace tk::cpu

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <limits>
 
+#include "backends/cpu/column_sums.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
 #include "graph/kernel.h"
@@ -57,43 +58,73 @@ void max_pool(const KernelArgs& a) {
 // Everything the inner loop reads is a local value or a __restrict pointer (no loads through the lambda's captures,
 // which kept it scalar: 7.2 ms for the tutorial CNN's first pooling gradient, against 0.7 ms for a memory pass of
 // the same size), and the first-maximum bookkeeping is a select, so the channel loop vectorizes.
-template <bool Relu>
-void max_pool_grad_tiled(const Window& g, const float* dy, const float* x, const float* y, float* dx) {
+// Sums: the bias gradient too (graph/fuse.h): each window's dy, where it lands, added to its chunk's column sums
+// (column_sums.h) while it is written, so the convolution's output gradient is not read again.
+template <bool Relu, bool Sums>
+void max_pool_grad_tiled(const Window& g, const float* dy, const float* x, const float* y, float* dx,
+                         float* db = nullptr, double* partial = nullptr) {
   const bool covered = g.oh * g.kh == g.h && g.ow * g.kw == g.w;
   if (!covered) std::memset(dx, 0, sizeof(float) * static_cast<size_t>(g.n * g.h * g.w * g.c));
   constexpr int64_t kBlock = 64;
   const int64_t oh_n = g.oh, ow_n = g.ow, kh_n = g.kh, kw_n = g.kw, h_n = g.h, w_n = g.w, c_n = g.c;
-  parallel_for(
-      g.n * g.oh,
-      [=](int64_t b, int64_t e) {
-        for (int64_t row = b; row < e; ++row) {
-          const int64_t n = row / oh_n, oh = row % oh_n;
-          for (int64_t ow = 0; ow < ow_n; ++ow) {
-            const int64_t out = ((n * oh_n + oh) * ow_n + ow) * c_n;
-            for (int64_t c0 = 0; c0 < c_n; c0 += kBlock) {
-              const int64_t cn = std::min(kBlock, c_n - c0);
-              const float* __restrict ym = y + out + c0;
-              const float* __restrict d = dy + out + c0;
-              float taken[kBlock];  // 1 once this channel's maximum has been given its gradient
-              for (int64_t c = 0; c < cn; ++c) taken[c] = 0.0f;
-              for (int64_t kh = 0; kh < kh_n; ++kh)
-                for (int64_t kw = 0; kw < kw_n; ++kw) {
-                  const int64_t at = ((n * h_n + oh * kh_n + kh) * w_n + ow * kw_n + kw) * c_n + c0;
-                  const float* __restrict xp = x + at;
-                  float* __restrict dp = dx + at;
+  // Output rows [b, e) (image n, pooled row oh); acc: this chunk's column sums (Sums only).
+  auto rows = [=](int64_t b, int64_t e, double* __restrict acc) {
+    for (int64_t row = b; row < e; ++row) {
+      const int64_t n = row / oh_n, oh = row % oh_n;
+      for (int64_t ow = 0; ow < ow_n; ++ow) {
+        const int64_t out = ((n * oh_n + oh) * ow_n + ow) * c_n;
+        for (int64_t c0 = 0; c0 < c_n; c0 += kBlock) {
+          const int64_t cn = std::min(kBlock, c_n - c0);
+          const float* __restrict ym = y + out + c0;
+          const float* __restrict d = dy + out + c0;
+          float taken[kBlock];  // 1 once this channel's maximum has been given its gradient
+          for (int64_t c = 0; c < cn; ++c) taken[c] = 0.0f;
+          for (int64_t kh = 0; kh < kh_n; ++kh)
+            for (int64_t kw = 0; kw < kw_n; ++kw) {
+              const int64_t at = ((n * h_n + oh * kh_n + kh) * w_n + ow * kw_n + kw) * c_n + c0;
+              const float* __restrict xp = x + at;
+              float* __restrict dp = dx + at;
 #pragma omp simd
-                  for (int64_t c = 0; c < cn; ++c) {
-                    const bool hit = xp[c] == ym[c] && taken[c] == 0.0f;
-                    const bool pass = hit && (!Relu || ym[c] > 0.0f);
-                    dp[c] = pass ? d[c] : 0.0f;  // a select, not a product: inf * 0 would be NaN
-                    taken[c] = hit ? 1.0f : taken[c];
-                  }
-                }
+              for (int64_t c = 0; c < cn; ++c) {
+                const bool hit = xp[c] == ym[c] && taken[c] == 0.0f;
+                const bool pass = hit && (!Relu || ym[c] > 0.0f);
+                dp[c] = pass ? d[c] : 0.0f;  // a select, not a product: inf * 0 would be NaN
+                taken[c] = hit ? 1.0f : taken[c];
+              }
             }
+          if constexpr (Sums) {  // what landed: dy where the maximum passed (at most once per window)
+#pragma omp simd
+            for (int64_t c = 0; c < cn; ++c)
+              acc[c0 + c] += taken[c] != 0.0f && (!Relu || ym[c] > 0.0f) ? double(d[c]) : 0.0;
           }
         }
-      },
-      1);
+      }
+    }
+  };
+  if constexpr (Sums) {
+    // A chunk per kParallelGrain elements of dx (column_sums.h): fixed by the shape, not the threads.
+    const ColumnSums cs(g.n * g.oh, g.c, g.n * g.h * g.w * g.c);
+    parallel_chunks(cs, partial, [&](int64_t k, int64_t r0, int64_t r1) { rows(r0, r1, partial + k * g.c); });
+    cs.finish(partial, db);
+  } else {
+    parallel_for(
+        g.n * g.oh, [&](int64_t b, int64_t e) { rows(b, e, nullptr); }, 1);
+  }
+}
+
+// The workspace of a MaxPool2DGrad that writes the bias gradient (graph/fuse.h): its column sums' partials.
+ColumnSums pool_grad_sums(const Window& g, bool tiled) {
+  return tiled ? ColumnSums(g.n * g.oh, g.c, g.n * g.h * g.w * g.c) : ColumnSums(g.n * g.h * g.w, g.c);
+}
+bool tiled_pool_grad(const Window& g, bool split) {
+  return !split && g.sh == g.kh && g.sw == g.kw && g.pt == 0 && g.pb == 0 && g.pl == 0 && g.pr == 0 && g.dh == 1 &&
+         g.dw == 1;
+}
+size_t max_pool_grad_workspace(const graph::Graph& gr, int node) {
+  const graph::Node& n = gr[node];
+  if (!n.attrs.side_output) return 0;
+  const Window g = Window::of(n.shape, n.attrs);
+  return pool_grad_sums(g, tiled_pool_grad(g, n.attrs.split_ties)).workspace_bytes();
 }
 
 void max_pool_grad(const KernelArgs& a) {
@@ -104,9 +135,15 @@ void max_pool_grad(const KernelArgs& a) {
   const float* y = a.input<float>(2);
   float* dx = a.output<float>();
   const bool relu = a.node.attrs.epilogue == Op::ReluGrad;
-  if (!split && g.sh == g.kh && g.sw == g.kw && g.pt == 0 && g.pb == 0 && g.pl == 0 && g.pr == 0 && g.dh == 1 &&
-      g.dw == 1)
-    return relu ? max_pool_grad_tiled<true>(g, dy, x, y, dx) : max_pool_grad_tiled<false>(g, dy, x, y, dx);
+  float* db = static_cast<float*>(a.side_out);  // the fused bias gradient (graph/fuse.h), or null
+  auto* partial = static_cast<double*>(a.workspace);
+  if (tiled_pool_grad(g, split)) {
+    if (db)
+      return relu ? max_pool_grad_tiled<true, true>(g, dy, x, y, dx, db, partial)
+                  : max_pool_grad_tiled<false, true>(g, dy, x, y, dx, db, partial);
+    return relu ? max_pool_grad_tiled<true, false>(g, dy, x, y, dx)
+                : max_pool_grad_tiled<false, false>(g, dy, x, y, dx);
+  }
   std::memset(dx, 0, sizeof(float) * static_cast<size_t>(a.node.shape.numel()));
   constexpr int64_t kBlock = 256;  // channels handled per pass, with per-channel state on the stack
   for_each_window(g, [&](int64_t n, int64_t oh, int64_t ow, int64_t h0, int64_t h1, int64_t w0, int64_t w1) {
@@ -140,6 +177,7 @@ void max_pool_grad(const KernelArgs& a) {
     parallel_for(a.node.shape.numel(), [dx, x](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) dx[i] = x[i] > 0.0f ? dx[i] : 0.0f;
     });
+  if (db) column_sums(dx, g.n * g.h * g.w, g.c, partial, db);  // overlapping windows: a pass of its own
 }
 
 // Average over the window's pixels inside the image (padding excluded, as TensorFlow).
@@ -240,6 +278,7 @@ void register_pooling_kernels() {
   constexpr auto f32 = DType::f32;
   register_kernel(cpu, Op::MaxPool2D, f32, max_pool);
   register_kernel(cpu, Op::MaxPool2DGrad, f32, max_pool_grad);
+  graph::register_workspace(cpu, Op::MaxPool2DGrad, max_pool_grad_workspace);
   register_kernel(cpu, Op::AvgPool2D, f32, avg_pool);
   register_kernel(cpu, Op::AvgPool2DGrad, f32, avg_pool_grad);
   register_kernel(cpu, Op::Pad2D, f32, pad2d);

@@ -127,7 +127,9 @@ void max_pool_grad(const KernelArgs& a) {
                        geo_of(Window::of(a.node.shape, a.node.attrs)), a.node.attrs.split_ties,
                        a.node.attrs.epilogue == Op::ReluGrad, a.output<float>(), sm_count(a.ctx.device.index),
                        a.ctx.stream);
+  if (a.side_out) launch_side_bias_grad(a, a.output<float>(), 0);  // the fused bias gradient (graph/fuse.h)
 }
+size_t max_pool_grad_workspace(const graph::Graph& g, int node) { return side_bias_grad_workspace(g, node, 0); }
 void avg_pool(const KernelArgs& a) {
   launch_avg_pool(a.input<float>(0), geo_of(Window::of(a.in_shape(0), a.node.attrs)), a.output<float>(),
                   sm_count(a.ctx.device.index), a.ctx.stream);
@@ -149,6 +151,7 @@ void register_conv_kernels() {
     graph::register_workspace(cuda, op, conv_workspace);
   graph::register_kernel(cuda, Op::MaxPool2D, DType::f32, max_pool);
   graph::register_kernel(cuda, Op::MaxPool2DGrad, DType::f32, max_pool_grad);
+  graph::register_workspace(cuda, Op::MaxPool2DGrad, max_pool_grad_workspace);
   graph::register_kernel(cuda, Op::AvgPool2D, DType::f32, avg_pool);
   graph::register_kernel(cuda, Op::AvgPool2DGrad, DType::f32, avg_pool_grad);
 }

@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <array>
+#include <cstddef>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -173,6 +174,12 @@ void bias_grad(const KernelArgs& a) {
   launch_bias_grad(a.input<float>(0), a.output<float>(), rows, n, static_cast<double*>(a.workspace), sms(a),
                    a.ctx.stream);
 }
+size_t side_offset(size_t before) { return (before + 255) / 256 * 256; }
+void activation_grad_relu(const KernelArgs& a) {
+  activation_grad<Activation::relu>(a);
+  if (a.side_out) launch_side_bias_grad(a, a.output<float>(), 0);
+}
+size_t relu_grad_workspace(const graph::Graph& g, int node) { return side_bias_grad_workspace(g, node, 0); }
 void accumulate_grad(const KernelArgs& a) {
   launch_accumulate(a.inout<float>(0), a.input<float>(1), a.in_shape(0).numel(), &a.scalars->grad_scale, sms(a),
                     a.ctx.stream);
@@ -314,12 +321,26 @@ size_t rows_workspace(const graph::Graph& g, int node) {  // one double per batc
 
 }  // namespace
 
+size_t side_bias_grad_workspace(const graph::Graph& g, int node, size_t before) {
+  const graph::Node& n = g[node];
+  if (!n.attrs.side_output) return before;
+  const int64_t c = n.shape.rank() ? n.shape[-1] : 1, rows = n.shape.numel() / (c ? c : 1);
+  return side_offset(before) + static_cast<size_t>(bias_grad_chunks(rows) * c) * sizeof(double);
+}
+
+void launch_side_bias_grad(const KernelArgs& a, const float* y, size_t before) {
+  const int64_t c = a.node.shape.rank() ? a.node.shape[-1] : 1, rows = a.node.shape.numel() / (c ? c : 1);
+  auto* partials = reinterpret_cast<double*>(static_cast<std::byte*>(a.workspace) + side_offset(before));
+  launch_bias_grad(y, static_cast<float*>(a.side_out), rows, c, partials, sms(a), a.ctx.stream);
+}
+
 void register_kernels() {
   using graph::register_kernel;
   constexpr auto cuda = DeviceKind::cuda;
   constexpr auto f32 = DType::f32;
   register_kernel(cuda, Op::Relu, f32, activation<Activation::relu>);
-  register_kernel(cuda, Op::ReluGrad, f32, activation_grad<Activation::relu>);
+  register_kernel(cuda, Op::ReluGrad, f32, activation_grad_relu);
+  graph::register_workspace(cuda, Op::ReluGrad, relu_grad_workspace);
   register_kernel(cuda, Op::Sigmoid, f32, activation<Activation::sigmoid>);
   register_kernel(cuda, Op::SigmoidGrad, f32, activation_grad<Activation::sigmoid>);
   register_kernel(cuda, Op::Tanh, f32, activation<Activation::tanh>);

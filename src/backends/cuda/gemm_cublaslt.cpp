@@ -17,6 +17,7 @@
 
 #include "backends/cpu/gemm.h"
 #include "backends/cuda/check.h"
+#include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/device_info.h"
 #include "backends/cuda/gemm_mapping.h"
 #include "backends/cuda/launchers.h"
@@ -184,9 +185,10 @@ void matmul(const KernelArgs& a) {
        0.0f, a.workspace, a.ctx.device.index, a.ctx.stream, a.node);
   if (s.epilogue == Epilogue::relu_grad)
     launch_relu_mask(out, a.input<float>(2), s.m * s.n, sm_count(a.ctx.device.index), a.ctx.stream);
+  if (a.side_out) launch_side_bias_grad(a, out, gemm_workspace_bytes());  // the fused bias gradient (graph/fuse.h)
 }
 
-size_t workspace(const graph::Graph&, int) { return gemm_workspace_bytes(); }
+size_t workspace(const graph::Graph& g, int node) { return side_bias_grad_workspace(g, node, gemm_workspace_bytes()); }
 
 }  // namespace
 
