@@ -301,13 +301,12 @@ int run_fit_data(const FitArgs& a, OptimizerPtr optimizer, int64_t batch_size, i
                                             .callbacks = std::move(callbacks),
                                             .micro_batch_size = micro,
                                             .validation_dataset = val});
+  // Under mpirun every rank evaluates its share of the batches (Model::evaluate sums the ranks' logs).
+  const std::optional<Logs> test = val ? std::optional<Logs>(model.evaluate(*val)) : std::nullopt;
   if (!chief) return 0;
   if (!a.dump_weights.empty()) dump_weights(model, a.dump_weights);
   if (!a.history_json.empty()) write_history_json(history, a.history_json);
-  if (val) {
-    Logs test = model.evaluate(*val);
-    std::printf("test_loss: %.4f - test_accuracy: %.4f\n", test.get("loss"), test.get("accuracy"));
-  }
+  if (test) std::printf("test_loss: %.4f - test_accuracy: %.4f\n", test->get("loss"), test->get("accuracy"));
   save_model_file(model, a.save, a.verbose);
   print_peak_memory(model);
   return 0;
@@ -389,10 +388,11 @@ int run_fit(const FitArgs& a) {
                                      .callbacks = std::move(callbacks),
                                      .validation_split = a.validation_split,
                                      .micro_batch_size = micro_batch_size});
+  // Under mpirun every rank evaluates its share of the batches (Model::evaluate sums the ranks' logs).
+  const Logs test = model.evaluate(d.x_test, d.y_test, {.batch_size = evaluation_batch(model, batch_size)});
   if (!chief) return 0;
   if (!a.dump_weights.empty()) dump_weights(model, a.dump_weights);
   if (!a.history_json.empty()) write_history_json(history, a.history_json);
-  Logs test = model.evaluate(d.x_test, d.y_test, {.batch_size = evaluation_batch(model, batch_size)});
   std::printf("test_loss: %.4f - test_accuracy: %.4f\n", test.get("loss"), test.get("accuracy"));
   save_model_file(model, a.save, a.verbose);
   print_peak_memory(model);

@@ -18,6 +18,9 @@ case "$case" in
   # The CNN: the first 5 steps strict, the rest printed: a near-tie flips at step 9 on one CPU, 7 on another
   # (docs/distributed.md), as on one device with another thread count.
   equal_cnn_2) run -np 2 "$worker" equal cnn 10 5 ;;
+  # evaluate split over the ranks: 1050 rows in batches of 100 (the last short); 3 ranks of 150 rows: one idle rank
+  evaluate_2) run -np 2 "$worker" evaluate mlp 1050 ;;
+  evaluate_3) run -np 3 "$worker" evaluate mlp 150 ;;
   mismatch)
     run -np 2 "$worker" mismatch mlp 4
     rc=$?

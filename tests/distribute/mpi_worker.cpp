@@ -6,6 +6,8 @@
 //                         within 1e-5 for the first STRICT steps, all by default; every step is printed)
 //   mismatch              rank 1 builds a different model: every rank must stop with one clear error, exit 3
 //   stall | kill          rank 1 stops itself (SIGSTOP) or dies (SIGKILL) at step 3: the others must not hang
+//   evaluate mlp ROWS     every rank builds the model from its own seed, then evaluates ROWS rows (arrays, then a
+//                         Dataset) split over the ranks: each must return what rank 0's model gives in one process
 #include <cmath>
 #include <csignal>
 #include <cstdint>
@@ -54,6 +56,35 @@ std::vector<std::vector<tk::Tensor>> train(const std::string& model, int64_t ste
   return rec->after_step;
 }
 
+// Distributed evaluate: batch k on rank k % ranks, logs summed over the ranks, rank 0's weights everywhere (each rank
+// built its model from its own seed). Every rank compares with rank 0's model evaluated alone (seed 7, no strategy).
+int evaluate(tk::distribute::MultiWorkerMirroredStrategy& s, int64_t rows) {
+  const tk::Tensor x = tk::testing::uniform({rows, 784}, 1);
+  const tk::Tensor y = tk::testing::int_labels(rows, 10, 2);
+  auto build = [&](uint64_t seed, tk::distribute::MultiWorkerMirroredStrategy* strategy) {
+    tk::utils::set_random_seed(seed);
+    std::unique_ptr<tk::Model> m = make("mlp", 128);
+    tk::distribute::in_scope(strategy, [&] {
+      m->compile(tk::optimizers::SGD(), tk::losses::SparseCategoricalCrossentropy({.from_logits = true}), {"accuracy"});
+    });
+    return m;
+  };
+  std::unique_ptr<tk::Model> alone = build(7, nullptr), spread = build(7 + static_cast<uint64_t>(s.rank()), &s);
+  const tk::data::Dataset ds = tk::data::Dataset::from_tensor_slices({x, y}).batch(100);
+  const tk::Logs want = alone->evaluate(x, y, {.batch_size = 100, .verbose = 0});
+  const tk::Logs got = spread->evaluate(x, y, {.batch_size = 100, .verbose = 0});
+  const tk::Logs got_ds = spread->evaluate(ds, {.verbose = 0});
+  int bad = 0;
+  for (const char* k : {"loss", "accuracy"}) {
+    const double w = want.get(k), g = got.get(k), d = got_ds.get(k);
+    std::printf("rank %d: %s alone %.9g, over %d ranks: arrays %.9g, dataset %.9g\n", s.rank(), k, w,
+                s.num_replicas_in_sync(), g, d);
+    bad +=
+        std::fabs(g - w) > 1e-6 * std::max(1.0, std::fabs(w)) || std::fabs(d - w) > 1e-6 * std::max(1.0, std::fabs(w));
+  }
+  return bad ? 1 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -66,6 +97,7 @@ int main(int argc, char** argv) {
   const int rank = strategy.rank();
   std::printf("rank %d: %s\n", rank, strategy.describe().c_str());
   try {
+    if (mode == "evaluate") return evaluate(strategy, steps);
     const int units = mode == "mismatch" && rank == 1 ? 64 : 128;
     const auto many = train(model, steps, &strategy, units, mode, rank, micro);
     if (mode != "equal" || rank != 0) return 0;

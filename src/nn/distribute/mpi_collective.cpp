@@ -137,6 +137,19 @@ void MpiCollective::all_reduce(int, const float* in, float* out, int64_t n, floa
   seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+void MpiCollective::all_reduce_sum(double* data, int64_t n, const char* what) {
+  if (size_ == 1 || n == 0) return;
+  const InFlight guard(*this, what, -1);
+  const int count = static_cast<int>(n);  // a few logs
+  if (size_ == 2) {
+    MPI_Allreduce(MPI_IN_PLACE, data, count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  } else {  // one association for every rank, as all_reduce
+    MPI_Reduce(rank_ == 0 ? MPI_IN_PLACE : data, rank_ == 0 ? data : nullptr, count, MPI_DOUBLE, MPI_SUM, 0,
+               MPI_COMM_WORLD);
+    MPI_Bcast(data, count, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  }
+}
+
 void MpiCollective::abort(const std::string& why) {
   std::fprintf(stderr, "trainkit: rank %d of %d failed: %s\nEnding every rank.\n", rank_, size_, why.c_str());
   std::fflush(stderr);
@@ -188,6 +201,9 @@ void MpiCollective::watch() {}
 MpiCollective::InFlight::InFlight(MpiCollective& c, const char*, int64_t) : c_(c) {}
 MpiCollective::InFlight::~InFlight() = default;
 void MpiCollective::all_reduce(int, const float*, float*, int64_t, float, const char*, int64_t) {
+  throw Unsupported("MPI all-reduce: built without MPI");
+}
+void MpiCollective::all_reduce_sum(double*, int64_t, const char*) {
   throw Unsupported("MPI all-reduce: built without MPI");
 }
 void MpiCollective::broadcast(void*, size_t, const char*) { throw Unsupported("MPI broadcast: built without MPI"); }

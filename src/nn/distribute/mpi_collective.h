@@ -36,6 +36,9 @@ class MpiCollective final : public graph::Collective {
   // rank 0, then broadcast).
   void all_reduce(int replica, const float* in, float* out, int64_t n, float weight, const char* what,
                   int64_t sequence) override;
+  // data[i] = the sum over ranks of data[i], in place, the same bits on every rank (as all_reduce): the logs of a
+  // distributed evaluation (row-weighted sums and row counts, in double).
+  void all_reduce_sum(double* data, int64_t n, const char* what);
   // Rank 0's `bytes` at `data` on every rank.
   void broadcast(void* data, size_t bytes, const char* what);
   uint64_t broadcast(uint64_t value, const char* what);

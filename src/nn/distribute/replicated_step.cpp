@@ -85,6 +85,35 @@ nn::ProgramCache& Model::replica_programs(int r) {
   return *replica_programs_[static_cast<size_t>(r - 1)];
 }
 
+nn::distribute::MpiCollective* Model::evaluation_group(const std::string& data) {
+  if (!strategy_ || !strategy_->mpi || strategy_->mpi->size() < 2) return nullptr;
+  nn::distribute::MpiCollective& world = *strategy_->mpi;
+  const std::vector<std::pair<std::string, Tensor*>> state = replica_programs(0).state_tensors();
+  std::string fingerprint = "evaluate " + data + ", weights";
+  for (const auto& [name, t] : state) fingerprint += " " + name + t->shape().to_string();
+  world.check_same(fingerprint, "MultiWorkerMirroredStrategy: model and data check before evaluating");
+  if (!replicas_synced_) {  // before the first fit each rank may hold its own initial weights: rank 0's count
+    sync_host_weights();
+    for (const auto& [name, t] : state) world.broadcast(t->raw(), t->nbytes(), name.c_str());
+    weights_changed_on_host();
+  }
+  return &world;
+}
+
+void Model::all_reduce_logs(nn::distribute::MpiCollective& world, nn::Accumulator& acc, int64_t batch) {
+  if (acc.names.empty()) {  // this rank ran no batch: the names and zeros
+    const nn::Compiled& c = replica_programs(0).get(nn::ProgramKind::eval, batch);
+    for (const auto& [name, id] : c.logs) acc.names.push_back(name);
+    acc.sum.assign(acc.names.size(), 0.0);
+  }
+  std::vector<double> sums = acc.sum;
+  sums.push_back(acc.count);
+  world.all_reduce_sum(sums.data(), static_cast<int64_t>(sums.size()), "evaluation logs");
+  acc.count = sums.back();
+  sums.pop_back();
+  acc.sum = std::move(sums);
+}
+
 void Model::train_step_replicated(const std::vector<Tensor>& x, const std::vector<Tensor>& y, const int64_t* idx,
                                   int64_t bs, int64_t micro, nn::Accumulator& acc) {
   distribute::StrategyState& s = *strategy_;

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "nn/compiler/programs.h"
+#include "nn/distribute/mpi_collective.h"
 #include "nn/distribute/strategy_state.h"
 #include "nn/layers/context.h"
 #include "nn/training/batching.h"
@@ -275,16 +276,22 @@ Logs Model::run_evaluation(const std::vector<Tensor>& x, const std::vector<Tenso
   if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
   const int64_t n = rows_of(x);
   const int64_t batch = std::min(batch_size, std::max<int64_t>(n, 1));
+  // MultiWorkerMirroredStrategy: batch k on rank k % ranks, the logs summed over the ranks at the end.
+  nn::distribute::MpiCollective* world =
+      evaluation_group("arrays of " + std::to_string(n) + " rows in batches of " + std::to_string(batch) +
+                       (steps > 0 ? ", " + std::to_string(steps) + " steps" : std::string()));
   nn::Accumulator acc;
   graph::ExecContext ctx = nn::exec_context(device_, step_, false, optimizer_.get());
   int64_t done_steps = 0;
   for (int64_t begin = 0; begin < n && (steps == 0 || done_steps < steps); begin += batch, ++done_steps) {
+    if (world && done_steps % world->size() != world->rank()) continue;
     const int64_t bs = std::min(batch, n - begin);
     nn::Compiled& c = programs_->get(nn::ProgramKind::eval, bs);
     nn::HostStager::bind_rows(c, x, &y, nullptr, begin, bs);
     c.program->run(ctx);
     acc.add(c, bs);
   }
+  if (world && n > 0) all_reduce_logs(*world, acc, batch);
   Logs logs;
   acc.write(logs);
   return logs;

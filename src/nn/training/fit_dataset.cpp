@@ -7,6 +7,7 @@
 
 #include "data/node.h"
 #include "nn/compiler/programs.h"
+#include "nn/distribute/mpi_collective.h"
 #include "nn/distribute/strategy_state.h"
 #include "nn/training/fit_common.h"
 #include "nn/training/staging.h"
@@ -216,16 +217,29 @@ Logs Model::run_evaluation(const data::Dataset& dataset, int64_t steps) {
   std::vector<Tensor> x, y;
   nn::Accumulator acc;
   graph::ExecContext ctx = nn::exec_context(device_, step_, false, optimizer_.get());
+  // MultiWorkerMirroredStrategy: every rank reads the dataset (the same batches, as for training) and runs batch k
+  // when k % ranks is its rank; the logs are summed over the ranks at the end. Built on the first batch.
+  nn::distribute::MpiCollective* world = nullptr;
+  bool asked = false;
+  int64_t first_batch = 0;
   for (int64_t s = 0; (steps == 0 || s < steps) && it.next(e); ++s) {
     split_element(e, x, y, true, "evaluate");
     ensure_built(x);
     check_data(x, &y, "evaluate");
     const int64_t bs = x[0].dim(0);
+    if (!asked) {
+      world = evaluation_group("the dataset " + dataset.describe() +
+                               (steps > 0 ? ", " + std::to_string(steps) + " steps" : std::string()));
+      asked = true;
+      first_batch = bs;
+    }
+    if (world && s % world->size() != world->rank()) continue;
     nn::Compiled& c = programs_->get(nn::ProgramKind::eval, bs);
     nn::HostStager::bind_rows(c, x, &y, nullptr, 0, bs);
     c.program->run(ctx);
     acc.add(c, bs);
   }
+  if (world) all_reduce_logs(*world, acc, first_batch);
   Logs logs;
   acc.write(logs);
   return logs;
