@@ -59,18 +59,16 @@ void relu_grad(const KernelArgs& a) {
   float* dx = a.output<float>();
   auto* partial = static_cast<double*>(a.workspace);
   const ColumnSums cs(rows, c);
+  const float alpha = a.node.attrs.alpha;
   parallel_chunks(cs, partial, [&](int64_t k, int64_t r0, int64_t r1) {
-    double* __restrict acc = partial + k * c;
-    for (int64_t r = r0; r < r1; ++r) {
-      const float* __restrict d = dy + r * c;
-      const float* __restrict v = y + r * c;
-      float* __restrict out = dx + r * c;
+    for_row_tiles(r0, r1, c, [&](int64_t t0, int64_t t1) {  // a tile of rows written, then summed from L1
+      const float* __restrict d = dy;
+      const float* __restrict v = y;
+      float* __restrict out = dx;
 #pragma omp simd
-      for (int64_t j = 0; j < c; ++j) {
-        out[j] = math::relu_grad(d[j], v[j], 0.0f);
-        acc[j] += double(out[j]);
-      }
-    }
+      for (int64_t i = t0 * c; i < t1 * c; ++i) out[i] = math::relu_grad(d[i], v[i], alpha);
+      add_column_sums(dx, c, t0, t1, partial + k * c);
+    });
   });
   cs.finish(partial, static_cast<float*>(a.side_out));
 }

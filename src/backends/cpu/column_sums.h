@@ -72,6 +72,14 @@ inline void add_column_sums(const float* m, int64_t n, int64_t r0, int64_t r1, d
   }
 }
 
+// body(t0, t1) over [r0, r1) in tiles of rows of about 16 KiB of floats: a fused kernel writes a tile, then adds its
+// column sums (add_column_sums) while it is in L1.
+template <typename Body>
+void for_row_tiles(int64_t r0, int64_t r1, int64_t n, Body body) {
+  const int64_t tile = std::max<int64_t>(1, 4096 / std::max<int64_t>(n, 1));
+  for (int64_t t = r0; t < r1; t += tile) body(t, std::min(r1, t + tile));
+}
+
 // out(n) = the column sums of m(rows, n), partial from the workspace (ColumnSums(rows, n).workspace_bytes()).
 inline void column_sums(const float* m, int64_t rows, int64_t n, double* partial, float* out) {
   const ColumnSums cs(rows, n);

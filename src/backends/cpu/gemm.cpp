@@ -54,16 +54,13 @@ void relu_grad_sums_pass(const GemmShape& s, const float* y, float* c, const Sum
   const int64_t n = s.n;
   const ColumnSums cs(s.m, n);
   parallel_chunks(cs, sums.partial, [&](int64_t k, int64_t r0, int64_t r1) {
-    double* __restrict acc = sums.partial + k * n;
-    for (int64_t r = r0; r < r1; ++r) {
-      float* __restrict row = c + r * n;
-      const float* __restrict yr = y + r * n;
+    for_row_tiles(r0, r1, n, [&](int64_t t0, int64_t t1) {  // a tile of rows masked, then summed from L1
+      float* __restrict out = c;
+      const float* __restrict keep = y;
 #pragma omp simd
-      for (int64_t j = 0; j < n; ++j) {
-        row[j] = yr[j] > 0.0f ? row[j] : 0.0f;
-        acc[j] += double(row[j]);
-      }
-    }
+      for (int64_t i = t0 * n; i < t1 * n; ++i) out[i] = keep[i] > 0.0f ? out[i] : 0.0f;
+      add_column_sums(c, n, t0, t1, sums.partial + k * n);
+    });
   });
   cs.finish(sums.partial, sums.out);
 }

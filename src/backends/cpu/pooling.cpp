@@ -58,8 +58,8 @@ void max_pool(const KernelArgs& a) {
 // Everything the inner loop reads is a local value or a __restrict pointer (no loads through the lambda's captures,
 // which kept it scalar: 7.2 ms for the tutorial CNN's first pooling gradient, against 0.7 ms for a memory pass of
 // the same size), and the first-maximum bookkeeping is a select, so the channel loop vectorizes.
-// Sums: the bias gradient too (graph/fuse.h): each window's dy, where it lands, added to its chunk's column sums
-// (column_sums.h) while it is written, so the convolution's output gradient is not read again.
+// Sums: the bias gradient too (graph/fuse.h): the column sums of each row of windows' dx, added while that part of
+// dx is still in L1 (column_sums.h), so the convolution's output gradient is not read again from memory.
 template <bool Relu, bool Sums>
 void max_pool_grad_tiled(const Window& g, const float* dy, const float* x, const float* y, float* dx,
                          float* db = nullptr, double* partial = nullptr) {
@@ -67,8 +67,8 @@ void max_pool_grad_tiled(const Window& g, const float* dy, const float* x, const
   if (!covered) std::memset(dx, 0, sizeof(float) * static_cast<size_t>(g.n * g.h * g.w * g.c));
   constexpr int64_t kBlock = 64;
   const int64_t oh_n = g.oh, ow_n = g.ow, kh_n = g.kh, kw_n = g.kw, h_n = g.h, w_n = g.w, c_n = g.c;
-  // Output rows [b, e) (image n, pooled row oh); acc: this chunk's column sums (Sums only).
-  auto rows = [=](int64_t b, int64_t e, double* __restrict acc) {
+  // Output rows [b, e) (image n, pooled row oh).
+  auto rows = [=](int64_t b, int64_t e, double* acc) {
     for (int64_t row = b; row < e; ++row) {
       const int64_t n = row / oh_n, oh = row % oh_n;
       for (int64_t ow = 0; ow < ow_n; ++ow) {
@@ -92,17 +92,13 @@ void max_pool_grad_tiled(const Window& g, const float* dy, const float* x, const
                 taken[c] = hit ? 1.0f : taken[c];
               }
             }
-          if constexpr (Sums) {  // what landed: dy where the maximum passed (at most once per window)
-#pragma omp simd
-            for (int64_t c = 0; c < cn; ++c)
-              acc[c0 + c] += taken[c] != 0.0f && (!Relu || ym[c] > 0.0f) ? double(d[c]) : 0.0;
-          }
         }
       }
+      // Sums: the kh image rows this row of windows just wrote (dx as (pixels, c), in L1), added to the chunk's sums.
+      if (acc) add_column_sums(dx, c_n, (n * h_n + oh * kh_n) * w_n, (n * h_n + oh * kh_n + kh_n) * w_n, acc);
     }
   };
-  if constexpr (Sums) {
-    // A chunk per kParallelGrain elements of dx (column_sums.h): fixed by the shape, not the threads.
+  if constexpr (Sums) {  // over fixed chunks of rows of windows (column_sums.h), not the threads
     const ColumnSums cs(g.n * g.oh, g.c, g.n * g.h * g.w * g.c);
     parallel_chunks(cs, partial, [&](int64_t k, int64_t r0, int64_t r1) { rows(r0, r1, partial + k * g.c); });
     cs.finish(partial, db);
