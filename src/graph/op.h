@@ -152,10 +152,10 @@ struct Attrs {
   bool zero_grad = false;         // update ops: clear the gradient input after applying it
   bool gated = false;             // update ops: the last input is the step's StepControl
   bool split_ties = false;        // MaxPool2DGrad: share dy among tied maxima (GlobalMaxPooling2D)
-  bool side_output = false;       // the fusion pass's bias gradient (graph/fuse.h). On FusedMatMul (ReluGrad epilogue),
-                             // MaxPool2DGrad and ReluGrad: the kernel also writes the column sums of its output (the
-                             // sum over all but the last axis) to KernelArgs::side_out, the storage of the BiasGrad
-                             // reading it. On that BiasGrad: no kernel runs for it.
+  // The fusion pass's bias gradient (graph/fuse.h). On FusedMatMul (ReluGrad epilogue), MaxPool2DGrad and ReluGrad:
+  // the kernel also writes the column sums of its output (the sum over all but the last axis) to
+  // KernelArgs::side_out, the storage of the BiasGrad reading it. On that BiasGrad: no kernel runs for it.
+  bool side_output = false;
   float momentum = 0.99f, epsilon = 1e-3f;  // batch normalization
   Op epilogue = Op::kCount;  // FusedMatMul: Relu, ReluGrad or kCount (the bias alone); FusedConv2D: Relu or kCount;
                              // MaxPool2DGrad: ReluGrad (dx zeroed where the pool's input x <= 0) or kCount;

@@ -230,9 +230,8 @@ class Model {
   // `data` (its description) and gives every rank rank 0's weights when they may differ (before the first fit);
   // null without such a strategy (this process runs every batch).
   nn::distribute::MpiCollective* evaluation_group(const std::string& data);
-  // Every rank's row-weighted sums added to acc's; the log names from the eval program of `batch` rows when this rank
-  // ran no batch.
-  void all_reduce_logs(nn::distribute::MpiCollective& world, nn::Accumulator& acc, int64_t batch);
+  // Every rank's row-weighted sums added to acc's (a rank that ran no batch contributes zeros).
+  void all_reduce_logs(nn::distribute::MpiCollective& world, nn::Accumulator& acc);
   // A model on a GPU trains device copies of its weights (nn::ProgramCache::upload_weights): bring the weights up
   // to date before the host reads them (get_weights, save, a training state), and send them to the device after
   // the host wrote them (set_weights, load_weights), even in the middle of a fit (a callback). No-ops on the cpu.

@@ -6,8 +6,8 @@
 // FusedMatMul's relu_grad epilogue, MaxPool2DGrad, ReluGrad) add each chunk's values while they write them.
 //
 //   const ColumnSums cs(rows, n);                       // partial: cs.workspace_bytes() from the op's workspace
-//   parallel_chunks(cs, [&](int64_t k, int64_t r0, int64_t r1) {
-//     double* acc = partial + k * n;                    // zeroed; add rows [r0, r1) in row order
+//   parallel_chunks(cs, partial, [&](int64_t k, int64_t r0, int64_t r1) {
+//     add_column_sums(m, n, r0, r1, partial + k * n);  // zeroed before; rows [r0, r1) added in row order
 //   });
 //   cs.finish(partial, db);                             // db(n) = float(sum over chunks)
 #pragma once
@@ -23,13 +23,16 @@ struct ColumnSums {
   static constexpr int64_t kMaxChunks = 64;
   int64_t rows, n, chunks;
 
-  // `rows` are the units the rows are split in (a pooling kernel's output rows); `elements` what they hold in all,
-  // which sets the number of chunks: one per kParallelGrain elements, at most kMaxChunks.
+  // `rows` are the units the rows are split in (a pooling kernel's rows of windows); `elements` what they hold in
+  // all, which sets the number of chunks: one up to kParallelGrain elements (as parallel_for runs such a loop on
+  // one thread), else one per kParallelGrain / 8 elements (enough for 16 threads from 128 Ki elements), at most
+  // kMaxChunks and never more than the rows.
+  static int64_t chunks_for(int64_t rows, int64_t elements) {
+    if (elements <= kParallelGrain) return 1;
+    return std::clamp<int64_t>(elements / (kParallelGrain / 8), 1, std::min(kMaxChunks, std::max<int64_t>(rows, 1)));
+  }
   ColumnSums(int64_t rows_, int64_t n_, int64_t elements = -1)
-      : rows(rows_),
-        n(n_),
-        chunks(std::clamp<int64_t>((elements < 0 ? rows_ * n_ : elements) / kParallelGrain, 1,
-                                   std::min(kMaxChunks, std::max<int64_t>(rows_, 1)))) {}
+      : rows(rows_), n(n_), chunks(chunks_for(rows_, elements < 0 ? rows_ * n_ : elements)) {}
 
   size_t workspace_bytes() const { return static_cast<size_t>(chunks * n) * sizeof(double); }
   int64_t begin(int64_t chunk) const { return chunk * rows / chunks; }

@@ -1,5 +1,5 @@
 // 16-bit kernels for ops that are exact in any dtype — max pooling, its gradient, the relu gradient: they select
-// values and never round — and for the bias gradient, summed in float32 as the widened kernel does; so there is no
+// values and never round — and for the bias gradient, read in 16 bits and summed in float32; so there is no
 // reason to widen whole activations to float32 in the workspace (widen.cpp takes 4 bytes per element of every operand:
 // the relu gradient of the first convolution was the largest workspace of a 16-bit CNN step). Values are compared as
 // float32 in registers. The gradient takes the non-overlapping, unpadded windows of the usual 2x2 / stride 2 (every
@@ -148,9 +148,9 @@ size_t relu_workspace16(const graph::Graph& gr, int node) {
   return t == DType::f16 || t == DType::bf16 || !g_widened_relu_ws ? 0 : g_widened_relu_ws(gr, node);
 }
 
-// db(n) = sum over rows of dy(rows, n), read in 16 bits and summed in float32 in the float32 kernel's order
-// (linalg.cpp), then rounded once: bit for bit the widened kernel's result, without a float32 copy of dy (a
-// convolution's bias gradient reads its whole output gradient).
+// db(n) = sum over rows of dy(rows, n), read in 16 bits and summed in float32 in row order, then rounded once (the
+// float32 kernel, linalg.cpp, sums in double over chunks of rows: this is within the 16-bit result's rounding of
+// it), without a float32 copy of dy (a convolution's bias gradient reads its whole output gradient).
 template <typename T>
 void bias_grad16(const KernelArgs& a) {
   const int64_t n = a.node.shape[0], rows = a.in_shape(0).numel() / (n ? n : 1);

@@ -176,7 +176,14 @@ namespace {
 
 void matmul(const KernelArgs& a) {
   const GemmShape s = cpu::gemm_shape(a.g, a.node);
-  if (s.m == 0 || s.n == 0) return;
+  if (s.m == 0 || s.n == 0) {
+    if (a.side_out && s.n > 0) {  // the fused bias gradient of no rows: zeros
+      const cudaError_t e = cudaMemsetAsync(a.side_out, 0, sizeof(float) * static_cast<size_t>(s.n),
+                                            static_cast<cudaStream_t>(a.ctx.stream));
+      if (e != cudaSuccess) check(e, "cudaMemsetAsync", where(a.node));
+    }
+    return;
+  }
   GemmShape product = s;
   if (s.epilogue == Epilogue::relu_grad) product.epilogue = Epilogue::none;
   float* out = a.output<float>();

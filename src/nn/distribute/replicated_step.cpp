@@ -96,14 +96,21 @@ nn::distribute::MpiCollective* Model::evaluation_group(const std::string& data) 
     sync_host_weights();
     for (const auto& [name, t] : state) world.broadcast(t->raw(), t->nbytes(), name.c_str());
     weights_changed_on_host();
+    // Every rank took this path (the flag changes on every rank alike: here and at the start of each fit), so the
+    // weights now agree until the next fit, which checks and broadcasts again.
+    replicas_synced_ = true;
   }
   return &world;
 }
 
-void Model::all_reduce_logs(nn::distribute::MpiCollective& world, nn::Accumulator& acc, int64_t batch) {
-  if (acc.names.empty()) {  // this rank ran no batch: the names and zeros
-    const nn::Compiled& c = replica_programs(0).get(nn::ProgramKind::eval, batch);
-    for (const auto& [name, id] : c.logs) acc.names.push_back(name);
+void Model::all_reduce_logs(nn::distribute::MpiCollective& world, nn::Accumulator& acc) {
+  if (acc.names.empty()) {  // this rank ran no batch: the names (from the smallest eval program) and zeros
+    try {
+      const nn::Compiled& c = replica_programs(0).get(nn::ProgramKind::eval, 1);
+      for (const auto& [name, id] : c.logs) acc.names.push_back(name);
+    } catch (const std::exception& e) {
+      world.abort(std::string("evaluation: ") + e.what());
+    }
     acc.sum.assign(acc.names.size(), 0.0);
   }
   std::vector<double> sums = acc.sum;

@@ -275,23 +275,35 @@ Logs Model::run_evaluation(const std::vector<Tensor>& x, const std::vector<Tenso
                            int64_t steps) {
   if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
   const int64_t n = rows_of(x);
-  const int64_t batch = std::min(batch_size, std::max<int64_t>(n, 1));
-  // MultiWorkerMirroredStrategy: batch k on rank k % ranks, the logs summed over the ranks at the end.
-  nn::distribute::MpiCollective* world =
-      evaluation_group("arrays of " + std::to_string(n) + " rows in batches of " + std::to_string(batch) +
-                       (steps > 0 ? ", " + std::to_string(steps) + " steps" : std::string()));
+  int64_t batch = std::min(batch_size, std::max<int64_t>(n, 1));
+  // MultiWorkerMirroredStrategy: batch k on rank k % ranks, the logs summed over the ranks at the end; rank 0's batch
+  // size (an automatic one follows each rank's free memory).
+  nn::distribute::MpiCollective* world = evaluation_group("arrays of " + std::to_string(n) + " rows" +
+                                                          (steps > 0 ? ", " + std::to_string(steps) + " steps" : ""));
+  if (world) batch = static_cast<int64_t>(world->broadcast(static_cast<uint64_t>(batch), "evaluation batch size"));
   nn::Accumulator acc;
   graph::ExecContext ctx = nn::exec_context(device_, step_, false, optimizer_.get());
-  int64_t done_steps = 0;
-  for (int64_t begin = 0; begin < n && (steps == 0 || done_steps < steps); begin += batch, ++done_steps) {
-    if (world && done_steps % world->size() != world->rank()) continue;
-    const int64_t bs = std::min(batch, n - begin);
+  auto run_batch = [&](int64_t begin, int64_t bs) {
     nn::Compiled& c = programs_->get(nn::ProgramKind::eval, bs);
     nn::HostStager::bind_rows(c, x, &y, nullptr, begin, bs);
     c.program->run(ctx);
     acc.add(c, bs);
+  };
+  int64_t done_steps = 0;
+  for (int64_t begin = 0; begin < n && (steps == 0 || done_steps < steps); begin += batch, ++done_steps) {
+    const int64_t bs = std::min(batch, n - begin);
+    if (!world) {
+      run_batch(begin, bs);
+      continue;
+    }
+    if (done_steps % world->size() != world->rank()) continue;
+    try {  // a failure on one rank ends the job at once, not after the others' collective timeout
+      run_batch(begin, bs);
+    } catch (const std::exception& e) {
+      world->abort(std::string("evaluation: ") + e.what());
+    }
   }
-  if (world && n > 0) all_reduce_logs(*world, acc, batch);
+  if (world && n > 0) all_reduce_logs(*world, acc);
   Logs logs;
   acc.write(logs);
   return logs;

@@ -221,7 +221,6 @@ Logs Model::run_evaluation(const data::Dataset& dataset, int64_t steps) {
   // when k % ranks is its rank; the logs are summed over the ranks at the end. Built on the first batch.
   nn::distribute::MpiCollective* world = nullptr;
   bool asked = false;
-  int64_t first_batch = 0;
   for (int64_t s = 0; (steps == 0 || s < steps) && it.next(e); ++s) {
     split_element(e, x, y, true, "evaluate");
     ensure_built(x);
@@ -231,15 +230,19 @@ Logs Model::run_evaluation(const data::Dataset& dataset, int64_t steps) {
       world = evaluation_group("the dataset " + dataset.describe() +
                                (steps > 0 ? ", " + std::to_string(steps) + " steps" : std::string()));
       asked = true;
-      first_batch = bs;
     }
     if (world && s % world->size() != world->rank()) continue;
-    nn::Compiled& c = programs_->get(nn::ProgramKind::eval, bs);
-    nn::HostStager::bind_rows(c, x, &y, nullptr, 0, bs);
-    c.program->run(ctx);
-    acc.add(c, bs);
+    try {
+      nn::Compiled& c = programs_->get(nn::ProgramKind::eval, bs);
+      nn::HostStager::bind_rows(c, x, &y, nullptr, 0, bs);
+      c.program->run(ctx);
+      acc.add(c, bs);
+    } catch (const std::exception& ex) {
+      if (!world) throw;
+      world->abort(std::string("evaluation: ") + ex.what());  // at once, not after the others' collective timeout
+    }
   }
-  if (world) all_reduce_logs(*world, acc, first_batch);
+  if (world) all_reduce_logs(*world, acc);
   Logs logs;
   acc.write(logs);
   return logs;
