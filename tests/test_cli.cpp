@@ -143,8 +143,12 @@ TEST(CliFit, SameSeedSameResult) {
 // --replicas 2: data parallel over two logical cpu devices, each under half of the budget (MirroredStrategy), trains
 // the model one device trains on the same global batches: the same losses up to the summation order.
 TEST(CliFit, ReplicasTrainWhatOneDeviceTrains) {
+  // A budget, not the machine: --replicas splits the device's budget into leases per replica, and a run that leased
+  // all of the machine's memory made a concurrent test (whose HDF5 helper leases beside its parent) wait for it
+  // while it waited for that test's memory (ctest -j2).
   const std::string args =
-      "fit" + plain_data().args() + " --model dense:16:relu,dense:10 --epochs 2 --batch-size 32 --seed 3 -v 2";
+      "fit" + plain_data().args() +
+      " --model dense:16:relu,dense:10 --epochs 2 --batch-size 32 --seed 3 -v 2 --memory-limit 2GiB";
   Result one = run_cli(args), two = run_cli(args + " --replicas 2");
   ASSERT_EQ(one.code, 0) << describe(one);
   ASSERT_EQ(two.code, 0) << describe(two);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/gemm_cublaslt.h"
 #include "backends/cuda/gemm_mapping.h"
 #include "backends/cuda/launch_geometry.h"
 #include "graph/kernel.h"
@@ -80,6 +81,22 @@ TEST(CudaLaunchGeometry, CoversTheWorkFillsTheDeviceAndLaunchesNothingForNothing
 
 // Every op with a float32 CPU kernel has a CUDA kernel or a declared reason not to (backends/cuda/coverage.cpp),
 // and no op is both. Prints what the default MLP still lacks.
+// Mixed precision's GEMMs run on cuBLASLt in 16 bits, not widened to float32 (gemm_cublaslt.cpp): the 16-bit
+// MatMul and FusedMatMul signatures, and the bfloat16 product written in float32, are the native kernel's.
+TEST(CudaCoverage, SixteenBitGemmsRunOnCublasLtInTheirOwnDtypes) {
+  graph::ensure_backends_registered();
+  if (graph::kernel_signatures(DeviceKind::cuda, graph::Op::Relu).empty())
+    GTEST_SKIP() << "this build has no CUDA kernels (TK_CUDA=OFF or no CUDA toolkit)";
+  for (graph::Op op : {graph::Op::MatMul, graph::Op::FusedMatMul})
+    for (DType t : {DType::f16, DType::bf16})
+      EXPECT_TRUE(gemm16_is_native(graph::find_kernel(DeviceKind::cuda, op, graph::signature_for(op, t))))
+          << graph::op_name(op) << " " << dtype_name(t);
+  EXPECT_TRUE(gemm16_is_native(graph::find_kernel(DeviceKind::cuda, graph::Op::MatMul,
+                                                  graph::KernelSignature({DType::bf16, DType::bf16}, DType::f32))));
+  EXPECT_FALSE(gemm16_is_native(
+      graph::find_kernel(DeviceKind::cuda, graph::Op::MatMul, graph::signature_for(graph::Op::MatMul, DType::f32))));
+}
+
 TEST(CudaCoverage, EveryOpHasACudaKernelOrADeclaredExclusion) {
   graph::ensure_backends_registered();
   if (graph::kernel_signatures(DeviceKind::cuda, graph::Op::Relu).empty())

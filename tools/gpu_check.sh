@@ -227,10 +227,13 @@ if [ "$built" -eq 0 ]; then
         --data-dir "$DATA" 2>&1 | tee "$BUILD/cnn_torch.json" | tee -a "$LOG"
       side_by_side CNN "$BUILD/cnn_trainkit.json" "$BUILD/cnn_torch.json"
       say ""
-      say "== mixed precision on cuda:0 (16-bit ops widen to float32 in the workspace: checks the numbers, not the speed)"
-      for p in mixed_bfloat16 mixed_float16; do
-        timeout 120 "$BUILD/bench/tk_bench_mlp" --device cuda --epochs 2 --dtype-policy "$p" --data-dir "$DATA" 2>&1 |
-          grep '^{' | tee -a "$LOG"
+      say "== mixed precision on cuda:0: 16-bit GEMMs on cuBLASLt in 16 bits, then all widened (TK_CUDA_NATIVE16=0)"
+      for native in 1 0; do
+        for p in mixed_bfloat16 mixed_float16; do
+          say "TK_CUDA_NATIVE16=$native $p:"
+          TK_CUDA_NATIVE16=$native timeout 120 "$BUILD/bench/tk_bench_mlp" --device cuda --epochs 2 --dtype-policy "$p" \
+            --data-dir "$DATA" 2>&1 | grep '^{\|rror' | tee -a "$LOG"
+        done
       done
       say ""
       say "== 10 epochs of the MLP: test accuracy on cuda:0 and on this machine's cpu (the same seed)"

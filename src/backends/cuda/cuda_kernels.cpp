@@ -16,6 +16,7 @@
 
 #include "backends/cuda/check.h"
 #include "backends/cuda/device_info.h"
+#include "backends/cuda/gemm_cublaslt.h"
 #include "backends/cuda/launchers.h"
 #include "graph/collective.h"
 #include "graph/kernel.h"
@@ -398,6 +399,7 @@ void register_kernels() {
   register_gemm_kernels();
   register_conv_kernels();
   register_widened_kernels();
+  register_native16_gemm_kernels();  // after the widened ones, which they fall back to
 }
 
 }  // namespace tk::cuda

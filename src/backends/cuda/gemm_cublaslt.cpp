@@ -1,8 +1,13 @@
-// MatMul and FusedMatMul (float32) on cuBLASLt. The row-major GEMM becomes cuBLASLt's column-major one through
+// MatMul and FusedMatMul on cuBLASLt. The row-major GEMM becomes cuBLASLt's column-major one through
 // to_column_major (gemm_mapping.h, tested on the CPU); bias and bias + relu run as cuBLASLt epilogues; relu_grad is
 // the product, then the relu mask kernel. float32 compute by default; TK_ALLOW_TF32=1 allows TF32 tensor cores, as
 // PyTorch's torch.backends.cuda.matmul.allow_tf32. The algorithm is cuBLASLt's first heuristic choice under the
-// planned workspace (kWorkspaceBytes), kept per (shape, device), so a step runs the same algorithm every time.
+// planned workspace (kWorkspaceBytes), kept per (shape, dtypes, device), so a step runs the same algorithm every time.
+// float16 and bfloat16 (mixed precision) run natively: 16-bit operands, float32 accumulation and scale, the output
+// (and a bias) in the node's dtype, rounded once, as the CPU's widened kernels compute it; also the bfloat16 product
+// written in float32 (a weight's gradient, graph/fuse.h). The relu_grad epilogue, an empty sum (k = 0) and shapes
+// with a dimension that is not a multiple of 8 stay on the widened kernels (backends/widen.h), and
+// TK_CUDA_NATIVE16=0 puts every 16-bit GEMM there (A/B measurements).
 #ifdef TK_HAVE_CUDA
 #include "backends/cuda/gemm_cublaslt.h"
 
@@ -21,6 +26,7 @@
 #include "backends/cuda/device_info.h"
 #include "backends/cuda/gemm_mapping.h"
 #include "backends/cuda/launchers.h"
+#include "backends/widen.h"
 #include "graph/kernel.h"
 
 namespace tk::cuda {
@@ -45,6 +51,13 @@ void check_lt(cublasStatus_t s, const char* call, const std::string& where) {
   if (s == CUBLAS_STATUS_SUCCESS) return;
   throw Error(std::string(call) + " failed: " + cublasLtGetStatusString(s) + " (" + where + ")");
 }
+
+// The storage dtypes of a GEMM: the operands a and b, and the output c (and bias).
+struct GemmTypes {
+  DType ab = DType::f32, c = DType::f32;
+  auto operator<=>(const GemmTypes&) const = default;
+};
+cudaDataType_t cuda_type(DType t) { return t == DType::f16 ? CUDA_R_16F : t == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F; }
 
 bool allow_tf32() {
   static const bool yes = [] {
@@ -82,12 +95,12 @@ struct Plan {
   }
 };
 
-std::unique_ptr<Plan> make_plan(const GemmShape& s, int device, const std::string& where) {
+std::unique_ptr<Plan> make_plan(const GemmShape& s, GemmTypes t, int device, const std::string& where) {
   auto p = std::make_unique<Plan>();
   const ColumnMajorGemm g = to_column_major(s.m, s.n, s.k, s.ta, s.tb);
-  check_lt(
-      cublasLtMatmulDescCreate(&p->desc, allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F),
-      "cublasLtMatmulDescCreate", where);
+  const bool tf32 = allow_tf32() && t.ab == DType::f32;  // 16-bit operands accumulate in float32 regardless
+  check_lt(cublasLtMatmulDescCreate(&p->desc, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F),
+           "cublasLtMatmulDescCreate", where);
   const cublasOperation_t ta = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   check_lt(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "TRANSA", where);
   check_lt(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "TRANSB", where);
@@ -97,15 +110,21 @@ std::unique_ptr<Plan> make_plan(const GemmShape& s, int device, const std::strin
                                : s.epilogue == Epilogue::relu      ? CUBLASLT_EPILOGUE_RELU
                                                                    : CUBLASLT_EPILOGUE_DEFAULT;
   check_lt(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e), "EPILOGUE", where);
+  if (p->has_bias) {  // the bias in the output's dtype (the FusedMatMul node's)
+    const cudaDataType_t bias_type = cuda_type(t.c);
+    check_lt(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type),
+             "BIAS_DATA_TYPE", where);
+  }
   // Stored shapes before the op: A' is m x k (k x m when transposed), B' is k x n (n x k), D' is m x n.
-  check_lt(cublasLtMatrixLayoutCreate(&p->a, CUDA_R_32F, static_cast<uint64_t>(g.trans_a ? g.k : g.m),
+  check_lt(cublasLtMatrixLayoutCreate(&p->a, cuda_type(t.ab), static_cast<uint64_t>(g.trans_a ? g.k : g.m),
                                       static_cast<uint64_t>(g.trans_a ? g.m : g.k), g.lda),
            "cublasLtMatrixLayoutCreate(A)", where);
-  check_lt(cublasLtMatrixLayoutCreate(&p->b, CUDA_R_32F, static_cast<uint64_t>(g.trans_b ? g.n : g.k),
+  check_lt(cublasLtMatrixLayoutCreate(&p->b, cuda_type(t.ab), static_cast<uint64_t>(g.trans_b ? g.n : g.k),
                                       static_cast<uint64_t>(g.trans_b ? g.k : g.n), g.ldb),
            "cublasLtMatrixLayoutCreate(B)", where);
-  check_lt(cublasLtMatrixLayoutCreate(&p->c, CUDA_R_32F, static_cast<uint64_t>(g.m), static_cast<uint64_t>(g.n), g.ldc),
-           "cublasLtMatrixLayoutCreate(C)", where);
+  check_lt(
+      cublasLtMatrixLayoutCreate(&p->c, cuda_type(t.c), static_cast<uint64_t>(g.m), static_cast<uint64_t>(g.n), g.ldc),
+      "cublasLtMatrixLayoutCreate(C)", where);
   cublasLtMatmulPreference_t pref = nullptr;
   check_lt(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate", where);
   const size_t ws = kWorkspaceBytes;
@@ -132,11 +151,28 @@ std::unique_ptr<Plan> make_plan(const GemmShape& s, int device, const std::strin
 // "MatMul 'dense/matmul'": built only for an error or a new plan, never on the step's path.
 std::string where(const graph::Node& node) { return std::string(graph::op_name(node.op)) + " '" + node.name + "'"; }
 
-Plan& plan_for(const GemmShape& s, int device, const graph::Node& node) {
-  thread_local std::map<std::tuple<GemmShape, int, bool>, std::unique_ptr<Plan>> plans;
-  auto& slot = plans[{s, device, allow_tf32()}];
-  if (!slot) slot = make_plan(s, device, where(node));
+Plan& plan_for(const GemmShape& s, GemmTypes t, int device, const graph::Node& node) {
+  thread_local std::map<std::tuple<GemmShape, GemmTypes, int, bool>, std::unique_ptr<Plan>> plans;
+  auto& slot = plans[{s, t, device, allow_tf32()}];
+  if (!slot) slot = make_plan(s, t, device, where(node));
   return *slot;
+}
+
+// c = epilogue(op(a) op(b)) + beta c for any operand and output dtypes (k > 0; alpha and beta in float32).
+void gemm_typed(const GemmShape& s, GemmTypes t, const void* a, const void* b, const void* bias, void* c, float beta,
+                void* workspace, int device, void* stream, const graph::Node& node) {
+  Plan& p = plan_for(s, t, device, node);
+  if (p.has_bias) {
+    const cublasStatus_t st =
+        cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
+    if (st != CUBLAS_STATUS_SUCCESS) check_lt(st, "BIAS_POINTER", where(node));
+  }
+  const float alpha = 1.0f;
+  // A' is trainkit's B, B' is trainkit's A (gemm_mapping.h).
+  const cublasStatus_t st =
+      cublasLtMatmul(handle(device), p.desc, &alpha, b, p.a, a, p.b, &beta, c, p.c, c, p.c, &p.algo,
+                     aligned_workspace(workspace), kWorkspaceBytes, static_cast<cudaStream_t>(stream));
+  if (st != CUBLAS_STATUS_SUCCESS) check_lt(st, "cublasLtMatmul", where(node));
 }
 
 }  // namespace
@@ -156,18 +192,7 @@ void gemm(const GemmShape& s, const float* a, const float* b, const float* bias,
       launch_activation(Activation::relu, c, c, s.m * s.n, 0.0f, sm_count(device), stream);
     return;
   }
-  Plan& p = plan_for(s, device, node);
-  if (p.has_bias) {
-    const cublasStatus_t st =
-        cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
-    if (st != CUBLAS_STATUS_SUCCESS) check_lt(st, "BIAS_POINTER", where(node));
-  }
-  const float alpha = 1.0f;
-  // A' is trainkit's B, B' is trainkit's A (gemm_mapping.h).
-  const cublasStatus_t st =
-      cublasLtMatmul(handle(device), p.desc, &alpha, b, p.a, a, p.b, &beta, c, p.c, c, p.c, &p.algo,
-                     aligned_workspace(workspace), kWorkspaceBytes, static_cast<cudaStream_t>(stream));
-  if (st != CUBLAS_STATUS_SUCCESS) check_lt(st, "cublasLtMatmul", where(node));
+  gemm_typed(s, GemmTypes{}, a, b, bias, c, beta, workspace, device, stream, node);
 }
 
 size_t gemm_workspace_bytes() { return kWorkspaceBytes + kWorkspaceAlignment - kOperandAlignment; }
@@ -197,6 +222,43 @@ void matmul(const KernelArgs& a) {
 
 size_t workspace(const graph::Graph& g, int node) { return side_bias_grad_workspace(g, node, gemm_workspace_bytes()); }
 
+// ---- float16 / bfloat16
+using Widened = backends::Widened<DeviceKind::cuda>;
+
+bool native16_enabled() {
+  static const bool yes = [] {
+    const char* v = std::getenv("TK_CUDA_NATIVE16");
+    return !(v && std::string(v) == "0");
+  }();
+  return yes;
+}
+// Whether a 16-bit MatMul / FusedMatMul runs on cuBLASLt in its own dtypes (else on the widened kernel). The kernel
+// and its workspace rule decide alike, from the shape alone. Every dimension a multiple of 8 (16 bytes): the leading
+// dimensions cuBLASLt's 16-bit tensor-core kernels take; other shapes (a 10-class output layer) stay widened rather
+// than risk a shape cuBLASLt has no 16-bit algorithm for.
+bool runs_native(const graph::Graph& g, const graph::Node& n) {
+  const GemmShape s = cpu::gemm_shape(g, n);
+  return native16_enabled() && s.epilogue != Epilogue::relu_grad && s.k > 0 && s.m % 8 == 0 && s.n % 8 == 0 &&
+         s.k % 8 == 0;
+}
+
+void matmul16(const KernelArgs& a) {
+  if (!runs_native(a.g, a.node)) {
+    Widened::kernel(a);
+    return;
+  }
+  const GemmShape s = cpu::gemm_shape(a.g, a.node);
+  if (s.m == 0 || s.n == 0) return;
+  const bool bias = s.epilogue == Epilogue::bias || s.epilogue == Epilogue::bias_relu;
+  gemm_typed(s, GemmTypes{a.in_dtypes[0], a.out_dtype}, a.in[0], a.in[1], bias ? a.in[2] : nullptr, a.out, 0.0f,
+             a.workspace, a.ctx.device.index, a.ctx.stream, a.node);
+}
+size_t workspace16(const graph::Graph& g, int node) {
+  const graph::Node& n = g[node];
+  if (g[n.inputs[0]].dtype == DType::f32) return workspace(g, node);  // a float32 GEMM
+  return runs_native(g, n) ? gemm_workspace_bytes() : Widened::workspace(g, node);
+}
+
 }  // namespace
 
 void register_gemm_kernels() {
@@ -206,5 +268,26 @@ void register_gemm_kernels() {
   graph::register_workspace(DeviceKind::cuda, Op::FusedMatMul, workspace);
 }
 
+void register_native16_gemm_kernels() {
+  for (DType t : {DType::f16, DType::bf16}) {
+    graph::register_kernel(DeviceKind::cuda, Op::MatMul, t, matmul16);
+    graph::register_kernel(DeviceKind::cuda, Op::FusedMatMul, t, matmul16);
+  }
+  graph::register_kernel(DeviceKind::cuda, Op::MatMul, graph::KernelSignature({DType::bf16, DType::bf16}, DType::f32),
+                         matmul16);
+  // One rule for every dtype (the float32 one for float32 operands).
+  graph::register_workspace(DeviceKind::cuda, Op::MatMul, workspace16);
+  graph::register_workspace(DeviceKind::cuda, Op::FusedMatMul, workspace16);
+}
+
+bool gemm16_is_native(graph::KernelFn fn) { return fn == matmul16; }
+
+}  // namespace tk::cuda
+#else  // built without CUDA
+#include "backends/cuda/gemm_cublaslt.h"
+
+namespace tk::cuda {
+void register_native16_gemm_kernels() {}
+bool gemm16_is_native(graph::KernelFn) { return false; }
 }  // namespace tk::cuda
 #endif

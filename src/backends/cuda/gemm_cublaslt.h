@@ -7,6 +7,7 @@
 
 #include "backends/cpu/gemm.h"
 #include "graph/graph.h"
+#include "graph/kernel.h"
 
 namespace tk::cuda {
 
@@ -15,5 +16,12 @@ namespace tk::cuda {
 void gemm(const cpu::GemmShape& s, const float* a, const float* b, const float* bias, float* c, float beta,
           void* workspace, int device, void* stream, const graph::Node& node);
 size_t gemm_workspace_bytes();
+
+// float16 / bfloat16 MatMul and FusedMatMul on cuBLASLt in their own dtypes (float32 accumulation), registered after
+// the widened kernels (backends/widen.h), which they fall back to for relu_grad, k = 0, dimensions that are not
+// multiples of 8, and TK_CUDA_NATIVE16=0.
+void register_native16_gemm_kernels();
+// Whether `fn` is that native kernel (tests: the registration holds).
+bool gemm16_is_native(graph::KernelFn fn);
 
 }  // namespace tk::cuda
