@@ -91,8 +91,4 @@ inline void column_sums(const float* m, int64_t rows, int64_t n, double* partial
   cs.finish(partial, out);
 }
 
-// Where a kernel's partial sums for its second output (graph/fuse.h) start in its workspace: after the `before`
-// bytes of its own scratch, 64-byte aligned.
-inline size_t side_sums_offset(size_t before) { return (before + 63) / 64 * 64; }
-
 }  // namespace tk::cpu

@@ -7,6 +7,7 @@
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
 #include "graph/kernel.h"
+#include "graph/schedule.h"
 
 namespace tk::cpu {
 using graph::KernelArgs;
@@ -17,7 +18,9 @@ namespace {
 // A FusedMatMul that also writes the bias gradient (graph/fuse.h) keeps its column sums' partials first in its
 // workspace, then the GEMM's scratch (sized without building anything on the step's path).
 size_t side_sums_bytes(const graph::Node& n) {
-  return n.attrs.side_output ? side_sums_offset(ColumnSums(n.shape[0], n.shape[1]).workspace_bytes()) : 0;
+  if (!n.attrs.side_output) return 0;
+  const size_t bytes = ColumnSums(n.shape[0], n.shape[1]).workspace_bytes();
+  return (bytes + graph::kArenaAlignment - 1) / graph::kArenaAlignment * graph::kArenaAlignment;  // the GEMM's after
 }
 size_t matmul_workspace(const graph::Graph& g, int node) {
   return side_sums_bytes(g[node]) + gemm_workspace(gemm_shape(g, g[node]));

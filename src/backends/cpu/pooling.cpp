@@ -49,6 +49,12 @@ void max_pool(const KernelArgs& a) {
   });
 }
 
+// The chunks of a MaxPool2DGrad's bias-gradient sums (graph/fuse.h): rows of windows in the tiled kernel, pixel
+// rows otherwise; the kernel and its workspace rule both take them from here.
+ColumnSums pool_grad_sums(const Window& g, bool tiled) {
+  return tiled ? ColumnSums(g.n * g.oh, g.c, g.n * g.h * g.w * g.c) : ColumnSums(g.n * g.h * g.w, g.c);
+}
+
 // dx gets each dy at the first maximum of its window (row-major scan, as TensorFlow's MaxPoolGrad), or,
 // with split_ties (a global max: TensorFlow's reduce_max gradient), shared evenly by all tied maxima.
 // The maximum itself is y, so one pass over the window finds it; channels are the inner, contiguous loop.
@@ -99,7 +105,7 @@ void max_pool_grad_tiled(const Window& g, const float* dy, const float* x, const
     }
   };
   if constexpr (Sums) {  // over fixed chunks of rows of windows (column_sums.h), not the threads
-    const ColumnSums cs(g.n * g.oh, g.c, g.n * g.h * g.w * g.c);
+    const ColumnSums cs = pool_grad_sums(g, true);
     parallel_chunks(cs, partial, [&](int64_t k, int64_t r0, int64_t r1) { rows(r0, r1, partial + k * g.c); });
     cs.finish(partial, db);
   } else {
@@ -108,10 +114,6 @@ void max_pool_grad_tiled(const Window& g, const float* dy, const float* x, const
   }
 }
 
-// The workspace of a MaxPool2DGrad that writes the bias gradient (graph/fuse.h): its column sums' partials.
-ColumnSums pool_grad_sums(const Window& g, bool tiled) {
-  return tiled ? ColumnSums(g.n * g.oh, g.c, g.n * g.h * g.w * g.c) : ColumnSums(g.n * g.h * g.w, g.c);
-}
 bool tiled_pool_grad(const Window& g, bool split) {
   return !split && g.sh == g.kh && g.sw == g.kw && g.pt == 0 && g.pb == 0 && g.pl == 0 && g.pr == 0 && g.dh == 1 &&
          g.dw == 1;
