@@ -128,7 +128,7 @@ std::vector<std::string> missing_on_cuda(Model& m) {
   std::vector<std::string> missing;
   for (int id : graph::schedule(t.g, roots)) {
     const graph::Node& n = t.g[id];
-    if (n.op == graph::Op::Input || n.op == graph::Op::Variable) continue;  // storage, not kernels
+    if (n.op == graph::Op::Input || n.op == graph::Op::Variable || n.op == graph::Op::View) continue;  // storage
     const graph::KernelSignature sig = graph::signature_of(t.g, id);
     if (!graph::has_kernel(DeviceKind::cuda, n.op, sig))
       missing.push_back(std::string(graph::op_name(n.op)) + " " + sig.to_string() + " (" + n.name + ")");

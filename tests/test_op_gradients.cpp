@@ -41,6 +41,8 @@ constexpr std::array kUnsupported{
     UnsupportedKernel{Op::Input, kAnyDevice, kAllFloats, "a source: nn::BatchStager writes its memory, no kernel runs"},
     UnsupportedKernel{Op::Variable, kAnyDevice, kAllFloats,
                       "a source: storage bound outside the program, no kernel runs"},
+    UnsupportedKernel{Op::View, kAnyDevice, kAllFloats,
+                      "memory inside another value (a gradient in its bucket): the planner places it, no kernel runs"},
     UnsupportedKernel{Op::SgdUpdate, kAnyDevice, k16Bit,
                       "updates weights and slots in place: weights and optimizer state stay float32"},
     UnsupportedKernel{Op::AdamUpdate, kAnyDevice, k16Bit,
@@ -653,6 +655,10 @@ std::vector<Case> extra_forward_cases() {
     Case all_reduce{"AllReduce one replica", Op::AllReduce, {{3, 4}}};
     all_reduce.grad_scale = 0.25f;
     c.push_back(all_reduce);
+    // A bucket of two gradients (graph/bucket.h): both packed into one flat output at 64-byte offsets, scaled.
+    Case bucket{"AllReduce bucket one replica", Op::AllReduce, {{3, 4}, {5}}};
+    bucket.grad_scale = 0.5f;
+    c.push_back(bucket);
   }
   for (DType to : {DType::i32, DType::u8, DType::boolean}) {
     Attrs at;
@@ -717,6 +723,7 @@ TEST(OpCoverage, EveryOpHasAForwardCase) {
   for (int i = 0; i < kOpCount; ++i) {
     const auto op = static_cast<Op>(i);
     if (op == Op::Input || op == Op::Variable) continue;  // sources: Variables are the leaves of every case
+    if (op == Op::View) continue;  // runs nothing: tests/test_bucket.cpp checks the planner's placement
     EXPECT_TRUE(covered.count(op)) << op_name(op) << " has no case in forward_cases()";
   }
 }

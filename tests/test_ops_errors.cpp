@@ -105,7 +105,7 @@ TEST(KernelErrors, GraphRejectsMixedDTypesNamingOpAndDTypes) {
 TEST(KernelErrors, EveryOpButTheSourcesHasACpuFloat32Kernel) {
   for (int i = 0; i < kOpCount; ++i) {
     const auto op = static_cast<Op>(i);
-    if (op == Op::Input || op == Op::Variable) continue;
+    if (op == Op::Input || op == Op::Variable || op == Op::View) continue;  // View: memory inside another value
     EXPECT_TRUE(has_kernel(DeviceKind::cpu, op, signature_for(op, DType::f32))) << op_name(op);
   }
 }

@@ -20,7 +20,7 @@ class Collective {
   // order, so every replica gets the same bits) to each replica's `out`. `in` is not changed and may be
   // reused by its owner once this returns. Throws (on every replica) when the replicas disagree, when one
   // of them failed, or when no progress is made within the group's timeout; the message names the
-  // collective (`what`) and the replicas that did not arrive.
+  // collective (`what`) and the replicas that did not arrive. `in` may be `out` (a bucket is reduced in place).
   virtual void all_reduce(int replica, const float* in, float* out, int64_t n, float weight, const char* what,
                           int64_t sequence) = 0;
   // A device backend's AllReduce: in, out and weight (this replica's share, in device memory: the step's scalars)

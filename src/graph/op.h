@@ -101,7 +101,11 @@ enum class Op : uint8_t {
   AllReduce,       // data parallel: (grad) -> sum over the replicas of grad * StepScalars::grad_scale (each replica's
                    // share of the global batch), through attrs.collective (graph/collective.h) as replica
                    // attrs.replica, collective number attrs.begin; without a collective grad * grad_scale.
-                   // attrs.zero_grad: clears the input afterwards (a micro-batching accumulator)
+                   // attrs.zero_grad: clears the inputs afterwards (micro-batching's accumulators). With k > 1
+                   // inputs a bucket (graph/bucket.h): the output is flat, input i's sum at bucket_offsets()[i],
+                   // and the gradients are read back through View nodes
+  View,            // (x) -> attrs.shape: elements [attrs.begin, attrs.begin + size) of x, the same memory (no copy,
+                   // no kernel: the planner places it inside x, graph/schedule.h); a gradient inside its bucket
   kCount
 };
 inline constexpr int kOpCount = static_cast<int>(Op::kCount);

@@ -2,6 +2,7 @@
 // workspace needs live in backends/.
 #include <array>
 
+#include "graph/bucket.h"
 #include "graph/graph.h"
 #include "graph/window.h"
 #include "trainkit/core/dtype.h"
@@ -251,6 +252,25 @@ Shape shape_step_control(const Graph& g, int node) {
       shape_error(g, node, "with loss scaling, the last input must be the float32 (3) loss-scale state variable");
   }
   return Shape{2};
+}
+
+Shape shape_all_reduce(const Graph& g, int node) {
+  if (g[node].inputs.size() == 1) return in_shape(g, node, 0);
+  return Shape{bucket_elements(g, node)};  // a bucket: flat, each gradient at its aligned offset
+}
+
+Shape shape_view(const Graph& g, int node) {
+  const Attrs& at = g[node].attrs;
+  const int64_t size = at.shape.numel(), have = in_shape(g, node, 0).numel();
+  if (at.begin < 0 || at.begin + size > have)
+    shape_error(g, node,
+                "elements [" + std::to_string(at.begin) + ", " + std::to_string(at.begin + size) + ") of " +
+                    std::to_string(have) + " do not fit");
+  if (at.begin % kBucketAlignElements != 0)
+    shape_error(g, node,
+                "starts at element " + std::to_string(at.begin) + ", not a multiple of " +
+                    std::to_string(kBucketAlignElements) + " (kernels rely on aligned operands)");
+  return at.shape;
 }
 
 // ---------------------------------------------------------------- dtype rules
@@ -546,7 +566,8 @@ constexpr std::array<OpInfo, kOpCount> kTable{{
     {Op::StepControl, "StepControl", -1, true, shape_step_control, dtype_floats_to_f32, nullptr},
     {Op::AccumulateGrad, "AccumulateGrad", 2, false, shape_same_as_first, dtype_same_float, nullptr},
     {Op::MultiUpdate, "MultiUpdate", -1, false, shape_multi_update, dtype_same_float, nullptr},
-    {Op::AllReduce, "AllReduce", 1, true, shape_same_as_first, dtype_same_float, nullptr},
+    {Op::AllReduce, "AllReduce", -1, true, shape_all_reduce, dtype_same_float, nullptr},
+    {Op::View, "View", 1, true, shape_view, dtype_same_any, nullptr},
 }};
 
 constexpr bool table_in_enum_order() {

@@ -29,6 +29,7 @@ Program::Program(Graph g, std::vector<int> outputs, std::vector<int> sinks, Devi
 
   // Resolve every kernel now; run() only walks steps_.
   // A BiasGrad fused into its input's kernel (graph/fuse.h) has no step: that kernel writes it as a second output.
+  // Neither has a View (graph/bucket.h): it is memory inside another value.
   std::vector<int> side(static_cast<size_t>(g_.size()), -1);  // per producer: its fused BiasGrad
   for (int id : order_)
     if (is_side_output(g_, id)) side[static_cast<size_t>(g_[id].inputs[0])] = id;
@@ -36,7 +37,7 @@ Program::Program(Graph g, std::vector<int> outputs, std::vector<int> sinks, Devi
   size_t n_inputs = 0;
   for (int id : order_) {
     const Node& n = g_[id];
-    if (n.op == Op::Input || n.op == Op::Variable || is_side_output(g_, id)) continue;
+    if (n.op == Op::Input || n.op == Op::Variable || n.op == Op::View || is_side_output(g_, id)) continue;
     steps_.push_back(Step{find_kernel(device.kind, n.op, signature_of(g_, id)), id, nullptr, n_inputs,
                           side[static_cast<size_t>(id)]});
     n_inputs += n.inputs.size();

@@ -1,6 +1,7 @@
 #include "graph/schedule.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "graph/kernel.h"
@@ -27,34 +28,47 @@ std::vector<int> schedule(const Graph& g, const std::vector<int>& roots) {
       for (int in : g[id].inputs)
         last_reader[static_cast<size_t>(in)] = std::max(last_reader[static_cast<size_t>(in)], id);
 
-  // Sort key: a node's own id, except update ops, which go right after max(inputs, readers of inputs).
+  // Sort key: a node's own id, except
+  // - update ops, which go right after max(inputs, readers of inputs);
+  // - AllReduce ops, which start as soon as their last gradient is ready (a bucket's, graph/bucket.h), so its
+  //   gradients die and its updates run early;
+  // - Views, which run nothing: they sit right after the value they look into.
+  // Ids are topological (a node's inputs were added before it), so one pass in id order sees every input's key.
+  std::vector<double> key(n, 0.0);
   std::vector<std::pair<double, int>> keyed;
+  auto ready = [&](int in) {  // a source (weight, optimizer slot, accumulator) is ready from the start whatever its id
+    const Op op = g[in].op;
+    return op == Op::Variable || op == Op::Input || op == Op::Fill ? 0.0 : key[static_cast<size_t>(in)];
+  };
   for (int id = 0; id < g.size(); ++id) {
     if (!needed[static_cast<size_t>(id)]) continue;
-    double key = id;
-    if (!op_info(g[id].op).has_output) {
-      int after = 0;
-      for (int in : g[id].inputs) {
-        // A source (weight, optimizer slot) is ready from the start whatever its id — slots are created
-        // after the gradient ops — so only its readers order the update; a computed input also must exist.
-        const Op op = g[in].op;
-        const bool source = op == Op::Variable || op == Op::Input || op == Op::Fill;
-        after = std::max({after, source ? 0 : in, last_reader[static_cast<size_t>(in)]});
-      }
-      key = after + 0.5;
+    double k = id;
+    const Op op = g[id].op;
+    if (!op_info(op).has_output) {
+      double after = 0;
+      for (int in : g[id].inputs)  // slots are created after the gradient ops: only their readers order the update
+        after = std::max({after, ready(in), static_cast<double>(last_reader[static_cast<size_t>(in)])});
+      k = std::floor(after) + 0.5;
+    } else if (op == Op::AllReduce) {
+      double after = 0;
+      for (int in : g[id].inputs) after = std::max(after, ready(in));
+      k = std::floor(after) + 0.25;
+    } else if (op == Op::View) {
+      k = key[static_cast<size_t>(g[id].inputs[0])] + 0.0625;
     }
-    keyed.emplace_back(key, id);
+    key[static_cast<size_t>(id)] = k;
+    keyed.emplace_back(k, id);
   }
   std::stable_sort(keyed.begin(), keyed.end());
   std::vector<int> order;
   order.reserve(keyed.size());
-  for (auto& [key, id] : keyed) order.push_back(id);
+  for (auto& [k, id] : keyed) order.push_back(id);
   return order;
 }
 
 namespace {
 size_t align_up(size_t x) { return (x + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment; }
-bool in_arena(const Node& n) { return n.op != Op::Variable && op_info(n.op).has_output; }
+bool in_arena(const Node& n) { return n.op != Op::Variable && n.op != Op::View && op_info(n.op).has_output; }
 }  // namespace
 
 MemoryPlan plan_memory(const Graph& g, const std::vector<int>& order, const std::vector<int>& keep, Device device) {
@@ -78,6 +92,11 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<int>& order, const std:
     plan.last_use[static_cast<size_t>(k)] = end;
     if (g[k].op == Op::Input) plan.first_use[static_cast<size_t>(k)] = -1;  // written before step 0
   }
+  for (auto it = order.rbegin(); it != order.rend(); ++it)  // a View's readers keep what it looks into alive
+    if (g[*it].op == Op::View) {
+      int& base_last = plan.last_use[static_cast<size_t>(g[*it].inputs[0])];
+      base_last = std::max(base_last, plan.last_use[static_cast<size_t>(*it)]);
+    }
 
   struct Item {
     int id;
@@ -119,6 +138,12 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<int>& order, const std:
     plan.offset[static_cast<size_t>(it.id)] = static_cast<int64_t>(best);
     plan.arena_bytes = std::max(plan.arena_bytes, best + it.bytes);
   }
+  for (int id : order)  // a View comes after what it looks into, so a View of a View finds its base placed
+    if (g[id].op == Op::View && plan.offset[static_cast<size_t>(g[id].inputs[0])] >= 0) {
+      const int base = g[id].inputs[0];
+      plan.offset[static_cast<size_t>(id)] =
+          plan.offset[static_cast<size_t>(base)] + g[id].attrs.begin * static_cast<int64_t>(dtype_size(g[base].dtype));
+    }
   for (int id : order)
     plan.workspace_bytes = std::max(plan.workspace_bytes, align_up(workspace_bytes(g, id, device.kind)));
   plan.workspace_bytes += kStepScalarsBytes;  // the step's scalars end the workspace region

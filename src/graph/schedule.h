@@ -25,6 +25,9 @@ inline bool is_side_output(const Graph& g, int id) { return g[id].op == Op::Bias
 
 inline constexpr size_t kArenaAlignment = 64;
 
+// Views (Op::View) take no arena space of their own: their offset is inside the value they look into, which lives
+// as long as any reader of theirs. They run no kernel.
+
 struct MemoryPlan {
   std::vector<int64_t> offset;  // per node id: byte offset in the arena, -1 if not in the arena
   std::vector<int> first_use;   // per node id: step index that produces it

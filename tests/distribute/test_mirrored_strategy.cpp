@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "backends/cpu/threads.h"
+#include "nn/distribute/strategy_state.h"
 #include "test_data.h"
 #include "trainkit/nn/distribute.h"
 #include "trainkit/runtime/memory.h"
@@ -55,6 +56,7 @@ struct Trained {
   std::vector<std::vector<Tensor>> weights;
   std::vector<double> loss;
   std::string strategy;
+  int64_t all_reduces = 0;  // collectives replica 0 completed
 };
 
 // Trains one epoch of `batch` rows per step (shuffled with a fixed seed), one device or replicated.
@@ -65,7 +67,7 @@ struct Trained {
 enum class Opt { sgd, adam };
 
 Trained train(const Factory& make, const Tensor& x, const Tensor& y, int64_t batch, int replicas, int64_t micro = 0,
-              Opt opt = Opt::sgd, int epochs = 1) {
+              Opt opt = Opt::sgd, int epochs = 1, size_t bytes_per_pack = 0) {
   utils::set_random_seed(7);
   std::unique_ptr<Model> m = make();
   auto compile = [&] {
@@ -74,7 +76,7 @@ Trained train(const Factory& make, const Tensor& x, const Tensor& y, int64_t bat
   };
   std::optional<distribute::MirroredStrategy> strategy;
   if (replicas > 0) {
-    strategy.emplace(first_devices(replicas));
+    strategy.emplace(first_devices(replicas), distribute::MirroredStrategy::Options{.bytes_per_pack = bytes_per_pack});
     auto scope = strategy->scope();
     compile();
   } else {
@@ -84,7 +86,8 @@ Trained train(const Factory& make, const Tensor& x, const Tensor& y, int64_t bat
   m->fit(
       x, y,
       {.batch_size = batch, .epochs = epochs, .verbose = 0, .callbacks = {rec}, .seed = 11, .micro_batch_size = micro});
-  return {rec->after_step, rec->loss, m->distribute_strategy()};
+  return {rec->after_step, rec->loss, m->distribute_strategy(),
+          strategy ? strategy->state()->collective->collectives() : 0};
 }
 
 // Per tensor, max|a - b| / max|a| after every step.
@@ -184,6 +187,28 @@ TEST(MirroredStrategy, MicroBatchesPerReplicaWithOneAllReducePerStep) {
   const Trained one = train(mlp, x, y, 96, 0, /*micro=*/16);
   const Trained many = train(mlp, x, y, 96, 2, /*micro=*/16);  // 48 rows per replica: 3 micro-batches each
   expect_same_weights(one, many, "mlp, 2 replicas, micro-batches of 16");
+}
+
+// Buckets change how many collectives run, not what they sum: each element is still the sum of the same replicas'
+// values in replica order, so the weights are the same bits as with one all-reduce per gradient.
+TEST(MirroredStrategy, GradientBucketsGiveTheBitsOfOneAllReducePerGradient) {
+  split_cpu();
+  const int64_t n = 6 * 64 + 3;  // 7 steps, the last of 3 rows
+  const Tensor x = testing::uniform({n, 784}, 8), y = testing::int_labels(n, 10, 9);
+  const Trained alone = train(mlp, x, y, 64, 2, 0, Opt::adam, 1, /*bytes_per_pack=*/1);
+  const Trained packed = train(mlp, x, y, 64, 2, 0, Opt::adam, 1);  // 25 MiB: the MLP's 6 gradients in one bucket
+  const Trained split = train(mlp, x, y, 64, 2, 0, Opt::adam, 1, 200 * 1024);  // several buckets
+  EXPECT_EQ(alone.all_reduces, 7 * 6);
+  EXPECT_EQ(packed.all_reduces, 7);
+  EXPECT_GT(split.all_reduces, 7);
+  EXPECT_LT(split.all_reduces, 7 * 6);
+  expect_same_weights(alone, packed, "mlp, 2 replicas, one bucket against one all-reduce per gradient", 0.0);
+  expect_same_weights(alone, split, "mlp, 2 replicas, 200 KiB buckets against one all-reduce per gradient", 0.0);
+  // Micro-batching: the accumulators are reduced (and cleared) in buckets too, once per step.
+  const Trained micro_alone = train(mlp, x, y, 64, 2, 16, Opt::sgd, 1, 1);
+  const Trained micro_packed = train(mlp, x, y, 64, 2, 16, Opt::sgd, 1);
+  EXPECT_EQ(micro_packed.all_reduces, 7);
+  expect_same_weights(micro_alone, micro_packed, "mlp, 2 replicas, micro-batches, buckets", 0.0);
 }
 
 TEST(MirroredStrategy, EachReplicaRunsOnItsOwnDeviceUnderItsOwnBudget) {

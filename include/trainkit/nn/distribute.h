@@ -55,6 +55,10 @@ class MirroredStrategy {
  public:
   struct Options {
     std::chrono::milliseconds collective_timeout{0};  // 0: TK_COLLECTIVE_TIMEOUT seconds, else 300 s
+    // Gradients are packed into buckets of at most this many bytes, each summed by one all-reduce (tf.distribute's
+    // CommunicationOptions::bytes_per_pack, PyTorch DDP's bucket_cap_mb). 0: TK_BYTES_PER_PACK (bytes, or with a
+    // unit: "4MiB"), else 25 MiB. 1: every gradient alone.
+    size_t bytes_per_pack = 0;
   };
   // Distinct devices of one kind. Empty: every cpu device (the logical devices when the cpu is split).
   explicit MirroredStrategy(std::vector<Device> devices = {});
@@ -98,6 +102,10 @@ class MultiWorkerMirroredStrategy {
  public:
   struct Options {
     std::chrono::milliseconds collective_timeout{0};  // 0: TK_COLLECTIVE_TIMEOUT seconds, else 300 s
+    // Gradients are packed into buckets of at most this many bytes, each summed by one all-reduce (tf.distribute's
+    // CommunicationOptions::bytes_per_pack, PyTorch DDP's bucket_cap_mb). 0: TK_BYTES_PER_PACK (bytes, or with a
+    // unit: "4MiB"), else 25 MiB. 1: every gradient alone.
+    size_t bytes_per_pack = 0;
   };
   MultiWorkerMirroredStrategy();
   explicit MultiWorkerMirroredStrategy(Options options);

@@ -18,6 +18,7 @@
 #include "backends/cuda/device_info.h"
 #include "backends/cuda/gemm_cublaslt.h"
 #include "backends/cuda/launchers.h"
+#include "graph/bucket.h"
 #include "graph/collective.h"
 #include "graph/kernel.h"
 
@@ -114,16 +115,35 @@ void update(const KernelArgs& a) {
 // (graph/collective.h: queued on the stream, weight read on the device); zero_grad clears the accumulator after.
 void all_reduce(const KernelArgs& a) {
   const int64_t n = a.node.shape.numel();
+  const size_t k = a.node.inputs.size();
+  const auto stream = static_cast<cudaStream_t>(a.ctx.stream);
+  float* y = a.output<float>();
+  const float* x = y;
+  if (k == 1) {
+    x = a.input<float>(0);
+  } else {  // a bucket (graph/bucket.h): packed at its offsets, padding zeroed, then reduced in place
+    int64_t at = 0;
+    for (size_t i = 0; i < k; ++i) {
+      const int64_t len = a.in_shape(static_cast<int>(i)).numel(), slot = graph::bucket_slot(len);
+      check(cudaMemcpyAsync(y + at, a.input<float>(static_cast<int>(i)), sizeof(float) * static_cast<size_t>(len),
+                            cudaMemcpyDeviceToDevice, stream),
+            "cudaMemcpyAsync", "packing the bucket '" + a.node.name + "'");
+      if (slot > len)
+        check(cudaMemsetAsync(y + at + len, 0, sizeof(float) * static_cast<size_t>(slot - len), stream),
+              "cudaMemsetAsync", "packing the bucket '" + a.node.name + "'");
+      at += slot;
+    }
+  }
   const float* share = &a.scalars->grad_scale;
   if (graph::Collective* c = a.node.attrs.collective)
-    c->all_reduce_async(a.node.attrs.replica, a.input<float>(0), a.output<float>(), n, share, a.ctx.stream,
-                        a.node.name.c_str(), a.node.attrs.begin);
+    c->all_reduce_async(a.node.attrs.replica, x, y, n, share, a.ctx.stream, a.node.name.c_str(), a.node.attrs.begin);
   else
-    launch_scale(a.input<float>(0), a.output<float>(), n, share, sms(a), a.ctx.stream);
+    launch_scale(x, y, n, share, sms(a), a.ctx.stream);
   if (a.node.attrs.zero_grad)
-    check(cudaMemsetAsync(a.inout<float>(0), 0, sizeof(float) * static_cast<size_t>(n),
-                          static_cast<cudaStream_t>(a.ctx.stream)),
-          "cudaMemsetAsync", "clearing the accumulator of '" + a.node.name + "'");
+    for (size_t i = 0; i < k; ++i)
+      check(cudaMemsetAsync(a.inout<float>(static_cast<int>(i)), 0,
+                            sizeof(float) * static_cast<size_t>(a.in_shape(static_cast<int>(i)).numel()), stream),
+            "cudaMemsetAsync", "clearing the accumulators of '" + a.node.name + "'");
 }
 
 // Softmax over the last axis: (rows, n) of the node's shape.

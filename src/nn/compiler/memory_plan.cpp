@@ -96,7 +96,8 @@ MemoryPlan plan_from_trace(const ProgramCache::Traced& t, const std::vector<Laye
       }
     } else if (n.op == graph::Op::StepControl && n.attrs.update->loss_scale_initial > 0.0f) {
       plan.optimizer_state += aligned(3 * sizeof(float));  // the loss-scale state
-    } else if (mp.offset[static_cast<size_t>(id)] >= 0 && n.name.find('/') != std::string::npos) {
+    } else if (mp.offset[static_cast<size_t>(id)] >= 0 && n.op != graph::Op::View &&
+               n.name.find('/') != std::string::npos) {
       auto it = index.find(layer_of(n.name));
       if (it != index.end())
         plan.layers[it->second].activations += static_cast<size_t>(n.shape.numel()) * dtype_size(n.dtype);
@@ -113,8 +114,8 @@ MemoryPlan plan_from_trace(const ProgramCache::Traced& t, const std::vector<Laye
   }
   for (int id : order) {
     const int64_t offset = mp.offset[static_cast<size_t>(id)];
-    if (offset < 0) continue;
     const graph::Node& n = t.g[id];
+    if (offset < 0 || n.op == graph::Op::View) continue;  // a View is bytes of its bucket, listed once
     PlannedValue v;
     v.name = n.name;
     v.layer = owner[static_cast<size_t>(id)];

@@ -8,6 +8,7 @@
 
 #include "core/device_bytes.h"
 #include "graph/autodiff.h"
+#include "graph/bucket.h"
 #include "graph/fuse.h"
 #include "nn/distribute/strategy_state.h"
 #include "nn/layers/context.h"
@@ -163,6 +164,7 @@ ProgramCache::ProgramCache(Model& m, int replica) : model_(m), replica_(replica)
                             std::to_string(s->replicas()));
     device_ = s->devices[static_cast<size_t>(replica)];
     collective_ = s->program_collective();
+    bytes_per_pack_ = s->bytes_per_pack;
   } else if (replica != 0) {
     throw InvalidArgument("ProgramCache: replica " + std::to_string(replica) + " of a model without a strategy");
   }
@@ -233,15 +235,12 @@ std::vector<std::pair<std::string, Tensor*>> ProgramCache::state_tensors() {
   return out;
 }
 
-int ProgramCache::all_reduce(graph::Graph& g, int grad, int64_t sequence, const std::string& weight_name,
-                             bool zero_input) {
-  if (!collective_) return grad;
-  graph::Attrs at;
-  at.collective = collective_;
-  at.replica = replica_;
-  at.begin = sequence;
-  at.zero_grad = zero_input;
-  return g.add(Op::AllReduce, {grad}, at, weight_name + "/all_reduce");
+std::vector<int> ProgramCache::all_reduce(graph::Graph& g, const std::vector<int>& grads,
+                                          const std::vector<Weight*>& weights, bool zero_inputs) {
+  if (!collective_) return grads;
+  std::vector<std::string> names;
+  for (const Weight* w : weights) names.push_back(w->name);
+  return graph::add_all_reduces(g, grads, names, {collective_, replica_, bytes_per_pack_, zero_inputs});
 }
 
 std::string ProgramCache::arena_owner() const {
@@ -470,8 +469,7 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
     enable_loss_scaling();
     // Data parallel: the replicas' accumulated gradients are summed (and the accumulators cleared) first.
     const bool reduced = collective_ != nullptr;
-    for (size_t i = 0; i < accs.size(); ++i)
-      accs[i] = all_reduce(g, accs[i], static_cast<int64_t>(i), ws[i]->name, true);
+    accs = all_reduce(g, accs, ws, true);
     const int control = step_control(g, accs, allocate_slots);
     for (size_t i = 0; i < ws.size(); ++i) {
       Tensor* var = weight_storage(*ws[i], allocate_slots);
@@ -575,9 +573,8 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
                      scalar, "optimizer/loss_scale");
       }
       std::vector<int> grads = graph::gradients(g, losses, vars, remat ? (stats ? stats : &local) : nullptr, seed);
-      if (kind == ProgramKind::train)  // data parallel: each gradient summed over the replicas before its update
-        for (size_t i = 0; i < grads.size(); ++i)
-          if (grads[i] >= 0) grads[i] = all_reduce(g, grads[i], static_cast<int64_t>(i), weights[i]->name, false);
+      if (kind == ProgramKind::train)  // data parallel: the gradients summed over the replicas, in buckets
+        grads = all_reduce(g, grads, weights, false);
       const int control = kind == ProgramKind::train ? step_control(g, grads, allocate_slots) : -1;
       for (size_t i = 0; i < weights.size(); ++i) {
         if (grads[i] < 0) continue;  // does not influence the loss

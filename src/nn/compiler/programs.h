@@ -108,8 +108,10 @@ class ProgramCache {
   bool mirrors_weights() const;  // replica > 0, or a device the host cannot address
   // Every weight's copy := the model's weight (to_mirrors), or the other way; copies made first when `allocate`.
   void copy_weights(bool to_mirrors, bool allocate);
-  // Under a strategy: the all-reduced gradient (collective number `sequence`), else `grad` itself.
-  int all_reduce(graph::Graph& g, int grad, int64_t sequence, const std::string& weight_name, bool zero_input);
+  // Data parallel: the values holding `grads` (weights[i]'s gradient, or -1) summed over the replicas, in buckets
+  // (graph/bucket.h); `grads` itself without a collective.
+  std::vector<int> all_reduce(graph::Graph& g, const std::vector<int>& grads, const std::vector<Weight*>& weights,
+                              bool zero_inputs);
   std::string arena_owner() const;  // the model's name, and the replica's when not 0
   // Program cache key: (kind, batch, device). A cache belongs to one replica.
   struct Key {
@@ -123,6 +125,7 @@ class ProgramCache {
   int replica_ = 0;
   Device device_;                            // the replica's device (the model's for replica 0)
   graph::Collective* collective_ = nullptr;  // the strategy's replicas' group when there is more than one replica
+  size_t bytes_per_pack_ = 0;                // its gradient buckets' size
   std::map<uint64_t, Tensor> mirrors_;       // per Weight::id, this replica's copy (mirrors_weights())
   bool device_ahead_ = false;                // the copies were trained since the model's weights were last updated
   std::map<Key, std::unique_ptr<Compiled>> cache_;

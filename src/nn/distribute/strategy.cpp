@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "graph/bucket.h"
 #include "nn/distribute/strategy_state.h"
 #include "trainkit/core/error.h"
 #include "trainkit/nn/callbacks.h"
@@ -23,6 +24,20 @@ std::chrono::milliseconds collective_timeout(std::chrono::milliseconds given) {
     return std::chrono::milliseconds(static_cast<int64_t>(s * 1000.0));
   }
   return std::chrono::seconds(300);
+}
+
+size_t bytes_per_pack(size_t given) {
+  if (given > 0) return given;
+  if (const char* env = std::getenv("TK_BYTES_PER_PACK"); env && *env) {
+    try {
+      const size_t bytes = config::parse_bytes(env);
+      if (bytes > 0) return bytes;
+    } catch (const Error&) {
+    }
+    throw InvalidArgument("TK_BYTES_PER_PACK='" + std::string(env) +
+                          "': expected a positive number of bytes, with or without a unit (e.g. 26214400 or 25MiB)");
+  }
+  return graph::kDefaultBucketBytes;
 }
 
 std::vector<Device> default_devices() {
@@ -60,6 +75,7 @@ MirroredStrategy::MirroredStrategy(std::vector<Device> devices, Options options)
   s->collective =
       std::make_unique<nn::distribute::LocalCollective>(s->replicas(), collective_timeout(options.collective_timeout));
   s->runner = std::make_unique<nn::distribute::ReplicaRunner>(s->replicas());
+  s->bytes_per_pack = bytes_per_pack(options.bytes_per_pack);
   s->description = "MirroredStrategy over " + names + " (" + std::to_string(s->replicas()) + " replica" +
                    (s->replicas() == 1 ? "" : "s") + " in sync)";
   state_ = std::move(s);
@@ -82,6 +98,7 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(Options options) {
   auto s = std::make_shared<StrategyState>();
   s->mpi = &nn::distribute::MpiCollective::world(collective_timeout(options.collective_timeout));
   s->devices = {Device::cpu()};
+  s->bytes_per_pack = bytes_per_pack(options.bytes_per_pack);
   s->description = "MultiWorkerMirroredStrategy over " + std::to_string(s->mpi->size()) + " process" +
                    (s->mpi->size() == 1 ? "" : "es") + " (MPI), this is rank " + std::to_string(s->mpi->rank()) +
                    " on cpu:0";

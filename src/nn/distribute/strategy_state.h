@@ -28,6 +28,7 @@ struct StrategyState {
   std::unique_ptr<nn::distribute::ReplicaRunner> runner;
   nn::distribute::MpiCollective* mpi = nullptr;  // MultiWorkerMirroredStrategy: one replica per process
   std::string description;
+  size_t bytes_per_pack = 0;  // the gradient buckets' size (graph/bucket.h), resolved from the options
   int replicas() const { return static_cast<int>(devices.size()); }  // in this process
   int replicas_in_sync() const { return replicas() * (mpi ? mpi->size() : 1); }
   bool chief() const { return mpi == nullptr || mpi->rank() == 0; }
