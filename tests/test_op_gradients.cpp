@@ -557,6 +557,20 @@ std::vector<Case> extra_forward_cases() {
     };
     um.rounds_intermediates = true;
     c.push_back(um);
+    // 300 rows: on CUDA the per-channel sums run in 4 chunks of rows (up to 127 rows they are one chunk).
+    const Shape tall{3, 100, 5};
+    c.push_back({"BnStats 300 rows", Op::BnStats, {tall}, {}, at});
+    Case ig_tall = ig, gg_tall = gg;
+    ig_tall.label = "BnInputGrad 300 rows", ig_tall.inputs = {tall, tall, {5}};
+    gg_tall.label = "BnGammaGrad 300 rows", gg_tall.inputs = {tall, tall};
+    c.push_back(ig_tall);
+    c.push_back(gg_tall);
+    c.push_back({"BnInferenceGammaGrad 300 rows",
+                 Op::BnInferenceGammaGrad,
+                 {tall, tall, {5}, {5}},
+                 {},
+                 at,
+                 positive_init({3})});
   }
   c.push_back(loss_grad_case("MseLossGrad", Op::MseLossGrad, {{4, 3}, {4, 3}}, false, nullptr, {}));
   for (bool logits : {true, false}) {

@@ -336,6 +336,61 @@ void upsample_grad(const KernelArgs& a) {
                        a.node.attrs.kernel[0], a.node.attrs.kernel[1], sms(a), a.ctx.stream);
 }
 
+// BatchNormalization (batchnorm.cu): x (or dy, input 0 either way) viewed as (M, C), channels last; stats(2, C) =
+// [mean; biased variance]; epsilon and momentum from the node's attrs, as on the CPU.
+struct BnView {
+  int64_t m, c;
+};
+BnView bn_view(const Shape& x) {
+  const int64_t c = x[-1];
+  return {x.numel() / (c ? c : 1), c};
+}
+size_t bn_workspace(const graph::Graph& g, int node) {  // the per-channel sums' partials
+  const BnView v = bn_view(g[g[node].inputs[0]].shape);
+  return static_cast<size_t>(bn_workspace_doubles(v.m, v.c)) * sizeof(double);
+}
+void bn_stats(const KernelArgs& a) {
+  const BnView v = bn_view(a.in_shape(0));
+  launch_bn_stats(a.input<float>(0), a.output<float>(), v.m, v.c, static_cast<double*>(a.workspace), sms(a),
+                  a.ctx.stream);
+}
+void bn_apply(const KernelArgs& a) {  // (x, stats, gamma, beta)
+  const BnView v = bn_view(a.in_shape(0));
+  const float* stats = a.input<float>(1);
+  launch_bn_normalize(a.input<float>(0), stats, stats + v.c, a.input<float>(2), a.input<float>(3), a.output<float>(),
+                      v.m, v.c, a.node.attrs.epsilon, sms(a), a.ctx.stream);
+}
+void bn_inference(const KernelArgs& a) {  // (x, moving_mean, moving_variance, gamma, beta)
+  const BnView v = bn_view(a.in_shape(0));
+  launch_bn_normalize(a.input<float>(0), a.input<float>(1), a.input<float>(2), a.input<float>(3), a.input<float>(4),
+                      a.output<float>(), v.m, v.c, a.node.attrs.epsilon, sms(a), a.ctx.stream);
+}
+void bn_input_grad(const KernelArgs& a) {  // (dy, x, stats, gamma)
+  const BnView v = bn_view(a.in_shape(0));
+  launch_bn_input_grad(a.input<float>(0), a.input<float>(1), a.input<float>(2), a.input<float>(3), a.output<float>(),
+                       v.m, v.c, a.node.attrs.epsilon, static_cast<double*>(a.workspace), sms(a), a.ctx.stream);
+}
+void bn_gamma_grad(const KernelArgs& a) {  // (dy, x, stats)
+  const BnView v = bn_view(a.in_shape(0));
+  launch_bn_gamma_grad(a.input<float>(0), a.input<float>(1), a.input<float>(2), a.output<float>(), v.m, v.c,
+                       a.node.attrs.epsilon, static_cast<double*>(a.workspace), sms(a), a.ctx.stream);
+}
+void bn_inference_grad(const KernelArgs& a) {  // (dy, moving_variance, gamma)
+  const BnView v = bn_view(a.in_shape(0));
+  launch_bn_inference_grad(a.input<float>(0), a.input<float>(1), a.input<float>(2), a.output<float>(), v.m, v.c,
+                           a.node.attrs.epsilon, sms(a), a.ctx.stream);
+}
+void bn_inference_gamma_grad(const KernelArgs& a) {  // (dy, x, moving_mean, moving_variance)
+  const BnView v = bn_view(a.in_shape(0));
+  launch_bn_inference_gamma_grad(a.input<float>(0), a.input<float>(1), a.input<float>(2), a.input<float>(3),
+                                 a.output<float>(), v.m, v.c, a.node.attrs.epsilon, static_cast<double*>(a.workspace),
+                                 sms(a), a.ctx.stream);
+}
+void bn_update_moving(const KernelArgs& a) {  // (stats, moving_mean, moving_variance): the last two in place
+  launch_bn_update_moving(a.input<float>(0), a.inout<float>(1), a.inout<float>(2), a.in_shape(1)[0],
+                          a.node.attrs.momentum, sms(a), a.ctx.stream);
+}
+
 size_t rows_workspace(const graph::Graph& g, int node) {  // one double per batch row
   return static_cast<size_t>(loss_dims(g, g[node]).rows) * sizeof(double);
 }
@@ -416,6 +471,16 @@ void register_kernels() {
   register_kernel(cuda, Op::CategoricalAccuracy, f32, categorical_accuracy);
   graph::register_workspace(cuda, Op::CceLoss, rows_workspace);
   graph::register_workspace(cuda, Op::CategoricalAccuracy, rows_workspace);
+  register_kernel(cuda, Op::BnStats, f32, bn_stats);
+  register_kernel(cuda, Op::BnApply, f32, bn_apply);
+  register_kernel(cuda, Op::BnInputGrad, f32, bn_input_grad);
+  register_kernel(cuda, Op::BnGammaGrad, f32, bn_gamma_grad);
+  register_kernel(cuda, Op::BnInference, f32, bn_inference);
+  register_kernel(cuda, Op::BnInferenceGrad, f32, bn_inference_grad);
+  register_kernel(cuda, Op::BnInferenceGammaGrad, f32, bn_inference_gamma_grad);
+  register_kernel(cuda, Op::BnUpdateMoving, f32, bn_update_moving);  // float32 state only: no 16-bit kernel
+  for (Op op : {Op::BnStats, Op::BnInputGrad, Op::BnGammaGrad, Op::BnInferenceGammaGrad})
+    graph::register_workspace(cuda, op, bn_workspace);
   register_gemm_kernels();
   register_conv_kernels();
   register_widened_kernels();

@@ -41,6 +41,28 @@ void launch_bias_add(const float* x, const float* bias, float* y, int64_t rows, 
 int64_t bias_grad_chunks(int64_t rows);
 void launch_bias_grad(const float* dy, float* db, int64_t rows, int64_t n, double* partials, int sm_count,
                       Stream stream);
+// BatchNormalization (batchnorm.cu) over x(m, c), channels last, with the math of backends/math/batchnorm.h;
+// stats(2, c) = [mean; biased variance]. The per-channel sums are launch_bias_grad's deterministic two passes in
+// double; `ws` holds bn_workspace_doubles(m, c) doubles.
+int64_t bn_workspace_doubles(int64_t m, int64_t c);
+void launch_bn_stats(const float* x, float* stats, int64_t m, int64_t c, double* ws, int sm_count, Stream stream);
+// y = gamma * (x - mean) / sqrt(var + eps) + beta, mean/var/gamma/beta (c) (BnApply: mean and var from stats)
+void launch_bn_normalize(const float* x, const float* mean, const float* var, const float* gamma, const float* beta,
+                         float* y, int64_t m, int64_t c, float eps, int sm_count, Stream stream);
+// dx(m, c) through the batch statistics (BnInputGrad); dgamma(c) = sum(dy * xhat) (BnGammaGrad)
+void launch_bn_input_grad(const float* dy, const float* x, const float* stats, const float* gamma, float* dx, int64_t m,
+                          int64_t c, float eps, double* ws, int sm_count, Stream stream);
+void launch_bn_gamma_grad(const float* dy, const float* x, const float* stats, float* dgamma, int64_t m, int64_t c,
+                          float eps, double* ws, int sm_count, Stream stream);
+// With the moving statistics: dx = dy * gamma / sqrt(var + eps); dgamma = sum(dy * (x - mean) / sqrt(var + eps))
+void launch_bn_inference_grad(const float* dy, const float* var, const float* gamma, float* dx, int64_t m, int64_t c,
+                              float eps, int sm_count, Stream stream);
+void launch_bn_inference_gamma_grad(const float* dy, const float* x, const float* mean, const float* var, float* dgamma,
+                                    int64_t m, int64_t c, float eps, double* ws, int sm_count, Stream stream);
+// mean(c), var(c) = moving * momentum + stats(2, c) * (1 - momentum), in place
+void launch_bn_update_moving(const float* stats, float* mean, float* var, int64_t c, float momentum, int sm_count,
+                             Stream stream);
+
 // acc += g * scale[0], the scale read on the device (micro-batching's share)
 void launch_accumulate(float* acc, const float* g, int64_t n, const float* scale, int sm_count, Stream stream);
 
