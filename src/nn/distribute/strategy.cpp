@@ -67,7 +67,8 @@ MirroredStrategy::MirroredStrategy(std::vector<Device> devices, Options options)
                             d.to_string());
     if (d.kind == DeviceKind::cuda)
       throw Unsupported("MirroredStrategy over " + d.to_string() +
-                        ": the CUDA backend is not built yet (NCCL all-reduce comes with it); use cpu devices");
+                        ": replicas on GPUs are not wired to NCCL yet (one GPU trains with Model::set_device or "
+                        "`trainkit fit --device cuda`); use cpu devices for data parallel");
     config::get_memory_info(d);  // InvalidArgument/Unsupported naming a device that does not exist
   }
   auto s = std::make_shared<StrategyState>();
