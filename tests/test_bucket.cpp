@@ -169,6 +169,80 @@ TEST(Bucket, AProgramGivesEveryGradientItsOwnScaledSum) {
   }
 }
 
+TEST(Bucket, OverlappingBucketsStartEarlyAndAreWaitedForAfterTheBackwardPass) {
+  Net m;
+  const std::vector<int> grads = m.grads;
+  const std::vector<int> reduced =
+      add_all_reduces(m.g, grads, m.names, {.bucket_bytes = 64 * 4, .overlap = true});  // several buckets
+  std::vector<int> roots = reduced;
+  roots.push_back(m.loss);
+  const std::vector<int> order = schedule(m.g, roots);
+  const auto pos = [&](int id) { return std::find(order.begin(), order.end(), id) - order.begin(); };
+  const int64_t last_gradient = pos(*std::max_element(grads.begin(), grads.end()));
+  std::vector<int> waits;
+  for (int id = 0; id < m.g.size(); ++id)
+    if (m.g[id].op == Op::AllReduceWait) waits.push_back(id);
+  const std::vector<int> buckets = all_reduces(m.g);
+  ASSERT_EQ(waits.size(), buckets.size());
+  ASSERT_GE(buckets.size(), 2u);
+  for (size_t k = 0; k < buckets.size(); ++k) {
+    EXPECT_TRUE(m.g[buckets[k]].attrs.overlap);
+    EXPECT_EQ(m.g[waits[k]].inputs[0], buckets[k]);
+    EXPECT_GT(pos(waits[k]), last_gradient) << "waited for after the backward pass";
+  }
+  EXPECT_LT(pos(buckets[0]), last_gradient) << "the first bucket starts while the backward pass runs";
+  for (size_t i = 0; i < reduced.size(); ++i) {  // every sum is read through its bucket's wait
+    const Node& r = m.g[reduced[i]];
+    EXPECT_TRUE(r.op == Op::AllReduceWait || (r.op == Op::View && m.g[r.inputs[0]].op == Op::AllReduceWait))
+        << m.names[i];
+  }
+  // The wait is the bucket's memory: the planner puts it at the bucket's offset.
+  const MemoryPlan plan = plan_memory(m.g, order, roots, Device::cpu());
+  for (size_t k = 0; k < buckets.size(); ++k) EXPECT_EQ(plan.offset[size_t(waits[k])], plan.offset[size_t(buckets[k])]);
+  // A wait must read an overlapping AllReduce.
+  Graph g;
+  const int x = g.input("x", {4});
+  EXPECT_THROW(g.add(Op::AllReduceWait, {x}, {}, "not started"), InvalidArgument);
+}
+
+TEST(Bucket, OverlappingTheFirstBucketIsAtMostOneMebibyte) {
+  Graph g;  // "gradients" of 0.25, 0.5, 0.5, 2 and 3 MiB, all ready at once (sources keep their order)
+  std::vector<int> grads;
+  for (int64_t kib : {256, 512, 512, 2048, 3072}) grads.push_back(g.input("g" + std::to_string(kib), {kib * 256}));
+  const std::vector<std::string> names{"a", "b", "c", "d", "e"};
+  add_all_reduces(g, grads, names, {.overlap = true});
+  std::vector<int> buckets = all_reduces(g);
+  ASSERT_EQ(buckets.size(), 2u);
+  EXPECT_EQ(g[buckets[0]].inputs, (std::vector<int>{grads[0], grads[1]}));  // 0.75 MiB: c would pass 1 MiB
+  EXPECT_EQ(g[buckets[1]].inputs, (std::vector<int>{grads[2], grads[3], grads[4]}));
+  Graph plain;  // without overlap: one 25 MiB bucket
+  std::vector<int> same;
+  for (int64_t kib : {256, 512, 512, 2048, 3072}) same.push_back(plain.input("g" + std::to_string(kib), {kib * 256}));
+  add_all_reduces(plain, same, names, {});
+  EXPECT_EQ(all_reduces(plain).size(), 1u);
+}
+
+TEST(Bucket, AnOverlappingProgramWithoutACollectiveGivesEveryGradientItsScaledSum) {
+  Net m;
+  const std::vector<int> grads = m.grads;
+  const std::vector<int> reduced = add_all_reduces(m.g, grads, m.names, {.bucket_bytes = 64 * 4, .overlap = true});
+  std::vector<int> outs = grads;
+  outs.insert(outs.end(), reduced.begin(), reduced.end());
+  Program p(std::move(m.g), outs, {}, Device::cpu());
+  float* x = testing::ProgramFeeder::input<float>(p, m.x);
+  int32_t* y = testing::ProgramFeeder::input<int32_t>(p, m.y);
+  for (int i = 0; i < 64 * 16; ++i) x[i] = static_cast<float>((i * 37) % 17) / 17.0f - 0.5f;
+  for (int i = 0; i < 64; ++i) y[i] = i % 3;
+  ExecContext ctx;
+  ctx.scalars.grad_scale = 0.25f;
+  p.run(ctx);
+  for (size_t i = 0; i < grads.size(); ++i) {
+    const Tensor g = p.output(grads[i]), r = p.output(reduced[i]);
+    for (int64_t k = 0; k < g.numel(); ++k)
+      ASSERT_EQ(r.data<float>()[k], g.data<float>()[k] * 0.25f) << m.names[i] << " element " << k;
+  }
+}
+
 TEST(Bucket, AViewOutsideItsValueOrUnalignedIsRejected) {
   Graph g;
   const int x = g.input("x", {40});

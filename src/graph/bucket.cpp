@@ -42,16 +42,20 @@ std::vector<int> add_all_reduces(Graph& g, const std::vector<int>& grads, const 
     at.replica = o.replica;
     at.begin = sequence++;
     at.zero_grad = o.zero_inputs;
+    at.overlap = o.overlap;
     std::vector<int> ins;
     for (size_t i : members) ins.push_back(grads[i]);
+    const std::string name =
+        members.size() == 1 ? names[members[0]] + "/all_reduce"
+                            : "all_reduce/bucket_" + std::to_string(at.begin) + " (" + std::to_string(members.size()) +
+                                  " gradients: " + names[members.front()] + " to " + names[members.back()] + ")";
+    int bucket = g.add(Op::AllReduce, std::move(ins), at, name);
+    const std::vector<int64_t> offsets = bucket_offsets(g, bucket);
+    if (o.overlap) bucket = g.add(Op::AllReduceWait, {bucket}, {}, name + "/wait");
     if (members.size() == 1) {
-      out[members[0]] = g.add(Op::AllReduce, std::move(ins), at, names[members[0]] + "/all_reduce");
+      out[members[0]] = bucket;
       return;
     }
-    const std::string name = "all_reduce/bucket_" + std::to_string(at.begin) + " (" + std::to_string(members.size()) +
-                             " gradients: " + names[members.front()] + " to " + names[members.back()] + ")";
-    const int bucket = g.add(Op::AllReduce, std::move(ins), at, name);
-    const std::vector<int64_t> offsets = bucket_offsets(g, bucket);
     for (size_t k = 0; k < members.size(); ++k) {
       Attrs view;
       view.begin = offsets[k];
@@ -61,6 +65,7 @@ std::vector<int> add_all_reduces(Graph& g, const std::vector<int>& grads, const 
   };
   std::vector<size_t> bucket;
   size_t bytes = 0;
+  bool first = true;  // overlapping: the first bucket is small, so that it starts early
   for (size_t i : order) {
     const Node& n = g[grads[i]];
     const size_t size = static_cast<size_t>(bucket_slot(n.shape.numel())) * dtype_size(n.dtype);
@@ -68,10 +73,12 @@ std::vector<int> add_all_reduces(Graph& g, const std::vector<int>& grads, const 
       emit({i});
       continue;
     }
-    if (!bucket.empty() && bytes + size > o.bucket_bytes) {
+    const size_t cap = o.overlap && first ? std::min(o.bucket_bytes, kFirstBucketBytes) : o.bucket_bytes;
+    if (!bucket.empty() && bytes + size > cap) {
       emit(bucket);
       bucket.clear();
       bytes = 0;
+      first = false;
     }
     bucket.push_back(i);
     bytes += size;

@@ -5,7 +5,8 @@
 // 64 bytes, and the updates read it in place through View nodes (graph/op.h).
 //
 //   std::vector<int> reduced = tk::graph::add_all_reduces(g, grads, names, {.collective = c, .replica = r});
-//   // reduced[i]: a View of gradient i inside its bucket (or a lone AllReduce); -1 where grads[i] is -1
+//   // reduced[i]: a View of gradient i inside its bucket (or a lone AllReduce, or its AllReduceWait when
+//   // overlapping); -1 where grads[i] is -1
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -33,7 +34,12 @@ struct AllReduceOptions {
   int replica = 0;                            // this program's replica
   size_t bucket_bytes = kDefaultBucketBytes;  // a gradient larger than this (or any, with 0) is reduced alone
   bool zero_inputs = false;                   // clear the inputs afterwards (micro-batching's accumulators)
+  // Each bucket's all-reduce starts when its last gradient is ready and is finished by an AllReduceWait after the
+  // backward pass, so the rest of the backward pass runs while it progresses. The first bucket is then at most
+  // kFirstBucketBytes (PyTorch DDP's first bucket), so that something is in flight early.
+  bool overlap = false;
 };
+inline constexpr size_t kFirstBucketBytes = size_t{1} << 20;
 
 // Adds the AllReduce ops summing `grads` (value ids, -1 for none; `names[i]` names gradient i's weight) over the
 // replicas, bucketed: float32 gradients in order of readiness (sources first, then by node id) fill a bucket until

@@ -30,12 +30,31 @@ class Collective {
   virtual void all_reduce_async(int replica, const float* in, float* out, int64_t n, const float* weight, void* stream,
                                 const char* what, int64_t sequence);
 
+  // Overlap (an AllReduce with attrs.overlap and its AllReduceWait, graph/bucket.h): start_all_reduce begins the same
+  // reduction and returns while it progresses; finish_all_reduce(replica, sequence) returns once `out` holds the sum.
+  // Between the two the caller runs other work (the rest of the backward pass) and touches neither `in` nor `out`.
+  // Collectives started in one order are finished in the same order. By default (a group that cannot progress on
+  // its own) start does the whole reduction and finish returns at once.
+  virtual void start_all_reduce(int replica, const float* in, float* out, int64_t n, float weight, const char* what,
+                                int64_t sequence) {
+    all_reduce(replica, in, out, n, weight, what, sequence);
+  }
+  virtual void finish_all_reduce(int /*replica*/, int64_t /*sequence*/) {}
+  // Called by the program between kernels while a started all-reduce is in flight: a chance to move it on (MPI
+  // progresses a nonblocking collective only inside MPI calls). Cheap when there is nothing to do.
+  virtual void progress() {}
+
   // Seconds replica 0 (on MPI: this process) has spent inside all_reduce since the group was made: waiting for the
   // others, moving and summing. Read on replica 0's thread between steps (fit's epoch line shows it per step).
   double seconds() const { return seconds_; }
+  // Of those, started collectives: the wall time from each start to the end of its finish (>= the time blocked in
+  // them; the rest ran behind other work). Equal to the blocked time when nothing overlaps.
+  double overlapped_span_seconds() const { return span_seconds_; }
+  double overlapped_blocked_seconds() const { return blocked_seconds_; }
 
  protected:
-  double seconds_ = 0;  // added to by replica 0's calls only
+  double seconds_ = 0;                             // added to by replica 0's calls only
+  double span_seconds_ = 0, blocked_seconds_ = 0;  // started collectives only (replica 0's)
 };
 
 inline void Collective::all_reduce_async(int, const float*, float*, int64_t, const float*, void*, const char* what,

@@ -104,6 +104,8 @@ enum class Op : uint8_t {
                    // attrs.zero_grad: clears the inputs afterwards (micro-batching's accumulators). With k > 1
                    // inputs a bucket (graph/bucket.h): the output is flat, input i's sum at bucket_offsets()[i],
                    // and the gradients are read back through View nodes
+  AllReduceWait,   // (an AllReduce with attrs.overlap) -> the same memory, once the reduction it started is done
+                   // (Collective::finish_all_reduce); what the bucket's readers read. Placed like a View.
   View,            // (x) -> attrs.shape: elements [attrs.begin, attrs.begin + size) of x, the same memory (no copy,
                    // no kernel: the planner places it inside x, graph/schedule.h); a gradient inside its bucket
   kCount
@@ -160,6 +162,8 @@ struct Attrs {
   // the kernel also writes the column sums of its output (the sum over all but the last axis) to
   // KernelArgs::side_out, the storage of the BiasGrad reading it. On that BiasGrad: no kernel runs for it.
   bool side_output = false;
+  bool overlap = false;  // AllReduce: start the reduction and return (Collective::start_all_reduce); the
+                         // AllReduceWait reading it finishes it, so work scheduled between the two overlaps it
   float momentum = 0.99f, epsilon = 1e-3f;  // batch normalization
   Op epilogue = Op::kCount;  // FusedMatMul: Relu, ReluGrad or kCount (the bias alone); FusedConv2D: Relu or kCount;
                              // MaxPool2DGrad: ReluGrad (dx zeroed where the pool's input x <= 0) or kCount;

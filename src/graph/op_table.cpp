@@ -259,6 +259,13 @@ Shape shape_all_reduce(const Graph& g, int node) {
   return Shape{bucket_elements(g, node)};  // a bucket: flat, each gradient at its aligned offset
 }
 
+Shape shape_all_reduce_wait(const Graph& g, int node) {
+  const Node& started = g[g[node].inputs[0]];
+  if (started.op != Op::AllReduce || !started.attrs.overlap)
+    shape_error(g, node, "its input must be an AllReduce that overlaps (attrs.overlap)");
+  return started.shape;
+}
+
 Shape shape_view(const Graph& g, int node) {
   const Attrs& at = g[node].attrs;
   const int64_t size = at.shape.numel(), have = in_shape(g, node, 0).numel();
@@ -567,6 +574,7 @@ constexpr std::array<OpInfo, kOpCount> kTable{{
     {Op::AccumulateGrad, "AccumulateGrad", 2, false, shape_same_as_first, dtype_same_float, nullptr},
     {Op::MultiUpdate, "MultiUpdate", -1, false, shape_multi_update, dtype_same_float, nullptr},
     {Op::AllReduce, "AllReduce", -1, true, shape_all_reduce, dtype_same_float, nullptr},
+    {Op::AllReduceWait, "AllReduceWait", 1, true, shape_all_reduce_wait, dtype_same_float, nullptr},
     {Op::View, "View", 1, true, shape_view, dtype_same_any, nullptr},
 }};
 

@@ -42,6 +42,16 @@ Program::Program(Graph g, std::vector<int> outputs, std::vector<int> sinks, Devi
                           side[static_cast<size_t>(id)]});
     n_inputs += n.inputs.size();
   }
+  // Between an overlapping AllReduce and its AllReduceWait the other kernels' steps give the collective a chance to
+  // progress (Collective::progress: MPI moves a nonblocking collective on only inside MPI calls).
+  Collective* in_flight = nullptr;
+  int waits_left = 0;
+  for (Step& s : steps_) {
+    const Node& n = g_[s.node];
+    if (n.op == Op::AllReduce && n.attrs.overlap && n.attrs.collective) in_flight = n.attrs.collective, ++waits_left;
+    if (n.op == Op::AllReduceWait && g_[n.inputs[0]].attrs.collective && --waits_left == 0) in_flight = nullptr;
+    s.poll = in_flight;
+  }
   in_ptrs_.assign(n_inputs, nullptr);
   in_dtypes_.assign(n_inputs, DType::f32);
   for (const Step& s : steps_)
@@ -108,7 +118,10 @@ void Program::run(const ExecContext& ctx) {
                       s.side_out};
   };
   if (!profiling_) {
-    for (const Step& s : steps_) s.fn(args(s));
+    for (const Step& s : steps_) {
+      s.fn(args(s));
+      if (s.poll) s.poll->progress();
+    }
     return;
   }
   using Clock = std::chrono::steady_clock;
@@ -118,6 +131,7 @@ void Program::run(const ExecContext& ctx) {
     s.fn(args(s));
     backend_->synchronize(ctx);  // so the time is the kernel's, not its launch's
     step_seconds_[i] += std::chrono::duration<double>(Clock::now() - t0).count();
+    if (s.poll) s.poll->progress();
   }
   ++runs_;
 }

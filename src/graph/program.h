@@ -88,6 +88,7 @@ class Program {
     size_t in_begin;  // into in_ptrs_ and in_dtypes_
     int side = -1;    // the BiasGrad this kernel also writes (attrs.side_output), or -1
     void* side_out = nullptr;
+    Collective* poll = nullptr;  // an overlapping all-reduce is in flight after this step: let it progress
   };
   void* storage(int value) const;  // device address of a value
   const void* readable(int value, size_t bytes) const;

@@ -68,7 +68,9 @@ std::vector<int> schedule(const Graph& g, const std::vector<int>& roots) {
 
 namespace {
 size_t align_up(size_t x) { return (x + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment; }
-bool in_arena(const Node& n) { return n.op != Op::Variable && n.op != Op::View && op_info(n.op).has_output; }
+bool in_arena(const Graph& g, int id) {
+  return g[id].op != Op::Variable && !is_alias(g, id) && op_info(g[id].op).has_output;
+}
 }  // namespace
 
 MemoryPlan plan_memory(const Graph& g, const std::vector<int>& order, const std::vector<int>& keep, Device device) {
@@ -93,7 +95,7 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<int>& order, const std:
     if (g[k].op == Op::Input) plan.first_use[static_cast<size_t>(k)] = -1;  // written before step 0
   }
   for (auto it = order.rbegin(); it != order.rend(); ++it)  // a View's readers keep what it looks into alive
-    if (g[*it].op == Op::View) {
+    if (is_alias(g, *it)) {
       int& base_last = plan.last_use[static_cast<size_t>(g[*it].inputs[0])];
       base_last = std::max(base_last, plan.last_use[static_cast<size_t>(*it)]);
     }
@@ -104,7 +106,7 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<int>& order, const std:
   };
   std::vector<Item> items;
   for (int id : order)
-    if (in_arena(g[id])) {
+    if (in_arena(g, id)) {
       size_t bytes = align_up(static_cast<size_t>(g[id].shape.numel()) * dtype_size(g[id].dtype));
       items.push_back({id, bytes == 0 ? kArenaAlignment : bytes});
       plan.unplanned_bytes += items.back().bytes;
@@ -138,11 +140,11 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<int>& order, const std:
     plan.offset[static_cast<size_t>(it.id)] = static_cast<int64_t>(best);
     plan.arena_bytes = std::max(plan.arena_bytes, best + it.bytes);
   }
-  for (int id : order)  // a View comes after what it looks into, so a View of a View finds its base placed
-    if (g[id].op == Op::View && plan.offset[static_cast<size_t>(g[id].inputs[0])] >= 0) {
+  for (int id : order)  // an alias comes after what it reads, so a View of a wait finds its base placed
+    if (is_alias(g, id) && plan.offset[static_cast<size_t>(g[id].inputs[0])] >= 0) {
       const int base = g[id].inputs[0];
       plan.offset[static_cast<size_t>(id)] =
-          plan.offset[static_cast<size_t>(base)] + g[id].attrs.begin * static_cast<int64_t>(dtype_size(g[base].dtype));
+          plan.offset[static_cast<size_t>(base)] + alias_begin(g, id) * static_cast<int64_t>(dtype_size(g[base].dtype));
     }
   for (int id : order)
     plan.workspace_bytes = std::max(plan.workspace_bytes, align_up(workspace_bytes(g, id, device.kind)));

@@ -25,8 +25,10 @@ inline bool is_side_output(const Graph& g, int id) { return g[id].op == Op::Bias
 
 inline constexpr size_t kArenaAlignment = 64;
 
-// Views (Op::View) take no arena space of their own: their offset is inside the value they look into, which lives
-// as long as any reader of theirs. They run no kernel.
+// Views (Op::View) and AllReduceWaits take no arena space of their own: their offset is inside the value they read
+// (at attrs.begin for a View, at 0 for a wait), which lives as long as any reader of theirs. Views run no kernel.
+inline bool is_alias(const Graph& g, int id) { return g[id].op == Op::View || g[id].op == Op::AllReduceWait; }
+inline int64_t alias_begin(const Graph& g, int id) { return g[id].op == Op::View ? g[id].attrs.begin : 0; }
 
 struct MemoryPlan {
   std::vector<int64_t> offset;  // per node id: byte offset in the arena, -1 if not in the arena

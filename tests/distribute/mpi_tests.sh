@@ -18,6 +18,15 @@ case "$case" in
   # The CNN: the first 5 steps strict, the rest printed: a near-tie flips at step 9 on one CPU, 7 on another
   # (docs/distributed.md), as on one device with another thread count.
   equal_cnn_2) run -np 2 "$worker" equal cnn 10 5 ;;
+  # Buckets overlapping the backward pass (nonblocking all-reduces started early, finished after it; 3 ranks: a
+  # reduce started early and a broadcast at the finish), 64 KiB buckets so that several are in flight at once.
+  equal_mlp_2_overlap | equal_mlp_3_overlap | equal_cnn_2_overlap)
+    ranks="${case#equal_*_}" ranks="${ranks%_overlap}" model="${case#equal_}" model="${model%%_*}"
+    args=(21)
+    [ "$model" = cnn ] && args=(10 5)
+    TK_ALLREDUCE_OVERLAP=1 TK_BYTES_PER_PACK=64KiB run -np "$ranks" "$worker" equal "$model" "${args[@]}" || exit 1
+    [ "$(grep -c "all-reduces overlap the backward pass" "$out")" -eq "$ranks" ] ||
+      { echo "FAIL: TK_ALLREDUCE_OVERLAP=1 did not reach every rank's strategy"; exit 1; } ;;
   # evaluate split over the ranks: 1050 rows in batches of 100 (the last short); 3 ranks of 150 rows: one idle rank
   evaluate_2) run -np 2 "$worker" evaluate mlp 1050 ;;
   evaluate_3) run -np 3 "$worker" evaluate mlp 150 ;;

@@ -28,6 +28,7 @@
 #pragma once
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -106,6 +107,11 @@ class MultiWorkerMirroredStrategy {
     // CommunicationOptions::bytes_per_pack, PyTorch DDP's bucket_cap_mb). 0: TK_BYTES_PER_PACK (bytes, or with a
     // unit: "4MiB"), else 25 MiB. 1: every gradient alone.
     size_t bytes_per_pack = 0;
+    // Start each bucket's all-reduce (MPI nonblocking) as soon as its gradients are ready and finish it after the
+    // backward pass, so the rest of the backward pass runs meanwhile; the first bucket is then at most 1 MiB.
+    // Unset: TK_ALLREDUCE_OVERLAP=1 turns it on. Off by default: on shared-memory MPI (one machine) a nonblocking
+    // all-reduce only progresses inside MPI calls, and measured slower (docs/distributed.md).
+    std::optional<bool> overlap;
   };
   MultiWorkerMirroredStrategy();
   explicit MultiWorkerMirroredStrategy(Options options);

@@ -39,7 +39,10 @@ void all_reduce(const KernelArgs& a) {
   }
   const float w = a.scalars->grad_scale;
   if (graph::Collective* c = a.node.attrs.collective) {
-    c->all_reduce(a.node.attrs.replica, x, y, n, w, a.node.name.c_str(), a.node.attrs.begin);
+    if (a.node.attrs.overlap)  // its AllReduceWait finishes it
+      c->start_all_reduce(a.node.attrs.replica, x, y, n, w, a.node.name.c_str(), a.node.attrs.begin);
+    else
+      c->all_reduce(a.node.attrs.replica, x, y, n, w, a.node.name.c_str(), a.node.attrs.begin);
   } else {
     parallel_for(n, [&](int64_t b, int64_t e) {
 #pragma omp simd
@@ -52,8 +55,17 @@ void all_reduce(const KernelArgs& a) {
                   sizeof(float) * static_cast<size_t>(a.in_shape(static_cast<int>(i)).numel()));
 }
 
+// (a started AllReduce) -> the same memory, once its reduction is done.
+void all_reduce_wait(const KernelArgs& a) {
+  const graph::Node& started = a.g[a.node.inputs[0]];
+  if (graph::Collective* c = started.attrs.collective) c->finish_all_reduce(started.attrs.replica, started.attrs.begin);
+}
+
 }  // namespace
 
-void register_collective_kernels() { graph::register_kernel(DeviceKind::cpu, Op::AllReduce, DType::f32, all_reduce); }
+void register_collective_kernels() {
+  graph::register_kernel(DeviceKind::cpu, Op::AllReduce, DType::f32, all_reduce);
+  graph::register_kernel(DeviceKind::cpu, Op::AllReduceWait, DType::f32, all_reduce_wait);
+}
 
 }  // namespace tk::cpu

@@ -146,6 +146,9 @@ void all_reduce(const KernelArgs& a) {
             "cudaMemsetAsync", "clearing the accumulators of '" + a.node.name + "'");
 }
 
+// (a started AllReduce) -> the same memory: NCCL's all-reduce is already ordered on the stream before the readers.
+void all_reduce_wait(const KernelArgs&) {}
+
 // Softmax over the last axis: (rows, n) of the node's shape.
 std::pair<int64_t, int64_t> rows_and_width(const KernelArgs& a) {
   const int64_t n = a.node.shape[-1];
@@ -432,6 +435,7 @@ void register_kernels() {
     graph::register_workspace(cuda, op, update_workspace);
   }
   register_kernel(cuda, Op::AllReduce, f32, all_reduce);
+  register_kernel(cuda, Op::AllReduceWait, f32, all_reduce_wait);
   register_kernel(cuda, Op::Fill, f32, fill);
   register_kernel(cuda, Op::Add, f32, add);
   register_kernel(cuda, Op::Mul, f32, mul);

@@ -96,7 +96,7 @@ MemoryPlan plan_from_trace(const ProgramCache::Traced& t, const std::vector<Laye
       }
     } else if (n.op == graph::Op::StepControl && n.attrs.update->loss_scale_initial > 0.0f) {
       plan.optimizer_state += aligned(3 * sizeof(float));  // the loss-scale state
-    } else if (mp.offset[static_cast<size_t>(id)] >= 0 && n.op != graph::Op::View &&
+    } else if (mp.offset[static_cast<size_t>(id)] >= 0 && !graph::is_alias(t.g, id) &&
                n.name.find('/') != std::string::npos) {
       auto it = index.find(layer_of(n.name));
       if (it != index.end())
@@ -115,7 +115,7 @@ MemoryPlan plan_from_trace(const ProgramCache::Traced& t, const std::vector<Laye
   for (int id : order) {
     const int64_t offset = mp.offset[static_cast<size_t>(id)];
     const graph::Node& n = t.g[id];
-    if (offset < 0 || n.op == graph::Op::View) continue;  // a View is bytes of its bucket, listed once
+    if (offset < 0 || graph::is_alias(t.g, id)) continue;  // bytes of its bucket, listed once
     PlannedValue v;
     v.name = n.name;
     v.layer = owner[static_cast<size_t>(id)];

@@ -165,6 +165,7 @@ ProgramCache::ProgramCache(Model& m, int replica) : model_(m), replica_(replica)
     device_ = s->devices[static_cast<size_t>(replica)];
     collective_ = s->program_collective();
     bytes_per_pack_ = s->bytes_per_pack;
+    overlap_ = s->overlap;
   } else if (replica != 0) {
     throw InvalidArgument("ProgramCache: replica " + std::to_string(replica) + " of a model without a strategy");
   }
@@ -240,7 +241,7 @@ std::vector<int> ProgramCache::all_reduce(graph::Graph& g, const std::vector<int
   if (!collective_) return grads;
   std::vector<std::string> names;
   for (const Weight* w : weights) names.push_back(w->name);
-  return graph::add_all_reduces(g, grads, names, {collective_, replica_, bytes_per_pack_, zero_inputs});
+  return graph::add_all_reduces(g, grads, names, {collective_, replica_, bytes_per_pack_, zero_inputs, overlap_});
 }
 
 std::string ProgramCache::arena_owner() const {

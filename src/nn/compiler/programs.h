@@ -126,6 +126,7 @@ class ProgramCache {
   Device device_;                            // the replica's device (the model's for replica 0)
   graph::Collective* collective_ = nullptr;  // the strategy's replicas' group when there is more than one replica
   size_t bytes_per_pack_ = 0;                // its gradient buckets' size
+  bool overlap_ = false;                     // and whether their all-reduces overlap the backward pass
   std::map<uint64_t, Tensor> mirrors_;       // per Weight::id, this replica's copy (mirrors_weights())
   bool device_ahead_ = false;                // the copies were trained since the model's weights were last updated
   std::map<Key, std::unique_ptr<Compiled>> cache_;

@@ -137,6 +137,77 @@ void MpiCollective::all_reduce(int, const float* in, float* out, int64_t n, floa
   seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+void MpiCollective::start_all_reduce(int replica, const float* in, float* out, int64_t n, float weight,
+                                     const char* what, int64_t sequence) {
+  if (size_ == 1 || n > (int64_t{1} << 30) || pending_count_ == kMaxPending) {  // done now; finish finds nothing
+    all_reduce(replica, in, out, n, weight, what, sequence);
+    return;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < n; ++i) out[i] = in[i] * weight;
+  MPI_Request request = MPI_REQUEST_NULL;
+  {
+    const InFlight guard(*this, what, sequence);
+    const int count = static_cast<int>(n);
+    if (size_ == 2)  // as all_reduce: two ranks add two numbers, the same either way round
+      MPI_Iallreduce(MPI_IN_PLACE, out, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &request);
+    else  // one association for every rank: reduced at rank 0 now, broadcast in finish
+      MPI_Ireduce(rank_ == 0 ? MPI_IN_PLACE : out, rank_ == 0 ? out : nullptr, count, MPI_FLOAT, MPI_SUM, 0,
+                  MPI_COMM_WORLD, &request);
+  }
+  static_assert(sizeof(MPI_Request) <= sizeof(Pending::request), "MPI_Request does not fit Pending::request");
+  Pending& p = pending_[pending_count_++];
+  p.sequence = sequence;
+  p.out = out;
+  p.n = n;
+  p.what = what;
+  p.started = t0;
+  std::memcpy(p.request, &request, sizeof request);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  seconds_ += took;
+  blocked_seconds_ += took;
+}
+
+void MpiCollective::progress() {
+  if (pending_count_ == 0) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < pending_count_; ++i) {
+    MPI_Request request;
+    std::memcpy(&request, pending_[i].request, sizeof request);
+    if (request == MPI_REQUEST_NULL) continue;  // done: finish only broadcasts (more than two ranks)
+    int done = 0;
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);  // a completed request becomes MPI_REQUEST_NULL
+    std::memcpy(pending_[i].request, &request, sizeof request);
+    if (!done) break;  // the later ones wait for this one anyway
+  }
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  seconds_ += took;
+  blocked_seconds_ += took;
+}
+
+void MpiCollective::finish_all_reduce(int, int64_t sequence) {
+  int k = 0;
+  while (k < pending_count_ && pending_[k].sequence != sequence) ++k;
+  if (k == pending_count_) return;  // it was done when started
+  for (int i = 0; i <= k; ++i) {    // in the order started (every rank started them in the same order)
+    Pending& p = pending_[i];
+    const auto t0 = std::chrono::steady_clock::now();
+    {
+      const InFlight guard(*this, p.what, p.sequence);
+      MPI_Request request;
+      std::memcpy(&request, p.request, sizeof request);
+      MPI_Wait(&request, MPI_STATUS_IGNORE);
+      if (size_ > 2) MPI_Bcast(p.out, static_cast<int>(p.n), MPI_FLOAT, 0, MPI_COMM_WORLD);
+    }
+    const auto t1 = std::chrono::steady_clock::now();
+    seconds_ += std::chrono::duration<double>(t1 - t0).count();
+    blocked_seconds_ += std::chrono::duration<double>(t1 - t0).count();
+    span_seconds_ += std::chrono::duration<double>(t1 - p.started).count();
+  }
+  std::move(pending_ + k + 1, pending_ + pending_count_, pending_);
+  pending_count_ -= k + 1;
+}
+
 void MpiCollective::all_reduce_sum(double* data, int64_t n, const char* what) {
   if (size_ == 1 || n == 0) return;
   const InFlight guard(*this, what, -1);
@@ -203,6 +274,11 @@ MpiCollective::InFlight::~InFlight() = default;
 void MpiCollective::all_reduce(int, const float*, float*, int64_t, float, const char*, int64_t) {
   throw Unsupported("MPI all-reduce: built without MPI");
 }
+void MpiCollective::start_all_reduce(int, const float*, float*, int64_t, float, const char*, int64_t) {
+  throw Unsupported("MPI all-reduce: built without MPI");
+}
+void MpiCollective::finish_all_reduce(int, int64_t) {}
+void MpiCollective::progress() {}
 void MpiCollective::all_reduce_sum(double*, int64_t, const char*) {
   throw Unsupported("MPI all-reduce: built without MPI");
 }

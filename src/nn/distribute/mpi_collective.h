@@ -36,6 +36,12 @@ class MpiCollective final : public graph::Collective {
   // rank 0, then broadcast).
   void all_reduce(int replica, const float* in, float* out, int64_t n, float weight, const char* what,
                   int64_t sequence) override;
+  // Nonblocking: two ranks an MPI_Iallreduce; more an MPI_Ireduce to rank 0, broadcast in finish (the same bits as
+  // all_reduce). Up to kMaxPending in flight; finished in the order started.
+  void start_all_reduce(int replica, const float* in, float* out, int64_t n, float weight, const char* what,
+                        int64_t sequence) override;
+  void finish_all_reduce(int replica, int64_t sequence) override;
+  void progress() override;  // MPI_Test on the started collectives
   // data[i] = the sum over ranks of data[i], in place, the same bits on every rank (as all_reduce): the logs of a
   // distributed evaluation (row-weighted sums and row counts, in double).
   void all_reduce_sum(double* data, int64_t n, const char* what);
@@ -71,6 +77,18 @@ class MpiCollective final : public graph::Collective {
   std::string what_;
   int64_t sequence_ = 0;
   std::chrono::steady_clock::time_point since_;
+  // Started collectives (start_all_reduce), oldest first; fixed storage so a step allocates nothing.
+  static constexpr int kMaxPending = 64;
+  struct Pending {
+    int64_t sequence = -1;
+    float* out = nullptr;
+    int64_t n = 0;
+    const char* what = "";
+    std::chrono::steady_clock::time_point started;
+    alignas(8) unsigned char request[64];  // an MPI_Request (an int or a pointer, by implementation)
+  };
+  Pending pending_[kMaxPending];
+  int pending_count_ = 0;
 };
 
 }  // namespace tk::nn::distribute

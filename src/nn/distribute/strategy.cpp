@@ -40,6 +40,15 @@ size_t bytes_per_pack(size_t given) {
   return graph::kDefaultBucketBytes;
 }
 
+bool env_flag(const char* name) {
+  const char* env = std::getenv(name);
+  if (!env || !*env) return false;
+  const std::string v = env;
+  if (v == "1" || v == "true" || v == "on") return true;
+  if (v == "0" || v == "false" || v == "off") return false;
+  throw InvalidArgument(std::string(name) + "='" + v + "': expected 1 or 0");
+}
+
 std::vector<Device> default_devices() {
   std::vector<Device> out;
   for (const DeviceInfo& d : config::list_devices())
@@ -103,6 +112,8 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(Options options) {
   s->description = "MultiWorkerMirroredStrategy over " + std::to_string(s->mpi->size()) + " process" +
                    (s->mpi->size() == 1 ? "" : "es") + " (MPI), this is rank " + std::to_string(s->mpi->rank()) +
                    " on cpu:0";
+  s->overlap = options.overlap.value_or(env_flag("TK_ALLREDUCE_OVERLAP"));
+  if (s->overlap) s->description += "; all-reduces overlap the backward pass";
   state_ = std::move(s);
 }
 
@@ -126,6 +137,9 @@ void add_allreduce_logs(const StrategyState* s, const StepClock& since, Logs& lo
   const double collective = now.collective_seconds - since.collective_seconds;
   logs.set("allreduce_ms_per_step", 1e3 * collective / static_cast<double>(steps));
   logs.set("allreduce_fraction", collective / wall);
+  const double span = now.overlap_span_seconds - since.overlap_span_seconds;
+  const double blocked = now.overlap_blocked_seconds - since.overlap_blocked_seconds;
+  if (span > 0) logs.set("allreduce_overlap", std::clamp(1.0 - blocked / span, 0.0, 1.0));
 }
 
 }  // namespace tk::distribute

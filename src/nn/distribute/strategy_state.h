@@ -19,6 +19,7 @@ namespace tk::distribute {
 // Where the time of replicated steps went, summed since the strategy was made.
 struct StepClock {
   double step_seconds = 0, collective_seconds = 0;
+  double overlap_span_seconds = 0, overlap_blocked_seconds = 0;  // started all-reduces (Collective's)
   int64_t steps = 0;
 };
 
@@ -29,6 +30,7 @@ struct StrategyState {
   nn::distribute::MpiCollective* mpi = nullptr;  // MultiWorkerMirroredStrategy: one replica per process
   std::string description;
   size_t bytes_per_pack = 0;  // the gradient buckets' size (graph/bucket.h), resolved from the options
+  bool overlap = false;       // buckets' all-reduces started early, finished after the backward pass
   int replicas() const { return static_cast<int>(devices.size()); }  // in this process
   int replicas_in_sync() const { return replicas() * (mpi ? mpi->size() : 1); }
   bool chief() const { return mpi == nullptr || mpi->rank() == 0; }
@@ -42,12 +44,14 @@ struct StrategyState {
   int64_t steps = 0;
   StepClock clock() const {
     const graph::Collective* c = program_collective();
-    return {step_seconds, c ? c->seconds() : 0.0, steps};
+    return {step_seconds, c ? c->seconds() : 0.0, c ? c->overlapped_span_seconds() : 0.0,
+            c ? c->overlapped_blocked_seconds() : 0.0, steps};
   }
 };
 
 // fit's epoch line under data parallel: "allreduce_ms_per_step" (replica 0's time in all-reduces per step: waiting
-// for the other replicas, moving and summing) and "allreduce_fraction" (of the steps' wall time) over the steps
+// for the other replicas, moving and summing), "allreduce_fraction" (of the steps' wall time) and, when they were
+// started early, "allreduce_overlap" (the share of their start-to-finish span not spent blocked) over the steps
 // since `since`. Nothing without a strategy, with one replica, or when no replicated step ran.
 void add_allreduce_logs(const StrategyState* s, const StepClock& since, Logs& logs);
 

@@ -76,10 +76,14 @@ void append_logs(char* buf, size_t cap, const Logs& logs, bool with_val) {
   if (logs.contains("skipped_steps") && logs.get("skipped_steps") > 0)
     append(buf, cap, " - skipped steps: %.0f (non-finite gradients; loss scale now %g)", logs.get("skipped_steps"),
            logs.contains("loss_scale") ? logs.get("loss_scale") : 0.0);
-  if (with_val && logs.contains("allreduce_ms_per_step"))  // blocking collectives: nothing overlaps them yet
-    append(buf, cap, " - all-reduce: %.2f ms/step (%.1f%% of the step, not overlapped)",
-           logs.get("allreduce_ms_per_step"),
+  if (with_val && logs.contains("allreduce_ms_per_step")) {  // the time blocked in all-reduces
+    append(buf, cap, " - all-reduce: %.2f ms/step (%.1f%% of the step, ", logs.get("allreduce_ms_per_step"),
            logs.contains("allreduce_fraction") ? 100 * logs.get("allreduce_fraction") : 0.0);
+    if (logs.contains("allreduce_overlap"))  // started early: the share of their span that other work hid
+      append(buf, cap, "%.0f%% overlapped)", 100 * logs.get("allreduce_overlap"));
+    else
+      append(buf, cap, "not overlapped)");
+  }
   if (with_val && logs.contains("input_wait_fraction")) {
     const double f = logs.get("input_wait_fraction");
     append(buf, cap, " - input wait: %.1f%% (%s)", f * 100,
