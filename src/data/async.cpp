@@ -155,6 +155,10 @@ class PrefetchNode final : public Node {
   std::string label() const override {
     return "prefetch(" + (buffer_ == AUTOTUNE ? std::string("AUTOTUNE") : std::to_string(buffer_)) + ")";
   }
+  Flow flow() const override { return {Flow::elementwise}; }
+  std::shared_ptr<Node> with_input(std::shared_ptr<Node> in) const override {
+    return std::make_shared<PrefetchNode>(std::move(in), buffer_);
+  }
 
  private:
   int64_t buffer_;
@@ -403,6 +407,17 @@ class MapNode final : public Node {
     else if (p > 0)
       s.append("(").append(std::to_string(p)).append(")");
     return s;
+  }
+  // A map that draws from an Rng depends on the element's position (its seed); one that is not deterministic
+  // reorders elements.
+  Flow flow() const override {
+    if (m_.uses_rng) return {Flow::other, label() + " draws random numbers keyed by each element's position"};
+    if (m_.options.num_parallel_calls != 0 && !m_.options.deterministic)
+      return {Flow::other, label() + " is not deterministic (it may reorder elements)"};
+    return {Flow::elementwise};
+  }
+  std::shared_ptr<Node> with_input(std::shared_ptr<Node> in) const override {
+    return std::make_shared<MapNode>(std::move(in), m_);
   }
 
  private:

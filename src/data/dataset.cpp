@@ -48,16 +48,25 @@ class RootIterator final : public IteratorImpl {
   int64_t last_return_ns_ = 0;
 };
 
-const Options* find_options(const Node& node) {
-  if (node.options) return &*node.options;
-  for (const auto& in : node.inputs)
-    if (const Options* o = find_options(*in)) return o;
-  return nullptr;
+// The pipeline's options, merged: for each field the outermost with_options that sets it.
+void merge_options(const Node& node, Options& out) {
+  if (node.options) {
+    if (out.ram_budget == 0) out.ram_budget = node.options->ram_budget;
+    if (out.cpu_budget == 0) out.cpu_budget = node.options->cpu_budget;
+    if (out.auto_shard_policy == AutoShardPolicy::AUTO) out.auto_shard_policy = node.options->auto_shard_policy;
+  }
+  for (const auto& in : node.inputs) merge_options(*in, out);
 }
 
 }  // namespace
 
 // ---- shared internals
+
+Options pipeline_options(const Node& node) {
+  Options o;
+  merge_options(node, o);
+  return o;
+}
 
 uint64_t resolve_seed(uint64_t seed) {
   if (seed != 0) return seed;
@@ -315,6 +324,13 @@ class OptionsNode final : public Node {
   std::unique_ptr<IteratorImpl> make(const PassContext& ctx) const override { return inputs[0]->make(ctx); }
   int64_t cardinality() const override { return inputs[0]->cardinality(); }
   std::string label() const override { return {}; }
+  Flow flow() const override { return {Flow::elementwise}; }
+  std::shared_ptr<Node> with_input(std::shared_ptr<Node> in) const override {
+    auto n = std::make_shared<OptionsNode>();
+    n->inputs = {std::move(in)};
+    n->options = options;
+    return n;
+  }
 };
 }  // namespace
 
@@ -344,10 +360,10 @@ Iterator Dataset::iterator() const { return make_iterator(*this, node_->passes.f
 Iterator make_iterator(const Dataset& d, uint64_t pass) {
   const std::shared_ptr<Node>& node_ = d.node();
   auto pipeline = std::make_shared<Pipeline>();
-  const Options* o = find_options(*node_);
-  pipeline->ram_budget = o && o->ram_budget ? o->ram_budget : default_ram_budget();
+  const Options o = pipeline_options(*node_);
+  pipeline->ram_budget = o.ram_budget ? o.ram_budget : default_ram_budget();
   const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  pipeline->cpu_budget = o && o->cpu_budget ? o->cpu_budget : hw;
+  pipeline->cpu_budget = o.cpu_budget ? o.cpu_budget : hw;
   PassContext ctx{pipeline, pass};
   auto root = std::make_unique<RootIterator>(ctx, node_, node_->make(ctx));
   return Iterator(std::move(root));

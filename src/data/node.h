@@ -108,16 +108,36 @@ class IteratorImpl {
   std::shared_ptr<StageCounters> counters_;
 };
 
+// How a stage's elements follow from its input's, for rewrites of a pipeline (auto_shard.cpp).
+struct Flow {
+  enum Kind {
+    other,        // anything else: a rewrite cannot look through it (`why` says what it is)
+    elementwise,  // element i is made from input element i alone, in order, whatever its position (map, prefetch)
+    batch,        // batch(batch_size, drop_remainder)
+    repeat,       // the input's passes one after another
+  };
+  Kind kind = other;
+  std::string why = {};
+  int64_t batch_size = 0;
+  bool drop_remainder = false;
+};
+
 class Node {
  public:
   virtual ~Node() = default;
   virtual std::unique_ptr<IteratorImpl> make(const PassContext& ctx) const = 0;
   virtual int64_t cardinality() const = 0;
   virtual std::string label() const = 0;  // "batch(128)"
+  virtual Flow flow() const { return {Flow::other, label()}; }
+  // This stage, the same in all but its input (its seeds too); null for stages a rewrite does not copy.
+  virtual std::shared_ptr<Node> with_input(std::shared_ptr<Node>) const { return nullptr; }
   std::vector<std::shared_ptr<Node>> inputs;
   std::optional<Options> options;  // set by with_options
   mutable std::atomic<uint64_t> passes{0};
 };
+
+// The options of the pipeline ending at `node` (with_options merged, the outermost first).
+Options pipeline_options(const Node& node);
 
 // A pass over `d` numbered `pass` (fit numbers passes by the user's dataset, not by its own wrapper).
 Iterator make_iterator(const Dataset& d, uint64_t pass);

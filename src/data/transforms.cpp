@@ -172,6 +172,7 @@ class BatchNode final : public UnaryNode {
   std::string label() const override {
     return "batch(" + std::to_string(batch_) + (drop_ ? ", drop_remainder" : "") + ")";
   }
+  Flow flow() const override { return {Flow::batch, {}, batch_, drop_}; }
 
  private:
   class It final : public UnaryIterator {
@@ -273,6 +274,10 @@ class RepeatNode final : public UnaryNode {
     return c * count_;
   }
   std::string label() const override { return count_ < 0 ? "repeat" : "repeat(" + std::to_string(count_) + ")"; }
+  Flow flow() const override { return {Flow::repeat}; }
+  std::shared_ptr<Node> with_input(std::shared_ptr<Node> in) const override {
+    return std::make_shared<RepeatNode>(std::move(in), count_);
+  }
 
  private:
   class It final : public UnaryIterator {

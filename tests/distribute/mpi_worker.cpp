@@ -8,6 +8,11 @@
 //   stall | kill          rank 1 stops itself (SIGSTOP) or dies (SIGKILL) at step 3: the others must not hang
 //   evaluate mlp ROWS     every rank builds the model from its own seed, then evaluates ROWS rows (arrays, then a
 //                         Dataset) split over the ranks: each must return what rank 0's model gives in one process
+//   dataset mlp ROWS EPOCHS [off]  fit over shuffle -> map -> batch(128) of ROWS rows: rank 0 compares the weights
+//                         after every step with one device on the same pipeline (within 1e-5), and every rank checks
+//                         its steps and how many elements its map decoded: its rows of each global batch (auto shard),
+//                         or every row (off: AutoShardPolicy::OFF through with_options)
+#include <atomic>
 #include <cmath>
 #include <csignal>
 #include <cstdint>
@@ -85,6 +90,81 @@ int evaluate(tk::distribute::MultiWorkerMirroredStrategy& s, int64_t rows) {
   return bad ? 1 : 0;
 }
 
+double worst_step_difference(const std::vector<std::vector<tk::Tensor>>& one,
+                             const std::vector<std::vector<tk::Tensor>>& many, size_t strict);
+
+// fit over a Dataset whose map counts the elements it decodes on this rank.
+int dataset(tk::distribute::MultiWorkerMirroredStrategy& s, int64_t rows, int epochs, bool off) {
+  const int64_t batch = 128;
+  const tk::Tensor x = tk::testing::uniform({rows, 784}, 1);
+  const tk::Tensor y = tk::testing::int_labels(rows, 10, 2);
+  auto decoded = std::make_shared<std::atomic<int64_t>>(0);
+  auto pipeline = [&] {
+    tk::data::Dataset d = tk::data::Dataset::from_tensor_slices({x, y})
+                              .shuffle(300, /*seed=*/5)
+                              .map(
+                                  [decoded](tk::data::Element e) {
+                                    decoded->fetch_add(1);
+                                    return e;
+                                  },
+                                  {.num_parallel_calls = 2})
+                              .batch(batch)
+                              .prefetch(2);
+    return off ? d.with_options({.auto_shard_policy = tk::data::AutoShardPolicy::OFF}) : d;
+  };
+  auto run = [&](tk::distribute::MultiWorkerMirroredStrategy* strategy) {
+    tk::utils::set_random_seed(7);
+    std::unique_ptr<tk::Model> m = make("mlp", 128);
+    tk::distribute::in_scope(strategy, [&] {
+      m->compile(tk::optimizers::SGD(), tk::losses::SparseCategoricalCrossentropy({.from_logits = true}));
+    });
+    auto rec = std::make_shared<Recorder>();
+    m->fit(pipeline(), {.epochs = epochs, .verbose = 0, .callbacks = {rec}});
+    return rec->after_step;
+  };
+  const auto many = run(&s);
+  // What this rank should have decoded: its rows of every global batch, split as the step splits them.
+  const int64_t ranks = s.num_replicas_in_sync(), steps = (rows + batch - 1) / batch * epochs;
+  int64_t want = 0;
+  for (int64_t k = 0; k < rows; k += batch) {
+    const int64_t b = std::min(batch, rows - k), active = std::min(ranks, b);
+    want += s.rank() >= active ? 1 : b / active + (s.rank() < b % active ? 1 : 0);
+  }
+  want = off ? rows * epochs : want * epochs;
+  std::printf("rank %d: %zu steps (want %lld); the map decoded %lld elements of %lld (want %lld)\n", s.rank(),
+              many.size(), static_cast<long long>(steps), static_cast<long long>(decoded->load()),
+              static_cast<long long>(rows * epochs), static_cast<long long>(want));
+  int bad = static_cast<int64_t>(many.size()) != steps || decoded->load() != want;
+  if (s.rank() == 0) {
+    const auto one = run(nullptr);
+    const double worst = worst_step_difference(one, many, SIZE_MAX);
+    std::printf("dataset%s, %lld ranks, %zu steps: worst per-tensor max|d|/max|w| = %.3g\n", off ? " (off)" : "",
+                static_cast<long long>(ranks), one.size(), worst);
+    bad += one.size() != many.size() || worst > 1e-5;
+  }
+  return bad ? 1 : 0;
+}
+
+// Per step: the largest per-tensor max|d|/max|w| between two runs' weights, printed; the worst of the first `strict`.
+double worst_step_difference(const std::vector<std::vector<tk::Tensor>>& one,
+                             const std::vector<std::vector<tk::Tensor>>& many, size_t strict) {
+  double worst = 0;
+  for (size_t s = 0; s < one.size() && s < many.size(); ++s) {
+    double step_worst = 0;
+    for (size_t t = 0; t < one[s].size(); ++t) {
+      double d = 0, scale = 0;
+      for (int64_t i = 0; i < one[s][t].numel(); ++i) {
+        d = std::max(d, double(std::fabs(one[s][t].data<float>()[i] - many[s][t].data<float>()[i])));
+        scale = std::max(scale, double(std::fabs(one[s][t].data<float>()[i])));
+      }
+      step_worst = std::max(step_worst, scale > 0 ? d / scale : d);
+    }
+    std::printf("step %zu: max|d|/max|w| = %.3g\n", s + 1, step_worst);
+    if (s < strict) worst = std::max(worst, step_worst);
+  }
+  return worst;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -98,24 +178,13 @@ int main(int argc, char** argv) {
   std::printf("rank %d: %s\n", rank, strategy.describe().c_str());
   try {
     if (mode == "evaluate") return evaluate(strategy, steps);
+    if (mode == "dataset")
+      return dataset(strategy, steps, argc > 4 ? std::atoi(argv[4]) : 1, argc > 5 && std::string(argv[5]) == "off");
     const int units = mode == "mismatch" && rank == 1 ? 64 : 128;
     const auto many = train(model, steps, &strategy, units, mode, rank, micro);
     if (mode != "equal" || rank != 0) return 0;
     const auto one = train(model, steps, nullptr, 128, "", 0, micro);
-    double worst = 0;
-    for (size_t s = 0; s < one.size() && s < many.size(); ++s) {
-      double step_worst = 0;
-      for (size_t t = 0; t < one[s].size(); ++t) {
-        double d = 0, scale = 0;
-        for (int64_t i = 0; i < one[s][t].numel(); ++i) {
-          d = std::max(d, double(std::fabs(one[s][t].data<float>()[i] - many[s][t].data<float>()[i])));
-          scale = std::max(scale, double(std::fabs(one[s][t].data<float>()[i])));
-        }
-        step_worst = std::max(step_worst, scale > 0 ? d / scale : d);
-      }
-      std::printf("step %zu: max|d|/max|w| = %.3g\n", s + 1, step_worst);
-      if (s < strict) worst = std::max(worst, step_worst);
-    }
+    const double worst = worst_step_difference(one, many, strict);
     std::printf("%s, %d ranks, %zu steps: worst per-tensor max|d|/max|w| = %.3g over the first %zu\n", model.c_str(),
                 strategy.num_replicas_in_sync(), one.size(), worst, std::min(strict, one.size()));
     return one.size() == many.size() && worst <= 1e-5 ? 0 : 1;

@@ -53,10 +53,19 @@ struct InterleaveOptions {
   bool deterministic = true;
 };
 
-// Pipeline-wide limits (tf.data.Options' autotune section).
+// How fit splits a Dataset over MultiWorkerMirroredStrategy's workers (tf.data's AutoShardPolicy; docs/distributed.md).
+//   AUTO: as DATA where the pipeline allows it, else every worker reads every batch (one line on rank 0 says why).
+//   DATA: each worker keeps its rows of every global batch, cut before the per-element maps, so decoding is divided;
+//         fit throws InvalidArgument, saying why, when the pipeline cannot be cut that way.
+//   OFF:  every worker reads and decodes every batch and trains on its rows (the environment's TK_AUTO_SHARD=OFF too).
+enum class AutoShardPolicy { AUTO, DATA, OFF };
+
+// Pipeline-wide options (tf.data.Options: the autotune section and experimental_distribute.auto_shard_policy).
+// Nested with_options merge: the outermost setting of each field wins (0 and AUTO count as unset).
 struct Options {
   size_t ram_budget = 0;  // bytes that AUTOTUNE may spend on buffers; 0: half of the available RAM
   int cpu_budget = 0;     // threads AUTOTUNE may use per parallel stage; 0: the hardware thread count
+  AutoShardPolicy auto_shard_policy = AutoShardPolicy::AUTO;
 };
 
 // What one stage of a running pipeline did (Iterator::stats), for stall advice and tuning.

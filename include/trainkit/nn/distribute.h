@@ -95,9 +95,13 @@ class MirroredStrategy {
 // timeout (TK_COLLECTIVE_TIMEOUT, default 300 s) prints which rank gave up on which collective and ends that rank
 // (exit 70), and the launcher ends the others; a rank whose step fails (out of memory, say) prints why and ends every
 // rank (MPI_Abort). On one node each rank takes cores / local ranks kernel threads unless TK_THREADS or
-// OMP_NUM_THREADS says otherwise. fit over a Dataset: every rank reads every batch and trains on its rows (no
-// sharding yet), so its shuffle must be seeded the same on every rank (Dataset::shuffle's seed, or
-// tk::utils::set_random_seed before building it).
+// OMP_NUM_THREADS says otherwise. fit over a Dataset: each rank reads its rows of every global batch (tf.data's
+// AutoShardPolicy.DATA): the pipeline is cut below its last batch() and below the maps before it, so their work is
+// divided, while the stages below the cut (source, shuffle, ...) run on every rank. Its shuffle must therefore be
+// seeded the same on every rank (Dataset::shuffle's seed, or tk::utils::set_random_seed before building it). A
+// pipeline that cannot be cut (no batch(), or a filter after it, ...) is read whole by every rank, rank 0 saying why
+// once; with_options({.auto_shard_policy = tk::data::AutoShardPolicy::OFF}) or TK_AUTO_SHARD=OFF asks for that.
+// docs/distributed.md lists what the cut passes.
 // Unsupported when trainkit was built without MPI.
 class MultiWorkerMirroredStrategy {
  public:

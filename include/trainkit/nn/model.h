@@ -217,12 +217,14 @@ class Model {
   Logs run_evaluation(const std::vector<Tensor>& x, const std::vector<Tensor>& y, int64_t batch_size, int64_t steps);
   Logs run_evaluation(const data::Dataset& dataset, int64_t steps);
   // One optimizer step on rows idx[0..bs) (or [0, bs) when idx is null), in micro-batches when micro > 0.
+  // own_rows (MultiWorkerMirroredStrategy over a sharded Dataset): x and y hold only this rank's rows of a global
+  // batch of bs rows (nn/distribute/batch_split.h).
   void train_step(const std::vector<Tensor>& x, const std::vector<Tensor>& y, const int64_t* idx, int64_t bs,
-                  int64_t micro, nn::Accumulator& acc);
+                  int64_t micro, nn::Accumulator& acc, bool own_rows = false);
   // train_step under a strategy with several replicas (nn/distribute/replicated_step.cpp): the batch split across
   // the replicas, run side by side, gradients all-reduced in their programs.
   void train_step_replicated(const std::vector<Tensor>& x, const std::vector<Tensor>& y, const int64_t* idx, int64_t bs,
-                             int64_t micro, nn::Accumulator& acc);
+                             int64_t micro, nn::Accumulator& acc, bool own_rows = false);
   // Replica r's programs (0: programs_), made on first use.
   nn::ProgramCache& replica_programs(int r);
   // Evaluation under MultiWorkerMirroredStrategy with more than one rank (replicated_step.cpp): batch k runs on rank

@@ -2,9 +2,11 @@
 // (MirroredStrategy) or one per process (MultiWorkerMirroredStrategy on MPI).
 #include <algorithm>
 #include <chrono>
+#include <stdexcept>
 
 #include "backends/cpu/threads.h"
 #include "nn/compiler/programs.h"
+#include "nn/distribute/batch_split.h"
 #include "nn/distribute/strategy_state.h"
 #include "nn/training/fit_common.h"
 #include "nn/training/staging.h"
@@ -13,21 +15,8 @@
 namespace tk {
 namespace {
 
-// One replica's part of the global batch: rows [first, first + rows), weighted by its share in the all-reduce.
-// weight 0: a replica with no rows of its own (a batch smaller than the replica count under MPI, where every rank
-// must take part in every collective) runs one row that counts for nothing.
-struct Shard {
-  int64_t rows = 0, first = 0;
-  float weight = 0.0f;
-};
-
-// Replica g of `active` gets the global batch's rows in order, the first bs % active one more.
-Shard shard_of(int64_t g, int64_t active, int64_t bs) {
-  if (g >= active) return {1, 0, 0.0f};
-  const int64_t base = bs / active, extra = bs % active;
-  const int64_t rows = base + (g < extra ? 1 : 0);
-  return {rows, g * base + std::min(g, extra), static_cast<float>(rows) / static_cast<float>(bs)};
-}
+using nn::distribute::Shard;
+using nn::distribute::shard_of;
 
 // Micro-batching per replica (one all-reduce per step, in the apply program) when the largest shard is larger
 // than a micro-batch: every replica then runs the same kinds of programs.
@@ -45,15 +34,17 @@ void prepare(nn::ProgramCache& pc, const Shard& s, bool micro_batched, int64_t m
   pc.get(nn::ProgramKind::apply, 0);
 }
 
-// Runs a shard: its rows, through AllReduce ops that wait for the other replicas.
+// Runs a shard: its rows, through AllReduce ops that wait for the other replicas. x and y hold the global batch, or
+// (own_rows) only the shard's rows.
 void run_shard(nn::ProgramCache& pc, const Shard& s, bool micro_batched, int64_t micro, int64_t bs,
-               const std::vector<Tensor>& x, const std::vector<Tensor>& y, const int64_t* idx, graph::ExecContext ctx,
-               uint64_t step, nn::Accumulator& out) {
+               const std::vector<Tensor>& x, const std::vector<Tensor>& y, const int64_t* idx, bool own_rows,
+               graph::ExecContext ctx, uint64_t step, nn::Accumulator& out) {
   ctx.device = pc.device();
   const bool counts = s.weight > 0.0f;
+  const int64_t at = own_rows ? 0 : s.first;  // the shard's first row in x
   if (!micro_batched) {
     nn::Compiled& c = pc.get(nn::ProgramKind::train, s.rows);
-    nn::HostStager::bind_rows(c, x, &y, idx ? idx + s.first : nullptr, idx ? 0 : s.first, s.rows);
+    nn::HostStager::bind_rows(c, x, &y, idx ? idx + s.first : nullptr, idx ? 0 : at, s.rows);
     ctx.scalars.grad_scale = s.weight;    // AllReduce: this replica's share of the global batch
     ctx.scalars.sample_offset = s.first;  // dropout: keyed by the global sample index
     c.program->run(ctx);
@@ -63,7 +54,7 @@ void run_shard(nn::ProgramCache& pc, const Shard& s, bool micro_batched, int64_t
   for (int64_t m = 0; m < s.rows; m += micro) {  // as one device's micro-batches, at their global rows
     const int64_t mb = std::min(micro, s.rows - m);
     nn::Compiled& c = pc.get(nn::ProgramKind::accumulate, mb);
-    nn::HostStager::bind_rows(c, x, &y, idx ? idx + s.first + m : nullptr, idx ? 0 : s.first + m, mb);
+    nn::HostStager::bind_rows(c, x, &y, idx ? idx + s.first + m : nullptr, idx ? 0 : at + m, mb);
     ctx.scalars.step = (step << 20) + static_cast<uint64_t>(s.first + m);
     ctx.scalars.grad_scale = counts ? static_cast<float>(mb) / static_cast<float>(bs) : 0.0f;
     c.program->run(ctx);
@@ -122,7 +113,7 @@ void Model::all_reduce_logs(nn::distribute::MpiCollective& world, nn::Accumulato
 }
 
 void Model::train_step_replicated(const std::vector<Tensor>& x, const std::vector<Tensor>& y, const int64_t* idx,
-                                  int64_t bs, int64_t micro, nn::Accumulator& acc) {
+                                  int64_t bs, int64_t micro, nn::Accumulator& acc, bool own_rows) {
   distribute::StrategyState& s = *strategy_;
   const auto started = std::chrono::steady_clock::now();
   const graph::ExecContext base = nn::exec_context(device_, step_, true, optimizer_.get());
@@ -132,6 +123,10 @@ void Model::train_step_replicated(const std::vector<Tensor>& x, const std::vecto
     const int64_t active = std::min<int64_t>(world.size(), bs);
     const Shard mine = shard_of(world.rank(), active, bs);
     const bool mb = micro_batched(micro, active, bs);
+    if (own_rows && (idx || x[0].dim(0) != mine.rows))
+      throw std::logic_error("MultiWorkerMirroredStrategy: rank " + std::to_string(world.rank()) + " read " +
+                             std::to_string(x[0].dim(0)) + " rows of a global batch of " + std::to_string(bs) +
+                             " but its share is " + std::to_string(mine.rows));
     nn::ProgramCache& pc = replica_programs(0);
     // A failure on one rank (out of memory building its programs, say) would leave the others waiting in the next
     // collective until the timeout: it ends the job at once instead, naming the rank and the error.
@@ -143,6 +138,7 @@ void Model::train_step_replicated(const std::vector<Tensor>& x, const std::vecto
     if (!replicas_synced_) {  // the same model and batch everywhere, then rank 0's weights and optimizer state
       std::vector<std::pair<std::string, Tensor*>> state = pc.state_tensors();
       std::string fingerprint = "optimizer " + optimizer_->name() + ", global batch " + std::to_string(bs) +
+                                (own_rows ? " (each rank reads its rows)" : " (each rank reads it all)") +
                                 ", micro-batch " + std::to_string(micro) + ", at optimizer step " +
                                 std::to_string(optimizer_->config().iterations) +
                                 " (a rank that restored another backup differs here), weights";
@@ -159,7 +155,7 @@ void Model::train_step_replicated(const std::vector<Tensor>& x, const std::vecto
     ctx.scalars.step = step_;  // as broadcast from rank 0
     ctx.scalars.iterations = optimizer_->config().iterations;
     try {
-      run_shard(pc, mine, mb, micro, bs, x, y, idx, ctx, step_, local);
+      run_shard(pc, mine, mb, micro, bs, x, y, idx, own_rows, ctx, step_, local);
     } catch (const std::exception& e) {
       world.abort(std::string("training step: ") + e.what());
     }
@@ -197,7 +193,7 @@ void Model::train_step_replicated(const std::vector<Tensor>& x, const std::vecto
     s.runner->run(
         active, threads_each,
         [&](int r) {
-          run_shard(replica_programs(r), shards[static_cast<size_t>(r)], mb, micro, bs, x, y, idx, base, step_,
+          run_shard(replica_programs(r), shards[static_cast<size_t>(r)], mb, micro, bs, x, y, idx, false, base, step_,
                     logs[static_cast<size_t>(r)]);
         },
         s.collective.get());

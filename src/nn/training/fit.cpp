@@ -173,9 +173,9 @@ History Model::fit(const std::vector<Tensor>& x_all, const std::vector<Tensor>& 
 }
 
 void Model::train_step(const std::vector<Tensor>& x, const std::vector<Tensor>& y, const int64_t* idx, int64_t bs,
-                       int64_t micro, nn::Accumulator& acc) {
+                       int64_t micro, nn::Accumulator& acc, bool own_rows) {
   if (strategy_ && strategy_->replicas_in_sync() > 1) {
-    train_step_replicated(x, y, idx, bs, micro, acc);
+    train_step_replicated(x, y, idx, bs, micro, acc, own_rows);
     programs_->mark_trained();  // replica 0 on a device the host cannot address (not allowed yet: strategy.cpp)
     return;
   }

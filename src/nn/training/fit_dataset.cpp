@@ -3,12 +3,14 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <set>
 
 #include "data/node.h"
 #include "nn/compiler/programs.h"
 #include "nn/distribute/mpi_collective.h"
 #include "nn/distribute/strategy_state.h"
+#include "nn/distribute/worker_input.h"
 #include "nn/training/fit_common.h"
 #include "nn/training/staging.h"
 #include "trainkit/core/error.h"
@@ -73,7 +75,24 @@ History Model::fit(const data::Dataset& dataset, FitOptions o) {
   require(!o.validation_dataset || o.validation_dataset->cardinality() != data::kInfiniteCardinality ||
               o.validation_steps > 0,
           "fit: validation_dataset is infinite (repeat() without a count): give validation_steps");
-  const data::Dataset pipeline = staged(dataset);
+  // MultiWorkerMirroredStrategy: each rank reads its rows of every global batch (worker_input.h); `global` then gives
+  // the size of the global batch each of its batches belongs to.
+  std::optional<data::WorkerShare> share;
+  if (strategy_ && strategy_->mpi && strategy_->mpi->size() > 1)
+    share = nn::distribute::worker_input(dataset, *strategy_->mpi);
+  const std::shared_ptr<data::GlobalBatchSizes> global = share ? share->global_batches : nullptr;
+  const data::Dataset pipeline = staged(share ? share->dataset : dataset);
+  // The next batch of the pass, and the rows of the global batch it is (a part of).
+  int64_t global_rows = 0;
+  auto next_batch = [&](data::Iterator& from, data::Element& out) {
+    if (!from.next(out)) return false;
+    global_rows = global ? global->pop() : 0;
+    return true;
+  };
+  auto new_pass = [&](uint64_t number) {
+    if (global) global->clear();  // the last pass's threads are gone: nothing pushes now
+    return data::make_iterator(pipeline, number);
+  };
   // A fixed number of steps keeps one pass going across epochs (Keras' behaviour with steps_per_epoch).
   const bool persistent = o.steps_per_epoch > 0;
   int64_t steps = o.steps_per_epoch > 0 ? o.steps_per_epoch : (card >= 0 ? card : 0);  // 0: unknown yet
@@ -82,11 +101,11 @@ History Model::fit(const data::Dataset& dataset, FitOptions o) {
   std::atomic<uint64_t>& passes = dataset.node()->passes;
   uint64_t pass = passes.fetch_add(1);
   int64_t consumed = 0;  // batches taken from this pass
-  data::Iterator it = data::make_iterator(pipeline, pass);
+  data::Iterator it = new_pass(pass);
   data::Element element;
   std::vector<Tensor> x, y;
   auto first_wait = Clock::now();
-  bool pending = it.next(element);  // the first batch builds the model
+  bool pending = next_batch(it, element);  // the first batch builds the model
   const double first_wait_s = since(first_wait);
   require(pending, "fit: the dataset yielded no batch (" + dataset.describe() + ")");
   consumed = 1;
@@ -110,8 +129,8 @@ History Model::fit(const data::Dataset& dataset, FitOptions o) {
   for (const CallbackPtr& cb : callbacks) cb->on_train_begin(logs);
   int first_epoch = o.initial_epoch;
   int64_t first_step = 0;
-  bool new_pass = false;  // each epoch after the first reads a new pass (unless steps_per_epoch is given)
-  if (resume_) {          // restore_training_state (before fit, or BackupAndRestore in on_train_begin): continue there
+  bool next_pass = false;  // each epoch after the first reads a new pass (unless steps_per_epoch is given)
+  if (resume_) {           // restore_training_state (before fit, or BackupAndRestore in on_train_begin): continue there
     const FitPosition r = *resume_;
     resume_.reset();
     require(r.dataset, "fit: the restored state was saved by fit over arrays; resume it with the same arrays");
@@ -119,10 +138,10 @@ History Model::fit(const data::Dataset& dataset, FitOptions o) {
     pass = r.data_pass;
     for (uint64_t seen = passes.load(); seen <= pass && !passes.compare_exchange_weak(seen, pass + 1);) {
     }
-    it = data::make_iterator(pipeline, pass);
+    it = new_pass(pass);
     pending = false;
     for (consumed = 0; consumed < r.pass_offset; ++consumed)
-      if (!it.next(element))
+      if (!next_batch(it, element))
         throw InvalidArgument("fit: resuming needs batch " + std::to_string(r.pass_offset) + " of pass " +
                               std::to_string(pass) + " but the dataset ends after " + std::to_string(consumed) +
                               " (resume with the dataset the state was saved with: " + dataset.describe() + ")");
@@ -131,14 +150,14 @@ History Model::fit(const data::Dataset& dataset, FitOptions o) {
     position_ = r;
   }
   for (int epoch = first_epoch; epoch < o.epochs && !stop_training; ++epoch) {
-    if (new_pass) {
+    if (next_pass) {
       it = data::Iterator();  // stop the last pass's threads before starting the next
       pass = passes.fetch_add(1);
-      it = data::make_iterator(pipeline, pass);
+      it = new_pass(pass);
       consumed = 0;
       pending = false;
     }
-    new_pass = !persistent;
+    next_pass = !persistent;
     const int64_t start = epoch == first_epoch ? first_step : 0;
     position_.epoch = epoch;
     position_.batch = start;
@@ -150,7 +169,7 @@ History Model::fit(const data::Dataset& dataset, FitOptions o) {
     int64_t s = start;
     for (; steps == 0 || s < steps; ++s) {
       const auto t0 = Clock::now();
-      if (!pending && !it.next(element)) {
+      if (!pending && !next_batch(it, element)) {
         if (persistent) {
           if (is_chief())
             std::printf(
@@ -170,7 +189,8 @@ History Model::fit(const data::Dataset& dataset, FitOptions o) {
       check_data(x, &y, "fit");
       stager.stage(std::move(x), std::move(y));
       for (const CallbackPtr& cb : callbacks) cb->on_train_batch_begin(s, logs);
-      train_step(stager.x(), stager.y(), nullptr, stager.x()[0].dim(0), o.micro_batch_size, acc);
+      train_step(stager.x(), stager.y(), nullptr, global ? global_rows : stager.x()[0].dim(0), o.micro_batch_size, acc,
+                 global != nullptr);
       acc.write(logs);
       add_loss_scale_logs(logs);
       meter.add_compute(since(t1));
