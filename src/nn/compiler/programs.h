@@ -10,6 +10,10 @@
 #include "graph/program.h"
 #include "trainkit/nn/model.h"
 
+namespace tk::cuda {
+class PinnedStaging;  // backends/cuda/pinned_staging.h
+}
+
 namespace tk::nn {
 
 // accumulate: forward + backward adding the gradients into accumulators (micro-batching);
@@ -30,6 +34,7 @@ struct Compiled {
   std::shared_ptr<std::set<std::string>> conversions_logged;  // shared by a model's programs
   std::vector<int> outputs;                                   // predictions (predict programs)
   std::vector<std::pair<std::string, int>> logs;              // log name -> scalar value id ("loss" first)
+  std::shared_ptr<cuda::PinnedStaging> pinned;                // a CUDA program's input staging (its first bind)
 };
 
 // The model's programs and the state they share (optimizer slots, gradient accumulators, one arena). Reads

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "backends/cuda/pinned_staging.h"
 #include "core/device_bytes.h"
 #include "nn/training/batching.h"
 
@@ -28,8 +29,8 @@ void log_conversion(Compiled& c, const graph::Graph& g, size_t input, const Tens
 }
 
 // gather_rows into a program input anywhere: directly into host memory; for a device the host cannot address, into
-// a host buffer (grown once per thread, so steps allocate nothing) copied to the device.
-// Not yet (issue 13): pinned buffers and a copy stream, so the next batch moves while the step runs.
+// a host buffer (grown once per thread, so steps allocate nothing) copied to the device. CUDA programs take
+// stage_pinned below instead; this path is for any other device the host cannot address.
 void gather_into(const graph::InputSlot& slot, const Tensor& src, const int64_t* idx, int64_t begin, int64_t n,
                  float scale = 1.0f, float offset = 0.0f) {
   if (slot.device.kind == DeviceKind::cpu) return gather_rows(src, idx, begin, n, slot.data, slot.dtype, scale, offset);
@@ -41,11 +42,72 @@ void gather_into(const graph::InputSlot& slot, const Tensor& src, const int64_t*
   device_copy(slot.data, slot.device, host.data(), Device::cpu(), bytes);
 }
 
+// The program's input regions, in the order stage_pinned copies them: c.x, then c.y; 0 bytes for an input no
+// output needs (no storage).
+std::vector<size_t> input_bytes(const Compiled& c) {
+  const graph::Program& p = *c.program;
+  std::vector<size_t> bytes;
+  for (int id : c.x) {
+    const graph::Node& n = p.graph()[id];
+    const bool stored = p.plan().offset[static_cast<size_t>(id)] >= 0;
+    bytes.push_back(stored ? static_cast<size_t>(n.shape.numel()) * dtype_size(n.dtype) : 0);
+  }
+  for (int id : c.y) {
+    const graph::Node& n = p.graph()[id];
+    bytes.push_back(static_cast<size_t>(n.shape.numel()) * dtype_size(n.dtype));
+  }
+  return bytes;
+}
+
 }  // namespace
+
+// A CUDA program: the batch is gathered (converted, scaled) into the program's next pinned buffer, then copied on
+// its copy stream; the ordering against the compute stream is StagingRing's (backends/cuda/staging_ring.h).
+void BatchStager::stage_pinned(Compiled& c, const std::vector<Tensor>& x, const std::vector<Tensor>* y,
+                               const int64_t* idx, int64_t begin, int64_t n) {
+  graph::Program& p = *c.program;
+  const graph::InputAccess access;
+  // Once per program (kind and batch size): never per step. The programs run on the legacy default stream
+  // (exec_context sets no ExecContext::stream), so that is the compute stream the copies are ordered against.
+  if (!c.pinned) c.pinned = std::make_shared<cuda::PinnedStaging>(p.device(), input_bytes(c), nullptr);
+  cuda::PinnedStaging& s = *c.pinned;
+  // Copies are only queued here (submit() issues them), so each is recorded before its gather: copy() refuses more
+  // bytes than the region holds before gather_rows could write past it.
+  auto* host = static_cast<char*>(s.acquire());
+  struct Abandon {  // a gather that throws (bad data) leaves the buffer free for the next batch
+    cuda::PinnedStaging* s;
+    ~Abandon() {
+      if (s) s->abandon();
+    }
+  } abandon{&s};
+  // Bytes of n rows of `src` in the slot's dtype (gather_rows writes n * row elements).
+  auto rows_bytes = [&](const Tensor& src, DType dtype) {
+    const int64_t row = src.shape().rank() > 0 && src.dim(0) > 0 ? src.numel() / src.dim(0) : 0;
+    return static_cast<size_t>(n * row) * dtype_size(dtype);
+  };
+  for (size_t i = 0; i < c.x.size(); ++i) {
+    if (p.plan().offset[static_cast<size_t>(c.x[i])] < 0) continue;  // an input no output needs
+    const graph::InputSlot slot = access.slot(p, c.x[i]);
+    const StageScale& sc = c.x_scale[i];
+    log_conversion(c, p.graph(), i, x[i]);
+    s.copy(i, slot.data, rows_bytes(x[i], slot.dtype));  // first: it refuses more bytes than the region holds
+    gather_rows(x[i], idx, begin, n, host + s.offset(i), slot.dtype, sc.scale, sc.offset);
+  }
+  if (y)
+    for (size_t j = 0; j < c.y.size(); ++j) {
+      const size_t region = c.x.size() + j;
+      const graph::InputSlot slot = access.slot(p, c.y[j]);
+      s.copy(region, slot.data, rows_bytes((*y)[j], slot.dtype));
+      gather_rows((*y)[j], idx, begin, n, host + s.offset(region), slot.dtype);
+    }
+  abandon.s = nullptr;
+  s.submit();
+}
 
 void BatchStager::copy_rows(Compiled& c, const std::vector<Tensor>& x, const std::vector<Tensor>* y, const int64_t* idx,
                             int64_t begin, int64_t n) {
   graph::Program& p = *c.program;
+  if (p.device().kind == DeviceKind::cuda) return stage_pinned(c, x, y, idx, begin, n);
   const graph::InputAccess access;
   for (size_t i = 0; i < c.x.size(); ++i) {
     if (p.plan().offset[static_cast<size_t>(c.x[i])] < 0) continue;  // an input no output needs

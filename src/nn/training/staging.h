@@ -4,9 +4,11 @@
 // CPU (today): the pipeline's last prefetch thread has the next host batch ready while the current step
 // runs; staging copies it into the program's input buffers, converting the dtype (uint8 images, float16
 // features -> the program's float32) and applying a Rescaling fused into staging (x * scale + offset).
-// CUDA (the CUDA backend issue): a stager per device owns pinned host buffers and the device's copy stream;
-// stage() issues cudaMemcpyAsync of batch k+1 while step k runs on the compute stream, and bind() makes
-// the compute stream wait on the copy's event. fit() only talks to this interface.
+// CUDA: each program has two pinned host buffers and a copy stream (Compiled::pinned, backends/cuda/
+// pinned_staging.h); binding gathers the batch into the next pinned buffer and queues its cudaMemcpyAsync on the
+// copy stream, which waits for the compute queued so far, and the compute stream waits for the copy's event. Not yet
+// (issue 13): fit's loops still read the logs after each step, so the gather of batch k+1 does not yet overlap step k.
+// fit() only talks to this interface.
 //
 //   nn::HostStager stager;
 //   stager.stage(std::move(x), std::move(y));     // a batch from the pipeline
@@ -39,6 +41,11 @@ class BatchStager {
   // CPU copy with dtype conversion and fused scaling. Allocates nothing.
   static void copy_rows(Compiled& c, const std::vector<Tensor>& x, const std::vector<Tensor>* y, const int64_t* idx,
                         int64_t begin, int64_t n);
+
+ private:
+  // copy_rows for a CUDA program: through its pinned buffers and copy stream (made at its first bind).
+  static void stage_pinned(Compiled& c, const std::vector<Tensor>& x, const std::vector<Tensor>* y, const int64_t* idx,
+                           int64_t begin, int64_t n);
 };
 
 // Host batches bound by copying: the CPU device.
