@@ -47,8 +47,8 @@ class Collective {
   // Seconds replica 0 (on MPI: this process) has spent inside all_reduce since the group was made: waiting for the
   // others, moving and summing. Read on replica 0's thread between steps (fit's epoch line shows it per step).
   double seconds() const { return seconds_; }
-  // Of those, started collectives: the wall time from each start to the end of its finish (>= the time blocked in
-  // them; the rest ran behind other work). Equal to the blocked time when nothing overlaps.
+  // Of those, started collectives: the wall time while any was in flight (from a start with none pending to the
+  // finish that leaves none) and the time blocked in them meanwhile; the rest of the span ran other work.
   double overlapped_span_seconds() const { return span_seconds_; }
   double overlapped_blocked_seconds() const { return blocked_seconds_; }
 

@@ -156,12 +156,12 @@ void MpiCollective::start_all_reduce(int replica, const float* in, float* out, i
                   MPI_COMM_WORLD, &request);
   }
   static_assert(sizeof(MPI_Request) <= sizeof(Pending::request), "MPI_Request does not fit Pending::request");
+  if (pending_count_ == 0) in_flight_since_ = t0;  // the span: from the first start to the last finish
   Pending& p = pending_[pending_count_++];
   p.sequence = sequence;
   p.out = out;
   p.n = n;
   p.what = what;
-  p.started = t0;
   std::memcpy(p.request, &request, sizeof request);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   seconds_ += took;
@@ -202,10 +202,11 @@ void MpiCollective::finish_all_reduce(int, int64_t sequence) {
     const auto t1 = std::chrono::steady_clock::now();
     seconds_ += std::chrono::duration<double>(t1 - t0).count();
     blocked_seconds_ += std::chrono::duration<double>(t1 - t0).count();
-    span_seconds_ += std::chrono::duration<double>(t1 - p.started).count();
   }
   std::move(pending_ + k + 1, pending_ + pending_count_, pending_);
   pending_count_ -= k + 1;
+  if (pending_count_ == 0)
+    span_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - in_flight_since_).count();
 }
 
 void MpiCollective::all_reduce_sum(double* data, int64_t n, const char* what) {

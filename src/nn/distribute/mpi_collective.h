@@ -84,11 +84,11 @@ class MpiCollective final : public graph::Collective {
     float* out = nullptr;
     int64_t n = 0;
     const char* what = "";
-    std::chrono::steady_clock::time_point started;
     alignas(8) unsigned char request[64];  // an MPI_Request (an int or a pointer, by implementation)
   };
   Pending pending_[kMaxPending];
   int pending_count_ = 0;
+  std::chrono::steady_clock::time_point in_flight_since_;  // when the first of the pending ones started
 };
 
 }  // namespace tk::nn::distribute
