@@ -32,7 +32,9 @@ class Collective {
 
   // Overlap (an AllReduce with attrs.overlap and its AllReduceWait, graph/bucket.h): start_all_reduce begins the same
   // reduction and returns while it progresses; finish_all_reduce(replica, sequence) returns once `out` holds the sum.
-  // Between the two the caller runs other work (the rest of the backward pass) and touches neither `in` nor `out`.
+  // `in` is consumed before start returns (the program may clear or reuse it at once: a micro-batching accumulator
+  // is cleared right after); `out` is not touched by the caller until finish returns. Between the two the caller
+  // runs other work (the rest of the backward pass).
   // Collectives started in one order are finished in the same order. By default (a group that cannot progress on
   // its own) start does the whole reduction and finish returns at once.
   virtual void start_all_reduce(int replica, const float* in, float* out, int64_t n, float weight, const char* what,

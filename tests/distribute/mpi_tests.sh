@@ -41,6 +41,12 @@ case "$case" in
     [ "$rc" -ne 0 ] || { echo "FAIL: different models on two ranks exited 0"; exit 1; }
     n="$(grep -c "differ from rank 0" "$out")"
     [ "$n" -eq 2 ] || { echo "FAIL: expected the error on both ranks, got $n"; exit 1; } ;;
+  mismatch_buckets)  # rank 1 packs gradients differently: its MPI messages would not match rank 0's
+    run -np 1 "$worker" equal mlp 4 : -np 1 env TK_BYTES_PER_PACK=1 "$worker" equal mlp 4
+    rc=$?
+    [ "$rc" -ne 0 ] || { echo "FAIL: different bucket sizes on two ranks exited 0"; exit 1; }
+    n="$(grep -c "differ from rank 0.*gradient buckets of" "$out")"
+    [ "$n" -eq 2 ] || { echo "FAIL: expected the error naming the buckets on both ranks, got $n"; exit 1; } ;;
   stall | kill)
     export TK_COLLECTIVE_TIMEOUT=5
     start=$SECONDS

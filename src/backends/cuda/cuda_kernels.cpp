@@ -117,6 +117,9 @@ void all_reduce(const KernelArgs& a) {
   const int64_t n = a.node.shape.numel();
   const size_t k = a.node.inputs.size();
   const auto stream = static_cast<cudaStream_t>(a.ctx.stream);
+  auto checked = [&](cudaError_t e, const char* call, const char* doing) {  // the message only on an error
+    if (e != cudaSuccess) check(e, call, std::string(doing) + " '" + a.node.name + "'");
+  };
   float* y = a.output<float>();
   const float* x = y;
   if (k == 1) {
@@ -125,12 +128,12 @@ void all_reduce(const KernelArgs& a) {
     int64_t at = 0;
     for (size_t i = 0; i < k; ++i) {
       const int64_t len = a.in_shape(static_cast<int>(i)).numel(), slot = graph::bucket_slot(len);
-      check(cudaMemcpyAsync(y + at, a.input<float>(static_cast<int>(i)), sizeof(float) * static_cast<size_t>(len),
-                            cudaMemcpyDeviceToDevice, stream),
-            "cudaMemcpyAsync", "packing the bucket '" + a.node.name + "'");
+      checked(cudaMemcpyAsync(y + at, a.input<float>(static_cast<int>(i)), sizeof(float) * static_cast<size_t>(len),
+                              cudaMemcpyDeviceToDevice, stream),
+              "cudaMemcpyAsync", "packing the bucket");
       if (slot > len)
-        check(cudaMemsetAsync(y + at + len, 0, sizeof(float) * static_cast<size_t>(slot - len), stream),
-              "cudaMemsetAsync", "packing the bucket '" + a.node.name + "'");
+        checked(cudaMemsetAsync(y + at + len, 0, sizeof(float) * static_cast<size_t>(slot - len), stream),
+                "cudaMemsetAsync", "packing the bucket");
       at += slot;
     }
   }
@@ -141,9 +144,9 @@ void all_reduce(const KernelArgs& a) {
     launch_scale(x, y, n, share, sms(a), a.ctx.stream);
   if (a.node.attrs.zero_grad)
     for (size_t i = 0; i < k; ++i)
-      check(cudaMemsetAsync(a.inout<float>(static_cast<int>(i)), 0,
-                            sizeof(float) * static_cast<size_t>(a.in_shape(static_cast<int>(i)).numel()), stream),
-            "cudaMemsetAsync", "clearing the accumulators of '" + a.node.name + "'");
+      checked(cudaMemsetAsync(a.inout<float>(static_cast<int>(i)), 0,
+                              sizeof(float) * static_cast<size_t>(a.in_shape(static_cast<int>(i)).numel()), stream),
+              "cudaMemsetAsync", "clearing the accumulators of");
 }
 
 // (a started AllReduce) -> the same memory: NCCL's all-reduce is already ordered on the stream before the readers.

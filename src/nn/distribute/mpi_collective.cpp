@@ -140,11 +140,13 @@ void MpiCollective::all_reduce(int, const float* in, float* out, int64_t n, floa
 void MpiCollective::start_all_reduce(int replica, const float* in, float* out, int64_t n, float weight,
                                      const char* what, int64_t sequence) {
   if (size_ == 1 || n > (int64_t{1} << 30) || pending_count_ == kMaxPending) {  // done now; finish finds nothing
+    const double before = seconds_;
     all_reduce(replica, in, out, n, weight, what, sequence);
+    if (pending_count_ > 0) blocked_seconds_ += seconds_ - before;  // blocked inside the others' span
     return;
   }
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int64_t i = 0; i < n; ++i) out[i] = in[i] * weight;
+  for (int64_t i = 0; i < n; ++i) out[i] = in[i] * weight;  // `in` is consumed here (the caller may clear it)
+  const auto t0 = std::chrono::steady_clock::now();         // the span starts when the transfer can
   MPI_Request request = MPI_REQUEST_NULL;
   {
     const InFlight guard(*this, what, sequence);

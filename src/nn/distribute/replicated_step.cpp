@@ -139,8 +139,11 @@ void Model::train_step_replicated(const std::vector<Tensor>& x, const std::vecto
       std::vector<std::pair<std::string, Tensor*>> state = pc.state_tensors();
       std::string fingerprint = "optimizer " + optimizer_->name() + ", global batch " + std::to_string(bs) +
                                 (own_rows ? " (each rank reads its rows)" : " (each rank reads it all)") +
-                                ", micro-batch " + std::to_string(micro) + ", at optimizer step " +
-                                std::to_string(optimizer_->config().iterations) +
+                                ", micro-batch " + std::to_string(micro) + ", gradient buckets of " +
+                                std::to_string(strategy_->bytes_per_pack) + " bytes" +
+                                (strategy_->overlap ? " overlapping the backward pass" : " reduced blocking") +
+                                " (TK_BYTES_PER_PACK, TK_ALLREDUCE_OVERLAP: mpirun -x passes them to other hosts)" +
+                                ", at optimizer step " + std::to_string(optimizer_->config().iterations) +
                                 " (a rank that restored another backup differs here), weights";
       for (const auto& [name, t] : state) fingerprint += " " + name + t->shape().to_string();
       world.check_same(fingerprint, "MultiWorkerMirroredStrategy: model check before the first step");

@@ -112,7 +112,7 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(Options options) {
   s->description = "MultiWorkerMirroredStrategy over " + std::to_string(s->mpi->size()) + " process" +
                    (s->mpi->size() == 1 ? "" : "es") + " (MPI), this is rank " + std::to_string(s->mpi->rank()) +
                    " on cpu:0";
-  s->overlap = options.overlap.value_or(env_flag("TK_ALLREDUCE_OVERLAP"));
+  s->overlap = options.overlap ? *options.overlap : env_flag("TK_ALLREDUCE_OVERLAP");
   if (s->overlap) s->description += "; all-reduces overlap the backward pass";
   state_ = std::move(s);
 }
