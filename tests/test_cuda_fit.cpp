@@ -9,18 +9,13 @@
 #include <random>
 #include <vector>
 
+#include "cuda_test_support.h"
 #include "runtime/cuda_device.h"
 #include "trainkit/trainkit.h"
 
 namespace {
 using tk::Tensor;
 namespace layers = tk::layers;
-
-#define SKIP_WITHOUT_GPU()                                                      \
-  do {                                                                          \
-    if (tk::runtime::cuda_devices().devices.empty())                            \
-      GTEST_SKIP() << "no CUDA device: " << tk::runtime::cuda_devices().reason; \
-  } while (0)
 
 Tensor uniform(tk::Shape shape, uint32_t seed) {
   Tensor t(std::move(shape), tk::DType::f32);
@@ -49,20 +44,6 @@ std::unique_ptr<tk::Sequential> mlp(tk::Device device) {
   return m;
 }
 
-// Largest |a - b| over the largest |b|, per tensor; the worst tensor.
-double worst(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
-  double w = 0;
-  for (size_t t = 0; t < b.size(); ++t) {
-    double d = 0, m = 1e-30;
-    for (int64_t i = 0; i < b[t].numel(); ++i) {
-      d = std::max(d, double(std::fabs(a[t].data<float>()[i] - b[t].data<float>()[i])));
-      m = std::max(m, double(std::fabs(b[t].data<float>()[i])));
-    }
-    w = std::max(w, d / m);
-  }
-  return w;
-}
-
 TEST(CudaFit, TheMlpTrainsOnTheGpuAsOnTheCpu) {
   SKIP_WITHOUT_GPU();
   const Tensor x = uniform({640, 20}, 1), y = labels_of(x);
@@ -84,12 +65,13 @@ TEST(CudaFit, TheMlpTrainsOnTheGpuAsOnTheCpu) {
   for (size_t e = 0; e < lc.size(); ++e) EXPECT_NEAR(lg[e], lc[e], 1e-4 * std::fabs(lc[e])) << "epoch " << e;
   EXPECT_LT(lg.back(), lg.front()) << "it learns";
   // get_weights after fit: the device's trained weights, brought back to the host.
-  const double dw = worst(gpu->get_weights(), cpu->get_weights());
+  const double dw = tk::testing::worst_relative(gpu->get_weights(), cpu->get_weights());
   EXPECT_LT(dw, 1e-4) << "weights after training, GPU vs cpu";
-  EXPECT_GT(worst(gpu->get_weights(), initial), 1e-3) << "the host's weights moved with the device's";
+  EXPECT_GT(tk::testing::worst_relative(gpu->get_weights(), initial), 1e-3)
+      << "the host's weights moved with the device's";
   // predict and evaluate on the device.
   const Tensor pc = cpu->predict(x, 128), pg = gpu->predict(x, 128);
-  EXPECT_LT(worst({pg}, {pc}), 1e-4);
+  EXPECT_LT(tk::testing::worst_relative({pg}, {pc}), 1e-4);
   EXPECT_NEAR(gpu->evaluate(x, y, {.verbose = 0}).get("loss"), cpu->evaluate(x, y, {.verbose = 0}).get("loss"), 1e-4);
   // set_weights between calls reaches the device: back to the initial weights, the same loss as the cpu there.
   gpu->set_weights(initial);
@@ -100,7 +82,7 @@ TEST(CudaFit, TheMlpTrainsOnTheGpuAsOnTheCpu) {
   const double loss_g = bg.get("loss");
   const tk::Logs& bc = cpu->train_on_batch({x.slice_rows(0, 64)}, {y.slice_rows(0, 64)});
   EXPECT_NEAR(loss_g, bc.get("loss"), 1e-4 * std::fabs(bc.get("loss")));
-  EXPECT_LT(worst(gpu->get_weights(), cpu->get_weights()), 1e-4);
+  EXPECT_LT(tk::testing::worst_relative(gpu->get_weights(), cpu->get_weights()), 1e-4);
 }
 
 // Convolutions (im2col + cuBLASLt, col2im), max and average pooling with padding and overlapping windows, on the GPU
@@ -139,8 +121,9 @@ TEST(CudaFit, AConvolutionalNetworkTrainsOnTheGpuAsOnTheCpu) {
   for (size_t e = 0; e < hc.history.at("loss").size(); ++e)
     EXPECT_NEAR(hg.history.at("loss")[e], hc.history.at("loss")[e], 1e-4 * std::fabs(hc.history.at("loss")[e]))
         << "epoch " << e;
-  EXPECT_LT(worst(gpu->get_weights(), cpu->get_weights()), 1e-4) << "weights after training, GPU vs cpu";
-  EXPECT_LT(worst({gpu->predict(x, 32)}, {cpu->predict(x, 32)}), 1e-4);
+  EXPECT_LT(tk::testing::worst_relative(gpu->get_weights(), cpu->get_weights()), 1e-4)
+      << "weights after training, GPU vs cpu";
+  EXPECT_LT(tk::testing::worst_relative({gpu->predict(x, 32)}, {cpu->predict(x, 32)}), 1e-4);
 }
 
 // A GPU model's memory (weights' device copies, optimizer slots, program arena) is charged to cuda:0's budget while

@@ -13,6 +13,7 @@
 
 #include "backends/cuda/pinned_staging.h"
 #include "core/device_bytes.h"
+#include "cuda_test_support.h"
 #include "runtime/cuda_device.h"
 #include "trainkit/data/dataset.h"
 #include "trainkit/trainkit.h"
@@ -20,12 +21,6 @@
 namespace {
 using tk::Tensor;
 namespace layers = tk::layers;
-
-#define SKIP_WITHOUT_GPU()                                                      \
-  do {                                                                          \
-    if (tk::runtime::cuda_devices().devices.empty())                            \
-      GTEST_SKIP() << "no CUDA device: " << tk::runtime::cuda_devices().reason; \
-  } while (0)
 
 // Batches 0..5 queued back to back, each into its own device buffers (32 MiB and 4 KiB, so a copy takes long enough
 // for a missing wait to show): batch k+2 is gathered into the pinned buffer batch k's copy reads, so without the host
@@ -75,19 +70,6 @@ std::unique_ptr<tk::Sequential> image_model(tk::Device device) {
   return m;
 }
 
-double worst(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
-  double w = 0;
-  for (size_t t = 0; t < b.size(); ++t) {
-    double d = 0, m = 1e-30;
-    for (int64_t i = 0; i < b[t].numel(); ++i) {
-      d = std::max(d, double(std::fabs(a[t].data<float>()[i] - b[t].data<float>()[i])));
-      m = std::max(m, double(std::fabs(b[t].data<float>()[i])));
-    }
-    w = std::max(w, d / m);
-  }
-  return w;
-}
-
 // uint8 features (converted to float32 and rescaled while staged into the pinned buffer) and int32 labels.
 TEST(CudaStagingGpu, TrainingThroughPinnedStagingMatchesTheCpu) {
   SKIP_WITHOUT_GPU();
@@ -121,8 +103,9 @@ TEST(CudaStagingGpu, TrainingThroughPinnedStagingMatchesTheCpu) {
     ASSERT_EQ(lc.size(), lg.size()) << key;
     for (size_t e = 0; e < lc.size(); ++e) EXPECT_NEAR(lg[e], lc[e], 1e-4 * std::fabs(lc[e])) << key << ", epoch " << e;
   }
-  EXPECT_LT(worst(gpu->get_weights(), cpu->get_weights()), 1e-4) << "weights after fit over a Dataset";
-  EXPECT_GT(worst(gpu->get_weights(), initial), 1e-3) << "it trained";
+  EXPECT_LT(tk::testing::worst_relative(gpu->get_weights(), cpu->get_weights()), 1e-4)
+      << "weights after fit over a Dataset";
+  EXPECT_GT(tk::testing::worst_relative(gpu->get_weights(), initial), 1e-3) << "it trained";
   // Arrays with micro-batches of 16: the accumulate programs' staging, shuffled rows (gathered by index).
   tk::FitOptions m;
   m.epochs = 2;
@@ -136,7 +119,8 @@ TEST(CudaStagingGpu, TrainingThroughPinnedStagingMatchesTheCpu) {
   const std::vector<double>& lg = mg.history.at("loss");
   ASSERT_EQ(lc.size(), lg.size());
   for (size_t e = 0; e < lc.size(); ++e) EXPECT_NEAR(lg[e], lc[e], 1e-4 * std::fabs(lc[e])) << "micro, epoch " << e;
-  EXPECT_LT(worst(gpu->get_weights(), cpu->get_weights()), 1e-4) << "weights after micro-batched fit";
+  EXPECT_LT(tk::testing::worst_relative(gpu->get_weights(), cpu->get_weights()), 1e-4)
+      << "weights after micro-batched fit";
 }
 
 }  // namespace
