@@ -198,12 +198,13 @@ std::optional<std::string> skip_reason(const Instance& inst);
 
 // The checks, one case on one target (the parameterized tests call them; the harness's self-tests call them
 // with a deliberately broken kernel). A check that cannot run (a declared missing kernel) sets *skipped.
-// Forward: outputs against the cpu float32 run on the same (rounded) inputs.
-void check_forward(const Case& c, Target target, std::string* skipped);
+// Forward: outputs against the cpu float32 run on the same (rounded) inputs. `reference` (default: c itself) is the
+// case the cpu runs: a variant of an op (synchronized BatchNormalization over one replica) against the plain one.
+void check_forward(const Case& c, Target target, std::string* skipped, const Case* reference = nullptr);
 // Gradients in float32 on the cpu against central differences of L = sum(y * r).
 void check_finite_differences(const Case& c);
 // The gradient program on the target against the cpu float32 one, on the same (rounded) inputs and r.
-void check_gradient_parity(const Case& c, Target target, std::string* skipped);
+void check_gradient_parity(const Case& c, Target target, std::string* skipped, const Case* reference = nullptr);
 // The case labelled so in forward_cases() (which includes gradient_cases()).
 Case find_case(const std::string& label);
 

@@ -250,6 +250,24 @@ TEST(KerasFiles, WeightsH5RoundTripAndKerasLayout) {
   fs::remove_all(dir);
 }
 
+// BatchNormalization(synchronized=True) is saved and loaded with Keras' key (a Keras 3 config option).
+TEST(KerasFixtures, SynchronizedBatchNormalizationKeepsItsOption) {
+  clear_session();
+  auto m = std::make_unique<Sequential>(
+      std::vector<LayerPtr>{layers::Input({4}), layers::BatchNormalization({.name = "bn_sync", .synchronized = true}),
+                            layers::BatchNormalization({.name = "bn_local"})});
+  fs::path dir = temp_dir("bn_sync");
+  const std::string path = (dir / "bn.keras").string();
+  m->save(path);
+  std::unique_ptr<Model> back = models::load_model(path);
+  const LayerConfig::Value* sync = back->get_layer("bn_sync")->get_config().find("synchronized");
+  ASSERT_NE(sync, nullptr);
+  EXPECT_TRUE(sync->b);
+  const LayerConfig::Value* local = back->get_layer("bn_local")->get_config().find("synchronized");
+  EXPECT_TRUE(local == nullptr || !local->b);  // written only when true (as the fixtures' Keras writes it)
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace tk
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "nn/distribute/nccl_collective.h"
+#include "op_harness.h"
 
 namespace tk::nn::distribute {
 namespace {
@@ -47,8 +48,34 @@ TEST(NcclCollective, SumsWeightedGradientsIntoEveryDevice) {
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[static_cast<size_t>(r)][static_cast<size_t>(i)], want) << r;
 }
 
+// Synchronized BatchNormalization's CUDA path (BnStats and BnInputGrad with a group: the packing kernels, NCCL's
+// all-reduce weighted by a scalar read on the device, the global statistics and the input gradient from them) over
+// one replica is the plain layer: forward and gradients against the cpu's plain kernels, in the op harness.
+TEST(NcclCollective, SynchronizedBatchNormOnOneReplicaIsThePlainOne) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    GTEST_SKIP() << "no CUDA device here: the synchronized BatchNormalization kernels are built, but cannot run";
+  }
+  const auto group = NcclCollective::for_devices({0}, std::chrono::seconds(60));
+  const graph::harness::Target cuda{DeviceKind::cuda, DType::f32};
+  for (const char* label : {"BnApply through BnStats", "BnStats 300 rows"}) {
+    const graph::harness::Case plain = graph::harness::find_case(label);
+    graph::harness::Case sync = plain;
+    sync.attrs.collective = group.get();
+    sync.label += " (synchronized, one replica)";
+    std::string skipped;
+    graph::harness::check_forward(sync, cuda, &skipped, &plain);
+    EXPECT_TRUE(skipped.empty()) << label << ": " << skipped;
+    if (plain.differentiable.empty()) continue;
+    graph::harness::check_gradient_parity(sync, cuda, &skipped, &plain);
+    EXPECT_TRUE(skipped.empty()) << label << ": " << skipped;
+  }
+}
+
 }  // namespace
 }  // namespace tk::nn::distribute
 #else
 TEST(NcclCollective, SumsWeightedGradientsIntoEveryDevice) { GTEST_SKIP() << "this build has no NCCL"; }
+TEST(NcclCollective, SynchronizedBatchNormOnOneReplicaIsThePlainOne) { GTEST_SKIP() << "this build has no NCCL"; }
 #endif

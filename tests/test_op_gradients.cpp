@@ -886,10 +886,10 @@ std::vector<Target> non_reference_targets() {
 
 }  // namespace
 
-void check_gradient_parity(const Case& tc, Target target, std::string* skipped) {
+void check_gradient_parity(const Case& tc, Target target, std::string* skipped, const Case* reference) {
   const std::vector<Tensor> test_in = convert_inputs(tc, generate_inputs(tc, 7), target.dtype);
   Instance test(tc, target, test_in);
-  Instance ref(tc, Target{}, convert_inputs(tc, test_in, DType::f32));
+  Instance ref(reference ? *reference : tc, Target{}, convert_inputs(tc, test_in, DType::f32));
   const int y = test.checked[0];
   const Tensor r_test = random_r(test.g[y].shape, 11).to(test.g[y].dtype);
   const std::vector<int> dx_test = test.append_gradients(r_test);

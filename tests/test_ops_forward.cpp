@@ -11,14 +11,15 @@
 
 namespace tk::graph::harness {
 
-void check_forward(const Case& tc, Target target, std::string* skipped) {
+void check_forward(const Case& tc, Target target, std::string* skipped, const Case* reference) {
   const std::vector<Tensor> test_in = convert_inputs(tc, generate_inputs(tc, 5), target.dtype);
   Instance test(tc, target, test_in);
   if (auto why = skip_reason(test)) {
     *skipped = *why;
     return;
   }
-  Instance ref(tc, Target{}, convert_inputs(tc, test_in, DType::f32));  // copies, before ops in place run
+  // Copies, before ops in place run.
+  Instance ref(reference ? *reference : tc, Target{}, convert_inputs(tc, test_in, DType::f32));
   const std::vector<Tensor> got = test.run_forward();
   const std::vector<Tensor> want = ref.run_forward();
   ASSERT_EQ(got.size(), want.size());

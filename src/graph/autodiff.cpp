@@ -53,7 +53,8 @@ std::vector<int> gradients(Graph& g, const std::vector<int>& losses, const std::
     for (int id = 0; id < n; ++id) {
       const Node& node = g[id];
       const bool source = node.op == Op::Input || node.op == Op::Variable || node.op == Op::Fill;
-      if (!source && op_info(node.op).has_output) forward.push_back(id);
+      // A collective (synchronized BatchNormalization's statistics) is kept: recomputing it would run it again.
+      if (!source && op_info(node.op).has_output && !node.attrs.collective) forward.push_back(id);
       remat->forward_flops += op_flops(g, id);
     }
     const auto k = static_cast<size_t>(std::ceil(std::sqrt(double(std::max<size_t>(forward.size(), 1)))));

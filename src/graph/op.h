@@ -65,9 +65,11 @@ enum class Op : uint8_t {
   Upsample2D,
   Upsample2DGrad,  // nearest, factors attrs.kernel; grad: (dy) -> sum over each block
   // Batch normalization over all axes but the last (Keras 3: biased batch variance)
-  BnStats,               // x -> (2, C): mean; variance
+  BnStats,               // x -> (2, C): mean; variance. With attrs.collective (synchronized, as replica attrs.replica,
+                         // collectives attrs.begin and begin + 1): the global batch's, summed over the replicas
   BnApply,               // (x, stats, gamma, beta) -> gamma * (x - mean) / sqrt(var + eps) + beta
-  BnInputGrad,           // (dy, x, stats, gamma) -> dx, through the batch statistics too
+  BnInputGrad,           // (dy, x, stats, gamma) -> dx, through the batch statistics too; with attrs.collective
+                         // through the global batch's (collective attrs.begin + 2)
   BnGammaGrad,           // (dy, x, stats) -> (C)
   BnInference,           // (x, moving_mean, moving_variance, gamma, beta) -> y
   BnInferenceGrad,       // (dy, moving_variance, gamma) -> dx
@@ -148,7 +150,7 @@ struct Attrs {
   DType dtype = DType::f32;               // Input, Variable, Fill, DropoutMask: the value's; Cast: the target
   void* external = nullptr;               // Variable: the bound storage (in the variable's dtype)
   UpdateConfig* update = nullptr;         // update ops
-  Collective* collective = nullptr;       // AllReduce: the replicas' group (null: one replica)
+  Collective* collective = nullptr;       // AllReduce, synchronized BnStats/BnInputGrad: the replicas' group
   int replica = 0;                        // AllReduce: this program's replica
   int64_t kernel[2] = {1, 1};             // window (KH, KW) of pooling; factors of Upsample2D
   int64_t stride[2] = {1, 1};

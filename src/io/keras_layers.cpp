@@ -162,11 +162,13 @@ class Opts {
   // Every key not read is an option trainkit does not know.
   void finish() {
     static const std::set<std::string> kNullDefaults = {
-        "kernel_regularizer",  "bias_regularizer", "activity_regularizer", "kernel_constraint", "bias_constraint",
-        "quantization_config", "lora_rank",        "lora_alpha",           "beta_regularizer",  "gamma_regularizer",
-        "beta_constraint",     "gamma_constraint", "noise_shape",          "synchronized",      "renorm",
-        "renorm_clipping",     "input_axes",       "output_axes",          "autocast",          "input_shape",
-        "batch_input_shape"};
+        "kernel_regularizer", "bias_regularizer", "activity_regularizer",
+        "kernel_constraint",  "bias_constraint",  "quantization_config",
+        "lora_rank",          "lora_alpha",       "beta_regularizer",
+        "gamma_regularizer",  "beta_constraint",  "gamma_constraint",
+        "noise_shape",        "renorm",           "renorm_clipping",
+        "input_axes",         "output_axes",      "autocast",
+        "input_shape",        "batch_input_shape"};
     for (const auto& [key, value] : c_.items()) {
       if (used_.count(key)) continue;
       if (kNullDefaults.count(key)) {
@@ -301,6 +303,7 @@ LayerPtr make_layer(const std::string& cls, Opts& o, const std::string& name, co
     BatchNormalizationOptions b;
     b.momentum = static_cast<float>(o.number("momentum", 0.99));
     b.epsilon = static_cast<float>(o.number("epsilon", 1e-3));
+    b.synchronized = o.boolean("synchronized", false);  // Keras 3: statistics over the replicas under a strategy
     if (!o.boolean("center", true)) o.unsupported("center", "trainkit's BatchNormalization always has beta");
     if (!o.boolean("scale", true)) o.unsupported("scale", "trainkit's BatchNormalization always has gamma");
     o.get("renorm_momentum");  // read only with renorm, which must be off (finish() checks)

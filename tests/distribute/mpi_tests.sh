@@ -18,6 +18,10 @@ case "$case" in
   # The CNN: the first 5 steps strict, the rest printed: a near-tie flips at step 9 on one CPU, 7 on another
   # (docs/distributed.md), as on one device with another thread count.
   equal_cnn_2) run -np 2 "$worker" equal cnn 10 5 ;;
+  # synchronized BatchNormalization: the statistics and the input gradient's sums over every rank's rows; the last
+  # step has 2 rows, so on 3 ranks one rank runs a stand-in row that counts for nothing
+  equal_bn_2) run -np 2 "$worker" equal bn 10 ;;
+  equal_bn_3) run -np 3 "$worker" equal bn 10 ;;
   # Buckets overlapping the backward pass (nonblocking all-reduces started early, finished after it; 3 ranks: a
   # reduce started early and a broadcast at the finish), 64 KiB buckets so that several are in flight at once.
   equal_mlp_2_overlap | equal_mlp_3_overlap | equal_cnn_2_overlap)

@@ -244,6 +244,73 @@ TEST(MirroredStrategy, EachReplicaRunsOnItsOwnDeviceUnderItsOwnBudget) {
   EXPECT_TRUE(std::isfinite(m->evaluate(x, y).get("loss")));
 }
 
+// BatchNormalization between a Dense or Conv2D layer and its relu: its statistics are per replica unless synchronized.
+// No bias before it (as Keras models do): its gradient is 0 up to rounding, so that bias would be rounding noise.
+Factory dense_bn(bool synchronized) {
+  return [=] {
+    return std::make_unique<Sequential>(std::vector<LayerPtr>{
+        layers::Input({784}), layers::Dense(64, "linear", {.use_bias = false}),
+        layers::BatchNormalization({.synchronized = synchronized}), layers::Activation("relu"), layers::Dense(10)});
+  };
+}
+Factory conv_bn(bool synchronized, Remat remat = Remat::automatic) {
+  return [=] {
+    auto m = std::make_unique<Sequential>(
+        std::vector<LayerPtr>{layers::Input({8, 8, 3}), layers::Conv2D(8, 3, "linear", {.use_bias = false}),
+                              layers::BatchNormalization({.synchronized = synchronized}), layers::Activation("relu"),
+                              layers::GlobalAveragePooling2D(), layers::Dense(10)});
+    m->rematerialization = remat;
+    return m;
+  };
+}
+
+// synchronized=True: the replicas' statistics (and the input gradient's sums through them) are the global batch's, so
+// N replicas are one device on the whole batch, moving statistics included (get_weights holds them). Uneven shards
+// (128 rows on 3 replicas: 43, 43, 42) and a last batch of 2 rows on 3 replicas (2 take part) included.
+TEST(MirroredStrategy, SynchronizedBatchNormOnTwoAndThreeReplicasEqualsOneDevice) {
+  split_cpu();
+  const int64_t n = 20 * 128 + 2;
+  const Tensor x = testing::uniform({n, 784}, 1), y = testing::int_labels(n, 10, 2);
+  const Trained one = train(dense_bn(true), x, y, 128, 0);  // one device: synchronized changes nothing
+  ASSERT_EQ(one.weights.size(), 21u);
+  ASSERT_EQ(one.weights[0].size(), 7u) << "kernel, gamma, beta, moving mean and variance, kernel, bias";
+  expect_same_weights(one, train(dense_bn(false), x, y, 128, 0), "dense + bn, one device, synchronized or not", 0.0);
+  for (int replicas : {2, 3})
+    expect_same_weights(one, train(dense_bn(true), x, y, 128, replicas),
+                        replicas == 2 ? "dense + synchronized bn, 2 replicas" : "dense + synchronized bn, 3 replicas");
+  // The check can fail: each replica's own statistics differ from the global batch's.
+  const double per_replica = expect_same_weights(one, train(dense_bn(false), x, y, 128, 2),
+                                                 "dense + per-replica bn, 2 replicas (differs)", 1e9, SIZE_MAX, 0, 1e9);
+  EXPECT_GT(per_replica, 1e-3);
+}
+
+// Over images the statistics are over batch, height and width: 36 positions per sample here.
+TEST(MirroredStrategy, SynchronizedBatchNormAfterConv2DOnTwoReplicasEqualsOneDevice) {
+  split_cpu();
+  const int64_t n = 10 * 64 + 5;
+  const Tensor x = testing::uniform({n, 8, 8, 3}, 3), y = testing::int_labels(n, 10, 4);
+  const Trained one = train(conv_bn(true), x, y, 64, 0);
+  expect_same_weights(one, train(conv_bn(true), x, y, 64, 2), "conv + synchronized bn, 2 replicas");
+  expect_same_weights(one, train(conv_bn(true), x, y, 64, 3), "conv + synchronized bn, 3 replicas");
+  // Rematerialization recomputes forward values in the backward pass, but never the statistics' collectives.
+  expect_same_weights(one, train(conv_bn(true, Remat::on), x, y, 64, 2), "conv + synchronized bn, remat, 2 replicas");
+}
+
+// Micro-batches would sum each micro-batch's statistics across the replicas: a clear error, before any step.
+TEST(MirroredStrategy, SynchronizedBatchNormRefusesMicroBatches) {
+  split_cpu();
+  const Tensor x = testing::uniform({128, 784}, 1), y = testing::int_labels(128, 10, 2);
+  try {
+    train(dense_bn(true), x, y, 128, 2, /*micro=*/16);
+    ADD_FAILURE() << "expected InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("synchronized=True) cannot run in micro-batches"), std::string::npos)
+        << e.what();
+  }
+  // Without a strategy micro-batching is fine (synchronized has nothing to sum over).
+  EXPECT_NO_THROW(train(dense_bn(true), x, y, 128, 0, 16));
+}
+
 TEST(MirroredStrategy, BadDeviceListsAreClearErrors) {
   split_cpu();
   EXPECT_THROW(distribute::MirroredStrategy({Device::cpu(0), Device::cpu(0)}), InvalidArgument);

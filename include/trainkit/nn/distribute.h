@@ -20,7 +20,8 @@
 // starts. evaluate and predict run on replica 0. Randomness (dropout) is keyed by the sample's index in the
 // global batch, so N replicas draw what one device would (with micro-batches, when their boundaries fall where one
 // device's do). BatchNormalization computes its statistics per
-// replica (as Keras does) and keeps replica 0's moving statistics.
+// replica (as Keras does) and keeps replica 0's moving statistics; with synchronized = true the statistics are the
+// global batch's on every replica (tk::layers::BatchNormalizationOptions).
 //
 // A collective that makes no progress within the timeout (Options::collective_timeout, or TK_COLLECTIVE_TIMEOUT
 // in seconds; default 300 s) ends the step on every replica with a CollectiveError naming the collective and the

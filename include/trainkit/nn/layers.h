@@ -76,10 +76,16 @@ struct BatchNormalizationOptions {
   float momentum = 0.99f;
   float epsilon = 1e-3f;
   std::string name = {};
+  // Data parallel (trainkit/nn/distribute.h): the batch statistics, and the input gradient's sums through them, are
+  // those of the global batch, summed over the replicas (Keras' synchronized=True, PyTorch's SyncBatchNorm), so N
+  // replicas train as one device on the whole batch; every replica's moving statistics are then the same. Costs
+  // three small all-reduces per layer and step (C + 1, C and 2C + 1 floats). No effect without a strategy of two or
+  // more replicas. Not with micro-batching under a strategy (an InvalidArgument says so).
+  bool synchronized = false;
 };
 // Over the last axis. Weights: gamma, beta (trainable), moving_mean, moving_variance (not trainable).
 // Training uses batch statistics; evaluate/predict, and a frozen layer (trainable = false, as Keras 3),
-// use the moving ones.
+// use the moving ones. Under a strategy each replica's statistics are its own rows' unless synchronized.
 LayerPtr BatchNormalization(BatchNormalizationOptions options = {});
 // Drops whole channels: one draw per (sample, channel).
 LayerPtr SpatialDropout2D(float rate, uint64_t seed = 0, std::string name = {});

@@ -3,6 +3,8 @@
 // math per element and per channel is backends/math/batchnorm.h's, which the CUDA kernels run too.
 #include "backends/math/batchnorm.h"
 
+#include <algorithm>
+
 #include "backends/cpu/kernels.h"
 #include "graph/kernel.h"
 
@@ -17,9 +19,17 @@ struct View {
 };
 View view(const Shape& x) { return {x.numel() / x[-1], x[-1]}; }
 
-size_t double_accumulators(const graph::Graph& g, int node) {  // 2 * C doubles
-  return 2 * static_cast<size_t>(g[g[node].inputs[0]].shape[-1]) * sizeof(double);
+// 2 * C doubles; synchronized (attrs.collective): then 2 * C + 1 floats, what is summed over the replicas.
+size_t double_accumulators(const graph::Graph& g, int node) {
+  const size_t c = static_cast<size_t>(g[g[node].inputs[0]].shape[-1]);
+  return 2 * c * sizeof(double) + (g[node].attrs.collective ? (2 * c + 1) * sizeof(float) : 0);
 }
+float* sync_buffer(const KernelArgs& a, int64_t c) {  // (2C + 1) floats after the doubles
+  return reinterpret_cast<float*>(static_cast<double*>(a.workspace) + 2 * c);
+}
+// Synchronized statistics: every replica's rows count once (weight 1), except a rank's stand-in row when it has
+// none of the global batch (its share, grad_scale, is 0 then: nn/distribute/batch_split.h).
+float counts(const KernelArgs& a) { return a.scalars->grad_scale > 0.0f ? 1.0f : 0.0f; }
 
 // stats(2, C) = [mean; biased variance]
 void bn_stats(const KernelArgs& a) {
@@ -37,6 +47,36 @@ void bn_stats(const KernelArgs& a) {
   for (int64_t j = 0; j < v.c; ++j) {
     out[j] = static_cast<float>(sum[j]);
     out[v.c + j] = math::bn_variance(sq[j], v.m);
+  }
+}
+
+// Synchronized (attrs.collective): the same two passes over the global batch. Each replica's sums, with its row
+// count, are summed over the replicas; then its squares centered on the global mean are.
+void bn_stats_synchronized(const KernelArgs& a) {
+  const View v = view(a.in_shape(0));
+  const float* x = a.input<float>(0);               // (M, C): this replica's rows
+  double* sum = static_cast<double*>(a.workspace);  // (C): this replica's sums, then the global means
+  double* sq = sum + v.c;                           // (C): this replica's centered squares
+  float* global = sync_buffer(a, v.c);              // (C + 1): sums and row count, summed over the replicas
+  graph::Collective& group = *a.node.attrs.collective;
+  const int replica = a.node.attrs.replica;
+  const float w = counts(a);
+  for (int64_t j = 0; j < v.c; ++j) sum[j] = sq[j] = 0.0;
+  for (int64_t i = 0; i < v.m; ++i)
+    for (int64_t j = 0; j < v.c; ++j) sum[j] += x[i * v.c + j];
+  for (int64_t j = 0; j < v.c; ++j) global[j] = static_cast<float>(sum[j]);
+  global[v.c] = static_cast<float>(v.m);
+  group.all_reduce(replica, global, global, v.c + 1, w, a.node.name.c_str(), a.node.attrs.begin);
+  const auto m = static_cast<int64_t>(global[v.c]);  // the global batch's rows (exact below 2^24)
+  for (int64_t j = 0; j < v.c; ++j) sum[j] = math::bn_mean(global[j], m);
+  for (int64_t i = 0; i < v.m; ++i)
+    for (int64_t j = 0; j < v.c; ++j) sq[j] += math::bn_centered_square(x[i * v.c + j], sum[j]);
+  for (int64_t j = 0; j < v.c; ++j) global[j] = static_cast<float>(sq[j]);
+  group.all_reduce(replica, global, global, v.c, w, a.node.name.c_str(), a.node.attrs.begin + 1);
+  float* out = a.output<float>();  // (2, C)
+  for (int64_t j = 0; j < v.c; ++j) {
+    out[j] = static_cast<float>(sum[j]);
+    out[v.c + j] = math::bn_variance(global[j], m);
   }
 }
 
@@ -86,6 +126,21 @@ void bn_input_grad(const KernelArgs& a) {
   grad_sums(a, dy, x, stats, ws);
   const float eps = a.node.attrs.epsilon;
   float* dx = a.output<float>();  // (M, C)
+  if (graph::Collective* group = a.node.attrs.collective) {
+    // Synchronized: sum(dy) and sum(dy * xhat) over the global batch. dy is this replica's loss's gradient; the
+    // global loss's is dy * share (grad_scale = rows / global rows), so the sums are weighted by the share, as the
+    // gradients are. Back in this replica's scale, dx = gamma * invstd / rows * (rows * dy - sums): the formula with
+    // this replica's row count and the global sums (rows = share * global rows).
+    float* sums = sync_buffer(a, v.c);  // (2C): global sum(dy), sum(dy * xhat)
+    for (int64_t j = 0; j < 2 * v.c; ++j) sums[j] = static_cast<float>(ws[j]);
+    const float share = a.scalars->grad_scale;
+    group->all_reduce(a.node.attrs.replica, sums, sums, 2 * v.c, share, a.node.name.c_str(), a.node.attrs.begin + 2);
+    for (int64_t j = 0; j < 2 * v.c; ++j) ws[j] = sums[j];
+    if (share == 0.0f) {  // a stand-in row that counts for nothing (its gradients are weighted 0): keep it finite
+      std::fill(dx, dx + v.m * v.c, 0.0f);
+      return;
+    }
+  }
   for (int64_t i = 0; i < v.m; ++i)
     for (int64_t j = 0; j < v.c; ++j)
       dx[i * v.c + j] = math::bn_input_grad(dy[i * v.c + j], x[i * v.c + j], stats[j], stats[v.c + j], eps, gamma[j],
@@ -145,7 +200,12 @@ void register_batchnorm_kernels() {
   using graph::register_kernel;
   constexpr auto cpu = DeviceKind::cpu;
   constexpr auto f32 = DType::f32;
-  register_kernel(cpu, Op::BnStats, f32, bn_stats);
+  register_kernel(cpu, Op::BnStats, f32, [](const KernelArgs& a) {
+    if (a.node.attrs.collective)
+      bn_stats_synchronized(a);
+    else
+      bn_stats(a);
+  });
   register_kernel(cpu, Op::BnApply, f32, bn_apply);
   register_kernel(cpu, Op::BnInputGrad, f32, bn_input_grad);
   register_kernel(cpu, Op::BnGammaGrad, f32, bn_gamma_grad);

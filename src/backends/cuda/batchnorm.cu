@@ -91,6 +91,42 @@ __global__ void to_float(const double* __restrict__ sums, float* __restrict__ ou
   for (int64_t i = first_index(); i < n; i += grid_stride()) out[i] = static_cast<float>(sums[i]);
 }
 
+// Synchronized BatchNormalization (graph/op.h: BnStats and BnInputGrad with attrs.collective). `sync` is
+// [sums(C), rows, squares(C), weight] for the statistics: this replica's sums and row count, then (after the caller's
+// all-reduce) the global batch's; the weight the all-reduces read is 1, or 0 for a rank's stand-in row (share 0).
+__global__ void sync_pack_sums(const double* __restrict__ sums, float* __restrict__ sync, const float* share, int64_t m,
+                               int64_t c) {
+  for (int64_t j = first_index(); j < c; j += grid_stride()) sync[j] = static_cast<float>(sums[j]);
+  if (first_index() == 0) {
+    sync[c] = static_cast<float>(m);
+    sync[2 * c + 1] = *share > 0.0f ? 1.0f : 0.0f;
+  }
+}
+__global__ void sync_global_mean(const float* __restrict__ sync, double* __restrict__ mean, int64_t c) {
+  const auto rows = static_cast<int64_t>(sync[c]);
+  for (int64_t j = first_index(); j < c; j += grid_stride()) mean[j] = math::bn_mean(sync[j], rows);
+}
+__global__ void sync_stats(const double* __restrict__ mean, const float* __restrict__ sync, float* __restrict__ stats,
+                           int64_t c) {
+  const auto rows = static_cast<int64_t>(sync[c]);
+  for (int64_t j = first_index(); j < c; j += grid_stride()) {
+    stats[j] = static_cast<float>(mean[j]);
+    stats[c + j] = math::bn_variance(sync[c + 1 + j], rows);
+  }
+}
+// dx with the global sums(2, C) weighted by the shares, in this replica's scale (as the CPU's bn_input_grad); 0 for a
+// stand-in row, whose gradients count for nothing.
+__global__ void sync_input_grad(const float* __restrict__ dy, const float* __restrict__ x, const float* stats,
+                                const float* gamma, const float* sums, const float* share, float* __restrict__ dx,
+                                int64_t m, int64_t c, float eps) {
+  const bool counts = *share != 0.0f;
+  for (int64_t i = first_index(); i < m * c; i += grid_stride()) {
+    const int64_t j = i % c;
+    dx[i] = counts ? math::bn_input_grad(dy[i], x[i], stats[j], stats[c + j], eps, gamma[j], m, sums[j], sums[c + j])
+                   : 0.0f;
+  }
+}
+
 __global__ void normalize(const float* __restrict__ x, const float* mean, const float* var, const float* gamma,
                           const float* beta, float* __restrict__ y, int64_t n, int64_t c, float eps) {
   for (int64_t i = first_index(); i < n; i += grid_stride()) {
@@ -158,6 +194,50 @@ void launch_bn_stats(const float* x, float* stats, int64_t m, int64_t c, double*
   channel_sums("batchnorm squares kernel launch", SquareTerms{x, w.sums}, m, c, w.partials, w.sums + c, sm_count,
                stream);
   launch("batchnorm variance kernel launch", c, sm_count, stream, stats_variance, w.sums + c, stats, m, c);
+}
+
+int64_t bn_sync_floats(int64_t c) { return 2 * c + 2; }
+
+void launch_bn_sync_local_sums(const float* x, int64_t m, int64_t c, double* ws, float* sync, const float* share,
+                               int sm_count, Stream stream) {
+  if (c <= 0) return;
+  const Workspace w = split(ws, m, c);
+  channel_sums("batchnorm sums kernel launch", SumTerms{x}, m, c, w.partials, w.sums, sm_count, stream);
+  launch("batchnorm sums packing kernel launch", c, sm_count, stream, sync_pack_sums, w.sums, sync, share, m, c);
+}
+
+void launch_bn_sync_centered_squares(const float* x, int64_t m, int64_t c, double* ws, float* sync, int sm_count,
+                                     Stream stream) {
+  if (c <= 0) return;
+  const Workspace w = split(ws, m, c);
+  launch("batchnorm global mean kernel launch", c, sm_count, stream, sync_global_mean, sync, w.sums, c);
+  channel_sums("batchnorm squares kernel launch", SquareTerms{x, w.sums}, m, c, w.partials, w.sums + c, sm_count,
+               stream);
+  launch("batchnorm squares packing kernel launch", c, sm_count, stream, to_float, w.sums + c, sync + c + 1, c);
+}
+
+void launch_bn_sync_stats(int64_t m, int64_t c, double* ws, const float* sync, float* stats, int sm_count,
+                          Stream stream) {
+  if (c <= 0) return;
+  launch("batchnorm synchronized statistics kernel launch", c, sm_count, stream, sync_stats, split(ws, m, c).sums, sync,
+         stats, c);
+}
+
+void launch_bn_sync_grad_sums(const float* dy, const float* x, const float* stats, int64_t m, int64_t c, float eps,
+                              double* ws, float* sync, int sm_count, Stream stream) {
+  if (c <= 0) return;
+  const Workspace w = split(ws, m, c);
+  channel_sums("batchnorm gradient sums kernel launch", GradTerms{dy, x, stats, c, eps}, m, c, w.partials, w.sums,
+               sm_count, stream);
+  launch("batchnorm gradient sums packing kernel launch", 2 * c, sm_count, stream, to_float, w.sums, sync, 2 * c);
+}
+
+void launch_bn_sync_input_grad(const float* dy, const float* x, const float* stats, const float* gamma,
+                               const float* sync, const float* share, float* dx, int64_t m, int64_t c, float eps,
+                               int sm_count, Stream stream) {
+  if (c <= 0) return;
+  launch("batchnorm synchronized input gradient kernel launch", m * c, sm_count, stream, sync_input_grad, dy, x, stats,
+         gamma, sync, share, dx, m, c, eps);
 }
 
 void launch_bn_normalize(const float* x, const float* mean, const float* var, const float* gamma, const float* beta,

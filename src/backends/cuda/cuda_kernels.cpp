@@ -351,14 +351,33 @@ BnView bn_view(const Shape& x) {
   const int64_t c = x[-1];
   return {x.numel() / (c ? c : 1), c};
 }
-size_t bn_workspace(const graph::Graph& g, int node) {  // the per-channel sums' partials
+// The per-channel sums' partials; synchronized (attrs.collective), then what is summed over the replicas.
+size_t bn_workspace(const graph::Graph& g, int node) {
   const BnView v = bn_view(g[g[node].inputs[0]].shape);
-  return static_cast<size_t>(bn_workspace_doubles(v.m, v.c)) * sizeof(double);
+  return static_cast<size_t>(bn_workspace_doubles(v.m, v.c)) * sizeof(double) +
+         (g[node].attrs.collective ? static_cast<size_t>(bn_sync_floats(v.c)) * sizeof(float) : 0);
+}
+float* bn_sync(const KernelArgs& a, const BnView& v) {
+  return reinterpret_cast<float*>(static_cast<double*>(a.workspace) + bn_workspace_doubles(v.m, v.c));
 }
 void bn_stats(const KernelArgs& a) {
   const BnView v = bn_view(a.in_shape(0));
-  launch_bn_stats(a.input<float>(0), a.output<float>(), v.m, v.c, static_cast<double*>(a.workspace), sms(a),
-                  a.ctx.stream);
+  auto* ws = static_cast<double*>(a.workspace);
+  graph::Collective* group = a.node.attrs.collective;
+  if (!group) {
+    launch_bn_stats(a.input<float>(0), a.output<float>(), v.m, v.c, ws, sms(a), a.ctx.stream);
+    return;
+  }
+  // Synchronized: the global batch's mean and variance; the all-reduces are queued on the stream between the phases.
+  float* sync = bn_sync(a, v);
+  const int r = a.node.attrs.replica;
+  const char* what = a.node.name.c_str();
+  launch_bn_sync_local_sums(a.input<float>(0), v.m, v.c, ws, sync, &a.scalars->grad_scale, sms(a), a.ctx.stream);
+  group->all_reduce_async(r, sync, sync, v.c + 1, sync + 2 * v.c + 1, a.ctx.stream, what, a.node.attrs.begin);
+  launch_bn_sync_centered_squares(a.input<float>(0), v.m, v.c, ws, sync, sms(a), a.ctx.stream);
+  group->all_reduce_async(r, sync + v.c + 1, sync + v.c + 1, v.c, sync + 2 * v.c + 1, a.ctx.stream, what,
+                          a.node.attrs.begin + 1);
+  launch_bn_sync_stats(v.m, v.c, ws, sync, a.output<float>(), sms(a), a.ctx.stream);
 }
 void bn_apply(const KernelArgs& a) {  // (x, stats, gamma, beta)
   const BnView v = bn_view(a.in_shape(0));
@@ -373,8 +392,23 @@ void bn_inference(const KernelArgs& a) {  // (x, moving_mean, moving_variance, g
 }
 void bn_input_grad(const KernelArgs& a) {  // (dy, x, stats, gamma)
   const BnView v = bn_view(a.in_shape(0));
-  launch_bn_input_grad(a.input<float>(0), a.input<float>(1), a.input<float>(2), a.input<float>(3), a.output<float>(),
-                       v.m, v.c, a.node.attrs.epsilon, static_cast<double*>(a.workspace), sms(a), a.ctx.stream);
+  auto* ws = static_cast<double*>(a.workspace);
+  graph::Collective* group = a.node.attrs.collective;
+  if (!group) {
+    launch_bn_input_grad(a.input<float>(0), a.input<float>(1), a.input<float>(2), a.input<float>(3), a.output<float>(),
+                         v.m, v.c, a.node.attrs.epsilon, ws, sms(a), a.ctx.stream);
+    return;
+  }
+  // Synchronized: sum(dy) and sum(dy * xhat) over the global batch, weighted by the replicas' shares (the CPU
+  // kernel's comment, backends/cpu/batchnorm.cpp, derives it).
+  float* sync = bn_sync(a, v);
+  const float* share = &a.scalars->grad_scale;
+  launch_bn_sync_grad_sums(a.input<float>(0), a.input<float>(1), a.input<float>(2), v.m, v.c, a.node.attrs.epsilon, ws,
+                           sync, sms(a), a.ctx.stream);
+  group->all_reduce_async(a.node.attrs.replica, sync, sync, 2 * v.c, share, a.ctx.stream, a.node.name.c_str(),
+                          a.node.attrs.begin + 2);
+  launch_bn_sync_input_grad(a.input<float>(0), a.input<float>(1), a.input<float>(2), a.input<float>(3), sync, share,
+                            a.output<float>(), v.m, v.c, a.node.attrs.epsilon, sms(a), a.ctx.stream);
 }
 void bn_gamma_grad(const KernelArgs& a) {  // (dy, x, stats)
   const BnView v = bn_view(a.in_shape(0));

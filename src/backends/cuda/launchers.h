@@ -46,6 +46,22 @@ void launch_bias_grad(const float* dy, float* db, int64_t rows, int64_t n, doubl
 // double; `ws` holds bn_workspace_doubles(m, c) doubles.
 int64_t bn_workspace_doubles(int64_t m, int64_t c);
 void launch_bn_stats(const float* x, float* stats, int64_t m, int64_t c, double* ws, int sm_count, Stream stream);
+// Synchronized (BnStats and BnInputGrad with attrs.collective): the phases the kernel queues its all-reduces between,
+// on the same stream. `sync` holds bn_sync_floats(c) floats: [sums(c), rows, squares(c), weight] for the statistics
+// (all-reduce [0, c + 1), then [c + 1, 2c + 1), both weighted by sync[2c + 1]: 1, or 0 for a stand-in row whose
+// *share is 0), and the global [sum(dy); sum(dy * xhat)] (2, c) for the input gradient (weighted by *share).
+int64_t bn_sync_floats(int64_t c);
+void launch_bn_sync_local_sums(const float* x, int64_t m, int64_t c, double* ws, float* sync, const float* share,
+                               int sm_count, Stream stream);
+void launch_bn_sync_centered_squares(const float* x, int64_t m, int64_t c, double* ws, float* sync, int sm_count,
+                                     Stream stream);
+void launch_bn_sync_stats(int64_t m, int64_t c, double* ws, const float* sync, float* stats, int sm_count,
+                          Stream stream);
+void launch_bn_sync_grad_sums(const float* dy, const float* x, const float* stats, int64_t m, int64_t c, float eps,
+                              double* ws, float* sync, int sm_count, Stream stream);
+void launch_bn_sync_input_grad(const float* dy, const float* x, const float* stats, const float* gamma,
+                               const float* sync, const float* share, float* dx, int64_t m, int64_t c, float eps,
+                               int sm_count, Stream stream);
 // y = gamma * (x - mean) / sqrt(var + eps) + beta, mean/var/gamma/beta (c) (BnApply: mean and var from stats)
 void launch_bn_normalize(const float* x, const float* mean, const float* var, const float* gamma, const float* beta,
                          float* y, int64_t m, int64_t c, float eps, int sm_count, Stream stream);

@@ -482,6 +482,11 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
     return traced;
   }
   CallContext ctx{g, kind == ProgramKind::train || kind == ProgramKind::accumulate, DType::f32, {}, {}, {}};
+  if (ctx.training) {  // data parallel: layers that sum over the replicas (synchronized BatchNormalization)
+    ctx.collective = collective_;
+    ctx.replica = replica_;
+    ctx.micro_batch = kind == ProgramKind::accumulate;
+  }
   if (mirrors_weights()) {  // this replica's / device's copies of the weights (made there before the first trace)
     for (const LayerPtr& l : model_.layers_)
       for (const Weight& w : l->weights()) weight_storage(w, true);

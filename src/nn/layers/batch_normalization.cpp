@@ -21,16 +21,19 @@ class BatchNormLayer final : public Layer {
   }
   std::string class_name() const override { return "BatchNormalization"; }
   LayerConfig get_config() const override {
-    return LayerConfig{}
-        .set("axis", int64_t{-1})
-        .set_float("momentum", o_.momentum)
-        .set_float("epsilon", o_.epsilon)
-        .set("center", true)
-        .set("scale", true)
-        .set("beta_initializer", std::string("zeros"))
-        .set("gamma_initializer", std::string("ones"))
-        .set("moving_mean_initializer", std::string("zeros"))
-        .set("moving_variance_initializer", std::string("ones"));
+    LayerConfig c = LayerConfig{}
+                        .set("axis", int64_t{-1})
+                        .set_float("momentum", o_.momentum)
+                        .set_float("epsilon", o_.epsilon)
+                        .set("center", true)
+                        .set("scale", true)
+                        .set("beta_initializer", std::string("zeros"))
+                        .set("gamma_initializer", std::string("ones"))
+                        .set("moving_mean_initializer", std::string("zeros"))
+                        .set("moving_variance_initializer", std::string("ones"));
+    // Keras 3 takes synchronized=; the Keras that wrote tests/fixtures/keras does not save it: written when true only.
+    if (o_.synchronized) c.set("synchronized", true);
+    return c;
   }
   Shape build(const std::vector<Shape>& in) override {
     const Shape& x = in[0];
@@ -58,6 +61,18 @@ class BatchNormLayer final : public Layer {
     const int mean = ctx.variable(weights_[2]), var = ctx.variable(weights_[3]);
     if (!ctx.training || !trainable)  // Keras 3: a frozen BatchNormalization runs in inference mode
       return ctx.g.add(Op::BnInference, {in[0], mean, var, gamma, beta}, a, name);
+    if (o_.synchronized && ctx.collective) {  // the global batch's statistics: BnStats and BnInputGrad all-reduce
+      if (ctx.micro_batch)
+        throw InvalidArgument(
+            "BatchNormalization '" + name +
+            "' (synchronized=True) cannot run in micro-batches under a distribution strategy: its statistics would "
+            "be summed per micro-batch across the replicas, not over the global batch (set micro_batch_size = 0, "
+            "lower the batch size so that a replica's share fits without micro-batching, or use synchronized=False)");
+      a.collective = ctx.collective;
+      a.replica = ctx.replica;
+      a.begin = nn::kLayerCollectiveBase + ctx.layer_collectives;  // BnStats: begin, begin + 1; BnInputGrad: + 2
+      ctx.layer_collectives += 3;
+    }
     const int stats = ctx.g.add(Op::BnStats, {in[0]}, a, name + "/moments");
     ctx.sinks.push_back(ctx.g.add(Op::BnUpdateMoving, {stats, mean, var}, a, name + "/update_moving"));
     return ctx.g.add(Op::BnApply, {in[0], stats, gamma, beta}, a, name);

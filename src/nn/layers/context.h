@@ -51,7 +51,17 @@ struct CallContext {
   std::vector<int> sinks;  // output-less ops a training program must run (BatchNormalization's moving statistics)
   // Where weights live when not in the Weight itself (a data-parallel replica's copies); null: Weight::value.
   std::function<Tensor&(const Weight&)> storage = nullptr;
+  // Data parallel training programs: the replicas' group and this program's replica (null: one replica), whether the
+  // program is one micro-batch's (its collectives would run once per micro-batch), and the collectives layers added.
+  graph::Collective* collective = nullptr;
+  int replica = 0;
+  bool micro_batch = false;
+  int64_t layer_collectives = 0;
 };
+
+// Collective numbers (graph/collective.h's `sequence`) of the collectives layers add in the forward and backward
+// pass (synchronized BatchNormalization), apart from the gradient buckets' 0, 1, ...
+inline constexpr int64_t kLayerCollectiveBase = int64_t{1} << 32;
 
 // Activation by Keras name; "linear" (and "") emit nothing.
 int apply_activation(CallContext& ctx, const std::string& activation, int x, const std::string& owner);
