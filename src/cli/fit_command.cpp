@@ -19,7 +19,9 @@ void add_fit_command(CLI::App& app, FitArgs& a) {
   CLI::App* fit = app.add_subcommand(
       "fit", "Train a model (default: MLP 784-256-128-10 on Fashion-MNIST) and report test accuracy");
   fit->add_option("-m,--model", a.model,
-                  "Layers after the input, e.g. dense:256:relu,dropout:0.2,dense:10; \"cnn\"; or a model file "
+                  "Layers after the input, e.g. dense:256:relu,dropout:0.2,dense:10 or "
+                  "conv2d:32:3:relu,maxpool:2,batchnorm,flatten,dense:10 (conv2d, maxpool, avgpool, globalavgpool, "
+                  "globalmaxpool, batchnorm[:sync], dense, dropout, activation, flatten); \"cnn\"; or a model file "
                   "(.keras, Keras 2 .h5) to train further with its compile config and optimizer state")
       ->capture_default_str();
   fit->add_option("--save", a.save, "Save the trained model as a Keras 3 .keras file");
@@ -102,10 +104,21 @@ int64_t parse_batch_option(const std::string& option, const std::string& value, 
 std::unique_ptr<Model> make_model(const std::string& model, const Shape& sample, float scale) {
   if (is_model_file(model)) return models::load_model(model, /*compile=*/true);
   if (model == "cnn") return models::tutorial_cnn(sample, 10, scale);
+  std::vector<LayerPtr> spec = parse_model_spec(model);
   std::vector<LayerPtr> layers{layers::Input(sample)};
   if (scale != 1.0f) layers.push_back(layers::Rescaling(scale));
-  if (sample.rank() > 1) layers.push_back(layers::Flatten());
-  for (LayerPtr& l : parse_model_spec(model)) layers.push_back(l);
+  if (model_spec_takes_images(spec)) {  // (H, W) grayscale gets a channel axis; (H, W, C) is taken as it is
+    if (sample.rank() == 2) {
+      layers.push_back(layers::Reshape(Shape{sample[0], sample[1], 1}));
+    } else if (sample.rank() != 3) {
+      throw InvalidArgument("--model " + model + ": its first layer (" + spec.front()->class_name() +
+                            ") takes images, (height, width) or (height, width, channels), but a sample is " +
+                            sample.to_string() + " (start the spec with dense or flatten for flat features)");
+    }
+  } else if (sample.rank() > 1) {
+    layers.push_back(layers::Flatten());
+  }
+  for (LayerPtr& l : spec) layers.push_back(l);
   return std::make_unique<Sequential>(layers);
 }
 

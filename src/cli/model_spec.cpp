@@ -33,27 +33,59 @@ std::vector<LayerPtr> parse_model_spec(const std::string& spec) {
     const std::vector<std::string> f = split(items[i], ':');
     auto fail = [&](const std::string& why) -> InvalidArgument {
       return InvalidArgument("--model item " + std::to_string(i + 1) + " ('" + items[i] + "'): " + why +
-                             " (expected dense:UNITS[:ACTIVATION], dropout:RATE, activation:NAME or flatten, "
-                             "separated by commas)");
+                             " (expected dense:UNITS[:ACTIVATION], conv2d:FILTERS:KERNEL[:ACTIVATION[:PADDING]], "
+                             "maxpool[:SIZE], avgpool[:SIZE], globalavgpool, globalmaxpool, batchnorm[:sync], "
+                             "dropout:RATE, activation:NAME or flatten, separated by commas)");
+    };
+    auto positive = [&](size_t k, const char* what) {
+      int64_t v = 0;
+      if (k >= f.size() || !parse_number(f[k], v) || v <= 0) throw fail(std::string(f[0]) + " needs " + what);
+      return v;
+    };
+    auto arguments = [&](size_t least, size_t most) {
+      if (f.size() - 1 < least || f.size() - 1 > most)
+        throw fail(f[0] + (most == 0
+                               ? " takes no arguments"
+                               : " takes " + std::to_string(least) + " to " + std::to_string(most) + " arguments"));
     };
     try {
-      if (f[0] == "dense") {
+      const std::string& kind = f[0];
+      if (kind == "dense") {
         int64_t units = 0;
         if (f.size() < 2 || f.size() > 3 || !parse_number(f[1], units) || units <= 0)
           throw fail("dense needs a positive unit count");
         layers.push_back(layers::Dense(units, f.size() == 3 ? f[2] : "linear"));
-      } else if (f[0] == "dropout") {
+      } else if (kind == "conv2d") {
+        arguments(2, 4);
+        const int64_t filters = positive(1, "a positive filter count");
+        const int64_t kernel = positive(2, "a positive kernel size");
+        layers::Conv2DOptions o;
+        if (f.size() == 5) o.padding = f[4];
+        layers.push_back(layers::Conv2D(filters, layers::Size2(kernel), f.size() >= 4 ? f[3] : "linear", o));
+      } else if (kind == "maxpool" || kind == "avgpool") {
+        arguments(0, 1);
+        const int64_t size = f.size() == 2 ? positive(1, "a positive pool size") : 2;
+        layers.push_back(kind == "maxpool" ? layers::MaxPooling2D(layers::Size2(size))
+                                           : layers::AveragePooling2D(layers::Size2(size)));
+      } else if (kind == "globalavgpool" || kind == "globalmaxpool") {
+        arguments(0, 0);
+        layers.push_back(kind == "globalavgpool" ? layers::GlobalAveragePooling2D() : layers::GlobalMaxPooling2D());
+      } else if (kind == "batchnorm") {
+        arguments(0, 1);
+        if (f.size() == 2 && f[1] != "sync") throw fail("batchnorm takes only 'sync' (synchronized over replicas)");
+        layers.push_back(layers::BatchNormalization({.synchronized = f.size() == 2}));
+      } else if (kind == "dropout") {
         float rate = 0;
         if (f.size() != 2 || !parse_number(f[1], rate)) throw fail("dropout needs a rate");
         layers.push_back(layers::Dropout(rate));
-      } else if (f[0] == "activation") {
+      } else if (kind == "activation") {
         if (f.size() != 2) throw fail("activation needs a name");
         layers.push_back(layers::Activation(f[1]));
-      } else if (f[0] == "flatten") {
-        if (f.size() != 1) throw fail("flatten takes no arguments");
+      } else if (kind == "flatten") {
+        arguments(0, 0);
         layers.push_back(layers::Flatten());
       } else {
-        throw fail("unknown layer '" + f[0] + "'");
+        throw fail("unknown layer '" + kind + "'");
       }
     } catch (const InvalidArgument& e) {
       const std::string what = e.what();
@@ -63,6 +95,13 @@ std::vector<LayerPtr> parse_model_spec(const std::string& spec) {
   }
   if (layers.empty()) throw InvalidArgument("--model is empty");
   return layers;
+}
+
+bool model_spec_takes_images(const std::vector<LayerPtr>& layers) {
+  if (layers.empty()) return false;
+  const std::string c = layers.front()->class_name();
+  return c == "Conv2D" || c == "MaxPooling2D" || c == "AveragePooling2D" || c == "GlobalAveragePooling2D" ||
+         c == "GlobalMaxPooling2D";
 }
 
 }  // namespace tk::cli

@@ -1,4 +1,8 @@
-// The CLI's short model spec: "dense:256:relu,dropout:0.2,dense:10".
+// The CLI's short model spec: the layers after the input, comma-separated.
+//
+//   trainkit fit --model dense:512:relu,dropout:0.2,dense:10
+//   trainkit fit --model conv2d:32:3:relu,maxpool:2,batchnorm,conv2d:64:3:relu,globalavgpool,dense:10
+//   trainkit fit --replicas 2 --model conv2d:32:3,batchnorm:sync,activation:relu,flatten,dense:10
 #pragma once
 #include <string>
 #include <vector>
@@ -7,8 +11,18 @@
 
 namespace tk::cli {
 
-// Items: dense:UNITS[:ACTIVATION], dropout:RATE, activation:NAME, flatten. Throws InvalidArgument naming
-// the item and its position.
+// Items (Keras' defaults where an argument is left out):
+//   dense:UNITS[:ACTIVATION]                Dense
+//   conv2d:FILTERS:KERNEL[:ACTIVATION[:PADDING]]  Conv2D, a square KERNEL, padding valid or same
+//   maxpool[:SIZE], avgpool[:SIZE]         MaxPooling2D, AveragePooling2D (SIZE 2)
+//   globalavgpool, globalmaxpool           GlobalAveragePooling2D, GlobalMaxPooling2D
+//   batchnorm[:sync]                       BatchNormalization (sync: synchronized over the replicas)
+//   dropout:RATE, activation:NAME, flatten
+// Throws InvalidArgument naming the item and its position.
 std::vector<LayerPtr> parse_model_spec(const std::string& spec);
+
+// Whether the spec's layers take images (N, H, W, C) (its first layer is a convolution or a pooling layer): the CLI
+// then gives a grayscale (H, W) input a channel axis instead of flattening it.
+bool model_spec_takes_images(const std::vector<LayerPtr>& layers);
 
 }  // namespace tk::cli
