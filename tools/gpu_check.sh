@@ -158,7 +158,7 @@ if [ "$built" -eq 0 ]; then
     skipped_gpu="$(grep -oE "^\[  SKIPPED \] ($must_run)[A-Za-z]*" "$BUILD/cuda_tests.txt" | sort -u | wc -l)"
     if [ "${gpus:-0}" -lt 2 ]; then
       say "-- two-GPU tests on a machine with ${gpus:-0} GPU(s): allowed to skip; their reason:"
-      grep -A1 -E '^\[ RUN      \] CudaTwoGpus\.' "$BUILD/cuda_tests.txt" | grep -iE 'skip|needs 2' | tee -a "$LOG"
+      grep -A2 -E '^\[ RUN      \] CudaTwoGpus\.' "$BUILD/cuda_tests.txt" | grep -vE '^\[ RUN|^--$' | tee -a "$LOG"
       SUMMARY+=("SKIPPED          CudaTwoGpus.* (NCCL between two GPUs): this machine has ${gpus:-0} GPU(s)")
     fi
     if [ "$rc" -ne 0 ]; then
