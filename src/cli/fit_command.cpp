@@ -138,11 +138,31 @@ struct Strategies {
   std::optional<distribute::MirroredStrategy> mirrored;
 };
 
+// `mpirun ... trainkit fit --device cuda`: each rank on its local rank's GPU (MultiWorkerMirroredStrategy on cuda; MPI
+// and NCCL start here). Made before apply_run_options, so that the budget and --memory-limit apply to that GPU and
+// no rank touches cuda:0 unless it is its own. Not under a launcher, or not cuda: none.
+std::optional<distribute::MultiWorkerMirroredStrategy> mpi_gpu_strategy(const RunOptions& run) {
+  if (!distribute::MultiWorkerMirroredStrategy::launched_by_mpi() || run.device == "auto") return std::nullopt;
+  if (parse_device(run.device).kind != DeviceKind::cuda) return std::nullopt;
+  if (run.device.find(':') != std::string::npos)
+    throw InvalidArgument("--device " + run.device +
+                          " under mpirun: each rank takes the GPU of its local rank (rank r of a node on cuda:r, "
+                          "modulo the GPUs it sees); pass --device cuda, and choose the GPUs with "
+                          "CUDA_VISIBLE_DEVICES");
+  distribute::MultiWorkerMirroredStrategy::Options options;
+  options.device = DeviceKind::cuda;
+  return distribute::MultiWorkerMirroredStrategy(options);
+}
+
 // Right after apply_run_options, before any data is loaded: --replicas splits the device into logical devices,
-// which must precede the first allocation on it.
-Strategies make_strategies(const FitArgs& a, Device device) {
+// which must precede the first allocation on it. `gpu_ranks`: mpi_gpu_strategy's.
+Strategies make_strategies(const FitArgs& a, Device device,
+                           std::optional<distribute::MultiWorkerMirroredStrategy> gpu_ranks) {
   Strategies s;
-  s.mpi = mpi_strategy();
+  s.mpi = gpu_ranks ? std::move(gpu_ranks) : mpi_strategy();
+  if (s.mpi && s.mpi->device().kind != device.kind)  // --device auto chose a GPU: it would train on the cpu
+    throw InvalidArgument("--device " + device.to_string() +
+                          " under mpirun: pass --device cuda (each rank on its local rank's GPU) or --device cpu");
   if (a.replicas > 1) {
     if (s.mpi)
       throw InvalidArgument("--replicas " + std::to_string(a.replicas) +
@@ -335,8 +355,11 @@ int run_fit(const FitArgs& a) {
   if (!(a.validation_split >= 0.0f && a.validation_split < 1.0f))
     throw InvalidArgument("--validation-split must be in [0, 1), got " + std::to_string(a.validation_split));
   std::vector<CallbackPtr> callbacks = cli_callbacks(a, a.validation_split > 0.0f || !a.validation_data.empty());
-  const Device device = apply_run_options(a.run);  // before the data: the budget precedes any allocation
-  const Strategies strategies = make_strategies(a, device);
+  std::optional<distribute::MultiWorkerMirroredStrategy> gpu_ranks = mpi_gpu_strategy(a.run);
+  RunOptions run = a.run;
+  if (gpu_ranks) run.device = gpu_ranks->device().to_string();  // this rank's GPU
+  const Device device = apply_run_options(run);                 // before the data: the budget precedes any allocation
+  const Strategies strategies = make_strategies(a, device, std::move(gpu_ranks));
   utils::set_random_seed(a.seed);
   OptimizerPtr optimizer =
       a.learning_rate ? optimizers::get(a.optimizer, *a.learning_rate) : optimizers::get(a.optimizer);

@@ -70,9 +70,9 @@ void configure_model(Model& model, const RunOptions& o, Device device) {
 distribute::MirroredStrategy replicas_over(Device device, int replicas, const std::string& command) {
   if (replicas < 1) throw InvalidArgument(command + " --replicas must be >= 1, got " + std::to_string(replicas));
   if (device.kind != DeviceKind::cpu)
-    throw Unsupported(command + " --replicas: data parallel over " + device.to_string() +
-                      " devices needs the CUDA backend, which is not built yet; use --device cpu (its logical "
-                      "devices)");
+    throw Unsupported(command + " --replicas splits the cpu into logical devices, not " + device.to_string() +
+                      ": for data parallel over GPUs run `mpirun -np N trainkit fit --device cuda` (one rank per "
+                      "GPU), or a MirroredStrategy over cuda devices in C++; or use --device cpu");
   const size_t share = config::get_memory_info(device).limit / static_cast<size_t>(replicas);
   config::set_logical_device_configuration(Device::cpu(), std::vector<size_t>(static_cast<size_t>(replicas), share));
   std::vector<Device> devices;

@@ -83,5 +83,18 @@ case "$case" in
     [ "$(grep -c "resuming from" "$out")" -eq 1 ] || { echo "FAIL: expected one 'resuming' line (rank 0)"; exit 1; }
     [ "$(grep -c "^469/469" "$out")" -eq 1 ] || { echo "FAIL: the resumed run trained more than epoch 2"; exit 1; }
     [ -s "$d/ckpt_02.keras" ] || { echo "FAIL: no checkpoint of epoch 2"; exit 1; } ;;
+  cli_cuda)  # `--device cuda` under mpirun on a machine without a GPU: every rank stops with why, before any data
+    if "$cli" devices 2>/dev/null | grep -q "^cuda:[0-9]"; then
+      echo "SKIP: this machine has a GPU, so the no-GPU errors cannot be shown (tools/gpu_check.sh runs the GPU case)"
+      exit 77
+    fi
+    run -np 2 "$cli" fit --epochs 1 --device cuda && { echo "FAIL: --device cuda without a GPU trained"; exit 1; }
+    grep -q "rank [01]: MultiWorkerMirroredStrategy on cuda: this process sees no CUDA device (" "$out" ||
+      { echo "FAIL: no rank said that it sees no CUDA device"; exit 1; }
+    grep -q "test_accuracy\|/469" "$out" && { echo "FAIL: a rank went on past the device check"; exit 1; }
+    run -np 2 "$cli" fit --epochs 1 --device cuda:1 && { echo "FAIL: --device cuda:1 under mpirun was accepted"; exit 1; }
+    grep -q "under mpirun: each rank takes the GPU of its local rank" "$out" ||
+      { echo "FAIL: --device cuda:1 under mpirun did not say why it is refused"; exit 1; }
+    echo "PASS" ;;
   *) echo "unknown case $case"; exit 2 ;;
 esac

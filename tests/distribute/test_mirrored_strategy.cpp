@@ -56,7 +56,8 @@ struct Trained {
   std::vector<std::vector<Tensor>> weights;
   std::vector<double> loss;
   std::string strategy;
-  int64_t all_reduces = 0;  // collectives replica 0 completed
+  int64_t all_reduces = 0;    // collectives replica 0 completed
+  int last_participants = 0;  // replicas that ran the last step
 };
 
 // Trains one epoch of `batch` rows per step (shuffled with a fixed seed), one device or replicated.
@@ -67,7 +68,7 @@ struct Trained {
 enum class Opt { sgd, adam };
 
 Trained train(const Factory& make, const Tensor& x, const Tensor& y, int64_t batch, int replicas, int64_t micro = 0,
-              Opt opt = Opt::sgd, int epochs = 1, size_t bytes_per_pack = 0) {
+              Opt opt = Opt::sgd, int epochs = 1, size_t bytes_per_pack = 0, bool every_replica = false) {
   utils::set_random_seed(7);
   std::unique_ptr<Model> m = make();
   auto compile = [&] {
@@ -77,6 +78,7 @@ Trained train(const Factory& make, const Tensor& x, const Tensor& y, int64_t bat
   std::optional<distribute::MirroredStrategy> strategy;
   if (replicas > 0) {
     strategy.emplace(first_devices(replicas), distribute::MirroredStrategy::Options{.bytes_per_pack = bytes_per_pack});
+    strategy->state()->every_replica_every_step = every_replica;  // as under NCCL (GPUs)
     auto scope = strategy->scope();
     compile();
   } else {
@@ -87,7 +89,8 @@ Trained train(const Factory& make, const Tensor& x, const Tensor& y, int64_t bat
       x, y,
       {.batch_size = batch, .epochs = epochs, .verbose = 0, .callbacks = {rec}, .seed = 11, .micro_batch_size = micro});
   return {rec->after_step, rec->loss, m->distribute_strategy(),
-          strategy ? strategy->state()->collective->collectives() : 0};
+          strategy ? strategy->state()->collective->collectives() : 0,
+          strategy ? strategy->state()->collective->participants() : 0};
 }
 
 // Per tensor, max|a - b| / max|a| after every step.
@@ -178,6 +181,24 @@ TEST(MirroredStrategy, ReplicasThatSatOutAStepCatchUpBeforeTheNext) {
   const Trained one = train(mlp, x, y, 128, 0, 0, Opt::adam, 3);
   const Trained many = train(mlp, x, y, 128, 3, 0, Opt::adam, 3);
   expect_same_weights(one, many, "mlp, adam, 3 replicas, 3 epochs ending in 2-row batches", 5e-5);
+}
+
+// Under NCCL (replicas on GPUs) every replica must take part in every all-reduce, so a batch with fewer rows than
+// replicas runs one row with weight 0 on the replicas without rows, which then stay in step instead of catching up.
+// The same rule on the cpu replicas (the flag the NCCL strategy sets): the same weights as one device, whole batches
+// and micro-batches.
+TEST(MirroredStrategy, EveryReplicaRunsEveryStepWithAWeightZeroRowAsUnderNccl) {
+  split_cpu();
+  const int64_t n = 5 * 128 + 2;  // each epoch ends with a batch of 2 rows on 3 replicas
+  const Tensor x = testing::uniform({n, 784}, 7), y = testing::int_labels(n, 10, 8);
+  const Trained one = train(mlp, x, y, 128, 0, 0, Opt::adam, 3);
+  const Trained many = train(mlp, x, y, 128, 3, 0, Opt::adam, 3, 0, true);
+  expect_same_weights(one, many, "mlp, adam, 3 replicas all in every step, 2-row batches", 5e-5);
+  EXPECT_EQ(many.last_participants, 3) << "the last step (2 rows) ran on every replica";
+  EXPECT_EQ(train(mlp, x, y, 128, 3, 0, Opt::adam, 1).last_participants, 2) << "without the flag: on 2 of them";
+  const Trained micro = train(mlp, x, y, 128, 3, 16, Opt::adam, 2, 0, true);
+  expect_same_weights(train(mlp, x, y, 128, 0, 16, Opt::adam, 2), micro,
+                      "mlp, adam, micro-batches of 16, 3 replicas all in every step", 5e-5);
 }
 
 TEST(MirroredStrategy, MicroBatchesPerReplicaWithOneAllReducePerStep) {

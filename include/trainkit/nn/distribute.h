@@ -26,6 +26,17 @@
 // A collective that makes no progress within the timeout (Options::collective_timeout, or TK_COLLECTIVE_TIMEOUT
 // in seconds; default 300 s) ends the step on every replica with a CollectiveError naming the collective and the
 // replicas that never arrived; a replica that throws ends the others' waits at once.
+//
+// GPUs: the devices may be CUDA devices instead (all of one kind):
+//   tk::distribute::MirroredStrategy gpus({tk::Device::cuda(0), tk::Device::cuda(1)});
+// Each replica's programs, weights and optimizer state then live on its GPU, under that GPU's budget, and the
+// gradients are summed by NCCL (one communicator per GPU, made by the constructor; the all-reduce is queued on the
+// replica's stream with its share of the global batch read on the device). Every replica takes part in every step:
+// a batch with fewer rows than GPUs runs one row with weight 0 on the GPUs without rows. A collective stuck longer
+// than the timeout, or an NCCL error, ends the process (exit 70) with one line naming the collective and the GPU.
+// Unsupported, saying what to do, when trainkit was built without CUDA, when a listed GPU is not visible, or when
+// more than one GPU is listed and trainkit was built without NCCL (one GPU needs no NCCL). Written and compiled,
+// never run on a machine with two GPUs (docs/distributed.md).
 #pragma once
 #include <chrono>
 #include <memory>
@@ -62,7 +73,8 @@ class MirroredStrategy {
     // unit: "4MiB"), else 25 MiB. 1: every gradient alone.
     size_t bytes_per_pack = 0;
   };
-  // Distinct devices of one kind. Empty: every cpu device (the logical devices when the cpu is split).
+  // Distinct devices of one kind: cpu devices, or cuda devices (through NCCL, above). Empty: every cpu device (the
+  // logical devices when the cpu is split).
   explicit MirroredStrategy(std::vector<Device> devices = {});
   MirroredStrategy(std::vector<Device> devices, Options options);
 
@@ -103,7 +115,8 @@ class MirroredStrategy {
 // pipeline that cannot be cut (no batch(), or a filter after it, ...) is read whole by every rank, rank 0 saying why
 // once; with_options({.auto_shard_policy = tk::data::AutoShardPolicy::OFF}) or TK_AUTO_SHARD=OFF asks for that.
 // docs/distributed.md lists what the cut passes.
-// Unsupported when trainkit was built without MPI.
+// On GPUs: Options{.device = tk::DeviceKind::cuda} (`mpirun -np 4 trainkit fit --device cuda`), each rank on its
+// local rank's GPU. Unsupported when trainkit was built without MPI.
 class MultiWorkerMirroredStrategy {
  public:
   struct Options {
@@ -117,6 +130,12 @@ class MultiWorkerMirroredStrategy {
     // Unset: TK_ALLREDUCE_OVERLAP=1 turns it on. Off by default: on shared-memory MPI (one machine) a nonblocking
     // all-reduce only progresses inside MPI calls, and measured slower (docs/distributed.md).
     std::optional<bool> overlap;
+    // Where this rank's replica runs. cuda: the GPU of this rank's local rank (its number among the ranks on its node,
+    // from MPI_COMM_TYPE_SHARED), modulo the GPUs the process sees: rank 1 of a node on cuda:1; the gradients summed
+    // by NCCL over the ranks (rank 0's communicator id broadcast over MPI; MPI still checks the model, broadcasts rank
+    // 0's weights and sums the logs). Every rank must ask for the same kind. overlap does not apply to NCCL (its
+    // all-reduce is already queued on the GPU's stream). Never run on more than one GPU (docs/distributed.md).
+    DeviceKind device = DeviceKind::cpu;
   };
   MultiWorkerMirroredStrategy();
   explicit MultiWorkerMirroredStrategy(Options options);
@@ -131,8 +150,10 @@ class MultiWorkerMirroredStrategy {
   int num_replicas_in_sync() const;  // the number of processes
   int rank() const;
   bool is_chief() const { return rank() == 0; }
-  // "MultiWorkerMirroredStrategy over 3 processes (MPI), this is rank 1 on cpu:0"
+  // "MultiWorkerMirroredStrategy over 3 processes (MPI), this is rank 1 on cpu:0", or on cuda: "... this is rank 1
+  // on cuda:1 (local rank 1 on its node (MPI_COMM_TYPE_SHARED) of 2 visible GPUs; gradients summed by NCCL)"
   std::string describe() const;
+  Device device() const;  // this rank's replica's device
   [[nodiscard]] StrategyScope scope() const;
   const std::shared_ptr<StrategyState>& state() const { return state_; }
 

@@ -215,9 +215,22 @@ void ProgramCache::download_weights() {
   device_ahead_ = false;
 }
 
+const Tensor& ProgramCache::current_value(const Weight& w) const {
+  auto found = mirrors_.find(w.id);
+  return found != mirrors_.end() ? found->second : w.value;
+}
+
 void ProgramCache::sync_from(const ProgramCache& primary) {
   if (replica_ == 0) return;
-  copy_weights(/*to_mirrors=*/true, /*allocate=*/true);
+  // From the primary's storage: on a GPU its device copies, which are ahead of the model's weights while it trains
+  // (a step that some replicas sat out, say); on the cpu the model's weights themselves. GPU to GPU goes through
+  // cudaMemcpy (peer to peer where the GPUs allow it).
+  for (const LayerPtr& l : model_.layers_)
+    for (const Weight& w : l->weights()) {
+      Tensor* mine = weight_storage(w, /*allocate=*/true);
+      const Tensor& theirs = primary.current_value(w);
+      device_copy(mine->raw(), mine->device(), theirs.raw(), theirs.device(), theirs.nbytes());
+    }
   for (Weight* w : trainable_weights()) {
     auto theirs = primary.slots_.find(w->id);
     if (theirs != primary.slots_.end()) set_slots(*w, theirs->second);

@@ -51,6 +51,9 @@ class ProgramCache {
   // A replica's copies of the weights, optimizer slots and loss-scale state := the primary's (replica 0's, the
   // model's own weights): when fit or train_on_batch starts (Keras broadcasts the initial values the same way).
   void sync_from(const ProgramCache& primary);
+  // The storage this cache's programs read for `w`: its copy when it has one (a replica > 0, a GPU), else the model's
+  // weight.
+  const Tensor& current_value(const Weight& w) const;
   // Everything a replica must share with the others, in a fixed order: every layer's weights (this replica's
   // storage), the optimizer slots of the trainable ones that have them, the loss-scale state. With each, a name.
   std::vector<std::pair<std::string, Tensor*>> state_tensors();

@@ -29,6 +29,7 @@ class LocalCollective final : public graph::Collective {
   // Makes every replica waiting in (or later entering) a collective of this step throw CollectiveError(why).
   void abort(const std::string& why);
   int64_t collectives() const { return collectives_; }  // completed all-reduces (replica 0's count)
+  int participants() const { return participants_; }    // of the last begin_step (read between steps)
 
  private:
   struct Arrival {

@@ -69,11 +69,14 @@ MpiCollective::MpiCollective(std::chrono::milliseconds timeout) : timeout_(timeo
   if (size_ > 1) std::thread([this] { watch(); }).detach();  // the world lives until exit
   // The ranks on this node share its cores: each takes cores / local ranks kernel threads, unless told otherwise
   // (TK_THREADS or OMP_NUM_THREADS), so that `mpirun -np 2` on a 2-core machine does not run 4 threads.
+  // The same split gives this rank's local rank: which GPU it takes (nn/distribute/rank_device.h).
   MPI_Comm node;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
   int local = 1;
-  MPI_Comm_size(node, &local);
-  MPI_Comm_free(&node);
+  if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+    MPI_Comm_size(node, &local);
+    MPI_Comm_rank(node, &local_rank_);
+    MPI_Comm_free(&node);
+  }
   if (local > 1 && !std::getenv("TK_THREADS") && !std::getenv("OMP_NUM_THREADS")) {
     const long cores = sysconf(_SC_NPROCESSORS_ONLN);
     cpu::pin_threads(static_cast<int>(std::max(1L, cores / local)));

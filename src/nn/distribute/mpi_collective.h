@@ -32,6 +32,8 @@ class MpiCollective final : public graph::Collective {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  // This rank's number among the ranks on its node (MPI_COMM_TYPE_SHARED), -1 when MPI could not say.
+  int local_rank() const { return local_rank_; }
   // Sum over ranks of weight * in, the same bits on every rank (two ranks: an allreduce; more: reduced once at
   // rank 0, then broadcast).
   void all_reduce(int replica, const float* in, float* out, int64_t n, float weight, const char* what,
@@ -70,7 +72,7 @@ class MpiCollective final : public graph::Collective {
   };
   void watch();
   std::chrono::milliseconds timeout_;
-  int rank_ = 0, size_ = 1;
+  int rank_ = 0, size_ = 1, local_rank_ = -1;
   std::mutex watch_mutex_;
   std::condition_variable watch_cv_;
   bool in_flight_ = false;

@@ -1,7 +1,8 @@
 // Gradient all-reduce between replicas on CUDA devices through NCCL (graph/collective.h): one communicator per
 // replica, in one process (MirroredStrategy over cuda devices, ncclCommInitAll) or one per process
 // (MultiWorkerMirroredStrategy: rank 0's ncclUniqueId sent to the others over MPI). Built when the CUDA toolkit
-// has NCCL (TK_HAVE_NCCL); the strategies use it once programs run on CUDA devices (issue 13).
+// has NCCL (TK_HAVE_NCCL). The strategies make it when their replicas are on CUDA devices (strategy.cpp; never run
+// between two GPUs yet: docs/distributed.md).
 //
 //   auto nccl = NcclCollective::for_devices({0, 1}, std::chrono::seconds(300));
 //   // from replica r's AllReduce kernel, on its device's stream:

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "backends/cpu/threads.h"
+#include "core/device_bytes.h"
 #include "nn/compiler/programs.h"
 #include "nn/distribute/batch_split.h"
 #include "nn/distribute/strategy_state.h"
@@ -65,6 +66,19 @@ void run_shard(nn::ProgramCache& pc, const Shard& s, bool micro_batched, int64_t
   pc.get(nn::ProgramKind::apply, 0).program->run(ctx);
 }
 
+// Rank 0's bytes of `t` on every rank. MPI reads and writes host memory: a tensor on a GPU goes through a host copy
+// (MPI built with CUDA support could take the device pointer; Debian's Open MPI is not).
+void broadcast_tensor(nn::distribute::MpiCollective& world, Tensor& t, const std::string& name) {
+  if (t.on_host()) {
+    world.broadcast(t.raw(), t.nbytes(), name.c_str());
+    return;
+  }
+  std::vector<unsigned char> host(t.nbytes());
+  device_copy(host.data(), Device::cpu(), t.raw(), t.device(), t.nbytes());
+  world.broadcast(host.data(), host.size(), name.c_str());
+  device_copy(t.raw(), t.device(), host.data(), Device::cpu(), t.nbytes());
+}
+
 }  // namespace
 
 nn::ProgramCache& Model::replica_programs(int r) {
@@ -85,8 +99,11 @@ nn::distribute::MpiCollective* Model::evaluation_group(const std::string& data) 
   world.check_same(fingerprint, "MultiWorkerMirroredStrategy: model and data check before evaluating");
   if (!replicas_synced_) {  // before the first fit each rank may hold its own initial weights: rank 0's count
     sync_host_weights();
-    for (const auto& [name, t] : state) world.broadcast(t->raw(), t->nbytes(), name.c_str());
-    weights_changed_on_host();
+    for (const auto& [name, t] : state) broadcast_tensor(world, *t, name);
+    // The broadcast wrote the programs' storage: on a GPU the device copies, which the model's weights now follow
+    // (on the cpu the storage is the model's weights, and both calls do nothing).
+    replica_programs(0).mark_trained();
+    sync_host_weights();
     // Every rank took this path (the flag changes on every rank alike: here and at the start of each fit), so the
     // weights now agree until the next fit, which checks and broadcasts again.
     replicas_synced_ = true;
@@ -147,7 +164,7 @@ void Model::train_step_replicated(const std::vector<Tensor>& x, const std::vecto
                                 " (a rank that restored another backup differs here), weights";
       for (const auto& [name, t] : state) fingerprint += " " + name + t->shape().to_string();
       world.check_same(fingerprint, "MultiWorkerMirroredStrategy: model check before the first step");
-      for (const auto& [name, t] : state) world.broadcast(t->raw(), t->nbytes(), name.c_str());
+      for (const auto& [name, t] : state) broadcast_tensor(world, *t, name);
       step_ = world.broadcast(step_, "step (dropout keys)");
       optimizer_->config().iterations = static_cast<int64_t>(
           world.broadcast(static_cast<uint64_t>(optimizer_->config().iterations), "optimizer iterations"));
@@ -178,23 +195,25 @@ void Model::train_step_replicated(const std::vector<Tensor>& x, const std::vecto
     skipped = pc.step_was_skipped();
   } else {
     // The global batch in order across this process's replicas; a batch smaller than the replica count runs on
-    // as many replicas as it has rows.
+    // as many replicas as it has rows. Under NCCL (GPUs) every replica must take part in every collective: those
+    // without rows run one row with weight 0, as MPI's ranks do.
     const int active = static_cast<int>(std::min<int64_t>(s.replicas(), bs));
+    const int running = s.every_replica_every_step ? s.replicas() : active;
     const bool mb = micro_batched(micro, active, bs);
     if (!replicas_synced_) {
       for (int r = 1; r < s.replicas(); ++r) replica_programs(r).sync_from(replica_programs(0));
       replicas_synced_ = true;
     }
     std::vector<Shard> shards;
-    for (int r = 0; r < active; ++r) {
+    for (int r = 0; r < running; ++r) {
       shards.push_back(shard_of(r, active, bs));
       prepare(replica_programs(r), shards.back(), mb, micro);
     }
-    std::vector<nn::Accumulator> logs(static_cast<size_t>(active));
-    s.collective->begin_step(active);
-    const int threads_each = std::max(1, cpu::adapted_threads() / active);
+    std::vector<nn::Accumulator> logs(static_cast<size_t>(running));
+    s.collective->begin_step(running);
+    const int threads_each = std::max(1, cpu::adapted_threads() / running);
     s.runner->run(
-        active, threads_each,
+        running, threads_each,
         [&](int r) {
           run_shard(replica_programs(r), shards[static_cast<size_t>(r)], mb, micro, bs, x, y, idx, false, base, step_,
                     logs[static_cast<size_t>(r)]);
@@ -203,8 +222,8 @@ void Model::train_step_replicated(const std::vector<Tensor>& x, const std::vecto
     for (const nn::Accumulator& a : logs) acc.merge(a);
     // Replicas that sat this step out (a batch with fewer rows than replicas) missed its update: they take replica
     // 0's weights and optimizer state again before the next step.
-    if (active < s.replicas()) replicas_synced_ = false;
-    for (int r = 0; r < active; ++r)  // every replica took the same decision on the same all-reduced gradients
+    if (running < s.replicas()) replicas_synced_ = false;
+    for (int r = 0; r < running; ++r)  // every replica took the same decision on the same all-reduced gradients
       skipped = replica_programs(r).step_was_skipped() || skipped;
   }
   ++step_;

@@ -3,7 +3,10 @@
 #include <cstdlib>
 
 #include "graph/bucket.h"
+#include "nn/distribute/nccl_collective.h"
+#include "nn/distribute/rank_device.h"
 #include "nn/distribute/strategy_state.h"
+#include "runtime/cuda_device.h"
 #include "trainkit/core/error.h"
 #include "trainkit/nn/callbacks.h"
 #include "trainkit/runtime/memory.h"
@@ -49,6 +52,17 @@ bool env_flag(const char* name) {
   throw InvalidArgument(std::string(name) + "='" + v + "': expected 1 or 0");
 }
 
+#ifdef TK_HAVE_NCCL
+constexpr bool kNccl = true;
+#else
+constexpr bool kNccl = false;
+#endif
+
+int visible_cuda_devices() { return static_cast<int>(runtime::cuda_devices().devices.size()); }
+
+// The CUDA runtime's number of cuda:N (after CUDA_VISIBLE_DEVICES / TK_VISIBLE_DEVICES): what NCCL takes.
+[[maybe_unused]] int cuda_ordinal(Device d) { return runtime::cuda_device(d.index).ordinal; }
+
 std::vector<Device> default_devices() {
   std::vector<Device> out;
   for (const DeviceInfo& d : config::list_devices())
@@ -74,20 +88,34 @@ MirroredStrategy::MirroredStrategy(std::vector<Device> devices, Options options)
     if (d.kind != devices[0].kind)
       throw InvalidArgument("MirroredStrategy: devices of one kind, got " + devices[0].to_string() + " and " +
                             d.to_string());
-    if (d.kind == DeviceKind::cuda)
-      throw Unsupported("MirroredStrategy over " + d.to_string() +
-                        ": replicas on GPUs are not wired to NCCL yet (one GPU trains with Model::set_device or "
-                        "`trainkit fit --device cuda`); use cpu devices for data parallel");
-    config::get_memory_info(d);  // InvalidArgument/Unsupported naming a device that does not exist
+    // A cpu device that does not exist: InvalidArgument/Unsupported naming it. CUDA devices are checked below, and
+    // their budgets are taken at first use, after NCCL has made its buffers.
+    if (d.kind == DeviceKind::cpu) config::get_memory_info(d);
   }
+  const bool gpus = !devices.empty() && devices[0].kind == DeviceKind::cuda;
+  if (gpus) {
+    const std::string problem = nn::distribute::cuda_replicas_problem(
+        devices, runtime::cuda_built(), visible_cuda_devices(), runtime::cuda_devices().reason, kNccl);
+    if (!problem.empty()) throw Unsupported(problem);
+  }
+  const auto timeout = collective_timeout(options.collective_timeout);
   auto s = std::make_shared<StrategyState>();
   s->devices = std::move(devices);
-  s->collective =
-      std::make_unique<nn::distribute::LocalCollective>(s->replicas(), collective_timeout(options.collective_timeout));
+  s->collective = std::make_unique<nn::distribute::LocalCollective>(s->replicas(), timeout);
   s->runner = std::make_unique<nn::distribute::ReplicaRunner>(s->replicas());
   s->bytes_per_pack = bytes_per_pack(options.bytes_per_pack);
   s->description = "MirroredStrategy over " + names + " (" + std::to_string(s->replicas()) + " replica" +
-                   (s->replicas() == 1 ? "" : "s") + " in sync)";
+                   (s->replicas() == 1 ? "" : "s") + " in sync";
+#ifdef TK_HAVE_NCCL
+  if (gpus && s->replicas() > 1) {  // one NCCL communicator per GPU, all made here (ncclCommInitAll)
+    std::vector<int> ordinals;
+    for (const Device& d : s->devices) ordinals.push_back(cuda_ordinal(d));
+    s->device_collective = nn::distribute::NcclCollective::for_devices(ordinals, timeout);
+    s->every_replica_every_step = true;
+    s->description += "; gradients summed by NCCL";
+  }
+#endif
+  s->description += ")";
   state_ = std::move(s);
 }
 
@@ -104,16 +132,86 @@ StrategyScope MirroredStrategy::scope() const { return StrategyScope(state_); }
 
 MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy() : MultiWorkerMirroredStrategy(Options{}) {}
 
+namespace {
+
+// MultiWorkerMirroredStrategy on cuda: this rank's GPU (its local rank's, nn/distribute/rank_device.h) and, with more
+// than one rank, NCCL's communicator over the ranks, rank 0's id broadcast over MPI. Before NCCL's initialization,
+// which would wait for a rank that never comes, every rank learns which ranks could not take a GPU.
+Device take_local_gpu(StrategyState& s, std::chrono::milliseconds timeout, std::string& placed) {
+  nn::distribute::MpiCollective& world = *s.mpi;
+  std::string error;
+  nn::distribute::RankDevice rd;
+  try {
+    if (!runtime::cuda_built())
+      throw Unsupported(
+          "MultiWorkerMirroredStrategy on cuda: this build of trainkit has no CUDA backend (configure with "
+          "-DTK_CUDA=ON where the CUDA toolkit is installed), or train on the cpu");
+    rd = nn::distribute::rank_device(
+        world.local_rank(), visible_cuda_devices(), [](const char* v) { return std::getenv(v); },
+        runtime::cuda_devices().reason);
+    if (world.size() > 1 && !kNccl)
+      throw Unsupported(
+          "MultiWorkerMirroredStrategy on cuda: summing gradients between GPUs needs NCCL, and this build of "
+          "trainkit has none (install NCCL, e.g. libnccl-dev or the CUDA toolkit's, and rebuild: CMake finds it)");
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  if (world.size() > 1) {
+    std::vector<double> failed(static_cast<size_t>(world.size()), 0.0);
+    failed[static_cast<size_t>(world.rank())] = error.empty() ? 0.0 : 1.0;
+    world.all_reduce_sum(failed.data(), world.size(), "which ranks have a GPU");
+    std::string others;
+    for (int r = 0; r < world.size(); ++r)
+      if (failed[static_cast<size_t>(r)] != 0.0 && r != world.rank())
+        others += (others.empty() ? "" : ", ") + std::to_string(r);
+    if (!error.empty()) throw Unsupported("rank " + std::to_string(world.rank()) + ": " + error);
+    if (!others.empty())
+      throw Unsupported("MultiWorkerMirroredStrategy on cuda: rank(s) " + others +
+                        " could not take a GPU (each prints why); this is rank " + std::to_string(world.rank()) +
+                        ", which would have taken cuda:" + std::to_string(rd.index));
+  } else if (!error.empty()) {
+    throw Unsupported(error);
+  }
+  const Device device = Device::cuda(rd.index);
+  placed = "local rank " + std::to_string(rd.local_rank) + " on its node (" + rd.source + ") of " +
+           std::to_string(visible_cuda_devices()) + " visible GPU" + (visible_cuda_devices() == 1 ? "" : "s");
+#ifdef TK_HAVE_NCCL
+  if (world.size() > 1) {
+    std::string id = world.rank() == 0 ? nn::distribute::NcclCollective::unique_id() : std::string();
+    const uint64_t bytes = world.broadcast(static_cast<uint64_t>(id.size()), "NCCL id size");
+    id.resize(static_cast<size_t>(bytes));
+    world.broadcast(id.data(), id.size(), "NCCL id");
+    s.device_collective =
+        nn::distribute::NcclCollective::for_rank(id, world.size(), world.rank(), cuda_ordinal(device), timeout);
+    placed += "; gradients summed by NCCL";
+  }
+#else
+  (void)timeout;
+#endif
+  return device;
+}
+
+}  // namespace
+
 MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(Options options) {
   auto s = std::make_shared<StrategyState>();
-  s->mpi = &nn::distribute::MpiCollective::world(collective_timeout(options.collective_timeout));
-  s->devices = {Device::cpu()};
+  const auto timeout = collective_timeout(options.collective_timeout);
+  s->mpi = &nn::distribute::MpiCollective::world(timeout);
+  if (options.device != DeviceKind::cpu && options.device != DeviceKind::cuda)
+    throw InvalidArgument("MultiWorkerMirroredStrategy: Options::device must be cpu or cuda");
+  std::string placed;
+  const Device device = options.device == DeviceKind::cuda ? take_local_gpu(*s, timeout, placed) : Device::cpu();
+  s->devices = {device};
   s->bytes_per_pack = bytes_per_pack(options.bytes_per_pack);
   s->description = "MultiWorkerMirroredStrategy over " + std::to_string(s->mpi->size()) + " process" +
                    (s->mpi->size() == 1 ? "" : "es") + " (MPI), this is rank " + std::to_string(s->mpi->rank()) +
-                   " on cpu:0";
-  s->overlap = options.overlap ? *options.overlap : env_flag("TK_ALLREDUCE_OVERLAP");
+                   " on " + device.to_string() + (placed.empty() ? "" : " (" + placed + ")");
+  const bool overlap = options.overlap ? *options.overlap : env_flag("TK_ALLREDUCE_OVERLAP");
+  // NCCL queues each all-reduce on the compute stream, where it already runs beside the host: the MPI overlap (a
+  // nonblocking start polled between kernels) does not apply, and a separate communication stream is not built.
+  s->overlap = overlap && !s->device_collective;
   if (s->overlap) s->description += "; all-reduces overlap the backward pass";
+  if (overlap && s->device_collective) s->description += "; overlap asked for but not built for NCCL (ignored)";
   state_ = std::move(s);
 }
 
@@ -124,6 +222,7 @@ void MultiWorkerMirroredStrategy::end_job_after_error(int exit_code) {
 int MultiWorkerMirroredStrategy::num_replicas_in_sync() const { return state_->replicas_in_sync(); }
 int MultiWorkerMirroredStrategy::rank() const { return state_->mpi->rank(); }
 std::string MultiWorkerMirroredStrategy::describe() const { return state_->description; }
+Device MultiWorkerMirroredStrategy::device() const { return state_->devices[0]; }
 StrategyScope MultiWorkerMirroredStrategy::scope() const { return StrategyScope(state_); }
 
 std::shared_ptr<StrategyState> current_strategy() { return t_current; }

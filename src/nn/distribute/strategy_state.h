@@ -28,6 +28,14 @@ struct StrategyState {
   std::unique_ptr<nn::distribute::LocalCollective> collective;
   std::unique_ptr<nn::distribute::ReplicaRunner> runner;
   nn::distribute::MpiCollective* mpi = nullptr;  // MultiWorkerMirroredStrategy: one replica per process
+  // Replicas on CUDA devices: NCCL's group (nn/distribute/nccl_collective.h), which the programs' AllReduce ops call
+  // instead of `collective` (in one process) or `mpi` (across processes; MPI still checks, broadcasts and sums the
+  // logs in host memory). Null on the cpu.
+  std::unique_ptr<graph::Collective> device_collective;
+  // Every replica runs every step, those without rows of a short batch one row with weight 0: NCCL's all-reduce waits
+  // for every rank of its communicator (MPI's ranks do the same). Set with device_collective; else such replicas sit
+  // the step out and take replica 0's state before the next.
+  bool every_replica_every_step = false;
   std::string description;
   size_t bytes_per_pack = 0;  // the gradient buckets' size (graph/bucket.h), resolved from the options
   bool overlap = false;       // buckets' all-reduces started early, finished after the backward pass
@@ -36,8 +44,10 @@ struct StrategyState {
   bool chief() const { return mpi == nullptr || mpi->rank() == 0; }
   // What training programs' AllReduce ops call: the processes' group, the replicas' in this process, or none.
   graph::Collective* program_collective() const {
-    if (mpi) return mpi->size() > 1 ? mpi : nullptr;  // one rank: plain programs (train_step runs them)
-    return replicas() > 1 ? collective.get() : nullptr;
+    if (replicas_in_sync() < 2) return nullptr;  // one replica: plain programs (train_step runs them)
+    if (device_collective) return device_collective.get();
+    if (mpi) return mpi;
+    return collective.get();
   }
   // Replicated steps' wall time (Model::train_step_replicated adds to it) and replica 0's time in collectives.
   double step_seconds = 0;

@@ -176,7 +176,7 @@ void Model::train_step(const std::vector<Tensor>& x, const std::vector<Tensor>& 
                        int64_t micro, nn::Accumulator& acc, bool own_rows) {
   if (strategy_ && strategy_->replicas_in_sync() > 1) {
     train_step_replicated(x, y, idx, bs, micro, acc, own_rows);
-    programs_->mark_trained();  // replica 0 on a device the host cannot address (not allowed yet: strategy.cpp)
+    programs_->mark_trained();  // replica 0 on a GPU: its copies are now ahead of the model's weights
     return;
   }
   graph::ExecContext ctx = nn::exec_context(device_, step_, true, optimizer_.get());
@@ -234,8 +234,11 @@ const Logs& Model::train_on_batch(const std::vector<Tensor>& x, const std::vecto
   if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
   if (strategy_ && strategy_->replicas_in_sync() > 1) {  // data parallel: the replicas' weights may have been set since
     replicas_synced_ = false;
+    programs_->upload_weights();  // replica 0 on a GPU: weights set on the host since reach its copies
     nn::Accumulator acc;
     train_step_replicated(x, y, nullptr, n, 0, acc);
+    programs_->mark_trained();
+    programs_->download_weights();
     Logs logs;
     acc.write(logs);
     for (const auto& [name, v] : logs.items()) batch_logs_.set(name, v);
