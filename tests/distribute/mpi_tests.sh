@@ -30,6 +30,10 @@ case "$case" in
   # evaluate split over the ranks: 1050 rows in batches of 100 (the last short); 3 ranks of 150 rows: one idle rank
   evaluate_2) run -np 2 "$worker" evaluate mlp 1050 ;;
   evaluate_3) run -np 3 "$worker" evaluate mlp 150 ;;
+  # predict split over the ranks, every rank receiving every row: 1050 rows (11 batches, the last short); 150 rows on
+  # 3 ranks (2 batches: one rank has none)
+  predict_2) run -np 2 "$worker" predict mlp 1050 ;;
+  predict_3) run -np 3 "$worker" predict mlp 150 ;;
   # fit over a Dataset, each rank reading its rows (auto shard): 1,282 rows in batches of 128 for 2 epochs, the last
   # batch 2 rows (on 3 ranks one rank runs it with no row of its own); then the opt-out, every rank reading it all
   dataset_2) run -np 2 "$worker" dataset mlp 1282 2 ;;
