@@ -218,5 +218,36 @@ TEST(MirroredEvaluate, PredictWithTwoOutputsWritesEveryRowOnce) {
   expect_same_outputs(want[1], got[1], "two outputs, output 1");
 }
 
+// A batch that fails on one replica's thread (a label out of range in batch 1, replica 1's first) ends evaluate with
+// that error, naming the row; the other replicas stop after the batch they are running (how many replica 0 ran is
+// printed: it depends on when the threads ran), and the model evaluates correctly afterwards.
+TEST(MirroredEvaluate, AFailureOnOneReplicaEndsTheEvaluation) {
+  split_cpu();
+  distribute::MirroredStrategy strategy(first_devices(2));
+  std::unique_ptr<Model> many = mlp(7), one = mlp(7);
+  {
+    auto scope = strategy.scope();
+    compile(*many);
+  }
+  compile(*one);
+  const int64_t rows = 20000, batch = 100;  // 200 batches, 100 per replica
+  const Tensor x = testing::uniform({rows, 784}, 1);
+  Tensor y = testing::int_labels(rows, 10, 2);
+  const Logs want = one->evaluate(x, y, {.batch_size = batch, .verbose = 0});
+  y.data<int32_t>()[batch + 3] = 99;
+  const std::vector<int64_t> before = strategy.state()->inference_batches;
+  try {
+    many->evaluate(x, y, {.batch_size = batch, .verbose = 0});
+    ADD_FAILURE() << "a bad label on replica 1 did not fail evaluate";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("label 99"), std::string::npos) << e.what();
+  }
+  const std::vector<int64_t> ran = ran_since(strategy, before);
+  EXPECT_EQ(ran[1], 0) << "replica 1 failed on its first batch";
+  std::printf("replica 0 ran %lld of its 100 batches before it stopped\n", static_cast<long long>(ran[0]));
+  const Tensor y_good = testing::int_labels(rows, 10, 2);
+  expect_same_logs(want, many->evaluate(x, y_good, {.batch_size = batch, .verbose = 0}), "after the failure");
+}
+
 }  // namespace
 }  // namespace tk
