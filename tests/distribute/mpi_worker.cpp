@@ -10,6 +10,8 @@
 //                         Dataset) split over the ranks: each must return what rank 0's model gives in one process
 //   predict mlp ROWS      the same for predict over ROWS rows in batches of 100: every rank must hold every row of
 //                         what rank 0's model predicts in one process, and have run only its batches
+//   predict_fail mlp ROWS rank 1 (given a small TK_MEMORY_LIMIT) fails building its predict program: the job must end
+//                         at once with rank 1's error
 //   dataset mlp ROWS EPOCHS [off]  fit over shuffle -> map -> batch(128) of ROWS rows: rank 0 compares the weights
 //                         after every step with one device on the same pipeline (within 1e-5), and every rank checks
 //                         its steps and how many elements its map decoded: its rows of each global batch (auto shard),
@@ -138,6 +140,20 @@ int predict(tk::distribute::MultiWorkerMirroredStrategy& s, int64_t rows) {
   return bad ? 1 : 0;
 }
 
+// predict where rank 1 cannot build its program (its device budget, TK_MEMORY_LIMIT set for it alone by the script,
+// holds the model and the data but not a program of 100 rows): rank 1 fails at its first batch and must end the job
+// at once, naming itself, while rank 0 waits to gather (not until the collective timeout). Neither rank returns.
+int predict_fail(tk::distribute::MultiWorkerMirroredStrategy& s, int64_t rows) {
+  const tk::Tensor x = tk::testing::uniform({rows, 784}, 1);
+  tk::utils::set_random_seed(7);
+  std::unique_ptr<tk::Model> m = make("mlp", 128);
+  tk::distribute::in_scope(
+      &s, [&] { m->compile(tk::optimizers::SGD(), tk::losses::SparseCategoricalCrossentropy({.from_logits = true})); });
+  m->predict(x, 100);
+  std::printf("rank %d: predict returned\n", s.rank());
+  return 0;
+}
+
 double worst_step_difference(const std::vector<std::vector<tk::Tensor>>& one,
                              const std::vector<std::vector<tk::Tensor>>& many, size_t strict);
 
@@ -227,6 +243,7 @@ int main(int argc, char** argv) {
   try {
     if (mode == "evaluate") return evaluate(strategy, steps);
     if (mode == "predict") return predict(strategy, steps);
+    if (mode == "predict_fail") return predict_fail(strategy, steps);
     if (mode == "dataset")
       return dataset(strategy, steps, argc > 4 ? std::atoi(argv[4]) : 1, argc > 5 && std::string(argv[5]) == "off");
     const int units = mode == "mismatch" && rank == 1 ? 64 : 128;
