@@ -3,7 +3,7 @@
 // its own device; over MPI (MultiWorkerMirroredStrategy), on rank k % ranks, and predict's rows are then gathered
 // so that every rank returns all of them.
 //
-//   std::vector<nn::ProgramCache*> replicas = ...;              // replica r's programs, weights in sync
+//   std::vector<ProgramCache*> replicas = synced_replicas(n, [&](int r) -> ProgramCache& { ... });
 //   run_on_replicas(state, replicas, 0, batches, ctx,
 //                   [&](int r, int64_t k) { replicas[r]->get(ProgramKind::eval, rows(k)); },   // on this thread
 //                   [&](int r, int64_t k, const graph::ExecContext& c) { ... run batch k ... });  // replica r's
