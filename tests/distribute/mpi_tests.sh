@@ -34,6 +34,23 @@ case "$case" in
   # evaluate split over the ranks: 1050 rows in batches of 100 (the last short); 3 ranks of 150 rows: one idle rank
   evaluate_2) run -np 2 "$worker" evaluate mlp 1050 ;;
   evaluate_3) run -np 3 "$worker" evaluate mlp 150 ;;
+  # predict split over the ranks, every rank receiving every row: 1050 rows (11 batches, the last short); 150 rows on
+  # 3 ranks (2 batches: one rank has none)
+  predict_2) run -np 2 "$worker" predict mlp 1050 ;;
+  predict_3) run -np 3 "$worker" predict mlp 150 ;;
+  # rank 1 cannot build its predict program (a budget that holds the model and the data, not a batch of 50 rows):
+  # it must end the job at once, naming itself; rank 0, waiting to gather, must not wait for the collective timeout
+  predict_fail)
+    export TK_COLLECTIVE_TIMEOUT=60
+    run -np 1 "$worker" predict_fail mlp 150 : -np 1 env TK_MEMORY_LIMIT=1500KiB "$worker" predict_fail mlp 150
+    rc=$?
+    [ "$rc" -ne 0 ] || { echo "FAIL: a failing rank left the job exiting 0"; exit 1; }
+    grep -q "rank 1 of 2 failed: predict: OOM" "$out" || { echo "FAIL: no error naming rank 1 and its failure"; exit 1; }
+    if grep -q "made no progress\|predict returned" "$out"; then
+      echo "FAIL: a rank went on (or waited for the timeout) after rank 1 failed"
+      exit 1
+    fi
+    echo "ok: exit $rc" ;;
   # fit over a Dataset, each rank reading its rows (auto shard): 1,282 rows in batches of 128 for 2 epochs, the last
   # batch 2 rows (on 3 ranks one rank runs it with no row of its own); then the opt-out, every rank reading it all
   dataset_2) run -np 2 "$worker" dataset mlp 1282 2 ;;

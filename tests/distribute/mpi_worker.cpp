@@ -8,10 +8,15 @@
 //   stall | kill          rank 1 stops itself (SIGSTOP) or dies (SIGKILL) at step 3: the others must not hang
 //   evaluate mlp ROWS     every rank builds the model from its own seed, then evaluates ROWS rows (arrays, then a
 //                         Dataset) split over the ranks: each must return what rank 0's model gives in one process
+//   predict mlp ROWS      the same for predict over ROWS rows in batches of 100: every rank must hold every row of
+//                         what rank 0's model predicts in one process, and have run only its batches
+//   predict_fail mlp ROWS rank 1 (given a small TK_MEMORY_LIMIT) fails building its predict program: the job must end
+//                         at once with rank 1's error
 //   dataset mlp ROWS EPOCHS [off]  fit over shuffle -> map -> batch(128) of ROWS rows: rank 0 compares the weights
 //                         after every step with one device on the same pipeline (within 1e-5), and every rank checks
 //                         its steps and how many elements its map decoded: its rows of each global batch (auto shard),
 //                         or every row (off: AutoShardPolicy::OFF through with_options)
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <csignal>
@@ -21,6 +26,7 @@
 #include <memory>
 #include <string>
 
+#include "nn/distribute/strategy_state.h"
 #include "test_data.h"
 #include "trainkit/trainkit.h"
 
@@ -92,6 +98,64 @@ int evaluate(tk::distribute::MultiWorkerMirroredStrategy& s, int64_t rows) {
         std::fabs(g - w) > 1e-6 * std::max(1.0, std::fabs(w)) || std::fabs(d - w) > 1e-6 * std::max(1.0, std::fabs(w));
   }
   return bad ? 1 : 0;
+}
+
+// Distributed predict: batch k on rank k % ranks, then every rank holds every row (arrays, then a Dataset). Each rank
+// built its model from its own seed (rank 0's weights are taken before the first batch); every rank compares its
+// outputs with rank 0's model predicting alone (seed 7, no strategy), within 1e-6 of the largest output (printed:
+// bit-equal here), and counts the batches it ran itself.
+int predict(tk::distribute::MultiWorkerMirroredStrategy& s, int64_t rows) {
+  const tk::Tensor x = tk::testing::uniform({rows, 784}, 1);
+  auto build = [&](uint64_t seed, tk::distribute::MultiWorkerMirroredStrategy* strategy) {
+    tk::utils::set_random_seed(seed);
+    std::unique_ptr<tk::Model> m = make("mlp", 128);
+    tk::distribute::in_scope(strategy, [&] {
+      m->compile(tk::optimizers::SGD(), tk::losses::SparseCategoricalCrossentropy({.from_logits = true}));
+    });
+    return m;
+  };
+  std::unique_ptr<tk::Model> alone = build(7, nullptr), spread = build(7 + static_cast<uint64_t>(s.rank()), &s);
+  const int64_t batch = 100, batches = (rows + batch - 1) / batch;
+  const tk::Tensor want = alone->predict(x, batch);
+  const std::vector<int64_t>& ran = s.state()->inference_batches;
+  const tk::Tensor got = spread->predict(x, batch);
+  const int64_t ran_arrays = ran.empty() ? 0 : ran[0];
+  const std::vector<tk::Tensor> got_ds = spread->predict(tk::data::Dataset::from_tensor_slices({x}).batch(batch));
+  const int64_t ran_dataset = (ran.empty() ? 0 : ran[0]) - ran_arrays;
+  int64_t mine = 0;  // batches k with k % ranks == rank
+  for (int64_t k = s.rank(); k < batches; k += s.num_replicas_in_sync()) ++mine;
+  int bad = 0;
+  for (const auto& [what, t] : {std::pair<const char*, const tk::Tensor*>{"arrays", &got}, {"dataset", &got_ds[0]}}) {
+    double diff = t->shape() == want.shape() ? 0.0 : 1e9, scale = 0;
+    for (int64_t i = 0; diff < 1e9 && i < want.numel(); ++i) {
+      diff = std::max(diff, double(std::fabs(want.data<float>()[i] - t->data<float>()[i])));
+      scale = std::max(scale, double(std::fabs(want.data<float>()[i])));
+    }
+    const bool bits = diff == 0.0;
+    std::printf("rank %d: predict (%s) over %d ranks: %s rows, max|d|/max|y| = %.3g%s\n", s.rank(), what,
+                s.num_replicas_in_sync(), t->shape().to_string().c_str(), scale > 0 ? diff / scale : diff,
+                bits ? " (bit-equal)" : "");
+    bad += diff > 1e-6 * scale;
+  }
+  std::printf("rank %d: ran %lld batches (arrays) and %lld (dataset) of %lld; its share is %lld\n", s.rank(),
+              static_cast<long long>(ran_arrays), static_cast<long long>(ran_dataset), static_cast<long long>(batches),
+              static_cast<long long>(mine));
+  bad += ran_arrays != mine || ran_dataset != mine;
+  return bad ? 1 : 0;
+}
+
+// predict where rank 1 cannot build its program (its device budget, TK_MEMORY_LIMIT set for it alone by the script,
+// holds the model and the data but not a program of 100 rows): rank 1 fails at its first batch and must end the job
+// at once, naming itself, while rank 0 waits to gather (not until the collective timeout). Neither rank returns.
+int predict_fail(tk::distribute::MultiWorkerMirroredStrategy& s, int64_t rows) {
+  const tk::Tensor x = tk::testing::uniform({rows, 784}, 1);
+  tk::utils::set_random_seed(7);
+  std::unique_ptr<tk::Model> m = make("mlp", 128);
+  tk::distribute::in_scope(
+      &s, [&] { m->compile(tk::optimizers::SGD(), tk::losses::SparseCategoricalCrossentropy({.from_logits = true})); });
+  m->predict(x, 100);
+  std::printf("rank %d: predict returned\n", s.rank());
+  return 0;
 }
 
 double worst_step_difference(const std::vector<std::vector<tk::Tensor>>& one,
@@ -182,6 +246,8 @@ int main(int argc, char** argv) {
   std::printf("rank %d: %s\n", rank, strategy.describe().c_str());
   try {
     if (mode == "evaluate") return evaluate(strategy, steps);
+    if (mode == "predict") return predict(strategy, steps);
+    if (mode == "predict_fail") return predict_fail(strategy, steps);
     if (mode == "dataset")
       return dataset(strategy, steps, argc > 4 ? std::atoi(argv[4]) : 1, argc > 5 && std::string(argv[5]) == "off");
     const int units = mode == "mismatch" && rank == 1 ? 64 : 128;

@@ -259,7 +259,7 @@ TEST(MirroredStrategy, EachReplicaRunsOnItsOwnDeviceUnderItsOwnBudget) {
   // Replica 1 holds its own copy of the weights and the Adam slots (3x the weights) and its program arena.
   EXPECT_GE(config::get_memory_info(Device::cpu(1)).current - before, 3 * weights);
   EXPECT_THROW(m->set_device(Device::cpu(2)), InvalidArgument) << "the strategy places the replicas";
-  // train_on_batch and evaluate work too (evaluate on replica 0).
+  // train_on_batch and evaluate work too (evaluate divides its batches: test_mirrored_evaluate.cpp).
   const Logs& l = m->train_on_batch({x.slice_rows(0, 64)}, {y.slice_rows(0, 64)});
   EXPECT_TRUE(std::isfinite(l.get("loss")));
   EXPECT_TRUE(std::isfinite(m->evaluate(x, y).get("loss")));

@@ -16,8 +16,11 @@
 // cores / replicas kernel threads. Its gradients are summed across replicas by AllReduce ops in the program
 // (each weighted by the replica's share of the global batch, so the step equals one device on the whole batch
 // up to float rounding, Keras' averaging) and every replica applies the same update to its copy of the weights.
-// The model's own weights are replica 0's; the other copies are refreshed from them when fit or train_on_batch
-// starts. evaluate and predict run on replica 0. Randomness (dropout) is keyed by the sample's index in the
+// The model's own weights are replica 0's; the other copies are refreshed from them when fit, train_on_batch,
+// evaluate or predict starts. evaluate and predict (arrays or a Dataset, and fit's validation) divide the batches:
+// batch k runs on replica k % replicas, on that replica's thread with its own programs on its own device; evaluate's
+// row-weighted sums are added in replica order (one device's logs up to rounding), predict's replicas write their
+// batches' rows into the outputs. Randomness (dropout) is keyed by the sample's index in the
 // global batch, so N replicas draw what one device would (with micro-batches, when their boundaries fall where one
 // device's do). BatchNormalization computes its statistics per
 // replica (as Keras does) and keeps replica 0's moving statistics; with synchronized = true the statistics are the
@@ -114,7 +117,9 @@ class MirroredStrategy {
 // seeded the same on every rank (Dataset::shuffle's seed, or tk::utils::set_random_seed before building it). A
 // pipeline that cannot be cut (no batch(), or a filter after it, ...) is read whole by every rank, rank 0 saying why
 // once; with_options({.auto_shard_policy = tk::data::AutoShardPolicy::OFF}) or TK_AUTO_SHARD=OFF asks for that.
-// docs/distributed.md lists what the cut passes.
+// docs/distributed.md lists what the cut passes. evaluate and predict (arrays or a Dataset, and fit's validation) run
+// batch k on rank k % ranks, every rank reading every batch; evaluate's logs are summed over the ranks, and predict's
+// rows are gathered so that every rank returns all of them (as Keras' predict under a strategy does).
 // On GPUs: Options{.device = tk::DeviceKind::cuda} (`mpirun -np 4 trainkit fit --device cuda`), each rank on its
 // local rank's GPU. Unsupported when trainkit was built without MPI.
 class MultiWorkerMirroredStrategy {

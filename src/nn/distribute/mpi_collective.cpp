@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <limits>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -227,6 +229,33 @@ void MpiCollective::all_reduce_sum(double* data, int64_t n, const char* what) {
   }
 }
 
+void MpiCollective::all_gather(void* data, const std::vector<int64_t>& counts, size_t item_bytes, const char* what) {
+  if (size_ == 1 || item_bytes == 0) return;
+  if (counts.size() != static_cast<size_t>(size_))
+    throw std::logic_error(std::string("all_gather '") + what + "': " + std::to_string(counts.size()) + " counts for " +
+                           std::to_string(size_) + " ranks");
+  constexpr int64_t kMax = std::numeric_limits<int>::max();
+  std::vector<int> count(counts.size()), at(counts.size());
+  int64_t total = 0;
+  for (size_t r = 0; r < counts.size(); ++r) {
+    count[r] = static_cast<int>(std::min(counts[r], kMax));
+    at[r] = static_cast<int>(std::min(total, kMax));
+    total += counts[r];
+  }
+  // The same counts on every rank: every rank throws here alike, before the collective.
+  if (total > kMax || item_bytes > static_cast<size_t>(kMax))
+    throw InvalidArgument(std::string("MPI all_gather '") + what + "': " + std::to_string(total) + " items of " +
+                          std::to_string(item_bytes) + " bytes pass MPI's int counts (use a smaller batch size)");
+  MPI_Datatype item;
+  MPI_Type_contiguous(static_cast<int>(item_bytes), MPI_BYTE, &item);
+  MPI_Type_commit(&item);
+  {
+    const InFlight guard(*this, what, -1);
+    MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, count.data(), at.data(), item, MPI_COMM_WORLD);
+  }
+  MPI_Type_free(&item);
+}
+
 void MpiCollective::abort(const std::string& why) {
   std::fprintf(stderr, "trainkit: rank %d of %d failed: %s\nEnding every rank.\n", rank_, size_, why.c_str());
   std::fflush(stderr);
@@ -287,6 +316,9 @@ void MpiCollective::finish_all_reduce(int, int64_t) {}
 void MpiCollective::progress() {}
 void MpiCollective::all_reduce_sum(double*, int64_t, const char*) {
   throw Unsupported("MPI all-reduce: built without MPI");
+}
+void MpiCollective::all_gather(void*, const std::vector<int64_t>&, size_t, const char*) {
+  throw Unsupported("MPI all-gather: built without MPI");
 }
 void MpiCollective::broadcast(void*, size_t, const char*) { throw Unsupported("MPI broadcast: built without MPI"); }
 void MpiCollective::end_job_after_error(int) {}

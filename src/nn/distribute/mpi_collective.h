@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "graph/collective.h"
 
@@ -47,6 +48,10 @@ class MpiCollective final : public graph::Collective {
   // data[i] = the sum over ranks of data[i], in place, the same bits on every rank (as all_reduce): the logs of a
   // distributed evaluation (row-weighted sums and row counts, in double).
   void all_reduce_sum(double* data, int64_t n, const char* what);
+  // In place, on every rank: rank r's counts[r] items of `item_bytes` bytes each, which it holds at item
+  // counts[0] + ... + counts[r - 1] of `data` (MPI_Allgatherv): predict's rows of the batches each rank ran.
+  // InvalidArgument when the items of one call pass an int.
+  void all_gather(void* data, const std::vector<int64_t>& counts, size_t item_bytes, const char* what);
   // Rank 0's `bytes` at `data` on every rank.
   void broadcast(void* data, size_t bytes, const char* what);
   uint64_t broadcast(uint64_t value, const char* what);

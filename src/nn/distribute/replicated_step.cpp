@@ -94,9 +94,9 @@ nn::distribute::MpiCollective* Model::evaluation_group(const std::string& data) 
   if (!strategy_ || !strategy_->mpi || strategy_->mpi->size() < 2) return nullptr;
   nn::distribute::MpiCollective& world = *strategy_->mpi;
   const std::vector<std::pair<std::string, Tensor*>> state = replica_programs(0).state_tensors();
-  std::string fingerprint = "evaluate " + data + ", weights";
+  std::string fingerprint = data + ", weights";  // "evaluate arrays of 1050 rows", "predict the dataset ..."
   for (const auto& [name, t] : state) fingerprint += " " + name + t->shape().to_string();
-  world.check_same(fingerprint, "MultiWorkerMirroredStrategy: model and data check before evaluating");
+  world.check_same(fingerprint, "MultiWorkerMirroredStrategy: model and data check before evaluating or predicting");
   if (!replicas_synced_) {  // before the first fit each rank may hold its own initial weights: rank 0's count
     sync_host_weights();
     for (const auto& [name, t] : state) broadcast_tensor(world, *t, name);

@@ -49,6 +49,8 @@ struct StrategyState {
     if (mpi) return mpi;
     return collective.get();
   }
+  // Per replica in this process: the evaluate and predict batches it ran (nn/distribute/replicated_eval.h), for tests.
+  std::vector<int64_t> inference_batches;
   // Replicated steps' wall time (Model::train_step_replicated adds to it) and replica 0's time in collectives.
   double step_seconds = 0;
   int64_t steps = 0;

@@ -7,6 +7,7 @@
 
 #include "nn/compiler/programs.h"
 #include "nn/distribute/mpi_collective.h"
+#include "nn/distribute/replicated_eval.h"
 #include "nn/distribute/strategy_state.h"
 #include "nn/layers/context.h"
 #include "nn/training/batching.h"
@@ -281,28 +282,45 @@ Logs Model::run_evaluation(const std::vector<Tensor>& x, const std::vector<Tenso
   int64_t batch = std::min(batch_size, std::max<int64_t>(n, 1));
   // MultiWorkerMirroredStrategy: batch k on rank k % ranks, the logs summed over the ranks at the end; rank 0's batch
   // size (an automatic one follows each rank's free memory).
-  nn::distribute::MpiCollective* world = evaluation_group("arrays of " + std::to_string(n) + " rows" +
+  nn::distribute::MpiCollective* world = evaluation_group("evaluate arrays of " + std::to_string(n) + " rows" +
                                                           (steps > 0 ? ", " + std::to_string(steps) + " steps" : ""));
   if (world) batch = static_cast<int64_t>(world->broadcast(static_cast<uint64_t>(batch), "evaluation batch size"));
+  int64_t batches = (n + batch - 1) / batch;
+  if (steps > 0) batches = std::min(batches, steps);
+  auto rows_in = [&](int64_t k) { return std::min(batch, n - k * batch); };
   nn::Accumulator acc;
   graph::ExecContext ctx = nn::exec_context(device_, step_, false, optimizer_.get());
-  auto run_batch = [&](int64_t begin, int64_t bs) {
-    nn::Compiled& c = programs_->get(nn::ProgramKind::eval, bs);
-    nn::HostStager::bind_rows(c, x, &y, nullptr, begin, bs);
-    c.program->run(ctx);
-    acc.add(c, bs);
-  };
-  int64_t done_steps = 0;
-  for (int64_t begin = 0; begin < n && (steps == 0 || done_steps < steps); begin += batch, ++done_steps) {
-    const int64_t bs = std::min(batch, n - begin);
-    if (!world) {
-      run_batch(begin, bs);
-      continue;
-    }
-    if (done_steps % world->size() != world->rank()) continue;
+  if (nn::distribute::replicated_in_process(strategy_.get()) && batches > 0) {
+    // MirroredStrategy: batch k on replica k % replicas, on its own thread with its own programs; the replicas'
+    // row-weighted sums are added in replica order.
+    const std::vector<nn::ProgramCache*> replicas = nn::distribute::synced_replicas(
+        strategy_->replicas(), [&](int r) -> nn::ProgramCache& { return replica_programs(r); });
+    replicas_synced_ = true;
+    std::vector<nn::Accumulator> sums(replicas.size());
+    nn::distribute::run_on_replicas(
+        *strategy_, replicas, 0, batches, ctx,
+        [&](int r, int64_t k) { replicas[static_cast<size_t>(r)]->get(nn::ProgramKind::eval, rows_in(k)); },
+        [&](int r, int64_t k, const graph::ExecContext& c) {
+          nn::Compiled& p = replicas[static_cast<size_t>(r)]->get(nn::ProgramKind::eval, rows_in(k));
+          nn::HostStager::bind_rows(p, x, &y, nullptr, k * batch, rows_in(k));
+          p.program->run(c);
+          sums[static_cast<size_t>(r)].add(p, rows_in(k));
+        });
+    for (const nn::Accumulator& a : sums) acc.merge(a);
+    Logs logs;
+    acc.write(logs);
+    return logs;
+  }
+  for (int64_t k = 0; k < batches; ++k) {
+    if (world && k % world->size() != world->rank()) continue;
     try {  // a failure on one rank ends the job at once, not after the others' collective timeout
-      run_batch(begin, bs);
+      nn::Compiled& c = programs_->get(nn::ProgramKind::eval, rows_in(k));
+      nn::HostStager::bind_rows(c, x, &y, nullptr, k * batch, rows_in(k));
+      c.program->run(ctx);
+      acc.add(c, rows_in(k));
+      if (world) nn::distribute::count_rank_batch(*strategy_);
     } catch (const std::exception& e) {
+      if (!world) throw;
       world->abort(std::string("evaluation: ") + e.what());
     }
   }
@@ -322,19 +340,56 @@ std::vector<Tensor> Model::predict(const std::vector<Tensor>& x, int64_t batch_s
   if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
   programs_->upload_weights();
   const int64_t n = rows_of(x);
+  // MultiWorkerMirroredStrategy: batch k on rank k % ranks (rank 0's batch size), then every rank gets every row.
+  nn::distribute::MpiCollective* world = evaluation_group("predict arrays of " + std::to_string(n) + " rows");
+  int64_t batch = batch_size;
+  if (world) batch = static_cast<int64_t>(world->broadcast(static_cast<uint64_t>(batch), "predict batch size"));
+  const int64_t batches = (n + batch - 1) / batch;
+  auto rows_in = [&](int64_t k) { return std::min(batch, n - k * batch); };
   std::vector<Tensor> out;
   for (const KerasTensor& o : outputs_) out.emplace_back(o.shape().with_batch(n), DType::f32);
-  graph::ExecContext ctx = nn::exec_context(device_, step_, false, optimizer_.get());
-  for (int64_t begin = 0; begin < n; begin += batch_size) {
-    const int64_t bs = std::min(batch_size, n - begin);
-    nn::Compiled& c = programs_->get(nn::ProgramKind::predict, bs);
-    nn::HostStager::bind_rows(c, x, nullptr, nullptr, begin, bs);
-    c.program->run(ctx);
+  // Batch k's predictions straight into its rows of the outputs.
+  auto read = [&](nn::Compiled& c, int64_t k) {
     for (size_t j = 0; j < out.size(); ++j) {
       const size_t row = out[j].nbytes() / static_cast<size_t>(n);
-      c.program->read_output(c.outputs[j], static_cast<char*>(out[j].raw()) + static_cast<size_t>(begin) * row,
-                             static_cast<size_t>(bs) * row);
+      c.program->read_output(c.outputs[j], static_cast<char*>(out[j].raw()) + static_cast<size_t>(k * batch) * row,
+                             static_cast<size_t>(rows_in(k)) * row);
     }
+  };
+  graph::ExecContext ctx = nn::exec_context(device_, step_, false, optimizer_.get());
+  // MirroredStrategy: batch k on replica k % replicas, each writing its own rows.
+  if (nn::distribute::replicated_in_process(strategy_.get()) && batches > 0) {
+    const std::vector<nn::ProgramCache*> replicas = nn::distribute::synced_replicas(
+        strategy_->replicas(), [&](int r) -> nn::ProgramCache& { return replica_programs(r); });
+    replicas_synced_ = true;
+    nn::distribute::run_on_replicas(
+        *strategy_, replicas, 0, batches, ctx,
+        [&](int r, int64_t k) { replicas[static_cast<size_t>(r)]->get(nn::ProgramKind::predict, rows_in(k)); },
+        [&](int r, int64_t k, const graph::ExecContext& c) {
+          nn::Compiled& p = replicas[static_cast<size_t>(r)]->get(nn::ProgramKind::predict, rows_in(k));
+          nn::HostStager::bind_rows(p, x, nullptr, nullptr, k * batch, rows_in(k));
+          p.program->run(c);
+          read(p, k);
+        });
+    return out;
+  }
+  for (int64_t k = 0; k < batches; ++k) {
+    if (world && k % world->size() != world->rank()) continue;
+    try {  // a failure on one rank ends the job at once, not after the others' collective timeout
+      nn::Compiled& c = programs_->get(nn::ProgramKind::predict, rows_in(k));
+      nn::HostStager::bind_rows(c, x, nullptr, nullptr, k * batch, rows_in(k));
+      c.program->run(ctx);
+      read(c, k);
+      if (world) nn::distribute::count_rank_batch(*strategy_);
+    } catch (const std::exception& e) {
+      if (!world) throw;
+      world->abort(std::string("predict: ") + e.what());
+    }
+  }
+  if (world) {
+    std::vector<int64_t> rows;
+    for (int64_t k = 0; k < batches; ++k) rows.push_back(rows_in(k));
+    nn::distribute::gather_batches(*world, out, rows, "predict outputs");
   }
   return out;
 }

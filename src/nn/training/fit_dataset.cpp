@@ -3,12 +3,14 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <optional>
 #include <set>
 
 #include "data/node.h"
 #include "nn/compiler/programs.h"
 #include "nn/distribute/mpi_collective.h"
+#include "nn/distribute/replicated_eval.h"
 #include "nn/distribute/strategy_state.h"
 #include "nn/distribute/worker_input.h"
 #include "nn/training/fit_common.h"
@@ -237,6 +239,46 @@ Logs Model::run_evaluation(const data::Dataset& dataset, int64_t steps) {
   std::vector<Tensor> x, y;
   nn::Accumulator acc;
   graph::ExecContext ctx = nn::exec_context(device_, step_, false, optimizer_.get());
+  if (nn::distribute::replicated_in_process(strategy_.get())) {
+    // MirroredStrategy: the batches read in rounds of one per replica, batch k on replica k % replicas.
+    const int replicas = strategy_->replicas();
+    std::vector<nn::ProgramCache*> caches;
+    std::vector<nn::Accumulator> sums(static_cast<size_t>(replicas));
+    std::vector<data::Element> round(static_cast<size_t>(replicas));
+    std::vector<std::vector<Tensor>> rx(round.size()), ry(round.size());
+    for (int64_t s = 0;;) {
+      int64_t got = 0;
+      for (; got < replicas && (steps == 0 || s + got < steps) && it.next(round[static_cast<size_t>(got)]); ++got) {
+        const auto g = static_cast<size_t>(got);
+        split_element(round[g], rx[g], ry[g], true, "evaluate");
+        ensure_built(rx[g]);
+        check_data(rx[g], &ry[g], "evaluate");
+      }
+      if (got == 0) break;
+      if (caches.empty()) {  // the model is built now (by the first batch)
+        caches =
+            nn::distribute::synced_replicas(replicas, [&](int r) -> nn::ProgramCache& { return replica_programs(r); });
+        replicas_synced_ = true;
+      }
+      auto rows_in = [&](int64_t k) { return rx[static_cast<size_t>(k - s)][0].dim(0); };
+      nn::distribute::run_on_replicas(
+          *strategy_, caches, s, got, ctx,
+          [&](int r, int64_t k) { caches[static_cast<size_t>(r)]->get(nn::ProgramKind::eval, rows_in(k)); },
+          [&](int r, int64_t k, const graph::ExecContext& c) {
+            nn::Compiled& p = caches[static_cast<size_t>(r)]->get(nn::ProgramKind::eval, rows_in(k));
+            nn::HostStager::bind_rows(p, rx[static_cast<size_t>(k - s)], &ry[static_cast<size_t>(k - s)], nullptr, 0,
+                                      rows_in(k));
+            p.program->run(c);
+            sums[static_cast<size_t>(r)].add(p, rows_in(k));
+          });
+      s += got;
+      if (got < replicas) break;
+    }
+    for (const nn::Accumulator& a : sums) acc.merge(a);
+    Logs logs;
+    acc.write(logs);
+    return logs;
+  }
   // MultiWorkerMirroredStrategy: every rank reads the dataset (the same batches, as for training) and runs batch k
   // when k % ranks is its rank; the logs are summed over the ranks at the end. Built on the first batch.
   nn::distribute::MpiCollective* world = nullptr;
@@ -247,7 +289,7 @@ Logs Model::run_evaluation(const data::Dataset& dataset, int64_t steps) {
     check_data(x, &y, "evaluate");
     const int64_t bs = x[0].dim(0);
     if (!asked) {
-      world = evaluation_group("the dataset " + dataset.describe() +
+      world = evaluation_group("evaluate the dataset " + dataset.describe() +
                                (steps > 0 ? ", " + std::to_string(steps) + " steps" : std::string()));
       asked = true;
     }
@@ -257,6 +299,7 @@ Logs Model::run_evaluation(const data::Dataset& dataset, int64_t steps) {
       nn::HostStager::bind_rows(c, x, &y, nullptr, 0, bs);
       c.program->run(ctx);
       acc.add(c, bs);
+      if (world) nn::distribute::count_rank_batch(*strategy_);
     } catch (const std::exception& ex) {
       if (!world) throw;
       world->abort(std::string("evaluation: ") + ex.what());  // at once, not after the others' collective timeout
@@ -285,36 +328,96 @@ std::vector<Tensor> Model::predict(const data::Dataset& dataset) {
   if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
   programs_->upload_weights();
   data::Iterator it = staged(dataset).iterator();
-  data::Element e;
-  std::vector<Tensor> x, y;
-  std::vector<std::vector<Tensor>> parts(outputs_.size());
-  int64_t total = 0;
+  // Batch k's predictions (parts[k][j]: output j), and its rows. Under MultiWorkerMirroredStrategy every rank reads
+  // every batch and runs batch k when k % ranks is its rank (the others' parts stay undefined until the gather);
+  // under MirroredStrategy the batches are read in rounds of one per replica, batch k on replica k % replicas.
+  std::vector<std::vector<Tensor>> parts;
+  std::vector<int64_t> rows;
+  std::vector<data::Element> round(1);
+  std::vector<std::vector<Tensor>> rx(1), ry(1);
+  const bool replicated = nn::distribute::replicated_in_process(strategy_.get());
+  const int per_round = replicated ? strategy_->replicas() : 1;
+  round.resize(static_cast<size_t>(per_round));
+  rx.resize(round.size());
+  ry.resize(round.size());
+  std::vector<nn::ProgramCache*> caches;
+  nn::distribute::MpiCollective* world = nullptr;
   graph::ExecContext ctx = nn::exec_context(device_, step_, false, optimizer_.get());
-  while (it.next(e)) {
-    split_element(e, x, y, false, "predict");
-    ensure_built(x);
-    check_data(x, nullptr, "predict");
-    const int64_t bs = x[0].dim(0);
-    nn::Compiled& c = programs_->get(nn::ProgramKind::predict, bs);
-    nn::HostStager::bind_rows(c, x, nullptr, nullptr, 0, bs);
-    c.program->run(ctx);
+  auto read = [&](nn::Compiled& c, int64_t k) {
     for (size_t j = 0; j < outputs_.size(); ++j) {
-      Tensor out(outputs_[j].shape().with_batch(bs), DType::f32);
+      Tensor& out = parts[static_cast<size_t>(k)][j];
       c.program->read_output(c.outputs[j], out.raw(), out.nbytes());
-      parts[j].push_back(std::move(out));
     }
-    total += bs;
+  };
+  for (int64_t s = 0;;) {
+    int64_t got = 0;
+    for (; got < per_round && it.next(round[static_cast<size_t>(got)]); ++got) {
+      const auto g = static_cast<size_t>(got);
+      split_element(round[g], rx[g], ry[g], false, "predict");
+      ensure_built(rx[g]);
+      check_data(rx[g], nullptr, "predict");
+      rows.push_back(rx[g][0].dim(0));
+      parts.emplace_back();
+    }
+    if (got == 0) break;
+    if (replicated) {
+      if (caches.empty()) {  // the model is built now (by the first batch)
+        caches =
+            nn::distribute::synced_replicas(per_round, [&](int r) -> nn::ProgramCache& { return replica_programs(r); });
+        replicas_synced_ = true;
+      }
+      nn::distribute::run_on_replicas(
+          *strategy_, caches, s, got, ctx,
+          [&](int r, int64_t k) {
+            caches[static_cast<size_t>(r)]->get(nn::ProgramKind::predict, rows[static_cast<size_t>(k)]);
+            for (const KerasTensor& o : outputs_)
+              parts[static_cast<size_t>(k)].emplace_back(o.shape().with_batch(rows[static_cast<size_t>(k)]),
+                                                         DType::f32);
+          },
+          [&](int r, int64_t k, const graph::ExecContext& c) {
+            nn::Compiled& p =
+                caches[static_cast<size_t>(r)]->get(nn::ProgramKind::predict, rows[static_cast<size_t>(k)]);
+            nn::HostStager::bind_rows(p, rx[static_cast<size_t>(k - s)], nullptr, nullptr, 0,
+                                      rows[static_cast<size_t>(k)]);
+            p.program->run(c);
+            read(p, k);
+          });
+      s += got;
+      if (got < per_round) break;
+      continue;
+    }
+    if (s == 0) world = evaluation_group("predict the dataset " + dataset.describe());
+    if (!world || s % world->size() == world->rank()) {
+      try {
+        const int64_t bs = rows.back();
+        nn::Compiled& c = programs_->get(nn::ProgramKind::predict, bs);
+        nn::HostStager::bind_rows(c, rx[0], nullptr, nullptr, 0, bs);
+        c.program->run(ctx);
+        for (const KerasTensor& o : outputs_) parts.back().emplace_back(o.shape().with_batch(bs), DType::f32);
+        read(c, s);
+        if (world) nn::distribute::count_rank_batch(*strategy_);
+      } catch (const std::exception& ex) {
+        if (!world) throw;
+        world->abort(std::string("predict: ") + ex.what());  // at once, not after the others' collective timeout
+      }
+    }
+    ++s;
   }
+  int64_t total = 0;
+  for (const int64_t r : rows) total += r;
   std::vector<Tensor> result;
   for (size_t j = 0; j < outputs_.size(); ++j) {
     Tensor all(outputs_[j].shape().with_batch(total), DType::f32);
+    const size_t row = total > 0 ? all.nbytes() / static_cast<size_t>(total) : 0;
     size_t offset = 0;
-    for (const Tensor& p : parts[j]) {
-      std::memcpy(static_cast<char*>(all.raw()) + offset, p.raw(), p.nbytes());
-      offset += p.nbytes();
+    for (size_t k = 0; k < parts.size(); ++k) {
+      if (!parts[k].empty())
+        std::memcpy(static_cast<char*>(all.raw()) + offset, parts[k][j].raw(), parts[k][j].nbytes());
+      offset += static_cast<size_t>(rows[k]) * row;
     }
     result.push_back(std::move(all));
   }
+  if (world) nn::distribute::gather_batches(*world, result, rows, "predict outputs");
   return result;
 }
 
