@@ -52,7 +52,7 @@ std::vector<int> gradients(Graph& g, const std::vector<int>& losses, const std::
     std::vector<int> forward;
     for (int id = 0; id < n; ++id) {
       const Node& node = g[id];
-      const bool source = node.op == Op::Input || node.op == Op::Variable || node.op == Op::Fill;
+      const bool source = is_source(node.op);
       // A collective (synchronized BatchNormalization's statistics) is kept: recomputing it would run it again.
       if (!source && op_info(node.op).has_output && !node.attrs.collective) forward.push_back(id);
       remat->forward_flops += op_flops(g, id);

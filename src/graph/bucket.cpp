@@ -26,10 +26,7 @@ std::vector<int> add_all_reduces(Graph& g, const std::vector<int>& grads, const 
   std::vector<int> out = grads;
   // Readiness: a source (an accumulator) is ready from the start; a computed gradient when its node runs, and the
   // schedule follows node ids (graph/schedule.h).
-  auto ready = [&](size_t i) {
-    const Op op = g[grads[i]].op;
-    return op == Op::Variable || op == Op::Input || op == Op::Fill ? -1 : grads[i];
-  };
+  auto ready = [&](size_t i) { return is_source(g[grads[i]].op) ? -1 : grads[i]; };
   std::vector<size_t> order;
   for (size_t i = 0; i < grads.size(); ++i)
     if (grads[i] >= 0) order.push_back(i);

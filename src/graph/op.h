@@ -172,6 +172,10 @@ struct Attrs {
                              // MultiUpdate: its rule
 };
 
+// Sources: values no kernel computes, ready before the program's first kernel (the schedule, buckets and
+// rematerialization treat them alike).
+constexpr bool is_source(Op op) { return op == Op::Input || op == Op::Variable || op == Op::Fill; }
+
 // Op families the shape, dtype and kernel-signature rules share.
 constexpr bool is_sparse_target_op(Op op) {  // class-index targets (int32) instead of one-hot ones
   return op == Op::SparseCceLoss || op == Op::SparseCceLossGrad || op == Op::SparseCategoricalAccuracy;

@@ -37,8 +37,7 @@ std::vector<int> schedule(const Graph& g, const std::vector<int>& roots) {
   std::vector<double> key(n, 0.0);
   std::vector<std::pair<double, int>> keyed;
   auto ready = [&](int in) {  // a source (weight, optimizer slot, accumulator) is ready from the start whatever its id
-    const Op op = g[in].op;
-    return op == Op::Variable || op == Op::Input || op == Op::Fill ? 0.0 : key[static_cast<size_t>(in)];
+    return is_source(g[in].op) ? 0.0 : key[static_cast<size_t>(in)];
   };
   for (int id = 0; id < g.size(); ++id) {
     if (!needed[static_cast<size_t>(id)]) continue;
