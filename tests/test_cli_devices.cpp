@@ -169,6 +169,22 @@ TEST(CliSmi, BadOptionsAreOneClearError) {
   }
 }
 
+// `trainkit fit --replicas N --device cuda`: one replica per GPU from cuda:0 (MirroredStrategy over NCCL). Where
+// there are fewer GPUs than replicas it is one clear error naming the missing one (or the missing CUDA device), never a
+// run on fewer GPUs or on the cpu.
+TEST(CliDevices, ReplicasOnCudaTakeOneGpuEach) {
+  const size_t gpus = tk::runtime::cuda_devices().devices.size();
+  const Result r = run_cli("", "fit --replicas 2 --device cuda --epochs 1 -v 2 --no-summary");
+  if (gpus >= 2) {
+    ASSERT_EQ(r.code, 0) << describe(r);
+    EXPECT_CONTAINS(r.out + r.err, "MirroredStrategy over cuda:0, cuda:1");
+    return;
+  }
+  EXPECT_NE(r.code, 0) << describe(r);
+  EXPECT_CONTAINS(r.err, gpus == 1 ? "cuda:1" : "cuda");
+  EXPECT_FALSE(contains(r.out, "test_accuracy")) << "it must not train elsewhere:\n" << describe(r);
+}
+
 TEST(CliDevices, HelpListsTheNewCommands) {
   const Result r = run_cli("", "--help");
   ASSERT_EQ(r.code, 0) << describe(r);

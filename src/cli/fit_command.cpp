@@ -42,8 +42,8 @@ void add_fit_command(CLI::App& app, FitArgs& a) {
   add_run_options(fit, a.run);
   fit->add_option("--replicas", a.replicas,
                   "Data parallel in this process: split --device into N logical devices with equal shares of its "
-                  "budget and train one replica on each (MirroredStrategy; each global batch split across them). "
-                  "Under mpirun the ranks are the replicas")
+                  "budget and train one replica on each (MirroredStrategy; each global batch split across them); "
+                  "with --device cuda, one replica per GPU (NCCL). Under mpirun the ranks are the replicas")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
   add_callback_options(fit, a.callbacks);
@@ -168,7 +168,7 @@ Strategies make_strategies(const FitArgs& a, Device device,
       throw InvalidArgument("--replicas " + std::to_string(a.replicas) +
                             " under mpirun: the ranks are the replicas (one per process); drop --replicas, or run "
                             "without mpirun");
-    s.mirrored.emplace(replicas_over(device, a.replicas, "trainkit fit"));
+    s.mirrored.emplace(replicas_over(device, a.replicas, "trainkit fit", a.run.memory_limit));
   }
   return s;
 }

@@ -140,7 +140,7 @@ int run_plan(const PlanArgs& a) {
   if (cuda_wanted && (!a.gpu.empty() || runtime::cuda_devices().devices.empty())) return run_plan_absent_gpu(a);
   const Device device = apply_run_options(a.run);
   std::optional<distribute::MirroredStrategy> strategy;
-  if (a.replicas > 1) strategy.emplace(replicas_over(device, a.replicas, "trainkit plan"));
+  if (a.replicas > 1) strategy.emplace(replicas_over(device, a.replicas, "trainkit plan", a.run.memory_limit));
   std::unique_ptr<Model> model = make_model(a.model, Shape(a.input_shape));
   configure_model(*model, a.run, device);
   distribute::in_scope(strategy ? &*strategy : nullptr, [&] {

@@ -67,12 +67,27 @@ void configure_model(Model& model, const RunOptions& o, Device device) {
   model.set_dtype_policy(o.dtype_policy);
 }
 
-distribute::MirroredStrategy replicas_over(Device device, int replicas, const std::string& command) {
+distribute::MirroredStrategy replicas_over(Device device, int replicas, const std::string& command,
+                                           const std::string& memory_limit) {
   if (replicas < 1) throw InvalidArgument(command + " --replicas must be >= 1, got " + std::to_string(replicas));
+  if (device.kind == DeviceKind::cuda) {  // one replica per GPU, from --device's on; each under --memory-limit
+    std::vector<Device> gpus;
+    for (int r = 0; r < replicas; ++r) {
+      gpus.push_back(Device::cuda(device.index + r));
+      if (r > 0 && !memory_limit.empty()) {
+        try {
+          config::set_memory_limit(gpus.back(), parse_memory_limit(memory_limit));
+        } catch (const Error& e) {
+          throw InvalidArgument(command + " --replicas " + std::to_string(replicas) + " --device " +
+                                device.to_string() + ": one replica per GPU needs " + gpus.back().to_string() + ": " +
+                                e.what() + " (`trainkit devices` lists the GPUs; use fewer replicas)");
+        }
+      }
+    }
+    return distribute::MirroredStrategy(gpus);  // its errors name a GPU that is missing, or NCCL not built
+  }
   if (device.kind != DeviceKind::cpu)
-    throw Unsupported(command + " --replicas splits the cpu into logical devices, not " + device.to_string() +
-                      ": for data parallel over GPUs run `mpirun -np N trainkit fit --device cuda` (one rank per "
-                      "GPU), or a MirroredStrategy over cuda devices in C++; or use --device cpu");
+    throw Unsupported(command + " --replicas splits the cpu or takes GPUs, not " + device.to_string());
   const size_t share = config::get_memory_info(device).limit / static_cast<size_t>(replicas);
   config::set_logical_device_configuration(Device::cpu(), std::vector<size_t>(static_cast<size_t>(replicas), share));
   std::vector<Device> devices;

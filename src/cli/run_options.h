@@ -29,9 +29,11 @@ Device parse_device(const std::string& text);
 size_t parse_memory_limit(const std::string& text);
 // Puts the model on the device, in the policy.
 void configure_model(Model& model, const RunOptions& options, Device device);
-// --replicas N (fit, plan): the device split into N logical devices with equal shares of its budget, and a
-// MirroredStrategy over them (what a program that calls set_logical_device_configuration and MirroredStrategy runs).
+// --replicas N (fit, plan): the cpu split into N logical devices with equal shares of its budget, and a
+// MirroredStrategy over them (what a program that calls set_logical_device_configuration and MirroredStrategy runs);
+// on cuda:i, a MirroredStrategy over cuda:i .. cuda:i+N-1 (NCCL), each GPU under `memory_limit` when one was given.
 // `command` names the command in errors ("trainkit fit").
-distribute::MirroredStrategy replicas_over(Device device, int replicas, const std::string& command);
+distribute::MirroredStrategy replicas_over(Device device, int replicas, const std::string& command,
+                                           const std::string& memory_limit = {});
 
 }  // namespace tk::cli
