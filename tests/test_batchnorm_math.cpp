@@ -50,6 +50,22 @@ Stats shared_stats(const std::vector<float>& x) {
   return {static_cast<float>(mean), math::bn_variance(sq, m)};
 }
 
+// Synchronized statistics sum the replicas' row counts in float32: whole, three counts of 9,999,999 (a global
+// N * H * W past 2^24) lose their last digit; as high and low parts each sum stays exact.
+TEST(BatchNormMath, RowCountsSumExactlyInFloatAsTwoParts) {
+  const int64_t m = 9'999'999, replicas = 3;
+  float whole = 0, high = 0, low = 0;
+  for (int64_t r = 0; r < replicas; ++r) {
+    whole += static_cast<float>(m);
+    high += tk::math::bn_count_high(m);
+    low += tk::math::bn_count_low(m);
+  }
+  EXPECT_NE(static_cast<int64_t>(whole), m * replicas) << "float32 alone rounds it";
+  EXPECT_EQ(tk::math::bn_count(high, low), m * replicas);
+  const int64_t big = (int64_t{1} << 36) - 1;
+  EXPECT_EQ(tk::math::bn_count(tk::math::bn_count_high(big), tk::math::bn_count_low(big)), big);
+}
+
 TEST(BatchNormMath, StatisticsAreTheMeanAndBiasedVariance) {
   for (const Channel& ch : channels()) {
     double mean = 0.0;

@@ -53,8 +53,10 @@ std::vector<int> gradients(Graph& g, const std::vector<int>& losses, const std::
     for (int id = 0; id < n; ++id) {
       const Node& node = g[id];
       const bool source = is_source(node.op);
-      // A collective (synchronized BatchNormalization's statistics) is kept: recomputing it would run it again.
-      if (!source && op_info(node.op).has_output && !node.attrs.collective) forward.push_back(id);
+      // A node whose kernel runs a collective (synchronized BatchNormalization's statistics) is kept: recomputing it
+      // would run the collective again. (BnApply carries the group for its gradient and is recomputed as usual.)
+      const bool collective = node.attrs.collective && (node.op == Op::BnStats || node.op == Op::AllReduce);
+      if (!source && op_info(node.op).has_output && !collective) forward.push_back(id);
       remat->forward_flops += op_flops(g, id);
     }
     const auto k = static_cast<size_t>(std::ceil(std::sqrt(double(std::max<size_t>(forward.size(), 1)))));

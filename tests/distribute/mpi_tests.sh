@@ -62,6 +62,14 @@ case "$case" in
     [ "$rc" -ne 0 ] || { echo "FAIL: different models on two ranks exited 0"; exit 1; }
     n="$(grep -c "differ from rank 0" "$out")"
     [ "$n" -eq 2 ] || { echo "FAIL: expected the error on both ranks, got $n"; exit 1; } ;;
+  mismatch_sync)  # the same weights, but rank 1's BatchNormalization sums nothing over the ranks
+    run -np 2 "$worker" mismatch_sync bn 4
+    rc=$?
+    [ "$rc" -ne 0 ] || { echo "FAIL: synchronized and local BatchNormalization on two ranks exited 0"; exit 1; }
+    n="$(grep -c "differ from rank 0" "$out")"
+    [ "$n" -eq 2 ] || { echo "FAIL: expected the error on both ranks, got $n"; exit 1; }
+    grep -q "this is rank 0: .*batch_normalization synchronized" "$out" ||
+      { echo "FAIL: rank 0's error does not name its synchronized layer"; exit 1; } ;;
   mismatch_buckets)  # rank 1 packs gradients differently: its MPI messages would not match rank 0's
     run -np 1 "$worker" equal mlp 4 : -np 1 env TK_BYTES_PER_PACK=1 "$worker" equal mlp 4
     rc=$?

@@ -5,6 +5,7 @@
 //                         every step (max|d|/max|w| per tensor, within 1e-5 for the first STRICT steps, all by
 //                         default; every step is printed). bn: Dense, synchronized BatchNormalization, relu, Dense
 //   mismatch              rank 1 builds a different model: every rank must stop with one clear error, exit 3
+//   mismatch_sync bn      rank 1's BatchNormalization is not synchronized (the same weights): the same error
 //   stall | kill          rank 1 stops itself (SIGSTOP) or dies (SIGKILL) at step 3: the others must not hang
 //   evaluate mlp ROWS     every rank builds the model from its own seed, then evaluates ROWS rows (arrays, then a
 //                         Dataset) split over the ranks: each must return what rank 0's model gives in one process
@@ -43,12 +44,15 @@ struct Recorder : tk::Callback {
   }
 };
 
+bool g_bn_synchronized = true;  // mismatch_sync: rank 1's BatchNormalization is not synchronized
+
 std::unique_ptr<tk::Model> make(const std::string& model, int units) {
   if (model == "cnn") return tk::models::tutorial_cnn();
   if (model == "bn")  // synchronized BatchNormalization: the global batch's statistics on every rank
-    return std::make_unique<tk::Sequential>(std::vector<tk::LayerPtr>{
-        tk::layers::Input({784}), tk::layers::Dense(units, "linear", {.use_bias = false}),
-        tk::layers::BatchNormalization({.synchronized = true}), tk::layers::Activation("relu"), tk::layers::Dense(10)});
+    return std::make_unique<tk::Sequential>(
+        std::vector<tk::LayerPtr>{tk::layers::Input({784}), tk::layers::Dense(units, "linear", {.use_bias = false}),
+                                  tk::layers::BatchNormalization({.synchronized = g_bn_synchronized}),
+                                  tk::layers::Activation("relu"), tk::layers::Dense(10)});
   return std::make_unique<tk::Sequential>(
       std::vector<tk::LayerPtr>{tk::layers::Input({784}), tk::layers::Dense(256, "relu"),
                                 tk::layers::Dense(units, "relu"), tk::layers::Dense(10)});
@@ -251,6 +255,7 @@ int main(int argc, char** argv) {
     if (mode == "dataset")
       return dataset(strategy, steps, argc > 4 ? std::atoi(argv[4]) : 1, argc > 5 && std::string(argv[5]) == "off");
     const int units = mode == "mismatch" && rank == 1 ? 64 : 128;
+    if (mode == "mismatch_sync" && rank == 1) g_bn_synchronized = false;
     const auto many = train(model, steps, &strategy, units, mode, rank, micro);
     if (mode != "equal" || rank != 0) return 0;
     const auto one = train(model, steps, nullptr, 128, "", 0, micro);

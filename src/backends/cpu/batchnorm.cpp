@@ -22,9 +22,9 @@ View view(const Shape& x) { return {x.numel() / x[-1], x[-1]}; }
 // 2 * C doubles; synchronized (attrs.collective): then 2 * C + 1 floats, what is summed over the replicas.
 size_t double_accumulators(const graph::Graph& g, int node) {
   const size_t c = static_cast<size_t>(g[g[node].inputs[0]].shape[-1]);
-  return 2 * c * sizeof(double) + (g[node].attrs.collective ? (2 * c + 1) * sizeof(float) : 0);
+  return 2 * c * sizeof(double) + (g[node].attrs.collective ? (2 * c + 2) * sizeof(float) : 0);
 }
-float* sync_buffer(const KernelArgs& a, int64_t c) {  // (2C + 1) floats after the doubles
+float* sync_buffer(const KernelArgs& a, int64_t c) {  // (2C + 2) floats after the doubles
   return reinterpret_cast<float*>(static_cast<double*>(a.workspace) + 2 * c);
 }
 // Synchronized statistics: every replica's rows count once (weight 1), except a rank's stand-in row when it has
@@ -57,7 +57,7 @@ void bn_stats_synchronized(const KernelArgs& a) {
   const float* x = a.input<float>(0);               // (M, C): this replica's rows
   double* sum = static_cast<double*>(a.workspace);  // (C): this replica's sums, then the global means
   double* sq = sum + v.c;                           // (C): this replica's centered squares
-  float* global = sync_buffer(a, v.c);              // (C + 1): sums and row count, summed over the replicas
+  float* global = sync_buffer(a, v.c);              // (C + 2): sums and row count, summed over the replicas
   graph::Collective& group = *a.node.attrs.collective;
   const int replica = a.node.attrs.replica;
   const float w = counts(a);
@@ -65,9 +65,10 @@ void bn_stats_synchronized(const KernelArgs& a) {
   for (int64_t i = 0; i < v.m; ++i)
     for (int64_t j = 0; j < v.c; ++j) sum[j] += x[i * v.c + j];
   for (int64_t j = 0; j < v.c; ++j) global[j] = static_cast<float>(sum[j]);
-  global[v.c] = static_cast<float>(v.m);
-  group.all_reduce(replica, global, global, v.c + 1, w, a.node.name.c_str(), a.node.attrs.begin);
-  const auto m = static_cast<int64_t>(global[v.c]);  // the global batch's rows (exact below 2^24)
+  global[v.c] = math::bn_count_high(v.m);
+  global[v.c + 1] = math::bn_count_low(v.m);
+  group.all_reduce(replica, global, global, v.c + 2, w, a.node.name.c_str(), a.node.attrs.begin);
+  const int64_t m = math::bn_count(global[v.c], global[v.c + 1]);  // the global batch's rows
   for (int64_t j = 0; j < v.c; ++j) sum[j] = math::bn_mean(global[j], m);
   for (int64_t i = 0; i < v.m; ++i)
     for (int64_t j = 0; j < v.c; ++j) sq[j] += math::bn_centered_square(x[i * v.c + j], sum[j]);

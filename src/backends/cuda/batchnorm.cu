@@ -92,26 +92,28 @@ __global__ void to_float(const double* __restrict__ sums, float* __restrict__ ou
 }
 
 // Synchronized BatchNormalization (graph/op.h: BnStats and BnInputGrad with attrs.collective). `sync` is
-// [sums(C), rows, squares(C), weight] for the statistics: this replica's sums and row count, then (after the caller's
-// all-reduce) the global batch's; the weight the all-reduces read is 1, or 0 for a rank's stand-in row (share 0).
+// [sums(C), rows(2), squares(C), weight] for the statistics: this replica's sums and row count (in two exact parts,
+// backends/math/batchnorm.h), then (after the caller's all-reduce) the global batch's; the weight the all-reduces read
+// is 1, or 0 for a rank's stand-in row (share 0).
 __global__ void sync_pack_sums(const double* __restrict__ sums, float* __restrict__ sync, const float* share, int64_t m,
                                int64_t c) {
   for (int64_t j = first_index(); j < c; j += grid_stride()) sync[j] = static_cast<float>(sums[j]);
   if (first_index() == 0) {
-    sync[c] = static_cast<float>(m);
-    sync[2 * c + 1] = *share > 0.0f ? 1.0f : 0.0f;
+    sync[c] = math::bn_count_high(m);
+    sync[c + 1] = math::bn_count_low(m);
+    sync[2 * c + 2] = *share > 0.0f ? 1.0f : 0.0f;
   }
 }
 __global__ void sync_global_mean(const float* __restrict__ sync, double* __restrict__ mean, int64_t c) {
-  const auto rows = static_cast<int64_t>(sync[c]);
+  const int64_t rows = math::bn_count(sync[c], sync[c + 1]);
   for (int64_t j = first_index(); j < c; j += grid_stride()) mean[j] = math::bn_mean(sync[j], rows);
 }
 __global__ void sync_stats(const double* __restrict__ mean, const float* __restrict__ sync, float* __restrict__ stats,
                            int64_t c) {
-  const auto rows = static_cast<int64_t>(sync[c]);
+  const int64_t rows = math::bn_count(sync[c], sync[c + 1]);
   for (int64_t j = first_index(); j < c; j += grid_stride()) {
     stats[j] = static_cast<float>(mean[j]);
-    stats[c + j] = math::bn_variance(sync[c + 1 + j], rows);
+    stats[c + j] = math::bn_variance(sync[c + 2 + j], rows);
   }
 }
 // dx with the global sums(2, C) weighted by the shares, in this replica's scale (as the CPU's bn_input_grad); 0 for a
@@ -196,7 +198,7 @@ void launch_bn_stats(const float* x, float* stats, int64_t m, int64_t c, double*
   launch("batchnorm variance kernel launch", c, sm_count, stream, stats_variance, w.sums + c, stats, m, c);
 }
 
-int64_t bn_sync_floats(int64_t c) { return 2 * c + 2; }
+int64_t bn_sync_floats(int64_t c) { return 2 * c + 3; }
 
 void launch_bn_sync_local_sums(const float* x, int64_t m, int64_t c, double* ws, float* sync, const float* share,
                                int sm_count, Stream stream) {
@@ -213,7 +215,7 @@ void launch_bn_sync_centered_squares(const float* x, int64_t m, int64_t c, doubl
   launch("batchnorm global mean kernel launch", c, sm_count, stream, sync_global_mean, sync, w.sums, c);
   channel_sums("batchnorm squares kernel launch", SquareTerms{x, w.sums}, m, c, w.partials, w.sums + c, sm_count,
                stream);
-  launch("batchnorm squares packing kernel launch", c, sm_count, stream, to_float, w.sums + c, sync + c + 1, c);
+  launch("batchnorm squares packing kernel launch", c, sm_count, stream, to_float, w.sums + c, sync + c + 2, c);
 }
 
 void launch_bn_sync_stats(int64_t m, int64_t c, double* ws, const float* sync, float* stats, int sm_count,

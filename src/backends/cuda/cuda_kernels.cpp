@@ -373,10 +373,10 @@ void bn_stats(const KernelArgs& a) {
   const int r = a.node.attrs.replica;
   const char* what = a.node.name.c_str();
   launch_bn_sync_local_sums(a.input<float>(0), v.m, v.c, ws, sync, &a.scalars->grad_scale, sms(a), a.ctx.stream);
-  group->all_reduce_async(r, sync, sync, v.c + 1, sync + 2 * v.c + 1, a.ctx.stream, what, a.node.attrs.begin);
+  float* weight = sync + 2 * v.c + 2;  // 1, or 0 for a stand-in row (launchers.h)
+  group->all_reduce_async(r, sync, sync, v.c + 2, weight, a.ctx.stream, what, a.node.attrs.begin);
   launch_bn_sync_centered_squares(a.input<float>(0), v.m, v.c, ws, sync, sms(a), a.ctx.stream);
-  group->all_reduce_async(r, sync + v.c + 1, sync + v.c + 1, v.c, sync + 2 * v.c + 1, a.ctx.stream, what,
-                          a.node.attrs.begin + 1);
+  group->all_reduce_async(r, sync + v.c + 2, sync + v.c + 2, v.c, weight, a.ctx.stream, what, a.node.attrs.begin + 1);
   launch_bn_sync_stats(v.m, v.c, ws, sync, a.output<float>(), sms(a), a.ctx.stream);
 }
 void bn_apply(const KernelArgs& a) {  // (x, stats, gamma, beta)

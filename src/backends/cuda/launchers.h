@@ -47,9 +47,9 @@ void launch_bias_grad(const float* dy, float* db, int64_t rows, int64_t n, doubl
 int64_t bn_workspace_doubles(int64_t m, int64_t c);
 void launch_bn_stats(const float* x, float* stats, int64_t m, int64_t c, double* ws, int sm_count, Stream stream);
 // Synchronized (BnStats and BnInputGrad with attrs.collective): the phases the kernel queues its all-reduces between,
-// on the same stream. `sync` holds bn_sync_floats(c) floats: [sums(c), rows, squares(c), weight] for the statistics
-// (all-reduce [0, c + 1), then [c + 1, 2c + 1), both weighted by sync[2c + 1]: 1, or 0 for a stand-in row whose
-// *share is 0), and the global [sum(dy); sum(dy * xhat)] (2, c) for the input gradient (weighted by *share).
+// on the same stream. `sync` holds bn_sync_floats(c) floats: [sums(c), rows(2), squares(c), weight] for the
+// statistics (all-reduce [0, c + 2), then [c + 2, 2c + 2), both weighted by sync[2c + 2]: 1, or 0 for a stand-in row
+// whose *share is 0), and the global [sum(dy); sum(dy * xhat)] (2, c) for the input gradient (weighted by *share).
 int64_t bn_sync_floats(int64_t c);
 void launch_bn_sync_local_sums(const float* x, int64_t m, int64_t c, double* ws, float* sync, const float* share,
                                int sm_count, Stream stream);

@@ -28,6 +28,16 @@ TK_HD float bn_variance(double sum_squares, int64_t m) {
   return static_cast<float>(sum_squares / static_cast<double>(m));
 }
 
+// Synchronized BatchNormalization sums each replica's row count with the per-channel sums, in float32, which holds
+// integers exactly only to 2^24 (a global N * H * W can pass that): the count goes as two parts, count / 4096 and
+// count % 4096, each summed exactly while the global count stays below 2^36 and the replicas below 4096.
+inline constexpr int64_t kBnCountSplit = 4096;
+TK_HD float bn_count_high(int64_t m) { return static_cast<float>(m / kBnCountSplit); }
+TK_HD float bn_count_low(int64_t m) { return static_cast<float>(m % kBnCountSplit); }
+TK_HD int64_t bn_count(float high, float low) {
+  return static_cast<int64_t>(high) * kBnCountSplit + static_cast<int64_t>(low);
+}
+
 // xhat = (x - mean) / sqrt(var + eps)
 TK_HD float bn_xhat(float x, float mean, float var, float eps) { return (x - mean) / sqrtf(var + eps); }
 // y = gamma * xhat + beta (BnApply with the batch's stats, BnInference with the moving ones)

@@ -347,7 +347,12 @@ std::vector<Tensor> Model::predict(const std::vector<Tensor>& x, int64_t batch_s
   const int64_t batches = (n + batch - 1) / batch;
   auto rows_in = [&](int64_t k) { return std::min(batch, n - k * batch); };
   std::vector<Tensor> out;
-  for (const KerasTensor& o : outputs_) out.emplace_back(o.shape().with_batch(n), DType::f32);
+  try {  // MPI: out of memory here on one rank ends the job at once, not after the others' collective timeout
+    for (const KerasTensor& o : outputs_) out.emplace_back(o.shape().with_batch(n), DType::f32);
+  } catch (const std::exception& e) {
+    if (!world) throw;
+    world->abort(std::string("predict: ") + e.what());
+  }
   // Batch k's predictions straight into its rows of the outputs.
   auto read = [&](nn::Compiled& c, int64_t k) {
     for (size_t j = 0; j < out.size(); ++j) {

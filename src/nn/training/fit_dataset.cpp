@@ -407,7 +407,13 @@ std::vector<Tensor> Model::predict(const data::Dataset& dataset) {
   for (const int64_t r : rows) total += r;
   std::vector<Tensor> result;
   for (size_t j = 0; j < outputs_.size(); ++j) {
-    Tensor all(outputs_[j].shape().with_batch(total), DType::f32);
+    Tensor all;
+    try {  // MPI: out of memory here on one rank ends the job at once, not after the others' collective timeout
+      all = Tensor(outputs_[j].shape().with_batch(total), DType::f32);
+    } catch (const std::exception& ex) {
+      if (!world) throw;
+      world->abort(std::string("predict: ") + ex.what());
+    }
     const size_t row = total > 0 ? all.nbytes() / static_cast<size_t>(total) : 0;
     size_t offset = 0;
     for (size_t k = 0; k < parts.size(); ++k) {
