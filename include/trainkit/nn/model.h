@@ -43,9 +43,10 @@ struct StrategyState;
 }  // namespace distribute
 
 // batch_size = kAutoBatchSize: the largest batch (up to auto_batch_cap and the sample count) whose memory
-// plan fits the device budget with a 5% margin, chosen from the plan without trial runs.
+// plan fits the device budget with a 5% margin, chosen from the plan without trial runs. Under a strategy with R
+// replicas in sync: R x the largest batch that fits every replica's own device budget (Model::auto_batch_size).
 // micro_batch_size = kAutoBatchSize: keep batch_size but split each batch into the largest micro-batches
-// that fit, accumulating gradients (the same update up to float rounding).
+// that fit, accumulating gradients (the same update up to float rounding); under a strategy, per replica.
 inline constexpr int64_t kAutoBatchSize = -1;
 
 // Rematerialization: recompute forward activations during backward instead of keeping them
