@@ -673,6 +673,28 @@ TEST(CliData, BatchSizeAutoIsReportedAlikeForDataAndArrays) {
   EXPECT_CONTAINS(arrays.out, " available)");
 }
 
+// --batch-size auto under --replicas 2: each replica runs half the global batch under its half of the budget, so the
+// global batch is 2 x the share that fits one replica (what `trainkit plan --replicas 2` reports), not the batch that
+// would fit one device.
+TEST(CliData, BatchSizeAutoUnderReplicasIsTwiceWhatOneReplicaFits) {
+  const DataFiles& d = plain_data();
+  const std::string model = " --model dense:1024:relu,dense:10 --memory-limit 48MiB --replicas 2";
+  const Result plan = run_cli("plan --batch-size 2" + model);
+  ASSERT_EQ(plan.code, 0) << describe(plan);
+  const size_t at = plan.out.find("the largest share that fits is ");
+  ASSERT_NE(at, std::string::npos) << plan.out;
+  const long long share = std::atoll(plan.out.c_str() + at + 31);
+  ASSERT_GT(share, 0) << plan.out;
+  ASSERT_LT(share, 512) << "the memory decides, not the cap (1024 over 2 replicas)";
+  const Result fit = run_cli("fit --data " + quote(d.train_images) + " --y " + quote(d.train_labels) +
+                             " --format idx --batch-size auto --epochs 1 -v 2 --no-summary" + model);
+  ASSERT_EQ(fit.code, 0) << describe(fit);
+  EXPECT_CONTAINS(
+      fit.out, "batch_size auto: " + std::to_string(2 * share) + " (2 replicas x " + std::to_string(share) + "; plan ");
+  EXPECT_CONTAINS(fit.out, " available on the tightest, cpu:");
+  EXPECT_CONTAINS(fit.out, "1/1 - ");  // 256 rows: one step of the global batch
+}
+
 TEST(CliData, CorruptRecordNamesFileAndOffset) {
   Bytes bytes = read_bytes(fixture("train.tfrecord"));
   bytes[bytes.size() / 2] ^= 0x40;  // inside some record's data: its CRC no longer matches

@@ -244,36 +244,15 @@ int64_t evaluation_batch(Model& model, int64_t batch_size) {
 }
 
 // fit(Dataset) takes the batch size from the dataset, so the CLI resolves "auto" for --data itself, by the
-// rules Model::fit applies to arrays (FitOptions::batch_size / micro_batch_size = kAutoBatchSize) and with the
-// same report line; the sample count is unknown for a stream, so the cap is FitOptions' auto_batch_cap.
+// rules Model::fit applies to arrays (Model::auto_batch_size / auto_micro_batch_size: per replica under a strategy)
+// and with the same report line; the sample count is unknown for a stream, so the cap is FitOptions' auto_batch_cap.
 int64_t auto_batch_size(Model& model, int verbose) {
-  const size_t available = model.memory_available_for_training();
-  const int64_t batch = model.largest_batch_that_fits(available, FitOptions{}.auto_batch_cap);
-  if (batch == 0)
-    throw OutOfMemoryError("--batch-size auto: not even a batch of 1 fits the " + config::format_bytes(available) +
-                           " available for training (raise the budget)");
-  if (verbose != 0)
-    std::printf("batch_size auto: %lld (plan %s of %s available)\n", static_cast<long long>(batch),
-                config::format_bytes(model.memory_plan(batch).total).c_str(), config::format_bytes(available).c_str());
-  return batch;
+  return model.auto_batch_size(FitOptions{}.auto_batch_cap, verbose != 0, "--batch-size auto");
 }
 
 // The largest micro-batch whose plan fits next to the gradient accumulators (one per trainable weight).
 int64_t auto_micro_batch_size(Model& model, int64_t batch, int verbose) {
-  size_t accumulators = 0;
-  for (const LayerPtr& l : model.layers())
-    if (l->trainable)
-      for (const Weight& w : l->weights())
-        if (w.trainable) accumulators += (w.value.nbytes() + 255) / 256 * 256;
-  const size_t available = model.memory_available_for_training();
-  const int64_t micro = model.largest_batch_that_fits(available > accumulators ? available - accumulators : 0, batch);
-  if (micro == 0)
-    throw OutOfMemoryError("--micro-batch-size auto: not even a micro-batch of 1 fits the " +
-                           config::format_bytes(available) + " available for training (raise the budget)");
-  if (verbose != 0)
-    std::printf("micro_batch_size auto: %lld per step of %lld\n", static_cast<long long>(micro),
-                static_cast<long long>(batch));
-  return micro;
+  return model.auto_micro_batch_size(batch, verbose != 0, "--micro-batch-size auto");
 }
 
 // The last line of a fit: the peak memory of the model's device (a GPU's, not the host's, for --device cuda).

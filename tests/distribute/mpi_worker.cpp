@@ -13,6 +13,10 @@
 //                         what rank 0's model predicts in one process, and have run only its batches
 //   predict_fail mlp ROWS rank 1 (given a small TK_MEMORY_LIMIT) fails building its predict program: the job must end
 //                         at once with rank 1's error
+//   auto_batch mlp ROWS   fit with batch_size = kAutoBatchSize on ROWS rows, each rank under its own budget
+//                         (TK_MEMORY_LIMIT set per rank by the script): every rank prints the largest batch (up to
+//                         ROWS / ranks) one device of its budget trains alone, then the global batch fit chose and the
+//                         steps it ran; the script checks that both are ranks x the smaller of the two
 //   dataset mlp ROWS EPOCHS [off]  fit over shuffle -> map -> batch(128) of ROWS rows: rank 0 compares the weights
 //                         after every step with one device on the same pipeline (within 1e-5), and every rank checks
 //                         its steps and how many elements its map decoded: its rows of each global batch (auto shard),
@@ -165,6 +169,39 @@ int predict_fail(tk::distribute::MultiWorkerMirroredStrategy& s, int64_t rows) {
 double worst_step_difference(const std::vector<std::vector<tk::Tensor>>& one,
                              const std::vector<std::vector<tk::Tensor>>& many, size_t strict);
 
+// batch_size auto under per-rank budgets: the largest batch a single-device model fits on this rank alone, then the
+// global batch the strategy's fit chooses (every rank the same: ranks x the smallest) and the steps it ran with it.
+int auto_batch(tk::distribute::MultiWorkerMirroredStrategy& s, int64_t rows) {
+  const tk::Tensor x = tk::testing::uniform({rows, 784}, 1), y = tk::testing::int_labels(rows, 10, 2);
+  const int64_t per_rank_cap = rows / s.num_replicas_in_sync();
+  {
+    std::unique_ptr<tk::Model> alone = make("mlp", 128);
+    alone->compile(tk::optimizers::SGD(), tk::losses::SparseCategoricalCrossentropy({.from_logits = true}));
+    std::printf(
+        "rank %d: alone fits %lld\n", s.rank(),
+        static_cast<long long>(alone->largest_batch_that_fits(alone->memory_available_for_training(), per_rank_cap)));
+  }
+  tk::utils::set_random_seed(7);
+  std::unique_ptr<tk::Model> m = make("mlp", 128);
+  tk::distribute::in_scope(
+      &s, [&] { m->compile(tk::optimizers::SGD(), tk::losses::SparseCategoricalCrossentropy({.from_logits = true})); });
+  struct Steps : tk::Callback {
+    int64_t steps = 0, ran = 0;
+    void on_train_begin(const tk::Logs&) override { steps = params.steps; }
+    void on_train_batch_end(int64_t, const tk::Logs&) override { ++ran; }
+  };
+  auto steps = std::make_shared<Steps>();
+  // What fit's batch_size auto resolves to, asked first in the same state (after training the model's own arena
+  // counts as available and the answer may grow). fit's own choice is in its line (rank 0) and in the check before
+  // the first step, which stops the job when the ranks' global batches differ.
+  const int64_t global = m->auto_batch_size(rows, false);
+  const tk::History h = m->fit(
+      x, y, {.batch_size = tk::kAutoBatchSize, .verbose = 2, .callbacks = {steps}, .seed = 11, .auto_batch_cap = rows});
+  std::printf("rank %d: global batch %lld, %lld of %lld steps, loss %.4f\n", s.rank(), static_cast<long long>(global),
+              static_cast<long long>(steps->ran), static_cast<long long>(steps->steps), h.history.at("loss")[0]);
+  return steps->ran == (rows + global - 1) / global && std::isfinite(h.history.at("loss")[0]) ? 0 : 1;
+}
+
 // fit over a Dataset whose map counts the elements it decodes on this rank.
 int dataset(tk::distribute::MultiWorkerMirroredStrategy& s, int64_t rows, int epochs, bool off) {
   const int64_t batch = 128;
@@ -252,6 +289,7 @@ int main(int argc, char** argv) {
     if (mode == "evaluate") return evaluate(strategy, steps);
     if (mode == "predict") return predict(strategy, steps);
     if (mode == "predict_fail") return predict_fail(strategy, steps);
+    if (mode == "auto_batch") return auto_batch(strategy, steps);
     if (mode == "dataset")
       return dataset(strategy, steps, argc > 4 ? std::atoi(argv[4]) : 1, argc > 5 && std::string(argv[5]) == "off");
     const int units = mode == "mismatch" && rank == 1 ? 64 : 128;

@@ -26,6 +26,10 @@
 // replica (as Keras does) and keeps replica 0's moving statistics; with synchronized = true the statistics are the
 // global batch's on every replica (tk::layers::BatchNormalizationOptions).
 //
+// batch_size = tk::kAutoBatchSize: each replica runs batch / replicas rows on its own device, so the global batch is
+// replicas x the largest batch that fits every replica's own budget (the tightest replica decides; Model::
+// auto_batch_size); micro_batch_size = kAutoBatchSize likewise, per replica beside its gradient accumulators.
+//
 // A collective that makes no progress within the timeout (Options::collective_timeout, or TK_COLLECTIVE_TIMEOUT
 // in seconds; default 300 s) ends the step on every replica with a CollectiveError naming the collective and the
 // replicas that never arrived; a replica that throws ends the others' waits at once.
@@ -120,6 +124,8 @@ class MirroredStrategy {
 // docs/distributed.md lists what the cut passes. evaluate and predict (arrays or a Dataset, and fit's validation) run
 // batch k on rank k % ranks, every rank reading every batch; evaluate's logs are summed over the ranks, and predict's
 // rows are gathered so that every rank returns all of them (as Keras' predict under a strategy does).
+// batch_size = tk::kAutoBatchSize: ranks x the smallest over the ranks of the largest batch that fits each rank's own
+// budget (every rank's answer is all-gathered, so every rank takes the same global batch; rank 0 prints it).
 // On GPUs: Options{.device = tk::DeviceKind::cuda} (`mpirun -np 4 trainkit fit --device cuda`), each rank on its
 // local rank's GPU. Unsupported when trainkit was built without MPI.
 class MultiWorkerMirroredStrategy {

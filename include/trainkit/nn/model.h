@@ -43,9 +43,10 @@ struct StrategyState;
 }  // namespace distribute
 
 // batch_size = kAutoBatchSize: the largest batch (up to auto_batch_cap and the sample count) whose memory
-// plan fits the device budget with a 5% margin, chosen from the plan without trial runs.
+// plan fits the device budget with a 5% margin, chosen from the plan without trial runs. Under a strategy with R
+// replicas in sync: R x the largest batch that fits every replica's own device budget (Model::auto_batch_size).
 // micro_batch_size = kAutoBatchSize: keep batch_size but split each batch into the largest micro-batches
-// that fit, accumulating gradients (the same update up to float rounding).
+// that fit, accumulating gradients (the same update up to float rounding); under a strategy, per replica.
 inline constexpr int64_t kAutoBatchSize = -1;
 
 // Rematerialization: recompute forward activations during backward instead of keeping them
@@ -120,6 +121,17 @@ class Model {
   // Bytes a training step may use now: 95% of the budget, less what others hold reserved (this model's
   // own weights, optimizer state and arena count as available: the plan includes them).
   size_t memory_available_for_training() const;
+  // What fit(batch_size = kAutoBatchSize) picks, up to `cap` rows: the largest batch whose plan fits
+  // memory_available_for_training(). Under a strategy with R replicas in sync each replica runs batch / R rows on its
+  // own device: R x the largest batch (up to cap / R) that fits every replica's own budget (the tightest replica
+  // decides; under MultiWorkerMirroredStrategy the smallest over the ranks, so every rank gets the same batch).
+  // `report`: prints "batch_size auto: ..." (rank 0 alone under MPI). OutOfMemoryError ("<what>: not even a batch of 1
+  // fits ...", naming the replica's device and budget) when nothing fits.
+  int64_t auto_batch_size(int64_t cap, bool report, const std::string& what = "fit: batch_size auto");
+  // What fit(micro_batch_size = kAutoBatchSize) picks for a batch of `batch`: the largest micro-batch whose plan fits
+  // beside the gradient accumulators. Under a strategy: per replica (up to its share of the batch, on its own
+  // budget), the smallest over the replicas and ranks.
+  int64_t auto_micro_batch_size(int64_t batch, bool report, const std::string& what = "fit: micro_batch_size auto");
   // Plans for a device this process does not have, e.g. a GPU on a laptop (`trainkit plan --device cuda
   // --memory-limit 24GiB`): memory_plan and largest_batch_that_fits trace and plan the programs for `device` (its
   // kernels' workspaces, its dtype sizes) under a budget of `budget` bytes that nobody else holds. Nothing is
@@ -212,7 +224,15 @@ class Model {
   void check_policies(const char* what) const;
   // Under loss scaling: "loss_scale" and "skipped_steps" in the logs callbacks receive.
   void add_loss_scale_logs(Logs& logs) const;
-  MemoryPlan memory_plan_with(int64_t batch_size, bool remat);
+  // The plan of replica `replica`'s training program on its device (0: the model's own programs and device).
+  MemoryPlan memory_plan_with(int64_t batch_size, bool remat, int replica = 0);
+  int64_t largest_batch_that_fits_on(int replica, size_t available, int64_t cap);
+  // memory_available_for_training() for this process's replica r of a strategy: what its device's budget leaves
+  // beside what others hold there (its own weight copies, optimizer state and arena count as available).
+  size_t replica_memory_available(int r);
+  // auto_batch_size / auto_micro_batch_size under a strategy with several replicas in sync
+  // (nn/distribute/auto_batch.cpp).
+  int64_t replicated_auto_batch(int64_t cap, bool micro, int64_t batch, bool report, const std::string& what);
   void check_data(const std::vector<Tensor>& x, const std::vector<Tensor>* y, const char* what) const;
   Logs run_evaluation(const std::vector<Tensor>& x, const std::vector<Tensor>& y, int64_t batch_size, int64_t steps);
   Logs run_evaluation(const data::Dataset& dataset, int64_t steps);

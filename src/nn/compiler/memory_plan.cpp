@@ -18,6 +18,19 @@ size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }  // the devic
 
 std::string layer_of(const std::string& node_name) { return node_name.substr(0, node_name.find('/')); }
 
+// What a training step on `device` may use: 95% of its budget, less what others hold there (`mine`: what the
+// caller's own weights, optimizer state and arena hold, which the plan includes).
+size_t available_beside(Device device, size_t mine) {
+  const MemoryInfo m = config::get_memory_info(device);
+  // Count what others hold by reservation, not by use: free pieces inside reserved regions may be too
+  // small for an arena, which needs one contiguous block.
+  // Without a chosen limit, the budget is the device; the lease ledger may grant less (colleagues' leases).
+  const size_t budget = std::min(m.limit, runtime::DeviceMemory::get(device).leasable());
+  const size_t usable = static_cast<size_t>(0.95 * double(budget));
+  const size_t others = m.reserved > mine ? m.reserved - mine : 0;
+  return usable > others ? usable - others : 0;
+}
+
 }  // namespace
 
 MemoryPlan Model::memory_plan(int64_t batch_size) {
@@ -42,12 +55,13 @@ MemoryPlan Model::memory_plan(int64_t batch_size) {
   return plan;
 }
 
-MemoryPlan Model::memory_plan_with(int64_t batch_size, bool remat) {
+MemoryPlan Model::memory_plan_with(int64_t batch_size, bool remat, int replica) {
   ensure_built({});
   if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
+  nn::ProgramCache& pc = replica == 0 ? *programs_ : replica_programs(replica);
   graph::RematStats stats;
-  nn::ProgramCache::Traced t = programs_->trace(nn::ProgramKind::train, batch_size, false, remat, &stats);
-  MemoryPlan plan = nn::plan_from_trace(t, layers_, device_, batch_size, remat, stats);
+  nn::ProgramCache::Traced t = pc.trace(nn::ProgramKind::train, batch_size, false, remat, &stats);
+  MemoryPlan plan = nn::plan_from_trace(t, layers_, replica == 0 ? device_ : pc.device(), batch_size, remat, stats);
   plan.dtype_policy = plan_policy_override_.empty() ? dtype_policy_ : plan_policy_override_;
   return plan;
 }
@@ -142,8 +156,14 @@ MemoryPlan plan_from_trace(const ProgramCache::Traced& t, const std::vector<Laye
 }  // namespace nn
 
 int64_t Model::largest_batch_that_fits(size_t available, int64_t cap) {
+  return largest_batch_that_fits_on(0, available, cap);
+}
+
+int64_t Model::largest_batch_that_fits_on(int replica, size_t available, int64_t cap) {
   // Plain plans unless rematerialization is forced: a batch that needs recomputation is not chosen.
-  auto fits = [&](int64_t b) { return memory_plan_with(b, rematerialization == Remat::on).total <= available; };
+  auto fits = [&](int64_t b) {
+    return memory_plan_with(b, rematerialization == Remat::on, replica).total <= available;
+  };
   if (!fits(1)) return 0;
   int64_t lo = 1, hi = 1;
   while (hi < cap && fits(std::min(cap, hi * 2))) hi = std::min(cap, hi * 2), lo = hi;
@@ -170,18 +190,17 @@ void Model::plan_for_absent_device(Device device, size_t budget) {
 size_t Model::memory_available_for_training() const {
   // A device planned for but not here: its whole budget, less the margin (nobody else holds any of it).
   if (absent_device_budget_ > 0) return static_cast<size_t>(0.95 * double(absent_device_budget_));
-  const MemoryInfo m = config::get_memory_info(device_);  // the model's device (was: always the cpu)
   size_t mine = 0;
   for (const LayerPtr& l : layers_)
     for (const Weight& w : l->weights()) mine += aligned(w.value.nbytes());
   if (programs_) mine += programs_->persistent_bytes();
-  // Count what others hold by reservation, not by use: free pieces inside reserved regions may be too
-  // small for an arena, which needs one contiguous block.
-  // Without a chosen limit, the budget is the device; the lease ledger may grant less (colleagues' leases).
-  const size_t budget = std::min(m.limit, runtime::DeviceMemory::get(device_).leasable());
-  const size_t usable = static_cast<size_t>(0.95 * double(budget));
-  const size_t others = m.reserved > mine ? m.reserved - mine : 0;
-  return usable > others ? usable - others : 0;
+  return available_beside(device_, mine);  // the model's device (was: always the cpu)
+}
+
+size_t Model::replica_memory_available(int r) {
+  if (r == 0) return memory_available_for_training();
+  nn::ProgramCache& pc = replica_programs(r);
+  return available_beside(pc.device(), pc.held_bytes());  // its weight copies, slots and arena are its own
 }
 
 std::string MemoryPlan::to_string() const {

@@ -292,6 +292,12 @@ size_t ProgramCache::persistent_bytes() const {
   return bytes;
 }
 
+size_t ProgramCache::held_bytes() const {
+  size_t bytes = persistent_bytes();
+  for (const auto& [id, t] : mirrors_) bytes += (t.nbytes() + 255) / 256 * 256;
+  return bytes;
+}
+
 std::unique_ptr<Compiled> ProgramCache::build(ProgramKind kind, int64_t batch) {
   // Programs of one model never run at the same time, so they share one arena as large as the largest
   // plan: a validation or last-partial-batch program costs no extra memory. The arena is released before
@@ -320,7 +326,7 @@ std::unique_ptr<Compiled> ProgramCache::build(ProgramKind kind, int64_t batch) {
     const bool trains = kind == ProgramKind::train || kind == ProgramKind::accumulate;
     Traced t = trace(kind, batch, true, trains && model_.rematerialization == Remat::on);
     if (trains && model_.rematerialization == Remat::automatic &&
-        plan_from_trace(t, model_.layers_, device_, batch, false, {}).total > model_.memory_available_for_training())
+        plan_from_trace(t, model_.layers_, device_, batch, false, {}).total > model_.replica_memory_available(replica_))
       t = trace(kind, batch, true, true);
     model_.run_policies_.clear();  // what the programs are built under (Model::check_compiled)
     for (const LayerPtr& l : model_.layers_) model_.run_policies_.push_back(model_.layer_dtype_policy(*l));
@@ -345,7 +351,8 @@ std::unique_ptr<Compiled> ProgramCache::build(ProgramKind kind, int64_t batch) {
     // The report's first remedy, made concrete: the batch size the plan says fits now.
     std::string what = e.what();
     if (kind == ProgramKind::train || kind == ProgramKind::accumulate) {
-      const int64_t fits = model_.largest_batch_that_fits(model_.memory_available_for_training(), batch);
+      const int64_t fits =
+          model_.largest_batch_that_fits_on(replica_, model_.replica_memory_available(replica_), batch);
       what += fits > 0 ? "\n  a batch of " + std::to_string(fits) +
                              " fits this budget now (fit with batch_size=" + std::to_string(fits) +
                              ", batch_size=tk::kAutoBatchSize, or micro_batch_size=" + std::to_string(fits) +

@@ -90,6 +90,8 @@ class ProgramCache {
   std::vector<const graph::Program*> programs() const;
   // Bytes this cache holds on the device: optimizer slots and the shared arena.
   size_t persistent_bytes() const;
+  // persistent_bytes and this cache's copies of the weights (a replica > 0, a GPU): all it holds on its device.
+  size_t held_bytes() const;
   // Dynamic loss scaling's state [scale, finite steps since the scale last changed, skipped steps], or null
   // before the first training program (or without loss scaling); set_ creates it (restoring a state).
   const float* loss_scale_state() const;

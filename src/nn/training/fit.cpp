@@ -75,30 +75,11 @@ History Model::fit(const std::vector<Tensor>& x_all, const std::vector<Tensor>& 
   require(n > 0, "fit: no training samples");
   if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
   int64_t batch = std::min(o.batch_size, n);
-  if (o.batch_size == kAutoBatchSize) {
-    const size_t available = memory_available_for_training();
-    batch = largest_batch_that_fits(available, std::min(o.auto_batch_cap, n));
-    if (batch == 0)
-      throw OutOfMemoryError("fit: batch_size auto: not even a batch of 1 fits the " + config::format_bytes(available) +
-                             " available for training (raise the budget)");
-    if (o.verbose != 0)
-      std::printf("batch_size auto: %lld (plan %s of %s available)\n", static_cast<long long>(batch),
-                  config::format_bytes(memory_plan(batch).total).c_str(), config::format_bytes(available).c_str());
-  }
+  // The largest that fits; under a strategy, per replica on each one's own budget (nn/distribute/auto_batch.cpp).
+  if (o.batch_size == kAutoBatchSize) batch = auto_batch_size(std::min(o.auto_batch_cap, n), o.verbose != 0);
   const int64_t steps = o.steps_per_epoch > 0 ? o.steps_per_epoch : (n + batch - 1) / batch;
   int64_t micro = o.micro_batch_size;
-  if (micro == kAutoBatchSize) {
-    size_t accumulators = 0;
-    for (Weight* w : programs_->trainable_weights()) accumulators += (w->value.nbytes() + 255) / 256 * 256;
-    const size_t available = memory_available_for_training();
-    micro = largest_batch_that_fits(available > accumulators ? available - accumulators : 0, batch);
-    if (micro == 0)
-      throw OutOfMemoryError("fit: micro_batch_size auto: not even a micro-batch of 1 fits the " +
-                             config::format_bytes(available) + " available for training (raise the budget)");
-    if (o.verbose != 0)
-      std::printf("micro_batch_size auto: %lld per step of %lld\n", static_cast<long long>(micro),
-                  static_cast<long long>(batch));
-  }
+  if (micro == kAutoBatchSize) micro = auto_micro_batch_size(batch, o.verbose != 0);
   if (micro >= batch) micro = 0;  // a micro-batch as large as the batch is a plain step
 
   if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
