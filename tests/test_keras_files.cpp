@@ -260,10 +260,12 @@ TEST(KerasFixtures, SynchronizedBatchNormalizationKeepsItsOption) {
   const std::string path = (dir / "bn.keras").string();
   m->save(path);
   std::unique_ptr<Model> back = models::load_model(path);
-  const LayerConfig::Value* sync = back->get_layer("bn_sync")->get_config().find("synchronized");
+  const LayerConfig sync_config = back->get_layer("bn_sync")->get_config();
+  const LayerConfig local_config = back->get_layer("bn_local")->get_config();
+  const LayerConfig::Value* sync = sync_config.find("synchronized");
   ASSERT_NE(sync, nullptr);
   EXPECT_TRUE(sync->b);
-  const LayerConfig::Value* local = back->get_layer("bn_local")->get_config().find("synchronized");
+  const LayerConfig::Value* local = local_config.find("synchronized");
   EXPECT_TRUE(local == nullptr || !local->b);  // written only when true (as the fixtures' Keras writes it)
   fs::remove_all(dir);
 }

@@ -165,9 +165,11 @@ void Model::train_step_replicated(const std::vector<Tensor>& x, const std::vecto
       for (const auto& [name, t] : state) fingerprint += " " + name + t->shape().to_string();
       // Layers that run collectives of their own (synchronized BatchNormalization): a rank without them would send
       // its gradient buckets where the others sum statistics.
-      for (const LayerPtr& l : layers_)
-        if (const LayerConfig::Value* v = l->get_config().find("synchronized"); v && v->b)
-          fingerprint += ", " + l->name + " synchronized";
+      for (const LayerPtr& l : layers_) {
+        const LayerConfig config = l->get_config();
+        const LayerConfig::Value* v = config.find("synchronized");
+        if (v && v->b) fingerprint += ", " + l->name + " synchronized";
+      }
       world.check_same(fingerprint, "MultiWorkerMirroredStrategy: model check before the first step");
       for (const auto& [name, t] : state) broadcast_tensor(world, *t, name);
       step_ = world.broadcast(step_, "step (dropout keys)");
