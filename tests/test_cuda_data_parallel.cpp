@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cuda_test_support.h"
+#include "distribute/replica_test_support.h"
 #include "runtime/cuda_device.h"
 #include "trainkit/nn/distribute.h"
 #include "trainkit/trainkit.h"
@@ -28,15 +29,7 @@ namespace {
                    << runtime::cuda_devices().devices[0].info.name << "): NCCL between GPUs cannot run";          \
   } while (0)
 
-// The weights and loss after every training step.
-struct Recorder : Callback {
-  std::vector<std::vector<Tensor>> after_step;
-  std::vector<double> loss;
-  void on_train_batch_end(int64_t, const Logs& logs) override {
-    after_step.push_back(model->get_weights());
-    loss.push_back(logs.get("loss"));
-  }
-};
+using Recorder = testing::StepRecorder;
 
 Tensor uniform(Shape shape, uint32_t seed) {
   Tensor t(std::move(shape), DType::f32);

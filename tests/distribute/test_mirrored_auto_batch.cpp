@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <string>
 
+#include "distribute/replica_test_support.h"
 #include "test_data.h"
 #include "trainkit/nn/distribute.h"
 #include "trainkit/runtime/memory.h"
@@ -20,17 +21,8 @@ namespace {
 
 constexpr size_t MiB = size_t{1} << 20;
 
-void split_cpu() {
-  int cpus = 0;
-  for (const DeviceInfo& d : config::list_devices()) cpus += d.device.kind == DeviceKind::cpu;
-  if (cpus < 3) config::set_logical_device_configuration(Device::cpu(), {2000 * MiB, 500 * MiB, 500 * MiB});
-}
-
-std::vector<Device> first_devices(int n) {
-  std::vector<Device> d;
-  for (int i = 0; i < n; ++i) d.push_back(Device::cpu(i));
-  return d;
-}
+using testing::split_cpu;
+std::vector<Device> first_devices(int n) { return testing::first_cpus(n); }
 
 // Wide activations, few weights: a few thousand rows fill 500 MiB, and a step on them is cheap.
 std::unique_ptr<Model> wide() {

@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 
+#include "distribute/replica_test_support.h"
 #include "nn/distribute/strategy_state.h"
 #include "test_data.h"
 #include "trainkit/nn/distribute.h"
@@ -24,21 +25,11 @@
 namespace tk {
 namespace {
 
-constexpr size_t MiB = size_t{1} << 20;
 constexpr double kLogTolerance = 1e-6;         // relative, of max(1, |one device's value|)
 constexpr double kPredictionTolerance = 1e-5;  // of the largest |output|
 
-void split_cpu() {
-  int cpus = 0;
-  for (const DeviceInfo& d : config::list_devices()) cpus += d.device.kind == DeviceKind::cpu;
-  if (cpus < 3) config::set_logical_device_configuration(Device::cpu(), {2000 * MiB, 500 * MiB, 500 * MiB});
-}
-
-std::vector<Device> first_devices(int n) {
-  std::vector<Device> d;
-  for (int i = 0; i < n; ++i) d.push_back(Device::cpu(i));
-  return d;
-}
+using testing::split_cpu;
+std::vector<Device> first_devices(int n) { return testing::first_cpus(n); }
 
 std::unique_ptr<Model> mlp(uint64_t seed) {
   utils::set_random_seed(seed);

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "backends/cpu/threads.h"
+#include "distribute/replica_test_support.h"
 #include "nn/distribute/strategy_state.h"
 #include "test_data.h"
 #include "trainkit/nn/distribute.h"
@@ -20,29 +21,10 @@
 namespace tk {
 namespace {
 
-constexpr size_t MiB = size_t{1} << 20;
+using testing::split_cpu;
+std::vector<Device> first_devices(int n) { return testing::first_cpus(n); }
 
-void split_cpu() {
-  int cpus = 0;
-  for (const DeviceInfo& d : config::list_devices()) cpus += d.device.kind == DeviceKind::cpu;
-  if (cpus < 3) config::set_logical_device_configuration(Device::cpu(), {2000 * MiB, 500 * MiB, 500 * MiB});
-}
-
-std::vector<Device> first_devices(int n) {
-  std::vector<Device> d;
-  for (int i = 0; i < n; ++i) d.push_back(Device::cpu(i));
-  return d;
-}
-
-// The weights after every training step.
-struct Recorder : Callback {
-  std::vector<std::vector<Tensor>> after_step;
-  std::vector<double> loss;
-  void on_train_batch_end(int64_t, const Logs& logs) override {
-    after_step.push_back(model->get_weights());
-    loss.push_back(logs.get("loss"));
-  }
-};
+using Recorder = testing::StepRecorder;
 
 using Factory = std::function<std::unique_ptr<Model>()>;
 
