@@ -11,7 +11,12 @@
 namespace tk {
 namespace {
 
-size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }  // the device allocator's granularity
+// Micro-batching's gradient accumulators: one per trainable weight, each rounded to the device allocator's 256 bytes.
+size_t accumulator_bytes(nn::ProgramCache& programs) {
+  size_t bytes = 0;
+  for (Weight* w : programs.trainable_weights()) bytes += (w->value.nbytes() + 255) / 256 * 256;
+  return bytes;
+}
 
 // One replica's answer, as the ranks exchange it (every field an int64 for MPI_Allgatherv).
 struct ReplicaFit {
@@ -53,8 +58,7 @@ int64_t Model::auto_micro_batch_size(int64_t batch, bool report, const std::stri
   if (batch <= 0) throw InvalidArgument(what + ": the batch must be positive, got " + std::to_string(batch));
   if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
   if (strategy_ && strategy_->replicas_in_sync() > 1) return replicated_auto_batch(batch, true, batch, report, what);
-  size_t accumulators = 0;
-  for (Weight* w : programs_->trainable_weights()) accumulators += aligned(w->value.nbytes());
+  const size_t accumulators = accumulator_bytes(*programs_);
   const size_t available = memory_available_for_training();
   const int64_t micro = largest_batch_that_fits(available > accumulators ? available - accumulators : 0, batch);
   if (micro == 0)
@@ -73,9 +77,7 @@ int64_t Model::replicated_auto_batch(int64_t cap, bool micro, int64_t batch, boo
   nn::distribute::MpiCollective* world = s.mpi && s.mpi->size() > 1 ? s.mpi : nullptr;
   const int64_t in_sync = s.replicas_in_sync();
   const int64_t per_replica_cap = micro ? (batch + in_sync - 1) / in_sync : std::max<int64_t>(1, cap / in_sync);
-  size_t accumulators = 0;
-  if (micro)
-    for (Weight* w : programs_->trainable_weights()) accumulators += aligned(w->value.nbytes());
+  const size_t accumulators = micro ? accumulator_bytes(*programs_) : 0;
 
   // This process's replicas: each one's largest batch on its own device beside what others hold there.
   auto local_fits = [&] {
