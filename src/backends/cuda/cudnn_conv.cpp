@@ -14,6 +14,8 @@
 
 #include <atomic>
 
+#include "backends/cuda/cudnn_loader.h"
+
 #ifdef TK_HAVE_CUDNN
 #include <cuda_runtime.h>
 
@@ -28,7 +30,6 @@
 
 #include "backends/cuda/check.h"
 #include "backends/cuda/cudnn_api.h"
-#include "backends/cuda/cudnn_loader.h"
 #include "backends/cuda/cudnn_mapping.h"
 #include "trainkit/runtime/determinism.h"
 #endif
@@ -225,7 +226,14 @@ bool cudnn_convolution(const graph::KernelArgs& a, ConvKind kind, const graph::W
   if (!ws.fits) return false;
   const CudnnApi& api = CudnnLibrary::instance().api();
   const int device = a.ctx.device.index;
-  const cudnnHandle_t h = handle(api, device);
+  cudnnHandle_t h = nullptr;
+  try {
+    h = handle(api, device);
+  } catch (const Error& e) {  // e.g. a cuDNN built for another CUDA: every convolution goes back to im2col
+    std::fprintf(stderr, "trainkit: %s; CUDA convolutions run on im2col + cuBLASLt from now on\n", e.what());
+    set_cudnn_enabled(false);
+    return false;
+  }
   const bool deterministic = config::is_op_determinism_enabled(), tf32 = allow_tf32();
 
   using Key = std::tuple<int, ConvKind, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
@@ -233,7 +241,15 @@ bool cudnn_convolution(const graph::KernelArgs& a, ConvKind kind, const graph::W
   thread_local std::map<Key, std::unique_ptr<Plan>> plans;
   auto& slot = plans[Key{device, kind, g.n, g.h, g.w, g.c, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pt, g.pl, filters,
                          ws.cudnn_bytes, deterministic, tf32}];
-  if (!slot) slot = make_plan(api, h, kind, d, ws, deterministic, tf32, where(a.node));
+  if (!slot) {
+    try {
+      slot = make_plan(api, h, kind, d, ws, deterministic, tf32, where(a.node));
+    } catch (const Error& e) {  // cuDNN refused the descriptors or the heuristics: this shape runs on im2col
+      std::fprintf(stderr, "trainkit: %s; it runs on im2col + cuBLASLt\n", e.what());
+      slot = std::make_unique<Plan>();
+      slot->api = &api;
+    }
+  }
   Plan& p = *slot;
   if (!p.runs) return false;
 
@@ -277,7 +293,10 @@ bool cudnn_convolution(const graph::KernelArgs& a, ConvKind kind, const graph::W
 
 #else  // built without cuDNN headers (or without CUDA)
 
-bool cudnn_convolution(const graph::KernelArgs&, ConvKind, const graph::Window&, int64_t, size_t) { return false; }
+bool cudnn_convolution(const graph::KernelArgs&, ConvKind, const graph::Window&, int64_t, size_t) {
+  log_convolution_path_once();  // "built without cuDNN headers"
+  return false;
+}
 
 #endif
 
