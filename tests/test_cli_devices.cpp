@@ -68,6 +68,18 @@ TEST(CliDevices, ListsTheCpuWithItsBudgetAndExitsZero) {
   EXPECT_EQ(r.err, "") << describe(r);
 }
 
+// The CUDA line names cuDNN's state (src/backends/cuda/cudnn_loader.h): off by TK_CUDNN=0, or why it cannot load.
+TEST(CliDevices, TheCudaLineSaysWhetherCudnnIsUsed) {
+  if (!tk::runtime::cuda_built()) GTEST_SKIP() << "this build has no CUDA backend";
+  const Result off = run_cli("TK_CUDNN=0", "devices");
+  ASSERT_EQ(off.code, 0) << describe(off);
+  const Result missing = run_cli("TK_CUDNN_LIBRARY=/nonexistent/libcudnn.so.9", "devices");
+  ASSERT_EQ(missing.code, 0) << describe(missing);
+  if (contains(off.out, "cuDNN: built without cuDNN headers")) GTEST_SKIP() << "built without cudnn.h";
+  EXPECT_CONTAINS(off.out, "; cuDNN not used (TK_CUDNN=0); ");
+  EXPECT_CONTAINS(missing.out, "; cuDNN not available: /nonexistent/libcudnn.so.9");
+}
+
 TEST(CliDevices, WithoutAGpuSaysWhy) {
   if (have_gpu()) GTEST_SKIP() << "this machine has a CUDA device";
   const Result r = run_cli("", "devices");

@@ -151,9 +151,14 @@ TEST(CudaFit, AModelsGpuMemoryIsGivenBackWhenItIsDestroyed) {
 
 // Determinism on the GPU: the same model trained twice from the same weights on the same batches ends with the same
 // bits. The CUDA kernels add in fixed orders without atomics (BiasGrad's and BatchNormalization's two-pass sums), and
-// cuBLASLt is asked for the same algorithm for the same shapes, so nothing may differ between runs.
+// cuBLASLt is asked for the same algorithm for the same shapes, so nothing may differ between runs. Under op
+// determinism (as TensorFlow's tests run), which also keeps cuBLASLt off split-K and cuDNN on deterministic algorithms.
 TEST(CudaFit, TwoTrainingRunsOnTheGpuGiveTheSameBits) {
   SKIP_WITHOUT_GPU();
+  tk::config::enable_op_determinism();
+  struct Off {
+    ~Off() { tk::config::disable_op_determinism(); }
+  } off;
   const Tensor x = uniform({320, 20}, 6), y = labels_of(x);
   tk::utils::set_random_seed(9);
   const std::vector<Tensor> initial = mlp(tk::Device::cpu())->get_weights();

@@ -2,8 +2,8 @@
 # Packs a CUDA build made here for tools/gpu_check.sh on a GPU machine that has no OpenBLAS, oneDNN, HDF5 or
 # Open MPI (the project's GPU machine: nvcc and the CUDA wheels only). The bundle holds the trainkit CLI, the
 # test binaries and every shared library they load except the C runtime and the big CUDA libraries (cuBLASLt,
-# NCCL), which the GPU machine has in its Python wheels (gpu_check.sh finds them). xz keeps it under the
-# 64 MiB a device run may carry.
+# NCCL; cuDNN, which trainkit loads at run time), which the GPU machine has in its Python wheels (gpu_check.sh
+# finds them). xz keeps it under the 64 MiB a device run may carry.
 #
 #   tools/gpu_bundle.sh [BUILD_DIR]          # default build/ (configured with -DTK_CUDA=ON)
 #   tools/gpu_bundle.sh --with-data [BUILD]  # also Fashion-MNIST (xz, 27 MB) for the fit and throughput steps
@@ -38,7 +38,7 @@ done
 ldd "${BINS[@]}" | awk '/=> \//{print $1, $3}' | sort -u | while read -r name path; do
   case "$name" in
     libc.so* | libm.so* | libpthread.so* | libdl.so* | librt.so* | ld-linux* | libstdc++.so* | libgcc_s.so*) ;;
-    libcublas* | libnccl*) ;;
+    libcublas* | libnccl* | libcudnn*) ;;  # cuDNN is dlopen'ed (not in ldd's list) and ~1 GB: never carried
     *) cp -L "$path" "$stage/bundle/build/bundle-lib/$name" ;;
   esac
 done

@@ -72,6 +72,19 @@ NVCC="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
 # cuBLASLt says why it refuses a call (e.g. "The workspace pointer must be aligned to ... 256 bytes") at level 1.
 export CUBLASLT_LOG_LEVEL="${CUBLASLT_LOG_LEVEL:-1}"
 say "CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES-<unset>} TK_VISIBLE_DEVICES=${TK_VISIBLE_DEVICES-<unset>}"
+# cuDNN 9 (the convolutions; trainkit loads libcudnn.so.9 at run time and falls back to im2col without it): the
+# project's GPU machine has it only in the nvidia-cudnn-cu13 wheel, whose lib directory goes on LD_LIBRARY_PATH for
+# trainkit's binaries (below). Its version from the library itself (cudnnGetVersion).
+CUDNN_LIB="$(find /usr/local/lib /usr/lib /opt /usr/local/cuda*/ -name libcudnn.so.9 2>/dev/null | grep -m1 'nvidia/cudnn/lib' ||
+  find /usr/local/lib /usr/lib /opt /usr/local/cuda*/ -name libcudnn.so.9 2>/dev/null | head -1)"
+CUDNN_DIR=""
+if [ -n "$CUDNN_LIB" ]; then
+  CUDNN_DIR="$(dirname "$CUDNN_LIB")"
+  CUDNN_VERSION="$(python3 -c 'import ctypes, sys; v = ctypes.CDLL(sys.argv[1]).cudnnGetVersion(); print("%d.%d.%d" % (v // 10000, v % 10000 // 100, v % 100))' "$CUDNN_LIB" 2>&1 | tail -1)"
+  say "cuDNN: found $CUDNN_LIB (version $CUDNN_VERSION)"
+else
+  say "cuDNN: NOT FOUND (no libcudnn.so.9 here: the convolutions run on im2col + cuBLASLt; pip install nvidia-cudnn-cu13)"
+fi
 say "CPU: $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p')"
 
 # side_by_side MODEL TRAINKIT_OUT TORCH_OUT: the ratio of the two benchmarks' samples/s (their last JSON lines), into
@@ -114,6 +127,7 @@ unpack_bundle() {
     say "$lib: ${found:-NOT FOUND}"
     [ -n "$found" ] && dirs="$dirs:$(dirname "$found")"
   done
+  [ -n "$CUDNN_DIR" ] && dirs="$dirs:$CUDNN_DIR"  # loaded with dlopen: not in ldd's list, never required
   ORIG_LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}"  # for python3 (PyTorch): not the bundle's Debian libraries
   export LD_LIBRARY_PATH="$(pwd)/build/bundle-lib$dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   say "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
@@ -136,6 +150,10 @@ else
   [ "${GPU_CHECK_FULL:-0}" = 1 ] && TARGETS=()
   step "build" cmake --build "$BUILD" -j"$JOBS" "${TARGETS[@]}"
   built=$?
+  if [ -n "$CUDNN_DIR" ]; then
+    ORIG_LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}"
+    export LD_LIBRARY_PATH="$CUDNN_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  fi
 fi
 if [ "$built" -eq 0 ]; then
   {
@@ -146,14 +164,17 @@ if [ "$built" -eq 0 ]; then
 
     # The CUDA tests. On a GPU machine none of the GPU tests may skip: a skip means discovery failed.
     say ""
-    say "== CUDA tests (Cuda*, CliDevices*, CliSmi*)"
-    timeout 120 "$TESTS" --gtest_filter='Cuda*:Nccl*:CliDevices*:CliSmi*' 2>&1 | tee "$BUILD/cuda_tests.txt" | tee -a "$LOG" >/dev/null
+    say "== CUDA tests (Cuda*, Cudnn*, Nccl*, CliDevices*, CliSmi*)"
+    timeout 150 "$TESTS" --gtest_filter='Cuda*:Cudnn*:OpDeterminism*:Nccl*:CliDevices*:CliSmi*' 2>&1 | tee "$BUILD/cuda_tests.txt" | tee -a "$LOG" >/dev/null
     rc=${PIPESTATUS[0]}
     tail -25 "$BUILD/cuda_tests.txt"
     # The data parallel tests (test_cuda_data_parallel.cpp): CudaMirrored.* needs one GPU; CudaTwoGpus.* (NCCL between
     # two GPUs) must run where there are two or more, and may only skip, with its reason printed, where there is one.
     gpus="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')"
     must_run='CudaGpu\.|CudaFit\.|CudaStagingGpu\.|CudaMirrored\.|NcclCollective\.Sums|NcclCollective\.Synchronized|CliDevices\.WithAGpu|CliSmi\.WithAGpu'
+    # The cuDNN path's GPU tests may skip only where no libcudnn.so.9 was found (their reason is then printed).
+    if [ -n "$CUDNN_LIB" ]; then must_run="$must_run|CudnnGpu\."; else must_run="$must_run|CudnnGpu\.TheIm2col|CudnnGpu\.ACnn|CudnnGpu\.ThePlanned"; fi
+    grep -E '^\[ *(OK|SKIPPED|FAILED) *\] CudnnGpu\.|\[ (paths|memory) *\]|cuDNN' "$BUILD/cuda_tests.txt" | sort -u | head -20 | tee -a "$LOG"
     [ "${gpus:-0}" -ge 2 ] && must_run="$must_run|CudaTwoGpus\."
     skipped_gpu="$(grep -oE "^\[  SKIPPED \] ($must_run)[A-Za-z]*" "$BUILD/cuda_tests.txt" | sort -u | wc -l)"
     if [ "${gpus:-0}" -lt 2 ]; then
@@ -245,6 +266,22 @@ if [ "$built" -eq 0 ]; then
       LD_LIBRARY_PATH="${ORIG_LD_LIBRARY_PATH:-}" timeout 150 python3 bench/peers/torch_cnn.py --device cuda --epochs 2 \
         --data-dir "$DATA" 2>&1 | tee "$BUILD/cnn_torch.json" | tee -a "$LOG"
       side_by_side CNN "$BUILD/cnn_trainkit.json" "$BUILD/cnn_torch.json"
+      # The same benchmark on the im2col path (TK_CUDNN=0), to see what cuDNN's convolutions change.
+      TK_CUDNN=0 timeout 150 "$BUILD/bench/tk_bench_cnn" --device cuda --max-steps 0 --epochs 2 --data-dir "$DATA" 2>&1 |
+        tee "$BUILD/cnn_trainkit_im2col.json" | tee -a "$LOG"
+      cnn_paths="$(LD_LIBRARY_PATH="${ORIG_LD_LIBRARY_PATH:-}" python3 - "$BUILD/cnn_trainkit.json" "$BUILD/cnn_trainkit_im2col.json" <<'PY'
+import json, sys
+def last(p):
+    for line in reversed(open(p).read().splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+a, b = last(sys.argv[1]), last(sys.argv[2])
+print("default (cuDNN when loaded) %.0f samples/s, TK_CUDNN=0 (im2col) %.0f samples/s: %.2fx" % (
+    a["samples_per_s"], b["samples_per_s"], a["samples_per_s"] / b["samples_per_s"]))
+PY
+)"
+      say "CNN on cuda:0: ${cnn_paths:-(no result)}"
+      SUMMARY+=("MEASURED         CNN on cuda:0: ${cnn_paths:-no result (see the log)}")
       say ""
       say "== mixed precision on cuda:0: 16-bit GEMMs on cuBLASLt in 16 bits, then all widened (TK_CUDA_NATIVE16=0)"
       for native in 1 0; do
@@ -335,7 +372,7 @@ fi
 
 say ""
 say "== not built yet (issues 6, 13)"
-not_implemented "BatchNormalization on CUDA (8 ops); convolutions are im2col + cuBLASLt, not cuDNN"
+not_implemented "cuDNN's graph API (fused conv + bias + relu, native 16-bit convolutions): the legacy API runs float32 only, 16-bit convolutions are widened"
 not_implemented "native 16-bit GEMMs (float16/bfloat16 ops on cuda widen to float32 in the workspace, like the cpu's)"
 not_implemented "a compute stream of its own, and the next batch gathered and copied while the step runs (fit reads the logs every step; pinned buffers and the copy stream are built: CudaStagingGpu)"
 not_implemented "training step captured as a CUDA Graph and replayed"

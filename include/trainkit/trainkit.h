@@ -25,3 +25,4 @@
 #include "trainkit/nn/model.h"
 #include "trainkit/nn/models.h"
 #include "trainkit/nn/optimizers.h"
+#include "trainkit/runtime/determinism.h"

@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 
+#include "backends/cuda/cudnn_loader.h"
 #include "cli/commands.h"
 #include "cli/lease_options.h"
 #include "runtime/cuda_device.h"
@@ -77,7 +78,7 @@ std::string cuda_summary() {
   const runtime::CudaDevices& c = runtime::cuda_devices();
   if (!c.built) return "CUDA backend: not built";
   return "CUDA backend: built, CUDA runtime " + version_text(c.runtime_version) + ", driver " +
-         version_text(c.driver_version);
+         version_text(c.driver_version) + "; " + cuda::cudnn_summary();
 }
 
 void print_cpu_line(const DeviceInfo& d) {

@@ -1,14 +1,16 @@
-// Conv2D, FusedConv2D and their gradients on CUDA as the CPU's im2col path does them (backends/cpu/conv.cpp): a
-// chunk of images unrolled into col (chunk * OH * OW, KH * KW * C) in the program's workspace by a kernel, one
-// cuBLASLt GEMM with the kernel viewed as (K, F) (bias and relu as its epilogue), col2im gathering the input gradient
-// back. Max and average pooling (conv_pool.cu) are registered here too. cuDNN is not used: it is not on every machine
-// this project's GPU builds run on (docs/gpu-report.md).
+// Conv2D, FusedConv2D and their gradients on CUDA. On cuDNN when it is loaded and can run the convolution
+// (cudnn_conv.h: heuristic algorithms under this op's planned workspace); else as the CPU's im2col path does them
+// (backends/cpu/conv.cpp): a chunk of images unrolled into col (chunk * OH * OW, KH * KW * C) in the program's
+// workspace by a kernel, one cuBLASLt GEMM with the kernel viewed as (K, F) (bias and relu as its epilogue), col2im
+// gathering the input gradient back. Both paths use the same workspace rule (conv_workspace), so the memory plan
+// does not depend on which runs. Max and average pooling (conv_pool.cu) are registered here too.
 #include "backends/cuda/cuda_kernels.h"
 
 #ifdef TK_HAVE_CUDA
 #include <algorithm>
 #include <numeric>
 
+#include "backends/cuda/cudnn_conv.h"
 #include "backends/cuda/gemm_cublaslt.h"
 #include "backends/cuda/launchers.h"
 #include "graph/kernel.h"
@@ -79,9 +81,22 @@ struct Conv {
         sms(sm_count(a.ctx.device.index)) {}
 };
 
+// The bytes conv_workspace planned for this node, which the cuDNN path divides its own way.
+size_t planned_workspace(const Conv& c) { return col_bytes(c.g, c.f) + gemm_workspace_bytes(); }
+
 // y(N, OH, OW, F) = epilogue(conv(x(N, H, W, C), w(KH, KW, C, F)))
 void convolve(const KernelArgs& a, Epilogue epilogue, const float* bias) {
   const Conv c(a);
+  if (cudnn_convolution(a, ConvKind::forward, c.g, c.f, planned_workspace(c))) {
+    // cuDNN's product, then the epilogue as the CPU's FusedConv2D applies it: one pass each over y (N·P rows of F).
+    const int64_t rows = c.g.n * c.g.pixels();
+    if (epilogue == Epilogue::bias || epilogue == Epilogue::bias_relu)
+      launch_bias_add(a.output<float>(), bias, a.output<float>(), rows, c.f, c.sms, a.ctx.stream);
+    if (epilogue == Epilogue::bias_relu)
+      launch_activation(Activation::relu, a.output<float>(), a.output<float>(), rows * c.f, 0.0f, c.sms, a.ctx.stream);
+    return;
+  }
+  count_conv_path(false);
   for (int64_t n0 = 0; n0 < c.g.n; n0 += c.chunk) {
     const int64_t count = std::min(c.chunk, c.g.n - n0);
     launch_im2col(a.input<float>(0), c.geo, n0, count, c.col, c.sms, a.ctx.stream);
@@ -97,6 +112,8 @@ void fused_conv2d(const KernelArgs& a) {
 // dx = col2im(dy(N·P, F) · wᵀ(F, K))
 void conv2d_grad_input(const KernelArgs& a) {
   const Conv c(a);
+  if (cudnn_convolution(a, ConvKind::backward_data, c.g, c.f, planned_workspace(c))) return;
+  count_conv_path(false);
   for (int64_t n0 = 0; n0 < c.g.n; n0 += c.chunk) {
     const int64_t count = std::min(c.chunk, c.g.n - n0);
     gemm({count * c.g.pixels(), c.g.patch(), c.f, false, true, Epilogue::none},
@@ -109,6 +126,8 @@ void conv2d_grad_input(const KernelArgs& a) {
 // dw(K, F) = sum over chunks of colᵀ(K, N·P) · dy(N·P, F)
 void conv2d_grad_filter(const KernelArgs& a) {
   const Conv c(a);
+  if (cudnn_convolution(a, ConvKind::backward_filter, c.g, c.f, planned_workspace(c))) return;
+  count_conv_path(false);
   for (int64_t n0 = 0; n0 < c.g.n; n0 += c.chunk) {
     const int64_t count = std::min(c.chunk, c.g.n - n0);
     launch_im2col(a.input<float>(0), c.geo, n0, count, c.col, c.sms, a.ctx.stream);

@@ -8,6 +8,11 @@
 // written in float32 (a weight's gradient, graph/fuse.h). The relu_grad epilogue, an empty sum (k = 0) and shapes
 // with a dimension that is not a multiple of 8 stay on the widened kernels (backends/widen.h), and
 // TK_CUDA_NATIVE16=0 puts every 16-bit GEMM there (A/B measurements).
+// Determinism: every cuBLASLt reduction scheme is ordered (cublasLt.h: split-K partials are reduced in a separate
+// step or "in place" with counters that keep the order; atomics are opt-in and not used here), and the algorithm is
+// fixed per shape, so a GEMM gives the same bits on every run. With op determinism on
+// (tk::config::enable_op_determinism, TK_DETERMINISTIC=1) split-K is not chosen at all (REDUCTION_SCHEME_NONE), so
+// a product's sums do not depend on how cuBLASLt splits them; a shape with no such algorithm takes any.
 #ifdef TK_HAVE_CUDA
 #include "backends/cuda/gemm_cublaslt.h"
 
@@ -28,6 +33,7 @@
 #include "backends/cuda/launchers.h"
 #include "backends/widen.h"
 #include "graph/kernel.h"
+#include "trainkit/runtime/determinism.h"
 
 namespace tk::cuda {
 namespace {
@@ -95,7 +101,8 @@ struct Plan {
   }
 };
 
-std::unique_ptr<Plan> make_plan(const GemmShape& s, GemmTypes t, int device, const std::string& where) {
+std::unique_ptr<Plan> make_plan(const GemmShape& s, GemmTypes t, int device, bool deterministic,
+                                const std::string& where) {
   auto p = std::make_unique<Plan>();
   const ColumnMajorGemm g = to_column_major(s.m, s.n, s.k, s.ta, s.tb);
   const bool tf32 = allow_tf32() && t.ab == DType::f32;  // 16-bit operands accumulate in float32 regardless
@@ -138,8 +145,16 @@ std::unique_ptr<Plan> make_plan(const GemmShape& s, GemmTypes t, int device, con
     cublasLtMatmulPreferenceSetAttribute(pref, a, &align, sizeof align);
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  const cublasStatus_t st =
-      cublasLtMatmulAlgoGetHeuristic(handle(device), p->desc, p->a, p->b, p->c, p->c, pref, 1, &result, &found);
+  cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+  if (deterministic) {  // no split-K; any scheme when no such algorithm exists
+    const uint32_t none = CUBLASLT_REDUCTION_SCHEME_NONE;
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &none, sizeof none);
+    st = cublasLtMatmulAlgoGetHeuristic(handle(device), p->desc, p->a, p->b, p->c, p->c, pref, 1, &result, &found);
+    const uint32_t any = CUBLASLT_REDUCTION_SCHEME_MASK;
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &any, sizeof any);
+  }
+  if (!deterministic || st != CUBLAS_STATUS_SUCCESS || found == 0)
+    st = cublasLtMatmulAlgoGetHeuristic(handle(device), p->desc, p->a, p->b, p->c, p->c, pref, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   check_lt(st, "cublasLtMatmulAlgoGetHeuristic", where);
   if (found == 0) throw Unsupported("cuBLASLt has no algorithm for " + where);
@@ -152,9 +167,10 @@ std::unique_ptr<Plan> make_plan(const GemmShape& s, GemmTypes t, int device, con
 std::string where(const graph::Node& node) { return std::string(graph::op_name(node.op)) + " '" + node.name + "'"; }
 
 Plan& plan_for(const GemmShape& s, GemmTypes t, int device, const graph::Node& node) {
-  thread_local std::map<std::tuple<GemmShape, GemmTypes, int, bool>, std::unique_ptr<Plan>> plans;
-  auto& slot = plans[{s, t, device, allow_tf32()}];
-  if (!slot) slot = make_plan(s, t, device, where(node));
+  thread_local std::map<std::tuple<GemmShape, GemmTypes, int, bool, bool>, std::unique_ptr<Plan>> plans;
+  const bool deterministic = config::is_op_determinism_enabled();
+  auto& slot = plans[{s, t, device, allow_tf32(), deterministic}];
+  if (!slot) slot = make_plan(s, t, device, deterministic, where(node));
   return *slot;
 }
 

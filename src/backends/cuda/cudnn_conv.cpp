@@ -1,0 +1,303 @@
+// Conv2D, FusedConv2D's convolution and their gradients on cuDNN's legacy convolution API (cudnnConvolutionForward,
+// BackwardData, BackwardFilter), loaded at run time (cudnn_loader.h). Per (thread, device, convolution) a plan: the
+// descriptors (cudnn_mapping.h's dims; the filter as KRSC, transposed into the workspace) and the algorithm, the
+// first of cuDNN's ranked heuristic results (cudnnGetConvolution*Algorithm_v7; nothing is timed) that fits in the
+// op's planned workspace, is deterministic when op determinism is on, and uses FMA math unless TK_ALLOW_TF32=1.
+// A convolution with no such algorithm returns false (conv.cpp runs im2col), so the memory plan never changes.
+//
+// Why the legacy API and not the graph (backend) API: the legacy calls are a small, fixed set whose heuristics
+// return exactly what the choice needs (a ranked list with workspace sizes and determinism), they are still in
+// cuDNN 9 (libcudnn_cnn, marked deprecated), and each call's contract is documented argument by argument, which is
+// what can be written correctly without a GPU to try it on. The graph API would fuse the bias and relu and run
+// 16-bit convolutions natively, at the cost of many more descriptors and engine configurations to get right blind.
+#include "backends/cuda/cudnn_conv.h"
+
+#include <atomic>
+
+#include "backends/cuda/cudnn_loader.h"
+
+#ifdef TK_HAVE_CUDNN
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "backends/cuda/check.h"
+#include "backends/cuda/cudnn_api.h"
+#include "backends/cuda/cudnn_mapping.h"
+#include "trainkit/runtime/determinism.h"
+#endif
+
+namespace tk::cuda {
+namespace {
+std::atomic<int64_t> cudnn_calls{0}, im2col_calls{0};
+}  // namespace
+
+ConvPathCounts conv_path_counts() { return {cudnn_calls.load(), im2col_calls.load()}; }
+void count_conv_path(bool cudnn) { (cudnn ? cudnn_calls : im2col_calls).fetch_add(1); }
+
+#ifdef TK_HAVE_CUDNN
+int sm_count(int index);  // cuda_kernels.cpp
+
+namespace {
+
+void check_dnn(const CudnnApi& api, cudnnStatus_t s, const char* call, const std::string& where) {
+  if (s == CUDNN_STATUS_SUCCESS) return;
+  throw Error(std::string(call) + " failed: " + api.get_error_string(s) + " (" + where +
+              "; CUDNN_LOGERR_DBG=1 CUDNN_LOGDEST_DBG=stderr makes cuDNN say why)");
+}
+
+// "Conv2D 'conv2d/conv'": built only for a new plan or an error, never on the step's path.
+std::string where(const graph::Node& node) { return std::string(graph::op_name(node.op)) + " '" + node.name + "'"; }
+void check_dnn(const CudnnApi& api, cudnnStatus_t s, const char* call, const graph::Node& node) {
+  if (s != CUDNN_STATUS_SUCCESS) check_dnn(api, s, call, where(node));
+}
+
+// TK_ALLOW_TF32=1, read as gemm_cublaslt.cpp reads it: float32 convolutions may use TF32 tensor cores.
+bool allow_tf32() {
+  static const bool yes = [] {
+    const char* v = std::getenv("TK_ALLOW_TF32");
+    return v && std::string(v) == "1";
+  }();
+  return yes;
+}
+
+// One handle per (thread, device), made on that device: a cuDNN handle belongs to the device current at
+// cudnnCreate, and is not meant to be shared between threads. Its stream is set on every call (the context's).
+cudnnHandle_t handle(const CudnnApi& api, int device) {
+  struct Owned {
+    const CudnnApi* api;
+    cudnnHandle_t h;
+    ~Owned() { api->destroy(h); }
+  };
+  thread_local std::map<int, std::unique_ptr<Owned>> handles;
+  auto it = handles.find(device);
+  if (it == handles.end()) {
+    int previous = -1;
+    cudaGetDevice(&previous);
+    if (previous != device)
+      check(cudaSetDevice(device), "cudaSetDevice", "cuDNN's handle on cuda:" + std::to_string(device));
+    cudnnHandle_t raw = nullptr;
+    const cudnnStatus_t s = api.create(&raw);
+    if (previous >= 0 && previous != device) cudaSetDevice(previous);
+    check_dnn(api, s, "cudnnCreate", "cuDNN's handle on cuda:" + std::to_string(device));
+    it = handles.emplace(device, std::make_unique<Owned>(Owned{&api, raw})).first;
+  }
+  return it->second->h;
+}
+
+struct Plan {
+  const CudnnApi* api = nullptr;
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;  // y: the output (forward) or dy (the gradients)
+  cudnnFilterDescriptor_t w = nullptr;               // KRSC
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  bool runs = false;  // an algorithm was found; else the op runs on im2col
+  int algo = 0;
+  CudnnWorkspace ws;
+  ~Plan() {
+    if (x) api->destroy_tensor(x);
+    if (y) api->destroy_tensor(y);
+    if (w) api->destroy_filter(w);
+    if (conv) api->destroy_conv(conv);
+  }
+};
+
+void set_tensor(const CudnnApi& api, cudnnTensorDescriptor_t t, const CudnnTensor4d& d, const std::string& at) {
+  check_dnn(
+      api,
+      api.set_tensor_4d_ex(t, CUDNN_DATA_FLOAT, d.n, d.c, d.h, d.w, d.n_stride, d.c_stride, d.h_stride, d.w_stride),
+      "cudnnSetTensor4dDescriptorEx", at);
+}
+
+// The ranked heuristic results as candidates: each successful one's workspace is also asked of
+// cudnnGet*WorkspaceSize under its own math type (the larger number counts), as the perf result's may be short.
+template <typename Perf, typename Query>
+std::vector<AlgoCandidate> candidates(const CudnnApi& api, Plan& p, const std::vector<Perf>& perfs, Query query) {
+  std::vector<AlgoCandidate> out;
+  for (const Perf& perf : perfs) {
+    AlgoCandidate c;
+    c.algo = static_cast<int>(perf.algo);
+    c.ok = perf.status == CUDNN_STATUS_SUCCESS;
+    c.memory = perf.memory;
+    c.deterministic = perf.determinism == CUDNN_DETERMINISTIC;
+    c.tensor_math = perf.mathType != CUDNN_FMA_MATH;
+    c.math_type = static_cast<int>(perf.mathType);
+    if (c.ok) {
+      size_t bytes = 0;
+      c.ok = api.set_conv_math_type(p.conv, perf.mathType) == CUDNN_STATUS_SUCCESS &&
+             query(perf.algo, &bytes) == CUDNN_STATUS_SUCCESS;
+      c.memory = std::max(c.memory, bytes);
+    }
+    out.push_back(c);
+  }
+  return out;
+}
+
+std::unique_ptr<Plan> make_plan(const CudnnApi& api, cudnnHandle_t h, ConvKind kind, const CudnnConvDims& d,
+                                const CudnnWorkspace& ws, bool deterministic, bool tf32, const std::string& at) {
+  auto p = std::make_unique<Plan>();
+  p->api = &api;
+  p->ws = ws;
+  check_dnn(api, api.create_tensor(&p->x), "cudnnCreateTensorDescriptor", at);
+  check_dnn(api, api.create_tensor(&p->y), "cudnnCreateTensorDescriptor", at);
+  check_dnn(api, api.create_filter(&p->w), "cudnnCreateFilterDescriptor", at);
+  check_dnn(api, api.create_conv(&p->conv), "cudnnCreateConvolutionDescriptor", at);
+  set_tensor(api, p->x, d.x, at);
+  set_tensor(api, p->y, d.y, at);
+  check_dnn(api, api.set_filter_4d(p->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, d.k, d.c, d.r, d.s),
+            "cudnnSetFilter4dDescriptor", at);
+  check_dnn(api,
+            api.set_conv_2d(p->conv, d.pad_h, d.pad_w, d.stride_h, d.stride_w, d.dilation_h, d.dilation_w,
+                            CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+            "cudnnSetConvolution2dDescriptor", at);
+  const cudnnMathType_t math = tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+  check_dnn(api, api.set_conv_math_type(p->conv, math), "cudnnSetConvolutionMathType", at);
+  int n = 0, c = 0, oh = 0, ow = 0;  // the mapping and cuDNN must agree on the output (graph::Window's rule)
+  check_dnn(api, api.forward_output_dim(p->conv, p->x, p->w, &n, &c, &oh, &ow), "cudnnGetConvolution2dForwardOutputDim",
+            at);
+  if (n != d.y.n || c != d.y.c || oh != d.y.h || ow != d.y.w)
+    throw Error("cuDNN computes an output of (" + std::to_string(n) + ", " + std::to_string(oh) + ", " +
+                std::to_string(ow) + ", " + std::to_string(c) + ") for " + at + ", trainkit (" + std::to_string(d.y.n) +
+                ", " + std::to_string(d.y.h) + ", " + std::to_string(d.y.w) + ", " + std::to_string(d.y.c) +
+                "): a bug in cudnn_mapping.cpp (TK_CUDNN=0 runs im2col)");
+
+  std::vector<AlgoCandidate> ranked;
+  int count = 0, returned = 0;
+  const char* what = "";
+  if (kind == ConvKind::forward) {
+    what = "cudnnGetConvolutionForwardAlgorithm_v7";
+    check_dnn(api, api.forward_max_count(h, &count), "cudnnGetConvolutionForwardAlgorithmMaxCount", at);
+    std::vector<cudnnConvolutionFwdAlgoPerf_t> perfs(static_cast<size_t>(std::max(count, 1)));
+    check_dnn(api, api.forward_heuristics(h, p->x, p->w, p->conv, p->y, count, &returned, perfs.data()), what, at);
+    perfs.resize(static_cast<size_t>(std::clamp(returned, 0, count)));
+    ranked = candidates(api, *p, perfs, [&](cudnnConvolutionFwdAlgo_t algo, size_t* bytes) {
+      return api.forward_workspace(h, p->x, p->w, p->conv, p->y, algo, bytes);
+    });
+  } else if (kind == ConvKind::backward_data) {
+    what = "cudnnGetConvolutionBackwardDataAlgorithm_v7";
+    check_dnn(api, api.backward_data_max_count(h, &count), "cudnnGetConvolutionBackwardDataAlgorithmMaxCount", at);
+    std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perfs(static_cast<size_t>(std::max(count, 1)));
+    check_dnn(api, api.backward_data_heuristics(h, p->w, p->y, p->conv, p->x, count, &returned, perfs.data()), what,
+              at);
+    perfs.resize(static_cast<size_t>(std::clamp(returned, 0, count)));
+    ranked = candidates(api, *p, perfs, [&](cudnnConvolutionBwdDataAlgo_t algo, size_t* bytes) {
+      return api.backward_data_workspace(h, p->w, p->y, p->conv, p->x, algo, bytes);
+    });
+  } else {
+    what = "cudnnGetConvolutionBackwardFilterAlgorithm_v7";
+    check_dnn(api, api.backward_filter_max_count(h, &count), "cudnnGetConvolutionBackwardFilterAlgorithmMaxCount", at);
+    std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perfs(static_cast<size_t>(std::max(count, 1)));
+    check_dnn(api, api.backward_filter_heuristics(h, p->x, p->y, p->conv, p->w, count, &returned, perfs.data()), what,
+              at);
+    perfs.resize(static_cast<size_t>(std::clamp(returned, 0, count)));
+    ranked = candidates(api, *p, perfs, [&](cudnnConvolutionBwdFilterAlgo_t algo, size_t* bytes) {
+      return api.backward_filter_workspace(h, p->x, p->y, p->conv, p->w, algo, bytes);
+    });
+  }
+  const int pick = choose_algorithm(ranked, ws.cudnn_bytes, deterministic, tf32);
+  if (pick < 0) {
+    std::fprintf(stderr, "trainkit: %s: no cuDNN algorithm (%s); it runs on im2col + cuBLASLt\n", at.c_str(),
+                 no_algorithm_reason(ranked, ws.cudnn_bytes, deterministic, tf32).c_str());
+    return p;
+  }
+  // The chosen result's math type goes on the descriptor the calls read: cuDNN picks the kernel by both.
+  const AlgoCandidate& chosen = ranked[static_cast<size_t>(pick)];
+  check_dnn(api, api.set_conv_math_type(p->conv, static_cast<cudnnMathType_t>(chosen.math_type)),
+            "cudnnSetConvolutionMathType", at);
+  p->algo = chosen.algo;
+  p->runs = true;
+  return p;
+}
+
+}  // namespace
+
+bool cudnn_convolution(const graph::KernelArgs& a, ConvKind kind, const graph::Window& g, int64_t filters,
+                       size_t planned) {
+  log_convolution_path_once();
+  if (!cudnn_enabled() || !cudnn_unsupported(g, filters).empty()) return false;
+  const CudnnConvDims d = cudnn_dims(g, filters);
+  const CudnnWorkspace ws = cudnn_workspace(planned, d.filter_elements());
+  if (!ws.fits) return false;
+  const CudnnApi& api = CudnnLibrary::instance().api();
+  const int device = a.ctx.device.index;
+  cudnnHandle_t h = nullptr;
+  try {
+    h = handle(api, device);
+  } catch (const Error& e) {  // e.g. a cuDNN built for another CUDA: every convolution goes back to im2col
+    std::fprintf(stderr, "trainkit: %s; CUDA convolutions run on im2col + cuBLASLt from now on\n", e.what());
+    set_cudnn_enabled(false);
+    return false;
+  }
+  const bool deterministic = config::is_op_determinism_enabled(), tf32 = allow_tf32();
+
+  using Key = std::tuple<int, ConvKind, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                         int64_t, int64_t, int64_t, int64_t, size_t, bool, bool>;
+  thread_local std::map<Key, std::unique_ptr<Plan>> plans;
+  auto& slot = plans[Key{device, kind, g.n, g.h, g.w, g.c, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pt, g.pl, filters,
+                         ws.cudnn_bytes, deterministic, tf32}];
+  if (!slot) {
+    try {
+      slot = make_plan(api, h, kind, d, ws, deterministic, tf32, where(a.node));
+    } catch (const Error& e) {  // cuDNN refused the descriptors or the heuristics: this shape runs on im2col
+      std::fprintf(stderr, "trainkit: %s; it runs on im2col + cuBLASLt\n", e.what());
+      slot = std::make_unique<Plan>();
+      slot->api = &api;
+    }
+  }
+  Plan& p = *slot;
+  if (!p.runs) return false;
+
+  const auto u = reinterpret_cast<uintptr_t>(a.workspace);
+  char* base = reinterpret_cast<char*>((u + kCudnnAlignment - 1) & ~uintptr_t{kCudnnAlignment - 1});
+  float* filter = reinterpret_cast<float*>(base);  // the filter (or its gradient) in KRSC: (F, KH·KW·C)
+  void* scratch = base + ws.cudnn_offset;
+  const int sms = sm_count(device);
+  const int64_t patch = g.kh * g.kw * g.c;
+  const float one = 1.0f, zero = 0.0f;
+  check_dnn(api, api.set_stream(h, static_cast<cudaStream_t>(a.ctx.stream)), "cudnnSetStream", a.node);
+  cudnnStatus_t s = CUDNN_STATUS_SUCCESS;
+  const char* call = "";
+  switch (kind) {
+    case ConvKind::forward:  // y = conv(x, w)
+      launch_transpose(a.input<float>(1), filter, patch, filters, sms, a.ctx.stream);
+      call = "cudnnConvolutionForward";
+      s = api.forward(h, &one, p.x, a.input<float>(0), p.w, filter, p.conv,
+                      static_cast<cudnnConvolutionFwdAlgo_t>(p.algo), scratch, ws.cudnn_bytes, &zero, p.y,
+                      a.output<float>());
+      break;
+    case ConvKind::backward_data:  // dx = conv_grad_input(dy, w)
+      launch_transpose(a.input<float>(1), filter, patch, filters, sms, a.ctx.stream);
+      call = "cudnnConvolutionBackwardData";
+      s = api.backward_data(h, &one, p.w, filter, p.y, a.input<float>(0), p.conv,
+                            static_cast<cudnnConvolutionBwdDataAlgo_t>(p.algo), scratch, ws.cudnn_bytes, &zero, p.x,
+                            a.output<float>());
+      break;
+    case ConvKind::backward_filter:  // dw = conv_grad_filter(x, dy), in KRSC, then back to (KH·KW·C, F)
+      call = "cudnnConvolutionBackwardFilter";
+      s = api.backward_filter(h, &one, p.x, a.input<float>(0), p.y, a.input<float>(1), p.conv,
+                              static_cast<cudnnConvolutionBwdFilterAlgo_t>(p.algo), scratch, ws.cudnn_bytes, &zero, p.w,
+                              filter);
+      if (s == CUDNN_STATUS_SUCCESS) launch_transpose(filter, a.output<float>(), filters, patch, sms, a.ctx.stream);
+      break;
+  }
+  check_dnn(api, s, call, a.node);
+  count_conv_path(true);
+  return true;
+}
+
+#else  // built without cuDNN headers (or without CUDA)
+
+bool cudnn_convolution(const graph::KernelArgs&, ConvKind, const graph::Window&, int64_t, size_t) {
+  log_convolution_path_once();  // "built without cuDNN headers"
+  return false;
+}
+
+#endif
+
+}  // namespace tk::cuda

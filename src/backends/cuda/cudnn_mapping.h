@@ -1,0 +1,80 @@
+// How trainkit's convolutions map onto cuDNN's legacy convolution API (cudnn_conv.cpp), as plain host code built in
+// every build and unit-tested on the CPU (tests/test_cudnn_mapping.cpp): which convolutions take cuDNN, the
+// descriptors' dimensions and strides, how the op's planned workspace is split, and which of cuDNN's heuristic
+// algorithms is chosen.
+//
+//   const std::string why = tk::cuda::cudnn_unsupported(g, filters);  // "" when cuDNN can run it
+//   const tk::cuda::CudnnConvDims d = tk::cuda::cudnn_dims(g, filters);
+//   const tk::cuda::CudnnWorkspace ws = tk::cuda::cudnn_workspace(planned, d.filter_elements());
+//   const int pick = tk::cuda::choose_algorithm(candidates, ws.cudnn_bytes, deterministic, allow_tf32);
+//
+// trainkit's tensors: x (N, H, W, C) NHWC, w (KH, KW, C, F) "HWIO", y (N, OH, OW, F). cuDNN takes NHWC activations
+// as 4-d descriptors with explicit strides, but its filters only as KCRS or KRSC (F, KH, KW, C): the kernels
+// transpose w (KH·KW·C, F) into (F, KH·KW·C) in the workspace, and a filter gradient back.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "graph/window.h"
+
+namespace tk::cuda {
+
+// A 4-d tensor descriptor as cudnnSetTensor4dDescriptorEx takes it: dims in N, C, H, W order, each with its stride
+// in elements (NHWC storage: C's stride is 1).
+struct CudnnTensor4d {
+  int n = 0, c = 0, h = 0, w = 0;
+  int n_stride = 0, c_stride = 0, h_stride = 0, w_stride = 0;
+};
+CudnnTensor4d nhwc_descriptor(int64_t n, int64_t c, int64_t h, int64_t w);
+
+struct CudnnConvDims {
+  CudnnTensor4d x, y;
+  int k = 0, c = 0, r = 0, s = 0;  // the filter, cudnnSetFilter4dDescriptor(..., CUDNN_TENSOR_NHWC, k, c, r, s): KRSC
+  int pad_h = 0, pad_w = 0, stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
+  int64_t filter_elements() const { return int64_t{k} * c * r * s; }
+};
+
+// Why cuDNN cannot run this convolution (window g, f filters), or "" when it can. cuDNN pads both sides of an axis
+// alike; TensorFlow's "same" padding puts the odd pixel at the bottom/right (e.g. stride 2, even input), which stays
+// on im2col. Empty convolutions and tensors beyond int32 indexing stay there too.
+std::string cudnn_unsupported(const graph::Window& g, int64_t filters);
+CudnnConvDims cudnn_dims(const graph::Window& g, int64_t filters);  // when cudnn_unsupported(g, f) is ""
+
+// The op's planned workspace (conv.cpp's rule, the same number whichever path runs, so that the memory plan does not
+// depend on cuDNN), split for cuDNN: [round the base up to 256 | the filter in KRSC | cuDNN's workspace]. The base's
+// misalignment is taken at its worst (the program's workspace is only 64-byte aligned), so the split, and the
+// algorithm chosen under it, depend on the shape alone.
+struct CudnnWorkspace {
+  bool fits = false;        // the filter copy fits (else: im2col)
+  size_t filter_bytes = 0;  // at the aligned base
+  size_t cudnn_offset = 0;  // from the aligned base; 256-aligned
+  size_t cudnn_bytes = 0;   // the limit on the algorithm's workspace
+};
+inline constexpr size_t kCudnnAlignment = 256;
+inline constexpr size_t kWorkspaceBaseAlignment = 64;  // graph::kArenaAlignment
+CudnnWorkspace cudnn_workspace(size_t planned, int64_t filter_elements);
+
+// One of cuDNN's heuristic results (cudnnConvolution*AlgoPerf_t), as far as the choice needs it.
+struct AlgoCandidate {
+  int algo = 0;
+  bool ok = false;             // status == CUDNN_STATUS_SUCCESS
+  size_t memory = 0;           // workspace bytes it needs (the larger of the perf result and the workspace query)
+  bool deterministic = false;  // determinism == CUDNN_DETERMINISTIC
+  bool tensor_math = false;    // mathType != CUDNN_FMA_MATH: may use TF32 tensor cores on float32
+  int math_type = 0;           // the cudnnMathType_t, set on the descriptor when this one is chosen
+};
+// The first candidate (cuDNN ranks them, best first) that succeeded, fits in `limit`, is deterministic when
+// `deterministic_only`, and uses plain FMA math unless `allow_tf32`; -1 when none does (the call falls back to
+// im2col).
+int choose_algorithm(const std::vector<AlgoCandidate>& ranked, size_t limit, bool deterministic_only, bool allow_tf32);
+// Why choose_algorithm found none, for the log: "3 candidates: 1 failed, 2 need more than 32.00 MiB of workspace".
+std::string no_algorithm_reason(const std::vector<AlgoCandidate>& ranked, size_t limit, bool deterministic_only,
+                                bool allow_tf32);
+
+// cudnnGetVersion()'s number (9.19.0 is 91900): "" when this build can use it, else why not.
+std::string cudnn_version_problem(size_t version);
+std::string cudnn_version_text(size_t version);  // "9.19.0"
+
+}  // namespace tk::cuda

@@ -1,0 +1,178 @@
+// The CUDA convolutions on cuDNN and on im2col, on cuda:0 (GPU machines only; skipped with the reason elsewhere, and
+// the cuDNN ones also where cuDNN is not loaded; tools/gpu_check.sh runs them). The op harness's convolution cases
+// (tests/op_harness.h) against the cpu float32 result on both paths, with the path each call took counted; a CNN
+// trained twice under op determinism gives the same bits; its planned step is the measured peak with cuDNN.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cudnn_conv.h"
+#include "backends/cuda/cudnn_loader.h"
+#include "cuda_test_support.h"
+#include "op_harness.h"
+#include "trainkit/trainkit.h"
+
+namespace tk::graph::harness {
+namespace {
+
+#define SKIP_WITHOUT_CUDNN()                                                                            \
+  do {                                                                                                  \
+    SKIP_WITHOUT_GPU();                                                                                 \
+    if (!tk::cuda::cudnn_enabled()) GTEST_SKIP() << "cuDNN is not used: " << tk::cuda::cudnn_summary(); \
+  } while (0)
+
+// Symmetric padding: cuDNN runs them (the harness's "valid", "dilation2" and "one channel" windows).
+const std::vector<std::string> kCudnnCases = {"Conv2D valid",
+                                              "Conv2D dilation2",
+                                              "Conv2D one channel",
+                                              "FusedConv2D bias valid",
+                                              "FusedConv2D bias relu valid",
+                                              "Conv2DGradInput valid",
+                                              "Conv2DGradFilter valid",
+                                              "Conv2DGradInput dilation2",
+                                              "Conv2DGradFilter one channel"};
+// Padding on one side only (TensorFlow's "same" with an even total): im2col runs them even with cuDNN on.
+const std::vector<std::string> kAsymmetricCases = {"Conv2D same odd pad", "Conv2D stride2", "Conv2DGradInput stride2",
+                                                   "Conv2DGradFilter same odd pad"};
+
+const Target kCuda{DeviceKind::cuda, DType::f32};
+
+// Each case's forward output on cuda:0 against the cpu; returns how many calls took each path meanwhile.
+tk::cuda::ConvPathCounts run_forward(const std::vector<std::string>& labels) {
+  const tk::cuda::ConvPathCounts before = tk::cuda::conv_path_counts();
+  for (const std::string& label : labels) {
+    SCOPED_TRACE(label);
+    std::string skipped;
+    check_forward(find_case(label), kCuda, &skipped);
+    EXPECT_EQ(skipped, "") << "a CUDA convolution kernel is missing";
+  }
+  const tk::cuda::ConvPathCounts after = tk::cuda::conv_path_counts();
+  return {after.cudnn - before.cudnn, after.im2col - before.im2col};
+}
+
+// cuDNN off for a scope (and back on).
+struct Im2colOnly {
+  Im2colOnly() { tk::cuda::set_cudnn_enabled(false); }
+  ~Im2colOnly() { tk::cuda::set_cudnn_enabled(true); }
+};
+
+TEST(CudnnGpu, SymmetricConvolutionsRunOnCudnnAndMatchTheCpu) {
+  SKIP_WITHOUT_CUDNN();
+  const tk::cuda::ConvPathCounts n = run_forward(kCudnnCases);
+  EXPECT_EQ(n.cudnn, static_cast<int64_t>(kCudnnCases.size())) << "every one of them ran on cuDNN";
+  EXPECT_EQ(n.im2col, 0);
+  // The gradient programs too (Conv2DGradInput and Conv2DGradFilter of each, on cuDNN).
+  for (const std::string& label : {"Conv2D valid", "Conv2D dilation2", "FusedConv2D bias relu valid"}) {
+    SCOPED_TRACE(label);
+    std::string skipped;
+    check_gradient_parity(find_case(label), kCuda, &skipped);
+    EXPECT_EQ(skipped, "");
+  }
+}
+
+TEST(CudnnGpu, AsymmetricPaddingRunsOnIm2colWithCudnnOn) {
+  SKIP_WITHOUT_CUDNN();
+  const tk::cuda::ConvPathCounts n = run_forward(kAsymmetricCases);
+  EXPECT_EQ(n.cudnn, 0);
+  EXPECT_EQ(n.im2col, static_cast<int64_t>(kAsymmetricCases.size()));
+}
+
+// The im2col path, on every machine with a GPU (with cuDNN switched off, as TK_CUDNN=0 does).
+TEST(CudnnGpu, TheIm2colPathMatchesTheCpuWithCudnnOff) {
+  SKIP_WITHOUT_GPU();
+  const Im2colOnly off;
+  const tk::cuda::ConvPathCounts n = run_forward(kCudnnCases);
+  EXPECT_EQ(n.cudnn, 0);
+  EXPECT_EQ(n.im2col, static_cast<int64_t>(kCudnnCases.size()));
+  std::string skipped;
+  check_gradient_parity(find_case("Conv2D valid"), kCuda, &skipped);
+  EXPECT_EQ(skipped, "");
+}
+
+// ---- a small CNN on cuda:0
+Tensor uniform(Shape shape, uint32_t seed) {
+  Tensor t(std::move(shape), DType::f32);
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = d(gen);
+  return t;
+}
+Tensor labels(int64_t n, uint32_t seed) {
+  Tensor y({n}, DType::i32);
+  std::mt19937 gen(seed);
+  for (int64_t i = 0; i < n; ++i) y.data<int32_t>()[i] = static_cast<int32_t>(gen() % 5);
+  return y;
+}
+// Two "same" convolutions with symmetric padding (cuDNN), one with stride 2 on an even input (im2col).
+std::unique_ptr<Sequential> cnn(Device device) {
+  auto m = std::make_unique<Sequential>(std::vector<LayerPtr>{
+      layers::Input({12, 12, 3}), layers::Conv2D(8, 3, "relu", {.padding = "same"}),
+      layers::Conv2D(8, 5, "relu", {.padding = "same"}),
+      layers::Conv2D(4, 3, "relu", {.strides = 2, .padding = "same"}), layers::Flatten(), layers::Dense(5)});
+  m->set_device(device);
+  m->compile(optimizers::Adam(), losses::SparseCategoricalCrossentropy({.from_logits = true}));
+  return m;
+}
+
+TEST(CudnnGpu, ACnnTrainedTwiceUnderOpDeterminismGivesTheSameBits) {
+  SKIP_WITHOUT_GPU();
+  config::enable_op_determinism();
+  const Tensor x = uniform({96, 12, 12, 3}, 11), y = labels(96, 12);
+  utils::set_random_seed(13);
+  auto reference = cnn(Device::cpu());
+  const std::vector<Tensor> initial = reference->get_weights();
+  FitOptions o;
+  o.epochs = 2;
+  o.batch_size = 32;
+  o.verbose = 0;
+  o.seed = 5;
+  reference->fit(x, y, o);
+  const tk::cuda::ConvPathCounts before = tk::cuda::conv_path_counts();
+  std::vector<std::vector<Tensor>> runs;
+  for (int run = 0; run < 2; ++run) {
+    auto m = cnn(Device::cuda(0));
+    m->set_weights(initial);
+    m->fit(x, y, o);
+    runs.push_back(m->get_weights());
+  }
+  config::disable_op_determinism();
+  const tk::cuda::ConvPathCounts after = tk::cuda::conv_path_counts();
+  std::printf("[ paths  ] %lld convolution calls on cuDNN, %lld on im2col (%s)\n",
+              static_cast<long long>(after.cudnn - before.cudnn), static_cast<long long>(after.im2col - before.im2col),
+              tk::cuda::cudnn_summary().c_str());
+  if (tk::cuda::cudnn_enabled()) EXPECT_GT(after.cudnn, before.cudnn);
+  EXPECT_GT(after.im2col, before.im2col) << "the stride-2 layer's asymmetric padding";
+  ASSERT_EQ(runs[0].size(), runs[1].size());
+  for (size_t t = 0; t < runs[0].size(); ++t)
+    EXPECT_EQ(std::memcmp(runs[0][t].raw(), runs[1][t].raw(), runs[0][t].nbytes()), 0) << "weight " << t;
+  // Against the cpu: the same training within float32 reassociation (cuDNN's algorithms sum in their own orders).
+  EXPECT_LE(tk::testing::worst_relative(runs[0], reference->get_weights()), 1e-3);
+}
+
+// The memory plan holds with cuDNN: its workspace is carved from each convolution's planned workspace (the im2col
+// rule, unchanged), and cuDNN allocates nothing through trainkit's allocator.
+TEST(CudnnGpu, ThePlannedCnnStepIsTheMeasuredPeak) {
+  SKIP_WITHOUT_GPU();
+  const Device gpu = Device::cuda(0);
+  const int64_t batch = 32;
+  const Tensor x = uniform({batch, 12, 12, 3}, 21), y = labels(batch, 22);
+  clear_session();
+  const size_t baseline = config::get_memory_info(gpu).current;
+  config::reset_peak_memory(gpu);
+  {
+    auto m = cnn(gpu);
+    m->train_on_batch({x}, {y});
+    const size_t measured = config::get_memory_info(gpu).peak - baseline;
+    const tk::MemoryPlan plan = m->memory_plan(batch);
+    std::printf("[ memory ] cnn on cuda:0 (%s), batch %lld: planned %zu bytes, measured %zu bytes\n",
+                tk::cuda::cudnn_summary().c_str(), static_cast<long long>(batch), plan.total, measured);
+    EXPECT_EQ(measured, plan.total) << plan.to_string();
+  }
+  clear_session();
+}
+
+}  // namespace
+}  // namespace tk::graph::harness

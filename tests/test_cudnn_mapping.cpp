@@ -1,0 +1,220 @@
+// The cuDNN path's host logic, without a GPU (src/backends/cuda/cudnn_mapping.h, cudnn_loader.h): which convolutions
+// take cuDNN, the descriptors' numbers, the workspace split, the algorithm choice over fake heuristic lists, the
+// version rule, the loader's not-available states, and the op-determinism switch.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cudnn_loader.h"
+#include "backends/cuda/cudnn_mapping.h"
+#include "graph/window.h"
+#include "trainkit/runtime/determinism.h"
+
+namespace tk::cuda {
+namespace {
+
+graph::Window window(Shape x, int64_t kh, int64_t kw, int64_t s, int64_t d, std::array<int64_t, 4> pad) {
+  graph::Attrs a;
+  a.kernel[0] = kh;
+  a.kernel[1] = kw;
+  a.stride[0] = a.stride[1] = s;
+  a.dilation[0] = a.dilation[1] = d;
+  for (int i = 0; i < 4; ++i) a.pad[i] = pad[static_cast<size_t>(i)];
+  return graph::Window::of(x, a);
+}
+// Keras "same" padding for a square kernel and stride on a square image: {top, bottom, left, right}.
+std::array<int64_t, 4> same(int64_t in, int64_t k, int64_t s) {
+  const auto [before, after] = graph::same_padding(in, k, s, 1);
+  return {before, after, before, after};
+}
+
+TEST(CudnnMapping, NhwcDescriptorsHaveChannelsInnermost) {
+  const CudnnTensor4d d = nhwc_descriptor(8, 3, 5, 7);
+  EXPECT_EQ(d.n, 8);
+  EXPECT_EQ(d.c, 3);
+  EXPECT_EQ(d.h, 5);
+  EXPECT_EQ(d.w, 7);
+  EXPECT_EQ(d.c_stride, 1);
+  EXPECT_EQ(d.w_stride, 3);
+  EXPECT_EQ(d.h_stride, 7 * 3);
+  EXPECT_EQ(d.n_stride, 5 * 7 * 3);
+}
+
+// The tutorial CNN's first convolution: 28x28x1, 5x5 "same" (2 on every side), 32 filters, batch 128.
+TEST(CudnnMapping, TheTutorialConvolutionMapsOntoCudnn) {
+  const graph::Window g = window({128, 28, 28, 1}, 5, 5, 1, 1, same(28, 5, 1));
+  ASSERT_EQ(cudnn_unsupported(g, 32), "");
+  const CudnnConvDims d = cudnn_dims(g, 32);
+  EXPECT_EQ(d.pad_h, 2);
+  EXPECT_EQ(d.pad_w, 2);
+  EXPECT_EQ(d.stride_h, 1);
+  EXPECT_EQ(d.dilation_w, 1);
+  EXPECT_EQ(d.k, 32);  // the filter as KRSC: (F, KH, KW, C)
+  EXPECT_EQ(d.c, 1);
+  EXPECT_EQ(d.r, 5);
+  EXPECT_EQ(d.s, 5);
+  EXPECT_EQ(d.filter_elements(), 5 * 5 * 1 * 32);
+  EXPECT_EQ(d.x.n, 128);
+  EXPECT_EQ(d.y.c, 32);  // y (N, OH, OW, F) in NHWC: F is the descriptor's C
+  EXPECT_EQ(d.y.h, 28);
+  EXPECT_EQ(d.y.w, 28);
+  EXPECT_EQ(d.y.c_stride, 1);
+  EXPECT_EQ(d.y.w_stride, 32);
+}
+
+TEST(CudnnMapping, StridesDilationAndUnequalSidesAreMapped) {
+  const graph::Window g = window({2, 9, 11, 4}, 3, 2, 2, 3, {3, 3, 1, 1});
+  ASSERT_EQ(cudnn_unsupported(g, 6), "");
+  const CudnnConvDims d = cudnn_dims(g, 6);
+  EXPECT_EQ(d.pad_h, 3);
+  EXPECT_EQ(d.pad_w, 1);
+  EXPECT_EQ(d.stride_h, 2);
+  EXPECT_EQ(d.stride_w, 2);
+  EXPECT_EQ(d.dilation_h, 3);
+  EXPECT_EQ(d.dilation_w, 3);
+  EXPECT_EQ(d.r, 3);
+  EXPECT_EQ(d.s, 2);
+  EXPECT_EQ(d.y.h, g.oh);  // graph::Window's output size (cuDNN's is checked against it on the GPU)
+  EXPECT_EQ(d.y.w, g.ow);
+}
+
+// TensorFlow's "same" with stride 2 on an even input pads 0 before and 1 after: cuDNN cannot, im2col runs it.
+TEST(CudnnMapping, AsymmetricPaddingStaysOnIm2col) {
+  const std::array<int64_t, 4> pad = same(28, 3, 2);
+  ASSERT_EQ(pad[0], 0);
+  ASSERT_EQ(pad[1], 1);
+  const std::string why = cudnn_unsupported(window({4, 28, 28, 8}, 3, 3, 2, 1, pad), 16);
+  EXPECT_NE(why.find("asymmetric padding (top 0, bottom 1, left 0, right 1)"), std::string::npos) << why;
+  // Only one axis uneven is enough to stay on im2col; "valid" and odd "same" are symmetric.
+  EXPECT_NE(cudnn_unsupported(window({1, 5, 6, 2}, 3, 2, 1, 1, {1, 1, 0, 1}), 3), "");
+  EXPECT_EQ(cudnn_unsupported(window({1, 5, 6, 2}, 3, 3, 1, 1, {0, 0, 0, 0}), 3), "");
+  EXPECT_EQ(cudnn_unsupported(window({1, 28, 28, 2}, 3, 3, 1, 1, same(28, 3, 1)), 3), "");
+}
+
+TEST(CudnnMapping, EmptyAndHugeConvolutionsStayOnIm2col) {
+  EXPECT_NE(cudnn_unsupported(window({0, 5, 5, 2}, 3, 3, 1, 1, {0, 0, 0, 0}), 3).find("empty"), std::string::npos);
+  EXPECT_NE(cudnn_unsupported(window({2, 5, 5, 2}, 3, 3, 1, 1, {0, 0, 0, 0}), 0).find("empty"), std::string::npos);
+  EXPECT_NE(cudnn_unsupported(window({2, 2, 2, 2}, 3, 3, 1, 1, {0, 0, 0, 0}), 3).find("empty"), std::string::npos);
+  // 2^31 input elements: cuDNN's int dimensions and strides cannot index them.
+  EXPECT_NE(cudnn_unsupported(window({2048, 1024, 1024, 1}, 1, 1, 1, 1, {0, 0, 0, 0}), 1).find("2^31"),
+            std::string::npos);
+}
+
+TEST(CudnnMapping, TheWorkspaceIsSplitUnderThePlannedBytes) {
+  // [up to 192 bytes to reach 256-byte alignment | filter (rounded to 256) | cuDNN's workspace]
+  const CudnnWorkspace w = cudnn_workspace(1000, 10);
+  ASSERT_TRUE(w.fits);
+  EXPECT_EQ(w.filter_bytes, 40u);
+  EXPECT_EQ(w.cudnn_offset, 256u);
+  EXPECT_EQ(w.cudnn_bytes, 1000u - 192u - 256u);
+  EXPECT_LE(192 + w.cudnn_offset + w.cudnn_bytes, 1000u) << "never past the planned bytes, whatever the alignment";
+  EXPECT_FALSE(cudnn_workspace(600, 100).fits);  // 192 + 512 > 600: the filter copy does not fit
+  EXPECT_TRUE(cudnn_workspace(192 + 512, 100).fits);
+  EXPECT_EQ(cudnn_workspace(192 + 512, 100).cudnn_bytes, 0u);
+  EXPECT_FALSE(cudnn_workspace(100, 1).fits);
+}
+
+AlgoCandidate candidate(int algo, size_t memory, bool deterministic = true, bool tensor_math = false, bool ok = true) {
+  AlgoCandidate c;
+  c.algo = algo;
+  c.ok = ok;
+  c.memory = memory;
+  c.deterministic = deterministic;
+  c.tensor_math = tensor_math;
+  return c;
+}
+
+TEST(CudnnAlgorithm, TheFirstRankedThatFitsIsChosen) {
+  const std::vector<AlgoCandidate> ranked = {candidate(6, 64 << 20), candidate(1, 8 << 20), candidate(0, 0)};
+  EXPECT_EQ(choose_algorithm(ranked, 128 << 20, false, false), 0);
+  EXPECT_EQ(choose_algorithm(ranked, 32 << 20, false, false), 1);
+  EXPECT_EQ(choose_algorithm(ranked, 8 << 20, false, false), 1) << "a workspace exactly the limit fits";
+  EXPECT_EQ(choose_algorithm(ranked, 1 << 20, false, false), 2);
+  EXPECT_EQ(choose_algorithm({}, 1 << 20, false, false), -1);
+}
+
+TEST(CudnnAlgorithm, FailedNondeterministicAndTf32CandidatesAreSkipped) {
+  const std::vector<AlgoCandidate> ranked = {
+      candidate(7, 0, true, false, /*ok=*/false),   // not supported for this shape
+      candidate(3, 0, /*deterministic=*/false),     // e.g. backward filter with atomics
+      candidate(5, 0, true, /*tensor_math=*/true),  // TF32 tensor cores
+      candidate(1, 0)};
+  EXPECT_EQ(choose_algorithm(ranked, 0, false, false), 1);
+  EXPECT_EQ(choose_algorithm(ranked, 0, true, false), 3) << "op determinism on";
+  EXPECT_EQ(choose_algorithm(ranked, 0, true, true), 2) << "determinism on, TK_ALLOW_TF32=1";
+  EXPECT_EQ(choose_algorithm(ranked, 0, false, true), 1);
+}
+
+TEST(CudnnAlgorithm, NoneFitsSaysWhy) {
+  const std::vector<AlgoCandidate> ranked = {candidate(0, 0, true, false, false), candidate(1, 0, false),
+                                             candidate(2, 0, true, true), candidate(3, 64 << 20),
+                                             candidate(4, 80 << 20)};
+  ASSERT_EQ(choose_algorithm(ranked, 32 << 20, true, false), -1);
+  EXPECT_EQ(no_algorithm_reason(ranked, 32 << 20, true, false),
+            "5 candidates: 1 not supported for this shape, 1 not deterministic (op determinism is on), 1 using TF32 "
+            "(TK_ALLOW_TF32 is not 1), 2 needing more than 32.00 MiB of workspace");
+  EXPECT_EQ(no_algorithm_reason({}, 0, false, false), "0 candidates");
+}
+
+TEST(CudnnVersion, OnlyCudnn9IsUsed) {
+  EXPECT_EQ(cudnn_version_text(91900), "9.19.0");
+  EXPECT_EQ(cudnn_version_text(90100), "9.1.0");
+  EXPECT_EQ(cudnn_version_text(8907), "8.9.7");  // cuDNN 8 numbered major * 1000
+  EXPECT_EQ(cudnn_version_problem(91900), "");
+  EXPECT_EQ(cudnn_version_problem(90000), "");
+  EXPECT_NE(cudnn_version_problem(8907).find("cuDNN 8.9.7 found, but this build needs cuDNN 9"), std::string::npos);
+  EXPECT_NE(cudnn_version_problem(100200).find("cuDNN 10.2.0 found"), std::string::npos);
+}
+
+TEST(CudnnLoader, AMissingLibraryIsNotAvailableAndSaysWhy) {
+  const CudnnLibrary lib({"/nonexistent/libcudnn.so.9"});
+  EXPECT_FALSE(lib.available());
+  EXPECT_EQ(lib.version(), 0u);
+  if (cudnn_built()) {
+    EXPECT_NE(lib.status().find("cuDNN not available: /nonexistent/libcudnn.so.9"), std::string::npos) << lib.status();
+    EXPECT_NE(lib.status().find("LD_LIBRARY_PATH"), std::string::npos) << "it says what to do: " << lib.status();
+  } else {
+    EXPECT_NE(lib.status().find("cuDNN: "), std::string::npos) << lib.status();
+  }
+}
+
+TEST(CudnnLoader, ALibraryThatIsNotCudnnIsRefused) {
+  if (!cudnn_built()) GTEST_SKIP() << "this build has no cuDNN path (" << cudnn_summary() << ")";
+  const CudnnLibrary lib({"libz.so.1"});  // opens, but has none of cuDNN's entry points
+  EXPECT_FALSE(lib.available());
+  EXPECT_NE(lib.status().find("libz.so.1 lacks cudnnGetVersion"), std::string::npos) << lib.status();
+}
+
+// The development machine has cuDNN 9 installed (no GPU): loading it and asking its version needs no device.
+TEST(CudnnLoader, TheInstalledCudnnLoadsWhenPresent) {
+  if (!cudnn_built()) GTEST_SKIP() << "this build has no cuDNN path (" << cudnn_summary() << ")";
+  const CudnnLibrary lib({"libcudnn.so.9"});
+  if (!lib.available()) GTEST_SKIP() << "no cuDNN 9 on this machine: " << lib.status();
+  EXPECT_EQ(lib.version() / 10000, 9u);
+  EXPECT_EQ(lib.status(), "cuDNN " + cudnn_version_text(lib.version()) + " from libcudnn.so.9");
+}
+
+TEST(CudnnLoader, TheSwitchTurnsTheCudnnPathOffAndOn) {
+  const bool before = cudnn_enabled();
+  set_cudnn_enabled(false);
+  EXPECT_FALSE(cudnn_enabled());
+  set_cudnn_enabled(true);
+  EXPECT_EQ(cudnn_enabled(), CudnnLibrary::instance().available());
+  EXPECT_EQ(cudnn_enabled(), before);
+  EXPECT_FALSE(cudnn_summary().empty());
+}
+
+TEST(OpDeterminism, EnableAndDisable) {
+  const bool from_environment = [] {
+    const char* v = std::getenv("TK_DETERMINISTIC");
+    return v && (std::string(v) == "1" || std::string(v) == "true");
+  }();
+  config::enable_op_determinism();
+  EXPECT_TRUE(config::is_op_determinism_enabled());
+  config::disable_op_determinism();
+  EXPECT_EQ(config::is_op_determinism_enabled(), from_environment);
+}
+
+}  // namespace
+}  // namespace tk::cuda
