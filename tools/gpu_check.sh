@@ -153,7 +153,7 @@ if [ "$built" -eq 0 ]; then
     # The data parallel tests (test_cuda_data_parallel.cpp): CudaMirrored.* needs one GPU; CudaTwoGpus.* (NCCL between
     # two GPUs) must run where there are two or more, and may only skip, with its reason printed, where there is one.
     gpus="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')"
-    must_run='CudaGpu\.|CudaFit\.|CudaStagingGpu\.|CudaMirrored\.|NcclCollective\.Sums|NcclCollective\.Synchronized|CliDevices\.WithAGpu|CliSmi\.WithAGpu'
+    must_run='CudaGpu\.|CudaFit\.|CudaStagingGpu\.|CudaGraphs\.|CudaMirrored\.|NcclCollective\.Sums|NcclCollective\.Synchronized|CliDevices\.WithAGpu|CliSmi\.WithAGpu'
     [ "${gpus:-0}" -ge 2 ] && must_run="$must_run|CudaTwoGpus\."
     skipped_gpu="$(grep -oE "^\[  SKIPPED \] ($must_run)[A-Za-z]*" "$BUILD/cuda_tests.txt" | sort -u | wc -l)"
     if [ "${gpus:-0}" -lt 2 ]; then
@@ -337,8 +337,8 @@ say ""
 say "== not built yet (issues 6, 13)"
 not_implemented "BatchNormalization on CUDA (8 ops); convolutions are im2col + cuBLASLt, not cuDNN"
 not_implemented "native 16-bit GEMMs (float16/bfloat16 ops on cuda widen to float32 in the workspace, like the cpu's)"
-not_implemented "a compute stream of its own, and the next batch gathered and copied while the step runs (fit reads the logs every step; pinned buffers and the copy stream are built: CudaStagingGpu)"
-not_implemented "training step captured as a CUDA Graph and replayed"
+not_implemented "lagged logs (the next batch gathered while the step runs) under dynamic loss scaling or data parallel replicas: those fits still read the logs after every step"
+not_implemented "CUDA Graph capture of programs with collectives (data parallel all-reduces): they run as plain launches"
 not_implemented "NCCL on a stream of its own (the all-reduces are queued on the compute stream) and its time measured with events"
 
 say ""
