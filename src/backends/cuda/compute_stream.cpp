@@ -12,10 +12,15 @@
 namespace tk::cuda {
 
 ComputeStream::ComputeStream(Device device) : device_(device) {
+  // Made on its device; the calling thread's current device is given back (a replica's cache may be built from
+  // another replica's thread).
+  int previous = 0;
+  check(cudaGetDevice(&previous), "cudaGetDevice", device.to_string());
   check(cudaSetDevice(device.index), "cudaSetDevice", device.to_string());
   cudaStream_t s = nullptr;
-  check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags (compute stream)",
-        device.to_string());
+  const cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  cudaSetDevice(previous);
+  check(e, "cudaStreamCreateWithFlags (compute stream)", device.to_string());
   stream_ = s;
 }
 

@@ -16,14 +16,19 @@ namespace {
 cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
 }  // namespace
 
-CudaStepLauncher::CudaStepLauncher(Device device) : device_(device) {
-  const std::string where = device.to_string() + ", step launcher";
+CudaStepLauncher::CudaStepLauncher(Device device) : device_(device), where_(device.to_string() + ", step scalars") {}
+
+CudaStepLauncher::~CudaStepLauncher() { release(); }
+
+// The pinned slots and their events, made with the first upload on a stream of the program's own (a program of the op
+// harness, on the legacy stream, never needs them).
+void CudaStepLauncher::make_slots() {
   try {
-    check(cudaSetDevice(device.index), "cudaSetDevice", where);
-    check(cudaHostAlloc(&pinned_, kSlots * kSlotBytes, cudaHostAllocDefault), "cudaHostAlloc (step scalars)", where);
+    check(cudaSetDevice(device_.index), "cudaSetDevice", where_);
+    check(cudaHostAlloc(&pinned_, kSlots * kSlotBytes, cudaHostAllocDefault), "cudaHostAlloc (step scalars)", where_);
     for (void*& e : events_) {
       cudaEvent_t ev = nullptr;
-      check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreateWithFlags (step scalars)", where);
+      check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreateWithFlags (step scalars)", where_);
       e = ev;
     }
   } catch (...) {
@@ -32,36 +37,42 @@ CudaStepLauncher::CudaStepLauncher(Device device) : device_(device) {
   }
 }
 
-CudaStepLauncher::~CudaStepLauncher() { release(); }
-
 void CudaStepLauncher::release() noexcept {
   // Errors are not thrown from here: a failed call means the context is gone, and the frees then fail harmlessly.
   cudaSetDevice(device_.index);
-  for (int s = 0; s < kSlots; ++s)
+  for (int s = 0; s < kSlots; ++s) {
     if (events_[s]) {
       if (recorded_[s]) cudaEventSynchronize(static_cast<cudaEvent_t>(events_[s]));  // no copy still reads the slot
       cudaEventDestroy(static_cast<cudaEvent_t>(events_[s]));
-      events_[s] = nullptr;
     }
+    events_[s] = nullptr;
+    recorded_[s] = false;
+  }
   if (pinned_) cudaFreeHost(pinned_);
   pinned_ = nullptr;
   reset();
 }
 
 void CudaStepLauncher::upload_scalars(void* dst, const void* host, size_t bytes, void* stream) {
-  const std::string where = device_.to_string() + ", step scalars";
-  if (bytes > kSlotBytes) throw InvalidArgument("step scalars of " + std::to_string(bytes) + " bytes (" + where + ")");
+  if (bytes > kSlotBytes) throw InvalidArgument("step scalars of " + std::to_string(bytes) + " bytes (" + where_ + ")");
+  // Kernels launch on the calling thread's current device: every run starts here, so this makes it the program's.
+  check(cudaSetDevice(device_.index), "cudaSetDevice", where_);
+  if (!stream) {  // the legacy default stream (the op harness): a plain copy, never captured
+    check(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, nullptr), "cudaMemcpyAsync (step scalars)", where_);
+    return;
+  }
+  if (!pinned_) make_slots();
   const int s = next_;
   next_ = (next_ + 1) % kSlots;
   auto* ev = static_cast<cudaEvent_t>(events_[s]);
   // The slot's copy kSlots steps ago has long run unless the host is kSlots steps ahead of the device: then this
   // waits, which also bounds how far ahead the host queues.
-  if (recorded_[s]) check(cudaEventSynchronize(ev), "cudaEventSynchronize (a step-scalar slot's last copy)", where);
+  if (recorded_[s]) check(cudaEventSynchronize(ev), "cudaEventSynchronize (a step-scalar slot's last copy)", where_);
   char* slot = static_cast<char*>(pinned_) + static_cast<size_t>(s) * kSlotBytes;
   std::memcpy(slot, host, bytes);
   check(cudaMemcpyAsync(dst, slot, bytes, cudaMemcpyHostToDevice, as_stream(stream)), "cudaMemcpyAsync (step scalars)",
-        where);
-  check(cudaEventRecord(ev, as_stream(stream)), "cudaEventRecord (step scalars)", where);
+        where_);
+  check(cudaEventRecord(ev, as_stream(stream)), "cudaEventRecord (step scalars)", where_);
   recorded_[s] = true;
 }
 
