@@ -138,8 +138,10 @@ void Program::run(const ExecContext& given) {
     launcher_->upload_scalars(scalars, &ctx.scalars, sizeof(StepScalars), ctx.stream);
   else
     backend_->copy_to_device(scalars, &ctx.scalars, sizeof(StepScalars), ctx);
-  if (profiling_ && capture_.state() != StepCapture::State::off)
-    capture_ = StepCapture("TK_PROFILE times each kernel with a synchronization, which a graph cannot do");
+  if (profiling_ && capture_.state() != StepCapture::State::off) {  // enable_profiling after the program was built
+    if (launcher_) launcher_->reset();
+    capture_ = StepCapture(capture_off_reason(true, true, /*profiling=*/true, false));
+  }
   // The legacy default stream (no stream of its own: the op harness, a program outside a ProgramCache) cannot be
   // captured: such runs stay plain and leave the capture state alone.
   if (!profiling_ && launcher_ && ctx.stream) return run_captured(ctx, workspace, scalars);
