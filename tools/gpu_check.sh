@@ -171,7 +171,7 @@ if [ "$built" -eq 0 ]; then
     # The data parallel tests (test_cuda_data_parallel.cpp): CudaMirrored.* needs one GPU; CudaTwoGpus.* (NCCL between
     # two GPUs) must run where there are two or more, and may only skip, with its reason printed, where there is one.
     gpus="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')"
-    must_run='CudaGpu\.|CudaFit\.|CudaStagingGpu\.|CudaMirrored\.|NcclCollective\.Sums|NcclCollective\.Synchronized|CliDevices\.WithAGpu|CliSmi\.WithAGpu'
+    must_run='CudaGpu\.|CudaFit\.|CudaStagingGpu\.|CudaGraphs\.|CudaMirrored\.|NcclCollective\.Sums|NcclCollective\.Synchronized|CliDevices\.WithAGpu|CliSmi\.WithAGpu'
     # The cuDNN path's GPU tests may skip only where no libcudnn.so.9 was found (their reason is then printed).
     if [ -n "$CUDNN_LIB" ]; then must_run="$must_run|CudnnGpu\."; else must_run="$must_run|CudnnGpu\.TheIm2col|CudnnGpu\.ACnn|CudnnGpu\.ThePlanned"; fi
     grep -E '^\[ *(OK|SKIPPED|FAILED) *\] CudnnGpu\.|\[ (paths|memory) *\]|cuDNN' "$BUILD/cuda_tests.txt" | sort -u | head -20 | tee -a "$LOG"
@@ -374,8 +374,8 @@ say ""
 say "== not built yet (issues 6, 13)"
 not_implemented "cuDNN's graph API (fused conv + bias + relu, native 16-bit convolutions): the legacy API runs float32 only, 16-bit convolutions are widened"
 not_implemented "native 16-bit GEMMs (float16/bfloat16 ops on cuda widen to float32 in the workspace, like the cpu's)"
-not_implemented "a compute stream of its own, and the next batch gathered and copied while the step runs (fit reads the logs every step; pinned buffers and the copy stream are built: CudaStagingGpu)"
-not_implemented "training step captured as a CUDA Graph and replayed"
+not_implemented "lagged logs (the next batch gathered while the step runs) under dynamic loss scaling or data parallel replicas: those fits still read the logs after every step"
+not_implemented "CUDA Graph capture of programs with collectives (data parallel all-reduces): they run as plain launches"
 not_implemented "NCCL on a stream of its own (the all-reduces are queued on the compute stream) and its time measured with events"
 
 say ""

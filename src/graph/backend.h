@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "graph/kernel.h"
+#include "graph/step_capture.h"
 
 namespace tk::graph {
 
@@ -32,6 +33,14 @@ class Backend {
   virtual void copy_to_host(void* host_dst, const void* src, size_t bytes, const ExecContext& ctx) = 0;
   // Waits until everything queued on ctx.stream is done.
   virtual void synchronize(const ExecContext& ctx) = 0;
+  // Queues a copy to host memory on ctx.stream without waiting for it (CUDA: the host memory must be pinned, and is
+  // read after an event or a synchronize). Synchronous where the backend is (the CPU).
+  virtual void copy_to_host_async(void* host_dst, const void* src, size_t bytes, const ExecContext& ctx) {
+    copy_to_host(host_dst, src, bytes, ctx);
+  }
+  // A program's step launcher (scalar upload, graph capture and replay: graph/step_capture.h), or null when the
+  // backend has no graphs (the CPU).
+  virtual std::unique_ptr<StepLauncher> make_step_launcher(Device /*device*/) { return nullptr; }
 
   // Scratch bytes the kernel for `node` needs on this backend.
   size_t workspace_bytes(const Graph& g, int node) const { return graph::workspace_bytes(g, node, kind()); }

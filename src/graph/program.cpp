@@ -60,6 +60,32 @@ Program::Program(Graph g, std::vector<int> outputs, std::vector<int> sinks, Devi
   if (own_arena) bind_arena(Tensor(Shape{static_cast<int64_t>(arena_bytes_required())}, DType::u8, device, owner));
   const char* env = std::getenv("TK_PROFILE");
   profiling_ = print_profile_ = env && *env && *env != '0';
+  // Capture: decided once per program (a later enable_profiling turns it off in run()).
+  for (const Step& s : steps_) {
+    const Node& n = g_[s.node];
+    has_collective_ = has_collective_ || n.attrs.collective || n.op == Op::AllReduce || n.op == Op::AllReduceWait;
+  }
+  set_step_launcher(backend_->make_step_launcher(device));
+}
+
+void Program::set_step_launcher(std::unique_ptr<StepLauncher> launcher) {
+  launcher_ = std::move(launcher);
+  capture_ =
+      StepCapture(capture_off_reason(launcher_ != nullptr, cuda_graphs_enabled_by_env(), profiling_, has_collective_));
+}
+
+void Program::set_stream(void* stream) {
+  if (stream == stream_) return;
+  synchronize();  // what was queued on the old stream is done before the new one reuses the arena
+  stream_ = stream;
+  if (capture_.invalidate() && launcher_) launcher_->reset();
+}
+
+ExecContext Program::own_context() const {
+  ExecContext ctx;
+  ctx.device = device_;
+  ctx.stream = stream_;
+  return ctx;
 }
 
 size_t Program::arena_bytes_required() const {
@@ -67,6 +93,8 @@ size_t Program::arena_bytes_required() const {
 }
 
 void Program::bind_arena(Tensor arena) {
+  // A captured graph holds the old arena's addresses: drop it (the next run captures again).
+  if (capture_.invalidate() && launcher_) launcher_->reset();
   arena_ = std::move(arena);
   if (!arena_.defined()) return;
   if (arena_.nbytes() < arena_bytes_required())
@@ -90,11 +118,13 @@ void* Program::storage(int value) const {
   return static_cast<std::byte*>(const_cast<void*>(arena_.raw())) + off;
 }
 
-void Program::run(const ExecContext& ctx) {
+void Program::run(const ExecContext& given) {
   if (!arena_.defined()) throw InvalidArgument("program has no arena bound (bind_arena)");
-  if (ctx.device != device_)
+  if (given.device != device_)
     throw InvalidArgument("a program built for " + device_.to_string() + " was run with a context for " +
-                          ctx.device.to_string());
+                          given.device.to_string());
+  ExecContext ctx = given;
+  if (stream_) ctx.stream = stream_;
   struct Mode {  // the thread's floating-point mode for kernels, and the caller's back afterwards
     Backend* b;
     uint64_t saved;
@@ -104,7 +134,21 @@ void Program::run(const ExecContext& ctx) {
   void* workspace = static_cast<std::byte*>(arena_.raw()) + plan_.arena_bytes;
   auto* scalars =
       reinterpret_cast<StepScalars*>(static_cast<std::byte*>(workspace) + plan_.workspace_bytes - kStepScalarsBytes);
-  backend_->copy_to_device(scalars, &ctx.scalars, sizeof(StepScalars), ctx);
+  if (launcher_)
+    launcher_->upload_scalars(scalars, &ctx.scalars, sizeof(StepScalars), ctx.stream);
+  else
+    backend_->copy_to_device(scalars, &ctx.scalars, sizeof(StepScalars), ctx);
+  if (profiling_ && capture_.state() != StepCapture::State::off) {  // enable_profiling after the program was built
+    if (launcher_) launcher_->reset();
+    capture_ = StepCapture(capture_off_reason(true, true, /*profiling=*/true, false));
+  }
+  // The legacy default stream (no stream of its own: the op harness, a program outside a ProgramCache) cannot be
+  // captured: such runs stay plain and leave the capture state alone.
+  if (!profiling_ && launcher_ && ctx.stream) return run_captured(ctx, workspace, scalars);
+  run_steps(ctx, workspace, scalars);
+}
+
+void Program::run_steps(const ExecContext& ctx, void* workspace, const StepScalars* scalars) {
   auto args = [&](const Step& s) {
     return KernelArgs{g_,
                       g_[s.node],
@@ -136,10 +180,52 @@ void Program::run(const ExecContext& ctx) {
   ++runs_;
 }
 
-void Program::synchronize() const {
-  ExecContext ctx;
-  ctx.device = device_;
-  backend_->synchronize(ctx);
+// A device with graphs (CUDA): a plain warm-up run, then one capture, then replays (graph/step_capture.h). A capture
+// that fails is logged once and the step runs plainly, now and from then on.
+void Program::run_captured(const ExecContext& ctx, void* workspace, const StepScalars* scalars) {
+  switch (capture_.next(arena_.raw(), ctx.stream)) {
+    case StepCapture::Action::plain:
+      run_steps(ctx, workspace, scalars);
+      capture_.ran_plain();
+      return;
+    case StepCapture::Action::replay:
+      launcher_->launch(ctx.stream);
+      return;
+    case StepCapture::Action::capture:
+      break;
+  }
+  std::string why;
+  try {
+    launcher_->begin_capture(ctx.stream);
+    try {
+      run_steps(ctx, workspace, scalars);  // captured: nothing runs yet
+    } catch (...) {
+      launcher_->abort_capture(ctx.stream);
+      throw;
+    }
+    launcher_->end_capture(ctx.stream);
+  } catch (const std::exception& e) {
+    why = e.what();
+  }
+  if (why.empty()) {
+    capture_.captured();
+    launcher_->launch(ctx.stream);  // this step's work, captured but not yet run
+    return;
+  }
+  launcher_->reset();
+  if (capture_.failed(why))
+    std::fprintf(stderr,
+                 "trainkit: W CUDA Graph capture of a program of %zu kernels on %s failed; it runs as plain kernel "
+                 "launches from now on (set TK_CUDA_GRAPHS=0 to not try): %s\n",
+                 steps_.size(), device_.to_string().c_str(), why.c_str());
+  run_steps(ctx, workspace, scalars);  // the step itself, as plain launches
+}
+
+void Program::synchronize() const { backend_->synchronize(own_context()); }
+
+void Program::copy_output_async(int value, void* host_dst, size_t bytes) const {
+  const void* src = readable(value, bytes);
+  backend_->copy_to_host_async(host_dst, src, bytes, own_context());
 }
 
 const void* Program::readable(int value, size_t bytes) const {
@@ -154,8 +240,7 @@ const void* Program::readable(int value, size_t bytes) const {
 
 void Program::read_output(int value, void* host_dst, size_t bytes) const {
   const void* src = readable(value, bytes);
-  ExecContext ctx;
-  ctx.device = device_;
+  const ExecContext ctx = own_context();
   backend_->synchronize(ctx);
   backend_->copy_to_host(host_dst, src, bytes, ctx);
 }
@@ -190,6 +275,10 @@ Tensor Program::output(int value) const {
 }
 
 Program::~Program() {
+  if (stream_) try {  // nothing of this program still runs when its arena goes back to the device's memory
+      synchronize();
+    } catch (const std::exception&) {  // the context is gone: nothing runs
+    }
   if (print_profile_ && runs_ > 0) std::fputs(profile_report().c_str(), stderr);
 }
 

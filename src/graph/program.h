@@ -3,6 +3,9 @@
 // The program owns the host/device boundary: inputs are written only through an InputAccess (held by
 // nn::BatchStager, the one way a host batch reaches a program), outputs are read through output_*(),
 // which synchronize with the device first.
+// On a device with streams (CUDA) a program runs, copies and synchronizes on its own stream (set_stream: the owner's
+// compute stream, backends/cuda/compute_stream.h), and from its second run on replays its kernels as a captured
+// CUDA Graph (graph/step_capture.h; TK_CUDA_GRAPHS=0 turns that off, TK_PROFILE does too).
 //
 //   tk::graph::Program p(std::move(g), /*outputs=*/{loss, acc}, /*sinks=*/updates, tk::Device::cpu());
 //   // a BatchStager writes the inputs ...
@@ -16,6 +19,7 @@
 #include "graph/backend.h"
 #include "graph/kernel.h"
 #include "graph/schedule.h"
+#include "graph/step_capture.h"
 
 namespace tk::nn {
 class BatchStager;
@@ -55,10 +59,23 @@ class Program {
   Program(const Program&) = delete;
   Program& operator=(const Program&) = delete;
 
-  // Queues every kernel on ctx's device (ctx.device must be the program's).
+  // Queues every kernel on ctx's device (ctx.device must be the program's), on the program's stream when it has one
+  // (ctx.stream otherwise).
   void run(const ExecContext& ctx);
   // Waits for the device (a no-op on the CPU).
   void synchronize() const;
+  // The stream every run, copy and read of this program uses (a cudaStream_t; null: the legacy default stream, and
+  // always on the CPU). Another stream invalidates a captured graph.
+  void set_stream(void* stream);
+  void* stream() const { return stream_; }
+  // Queues a copy of an output's bytes to host memory on the program's stream without waiting (CUDA: host_dst must be
+  // pinned; read it after an event recorded on the stream or a synchronize). Synchronous on the CPU.
+  void copy_output_async(int value, void* host_dst, size_t bytes) const;
+  // The CUDA Graph state of this program (graph/step_capture.h), for tests and logs.
+  const StepCapture& capture() const { return capture_; }
+  // Replaces the backend's step launcher (tests give a CPU program a fake one to drive the capture state machine);
+  // the capture state starts over (cold), unless capture is off for another reason.
+  void set_step_launcher(std::unique_ptr<StepLauncher> launcher);
 
   // Program outputs (values in `outputs`) read back to the host; each synchronizes first.
   float output_scalar(int value) const;                             // a one-element floating output, as float
@@ -92,6 +109,9 @@ class Program {
   };
   void* storage(int value) const;  // device address of a value
   const void* readable(int value, size_t bytes) const;
+  void run_steps(const ExecContext& ctx, void* workspace, const StepScalars* scalars);
+  void run_captured(const ExecContext& ctx, void* workspace, const StepScalars* scalars);
+  ExecContext own_context() const;  // device and stream, for copies and synchronization
   Graph g_;
   Device device_;
   Backend* backend_;
@@ -105,6 +125,10 @@ class Program {
   bool profiling_ = false, print_profile_ = false;
   std::vector<double> step_seconds_;  // per entry of steps_
   int64_t runs_ = 0;
+  void* stream_ = nullptr;
+  std::unique_ptr<StepLauncher> launcher_;  // the backend's (null on the CPU)
+  bool has_collective_ = false;
+  StepCapture capture_{""};
 };
 
 }  // namespace tk::graph

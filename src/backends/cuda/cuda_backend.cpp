@@ -7,6 +7,7 @@
 
 #include "backends/cuda/check.h"
 #include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/step_graph.h"
 
 namespace tk::cuda {
 namespace {
@@ -37,6 +38,17 @@ void CudaBackend::copy_to_host(void* host_dst, const void* src, size_t bytes, co
   check(cudaStreamSynchronize(stream_of(ctx)), "cudaStreamSynchronize (after a copy to the host)", where(ctx, bytes));
 }
 
+void CudaBackend::copy_to_host_async(void* host_dst, const void* src, size_t bytes, const graph::ExecContext& ctx) {
+  if (bytes == 0) return;
+  use_device(ctx);
+  check(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_of(ctx)),
+        "cudaMemcpyAsync (to pinned host memory)", where(ctx, bytes));
+}
+
+std::unique_ptr<graph::StepLauncher> CudaBackend::make_step_launcher(Device device) {
+  return std::make_unique<CudaStepLauncher>(device);
+}
+
 void CudaBackend::synchronize(const graph::ExecContext& ctx) {
   use_device(ctx);
   check(cudaStreamSynchronize(stream_of(ctx)), "cudaStreamSynchronize", ctx.device.to_string());
@@ -50,5 +62,7 @@ void CudaBackend::register_kernels() {}
 void CudaBackend::copy_to_device(void*, const void*, size_t, const graph::ExecContext&) {}
 void CudaBackend::copy_to_host(void*, const void*, size_t, const graph::ExecContext&) {}
 void CudaBackend::synchronize(const graph::ExecContext&) {}
+void CudaBackend::copy_to_host_async(void*, const void*, size_t, const graph::ExecContext&) {}
+std::unique_ptr<graph::StepLauncher> CudaBackend::make_step_launcher(Device) { return nullptr; }
 }  // namespace tk::cuda
 #endif

@@ -1,11 +1,12 @@
 // The CUDA backend: kernels from cuda_kernels.h on the device's memory (runtime::DeviceMemory's cudaMalloc
-// regions); copies are cudaMemcpyAsync on the context's stream, and synchronize waits for that stream.
+// regions); copies are cudaMemcpyAsync on the context's stream (the program's compute stream, compute_stream.h), and
+// synchronize waits for that stream. Each program gets a step launcher (step_graph.h): the step's scalars uploaded
+// from pinned memory, and its kernels captured as a CUDA Graph and replayed (graph/step_capture.h).
 //
 //   graph::Backend& b = graph::backend(DeviceKind::cuda);   // registered in builds with TK_CUDA=ON
 //   b.copy_to_device(dst, host, bytes, ctx); b.synchronize(ctx);
 //
-// Programs run on it (graph::Program, the op harness). Models do not train on CUDA devices yet: nn/ still
-// stages batches and weights through host memory (issue 13), so Model::set_device refuses cuda with that reason.
+// Programs run on it (graph::Program, the op harness), and models on cuda:N (nn::ProgramCache's device copies).
 #pragma once
 #include "graph/backend.h"
 
@@ -19,6 +20,8 @@ class CudaBackend final : public graph::Backend {
   void copy_to_device(void* dst, const void* host_src, size_t bytes, const graph::ExecContext& ctx) override;
   void copy_to_host(void* host_dst, const void* src, size_t bytes, const graph::ExecContext& ctx) override;
   void synchronize(const graph::ExecContext& ctx) override;
+  void copy_to_host_async(void* host_dst, const void* src, size_t bytes, const graph::ExecContext& ctx) override;
+  std::unique_ptr<graph::StepLauncher> make_step_launcher(Device device) override;
 };
 
 }  // namespace tk::cuda

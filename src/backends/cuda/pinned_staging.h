@@ -1,6 +1,6 @@
 // A CUDA program's input staging (issue 13): two pinned host buffers (cudaHostAlloc, sized from the program's
 // input slots, allocated once per program, i.e. per kind and batch size), a copy stream of its own
-// (cudaStreamNonBlocking, so the legacy default stream the programs run on does not serialize with it implicitly)
+// (cudaStreamNonBlocking, so it serializes with nothing implicitly)
 // and the events StagingRing (staging_ring.h, where the hazards are spelled out) orders the copies with. A batch is
 // gathered on the host into the acquired pinned buffer and copied with cudaMemcpyAsync from pinned memory, which
 // returns before the copy is done.
@@ -25,7 +25,7 @@ namespace tk::cuda {
 class PinnedStaging {
  public:
   // region_bytes: per program input, its device buffer's bytes (shape x dtype). compute_stream: the cudaStream_t
-  // the program runs on (ExecContext::stream; null, the legacy default stream, in every loop today).
+  // the program runs on (Program::stream(), its ProgramCache's compute stream; null: the legacy default stream).
   PinnedStaging(Device device, const std::vector<size_t>& region_bytes, void* compute_stream);
   ~PinnedStaging();  // waits for its queued copies, then frees the buffers, events and stream
   PinnedStaging(const PinnedStaging&) = delete;

@@ -6,6 +6,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "backends/cuda/compute_stream.h"
 #include "core/device_bytes.h"
 #include "graph/autodiff.h"
 #include "graph/bucket.h"
@@ -137,6 +138,7 @@ std::vector<Weight*> ProgramCache::trainable_weights() const {
 std::vector<Tensor> ProgramCache::slots(const Weight& w) const {
   const int n = model_.optimizer_->slots_per_variable();
   std::vector<Tensor> out;
+  synchronize();
   auto it = slots_.find(w.id);
   for (int s = 0; s < n; ++s) {
     if (it == slots_.end()) {
@@ -149,7 +151,21 @@ std::vector<Tensor> ProgramCache::slots(const Weight& w) const {
   return out;
 }
 
+ProgramCache::~ProgramCache() {
+  try {
+    synchronize();
+  } catch (const std::exception&) {  // the context is gone: nothing runs
+  }
+}
+
+void* ProgramCache::stream() const { return stream_ ? stream_->get() : nullptr; }
+
+void ProgramCache::synchronize() const {
+  if (stream_) stream_->synchronize();
+}
+
 void ProgramCache::set_slots(const Weight& w, const std::vector<Tensor>& values) {
+  synchronize();  // the programs' queued work reads and writes them
   std::vector<Tensor>& slots = *slots_of(w, true);
   for (size_t s = 0; s < values.size(); ++s) {  // in place: compiled programs hold pointers to the storage
     Tensor& dst = slots[s];
@@ -191,6 +207,7 @@ Tensor* ProgramCache::weight_storage(const Weight& w, bool allocate) {
 }
 
 void ProgramCache::copy_weights(bool to_mirrors, bool allocate) {
+  synchronize();  // cudaMemcpy on the legacy stream does not wait for the non-blocking compute stream
   for (const LayerPtr& l : model_.layers_)
     for (const Weight& w : l->weights()) {
       Tensor* mine = weight_storage(w, allocate);  // in place: programs hold the storage
@@ -224,7 +241,9 @@ void ProgramCache::sync_from(const ProgramCache& primary) {
   if (replica_ == 0) return;
   // From the primary's storage: on a GPU its device copies, which are ahead of the model's weights while it trains
   // (a step that some replicas sat out, say); on the cpu the model's weights themselves. GPU to GPU goes through
-  // cudaMemcpy (peer to peer where the GPUs allow it).
+  // cudaMemcpy (peer to peer where the GPUs allow it), after both caches' compute streams.
+  synchronize();
+  primary.synchronize();
   for (const LayerPtr& l : model_.layers_)
     for (const Weight& w : l->weights()) {
       Tensor* mine = weight_storage(w, /*allocate=*/true);
@@ -239,6 +258,7 @@ void ProgramCache::sync_from(const ProgramCache& primary) {
 }
 
 std::vector<std::pair<std::string, Tensor*>> ProgramCache::state_tensors() {
+  synchronize();  // the caller copies them (MPI broadcasts, a training state)
   std::vector<std::pair<std::string, Tensor*>> out;
   for (const LayerPtr& l : model_.layers_)
     for (const Weight& w : l->weights()) out.emplace_back(w.name, weight_storage(w, true));
@@ -303,6 +323,7 @@ std::unique_ptr<Compiled> ProgramCache::build(ProgramKind kind, int64_t batch) {
   // plan: a validation or last-partial-batch program costs no extra memory. The arena is released before
   // tracing — the trace may create optimizer state or gradient accumulators, which should not compete
   // with an arena that is about to be re-sized — and the old and new arenas are never held together.
+  synchronize();  // the old arena goes back to the device's memory: nothing queued may still use it
   size_t needed = 0;
   for (auto& [key, c] : cache_) {
     needed = std::max(needed, c->program->arena_bytes_required());
@@ -376,6 +397,10 @@ std::unique_ptr<Compiled> ProgramCache::build(ProgramKind kind, int64_t batch) {
     throw;
   }
   for (auto& [key, c] : cache_) c->program->bind_arena(arena_);
+  // One compute stream per cache (a model, or one data-parallel replica on its own thread), made once.
+  if (!stream_ && device_.kind == DeviceKind::cuda && mirrors_weights())
+    stream_ = std::make_shared<cuda::ComputeStream>(device_);
+  compiled->program->set_stream(stream());
   compiled->program->bind_arena(arena_);
   return compiled;
 }
@@ -403,17 +428,21 @@ int ProgramCache::step_control(graph::Graph& g, const std::vector<int>& grads, b
   return g.add(Op::StepControl, live, at, "optimizer/step_control");
 }
 
+bool ProgramCache::scales_loss() const {
+  if (model_.optimizer_->config().loss_scale_initial > 0.0f) return true;
+  if (!model_.auto_scale_loss) return false;
+  for (const LayerPtr& l : model_.layers_)  // Keras: automatic for float16 compute, not for bfloat16
+    if (model_.layer_compute_dtype(*l) == DType::f16) return true;
+  return false;
+}
+
 bool ProgramCache::enable_loss_scaling() {
   graph::UpdateConfig& c = model_.optimizer_->config();
   if (c.loss_scale_initial > 0.0f) return true;
-  if (!model_.auto_scale_loss) return false;
-  for (const LayerPtr& l : model_.layers_)  // Keras: automatic for float16 compute, not for bfloat16
-    if (model_.layer_compute_dtype(*l) == DType::f16) {
-      c.loss_scale_initial = 32768.0f;  // LossScaleOptimizer's defaults
-      c.loss_scale_growth_steps = 2000;
-      return true;
-    }
-  return false;
+  if (!scales_loss()) return false;
+  c.loss_scale_initial = 32768.0f;  // LossScaleOptimizer's defaults
+  c.loss_scale_growth_steps = 2000;
+  return true;
 }
 
 int ProgramCache::loss_scale_variable(graph::Graph& g, bool allocate) {
@@ -430,6 +459,7 @@ const float* ProgramCache::loss_scale_state() const {
   if (!loss_scale_.defined()) return nullptr;
   if (loss_scale_.on_host()) return static_cast<const float*>(loss_scale_.raw());
   // On a device: a host copy (synchronizes with the step that wrote it).
+  synchronize();
   device_copy(loss_scale_host_, Device::cpu(), loss_scale_.raw(), loss_scale_.device(), sizeof loss_scale_host_);
   return loss_scale_host_;
 }
@@ -439,6 +469,7 @@ void ProgramCache::set_loss_scale_state(float scale, float counter, float skippe
     loss_scale_ = Tensor(Shape{3}, DType::f32, device_, "optimizer/loss_scale");
   }
   const float v[3] = {scale, counter, skipped};
+  synchronize();
   device_copy(loss_scale_.raw(), loss_scale_.device(), v, Device::cpu(), sizeof v);
   skipped_seen_ = static_cast<int64_t>(skipped);
 }

@@ -12,7 +12,8 @@
 
 namespace tk::cuda {
 class PinnedStaging;  // backends/cuda/pinned_staging.h
-}
+class ComputeStream;  // backends/cuda/compute_stream.h
+}  // namespace tk::cuda
 
 namespace tk::nn {
 
@@ -46,6 +47,7 @@ class ProgramCache {
   // replica-th device, with copies of the weights there (nn/distribute/). Under a strategy with more than one
   // replica, training programs all-reduce their gradients (AllReduce ops) before the update.
   explicit ProgramCache(Model& m, int replica = 0);
+  ~ProgramCache();  // waits for its compute stream before its device memory is given back
   Compiled& get(ProgramKind kind, int64_t batch);
   Device device() const { return device_; }
   // A replica's copies of the weights, optimizer slots and loss-scale state := the primary's (replica 0's, the
@@ -65,6 +67,10 @@ class ProgramCache {
   void upload_weights(bool force = false);  // force: even over device copies trained since (the host's are newer)
   void download_weights();
   void mark_trained() { device_ahead_ = mirrors_weights() && replica_ == 0; }
+  // The stream this cache's programs run on (a cudaStream_t made with the first CUDA program; null on the cpu), and a
+  // wait for it: every copy of this cache between host and device memory the programs use waits for it first.
+  void* stream() const;
+  void synchronize() const;
   // Weights the optimizer updates: trainable weights of trainable layers, in layer order.
   std::vector<Weight*> trainable_weights() const;
 
@@ -96,6 +102,8 @@ class ProgramCache {
   // before the first training program (or without loss scaling); set_ creates it (restoring a state).
   const float* loss_scale_state() const;
   void set_loss_scale_state(float scale, float counter, float skipped);
+  // Whether the training programs scale the loss (dynamic loss scaling: set, or automatic for float16 compute).
+  bool scales_loss() const;
   // Whether the step that just ran was skipped (a non-finite gradient under loss scaling).
   bool step_was_skipped();
 
@@ -133,7 +141,9 @@ class ProgramCache {
   };
   Model& model_;
   int replica_ = 0;
-  Device device_;                            // the replica's device (the model's for replica 0)
+  Device device_;  // the replica's device (the model's for replica 0)
+  // The programs' compute stream (a CUDA device), declared before everything its kernels use so it outlives them.
+  std::shared_ptr<cuda::ComputeStream> stream_;
   graph::Collective* collective_ = nullptr;  // the strategy's replicas' group when there is more than one replica
   size_t bytes_per_pack_ = 0;                // its gradient buckets' size
   bool overlap_ = false;                     // and whether their all-reduces overlap the backward pass

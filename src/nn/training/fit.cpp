@@ -110,6 +110,10 @@ History Model::fit(const std::vector<Tensor>& x_all, const std::vector<Tensor>& 
     first_step = r.batch;
     position_ = r;
   }
+  // On a GPU batch k's logs are read after batch k+1 was queued (nn/training/lagged_logs.h: what that means for
+  // callbacks and stop_training); on the CPU right after each step.
+  const std::unique_ptr<nn::LaggedLogs> lagged =
+      nn::make_lagged_logs(device_, *programs_, strategy_ && strategy_->replicas_in_sync() > 1);
   for (int epoch = first_epoch; epoch < o.epochs && !stop_training; ++epoch) {
     const int64_t start = epoch == first_epoch ? first_step : 0;
     if (start == 0 && o.shuffle) {  // a resumed epoch keeps the permutation it started with
@@ -122,6 +126,12 @@ History Model::fit(const std::vector<Tensor>& x_all, const std::vector<Tensor>& 
     for (const CallbackPtr& cb : callbacks) cb->on_epoch_begin(epoch, logs);
     const distribute::StepClock clock = strategy_ ? strategy_->clock() : distribute::StepClock{};
     nn::Accumulator acc;
+    acc.lagged = lagged.get();
+    auto end_batch = [&](int64_t b) {
+      acc.write(logs);
+      add_loss_scale_logs(logs);
+      for (const CallbackPtr& cb : callbacks) cb->on_train_batch_end(b, logs);
+    };
     int64_t cursor = 0;
     for (int64_t s = 0; s < start; ++s) {  // the batches trained on before the save
       if (cursor >= n) cursor = 0;
@@ -131,14 +141,18 @@ History Model::fit(const std::vector<Tensor>& x_all, const std::vector<Tensor>& 
       if (cursor >= n) cursor = 0;  // steps_per_epoch beyond one pass wraps around
       const int64_t bs = std::min(batch, n - cursor);
       for (const CallbackPtr& cb : callbacks) cb->on_train_batch_begin(s, logs);
+      if (lagged) lagged->begin(s);
       train_step(x, y, perm.data() + cursor, bs, micro, acc);
+      if (lagged) lagged->end();
       cursor += bs;
-      acc.write(logs);
-      add_loss_scale_logs(logs);
-      position_.batch = s + 1;
-      for (const CallbackPtr& cb : callbacks) cb->on_train_batch_end(s, logs);
+      position_.batch = s + 1;  // with lagged logs: the batches queued (what the model's weights include)
+      if (lagged)
+        nn::deliver_lagged(lagged.get(), acc, false, end_batch);  // batch s - 1's
+      else
+        end_batch(s);
       if (stop_training) break;  // a callback stopped training mid-epoch (TerminateOnNaN); Keras 3 does the same
     }
+    nn::deliver_lagged(lagged.get(), acc, true, end_batch);  // the epoch's last (after a stop: the one queued since)
     distribute::add_allreduce_logs(strategy_.get(), clock, logs);
     if (!vx.empty()) {
       Logs val = run_evaluation(vx, vy, micro > 0 ? micro : batch, o.validation_steps);

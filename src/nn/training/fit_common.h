@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "nn/compiler/programs.h"
+#include "nn/training/lagged_logs.h"
 #include "trainkit/nn/callbacks.h"
 #include "trainkit/nn/model.h"
 
@@ -25,17 +26,30 @@ inline graph::ExecContext exec_context(Device device, uint64_t step, bool traini
 
 // Sample-weighted running means of the logs over an epoch (Keras weights each batch by its size).
 // (Log names are copied once: a program may be evicted from the cache while the epoch goes on.)
+// With `lagged` set (fit on a GPU, lagged_logs.h), add() only queues the program's log values; LaggedLogs::deliver
+// adds them (add_values) one step later.
 struct Accumulator {
   std::vector<std::string> names;
   std::vector<double> sum;
   double count = 0;
+  LaggedLogs* lagged = nullptr;
   void add(Compiled& c, int64_t n) {
+    if (lagged) return lagged->add(c, n);
     if (names.size() != c.logs.size()) {
       names.clear();
       for (const auto& [name, id] : c.logs) names.push_back(name);
       sum.assign(c.logs.size(), 0.0);
     }
     for (size_t k = 0; k < c.logs.size(); ++k) sum[k] += double(c.program->output_scalar(c.logs[k].second)) * double(n);
+    count += double(n);
+  }
+  // One program's log values (as add() reads them), read elsewhere.
+  void add_values(const std::vector<std::string>& value_names, const float* values, int64_t n) {
+    if (names.size() != value_names.size()) {
+      names = value_names;
+      sum.assign(names.size(), 0.0);
+    }
+    for (size_t k = 0; k < names.size(); ++k) sum[k] += double(values[k]) * double(n);
     count += double(n);
   }
   void merge(const Accumulator& other) {  // another's batches (a data-parallel replica's), in order
@@ -51,6 +65,23 @@ struct Accumulator {
     for (size_t k = 0; k < names.size(); ++k) logs.set(names[k], count > 0 ? sum[k] / count : 0.0);
   }
 };
+
+// fit's lagged logs (lagged_logs.h) for a model whose programs `pc` are: null when the lag is 0 (the CPU: the loop
+// reads each step's logs right after it, as it always did).
+inline std::unique_ptr<LaggedLogs> make_lagged_logs(Device device, const ProgramCache& pc, bool replicated) {
+  const int lag = log_lag(device, pc.scales_loss(), replicated);
+  if (lag == 0) return nullptr;
+  return std::make_unique<LaggedLogs>(
+      lag, device.kind == DeviceKind::cuda ? LaggedLogs::cuda_store(device, lag + 1) : LaggedLogs::host_store());
+}
+
+// Delivers lagged batches: those a step behind (all false), or every pending one (the end of an epoch, a stop).
+// For each, its logs go into acc, then `end_batch(batch)` (writes the logs, calls on_train_batch_end).
+template <typename EndBatch>
+void deliver_lagged(LaggedLogs* lagged, Accumulator& acc, bool all, EndBatch&& end_batch) {
+  if (!lagged) return;
+  while (all ? lagged->pending() : lagged->ready()) end_batch(lagged->deliver(acc));
+}
 
 // History, the progress display (when verbose) and the user's callbacks, bound to the model and fit's
 // parameters (fit.cpp).

@@ -151,6 +151,10 @@ History Model::fit(const data::Dataset& dataset, FitOptions o) {
     first_step = r.batch;
     position_ = r;
   }
+  // On a GPU batch k's logs are read after batch k+1 was gathered, staged and queued (nn/training/lagged_logs.h: what
+  // that means for callbacks and stop_training); on the CPU right after each step.
+  const std::unique_ptr<nn::LaggedLogs> lagged =
+      nn::make_lagged_logs(device_, *programs_, strategy_ && strategy_->replicas_in_sync() > 1);
   for (int epoch = first_epoch; epoch < o.epochs && !stop_training; ++epoch) {
     if (next_pass) {
       it = data::Iterator();  // stop the last pass's threads before starting the next
@@ -168,6 +172,12 @@ History Model::fit(const data::Dataset& dataset, FitOptions o) {
     for (const CallbackPtr& cb : callbacks) cb->on_epoch_begin(epoch, logs);
     const distribute::StepClock clock = strategy_ ? strategy_->clock() : distribute::StepClock{};
     nn::Accumulator acc;
+    acc.lagged = lagged.get();
+    auto end_batch = [&](int64_t b) {
+      acc.write(logs);
+      add_loss_scale_logs(logs);
+      for (const CallbackPtr& cb : callbacks) cb->on_train_batch_end(b, logs);
+    };
     int64_t s = start;
     for (; steps == 0 || s < steps; ++s) {
       const auto t0 = Clock::now();
@@ -191,20 +201,28 @@ History Model::fit(const data::Dataset& dataset, FitOptions o) {
       check_data(x, &y, "fit");
       stager.stage(std::move(x), std::move(y));
       for (const CallbackPtr& cb : callbacks) cb->on_train_batch_begin(s, logs);
+      if (lagged) lagged->begin(s);
       train_step(stager.x(), stager.y(), nullptr, global ? global_rows : stager.x()[0].dim(0), o.micro_batch_size, acc,
                  global != nullptr);
-      acc.write(logs);
-      add_loss_scale_logs(logs);
-      meter.add_compute(since(t1));
-      position_.batch = s + 1;
+      if (lagged) lagged->end();
+      if (!lagged) {
+        acc.write(logs);
+        add_loss_scale_logs(logs);
+      }
+      meter.add_compute(since(t1));  // with lagged logs: the host's part (gather, staging, queuing)
+      position_.batch = s + 1;       // with lagged logs: the batches queued (what the model's weights include)
       position_.data_pass = pass;
       position_.pass_offset = consumed;
-      for (const CallbackPtr& cb : callbacks) cb->on_train_batch_end(s, logs);
+      if (lagged)
+        nn::deliver_lagged(lagged.get(), acc, false, end_batch);  // batch s - 1's
+      else
+        for (const CallbackPtr& cb : callbacks) cb->on_train_batch_end(s, logs);
       if (stop_training) {  // a callback stopped training mid-epoch (TerminateOnNaN); Keras 3 does the same
         ++s;
         break;
       }
     }
+    nn::deliver_lagged(lagged.get(), acc, true, end_batch);  // the epoch's last (after a stop: the one queued since)
     if (steps == 0) {  // the first pass counted the steps: later progress bars know their length
       steps = s;
       for (const CallbackPtr& cb : callbacks) cb->params.steps = steps;

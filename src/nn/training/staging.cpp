@@ -67,9 +67,9 @@ void BatchStager::stage_pinned(Compiled& c, const std::vector<Tensor>& x, const 
                                const int64_t* idx, int64_t begin, int64_t n) {
   graph::Program& p = *c.program;
   const graph::InputAccess access;
-  // Once per program (kind and batch size): never per step. The programs run on the legacy default stream
-  // (exec_context sets no ExecContext::stream), so that is the compute stream the copies are ordered against.
-  if (!c.pinned) c.pinned = std::make_shared<cuda::PinnedStaging>(p.device(), input_bytes(c), nullptr);
+  // Once per program (kind and batch size): never per step. The copies are ordered against the program's compute
+  // stream (its ProgramCache's, backends/cuda/compute_stream.h).
+  if (!c.pinned) c.pinned = std::make_shared<cuda::PinnedStaging>(p.device(), input_bytes(c), p.stream());
   cuda::PinnedStaging& s = *c.pinned;
   // Copies are only queued here (submit() issues them), so each is recorded before its gather: copy() refuses more
   // bytes than the region holds before gather_rows could write past it.

@@ -6,8 +6,8 @@
 // features -> the program's float32) and applying a Rescaling fused into staging (x * scale + offset).
 // CUDA: each program has two pinned host buffers and a copy stream (Compiled::pinned, backends/cuda/
 // pinned_staging.h); binding gathers the batch into the next pinned buffer and queues its cudaMemcpyAsync on the
-// copy stream, which waits for the compute queued so far, and the compute stream waits for the copy's event. Not yet
-// (issue 13): fit's loops still read the logs after each step, so the gather of batch k+1 does not yet overlap step k.
+// copy stream, which waits for the compute queued so far, and the program's compute stream waits for the copy's event.
+// fit reads the logs one step late on CUDA (lagged_logs.h), so the gather of batch k+1 overlaps step k.
 // fit() only talks to this interface.
 //
 //   nn::HostStager stager;

@@ -1,0 +1,171 @@
+// LaggedLogs (lagged_logs.h): the slots of steps whose logs are not read yet, and the two stores (host, CUDA pinned).
+#include "nn/training/lagged_logs.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "backends/cuda/pinned_logs.h"
+#include "nn/compiler/programs.h"
+#include "nn/training/fit_common.h"
+#include "trainkit/core/error.h"
+#include "trainkit/core/half.h"
+
+namespace tk::nn {
+namespace {
+
+constexpr size_t kValueBytes = 4;  // each log value's room in a slot (logs are float32; 16-bit ones fit too)
+
+float value_of(const unsigned char* p, DType t) {
+  uint16_t half = 0;
+  std::memcpy(&half, p, sizeof half);
+  switch (t) {
+    case DType::f16:
+      return float16::from_bits(half).to_float();
+    case DType::bf16:
+      return bfloat16::from_bits(half).to_float();
+    default: {
+      float f = 0;
+      std::memcpy(&f, p, sizeof f);
+      return f;
+    }
+  }
+}
+
+// The CPU (and tests): values read at once into a growing host buffer.
+class HostStore final : public LogStore {
+ public:
+  size_t capacity(int slot) const override { return buf(slot).size(); }
+  void grow(int slot, size_t bytes, size_t) override {
+    if (buf(slot).size() < bytes) buf(slot).resize(bytes);  // keeps the bytes already there
+  }
+  const void* data(int slot) const override { return buf(slot).data(); }
+  void queue(int slot, Compiled& c, int value, size_t offset, size_t bytes) override {
+    c.program->read_output(value, buf(slot).data() + offset, bytes);
+  }
+  void seal(int, Compiled&) override {}
+  void wait(int) override {}
+
+ private:
+  std::vector<unsigned char>& buf(int slot) const {
+    if (bufs_.size() <= static_cast<size_t>(slot)) bufs_.resize(static_cast<size_t>(slot) + 1);
+    return bufs_[static_cast<size_t>(slot)];
+  }
+  mutable std::vector<std::vector<unsigned char>> bufs_;
+};
+
+// CUDA: copies on the program's stream into pinned slots, an event per step.
+class CudaStore final : public LogStore {
+ public:
+  CudaStore(Device device, int slots) : slots_(device, slots) {}
+  size_t capacity(int slot) const override { return slots_.capacity(slot); }
+  void grow(int slot, size_t bytes, size_t keep) override { slots_.grow(slot, bytes, keep); }
+  const void* data(int slot) const override { return slots_.data(slot); }
+  void queue(int slot, Compiled& c, int value, size_t offset, size_t bytes) override {
+    c.program->copy_output_async(value, static_cast<char*>(slots_.data(slot)) + offset, bytes);
+  }
+  void seal(int slot, Compiled& last) override { slots_.record(slot, last.program->stream()); }
+  void wait(int slot) override { slots_.wait(slot); }
+
+ private:
+  cuda::PinnedLogSlots slots_;
+};
+
+}  // namespace
+
+int log_lag(Device device, bool loss_scaling, bool replicated) {
+  int lag = device.kind == DeviceKind::cpu ? 0 : 1;
+  if (const char* env = std::getenv("TK_LOG_LAG"); env && *env) {
+    if ((env[0] != '0' && env[0] != '1') || env[1] != '\0')
+      throw InvalidArgument(std::string("TK_LOG_LAG must be 0 or 1, got '") + env + "'");
+    lag = env[0] - '0';
+  }
+  // Whatever TK_LOG_LAG says: the next step's host-side scalars depend on this step's outcome (loss scaling), or the
+  // replicas' logs are merged on their own threads (data parallel).
+  if (loss_scaling || replicated) return 0;
+  return lag;
+}
+
+std::unique_ptr<LogStore> LaggedLogs::host_store() { return std::make_unique<HostStore>(); }
+std::unique_ptr<LogStore> LaggedLogs::cuda_store(Device device, int slots) {
+  return std::make_unique<CudaStore>(device, slots);
+}
+
+LaggedLogs::LaggedLogs(int lag, std::unique_ptr<LogStore> store)
+    : lag_(lag), store_(std::move(store)), steps_(static_cast<size_t>(lag + 1)) {
+  if (lag < 0) throw InvalidArgument("LaggedLogs: the lag must be >= 0, got " + std::to_string(lag));
+}
+
+void LaggedLogs::begin(int64_t batch) {
+  if (open_ >= 0) throw InvalidArgument("LaggedLogs: begin() of batch " + std::to_string(batch) + " before end()");
+  // lag + 1 slots: the oldest pending one was delivered by the loop (ready() was false) before this begin.
+  if (static_cast<int>(pending_.size()) > lag_)
+    throw InvalidArgument("LaggedLogs: " + std::to_string(pending_.size()) + " batches pending at lag " +
+                          std::to_string(lag_) + " (deliver before queuing another step)");
+  Step& s = steps_[static_cast<size_t>(next_slot_)];
+  s.batch = batch;
+  s.slot = next_slot_;
+  s.bytes = 0;
+  s.used = 0;
+  open_ = next_slot_;
+  next_slot_ = (next_slot_ + 1) % (lag_ + 1);
+}
+
+void LaggedLogs::add(Compiled& c, int64_t rows) {
+  if (open_ < 0) throw InvalidArgument("LaggedLogs: add() outside begin()..end()");
+  Step& s = steps_[static_cast<size_t>(open_)];
+  const size_t need = s.bytes + c.logs.size() * kValueBytes;
+  if (need > store_->capacity(open_)) {
+    c.program->synchronize();  // the copies already queued into the slot land before it is replaced
+    store_->grow(open_, 2 * need, s.bytes);
+  }
+  if (s.entries.size() <= s.used) s.entries.emplace_back();  // entries are reused across steps (their vectors too)
+  Entry* e = &s.entries[s.used++];
+  e->names.resize(c.logs.size());
+  e->dtypes.resize(c.logs.size());
+  e->offset = s.bytes;
+  e->rows = rows;
+  for (size_t k = 0; k < c.logs.size(); ++k) {
+    const auto& [name, id] = c.logs[k];
+    if (e->names[k] != name) e->names[k] = name;
+    const DType t = c.program->graph()[id].dtype;
+    e->dtypes[k] = static_cast<uint8_t>(t);
+    store_->queue(open_, c, id, s.bytes, dtype_size(t));
+    s.bytes += kValueBytes;
+  }
+  last_ = &c;
+}
+
+void LaggedLogs::end() {
+  if (open_ < 0) throw InvalidArgument("LaggedLogs: end() without begin()");
+  if (last_) store_->seal(open_, *last_);
+  pending_.push_back(open_);
+  open_ = -1;
+  last_ = nullptr;
+}
+
+int64_t LaggedLogs::deliver(Accumulator& acc) {
+  if (pending_.empty()) throw InvalidArgument("LaggedLogs: deliver() with no pending batch");
+  const int slot = pending_.front();
+  pending_.erase(pending_.begin());
+  store_->wait(slot);
+  const Step& s = steps_[static_cast<size_t>(slot)];
+  const auto* bytes = static_cast<const unsigned char*>(store_->data(slot));
+  thread_local std::vector<float> values;
+  for (size_t i = 0; i < s.used; ++i) {
+    const Entry& e = s.entries[i];
+    values.resize(e.names.size());
+    for (size_t k = 0; k < e.names.size(); ++k)
+      values[k] = value_of(bytes + e.offset + k * kValueBytes, static_cast<DType>(e.dtypes[k]));
+    acc.add_values(e.names, values.data(), e.rows);
+  }
+  return s.batch;
+}
+
+void LaggedLogs::discard() {
+  for (int slot : pending_) store_->wait(slot);
+  pending_.clear();
+  open_ = -1;
+  last_ = nullptr;
+}
+
+}  // namespace tk::nn
