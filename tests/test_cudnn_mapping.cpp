@@ -1,8 +1,12 @@
 // The cuDNN path's host logic, without a GPU (src/backends/cuda/cudnn_mapping.h, cudnn_loader.h): which convolutions
 // take cuDNN, the descriptors' numbers, the workspace split, the algorithm choice over fake heuristic lists, the
 // version rule, the loader's not-available states, and the op-determinism switch.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <limits.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -193,6 +197,64 @@ TEST(CudnnLoader, TheInstalledCudnnLoadsWhenPresent) {
   if (!lib.available()) GTEST_SKIP() << "no cuDNN 9 on this machine: " << lib.status();
   EXPECT_EQ(lib.version() / 10000, 9u);
   EXPECT_EQ(lib.status(), "cuDNN " + cudnn_version_text(lib.version()) + " from libcudnn.so.9");
+}
+
+// The folder the loader's search path finds libcudnn.so.9 in ("" when none).
+std::string installed_cudnn_folder() {
+  void* h = dlopen("libcudnn.so.9", RTLD_LAZY | RTLD_LOCAL);
+  if (!h) return "";
+  char origin[PATH_MAX + 1] = {};
+  const bool ok = dlinfo(h, RTLD_DI_ORIGIN, origin) == 0;
+  dlclose(h);
+  return ok ? std::string(origin) : "";
+}
+
+// cuDNN 9's front library alone (its sub-libraries not next to it): cudnnGetVersion() would abort the process
+// ("Invalid handle. Cannot load symbol") or take another cuDNN's from the search path; the loader says why instead.
+TEST(CudnnLoader, AFrontLibraryWithoutItsSubLibrariesIsNotAvailable) {
+  if (!cudnn_built()) GTEST_SKIP() << "this build has no cuDNN path (" << cudnn_summary() << ")";
+  const std::string folder = installed_cudnn_folder();
+  if (folder.empty()) GTEST_SKIP() << "no libcudnn.so.9 on the loader's search path to copy";
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("tk_cudnn_front_only_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::filesystem::path front = dir / "libcudnn.so.9";
+  std::filesystem::copy_file(folder + "/libcudnn.so.9", front, std::filesystem::copy_options::overwrite_existing);
+  {
+    const CudnnLibrary lib({front.string()});
+    EXPECT_FALSE(lib.available());
+    EXPECT_EQ(lib.version(), 0u);
+    EXPECT_NE(lib.status().find("cuDNN not available: libcudnn_graph.so.9 next to " + front.string() + ": "),
+              std::string::npos)
+        << lib.status();
+    EXPECT_NE(lib.status().find("sub-libraries"), std::string::npos) << "it says what to do: " << lib.status();
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// A missing name is not the end: the next one is tried (a library that is not cuDNN, then a missing one, too).
+TEST(CudnnLoader, TheNextNameIsTriedAfterOneThatFails) {
+  if (!cudnn_built()) GTEST_SKIP() << "this build has no cuDNN path (" << cudnn_summary() << ")";
+  const CudnnLibrary none({"libz.so.1", "/nonexistent/libcudnn.so.9"});
+  EXPECT_FALSE(none.available());
+  EXPECT_NE(none.status().find("libz.so.1 lacks cudnnGetVersion"), std::string::npos) << "the first one's reason";
+  const CudnnLibrary lib({"libz.so.1", "/nonexistent/libcudnn.so.9", "libcudnn.so.9"});
+  if (!CudnnLibrary({"libcudnn.so.9"}).available()) GTEST_SKIP() << "no cuDNN 9 on this machine";
+  EXPECT_TRUE(lib.available()) << lib.status();
+  EXPECT_EQ(lib.status(), "cuDNN " + cudnn_version_text(lib.version()) + " from libcudnn.so.9");
+}
+
+// A complete folder named by full path (as tools/gpu_check.sh's TK_CUDNN_LIBRARY names the wheel's) loads. Only its
+// major version is checked: an earlier test in this process may have loaded another cuDNN's sub-libraries, which a
+// second front library then finds by name (one cuDNN per process is the supported case).
+TEST(CudnnLoader, AWholeFolderNamedByPathLoads) {
+  if (!cudnn_built()) GTEST_SKIP() << "this build has no cuDNN path (" << cudnn_summary() << ")";
+  const std::string folder = installed_cudnn_folder();
+  if (folder.empty()) GTEST_SKIP() << "no libcudnn.so.9 on the loader's search path";
+  const CudnnLibrary lib({folder + "/libcudnn.so.9"});
+  ASSERT_TRUE(lib.available()) << lib.status();
+  EXPECT_EQ(lib.version() / 10000, 9u);
+  EXPECT_NE(lib.status().find(" from " + folder + "/libcudnn.so.9"), std::string::npos) << lib.status();
 }
 
 TEST(CudnnLoader, TheSwitchTurnsTheCudnnPathOffAndOn) {
