@@ -161,6 +161,35 @@ TEST(CudnnAlgorithm, NoneFitsSaysWhy) {
   EXPECT_EQ(no_algorithm_reason({}, 0, false, false), "0 candidates");
 }
 
+// cuDNN refuses the chosen algorithm on its first call: the walk goes on down the ranked list with the same rules.
+TEST(CudnnAlgorithm, ARefusedAlgorithmGivesWayToTheNextThatFits) {
+  const std::vector<AlgoCandidate> ranked = {candidate(6, 0),        candidate(2, 64 << 20),
+                                             candidate(3, 0, false), candidate(5, 0, true, true),
+                                             candidate(1, 0),        candidate(0, 0)};
+  const size_t limit = 32 << 20;
+  int pick = choose_algorithm(ranked, limit, true, false);
+  ASSERT_EQ(pick, 0);
+  std::vector<int> walked;  // algorithms in the order a plan would try them, each refused in turn
+  for (; pick >= 0; pick = next_algorithm(ranked, pick, limit, true, false)) walked.push_back(ranked[pick].algo);
+  EXPECT_EQ(walked, (std::vector<int>{6, 1, 0})) << "too big, nondeterministic and TF32 ones are passed over";
+  EXPECT_EQ(next_algorithm(ranked, 0, limit, false, true), 2) << "determinism off, TF32 allowed: algorithm 3";
+  EXPECT_EQ(next_algorithm(ranked, 5, limit, true, false), -1) << "the last refused: im2col";
+  EXPECT_EQ(next_algorithm(ranked, -1, limit, true, false), -1);
+  EXPECT_EQ(next_algorithm({}, 0, limit, true, false), -1);
+}
+
+TEST(CudnnAlgorithm, OnlyBadParamAndNotSupportedMoveOn) {
+  EXPECT_EQ(conv_call_outcome(0), ConvCallOutcome::ok);
+  EXPECT_EQ(conv_call_outcome(2000), ConvCallOutcome::refused);  // CUDNN_STATUS_BAD_PARAM
+  EXPECT_EQ(conv_call_outcome(2002), ConvCallOutcome::refused);  // BAD_PARAM_NULL_POINTER and the like
+  EXPECT_EQ(conv_call_outcome(3000), ConvCallOutcome::refused);  // CUDNN_STATUS_NOT_SUPPORTED
+  EXPECT_EQ(conv_call_outcome(3007), ConvCallOutcome::refused);  // NOT_SUPPORTED_* sub-codes
+  EXPECT_EQ(conv_call_outcome(4000), ConvCallOutcome::failed);   // CUDNN_STATUS_INTERNAL_ERROR
+  EXPECT_EQ(conv_call_outcome(5000), ConvCallOutcome::failed);   // CUDNN_STATUS_EXECUTION_FAILED
+  EXPECT_EQ(conv_call_outcome(5003), ConvCallOutcome::failed);
+  EXPECT_EQ(conv_call_outcome(1001), ConvCallOutcome::failed);  // NOT_INITIALIZED category
+}
+
 TEST(CudnnVersion, OnlyCudnn9IsUsed) {
   EXPECT_EQ(cudnn_version_text(91900), "9.19.0");
   EXPECT_EQ(cudnn_version_text(90100), "9.1.0");
