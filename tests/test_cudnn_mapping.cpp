@@ -6,8 +6,10 @@
 #include <limits.h>
 #include <unistd.h>
 
+#include <array>
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/cuda/cudnn_loader.h"
@@ -18,14 +20,22 @@
 namespace tk::cuda {
 namespace {
 
-graph::Window window(Shape x, int64_t kh, int64_t kw, int64_t s, int64_t d, std::array<int64_t, 4> pad) {
+// x (N, H, W, C), a kh x kw kernel, strides and dilations {h, w}, pad {top, bottom, left, right}.
+graph::Window window(Shape x, int64_t kh, int64_t kw, std::array<int64_t, 2> s, std::array<int64_t, 2> d,
+                     std::array<int64_t, 4> pad) {
   graph::Attrs a;
   a.kernel[0] = kh;
   a.kernel[1] = kw;
-  a.stride[0] = a.stride[1] = s;
-  a.dilation[0] = a.dilation[1] = d;
+  a.stride[0] = s[0];
+  a.stride[1] = s[1];
+  a.dilation[0] = d[0];
+  a.dilation[1] = d[1];
   for (int i = 0; i < 4; ++i) a.pad[i] = pad[static_cast<size_t>(i)];
   return graph::Window::of(x, a);
+}
+// The same stride and dilation on both axes.
+graph::Window window(Shape x, int64_t kh, int64_t kw, int64_t s, int64_t d, std::array<int64_t, 4> pad) {
+  return window(std::move(x), kh, kw, {s, s}, {d, d}, pad);
 }
 // Keras "same" padding for a square kernel and stride on a square image: {top, bottom, left, right}.
 std::array<int64_t, 4> same(int64_t in, int64_t k, int64_t s) {
@@ -81,6 +91,33 @@ TEST(CudnnMapping, StridesDilationAndUnequalSidesAreMapped) {
   EXPECT_EQ(d.s, 2);
   EXPECT_EQ(d.y.h, g.oh);  // graph::Window's output size (cuDNN's is checked against it on the GPU)
   EXPECT_EQ(d.y.w, g.ow);
+}
+
+// Every number different between the axes: a swapped h and w (in the dims, strides, dilations, pads or filter)
+// fails here. x (2, 8, 7, 3), w (3, 2, 3, 4), stride (2, 1), dilation (1, 2), padding 1 on every side.
+TEST(CudnnMapping, DifferentStridesAndDilationsPerAxisKeepTheirAxes) {
+  const graph::Window g = window({2, 8, 7, 3}, 3, 2, {2, 1}, {1, 2}, {1, 1, 1, 1});
+  ASSERT_EQ(g.oh, 4);  // (8 + 2 - 3) / 2 + 1
+  ASSERT_EQ(g.ow, 7);  // (7 + 2 - 3) / 1 + 1, the kernel's 2 taps dilated by 2
+  ASSERT_EQ(cudnn_unsupported(g, 4), "");
+  const CudnnConvDims d = cudnn_dims(g, 4);
+  EXPECT_EQ(d.stride_h, 2);
+  EXPECT_EQ(d.stride_w, 1);
+  EXPECT_EQ(d.dilation_h, 1);
+  EXPECT_EQ(d.dilation_w, 2);
+  EXPECT_EQ(d.pad_h, 1);
+  EXPECT_EQ(d.pad_w, 1);
+  EXPECT_EQ(d.r, 3);  // KH
+  EXPECT_EQ(d.s, 2);  // KW
+  EXPECT_EQ(d.c, 3);
+  EXPECT_EQ(d.k, 4);
+  EXPECT_EQ(d.x.h, 8);
+  EXPECT_EQ(d.x.w, 7);
+  EXPECT_EQ(d.x.h_stride, 7 * 3);
+  EXPECT_EQ(d.y.h, 4);
+  EXPECT_EQ(d.y.w, 7);
+  EXPECT_EQ(d.y.h_stride, 7 * 4);
+  EXPECT_EQ(d.y.n_stride, 4 * 7 * 4);
 }
 
 // TensorFlow's "same" with stride 2 on an even input pads 0 before and 1 after: cuDNN cannot, im2col runs it.
