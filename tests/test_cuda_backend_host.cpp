@@ -66,6 +66,16 @@ TEST(CudaGemmMapping, RowMajorProductEqualsTheMappedColumnMajorOneForEveryTransp
     }
 }
 
+// Op determinism's GEMM algorithm: the first ranked result that does not split k (SPLITK_NUM 1); unreadable
+// attributes (-1) and split ones are passed over; -1 when none is left (the caller takes cuBLASLt's first).
+TEST(CudaGemmDeterminism, TheFirstUnsplitAlgorithmIsTaken) {
+  EXPECT_EQ(first_unsplit_algorithm({1, 4, 1}), 0);
+  EXPECT_EQ(first_unsplit_algorithm({4, 2, 1, 1}), 2);
+  EXPECT_EQ(first_unsplit_algorithm({-1, 1}), 1) << "an attribute that could not be read is not trusted";
+  EXPECT_EQ(first_unsplit_algorithm({8, 16, 2, 4, 3, 5, 6, 7}), -1);
+  EXPECT_EQ(first_unsplit_algorithm({}), -1);
+}
+
 TEST(CudaLaunchGeometry, CoversTheWorkFillsTheDeviceAndLaunchesNothingForNothing) {
   EXPECT_EQ(elementwise_geometry(0, 132).blocks, 0u);
   EXPECT_EQ(elementwise_geometry(-5, 132).blocks, 0u);

@@ -4,6 +4,8 @@
 // trained twice under op determinism gives the same bits; its planned step is the measured peak with cuDNN.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <string>
@@ -24,7 +26,8 @@ namespace {
     if (!tk::cuda::cudnn_enabled()) GTEST_SKIP() << "cuDNN is not used: " << tk::cuda::cudnn_summary(); \
   } while (0)
 
-// Symmetric padding: cuDNN runs them (the harness's "valid", "dilation2" and "one channel" windows).
+// Symmetric padding: cuDNN runs them (the harness's "valid", "dilation2", "one channel" and "stride2x1 dilation1x2"
+// windows; the last has different strides and dilations per axis, so a swapped h and w fails).
 const std::vector<std::string> kCudnnCases = {"Conv2D valid",
                                               "Conv2D dilation2",
                                               "Conv2D one channel",
@@ -33,7 +36,10 @@ const std::vector<std::string> kCudnnCases = {"Conv2D valid",
                                               "Conv2DGradInput valid",
                                               "Conv2DGradFilter valid",
                                               "Conv2DGradInput dilation2",
-                                              "Conv2DGradFilter one channel"};
+                                              "Conv2DGradFilter one channel",
+                                              "Conv2D stride2x1 dilation1x2",
+                                              "Conv2DGradInput stride2x1 dilation1x2",
+                                              "Conv2DGradFilter stride2x1 dilation1x2"};
 // Padding on one side only (TensorFlow's "same" with an even total): im2col runs them even with cuDNN on.
 const std::vector<std::string> kAsymmetricCases = {"Conv2D same odd pad", "Conv2D stride2", "Conv2DGradInput stride2",
                                                    "Conv2DGradFilter same odd pad"};
@@ -106,14 +112,17 @@ Tensor labels(int64_t n, uint32_t seed) {
   for (int64_t i = 0; i < n; ++i) y.data<int32_t>()[i] = static_cast<int32_t>(gen() % 5);
   return y;
 }
-// Two "same" convolutions with symmetric padding (cuDNN), one with stride 2 on an even input (im2col).
-std::unique_ptr<Sequential> cnn(Device device) {
+// Two "same" convolutions with symmetric padding (cuDNN), one with stride 2 on an even input (im2col). Adam by
+// default; plain SGD where the CPU's weights are compared (Adam's update divides by sqrt(v): a near-zero gradient
+// whose sign the summation order flips moves a weight by the full learning rate either way).
+std::unique_ptr<Sequential> cnn(Device device, bool sgd = false) {
   auto m = std::make_unique<Sequential>(std::vector<LayerPtr>{
       layers::Input({12, 12, 3}), layers::Conv2D(8, 3, "relu", {.padding = "same"}),
       layers::Conv2D(8, 5, "relu", {.padding = "same"}),
       layers::Conv2D(4, 3, "relu", {.strides = 2, .padding = "same"}), layers::Flatten(), layers::Dense(5)});
   m->set_device(device);
-  m->compile(optimizers::Adam(), losses::SparseCategoricalCrossentropy({.from_logits = true}));
+  m->compile(sgd ? optimizers::SGD({.learning_rate = 0.05f}) : optimizers::Adam(),
+             losses::SparseCategoricalCrossentropy({.from_logits = true}));
   return m;
 }
 
@@ -122,20 +131,21 @@ TEST(CudnnGpu, ACnnTrainedTwiceUnderOpDeterminismGivesTheSameBits) {
   config::enable_op_determinism();
   const Tensor x = uniform({96, 12, 12, 3}, 11), y = labels(96, 12);
   utils::set_random_seed(13);
-  auto reference = cnn(Device::cpu());
+  auto reference = cnn(Device::cpu(), /*sgd=*/true);
   const std::vector<Tensor> initial = reference->get_weights();
   FitOptions o;
   o.epochs = 2;
   o.batch_size = 32;
   o.verbose = 0;
   o.seed = 5;
-  reference->fit(x, y, o);
+  const std::vector<double> cpu_losses = reference->fit(x, y, o).history.at("loss");
   const tk::cuda::ConvPathCounts before = tk::cuda::conv_path_counts();
   std::vector<std::vector<Tensor>> runs;
+  std::vector<std::vector<double>> losses;
   for (int run = 0; run < 2; ++run) {
-    auto m = cnn(Device::cuda(0));
+    auto m = cnn(Device::cuda(0), /*sgd=*/true);
     m->set_weights(initial);
-    m->fit(x, y, o);
+    losses.push_back(m->fit(x, y, o).history.at("loss"));
     runs.push_back(m->get_weights());
   }
   config::disable_op_determinism();
@@ -148,7 +158,12 @@ TEST(CudnnGpu, ACnnTrainedTwiceUnderOpDeterminismGivesTheSameBits) {
   ASSERT_EQ(runs[0].size(), runs[1].size());
   for (size_t t = 0; t < runs[0].size(); ++t)
     EXPECT_EQ(std::memcmp(runs[0][t].raw(), runs[1][t].raw(), runs[0][t].nbytes()), 0) << "weight " << t;
-  // Against the cpu: the same training within float32 reassociation (cuDNN's algorithms sum in their own orders).
+  EXPECT_EQ(losses[0], losses[1]);
+  // Against the cpu: the same training within float32 reassociation (cuDNN's algorithms sum in their own orders):
+  // the epochs' losses, and the weights (SGD: a reassociated gradient moves a weight by as little as it differs).
+  ASSERT_EQ(losses[0].size(), cpu_losses.size());
+  for (size_t e = 0; e < cpu_losses.size(); ++e)
+    EXPECT_NEAR(losses[0][e], cpu_losses[e], 1e-4 * std::max(1.0, std::abs(cpu_losses[e]))) << "epoch " << e;
   EXPECT_LE(tk::testing::worst_relative(runs[0], reference->get_weights()), 1e-3);
 }
 
@@ -163,8 +178,11 @@ TEST(CudnnGpu, ThePlannedCnnStepIsTheMeasuredPeak) {
   const size_t baseline = config::get_memory_info(gpu).current;
   config::reset_peak_memory(gpu);
   {
+    const tk::cuda::ConvPathCounts before = tk::cuda::conv_path_counts();
     auto m = cnn(gpu);
     m->train_on_batch({x}, {y});
+    const tk::cuda::ConvPathCounts after = tk::cuda::conv_path_counts();
+    if (tk::cuda::cudnn_enabled()) EXPECT_GT(after.cudnn, before.cudnn) << "the step measured is cuDNN's";
     const size_t measured = config::get_memory_info(gpu).peak - baseline;
     const tk::MemoryPlan plan = m->memory_plan(batch);
     std::printf("[ memory ] cnn on cuda:0 (%s), batch %lld: planned %zu bytes, measured %zu bytes\n",

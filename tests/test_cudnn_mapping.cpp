@@ -1,9 +1,15 @@
 // The cuDNN path's host logic, without a GPU (src/backends/cuda/cudnn_mapping.h, cudnn_loader.h): which convolutions
 // take cuDNN, the descriptors' numbers, the workspace split, the algorithm choice over fake heuristic lists, the
 // version rule, the loader's not-available states, and the op-determinism switch.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <limits.h>
+#include <unistd.h>
 
+#include <array>
+#include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/cuda/cudnn_loader.h"
@@ -14,14 +20,22 @@
 namespace tk::cuda {
 namespace {
 
-graph::Window window(Shape x, int64_t kh, int64_t kw, int64_t s, int64_t d, std::array<int64_t, 4> pad) {
+// x (N, H, W, C), a kh x kw kernel, strides and dilations {h, w}, pad {top, bottom, left, right}.
+graph::Window window(Shape x, int64_t kh, int64_t kw, std::array<int64_t, 2> s, std::array<int64_t, 2> d,
+                     std::array<int64_t, 4> pad) {
   graph::Attrs a;
   a.kernel[0] = kh;
   a.kernel[1] = kw;
-  a.stride[0] = a.stride[1] = s;
-  a.dilation[0] = a.dilation[1] = d;
+  a.stride[0] = s[0];
+  a.stride[1] = s[1];
+  a.dilation[0] = d[0];
+  a.dilation[1] = d[1];
   for (int i = 0; i < 4; ++i) a.pad[i] = pad[static_cast<size_t>(i)];
   return graph::Window::of(x, a);
+}
+// The same stride and dilation on both axes.
+graph::Window window(Shape x, int64_t kh, int64_t kw, int64_t s, int64_t d, std::array<int64_t, 4> pad) {
+  return window(std::move(x), kh, kw, {s, s}, {d, d}, pad);
 }
 // Keras "same" padding for a square kernel and stride on a square image: {top, bottom, left, right}.
 std::array<int64_t, 4> same(int64_t in, int64_t k, int64_t s) {
@@ -77,6 +91,33 @@ TEST(CudnnMapping, StridesDilationAndUnequalSidesAreMapped) {
   EXPECT_EQ(d.s, 2);
   EXPECT_EQ(d.y.h, g.oh);  // graph::Window's output size (cuDNN's is checked against it on the GPU)
   EXPECT_EQ(d.y.w, g.ow);
+}
+
+// Every number different between the axes: a swapped h and w (in the dims, strides, dilations, pads or filter)
+// fails here. x (2, 8, 7, 3), w (3, 2, 3, 4), stride (2, 1), dilation (1, 2), padding 1 on every side.
+TEST(CudnnMapping, DifferentStridesAndDilationsPerAxisKeepTheirAxes) {
+  const graph::Window g = window({2, 8, 7, 3}, 3, 2, {2, 1}, {1, 2}, {1, 1, 1, 1});
+  ASSERT_EQ(g.oh, 4);  // (8 + 2 - 3) / 2 + 1
+  ASSERT_EQ(g.ow, 7);  // (7 + 2 - 3) / 1 + 1, the kernel's 2 taps dilated by 2
+  ASSERT_EQ(cudnn_unsupported(g, 4), "");
+  const CudnnConvDims d = cudnn_dims(g, 4);
+  EXPECT_EQ(d.stride_h, 2);
+  EXPECT_EQ(d.stride_w, 1);
+  EXPECT_EQ(d.dilation_h, 1);
+  EXPECT_EQ(d.dilation_w, 2);
+  EXPECT_EQ(d.pad_h, 1);
+  EXPECT_EQ(d.pad_w, 1);
+  EXPECT_EQ(d.r, 3);  // KH
+  EXPECT_EQ(d.s, 2);  // KW
+  EXPECT_EQ(d.c, 3);
+  EXPECT_EQ(d.k, 4);
+  EXPECT_EQ(d.x.h, 8);
+  EXPECT_EQ(d.x.w, 7);
+  EXPECT_EQ(d.x.h_stride, 7 * 3);
+  EXPECT_EQ(d.y.h, 4);
+  EXPECT_EQ(d.y.w, 7);
+  EXPECT_EQ(d.y.h_stride, 7 * 4);
+  EXPECT_EQ(d.y.n_stride, 4 * 7 * 4);
 }
 
 // TensorFlow's "same" with stride 2 on an even input pads 0 before and 1 after: cuDNN cannot, im2col runs it.
@@ -157,6 +198,35 @@ TEST(CudnnAlgorithm, NoneFitsSaysWhy) {
   EXPECT_EQ(no_algorithm_reason({}, 0, false, false), "0 candidates");
 }
 
+// cuDNN refuses the chosen algorithm on its first call: the walk goes on down the ranked list with the same rules.
+TEST(CudnnAlgorithm, ARefusedAlgorithmGivesWayToTheNextThatFits) {
+  const std::vector<AlgoCandidate> ranked = {candidate(6, 0),        candidate(2, 64 << 20),
+                                             candidate(3, 0, false), candidate(5, 0, true, true),
+                                             candidate(1, 0),        candidate(0, 0)};
+  const size_t limit = 32 << 20;
+  int pick = choose_algorithm(ranked, limit, true, false);
+  ASSERT_EQ(pick, 0);
+  std::vector<int> walked;  // algorithms in the order a plan would try them, each refused in turn
+  for (; pick >= 0; pick = next_algorithm(ranked, pick, limit, true, false)) walked.push_back(ranked[pick].algo);
+  EXPECT_EQ(walked, (std::vector<int>{6, 1, 0})) << "too big, nondeterministic and TF32 ones are passed over";
+  EXPECT_EQ(next_algorithm(ranked, 0, limit, false, true), 2) << "determinism off, TF32 allowed: algorithm 3";
+  EXPECT_EQ(next_algorithm(ranked, 5, limit, true, false), -1) << "the last refused: im2col";
+  EXPECT_EQ(next_algorithm(ranked, -1, limit, true, false), -1);
+  EXPECT_EQ(next_algorithm({}, 0, limit, true, false), -1);
+}
+
+TEST(CudnnAlgorithm, OnlyBadParamAndNotSupportedMoveOn) {
+  EXPECT_EQ(conv_call_outcome(0), ConvCallOutcome::ok);
+  EXPECT_EQ(conv_call_outcome(2000), ConvCallOutcome::refused);  // CUDNN_STATUS_BAD_PARAM
+  EXPECT_EQ(conv_call_outcome(2002), ConvCallOutcome::refused);  // BAD_PARAM_NULL_POINTER and the like
+  EXPECT_EQ(conv_call_outcome(3000), ConvCallOutcome::refused);  // CUDNN_STATUS_NOT_SUPPORTED
+  EXPECT_EQ(conv_call_outcome(3007), ConvCallOutcome::refused);  // NOT_SUPPORTED_* sub-codes
+  EXPECT_EQ(conv_call_outcome(4000), ConvCallOutcome::failed);   // CUDNN_STATUS_INTERNAL_ERROR
+  EXPECT_EQ(conv_call_outcome(5000), ConvCallOutcome::failed);   // CUDNN_STATUS_EXECUTION_FAILED
+  EXPECT_EQ(conv_call_outcome(5003), ConvCallOutcome::failed);
+  EXPECT_EQ(conv_call_outcome(1001), ConvCallOutcome::failed);  // NOT_INITIALIZED category
+}
+
 TEST(CudnnVersion, OnlyCudnn9IsUsed) {
   EXPECT_EQ(cudnn_version_text(91900), "9.19.0");
   EXPECT_EQ(cudnn_version_text(90100), "9.1.0");
@@ -193,6 +263,64 @@ TEST(CudnnLoader, TheInstalledCudnnLoadsWhenPresent) {
   if (!lib.available()) GTEST_SKIP() << "no cuDNN 9 on this machine: " << lib.status();
   EXPECT_EQ(lib.version() / 10000, 9u);
   EXPECT_EQ(lib.status(), "cuDNN " + cudnn_version_text(lib.version()) + " from libcudnn.so.9");
+}
+
+// The folder the loader's search path finds libcudnn.so.9 in ("" when none).
+std::string installed_cudnn_folder() {
+  void* h = dlopen("libcudnn.so.9", RTLD_LAZY | RTLD_LOCAL);
+  if (!h) return "";
+  char origin[PATH_MAX + 1] = {};
+  const bool ok = dlinfo(h, RTLD_DI_ORIGIN, origin) == 0;
+  dlclose(h);
+  return ok ? std::string(origin) : "";
+}
+
+// cuDNN 9's front library alone (its sub-libraries not next to it): cudnnGetVersion() would abort the process
+// ("Invalid handle. Cannot load symbol") or take another cuDNN's from the search path; the loader says why instead.
+TEST(CudnnLoader, AFrontLibraryWithoutItsSubLibrariesIsNotAvailable) {
+  if (!cudnn_built()) GTEST_SKIP() << "this build has no cuDNN path (" << cudnn_summary() << ")";
+  const std::string folder = installed_cudnn_folder();
+  if (folder.empty()) GTEST_SKIP() << "no libcudnn.so.9 on the loader's search path to copy";
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("tk_cudnn_front_only_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::filesystem::path front = dir / "libcudnn.so.9";
+  std::filesystem::copy_file(folder + "/libcudnn.so.9", front, std::filesystem::copy_options::overwrite_existing);
+  {
+    const CudnnLibrary lib({front.string()});
+    EXPECT_FALSE(lib.available());
+    EXPECT_EQ(lib.version(), 0u);
+    EXPECT_NE(lib.status().find("cuDNN not available: libcudnn_graph.so.9 next to " + front.string() + ": "),
+              std::string::npos)
+        << lib.status();
+    EXPECT_NE(lib.status().find("sub-libraries"), std::string::npos) << "it says what to do: " << lib.status();
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// A missing name is not the end: the next one is tried (a library that is not cuDNN, then a missing one, too).
+TEST(CudnnLoader, TheNextNameIsTriedAfterOneThatFails) {
+  if (!cudnn_built()) GTEST_SKIP() << "this build has no cuDNN path (" << cudnn_summary() << ")";
+  const CudnnLibrary none({"libz.so.1", "/nonexistent/libcudnn.so.9"});
+  EXPECT_FALSE(none.available());
+  EXPECT_NE(none.status().find("libz.so.1 lacks cudnnGetVersion"), std::string::npos) << "the first one's reason";
+  const CudnnLibrary lib({"libz.so.1", "/nonexistent/libcudnn.so.9", "libcudnn.so.9"});
+  if (!CudnnLibrary({"libcudnn.so.9"}).available()) GTEST_SKIP() << "no cuDNN 9 on this machine";
+  EXPECT_TRUE(lib.available()) << lib.status();
+  EXPECT_EQ(lib.status(), "cuDNN " + cudnn_version_text(lib.version()) + " from libcudnn.so.9");
+}
+
+// A complete folder named by full path (as tools/gpu_check.sh's TK_CUDNN_LIBRARY names the wheel's) loads. Only its
+// major version is checked: an earlier test in this process may have loaded another cuDNN's sub-libraries, which a
+// second front library then finds by name (one cuDNN per process is the supported case).
+TEST(CudnnLoader, AWholeFolderNamedByPathLoads) {
+  if (!cudnn_built()) GTEST_SKIP() << "this build has no cuDNN path (" << cudnn_summary() << ")";
+  const std::string folder = installed_cudnn_folder();
+  if (folder.empty()) GTEST_SKIP() << "no libcudnn.so.9 on the loader's search path";
+  const CudnnLibrary lib({folder + "/libcudnn.so.9"});
+  ASSERT_TRUE(lib.available()) << lib.status();
+  EXPECT_EQ(lib.version() / 10000, 9u);
+  EXPECT_NE(lib.status().find(" from " + folder + "/libcudnn.so.9"), std::string::npos) << lib.status();
 }
 
 TEST(CudnnLoader, TheSwitchTurnsTheCudnnPathOffAndOn) {

@@ -185,6 +185,8 @@ std::vector<ConvWindow> conv_windows() {
           {"same odd pad", Shape{2, 5, 6, 2}, Shape{3, 2, 2, 3}, window(3, 2, 1, 1, 1, 1, {1, 1, 0, 1})},
           {"stride2", Shape{2, 7, 6, 2}, Shape{3, 3, 2, 2}, window(3, 3, 2, 2, 1, 1, {1, 1, 0, 1})},
           {"dilation2", Shape{1, 7, 7, 2}, Shape{3, 3, 2, 2}, window(3, 3, 1, 1, 2, 2, {2, 2, 2, 2})},
+          // Every number different between the axes (kernel, stride, dilation, size): a swapped h and w fails.
+          {"stride2x1 dilation1x2", Shape{2, 8, 7, 3}, Shape{3, 2, 3, 4}, window(3, 2, 2, 1, 1, 2, {1, 1, 1, 1})},
           // One input channel: the direct kernels of backends/cpu/conv_c1.cpp (a multiple of 16 filters).
           {"one channel", Shape{2, 6, 7, 1}, Shape{5, 5, 1, 16}, window(5, 5, 1, 1, 1, 1, {2, 2, 2, 2})}};
 }

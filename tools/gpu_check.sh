@@ -74,12 +74,18 @@ export CUBLASLT_LOG_LEVEL="${CUBLASLT_LOG_LEVEL:-1}"
 say "CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES-<unset>} TK_VISIBLE_DEVICES=${TK_VISIBLE_DEVICES-<unset>}"
 # cuDNN 9 (the convolutions; trainkit loads libcudnn.so.9 at run time and falls back to im2col without it): the
 # project's GPU machine has it only in the nvidia-cudnn-cu13 wheel, whose lib directory goes on LD_LIBRARY_PATH for
-# trainkit's binaries (below). Its version from the library itself (cudnnGetVersion).
-CUDNN_LIB="$(find /usr/local/lib /usr/lib /opt /usr/local/cuda*/ -name libcudnn.so.9 2>/dev/null | grep -m1 'nvidia/cudnn/lib' ||
-  find /usr/local/lib /usr/lib /opt /usr/local/cuda*/ -name libcudnn.so.9 2>/dev/null | head -1)"
+# trainkit's binaries (below). Its version from the library itself (cudnnGetVersion). The wheel is asked of python3
+# first (a venv's or ~/.local's site-packages too), then looked for in the usual folders. TK_CUDNN_LIBRARY names the
+# one reported, so that trainkit loads exactly it (and its sub-libraries from its folder), not another on the path.
+CUDNN_LIB=""
+cudnn_py_dir="$(python3 -c 'import nvidia.cudnn as m; print(m.__path__[0])' 2>/dev/null | tail -1)"
+[ -n "$cudnn_py_dir" ] && [ -f "$cudnn_py_dir/lib/libcudnn.so.9" ] && CUDNN_LIB="$cudnn_py_dir/lib/libcudnn.so.9"
+[ -z "$CUDNN_LIB" ] && CUDNN_LIB="$(find /usr/local/lib /usr/lib /opt "$HOME/.local/lib" /usr/local/cuda*/ -name libcudnn.so.9 2>/dev/null |
+  grep -m1 'nvidia/cudnn/lib' || find /usr/local/lib /usr/lib /opt /usr/local/cuda*/ -name libcudnn.so.9 2>/dev/null | head -1)"
 CUDNN_DIR=""
 if [ -n "$CUDNN_LIB" ]; then
   CUDNN_DIR="$(dirname "$CUDNN_LIB")"
+  export TK_CUDNN_LIBRARY="$CUDNN_LIB"
   CUDNN_VERSION="$(python3 -c 'import ctypes, sys; v = ctypes.CDLL(sys.argv[1]).cudnnGetVersion(); print("%d.%d.%d" % (v // 10000, v % 10000 // 100, v % 100))' "$CUDNN_LIB" 2>&1 | tail -1)"
   say "cuDNN: found $CUDNN_LIB (version $CUDNN_VERSION)"
 else

@@ -4,6 +4,9 @@
 // first of cuDNN's ranked heuristic results (cudnnGetConvolution*Algorithm_v7; nothing is timed) that fits in the
 // op's planned workspace, is deterministic when op determinism is on, and uses FMA math unless TK_ALLOW_TF32=1.
 // A convolution with no such algorithm returns false (conv.cpp runs im2col), so the memory plan never changes.
+// The heuristics do not promise that an algorithm runs: when the first real call with it returns BAD_PARAM or
+// NOT_SUPPORTED, that call returns false (im2col, which overwrites the whole output) and the plan moves on to the
+// next ranked candidate that fits (next_algorithm), or to im2col for good; other failures stop the step.
 //
 // Why the legacy API and not the graph (backend) API: the legacy calls are a small, fixed set whose heuristics
 // return exactly what the choice needs (a ranked list with workspace sizes and determinism), they are still in
@@ -45,12 +48,18 @@ void count_conv_path(bool cudnn) { (cudnn ? cudnn_calls : im2col_calls).fetch_ad
 #ifdef TK_HAVE_CUDNN
 int sm_count(int index);  // cuda_kernels.cpp
 
+// conv_call_outcome (cudnn_mapping.cpp) reads statuses by cuDNN 9's categories.
+static_assert(CUDNN_STATUS_SUCCESS == 0 && CUDNN_STATUS_CATEGORY(CUDNN_STATUS_BAD_PARAM) == 2000 &&
+              CUDNN_STATUS_CATEGORY(CUDNN_STATUS_NOT_SUPPORTED) == 3000 &&
+              CUDNN_STATUS_CATEGORY(CUDNN_STATUS_INTERNAL_ERROR) == 4000 &&
+              CUDNN_STATUS_CATEGORY(CUDNN_STATUS_EXECUTION_FAILED) == 5000);
+
 namespace {
 
 void check_dnn(const CudnnApi& api, cudnnStatus_t s, const char* call, const std::string& where) {
   if (s == CUDNN_STATUS_SUCCESS) return;
   throw Error(std::string(call) + " failed: " + api.get_error_string(s) + " (" + where +
-              "; CUDNN_LOGERR_DBG=1 CUDNN_LOGDEST_DBG=stderr makes cuDNN say why)");
+              "; CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG=stderr makes cuDNN say why)");
 }
 
 // "Conv2D 'conv2d/conv'": built only for a new plan or an error, never on the step's path.
@@ -99,6 +108,11 @@ struct Plan {
   cudnnConvolutionDescriptor_t conv = nullptr;
   bool runs = false;  // an algorithm was found; else the op runs on im2col
   int algo = 0;
+  // The heuristics' ranked list and the one in use (index): _v7 results are not promised to run, so until a call
+  // succeeded (verified) a refusal moves on to the next candidate that fits (next_algorithm).
+  std::vector<AlgoCandidate> ranked;
+  int pick = -1;
+  bool verified = false;
   CudnnWorkspace ws;
   ~Plan() {
     if (x) api->destroy_tensor(x);
@@ -107,6 +121,8 @@ struct Plan {
     if (conv) api->destroy_conv(conv);
   }
 };
+
+void adopt(Plan& p, int index, const std::string& at);
 
 void set_tensor(const CudnnApi& api, cudnnTensorDescriptor_t t, const CudnnTensor4d& d, const std::string& at) {
   check_dnn(
@@ -206,13 +222,42 @@ std::unique_ptr<Plan> make_plan(const CudnnApi& api, cudnnHandle_t h, ConvKind k
                  no_algorithm_reason(ranked, ws.cudnn_bytes, deterministic, tf32).c_str());
     return p;
   }
-  // The chosen result's math type goes on the descriptor the calls read: cuDNN picks the kernel by both.
-  const AlgoCandidate& chosen = ranked[static_cast<size_t>(pick)];
-  check_dnn(api, api.set_conv_math_type(p->conv, static_cast<cudnnMathType_t>(chosen.math_type)),
-            "cudnnSetConvolutionMathType", at);
-  p->algo = chosen.algo;
-  p->runs = true;
+  p->ranked = std::move(ranked);
+  adopt(*p, pick, at);
   return p;
+}
+
+// The plan takes ranked[index]: its math type goes on the descriptor the calls read (cuDNN picks the kernel by both).
+void adopt(Plan& p, int index, const std::string& at) {
+  const AlgoCandidate& chosen = p.ranked[static_cast<size_t>(index)];
+  check_dnn(*p.api, p.api->set_conv_math_type(p.conv, static_cast<cudnnMathType_t>(chosen.math_type)),
+            "cudnnSetConvolutionMathType", at);
+  p.pick = index;
+  p.algo = chosen.algo;
+  p.runs = true;
+}
+
+// cuDNN refused the plan's algorithm on its first real call (BAD_PARAM or NOT_SUPPORTED): the next candidate that
+// fits takes over from the next call on, or the plan goes to im2col; one line says which.
+void after_refusal(Plan& p, const CudnnApi& api, cudnnStatus_t s, const char* call, const std::string& at,
+                   bool deterministic, bool tf32) {
+  const int refused = p.algo;
+  const int next = next_algorithm(p.ranked, p.pick, p.ws.cudnn_bytes, deterministic, tf32);
+  p.runs = false;
+  if (next >= 0) {
+    try {
+      adopt(p, next, at);
+    } catch (const Error&) {
+      p.runs = false;
+    }
+  }
+  if (p.runs)
+    std::fprintf(stderr,
+                 "trainkit: %s: %s refused algorithm %d (%s); algorithm %d is tried next, im2col runs this call\n",
+                 at.c_str(), call, refused, api.get_error_string(s), p.algo);
+  else
+    std::fprintf(stderr, "trainkit: %s: %s refused algorithm %d (%s) and no other fits; it runs on im2col + cuBLASLt\n",
+                 at.c_str(), call, refused, api.get_error_string(s));
 }
 
 }  // namespace
@@ -286,9 +331,20 @@ bool cudnn_convolution(const graph::KernelArgs& a, ConvKind kind, const graph::W
       if (s == CUDNN_STATUS_SUCCESS) launch_transpose(filter, a.output<float>(), filters, patch, sms, a.ctx.stream);
       break;
   }
-  check_dnn(api, s, call, a.node);
-  count_conv_path(true);
-  return true;
+  switch (conv_call_outcome(static_cast<int>(s))) {
+    case ConvCallOutcome::ok:
+      p.verified = true;
+      count_conv_path(true);
+      return true;
+    case ConvCallOutcome::refused:
+      if (p.verified) break;  // it ran before: a refusal now is a failure like any other
+      after_refusal(p, api, s, call, where(a.node), deterministic, tf32);
+      return false;  // conv.cpp runs im2col, which overwrites the whole output
+    case ConvCallOutcome::failed:
+      break;
+  }
+  check_dnn(api, s, call, a.node);  // EXECUTION_FAILED, INTERNAL_ERROR, ...: the step stops with cuDNN's reason
+  return false;
 }
 
 #else  // built without cuDNN headers (or without CUDA)

@@ -1,6 +1,7 @@
 // Conv2D / FusedConv2D and their gradients on cuDNN (cudnn_conv.cpp), called by conv.cpp's kernels before their
 // im2col path: each returns false when that path must run instead (cuDNN not loaded or switched off, a convolution
-// cuDNN cannot take, no heuristic algorithm within the planned workspace; cudnn_mapping.h says which and why).
+// cuDNN cannot take, no heuristic algorithm within the planned workspace, the algorithm refused on its first call;
+// cudnn_mapping.h says which and why).
 //
 //   if (!tk::cuda::cudnn_convolution(a, tk::cuda::ConvKind::forward, g, filters, planned)) { ...im2col... }
 #pragma once

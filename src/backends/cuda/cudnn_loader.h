@@ -22,7 +22,9 @@ class CudnnLibrary {
  public:
   // The process's: TK_CUDNN_LIBRARY, else libcudnn.so.9 (the loader's search path); not loaded when TK_CUDNN=0.
   static const CudnnLibrary& instance();
-  // The first of `names` that opens, has every entry point and is cuDNN 9 (tests construct their own).
+  // The first of `names` that opens, has every entry point, has its sub-libraries (libcudnn_graph/ops/cnn.so.9) in
+  // its own folder and is cuDNN 9 (tests construct their own). Only one cuDNN per process is meant: a second copy's
+  // front library would find the first one's sub-libraries by name.
   explicit CudnnLibrary(const std::vector<std::string>& names);
   ~CudnnLibrary();
   CudnnLibrary(const CudnnLibrary&) = delete;
@@ -35,7 +37,10 @@ class CudnnLibrary {
   const CudnnApi& api() const { return *api_; }
 
  private:
-  void* library_ = nullptr;
+  std::string open(const std::string& name, bool& unopened);  // "" when loaded
+
+  void* library_ = nullptr;           // libcudnn.so.9, the front library
+  std::vector<void*> sub_libraries_;  // graph, ops, cnn, ... from its folder, opened before any call into it
   std::unique_ptr<CudnnApi> api_;
   std::string status_;
   size_t version_ = 0;

@@ -63,10 +63,30 @@ CudnnWorkspace cudnn_workspace(size_t planned, int64_t filter_elements) {
   return w;
 }
 
-int choose_algorithm(const std::vector<AlgoCandidate>& ranked, size_t limit, bool deterministic_only, bool allow_tf32) {
-  for (size_t i = 0; i < ranked.size(); ++i)
+namespace {
+int first_usable_from(const std::vector<AlgoCandidate>& ranked, size_t from, size_t limit, bool deterministic_only,
+                      bool allow_tf32) {
+  for (size_t i = from; i < ranked.size(); ++i)
     if (usable(ranked[i], deterministic_only, allow_tf32) && ranked[i].memory <= limit) return static_cast<int>(i);
   return -1;
+}
+}  // namespace
+
+int choose_algorithm(const std::vector<AlgoCandidate>& ranked, size_t limit, bool deterministic_only, bool allow_tf32) {
+  return first_usable_from(ranked, 0, limit, deterministic_only, allow_tf32);
+}
+
+int next_algorithm(const std::vector<AlgoCandidate>& ranked, int refused, size_t limit, bool deterministic_only,
+                   bool allow_tf32) {
+  if (refused < 0) return -1;
+  return first_usable_from(ranked, static_cast<size_t>(refused) + 1, limit, deterministic_only, allow_tf32);
+}
+
+ConvCallOutcome conv_call_outcome(int status) {
+  if (status == 0) return ConvCallOutcome::ok;                                // CUDNN_STATUS_SUCCESS
+  const int category = status / 1000 * 1000;                                  // CUDNN_STATUS_CATEGORY
+  if (category == 2000 || category == 3000) return ConvCallOutcome::refused;  // BAD_PARAM*, NOT_SUPPORTED*
+  return ConvCallOutcome::failed;
 }
 
 std::string no_algorithm_reason(const std::vector<AlgoCandidate>& ranked, size_t limit, bool deterministic_only,

@@ -69,6 +69,17 @@ struct AlgoCandidate {
 // `deterministic_only`, and uses plain FMA math unless `allow_tf32`; -1 when none does (the call falls back to
 // im2col).
 int choose_algorithm(const std::vector<AlgoCandidate>& ranked, size_t limit, bool deterministic_only, bool allow_tf32);
+// cudnnGetConvolution*Algorithm_v7 ranks algorithms without promising that they run (PyTorch's Conv_v7.cpp tries the
+// next one too): after cuDNN refused ranked[refused] on its first real call, the next candidate after it that
+// choose_algorithm's rules accept, or -1 (the convolution then stays on im2col).
+int next_algorithm(const std::vector<AlgoCandidate>& ranked, int refused, size_t limit, bool deterministic_only,
+                   bool allow_tf32);
+// What a convolution call's cudnnStatus_t (as an int; cuDNN 9 numbers them in categories of a thousand,
+// CUDNN_STATUS_CATEGORY) means for its plan: ok (0); refused, this algorithm cannot run this convolution
+// (BAD_PARAM 2xxx, NOT_SUPPORTED 3xxx and their sub-codes: try the next candidate); failed, anything else
+// (INTERNAL_ERROR 4xxx, EXECUTION_FAILED 5xxx, ...: thrown, the step stops).
+enum class ConvCallOutcome { ok, refused, failed };
+ConvCallOutcome conv_call_outcome(int status);
 // Why choose_algorithm found none, for the log: "3 candidates: 1 failed, 2 need more than 32.00 MiB of workspace".
 std::string no_algorithm_reason(const std::vector<AlgoCandidate>& ranked, size_t limit, bool deterministic_only,
                                 bool allow_tf32);

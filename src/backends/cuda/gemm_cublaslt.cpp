@@ -11,19 +11,25 @@
 // Determinism: every cuBLASLt reduction scheme is ordered (cublasLt.h: split-K partials are reduced in a separate
 // step or "in place" with counters that keep the order; atomics are opt-in and not used here), and the algorithm is
 // fixed per shape, so a GEMM gives the same bits on every run. With op determinism on
-// (tk::config::enable_op_determinism, TK_DETERMINISTIC=1) split-K is not chosen at all (REDUCTION_SCHEME_NONE), so
-// a product's sums do not depend on how cuBLASLt splits them; a shape with no such algorithm takes any.
+// (tk::config::enable_op_determinism, TK_DETERMINISTIC=1) the first of cuBLASLt's ranked results whose
+// CUBLASLT_ALGO_CONFIG_SPLITK_NUM is 1 is chosen (first_unsplit_algorithm), so a product's sums do not depend on how
+// cuBLASLt splits them; a shape where all of them split takes the first, said once. (Asking with the
+// reduction-scheme mask NONE instead may filter out every algorithm of a shape.)
 #ifdef TK_HAVE_CUDA
 #include "backends/cuda/gemm_cublaslt.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <tuple>
+#include <vector>
 
 #include "backends/cpu/gemm.h"
 #include "backends/cuda/check.h"
@@ -44,6 +50,7 @@ using graph::Op;
 
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // NVIDIA's recommendation for Hopper
 constexpr uint32_t kOperandAlignment = 64;            // graph::kArenaAlignment
+constexpr size_t kDeterministicCandidates = 8;        // heuristic results looked through for an unsplit one
 // cublasLtMatmul refuses a workspace pointer that is not 256-byte aligned (seen on an H200: "The workspace pointer
 // must be aligned to at least a multiple of 256 bytes"); the program's workspace is 64-byte aligned, so the kernel
 // asks for 256 bytes more and rounds its pointer up.
@@ -143,21 +150,41 @@ std::unique_ptr<Plan> make_plan(const GemmShape& s, GemmTypes t, int device, boo
        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
     cublasLtMatmulPreferenceSetAttribute(pref, a, &align, sizeof align);
-  cublasLtMatmulHeuristicResult_t result{};
+  // Op determinism: of the first kDeterministicCandidates ranked results, the first that does not split k
+  // (first_unsplit_algorithm); otherwise cuBLASLt's first.
+  std::vector<cublasLtMatmulHeuristicResult_t> results(deterministic ? kDeterministicCandidates : 1);
   int found = 0;
-  cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
-  if (deterministic) {  // no split-K; any scheme when no such algorithm exists
-    const uint32_t none = CUBLASLT_REDUCTION_SCHEME_NONE;
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &none, sizeof none);
-    st = cublasLtMatmulAlgoGetHeuristic(handle(device), p->desc, p->a, p->b, p->c, p->c, pref, 1, &result, &found);
-    const uint32_t any = CUBLASLT_REDUCTION_SCHEME_MASK;
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &any, sizeof any);
-  }
-  if (!deterministic || st != CUBLAS_STATUS_SUCCESS || found == 0)
-    st = cublasLtMatmulAlgoGetHeuristic(handle(device), p->desc, p->a, p->b, p->c, p->c, pref, 1, &result, &found);
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle(device), p->desc, p->a, p->b, p->c, p->c, pref,
+                                                           static_cast<int>(results.size()), results.data(), &found);
   cublasLtMatmulPreferenceDestroy(pref);
   check_lt(st, "cublasLtMatmulAlgoGetHeuristic", where);
   if (found == 0) throw Unsupported("cuBLASLt has no algorithm for " + where);
+  results.resize(static_cast<size_t>(std::min<int>(found, static_cast<int>(results.size()))));
+  size_t pick = 0;
+  if (deterministic) {
+    std::vector<int> split_k;
+    for (const cublasLtMatmulHeuristicResult_t& r : results) {
+      int32_t parts = 0;
+      size_t written = 0;
+      const cublasStatus_t a = cublasLtMatmulAlgoConfigGetAttribute(&r.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &parts,
+                                                                    sizeof parts, &written);
+      split_k.push_back(a == CUBLAS_STATUS_SUCCESS && written == sizeof parts ? parts : -1);
+    }
+    const int unsplit = first_unsplit_algorithm(split_k);
+    if (unsplit >= 0) {
+      pick = static_cast<size_t>(unsplit);
+    } else {
+      static std::once_flag once;
+      std::call_once(once, [&] {
+        std::fprintf(stderr,
+                     "trainkit: op determinism: cuBLASLt's first %zu algorithms for %s all split k; it takes the "
+                     "first (its split-K reduction is ordered, so runs still match, but the sums are grouped "
+                     "differently from an unsplit product); said once\n",
+                     results.size(), where.c_str());
+      });
+    }
+  }
+  const cublasLtMatmulHeuristicResult_t& result = results[pick];
   p->algo = result.algo;
   return p;
 }

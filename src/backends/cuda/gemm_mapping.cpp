@@ -1,5 +1,7 @@
 #include "backends/cuda/gemm_mapping.h"
 
+#include <cstddef>
+
 namespace tk::cuda {
 
 ColumnMajorGemm to_column_major(int64_t m, int64_t n, int64_t k, bool ta, bool tb) {
@@ -16,6 +18,12 @@ ColumnMajorGemm to_column_major(int64_t m, int64_t n, int64_t k, bool ta, bool t
   g.ldb = ta ? m : k;
   g.ldc = n;
   return g;
+}
+
+int first_unsplit_algorithm(const std::vector<int>& split_k) {
+  for (std::size_t i = 0; i < split_k.size(); ++i)
+    if (split_k[i] == 1) return static_cast<int>(i);
+  return -1;
 }
 
 }  // namespace tk::cuda

@@ -8,6 +8,7 @@
 //   // D' of g.m x g.n with g.ldc; a bias epilogue adds a vector of g.m = n values: one per output feature.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 namespace tk::cuda {
 
@@ -20,5 +21,11 @@ struct ColumnMajorGemm {
 
 // Row-major C(m x n) = op(A) op(B), A stored m x k (k x m when ta), B stored k x n (n x k when tb), all dense.
 ColumnMajorGemm to_column_major(int64_t m, int64_t n, int64_t k, bool ta, bool tb);
+
+// Op determinism's choice among cuBLASLt's ranked heuristic results, given each one's CUBLASLT_ALGO_CONFIG_SPLITK_NUM
+// (1: k is not split; -1: the attribute could not be read): the first that does not split k, or -1 when every one
+// does (the caller then takes the first and says so once). Asking the heuristics with the reduction-scheme mask
+// NONE instead can filter out every algorithm of a shape.
+int first_unsplit_algorithm(const std::vector<int>& split_k);
 
 }  // namespace tk::cuda
