@@ -153,7 +153,7 @@ if [ "$built" -eq 0 ]; then
     # The data parallel tests (test_cuda_data_parallel.cpp): CudaMirrored.* needs one GPU; CudaTwoGpus.* (NCCL between
     # two GPUs) must run where there are two or more, and may only skip, with its reason printed, where there is one.
     gpus="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')"
-    must_run='CudaGpu\.|CudaFit\.|CudaDeviceDataset\.|CudaStagingGpu\.|CudaMirrored\.|NcclCollective\.Sums|NcclCollective\.Synchronized|CliDevices\.WithAGpu|CliSmi\.WithAGpu'
+    must_run='CudaGpu\.|CudaFit\.|CudaDeviceDataset\.|CudaStagingGpu\.|CudaMirrored\.|NcclCollective\.Sums|NcclCollective\.Synchronized|NcclCollective\.Overlap|CliDevices\.WithAGpu|CliSmi\.WithAGpu'
     [ "${gpus:-0}" -ge 2 ] && must_run="$must_run|CudaTwoGpus\."
     skipped_gpu="$(grep -oE "^\[  SKIPPED \] ($must_run)[A-Za-z]*" "$BUILD/cuda_tests.txt" | sort -u | wc -l)"
     if [ "${gpus:-0}" -lt 2 ]; then
