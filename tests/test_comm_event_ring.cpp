@@ -12,6 +12,7 @@
 #include "nn/distribute/comm_event_ring.h"
 #include "nn/distribute/overlap_default.h"
 #include "trainkit/core/error.h"
+#include "trainkit/nn/distribute.h"
 
 namespace tk::nn::distribute {
 namespace {
@@ -151,6 +152,15 @@ TEST(OverlapChoice, NcclOverlapsUnlessTurnedOffAndMpiOnlyWhenAsked) {
   EXPECT_FALSE(cpu.overlap);
   EXPECT_NE(cpu.note.find("ignored"), std::string::npos);
   EXPECT_THROW(choose_overlap(std::nullopt, "maybe", OverlapGroup::nccl), InvalidArgument);
+}
+
+TEST(OverlapChoice, CpuReplicasInOneProcessSayAnAskedOverlapIsIgnored) {
+  const tk::distribute::MirroredStrategy cpu({Device::cpu()}, {.overlap = true});
+  EXPECT_NE(cpu.describe().find("overlap asked for but not built for cpu replicas in one process (ignored)"),
+            std::string::npos)
+      << cpu.describe();
+  const tk::distribute::MirroredStrategy plain({Device::cpu()});
+  EXPECT_EQ(plain.describe().find("overlap"), std::string::npos) << plain.describe();
 }
 
 }  // namespace

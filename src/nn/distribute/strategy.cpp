@@ -111,6 +111,11 @@ MirroredStrategy::MirroredStrategy(std::vector<Device> devices, Options options)
     if (s->overlap) s->description += ", overlapping the backward pass";
   }
 #endif
+  if (!gpus) {  // cpu replicas in one process: overlap is not built (overlap_default.h)
+    const std::string note =
+        nn::distribute::choose_overlap(options.overlap, nullptr, nn::distribute::OverlapGroup::in_process_cpu).note;
+    if (!note.empty()) s->description += "; " + note;
+  }
   s->description += ")";
   state_ = std::move(s);
 }
