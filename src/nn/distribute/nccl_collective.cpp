@@ -241,13 +241,18 @@ void NcclCollective::queue(int replica, const float* in, float* out, int64_t n, 
     blocked_seconds_ += done.blocked_ms / 1e3;
   }
   ncclRedOp_t op;  // sum over replicas of weight_r * in_r, the weight read on the device when the collective runs
-  check_nccl(ncclRedOpCreatePreMulSum(&op, const_cast<float*>(weight), ncclFloat32, ncclScalarDevice, r.comm),
-             "ncclRedOpCreatePreMulSum", where);
-  const ncclResult_t res = ncclAllReduce(in, out, static_cast<size_t>(n), ncclFloat32, op, r.comm, r.events->comm);
-  ncclRedOpDestroy(op, r.comm);  // allowed once the collective is queued
-  std::lock_guard lock(s_->m);
-  r.ring->after(slot, stream);  // the end event even when the call failed, so that nothing waits for a lost one
-  check_nccl(res, "ncclAllReduce", where);
+  ncclResult_t res = ncclRedOpCreatePreMulSum(&op, const_cast<float*>(weight), ncclFloat32, ncclScalarDevice, r.comm);
+  const char* call = "ncclRedOpCreatePreMulSum";
+  if (res == ncclSuccess || res == ncclInProgress) {
+    res = ncclAllReduce(in, out, static_cast<size_t>(n), ncclFloat32, op, r.comm, r.events->comm);
+    call = "ncclAllReduce";
+    ncclRedOpDestroy(op, r.comm);  // allowed once the collective is queued
+  }
+  {
+    std::lock_guard lock(s_->m);
+    r.ring->after(slot, stream);  // the end event even when a call failed, so that no entry waits for a lost one
+  }
+  check_nccl(res, call, where);
 }
 
 void NcclCollective::all_reduce_async(int replica, const float* in, float* out, int64_t n, const float* weight,
