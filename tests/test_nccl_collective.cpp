@@ -73,9 +73,54 @@ TEST(NcclCollective, SynchronizedBatchNormOnOneReplicaIsThePlainOne) {
   }
 }
 
+// Overlap on one GPU (a one-rank communicator): start queues the reduction on NCCL's communication stream after the
+// compute stream's work so far; the compute stream may overwrite the input at once; finish makes the compute stream
+// wait for the sum; an out-of-order finish is refused; the NCCL time is read back one call later, never waiting.
+TEST(NcclCollective, OverlapOnOneGpuStartsBesideTheComputeStreamAndFinishesOnIt) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    GTEST_SKIP() << "no CUDA device here: NCCL's communication stream is built, but cannot run";
+  }
+  cudaSetDevice(0);
+  const auto group = NcclCollective::for_devices({0}, std::chrono::seconds(60));
+  const int64_t n = int64_t{1} << 20;
+  cudaStream_t compute = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking), cudaSuccess);
+  float *in = nullptr, *out = nullptr, *weight = nullptr;
+  ASSERT_EQ(cudaMalloc(&in, n * sizeof(float)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&out, n * sizeof(float)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&weight, sizeof(float)), cudaSuccess);
+  const float half = 0.5f;
+  std::vector<float> host(static_cast<size_t>(n), 2.0f);
+  cudaMemcpy(weight, &half, sizeof half, cudaMemcpyHostToDevice);
+  cudaMemcpy(in, host.data(), n * sizeof(float), cudaMemcpyHostToDevice);
+  group->start_all_reduce_async(0, in, out, n, weight, compute, "test/bucket_0", 0);
+  cudaMemsetAsync(in, 0, n * sizeof(float), compute);  // the input is free once start returns (an accumulator)
+  group->start_all_reduce_async(0, out, out, n, weight, compute, "test/bucket_1", 1);  // in place, after the first
+  EXPECT_THROW(group->finish_all_reduce_async(0, 1, compute), std::logic_error) << "bucket 0 is finished first";
+  group->finish_all_reduce_async(0, 0, compute);
+  group->finish_all_reduce_async(0, 1, compute);
+  cudaMemcpyAsync(host.data(), out, n * sizeof(float), cudaMemcpyDeviceToHost, compute);
+  ASSERT_EQ(cudaStreamSynchronize(compute), cudaSuccess);
+  for (int64_t i = 0; i < n; i += 4099) ASSERT_EQ(host[static_cast<size_t>(i)], 0.5f) << i;  // 2 * 0.5 * 0.5
+  EXPECT_EQ(group->seconds(), 0.0) << "read one call later, never waiting";
+  group->all_reduce(0, out, out, 16, 1.0f, "test/next", 2);  // reads the two started ones' times
+  EXPECT_GT(group->seconds(), 0.0);
+  EXPECT_GT(group->overlapped_span_seconds(), 0.0);
+  EXPECT_GE(group->overlapped_blocked_seconds(), 0.0);
+  cudaFree(in);
+  cudaFree(out);
+  cudaFree(weight);
+  cudaStreamDestroy(compute);
+}
+
 }  // namespace
 }  // namespace tk::nn::distribute
 #else
 TEST(NcclCollective, SumsWeightedGradientsIntoEveryDevice) { GTEST_SKIP() << "this build has no NCCL"; }
 TEST(NcclCollective, SynchronizedBatchNormOnOneReplicaIsThePlainOne) { GTEST_SKIP() << "this build has no NCCL"; }
+TEST(NcclCollective, OverlapOnOneGpuStartsBesideTheComputeStreamAndFinishesOnIt) {
+  GTEST_SKIP() << "this build has no NCCL";
+}
 #endif

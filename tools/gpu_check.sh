@@ -177,7 +177,7 @@ if [ "$built" -eq 0 ]; then
     # The data parallel tests (test_cuda_data_parallel.cpp): CudaMirrored.* needs one GPU; CudaTwoGpus.* (NCCL between
     # two GPUs) must run where there are two or more, and may only skip, with its reason printed, where there is one.
     gpus="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')"
-    must_run='CudaGpu\.|CudaFit\.|CudaStagingGpu\.|CudaGraphs\.|CudaMirrored\.|NcclCollective\.Sums|NcclCollective\.Synchronized|CliDevices\.WithAGpu|CliSmi\.WithAGpu'
+    must_run='CudaGpu\.|CudaFit\.|CudaDeviceDataset\.|CudaStagingGpu\.|CudaGraphs\.|CudaMirrored\.|NcclCollective\.Sums|NcclCollective\.Synchronized|NcclCollective\.Overlap|CliDevices\.WithAGpu|CliSmi\.WithAGpu'
     # The cuDNN path's GPU tests may skip only where no libcudnn.so.9 was found (their reason is then printed).
     if [ -n "$CUDNN_LIB" ]; then must_run="$must_run|CudnnGpu\."; else must_run="$must_run|CudnnGpu\.TheIm2col|CudnnGpu\.ACnn|CudnnGpu\.ThePlanned"; fi
     grep -E '^\[ *(OK|SKIPPED|FAILED) *\] CudnnGpu\.|\[ (paths|memory) *\]|cuDNN' "$BUILD/cuda_tests.txt" | sort -u | head -20 | tee -a "$LOG"

@@ -156,6 +156,7 @@ class PrefetchNode final : public Node {
     return "prefetch(" + (buffer_ == AUTOTUNE ? std::string("AUTOTUNE") : std::to_string(buffer_)) + ")";
   }
   Flow flow() const override { return {Flow::elementwise}; }
+  bool moves_rows() const override { return true; }
   std::shared_ptr<Node> with_input(std::shared_ptr<Node> in) const override {
     return std::make_shared<PrefetchNode>(std::move(in), buffer_);
   }

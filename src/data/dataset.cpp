@@ -325,6 +325,7 @@ class OptionsNode final : public Node {
   int64_t cardinality() const override { return inputs[0]->cardinality(); }
   std::string label() const override { return {}; }
   Flow flow() const override { return {Flow::elementwise}; }
+  bool moves_rows() const override { return true; }
   std::shared_ptr<Node> with_input(std::shared_ptr<Node> in) const override {
     auto n = std::make_shared<OptionsNode>();
     n->inputs = {std::move(in)};

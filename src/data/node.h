@@ -131,6 +131,11 @@ class Node {
   virtual Flow flow() const { return {Flow::other, label()}; }
   // This stage, the same in all but its input (its seeds too); null for stages a rewrite does not copy.
   virtual std::shared_ptr<Node> with_input(std::shared_ptr<Node>) const { return nullptr; }
+  // True for stages that only select, reorder, group or buffer their input's rows (shuffle, batch, take, skip, shard,
+  // repeat, prefetch, with_options): over a device-resident source they run on row indices (device_batches.h).
+  virtual bool moves_rows() const { return false; }
+  // A source's arrays when its elements are their rows (from_tensor_slices, on_device); null for other stages.
+  virtual const std::vector<Tensor>* source_arrays() const { return nullptr; }
   std::vector<std::shared_ptr<Node>> inputs;
   std::optional<Options> options;  // set by with_options
   mutable std::atomic<uint64_t> passes{0};

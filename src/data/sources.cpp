@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/device_bytes.h"
 #include "data/node.h"
 #include "trainkit/core/error.h"
 #include "trainkit/runtime/memory.h"
@@ -11,14 +12,30 @@ namespace {
 
 // ---- slices: rows of arrays, with random access
 
+// Rows of arrays in the memory of a device the host cannot address (on_device(cuda:N)) reach a pass that needs their
+// values (iterating by hand, map) as host tensors, each row copied back (synchronously: for inspection, not speed).
+// fit / evaluate / predict never take this path: they run the pipeline on row indices (device_batches.h).
+void copy_rows_back(const Tensor& a, const int64_t* idx, int64_t n, Tensor& out) {
+  const size_t row = n > 0 ? out.nbytes() / static_cast<size_t>(n) : 0;
+  for (int64_t i = 0; i < n && row; ++i)
+    device_copy(static_cast<char*>(out.raw()) + static_cast<size_t>(i) * row, Device::cpu(),
+                static_cast<const char*>(a.raw()) + static_cast<size_t>(idx[i]) * row, a.device(), row);
+}
+
 class Slices final : public RandomAccess {
  public:
   explicit Slices(std::vector<Tensor> arrays) : arrays_(std::move(arrays)) {}
   int64_t size() const override { return arrays_.empty() ? 0 : arrays_[0].dim(0); }
+  const std::vector<Tensor>& arrays() const { return arrays_; }
   void gather(const int64_t* idx, int64_t n, Element& out) const override {
     out.resize(arrays_.size());
     for (size_t c = 0; c < arrays_.size(); ++c) {
       const Tensor& a = arrays_[c];
+      if (!a.on_host()) {  // (n, ...) on the host <- rows idx[0..n) of (size, ...) on the device
+        out[c] = Tensor(a.shape().with_batch(n), a.dtype(), Device::cpu(), "dataset/batch");
+        copy_rows_back(a, idx, n, out[c]);
+        continue;
+      }
       Tensor t(a.shape().with_batch(n), a.dtype(), a.device(), "dataset/batch");
       const size_t row = n > 0 ? t.nbytes() / static_cast<size_t>(n) : 0;
       const auto* src = static_cast<const char*>(a.raw());
@@ -34,9 +51,12 @@ class Slices final : public RandomAccess {
     for (size_t c = 0; c < arrays_.size(); ++c) {
       const Tensor& a = arrays_[c];
       std::vector<int64_t> dims(a.shape().dims().begin() + 1, a.shape().dims().end());
-      Tensor t{Shape(dims), a.dtype(), a.device(), "dataset/element"};
+      Tensor t{Shape(dims), a.dtype(), a.on_host() ? a.device() : Device::cpu(), "dataset/element"};
       const size_t row = t.nbytes();
-      if (row) std::memcpy(t.raw(), static_cast<const char*>(a.raw()) + static_cast<size_t>(i) * row, row);
+      if (!a.on_host())
+        copy_rows_back(a, &i, 1, t);
+      else if (row)
+        std::memcpy(t.raw(), static_cast<const char*>(a.raw()) + static_cast<size_t>(i) * row, row);
       out[c] = std::move(t);
     }
   }
@@ -71,8 +91,9 @@ class IndexedSourceIterator final : public IteratorImpl {
 
 class SlicesNode final : public Node {
  public:
-  SlicesNode(std::shared_ptr<const RandomAccess> source, std::string name)
-      : source_(std::move(source)), name_(std::move(name)) {}
+  SlicesNode(std::shared_ptr<const RandomAccess> source, std::string name, const std::vector<Tensor>* arrays = nullptr)
+      : source_(std::move(source)), name_(std::move(name)), arrays_(arrays) {}
+  const std::vector<Tensor>* source_arrays() const override { return arrays_; }
   std::unique_ptr<IteratorImpl> make(const PassContext& ctx) const override {
     return std::make_unique<IndexedSourceIterator>(ctx, name_, source_);
   }
@@ -82,7 +103,14 @@ class SlicesNode final : public Node {
  private:
   std::shared_ptr<const RandomAccess> source_;
   std::string name_;
+  const std::vector<Tensor>* arrays_;  // source_'s, when it is Slices
 };
+
+std::shared_ptr<Node> slices_node(std::vector<Tensor> arrays, std::string name) {
+  auto slices = std::make_shared<Slices>(std::move(arrays));
+  const std::vector<Tensor>* held = &slices->arrays();
+  return std::make_shared<SlicesNode>(std::move(slices), std::move(name), held);
+}
 
 void check_slices(const std::vector<Tensor>& arrays, const char* what) {
   if (arrays.empty()) throw InvalidArgument(std::string(what) + ": no arrays given");
@@ -230,7 +258,7 @@ class ZipNode final : public Node {
 
 std::shared_ptr<Node> make_slices_node(std::vector<Tensor> arrays, std::string name) {
   check_slices(arrays, "Dataset::from_tensor_slices");
-  return std::make_shared<SlicesNode>(std::make_shared<Slices>(std::move(arrays)), std::move(name));
+  return slices_node(std::move(arrays), std::move(name));
 }
 
 std::shared_ptr<Node> make_range_node(int64_t start, int64_t stop, int64_t step) {
@@ -254,16 +282,13 @@ std::shared_ptr<Node> make_zip_node(std::vector<std::shared_ptr<Node>> inputs) {
 
 Dataset Dataset::on_device(const std::vector<Tensor>& arrays, Device device) {
   check_slices(arrays, "Dataset::on_device");
-  if (device.kind != DeviceKind::cpu)
-    throw Unsupported("Dataset::on_device: " + device.to_string() +
-                      " has no kernels in this build (the CUDA backend is not built yet); use Device::cpu()");
   size_t total = 0;
   for (const Tensor& a : arrays) total += (a.nbytes() + 255) / 256 * 256;
   std::vector<Tensor> copies;
   try {
     for (size_t i = 0; i < arrays.size(); ++i) {
       Tensor t(arrays[i].shape(), arrays[i].dtype(), device, "dataset/on_device[" + std::to_string(i) + "]");
-      if (t.nbytes()) std::memcpy(t.raw(), arrays[i].raw(), t.nbytes());
+      if (t.nbytes()) device_copy(t.raw(), device, arrays[i].raw(), arrays[i].device(), t.nbytes());
       copies.push_back(std::move(t));
     }
   } catch (const OutOfMemoryError& e) {
@@ -275,8 +300,7 @@ Dataset Dataset::on_device(const std::vector<Tensor>& arrays, Device device) {
                            "the budget: TK_MEMORY_LIMIT / tk::config::set_memory_limit)\n" +
                            e.what());
   }
-  return Dataset(std::make_shared<SlicesNode>(std::make_shared<Slices>(std::move(copies)),
-                                              "on_device(" + device.to_string() + ")"));
+  return Dataset(slices_node(std::move(copies), "on_device(" + device.to_string() + ")"));
 }
 
 }  // namespace tk::data

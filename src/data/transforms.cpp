@@ -95,6 +95,10 @@ class ShuffleNode final : public UnaryNode {
   std::unique_ptr<IteratorImpl> make(const PassContext& ctx) const override { return std::make_unique<It>(ctx, *this); }
   int64_t cardinality() const override { return in_card(); }
   std::string label() const override { return "shuffle(" + std::to_string(buffer_) + ")"; }
+  bool moves_rows() const override { return true; }
+  std::shared_ptr<Node> with_input(std::shared_ptr<Node> in) const override {
+    return std::make_shared<ShuffleNode>(std::move(in), buffer_, seed_, reshuffle_);
+  }
 
  private:
   class It final : public UnaryIterator {
@@ -173,6 +177,10 @@ class BatchNode final : public UnaryNode {
     return "batch(" + std::to_string(batch_) + (drop_ ? ", drop_remainder" : "") + ")";
   }
   Flow flow() const override { return {Flow::batch, {}, batch_, drop_}; }
+  bool moves_rows() const override { return true; }
+  std::shared_ptr<Node> with_input(std::shared_ptr<Node> in) const override {
+    return std::make_shared<BatchNode>(std::move(in), batch_, drop_);
+  }
 
  private:
   class It final : public UnaryIterator {
@@ -275,6 +283,7 @@ class RepeatNode final : public UnaryNode {
   }
   std::string label() const override { return count_ < 0 ? "repeat" : "repeat(" + std::to_string(count_) + ")"; }
   Flow flow() const override { return {Flow::repeat}; }
+  bool moves_rows() const override { return true; }
   std::shared_ptr<Node> with_input(std::shared_ptr<Node> in) const override {
     return std::make_shared<RepeatNode>(std::move(in), count_);
   }
@@ -347,6 +356,10 @@ class TakeSkipShardNode final : public UnaryNode {
         return "shard(" + std::to_string(a_) + ", " + std::to_string(b_) + ")";
     }
     return {};
+  }
+  bool moves_rows() const override { return true; }
+  std::shared_ptr<Node> with_input(std::shared_ptr<Node> in) const override {
+    return std::make_shared<TakeSkipShardNode>(std::move(in), kind_, a_, b_);
   }
 
  private:

@@ -42,6 +42,16 @@ class Collective {
     all_reduce(replica, in, out, n, weight, what, sequence);
   }
   virtual void finish_all_reduce(int /*replica*/, int64_t /*sequence*/) {}
+  // The same pair for a device backend (an AllReduce with attrs.overlap on CUDA and its AllReduceWait): start queues
+  // the reduction after the work queued on `stream` so far and returns; other work queued on `stream` meanwhile runs
+  // beside it (NCCL: on a communication stream of its own). finish makes `stream`'s later work wait for the sum
+  // (queued: the host does not wait). `in` may be reused by work queued on `stream` after start. By default start is
+  // all_reduce_async (already ordered on `stream`) and finish does nothing.
+  virtual void start_all_reduce_async(int replica, const float* in, float* out, int64_t n, const float* weight,
+                                      void* stream, const char* what, int64_t sequence) {
+    all_reduce_async(replica, in, out, n, weight, stream, what, sequence);
+  }
+  virtual void finish_all_reduce_async(int /*replica*/, int64_t /*sequence*/, void* /*stream*/) {}
   // Called by the program between kernels while a started all-reduce is in flight: a chance to move it on (MPI
   // progresses a nonblocking collective only inside MPI calls). Cheap when there is nothing to do.
   virtual void progress() {}

@@ -79,6 +79,10 @@ class MirroredStrategy {
     // CommunicationOptions::bytes_per_pack, PyTorch DDP's bucket_cap_mb). 0: TK_BYTES_PER_PACK (bytes, or with a
     // unit: "4MiB"), else 25 MiB. 1: every gradient alone.
     size_t bytes_per_pack = 0;
+    // Over cuda devices (NCCL): start each bucket's all-reduce on NCCL's communication stream as soon as its gradients
+    // are ready and make the compute stream wait for it only after the backward pass. Unset: TK_ALLREDUCE_OVERLAP
+    // when set, else on (PyTorch DDP's behaviour). Over cpu devices: not built (ignored).
+    std::optional<bool> overlap;
   };
   // Distinct devices of one kind: cpu devices, or cuda devices (through NCCL, above). Empty: every cpu device (the
   // logical devices when the cpu is split).
@@ -138,14 +142,16 @@ class MultiWorkerMirroredStrategy {
     size_t bytes_per_pack = 0;
     // Start each bucket's all-reduce (MPI nonblocking) as soon as its gradients are ready and finish it after the
     // backward pass, so the rest of the backward pass runs meanwhile; the first bucket is then at most 1 MiB.
-    // Unset: TK_ALLREDUCE_OVERLAP=1 turns it on. Off by default: on shared-memory MPI (one machine) a nonblocking
-    // all-reduce only progresses inside MPI calls, and measured slower (docs/distributed.md).
+    // Unset: TK_ALLREDUCE_OVERLAP=1 turns it on. Off by default on the cpu (on cuda, NCCL: on): on shared-memory MPI
+    // (one machine) a nonblocking all-reduce only progresses inside MPI calls, and measured slower
+    // (docs/distributed.md).
     std::optional<bool> overlap;
     // Where this rank's replica runs. cuda: the GPU of this rank's local rank (its number among the ranks on its node,
     // from MPI_COMM_TYPE_SHARED), modulo the GPUs the process sees: rank 1 of a node on cuda:1; the gradients summed
     // by NCCL over the ranks (rank 0's communicator id broadcast over MPI; MPI still checks the model, broadcasts rank
-    // 0's weights and sums the logs). Every rank must ask for the same kind. overlap does not apply to NCCL (its
-    // all-reduce is already queued on the GPU's stream). Never run on more than one GPU (docs/distributed.md).
+    // 0's weights and sums the logs). Every rank must ask for the same kind. Under NCCL overlap is on unless
+    // turned off (false, or TK_ALLREDUCE_OVERLAP=0): NCCL runs on a stream of its own beside the backward pass. Never
+    // run on more than one GPU (docs/distributed.md).
     DeviceKind device = DeviceKind::cpu;
   };
   MultiWorkerMirroredStrategy();

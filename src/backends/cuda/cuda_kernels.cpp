@@ -138,10 +138,15 @@ void all_reduce(const KernelArgs& a) {
     }
   }
   const float* share = &a.scalars->grad_scale;
-  if (graph::Collective* c = a.node.attrs.collective)
-    c->all_reduce_async(a.node.attrs.replica, x, y, n, share, a.ctx.stream, a.node.name.c_str(), a.node.attrs.begin);
-  else
+  if (graph::Collective* c = a.node.attrs.collective) {
+    if (a.node.attrs.overlap)  // its AllReduceWait makes the stream wait for the sum
+      c->start_all_reduce_async(a.node.attrs.replica, x, y, n, share, a.ctx.stream, a.node.name.c_str(),
+                                a.node.attrs.begin);
+    else
+      c->all_reduce_async(a.node.attrs.replica, x, y, n, share, a.ctx.stream, a.node.name.c_str(), a.node.attrs.begin);
+  } else {
     launch_scale(x, y, n, share, sms(a), a.ctx.stream);
+  }
   if (a.node.attrs.zero_grad)
     for (size_t i = 0; i < k; ++i)
       checked(cudaMemsetAsync(a.inout<float>(static_cast<int>(i)), 0,
@@ -149,8 +154,13 @@ void all_reduce(const KernelArgs& a) {
               "cudaMemsetAsync", "clearing the accumulators of");
 }
 
-// (a started AllReduce) -> the same memory: NCCL's all-reduce is already ordered on the stream before the readers.
-void all_reduce_wait(const KernelArgs&) {}
+// (a started AllReduce) -> the same memory: the stream's later work (the sum's readers) waits for the reduction,
+// which ran beside the rest of the backward pass (NCCL: on its communication stream).
+void all_reduce_wait(const KernelArgs& a) {
+  const graph::Node& started = a.g[a.node.inputs[0]];
+  if (graph::Collective* c = started.attrs.collective)
+    c->finish_all_reduce_async(started.attrs.replica, started.attrs.begin, a.ctx.stream);
+}
 
 // Softmax over the last axis: (rows, n) of the node's shape.
 std::pair<int64_t, int64_t> rows_and_width(const KernelArgs& a) {

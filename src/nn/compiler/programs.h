@@ -13,6 +13,7 @@
 namespace tk::cuda {
 class PinnedStaging;  // backends/cuda/pinned_staging.h
 class ComputeStream;  // backends/cuda/compute_stream.h
+class DeviceGather;   // backends/cuda/device_gather.h
 }  // namespace tk::cuda
 
 namespace tk::nn {
@@ -36,6 +37,7 @@ struct Compiled {
   std::vector<int> outputs;                                   // predictions (predict programs)
   std::vector<std::pair<std::string, int>> logs;              // log name -> scalar value id ("loss" first)
   std::shared_ptr<cuda::PinnedStaging> pinned;                // a CUDA program's input staging (its first bind)
+  std::shared_ptr<cuda::DeviceGather> gather;                 // its batches of a device-resident Dataset (first bind)
 };
 
 // The model's programs and the state they share (optimizer slots, gradient accumulators, one arena). Reads

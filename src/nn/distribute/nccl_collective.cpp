@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <array>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 #include <mutex>
 #include <thread>
 
+#include "nn/distribute/comm_event_ring.h"
 #include "trainkit/core/error.h"
 
 namespace tk::nn::distribute {
@@ -32,34 +34,89 @@ void check_cuda(cudaError_t e, const char* call, const std::string& where) {
 
 }  // namespace
 
-// A collective queued on a replica's stream and not yet seen done: the event recorded after it, and what it was.
-struct InFlight {
-  cudaEvent_t done = nullptr;
-  Clock::time_point queued;
-  std::string what;
-  int64_t sequence = -1;
+// One replica's events, slot by slot (comm_event_ring.h): ready (untimed: it only orders), start, end, wait_begin and
+// wait_end (timed: their differences are the NCCL time and the compute stream's wait).
+struct ReplicaEvents final : CommEvents {
+  static constexpr int kReady = 4;
+  int device = 0;
+  cudaStream_t comm = nullptr;
+  std::vector<std::array<cudaEvent_t, 5>> slots;  // [start, end, wait_begin, wait_end, ready]
+
+  std::string where() const { return "NCCL's communication stream on cuda:" + std::to_string(device); }
+  cudaEvent_t at(int slot, CommMark m) { return slots[static_cast<size_t>(slot)][static_cast<size_t>(m)]; }
+  int create_slot() override {
+    std::array<cudaEvent_t, 5> e{};
+    for (int i = 0; i < 5; ++i)
+      check_cuda(cudaEventCreateWithFlags(&e[static_cast<size_t>(i)], i == kReady ? cudaEventDisableTiming : 0),
+                 "cudaEventCreateWithFlags", where());
+    slots.push_back(e);
+    return static_cast<int>(slots.size()) - 1;
+  }
+  void comm_after_compute(int slot, void* compute) override {
+    cudaEvent_t ready = slots[static_cast<size_t>(slot)][kReady];
+    check_cuda(cudaEventRecord(ready, static_cast<cudaStream_t>(compute)), "cudaEventRecord (ready)", where());
+    check_cuda(cudaStreamWaitEvent(comm, ready, 0), "cudaStreamWaitEvent (comm after compute)", where());
+  }
+  void record(int slot, CommMark m, void* compute) override {
+    const bool on_comm = m == CommMark::start || m == CommMark::end;
+    check_cuda(cudaEventRecord(at(slot, m), on_comm ? comm : static_cast<cudaStream_t>(compute)), "cudaEventRecord",
+               where());
+  }
+  void compute_after_end(int slot, void* compute) override {
+    check_cuda(cudaStreamWaitEvent(static_cast<cudaStream_t>(compute), at(slot, CommMark::end), 0),
+               "cudaStreamWaitEvent (compute after the all-reduce)", where());
+  }
+  bool complete(int slot, CommMark m) override { return cudaEventQuery(at(slot, m)) == cudaSuccess; }
+  double elapsed_ms(int slot, CommMark from, CommMark to) override {
+    float ms = 0;
+    return cudaEventElapsedTime(&ms, at(slot, from), at(slot, to)) == cudaSuccess ? double(ms) : 0.0;
+  }
+  void release() noexcept {
+    cudaSetDevice(device);
+    if (comm) cudaStreamSynchronize(comm);
+    for (auto& e : slots)
+      for (cudaEvent_t ev : e)
+        if (ev) cudaEventDestroy(ev);
+    slots.clear();
+  }
 };
 
-// One replica: its communicator and device, and its collectives in flight, oldest first. The watchdog times the
-// oldest unfinished one: the host queues ahead of the GPU, so the newest may never be seen finished between two.
+// One replica: its communicator, device, communication stream and the ring of its collectives (oldest first).
 struct Replica {
   ncclComm_t comm = nullptr;
   int device = 0;
-  std::deque<InFlight> in_flight;
-  std::vector<cudaEvent_t> spare;  // finished collectives' events, reused
+  std::unique_ptr<ReplicaEvents> events;
+  std::unique_ptr<CommEventRing> ring;
+  // Its comm stream: non-blocking (no implicit order with the legacy default stream the programs run on) and of the
+  // highest priority, so that NCCL's kernels are scheduled ahead of the backward pass's when both are ready (PyTorch's
+  // NCCL streams may be made so too): the reduction then finishes as early as it can.
+  void open(int d) {
+    device = d;
+    events = std::make_unique<ReplicaEvents>();
+    events->device = d;
+    check_cuda(cudaSetDevice(d), "cudaSetDevice", events->where());
+    int least = 0, greatest = 0;
+    check_cuda(cudaDeviceGetStreamPriorityRange(&least, &greatest), "cudaDeviceGetStreamPriorityRange",
+               events->where());
+    check_cuda(cudaStreamCreateWithPriority(&events->comm, cudaStreamNonBlocking, greatest),
+               "cudaStreamCreateWithPriority", events->where());
+    ring = std::make_unique<CommEventRing>(*events);
+  }
 };
+
+double now_seconds() { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); }
 
 struct NcclCollective::State {
   std::vector<Replica> replicas;
   std::chrono::milliseconds timeout{300000};
-  std::mutex m;
+  std::mutex m;  // the rings: each replica's thread and the watchdog
   std::condition_variable stop_cv;
   bool stopping = false;
   std::thread watchdog;
 
-  // Every 100 ms: a replica whose oldest collective in flight is not done within the timeout, or a communicator
+  // Every 100 ms: a replica whose oldest unfinished collective is not done within the timeout, or a communicator
   // with an asynchronous error, ends the process: the other replicas (threads or processes) would otherwise wait
-  // forever.
+  // forever. It only queries events (the replicas' threads read the times and reuse the slots).
   void watch() {
     std::unique_lock lock(m);
     while (!stop_cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return stopping; })) {
@@ -67,26 +124,18 @@ struct NcclCollective::State {
         ncclResult_t async = ncclSuccess;
         ncclCommGetAsyncError(r.comm, &async);
         std::string why;
-        const InFlight* stuck = nullptr;
+        const CommEventRing::Entry* stuck = nullptr;
         if (async != ncclSuccess && async != ncclInProgress) {
           why = std::string("NCCL error ") + ncclGetErrorString(async);
         } else {
           cudaSetDevice(r.device);
-          while (!r.in_flight.empty()) {
-            const InFlight& f = r.in_flight.front();
-            const cudaError_t q = cudaEventQuery(f.done);
-            if (q == cudaSuccess) {
-              r.spare.push_back(f.done);
-              r.in_flight.pop_front();
-              continue;
-            }
-            if (q != cudaErrorNotReady)
-              why = std::string("CUDA error ") + cudaGetErrorString(q);
-            else if (Clock::now() - f.queued > timeout)
-              why = "made no progress for " + std::to_string(timeout.count() / 1000) +
-                    " s (TK_COLLECTIVE_TIMEOUT; another replica may have stopped or died)";
-            if (!why.empty()) stuck = &f;
-            break;
+          stuck = r.ring->oldest_unfinished();
+          if (stuck && now_seconds() - stuck->queued_s > std::chrono::duration<double>(timeout).count())
+            why = "made no progress for " + std::to_string(timeout.count() / 1000) +
+                  " s (TK_COLLECTIVE_TIMEOUT; another replica may have stopped or died)";
+          else if (stuck) {
+            const cudaError_t q = cudaEventQuery(r.events->at(stuck->slot, CommMark::end));
+            if (q != cudaSuccess && q != cudaErrorNotReady) why = std::string("CUDA error ") + cudaGetErrorString(q);
           }
         }
         if (why.empty()) continue;
@@ -111,18 +160,20 @@ struct NcclCollective::State {
     }
     stop_cv.notify_all();
     if (watchdog.joinable()) watchdog.join();
-    for (Replica& r : replicas) {
-      cudaSetDevice(r.device);
-      for (InFlight& f : r.in_flight) cudaEventDestroy(f.done);
-      for (cudaEvent_t e : r.spare) cudaEventDestroy(e);
-    }
+    for (Replica& r : replicas)
+      if (r.events) r.events->release();  // waits for the comm stream: no collective still records an event
     // Communicators end together: finalize (a collective among them) inside one group, then free each.
     ncclGroupStart();
     for (Replica& r : replicas)
       if (r.comm) ncclCommFinalize(r.comm);
     ncclGroupEnd();
-    for (Replica& r : replicas)
+    for (Replica& r : replicas) {
       if (r.comm) ncclCommDestroy(r.comm);
+      if (r.events && r.events->comm) {
+        cudaSetDevice(r.device);
+        cudaStreamDestroy(r.events->comm);
+      }
+    }
   }
 };
 
@@ -139,7 +190,7 @@ std::unique_ptr<NcclCollective> NcclCollective::for_devices(const std::vector<in
   for (size_t r = 0; r < devices.size(); ++r) {
     Replica& rep = s->replicas.emplace_back();
     rep.comm = comms[r];
-    rep.device = devices[r];
+    rep.open(devices[r]);
   }
   s->start();
   return std::unique_ptr<NcclCollective>(new NcclCollective(std::move(s)));
@@ -166,38 +217,65 @@ std::unique_ptr<NcclCollective> NcclCollective::for_rank(const std::string& id, 
              "rank " + std::to_string(rank) + " of " + std::to_string(ranks) + " on cuda:" + std::to_string(device));
   Replica& rep = s->replicas.emplace_back();
   rep.comm = comm;
-  rep.device = device;
+  rep.open(device);
   s->start();
   return std::unique_ptr<NcclCollective>(new NcclCollective(std::move(s)));
 }
 
-void NcclCollective::all_reduce_async(int replica, const float* in, float* out, int64_t n, const float* weight,
-                                      void* stream, const char* what, int64_t sequence) {
-  const auto t0 = Clock::now();
+// Replica `replica`'s collective on its comm stream, ordered after the work queued on `stream` so far. `started`: its
+// AllReduceWait makes `stream` wait (finish_all_reduce_async); else `stream` waits at once.
+void NcclCollective::queue(int replica, const float* in, float* out, int64_t n, const float* weight, void* stream,
+                           const char* what, int64_t sequence, bool started) {
   Replica& r = s_->replicas.at(static_cast<size_t>(replica));
   const std::string where = std::string("all-reduce '") + what + "' on cuda:" + std::to_string(r.device);
-  ncclRedOp_t op;  // sum over replicas of weight_r * in_r, the weight read on the device when the collective runs
-  check_nccl(ncclRedOpCreatePreMulSum(&op, const_cast<float*>(weight), ncclFloat32, ncclScalarDevice, r.comm),
-             "ncclRedOpCreatePreMulSum", where);
-  const auto s = static_cast<cudaStream_t>(stream);
-  const ncclResult_t res = ncclAllReduce(in, out, static_cast<size_t>(n), ncclFloat32, op, r.comm, s);
-  ncclRedOpDestroy(op, r.comm);  // allowed once the collective is queued
-  check_nccl(res, "ncclAllReduce", where);
+  CommTimes done;
+  int slot = -1;
   {
     std::lock_guard lock(s_->m);
-    InFlight f{nullptr, t0, what, sequence};
-    if (!r.spare.empty()) {
-      f.done = r.spare.back();
-      r.spare.pop_back();
-    } else {
-      check_cuda(cudaEventCreateWithFlags(&f.done, cudaEventDisableTiming), "cudaEventCreate", where);
-    }
-    check_cuda(cudaEventRecord(f.done, s), "cudaEventRecord", where);
-    r.in_flight.push_back(std::move(f));
+    done = r.ring->harvest();  // the collectives done by now (last step's): never waits
+    slot = r.ring->before(sequence, what, started, stream, now_seconds());
   }
-  // Queueing time only: the collective itself runs later on the stream (the epoch line's figure is a lower bound
-  // under NCCL until it is timed with events).
-  if (replica == 0) seconds_ += std::chrono::duration<double>(Clock::now() - t0).count();
+  if (replica == 0) {  // the epoch line's figures (graph/collective.h), one step late
+    seconds_ += done.nccl_ms / 1e3;
+    span_seconds_ += done.started_nccl_ms / 1e3;
+    blocked_seconds_ += done.blocked_ms / 1e3;
+  }
+  ncclRedOp_t op;  // sum over replicas of weight_r * in_r, the weight read on the device when the collective runs
+  ncclResult_t res = ncclRedOpCreatePreMulSum(&op, const_cast<float*>(weight), ncclFloat32, ncclScalarDevice, r.comm);
+  const char* call = "ncclRedOpCreatePreMulSum";
+  if (res == ncclSuccess || res == ncclInProgress) {
+    res = ncclAllReduce(in, out, static_cast<size_t>(n), ncclFloat32, op, r.comm, r.events->comm);
+    call = "ncclAllReduce";
+    ncclRedOpDestroy(op, r.comm);  // allowed once the collective is queued
+  }
+  {
+    std::lock_guard lock(s_->m);
+    r.ring->after(slot, stream);  // the end event even when a call failed, so that no entry waits for a lost one
+  }
+  check_nccl(res, call, where);
+}
+
+void NcclCollective::all_reduce_async(int replica, const float* in, float* out, int64_t n, const float* weight,
+                                      void* stream, const char* what, int64_t sequence) {
+  queue(replica, in, out, n, weight, stream, what, sequence, false);
+}
+
+void NcclCollective::start_all_reduce_async(int replica, const float* in, float* out, int64_t n, const float* weight,
+                                            void* stream, const char* what, int64_t sequence) {
+  if (in != out) {  // `in` may be reused by `stream`'s next work (a micro-batching accumulator is cleared right after):
+    // the comm stream reduces a copy, in place
+    check_cuda(cudaMemcpyAsync(out, in, sizeof(float) * static_cast<size_t>(n), cudaMemcpyDeviceToDevice,
+                               static_cast<cudaStream_t>(stream)),
+               "cudaMemcpyAsync", std::string("all-reduce '") + what + "'");
+    in = out;
+  }
+  queue(replica, in, out, n, weight, stream, what, sequence, true);
+}
+
+void NcclCollective::finish_all_reduce_async(int replica, int64_t sequence, void* stream) {
+  Replica& r = s_->replicas.at(static_cast<size_t>(replica));
+  std::lock_guard lock(s_->m);
+  r.ring->finish(sequence, stream);
 }
 
 void NcclCollective::all_reduce(int replica, const float* in, float* out, int64_t n, float weight, const char* what,

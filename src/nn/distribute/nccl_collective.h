@@ -9,7 +9,11 @@
 //   nccl->all_reduce_async(r, grad, out, n, device_weight, stream, "dense/kernel/all_reduce", 3);
 //
 // Each call sums weight_r * in_r over the replicas (NCCL's PreMulSum with the weight read on the device, so the
-// step's share of the global batch is never baked into a launch) and queues it without waiting. NCCL never hangs
+// step's share of the global batch is never baked into a launch) and queues it without waiting, on the replica's
+// communication stream (non-blocking, highest priority), ordered after the compute stream's work by an event; the
+// compute stream waits for the sum's event at once (all_reduce_async) or at the bucket's AllReduceWait
+// (start/finish_all_reduce_async: overlap). The events' bookkeeping is comm_event_ring.h; each collective's NCCL time
+// (start -> end events on the comm stream) is read one call later and reported as seconds(). NCCL never hangs
 // silently here: a watchdog thread follows every replica's last collective, and one that is not done within the
 // timeout, or a communicator error, aborts the communicators and ends the process (exit 70) with one line naming
 // the collective, its number and the device — as MpiCollective does on MPI.
@@ -37,8 +41,14 @@ class NcclCollective final : public graph::Collective {
   NcclCollective(const NcclCollective&) = delete;
   NcclCollective& operator=(const NcclCollective&) = delete;
 
+  // Blocking for `stream`: its later work waits for the sum (synchronized BatchNormalization's phases, buckets
+  // without overlap).
   void all_reduce_async(int replica, const float* in, float* out, int64_t n, const float* weight, void* stream,
                         const char* what, int64_t sequence) override;
+  // Overlap: `stream` runs on while the comm stream reduces; finish makes it wait, at the bucket's AllReduceWait.
+  void start_all_reduce_async(int replica, const float* in, float* out, int64_t n, const float* weight, void* stream,
+                              const char* what, int64_t sequence) override;
+  void finish_all_reduce_async(int replica, int64_t sequence, void* stream) override;
   // Host-driven use (tests, tools): the same collective with a host weight, waited for.
   void all_reduce(int replica, const float* in, float* out, int64_t n, float weight, const char* what,
                   int64_t sequence) override;
@@ -47,6 +57,8 @@ class NcclCollective final : public graph::Collective {
 
  private:
   explicit NcclCollective(std::unique_ptr<State> state);
+  void queue(int replica, const float* in, float* out, int64_t n, const float* weight, void* stream, const char* what,
+             int64_t sequence, bool started);
   std::unique_ptr<State> s_;
 };
 

@@ -4,6 +4,7 @@
 
 #include "graph/bucket.h"
 #include "nn/distribute/nccl_collective.h"
+#include "nn/distribute/overlap_default.h"
 #include "nn/distribute/rank_device.h"
 #include "nn/distribute/strategy_state.h"
 #include "runtime/cuda_device.h"
@@ -41,15 +42,6 @@ size_t bytes_per_pack(size_t given) {
                           "': expected a positive number of bytes, with or without a unit (e.g. 26214400 or 25MiB)");
   }
   return graph::kDefaultBucketBytes;
-}
-
-bool env_flag(const char* name) {
-  const char* env = std::getenv(name);
-  if (!env || !*env) return false;
-  const std::string v = env;
-  if (v == "1" || v == "true" || v == "on") return true;
-  if (v == "0" || v == "false" || v == "off") return false;
-  throw InvalidArgument(std::string(name) + "='" + v + "': expected 1 or 0");
 }
 
 #ifdef TK_HAVE_NCCL
@@ -113,8 +105,17 @@ MirroredStrategy::MirroredStrategy(std::vector<Device> devices, Options options)
     s->device_collective = nn::distribute::NcclCollective::for_devices(ordinals, timeout);
     s->every_replica_every_step = true;
     s->description += "; gradients summed by NCCL";
+    s->overlap = nn::distribute::choose_overlap(options.overlap, std::getenv("TK_ALLREDUCE_OVERLAP"),
+                                                nn::distribute::OverlapGroup::nccl)
+                     .overlap;
+    if (s->overlap) s->description += ", overlapping the backward pass";
   }
 #endif
+  if (!gpus) {  // cpu replicas in one process: overlap is not built (overlap_default.h)
+    const std::string note =
+        nn::distribute::choose_overlap(options.overlap, nullptr, nn::distribute::OverlapGroup::in_process_cpu).note;
+    if (!note.empty()) s->description += "; " + note;
+  }
   s->description += ")";
   state_ = std::move(s);
 }
@@ -206,12 +207,13 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(Options options) {
   s->description = "MultiWorkerMirroredStrategy over " + std::to_string(s->mpi->size()) + " process" +
                    (s->mpi->size() == 1 ? "" : "es") + " (MPI), this is rank " + std::to_string(s->mpi->rank()) +
                    " on " + device.to_string() + (placed.empty() ? "" : " (" + placed + ")");
-  const bool overlap = options.overlap ? *options.overlap : env_flag("TK_ALLREDUCE_OVERLAP");
-  // NCCL queues each all-reduce on the compute stream, where it already runs beside the host: the MPI overlap (a
-  // nonblocking start polled between kernels) does not apply, and a separate communication stream is not built.
-  s->overlap = overlap && !s->device_collective;
+  // NCCL: on unless turned off (its own communication stream; overlap_default.h says why); MPI on the cpu: off unless
+  // asked for.
+  s->overlap = nn::distribute::choose_overlap(
+                   options.overlap, std::getenv("TK_ALLREDUCE_OVERLAP"),
+                   s->device_collective ? nn::distribute::OverlapGroup::nccl : nn::distribute::OverlapGroup::mpi)
+                   .overlap;
   if (s->overlap) s->description += "; all-reduces overlap the backward pass";
-  if (overlap && s->device_collective) s->description += "; overlap asked for but not built for NCCL (ignored)";
   state_ = std::move(s);
 }
 

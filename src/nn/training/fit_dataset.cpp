@@ -13,6 +13,7 @@
 #include "nn/distribute/replicated_eval.h"
 #include "nn/distribute/strategy_state.h"
 #include "nn/distribute/worker_input.h"
+#include "nn/training/device_dataset.h"
 #include "nn/training/fit_common.h"
 #include "nn/training/staging.h"
 #include "trainkit/core/error.h"
@@ -36,6 +37,9 @@ data::Dataset staged(const data::Dataset& d) {
   while (last->label().empty() && !last->inputs.empty()) last = last->inputs[0].get();  // with_options
   return last->label().rfind("prefetch", 0) == 0 ? d : d.prefetch(2);
 }
+
+// A model replicated by a distribution strategy (in process or over MPI).
+bool distributed(const distribute::StrategyState* s) { return s && s->replicas_in_sync() > 1; }
 
 }  // namespace
 
@@ -79,11 +83,16 @@ History Model::fit(const data::Dataset& dataset, FitOptions o) {
           "fit: validation_dataset is infinite (repeat() without a count): give validation_steps");
   // MultiWorkerMirroredStrategy: each rank reads its rows of every global batch (worker_input.h); `global` then gives
   // the size of the global batch each of its batches belongs to.
+  // Dataset::on_device(arrays, cuda:N): the pipeline runs on row numbers, each batch gathered on the GPU
+  // (nn/training/device_dataset.h); `rows` then points at the batch's rows and x, y are the whole arrays.
+  const std::unique_ptr<nn::DeviceDataset> on_device =
+      nn::DeviceDataset::of(dataset, device_, distributed(strategy_.get()), "fit");
+  const int64_t* rows = nullptr;
   std::optional<data::WorkerShare> share;
   if (strategy_ && strategy_->mpi && strategy_->mpi->size() > 1)
     share = nn::distribute::worker_input(dataset, *strategy_->mpi);
   const std::shared_ptr<data::GlobalBatchSizes> global = share ? share->global_batches : nullptr;
-  const data::Dataset pipeline = staged(share ? share->dataset : dataset);
+  const data::Dataset pipeline = staged(on_device ? on_device->indices() : share ? share->dataset : dataset);
   // The next batch of the pass, and the rows of the global batch it is (a part of).
   int64_t global_rows = 0;
   auto next_batch = [&](data::Iterator& from, data::Element& out) {
@@ -111,7 +120,10 @@ History Model::fit(const data::Dataset& dataset, FitOptions o) {
   const double first_wait_s = since(first_wait);
   require(pending, "fit: the dataset yielded no batch (" + dataset.describe() + ")");
   consumed = 1;
-  split_element(element, x, y, true, "fit");
+  if (on_device)
+    on_device->stand_ins(inputs_.size(), outputs_.size(), true, x, y, "fit");
+  else
+    split_element(element, x, y, true, "fit");
   ensure_built(x);
   check_data(x, &y, "fit");
   if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
@@ -197,13 +209,18 @@ History Model::fit(const data::Dataset& dataset, FitOptions o) {
       pending = false;
       const auto t1 = Clock::now();
       stager.recycle(x, y);
-      split_element(element, x, y, true, "fit");
-      check_data(x, &y, "fit");
+      int64_t n = 0;
+      if (on_device) {
+        n = on_device->split(element, inputs_.size(), x, y, true, rows);
+      } else {
+        split_element(element, x, y, true, "fit");
+        check_data(x, &y, "fit");
+        n = x[0].dim(0);
+      }
       stager.stage(std::move(x), std::move(y));
       for (const CallbackPtr& cb : callbacks) cb->on_train_batch_begin(s, logs);
       if (lagged) lagged->begin(s);
-      train_step(stager.x(), stager.y(), nullptr, global ? global_rows : stager.x()[0].dim(0), o.micro_batch_size, acc,
-                 global != nullptr);
+      train_step(stager.x(), stager.y(), rows, global ? global_rows : n, o.micro_batch_size, acc, global != nullptr);
       if (lagged) lagged->end();
       if (!lagged) {
         acc.write(logs);
@@ -252,7 +269,9 @@ History Model::fit(const data::Dataset& dataset, FitOptions o) {
 
 Logs Model::run_evaluation(const data::Dataset& dataset, int64_t steps) {
   if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
-  data::Iterator it = staged(dataset).iterator();
+  const std::unique_ptr<nn::DeviceDataset> on_device =
+      nn::DeviceDataset::of(dataset, device_, distributed(strategy_.get()), "evaluate");
+  data::Iterator it = staged(on_device ? on_device->indices() : dataset).iterator();
   data::Element e;
   std::vector<Tensor> x, y;
   nn::Accumulator acc;
@@ -301,11 +320,22 @@ Logs Model::run_evaluation(const data::Dataset& dataset, int64_t steps) {
   // when k % ranks is its rank; the logs are summed over the ranks at the end. Built on the first batch.
   nn::distribute::MpiCollective* world = nullptr;
   bool asked = false;
+  const int64_t* rows = nullptr;  // on_device: the batch's rows of the arrays x, y
   for (int64_t s = 0; (steps == 0 || s < steps) && it.next(e); ++s) {
-    split_element(e, x, y, true, "evaluate");
-    ensure_built(x);
-    check_data(x, &y, "evaluate");
-    const int64_t bs = x[0].dim(0);
+    int64_t bs = 0;
+    if (on_device) {
+      if (s == 0) {
+        on_device->stand_ins(inputs_.size(), outputs_.size(), true, x, y, "evaluate");
+        ensure_built(x);
+        check_data(x, &y, "evaluate");
+      }
+      bs = on_device->split(e, inputs_.size(), x, y, true, rows);
+    } else {
+      split_element(e, x, y, true, "evaluate");
+      ensure_built(x);
+      check_data(x, &y, "evaluate");
+      bs = x[0].dim(0);
+    }
     if (!asked) {
       world = evaluation_group("evaluate the dataset " + dataset.describe() +
                                (steps > 0 ? ", " + std::to_string(steps) + " steps" : std::string()));
@@ -314,7 +344,7 @@ Logs Model::run_evaluation(const data::Dataset& dataset, int64_t steps) {
     if (world && s % world->size() != world->rank()) continue;
     try {
       nn::Compiled& c = programs_->get(nn::ProgramKind::eval, bs);
-      nn::HostStager::bind_rows(c, x, &y, nullptr, 0, bs);
+      nn::HostStager::bind_rows(c, x, &y, rows, 0, bs);
       c.program->run(ctx);
       acc.add(c, bs);
       if (world) nn::distribute::count_rank_batch(*strategy_);
@@ -345,7 +375,10 @@ std::vector<Tensor> Model::predict(const data::Dataset& dataset) {
   check_policies("predict");
   if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
   programs_->upload_weights();
-  data::Iterator it = staged(dataset).iterator();
+  const std::unique_ptr<nn::DeviceDataset> on_device =
+      nn::DeviceDataset::of(dataset, device_, distributed(strategy_.get()), "predict");
+  data::Iterator it = staged(on_device ? on_device->indices() : dataset).iterator();
+  const int64_t* batch_rows = nullptr;  // on_device: the batch's rows of the arrays rx[0]
   // Batch k's predictions (parts[k][j]: output j), and its rows. Under MultiWorkerMirroredStrategy every rank reads
   // every batch and runs batch k when k % ranks is its rank (the others' parts stay undefined until the gather);
   // under MirroredStrategy the batches are read in rounds of one per replica, batch k on replica k % replicas.
@@ -371,10 +404,19 @@ std::vector<Tensor> Model::predict(const data::Dataset& dataset) {
     int64_t got = 0;
     for (; got < per_round && it.next(round[static_cast<size_t>(got)]); ++got) {
       const auto g = static_cast<size_t>(got);
-      split_element(round[g], rx[g], ry[g], false, "predict");
-      ensure_built(rx[g]);
-      check_data(rx[g], nullptr, "predict");
-      rows.push_back(rx[g][0].dim(0));
+      if (on_device) {  // never replicated: one batch per round
+        if (s == 0) {
+          on_device->stand_ins(inputs_.size(), outputs_.size(), false, rx[g], ry[g], "predict");
+          ensure_built(rx[g]);
+          check_data(rx[g], nullptr, "predict");
+        }
+        rows.push_back(on_device->split(round[g], inputs_.size(), rx[g], ry[g], false, batch_rows));
+      } else {
+        split_element(round[g], rx[g], ry[g], false, "predict");
+        ensure_built(rx[g]);
+        check_data(rx[g], nullptr, "predict");
+        rows.push_back(rx[g][0].dim(0));
+      }
       parts.emplace_back();
     }
     if (got == 0) break;
@@ -409,7 +451,7 @@ std::vector<Tensor> Model::predict(const data::Dataset& dataset) {
       try {
         const int64_t bs = rows.back();
         nn::Compiled& c = programs_->get(nn::ProgramKind::predict, bs);
-        nn::HostStager::bind_rows(c, rx[0], nullptr, nullptr, 0, bs);
+        nn::HostStager::bind_rows(c, rx[0], nullptr, batch_rows, 0, bs);
         c.program->run(ctx);
         for (const KerasTensor& o : outputs_) parts.back().emplace_back(o.shape().with_batch(bs), DType::f32);
         read(c, s);

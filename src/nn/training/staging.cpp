@@ -107,6 +107,7 @@ void BatchStager::stage_pinned(Compiled& c, const std::vector<Tensor>& x, const 
 void BatchStager::copy_rows(Compiled& c, const std::vector<Tensor>& x, const std::vector<Tensor>* y, const int64_t* idx,
                             int64_t begin, int64_t n) {
   graph::Program& p = *c.program;
+  if (!x.empty() && !x[0].on_host()) return stage_on_device(c, x, y, idx, begin, n);
   if (p.device().kind == DeviceKind::cuda) return stage_pinned(c, x, y, idx, begin, n);
   const graph::InputAccess access;
   for (size_t i = 0; i < c.x.size(); ++i) {

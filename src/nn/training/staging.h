@@ -46,6 +46,9 @@ class BatchStager {
   // copy_rows for a CUDA program: through its pinned buffers and copy stream (made at its first bind).
   static void stage_pinned(Compiled& c, const std::vector<Tensor>& x, const std::vector<Tensor>* y, const int64_t* idx,
                            int64_t begin, int64_t n);
+  // copy_rows for arrays in the program's GPU memory (Dataset::on_device): gathered there (device_staging.cpp).
+  static void stage_on_device(Compiled& c, const std::vector<Tensor>& x, const std::vector<Tensor>* y,
+                              const int64_t* idx, int64_t begin, int64_t n);
 };
 
 // Host batches bound by copying: the CPU device.

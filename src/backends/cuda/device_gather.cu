@@ -1,0 +1,100 @@
+// The gather kernel of device_gather.h: rows of a device-resident array into a program input, converted element by
+// element through core/convert_one.h (the rule the host staging follows, so a batch gathered here has the host's
+// bits) and scaled as the host staging scales (to(float(x) * scale + offset)).
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "backends/cuda/check.h"
+#include "backends/cuda/device_gather_launch.h"
+#include "backends/cuda/launch_geometry.h"
+#include "core/convert_one.h"
+
+namespace tk::cuda {
+namespace {
+
+// A bool is read as its byte, any nonzero byte being true (as cast.cu and the CPU read them).
+template <typename S>
+struct Source {
+  using type = S;   // what the array holds
+  using value = S;  // what is converted
+  __device__ static S read(const S* x, int64_t i) { return x[i]; }
+};
+template <>
+struct Source<bool> {
+  using type = uint8_t;
+  using value = bool;
+  __device__ static bool read(const uint8_t* x, int64_t i) { return x[i] != 0; }
+};
+
+// dst(n, row) <- src rows: one thread per output element, grid-stride.
+template <typename S, typename D>
+__global__ void gather_kernel(const typename Source<S>::type* __restrict__ src, D* __restrict__ dst,
+                              const int64_t* __restrict__ idx, int64_t first, int64_t n, int64_t row, bool scaled,
+                              float scale, float offset) {
+  const int64_t total = n * row;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = i / row, c = i - r * row;
+    const int64_t from = (idx ? idx[r] : first + r) * row + c;
+    using V = typename Source<S>::value;
+    const V v = Source<S>::read(src, from);
+    if constexpr (convert_detail::is_float_type<D>) {
+      if (scaled) {
+        dst[i] = convert_detail::from_float<D>(convert_detail::to_float(v) * scale + offset);
+        continue;
+      }
+    }
+    dst[i] = convert_detail::convert_one<V, D>(v);
+  }
+}
+
+template <typename T>
+struct Type {
+  using type = T;
+};
+
+// Calls f(Type<T>{}) for a dtype code, numbered as tk::DType numbers them: f32, f16, bf16, i32, i64, u8, bool.
+template <typename F>
+void with_type(int code, const char* role, F&& f) {
+  switch (code) {
+    case 0:
+      return f(Type<float>{});
+    case 1:
+      return f(Type<float16>{});
+    case 2:
+      return f(Type<bfloat16>{});
+    case 3:
+      return f(Type<int32_t>{});
+    case 4:
+      return f(Type<int64_t>{});
+    case 5:
+      return f(Type<uint8_t>{});
+    case 6:
+      return f(Type<bool>{});
+    default:
+      throw Error(std::string("device gather: unknown ") + role + " dtype code " + std::to_string(code));
+  }
+}
+
+}  // namespace
+
+void launch_gather_rows(const void* src, int from, void* dst, int to, const int64_t* idx, int64_t first, int64_t n,
+                        int64_t row, bool scaled, float scale, float offset, int sm_count, void* stream) {
+  const Geometry g = elementwise_geometry(n * row, sm_count);
+  if (!g.blocks) return;
+  const auto s = static_cast<cudaStream_t>(stream);
+  with_type(from, "source", [&](auto source) {
+    with_type(to, "target", [&](auto target) {
+      using S = typename decltype(source)::type;
+      using D = typename decltype(target)::type;
+      gather_kernel<S, D><<<g.blocks, g.threads, 0, s>>>(static_cast<const typename Source<S>::type*>(src),
+                                                         static_cast<D*>(dst), idx, first, n, row, scaled, scale,
+                                                         offset);
+    });
+  });
+  check(cudaGetLastError(), "gather kernel launch", "launch_gather_rows (a batch of a Dataset::on_device source)");
+}
+
+}  // namespace tk::cuda
