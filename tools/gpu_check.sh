@@ -379,10 +379,10 @@ fi
 say ""
 say "== not built yet (issues 6, 13)"
 not_implemented "cuDNN's graph API (fused conv + bias + relu, native 16-bit convolutions): the legacy API runs float32 only, 16-bit convolutions are widened"
-not_implemented "native 16-bit GEMMs (float16/bfloat16 ops on cuda widen to float32 in the workspace, like the cpu's)"
+not_implemented "native 16-bit GEMMs for the relu_grad epilogue and for dimensions that are not multiples of 8 (those widen to float32 in the workspace, like the cpu's)"
 not_implemented "lagged logs (the next batch gathered while the step runs) under dynamic loss scaling or data parallel replicas: those fits still read the logs after every step"
 not_implemented "CUDA Graph capture of programs with collectives (data parallel all-reduces): they run as plain launches"
-not_implemented "NCCL on a stream of its own (the all-reduces are queued on the compute stream) and its time measured with events"
+not_implemented "Dataset::on_device(cuda) under a distribution strategy; several GPUs per MPI process"
 
 say ""
 say "================ summary ($(date -u '+%Y-%m-%d %H:%M UTC'), GPU: $GPU_NAME)"
