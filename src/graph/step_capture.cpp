@@ -1,10 +1,9 @@
 // StepCapture (step_capture.h): the capture state machine, host code every build compiles.
 #include "graph/step_capture.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
-#include <thread>
 
 namespace tk::graph {
 
@@ -48,7 +47,13 @@ uint64_t host_values_key(const std::vector<const UpdateConfig*>& configs, bool d
   return h.h;
 }
 
-uint64_t this_thread_key() { return static_cast<uint64_t>(std::hash<std::thread::id>{}(std::this_thread::get_id())); }
+// A number per thread, never reused (a std::thread::id may be reused by a thread started after another ended: that one
+// has no library handles either).
+uint64_t this_thread_key() {
+  static std::atomic<uint64_t> next{1};
+  thread_local const uint64_t key = next.fetch_add(1);
+  return key;
+}
 
 StepCapture::StepCapture(std::string off_reason)
     : state_(off_reason.empty() ? State::cold : State::off), reason_(std::move(off_reason)) {}
