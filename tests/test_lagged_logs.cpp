@@ -10,6 +10,9 @@
 #include <utility>
 #include <vector>
 
+#include "graph/program.h"
+#include "nn/compiler/programs.h"
+#include "nn/training/fit_common.h"
 #include "nn/training/lagged_logs.h"
 #include "test_data.h"
 #include "trainkit/trainkit.h"
@@ -149,6 +152,15 @@ TEST(LaggedLogs, TheLagRule) {
   {
     LagEnv env("2");
     EXPECT_THROW(tk::nn::log_lag(tk::Device::cpu(), false, false), tk::InvalidArgument);
+    try {
+      tk::nn::log_lag(tk::Device::cpu(), false, false);
+    } catch (const tk::InvalidArgument& e) {  // what is wrong, the values allowed, and when it is read
+      const std::string what = e.what();
+      EXPECT_NE(what.find("TK_LOG_LAG='2'"), std::string::npos) << what;
+      EXPECT_NE(what.find("0 ("), std::string::npos) << what;
+      EXPECT_NE(what.find("1 ("), std::string::npos) << what;
+      EXPECT_NE(what.find("when fit starts"), std::string::npos) << what;
+    }
   }
 }
 
@@ -161,6 +173,136 @@ TEST(LaggedLogs, DeliverBeforeQueuingMore) {
   l.end();
   EXPECT_TRUE(l.ready());
   EXPECT_THROW(l.begin(2), tk::InvalidArgument) << "two pending at lag 1: the loop must deliver first";
+}
+
+// Throws from a callback event; records every on_train_batch_end.
+struct Thrower : Recorder {
+  int64_t throw_at_begin = -1, throw_at_end = -1;
+  void on_train_batch_begin(int64_t b, const tk::Logs& logs) override {
+    Recorder::on_train_batch_begin(b, logs);
+    if (b == throw_at_begin) throw tk::Error("a callback failed at the beginning of batch " + std::to_string(b));
+  }
+  void on_train_batch_end(int64_t b, const tk::Logs& logs) override {
+    Recorder::on_train_batch_end(b, logs);
+    if (b == throw_at_end) throw tk::Error("a callback failed at the end of batch " + std::to_string(b));
+  }
+};
+
+std::shared_ptr<Thrower> fit_throwing(const char* lag, int64_t at_begin, int64_t at_end, bool dataset = false) {
+  LagEnv env(lag);
+  const Tensor x = tk::testing::uniform({160, 8}, 1), y = tk::testing::int_labels(160, 3, 2);
+  auto m = make_model();
+  auto t = std::make_shared<Thrower>();
+  t->throw_at_begin = at_begin;
+  t->throw_at_end = at_end;
+  tk::FitOptions o;
+  o.epochs = 1;
+  o.batch_size = 32;
+  o.verbose = 0;
+  o.seed = 5;
+  o.shuffle = false;
+  o.callbacks = {t};
+  if (dataset)
+    EXPECT_THROW(m->fit(tk::data::Dataset::from_tensor_slices({x, y}).batch(32), o), tk::Error);
+  else
+    EXPECT_THROW(m->fit(x, y, o), tk::Error);
+  return t;
+}
+
+// An exception from on_train_batch_begin(2): with lag 1 batch 1 trained but its logs were not read yet; it still gets
+// its on_train_batch_end (the same logs as with lag 0) before the exception leaves fit.
+TEST(LaggedLogs, AnExceptionDeliversTheTrainedBatchesFirst) {
+  for (bool dataset : {false, true}) {
+    const auto plain = fit_throwing("0", 2, -1, dataset), lagged = fit_throwing("1", 2, -1, dataset);
+    ASSERT_EQ(plain->ends.size(), 2u) << dataset;
+    ASSERT_EQ(lagged->ends.size(), 2u) << "batch 1 delivered before the exception propagates; dataset " << dataset;
+    for (size_t i = 0; i < 2; ++i) {
+      EXPECT_EQ(lagged->ends[i].first, plain->ends[i].first);
+      EXPECT_EQ(lagged->ends[i].second, plain->ends[i].second) << i;
+    }
+  }
+}
+
+// An exception from on_train_batch_end(1): the callbacks are not called again (batch 2, already trained with lag 1,
+// is not delivered), as with lag 0, where batch 2 never ran.
+TEST(LaggedLogs, AnExceptionFromOnTrainBatchEndDeliversNothingMore) {
+  const auto plain = fit_throwing("0", -1, 1), lagged = fit_throwing("1", -1, 1);
+  EXPECT_EQ(plain->ends.size(), 2u);
+  ASSERT_EQ(lagged->ends.size(), 2u);
+  EXPECT_EQ(lagged->ends.back().first, 1);
+}
+
+// Seals with the stream the step's programs ran on, captured in add(): the Compiled may be evicted by a later
+// ProgramCache::get (micro-batching's apply program) before end().
+struct SealRecorder : tk::nn::LogStore {
+  std::vector<unsigned char> buf = std::vector<unsigned char>(64);
+  std::vector<void*> sealed;
+  size_t capacity(int) const override { return buf.size(); }
+  void grow(int, size_t bytes, size_t) override { buf.resize(std::max(buf.size(), bytes)); }
+  const void* data(int) const override { return buf.data(); }
+  void queue(int, tk::nn::Compiled& c, int value, size_t offset, size_t bytes) override {
+    c.program->read_output(value, buf.data() + offset, bytes);
+  }
+  void seal(int, void* stream) override { sealed.push_back(stream); }
+  void wait(int) override {}
+};
+
+std::unique_ptr<tk::nn::Compiled> scalar_program(int* stream) {
+  static Tensor ta = Tensor::full({1}, 2.0f), tb = Tensor::full({1}, 3.0f);  // a program's variables outlive it
+  tk::graph::Graph g;
+  const int a = g.variable("a", ta), b = g.variable("b", tb);
+  const int out = g.add(tk::graph::Op::Mul, {a, b});
+  auto c = std::make_unique<tk::nn::Compiled>();
+  c->program =
+      std::make_unique<tk::graph::Program>(std::move(g), std::vector<int>{out}, std::vector<int>{}, tk::Device::cpu());
+  c->program->set_stream(stream);
+  c->program->run(tk::graph::ExecContext{});
+  c->logs = {{"loss", out}};
+  return c;
+}
+
+TEST(LaggedLogs, SealsWithTheStreamNotTheProgram) {
+  int stream = 0;
+  auto store = std::make_unique<SealRecorder>();
+  SealRecorder* rec = store.get();
+  tk::nn::LaggedLogs l(1, std::move(store));
+  l.begin(0);
+  auto c = scalar_program(&stream);
+  l.add(*c, 4);
+  c.reset();  // evicted (ProgramCache::get on out of memory) before the step ends
+  l.end();
+  ASSERT_EQ(rec->sealed.size(), 1u);
+  EXPECT_EQ(rec->sealed[0], &stream);
+  tk::nn::Accumulator acc;
+  EXPECT_EQ(l.deliver(acc), 0);
+  l.delivered();
+  tk::Logs logs;
+  acc.write(logs);
+  EXPECT_EQ(logs.get("loss"), 6.0);
+}
+
+TEST(LaggedLogs, AnAbandonedStepIsSealedAndNeverDelivered) {
+  int stream = 0;
+  auto store = std::make_unique<SealRecorder>();
+  SealRecorder* rec = store.get();
+  auto l = std::make_unique<tk::nn::LaggedLogs>(1, std::move(store));
+  auto c = scalar_program(&stream);
+  l->begin(0);
+  l->add(*c, 4);
+  l->end();
+  l->begin(1);
+  l->add(*c, 4);  // the step throws here: end() never comes
+  l->abandon_open();
+  EXPECT_EQ(rec->sealed.size(), 2u) << "its copies are followed by an event the store waits for before freeing";
+  EXPECT_TRUE(l->pending());
+  tk::nn::Accumulator acc;
+  EXPECT_EQ(l->deliver(acc), 0);
+  l->delivered();
+  EXPECT_FALSE(l->pending()) << "batch 1 was abandoned";
+  l->begin(2);
+  l->discard();
+  EXPECT_FALSE(l->pending());
+  EXPECT_EQ(rec->sealed.size(), 2u) << "nothing was queued for batch 2";
 }
 
 }  // namespace

@@ -1,15 +1,20 @@
 // CUDA Graph capture bookkeeping on the CPU (issue 13): graph::StepCapture's state machine, and graph::Program driving
 // it through a fake StepLauncher (the CPU backend has none, so a CPU program is given one): a plain warm-up run, one
-// capture, then replays; a failed capture logged once and never retried; a new arena or stream captures again;
-// TK_CUDA_GRAPHS=0, TK_PROFILE and collectives keep capture off. The CUDA calls themselves: CudaGraphs.* (GPU only).
+// capture, then replays; a failed capture logged once and never retried; a new arena or stream captures again; another
+// host key (the optimizer's hyperparameters, op determinism, the thread) drops the graph and warms up again; every run
+// is exactly one step (a fake that records instead of running while capturing); TK_CUDA_GRAPHS=0, TK_PROFILE and
+// collectives keep capture off. The CUDA calls themselves: CudaGraphs.* (GPU only).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "graph/program.h"
 #include "graph/step_capture.h"
+#include "trainkit/runtime/determinism.h"
 #include "trainkit/trainkit.h"
 
 namespace {
@@ -65,6 +70,37 @@ TEST(StepCapture, ANewBindingCapturesAgain) {
   EXPECT_EQ(c.next(&a2, &s2), Action::capture) << "a stream it was not captured on";
   c.captured();
   EXPECT_EQ(c.captures(), 3);
+}
+
+TEST(StepCapture, AnotherHostKeyWarmsUpAgain) {
+  using tk::graph::HostKey;
+  StepCapture c("");
+  int arena = 0, stream = 0;
+  const HostKey k1{1, 7}, k2{2, 7}, other_thread{1, 8};
+  EXPECT_EQ(c.next(&arena, &stream, k1), Action::plain);
+  c.ran_plain();
+  EXPECT_EQ(c.next(&arena, &stream, k2), Action::plain) << "warmed up with other values";
+  c.ran_plain();
+  EXPECT_EQ(c.next(&arena, &stream, k2), Action::capture);
+  c.captured();
+  EXPECT_EQ(c.next(&arena, &stream, k2), Action::replay);
+  EXPECT_EQ(c.next(&arena, &stream, k1), Action::drop) << "the graph froze k2's values";
+  EXPECT_EQ(c.state(), State::cold);
+  c.ran_plain();
+  EXPECT_EQ(c.next(&arena, &stream, k1), Action::capture);
+  c.captured();
+  EXPECT_EQ(c.next(&arena, &stream, other_thread), Action::drop) << "another thread";
+  c.ran_plain();
+  EXPECT_EQ(c.next(&arena, &stream, other_thread), Action::capture);
+  EXPECT_EQ(c.drops(), 2);
+  EXPECT_NE(tk::graph::host_values_key({}, true), tk::graph::host_values_key({}, false));
+  tk::graph::UpdateConfig a, b;
+  b.momentum = 0.9f;
+  EXPECT_NE(tk::graph::host_values_key({&a}, false), tk::graph::host_values_key({&b}, false));
+  b = a;
+  b.iterations = 100;
+  b.learning_rate = 0.5f;
+  EXPECT_EQ(tk::graph::host_values_key({&a}, false), tk::graph::host_values_key({&b}, false)) << "step scalars";
 }
 
 TEST(StepCapture, OffReasons) {
@@ -148,18 +184,112 @@ TEST(StepCapture, ProgramWarmsUpCapturesAndReplays) {
   EXPECT_EQ(p->capture().captures(), 2);
 }
 
-TEST(StepCapture, AFailedCaptureIsLoggedOnceAndTheStepStillRuns) {
-  Tiny t;
+// A stand-in for a device that really captures: what runs between begin_capture and end_capture is recorded, not done.
+// The program's only state is an SGD update's variable (w -= learning_rate * gradient, a constant gradient), so a
+// step's effect is a constant delta: end_capture keeps the delta the capturing run made and undoes it (the step did
+// not happen), launch() applies it (the graph runs the step). A failing begin_capture or end_capture leaves nothing
+// done either. A step lost (no launch after the capture, no plain rerun after a failed one) or done twice changes w.
+struct RecordingLauncher : tk::graph::StepLauncher {
+  FakeLauncher::Counts* n;
+  Tensor* w;  // the variable the program's update writes
+  std::string fail_begin, fail_end;
+  std::vector<float> before, delta;
+  bool capturing = false;
+  RecordingLauncher(FakeLauncher::Counts* counts, Tensor* var) : n(counts), w(var) {}
+  float* data() { return w->data<float>(); }
+  void upload_scalars(void* dst, const void* host, size_t bytes, void*) override {
+    ++n->uploads;
+    std::memcpy(dst, host, bytes);
+  }
+  void begin_capture(void*) override {
+    ++n->begins;
+    if (!fail_begin.empty()) throw tk::Error(fail_begin);  // nothing is captured, nothing ran
+    before.assign(data(), data() + w->numel());
+    capturing = true;
+  }
+  void end_capture(void*) override {
+    ++n->ends;
+    capturing = false;
+    delta.assign(before.size(), 0.0f);
+    for (size_t i = 0; i < before.size(); ++i) delta[i] = data()[i] - before[i], data()[i] = before[i];  // recorded
+    if (!fail_end.empty()) {
+      delta.clear();
+      throw tk::Error(fail_end);
+    }
+  }
+  void abort_capture(void*) noexcept override {
+    ++n->aborts;
+    if (capturing)
+      for (size_t i = 0; i < before.size(); ++i) data()[i] = before[i];
+    capturing = false;
+  }
+  void launch(void*) override {
+    ++n->launches;
+    ASSERT_EQ(delta.size(), static_cast<size_t>(w->numel())) << "a graph launched that was never captured";
+    for (size_t i = 0; i < delta.size(); ++i) data()[i] += delta[i];
+  }
+  void reset() noexcept override {
+    ++n->resets;
+    delta.clear();
+  }
+};
+
+// A program that counts its runs: w -= learning_rate * g with g = 1 and learning_rate 1 (SGD, no momentum) makes
+// w = -(steps run); clipvalue c < 1 makes each step -c.
+struct Counter {
+  Tensor w = Tensor::full({4}, 0.0f), g = Tensor::full({4}, 1.0f), slot = Tensor::full({4}, 0.0f);
+  tk::graph::UpdateConfig config;
+  int stream = 0;
+  std::unique_ptr<tk::graph::Program> program() {
+    tk::graph::Graph gr;
+    const int vw = gr.variable("w", w), vg = gr.variable("g", g), vs = gr.variable("slot", slot);
+    tk::graph::Attrs at;
+    at.update = &config;
+    const int update = gr.add(tk::graph::Op::SgdUpdate, {vw, vg, vs}, at, "update");
+    auto p = std::make_unique<tk::graph::Program>(std::move(gr), std::vector<int>{}, std::vector<int>{update},
+                                                  tk::Device::cpu());
+    p->set_stream(&stream);
+    return p;
+  }
+  float value() { return w.data<float>()[0]; }
+  static tk::graph::ExecContext context() {
+    tk::graph::ExecContext ctx;
+    ctx.training = true;
+    ctx.scalars.learning_rate = 1.0f;
+    return ctx;
+  }
+};
+
+TEST(StepCapture, EveryRunIsOneStepWarmUpCaptureAndReplay) {
+  Counter t;
   auto p = t.program();
   FakeLauncher::Counts n;
-  p->set_step_launcher(std::make_unique<FakeLauncher>(&n, "cudaStreamEndCapture failed: operation not permitted"));
-  tk::graph::ExecContext ctx;
-  p->run(ctx);
-  t.a.data<float>()[0] = 5.0f;  // the failing run must still compute the step (plainly)
+  p->set_step_launcher(std::make_unique<RecordingLauncher>(&n, &t.w));
+  const tk::graph::ExecContext ctx = Counter::context();
+  for (int run = 1; run <= 5; ++run) {
+    p->run(ctx);
+    EXPECT_EQ(t.value(), -static_cast<float>(run)) << "run " << run << " (" << n.launches << " launches)";
+  }
+  EXPECT_EQ(p->capture().state(), State::captured);
+  EXPECT_EQ(n.begins, 1);
+  EXPECT_EQ(n.launches, 4) << "the capturing run and three replays";
+}
+
+void expect_failed_capture_still_steps(bool fail_begin) {
+  Counter t;
+  auto p = t.program();
+  FakeLauncher::Counts n;
+  auto launcher = std::make_unique<RecordingLauncher>(&n, &t.w);
+  (fail_begin ? launcher->fail_begin : launcher->fail_end) = "cudaStreamEndCapture failed: operation not permitted";
+  p->set_step_launcher(std::move(launcher));
+  const tk::graph::ExecContext ctx = Counter::context();
+  p->run(ctx);  // warm-up
+  EXPECT_EQ(t.value(), -1.0f);
   ::testing::internal::CaptureStderr();
-  p->run(ctx);
-  p->run(ctx);
-  p->run(ctx);
+  for (int run = 2; run <= 4; ++run) {
+    p->run(ctx);  // the capture fails: the step must still run, plainly, once
+    EXPECT_EQ(t.value(), -static_cast<float>(run)) << "run " << run;
+  }
   const std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(p->capture().state(), State::failed);
   EXPECT_NE(err.find("CUDA Graph capture"), std::string::npos) << err;
@@ -167,7 +297,86 @@ TEST(StepCapture, AFailedCaptureIsLoggedOnceAndTheStepStillRuns) {
   EXPECT_EQ(err.find("CUDA Graph capture"), err.rfind("CUDA Graph capture")) << "logged once: " << err;
   EXPECT_EQ(n.begins, 1) << "never retried";
   EXPECT_EQ(n.launches, 0);
-  EXPECT_EQ(p->output(t.out).data<float>()[0], 15.0f);
+}
+
+TEST(StepCapture, AFailedCaptureIsLoggedOnceAndTheStepStillRuns) {
+  expect_failed_capture_still_steps(false);  // end_capture (or instantiation) fails
+  expect_failed_capture_still_steps(true);   // begin_capture fails
+}
+
+// The update kernels take the optimizer's hyperparameters by value when queued, so a graph freezes them: a change
+// through Optimizer::config() (a callback) drops the graph; the next run is plain with the new values, then one
+// capture with them.
+TEST(StepCapture, AnotherOptimizerConfigDropsTheGraph) {
+  Counter t;
+  auto p = t.program();
+  FakeLauncher::Counts n;
+  p->set_step_launcher(std::make_unique<RecordingLauncher>(&n, &t.w));
+  const tk::graph::ExecContext ctx = Counter::context();
+  for (int run = 0; run < 3; ++run) p->run(ctx);  // warm-up, capture, replay
+  ASSERT_EQ(p->capture().state(), State::captured);
+  ASSERT_EQ(t.value(), -3.0f);
+  t.config.clipvalue = 0.5f;  // each step now moves w by 0.5; a frozen graph would still move it by 1
+  p->run(ctx);
+  EXPECT_EQ(t.value(), -3.5f);
+  EXPECT_EQ(p->capture().drops(), 1);
+  EXPECT_EQ(n.resets, 1);
+  EXPECT_EQ(p->capture().state(), State::warm);
+  p->run(ctx);  // captured with the new values
+  EXPECT_EQ(t.value(), -4.0f);
+  EXPECT_EQ(p->capture().captures(), 2);
+  p->run(ctx);
+  EXPECT_EQ(t.value(), -4.5f);
+  t.config.iterations += 1;  // a step scalar (read on the device): the graph stays
+  t.config.learning_rate = 0.25f;
+  p->run(ctx);
+  EXPECT_EQ(p->capture().drops(), 1);
+  EXPECT_EQ(p->capture().state(), State::captured);
+}
+
+// Op determinism picks other GEMM/convolution algorithms when the kernels are queued: toggling it drops the graph.
+TEST(StepCapture, TogglingOpDeterminismDropsTheGraph) {
+  Counter t;
+  auto p = t.program();
+  FakeLauncher::Counts n;
+  p->set_step_launcher(std::make_unique<RecordingLauncher>(&n, &t.w));
+  const tk::graph::ExecContext ctx = Counter::context();
+  for (int run = 0; run < 2; ++run) p->run(ctx);
+  ASSERT_EQ(p->capture().state(), State::captured);
+  const bool was = tk::config::is_op_determinism_enabled();
+  if (was)
+    tk::config::disable_op_determinism();
+  else
+    tk::config::enable_op_determinism();
+  p->run(ctx);
+  if (was)
+    tk::config::enable_op_determinism();
+  else
+    tk::config::disable_op_determinism();
+  EXPECT_EQ(p->capture().drops(), 1);
+  EXPECT_EQ(t.value(), -3.0f);
+}
+
+// cuBLASLt and cuDNN handles and plans are per thread: a program warmed up on one thread is cold on another (a capture
+// there would create them inside the capture, and fail for good).
+TEST(StepCapture, AnotherThreadWarmsUpAgain) {
+  Counter t;
+  auto p = t.program();
+  FakeLauncher::Counts n;
+  p->set_step_launcher(std::make_unique<RecordingLauncher>(&n, &t.w));
+  const tk::graph::ExecContext ctx = Counter::context();
+  p->run(ctx);  // warm-up here
+  std::thread([&] {
+    p->run(ctx);  // cold on this thread: plain, not a capture
+    EXPECT_EQ(n.begins, 0);
+    EXPECT_EQ(p->capture().state(), State::warm);
+    p->run(ctx);  // warmed up here: captured
+    EXPECT_EQ(n.begins, 1);
+  }).join();
+  EXPECT_EQ(p->capture().state(), State::captured);
+  p->run(ctx);  // back on the first thread: drop, warm up again
+  EXPECT_EQ(p->capture().drops(), 1);
+  EXPECT_EQ(t.value(), -4.0f);
 }
 
 TEST(StepCapture, TheLegacyDefaultStreamIsNeverCaptured) {

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "trainkit/core/error.h"
+#include "trainkit/runtime/determinism.h"
 
 namespace tk::graph {
 
@@ -64,6 +65,9 @@ Program::Program(Graph g, std::vector<int> outputs, std::vector<int> sinks, Devi
   for (const Step& s : steps_) {
     const Node& n = g_[s.node];
     has_collective_ = has_collective_ || n.attrs.collective || n.op == Op::AllReduce || n.op == Op::AllReduceWait;
+    if (n.attrs.update &&
+        std::find(update_configs_.begin(), update_configs_.end(), n.attrs.update) == update_configs_.end())
+      update_configs_.push_back(n.attrs.update);
   }
   set_step_launcher(backend_->make_step_launcher(device));
 }
@@ -183,7 +187,13 @@ void Program::run_steps(const ExecContext& ctx, void* workspace, const StepScala
 // A device with graphs (CUDA): a plain warm-up run, then one capture, then replays (graph/step_capture.h). A capture
 // that fails is logged once and the step runs plainly, now and from then on.
 void Program::run_captured(const ExecContext& ctx, void* workspace, const StepScalars* scalars) {
-  switch (capture_.next(arena_.raw(), ctx.stream)) {
+  // What a graph would freeze besides the binding (graph/step_capture.h): the optimizer's hyperparameters as they are
+  // now (a callback may change Optimizer::config()), op determinism, and this thread (its library handles).
+  const HostKey key{host_values_key(update_configs_, config::is_op_determinism_enabled()), this_thread_key()};
+  switch (capture_.next(arena_.raw(), ctx.stream, key)) {
+    case StepCapture::Action::drop:
+      launcher_->reset();
+      [[fallthrough]];
     case StepCapture::Action::plain:
       run_steps(ctx, workspace, scalars);
       capture_.ran_plain();

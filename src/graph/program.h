@@ -128,6 +128,7 @@ class Program {
   void* stream_ = nullptr;
   std::unique_ptr<StepLauncher> launcher_;  // the backend's (null on the CPU)
   bool has_collective_ = false;
+  std::vector<const UpdateConfig*> update_configs_;  // of its update ops: their host values are part of the host key
   StepCapture capture_{""};
 };
 

@@ -8,17 +8,26 @@
 //   cold     not run yet: the next run is a plain warm-up (libraries make their plans, lazy resources are created);
 //   warm     ran plainly at least once: the next run captures;
 //   captured replays its graph while the binding (arena address, stream) is the captured one; another binding sends
-//            it back to warm (the next run captures again; nothing was baked from the old arena);
+//            it back to warm (the next run captures again; nothing was baked from the old arena); another host key
+//            (below) sends it back to cold: the graph is dropped, one plain run warms up, the next run captures;
 //   failed   a capture or its instantiation failed: the reason is logged once, the program runs plainly from then on
 //            and is never captured again.
 // A run on the legacy default stream (a program without a stream of its own) is never captured and changes no state.
 // Per-step values never invalidate a capture: they live in device memory (graph::StepScalars), uploaded before each
 // launch outside the graph. Weights re-uploaded into the same buffers are the same binding.
+// The host key: what a graph froze besides its binding, and what a warm-up was for. The host values kernels read
+// when they are queued (the optimizer's hyperparameters and whether clipnorm's kernel launches, UpdateConfig; the
+// algorithms op determinism picks), and the thread (cuBLASLt and cuDNN handles and plans are per thread: made inside
+// a capture they fail it, so a program warmed up on one thread is cold on another).
 //
 //   graph::StepCapture cap(graph::capture_off_reason(...));
-//   switch (cap.next(arena, stream)) { case Action::plain: ...; case Action::capture: ...; case Action::replay: ... }
+//   switch (cap.next(arena, stream, key)) { case Action::plain: ...; case Action::capture: ...; ... }
 #pragma once
+#include <cstdint>
 #include <string>
+#include <vector>
+
+#include "graph/op.h"
 
 namespace tk::graph {
 
@@ -49,15 +58,26 @@ std::string capture_off_reason(bool backend_has_graphs, bool graphs_env_on, bool
 // TK_CUDA_GRAPHS: on unless set to "0".
 bool cuda_graphs_enabled_by_env();
 
+// The host key (above) of a run: a hash of the values `configs` hold that kernels read on the host (not the learning
+// rate or the iteration count: step scalars) and of `deterministic`, and the calling thread.
+struct HostKey {
+  uint64_t values = 0;
+  uint64_t thread = 0;
+  bool operator==(const HostKey&) const = default;
+};
+uint64_t host_values_key(const std::vector<const UpdateConfig*>& configs, bool deterministic);
+uint64_t this_thread_key();
+
 class StepCapture {
  public:
   enum class State { off, cold, warm, captured, failed };
-  enum class Action { plain, capture, replay };
+  // drop: the captured graph must be destroyed (the caller resets its launcher), then the run is plain.
+  enum class Action { plain, capture, replay, drop };
 
   explicit StepCapture(std::string off_reason);
-  // What this run does, given where the program is bound now (its arena's address, its stream).
-  Action next(const void* arena, const void* stream);
-  // After Action::plain: the program ran once more plainly.
+  // What this run does, given where the program is bound now (its arena's address, its stream) and the host key.
+  Action next(const void* arena, const void* stream, const HostKey& key = {});
+  // After Action::plain or drop: the program ran once more plainly.
   void ran_plain();
   // After Action::capture: the graph was captured and instantiated for the binding given to next().
   void captured();
@@ -71,13 +91,15 @@ class StepCapture {
   const std::string& reason() const { return reason_; }  // why off or failed
   int captures() const { return captures_; }             // successful captures so far
   int replays() const { return replays_; }               // runs that replayed (the capturing run included)
+  int drops() const { return drops_; }                   // graphs dropped for another host key
 
  private:
   State state_;
   std::string reason_;
   const void* arena_ = nullptr;
   const void* stream_ = nullptr;
-  int captures_ = 0, replays_ = 0;
+  HostKey key_;  // cold: of the coming warm-up; warm: of the last warm-up; captured: of the graph
+  int captures_ = 0, replays_ = 0, drops_ = 0;
 };
 
 const char* capture_state_name(StepCapture::State s);

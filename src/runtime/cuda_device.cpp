@@ -312,7 +312,14 @@ void cuda_memset_zero(void* p, size_t bytes, int ordinal) {
 }
 
 void cuda_copy(void* dst, const void* src, size_t bytes) {
-  const cudaError_t e = cudaMemcpy(dst, src, bytes, cudaMemcpyDefault);
+  cudaError_t e = cudaMemcpy(dst, src, bytes, cudaMemcpyDefault);
+  // cudaMemcpy is not synchronous for the host in every case: a pageable host-to-device copy returns once the source
+  // is staged, before the DMA into device memory lands, and a device-to-device copy (a peer copy included) returns at
+  // once. Programs run on non-blocking compute streams (backends/cuda/compute_stream.h), which do not wait for the
+  // legacy stream, so a kernel queued right after this could read a half-written buffer (weights, optimizer slots,
+  // the loss-scale state, Tensor::to_device). cudaMemcpy queued the copy on the current device's legacy stream:
+  // synchronizing that stream (the same current device; nothing changed it since) makes the copy done on return.
+  if (e == cudaSuccess) e = cudaStreamSynchronize(nullptr);
   if (e != cudaSuccess) {
     cudaGetLastError();
     throw Error("cudaMemcpy(" + config::format_bytes(bytes) + ") failed: " + cuda_error(e));

@@ -51,8 +51,9 @@ size_t gpu_system_reserve(size_t available, int compute_capability_major);
 
 // Regions of a CUDA device: cudaMalloc / cudaFree on that device (the caller's current device is restored).
 std::unique_ptr<RegionSource> cuda_region_source(int ordinal);
-// Byte operations on device memory (synchronous for the host: cudaMemset + sync, cudaMemcpy with
-// cudaMemcpyDefault, which handles host<->device and device<->device through unified addressing).
+// Byte operations on device memory, both done when they return (cudaMemset / cudaMemcpy with cudaMemcpyDefault, which
+// handles host<->device and device<->device through unified addressing, each followed by a synchronization of the
+// legacy stream they were queued on: non-blocking compute streams never wait for it).
 void cuda_memset_zero(void* p, size_t bytes, int ordinal);
 void cuda_copy(void* dst, const void* src, size_t bytes);
 

@@ -61,11 +61,14 @@ void activation_grad(const KernelArgs& a) {
 Rule rule_of(Op op) { return op == Op::AdamUpdate ? Rule::adam : op == Op::RmspropUpdate ? Rule::rmsprop : Rule::sgd; }
 int slots_of(Rule r) { return r == Rule::adam ? 2 : r == Rule::rmsprop ? 3 : 1; }
 
-// clipnorm's scratch per variable: the sum-of-squares partials and the factor.
+// clipnorm's scratch per variable: the sum-of-squares partials and the factor. Reserved whether or not clipnorm is on
+// when the program is built: a callback may turn it on later through Optimizer::config() (the update kernel decides
+// when it is queued; a captured graph is dropped for it, graph/step_capture.h), and the workspace is a maximum over
+// the program's kernels, not a sum (576 bytes per variable).
 constexpr size_t kClipnormBytes = kStepControlBlocks * sizeof(double) + 64;
 size_t update_workspace(const graph::Graph& g, int node) {
   const graph::Node& n = g[node];
-  if (!n.attrs.update || n.attrs.update->clipnorm <= 0.0f) return 0;
+  if (!n.attrs.update) return 0;
   return static_cast<size_t>(n.op == Op::MultiUpdate ? n.attrs.size : 1) * kClipnormBytes;
 }
 

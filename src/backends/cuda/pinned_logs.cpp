@@ -29,15 +29,17 @@ struct PinnedLogSlots::Impl {
   std::string where() const { return device.to_string() + ", lagged logs"; }
   void use_device() { check(cudaSetDevice(device.index), "cudaSetDevice", device.to_string()); }
   ~Impl() {
-    // No copy may still write a buffer being freed, including those of a step whose event was never recorded (fit
-    // unwinding from an exception mid-step): wait for the whole device, once per fit. Errors are not thrown from
-    // here: the context may be gone.
+    // No copy may still write a buffer being freed: wait for each slot's last event. Every copy queued into a slot is
+    // followed by one (LaggedLogs seals a step abandoned by an exception too). Not cudaDeviceSynchronize: it would
+    // break a capture another thread has in progress on the device (a data parallel replica's, another model's).
+    // Errors are not thrown from here: the context may be gone.
     cudaSetDevice(device.index);
-    cudaDeviceSynchronize();
     for (Slot& s : slots) {
+      if (s.done && s.recorded) cudaEventSynchronize(s.done);
       if (s.done) cudaEventDestroy(s.done);
       if (s.host) cudaFreeHost(s.host);
     }
+    cudaGetLastError();  // a failed wait's error is not left for the next CUDA call on this thread
   }
 };
 

@@ -18,7 +18,7 @@ namespace tk::cuda {
 class PinnedLogSlots {
  public:
   PinnedLogSlots(Device device, int slots);
-  ~PinnedLogSlots();  // waits for the copies still queued, then frees the buffers and events
+  ~PinnedLogSlots();  // waits for each slot's last recorded event, then frees the buffers and events
   PinnedLogSlots(const PinnedLogSlots&) = delete;
   PinnedLogSlots& operator=(const PinnedLogSlots&) = delete;
 

@@ -119,6 +119,8 @@ void fuse_input_scaling(graph::Graph& g, Compiled& c, const std::vector<int>& ke
   }
 }
 
+const ProgramCache* ProgramCache::of(const Model& m) { return m.programs_.get(); }
+
 std::vector<const graph::Program*> ProgramCache::programs() const {
   std::vector<const graph::Program*> out;
   for (const auto& [key, c] : cache_)

@@ -96,6 +96,9 @@ class ProgramCache {
   void set_slots(const Weight& w, const std::vector<Tensor>& values);
   // The programs built so far (their graphs), e.g. for the kernel choices a training state records.
   std::vector<const graph::Program*> programs() const;
+  // A model's own cache (null before its first fit, evaluate, predict or train_on_batch): tests and diagnostics read
+  // its programs (their CUDA Graph captures).
+  static const ProgramCache* of(const Model& m);
   // Bytes this cache holds on the device: optimizer slots and the shared arena.
   size_t persistent_bytes() const;
   // persistent_bytes and this cache's copies of the weights (a replica > 0, a GPU): all it holds on its device.

@@ -132,6 +132,7 @@ History Model::fit(const std::vector<Tensor>& x_all, const std::vector<Tensor>& 
       add_loss_scale_logs(logs);
       for (const CallbackPtr& cb : callbacks) cb->on_train_batch_end(b, logs);
     };
+    const nn::DeliverOnUnwind deliver_on_unwind(lagged.get(), acc, end_batch);  // an exception: trained batches first
     int64_t cursor = 0;
     for (int64_t s = 0; s < start; ++s) {  // the batches trained on before the save
       if (cursor >= n) cursor = 0;

@@ -1,5 +1,6 @@
 // What fit() over arrays and fit() over a Dataset share: the execution context, averaging logs, callbacks.
 #pragma once
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -80,8 +81,43 @@ inline std::unique_ptr<LaggedLogs> make_lagged_logs(Device device, const Program
 template <typename EndBatch>
 void deliver_lagged(LaggedLogs* lagged, Accumulator& acc, bool all, EndBatch&& end_batch) {
   if (!lagged) return;
-  while (all ? lagged->pending() : lagged->ready()) end_batch(lagged->deliver(acc));
+  while (all ? lagged->pending() : lagged->ready()) {
+    end_batch(lagged->deliver(acc));
+    lagged->delivered();
+  }
 }
+
+// Declared in fit's epoch loop after end_batch: when an exception leaves the loop (a callback, the dataset or the
+// staging, train_step), the batches that trained and whose logs were not read yet get their on_train_batch_end before
+// it propagates, as with lag 0, where each was delivered right after its step. Not when the exception came from a
+// delivery (a wait for a step's logs: the device failed; or on_train_batch_end itself: the callbacks are not called
+// again after one threw). The step being queued when it was thrown is never delivered (its logs may be partial); a
+// batch is delivered only after its own copies' event completed, so a step that failed on the device makes the waits
+// fail, and a failure while delivering here ends the delivery quietly: the first exception is the one that
+// propagates. The host store (lag forced on the CPU) never fails a wait.
+template <typename EndBatch>
+class DeliverOnUnwind {
+ public:
+  DeliverOnUnwind(LaggedLogs* lagged, Accumulator& acc, EndBatch& end_batch)
+      : lagged_(lagged), acc_(acc), end_batch_(end_batch), exceptions_(std::uncaught_exceptions()) {}
+  DeliverOnUnwind(const DeliverOnUnwind&) = delete;
+  DeliverOnUnwind& operator=(const DeliverOnUnwind&) = delete;
+  ~DeliverOnUnwind() {
+    if (!lagged_ || std::uncaught_exceptions() <= exceptions_) return;  // the epoch ended normally: nothing pending
+    lagged_->abandon_open();
+    try {
+      if (!lagged_->delivery_failed()) deliver_lagged(lagged_, acc_, true, end_batch_);
+    } catch (...) {  // the exception already unwinding is the one the caller sees
+    }
+    lagged_->discard();
+  }
+
+ private:
+  LaggedLogs* lagged_;
+  Accumulator& acc_;
+  EndBatch& end_batch_;
+  int exceptions_;
+};
 
 // History, the progress display (when verbose) and the user's callbacks, bound to the model and fit's
 // parameters (fit.cpp).

@@ -190,6 +190,7 @@ History Model::fit(const data::Dataset& dataset, FitOptions o) {
       add_loss_scale_logs(logs);
       for (const CallbackPtr& cb : callbacks) cb->on_train_batch_end(b, logs);
     };
+    const nn::DeliverOnUnwind deliver_on_unwind(lagged.get(), acc, end_batch);  // an exception: trained batches first
     int64_t s = start;
     for (; steps == 0 || s < steps; ++s) {
       const auto t0 = Clock::now();

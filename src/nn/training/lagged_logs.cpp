@@ -42,7 +42,7 @@ class HostStore final : public LogStore {
   void queue(int slot, Compiled& c, int value, size_t offset, size_t bytes) override {
     c.program->read_output(value, buf(slot).data() + offset, bytes);
   }
-  void seal(int, Compiled&) override {}
+  void seal(int, void*) override {}
   void wait(int) override {}
 
  private:
@@ -63,7 +63,7 @@ class CudaStore final : public LogStore {
   void queue(int slot, Compiled& c, int value, size_t offset, size_t bytes) override {
     c.program->copy_output_async(value, static_cast<char*>(slots_.data(slot)) + offset, bytes);
   }
-  void seal(int slot, Compiled& last) override { slots_.record(slot, last.program->stream()); }
+  void seal(int slot, void* stream) override { slots_.record(slot, stream); }
   void wait(int slot) override { slots_.wait(slot); }
 
  private:
@@ -76,7 +76,10 @@ int log_lag(Device device, bool loss_scaling, bool replicated) {
   int lag = device.kind == DeviceKind::cpu ? 0 : 1;
   if (const char* env = std::getenv("TK_LOG_LAG"); env && *env) {
     if ((env[0] != '0' && env[0] != '1') || env[1] != '\0')
-      throw InvalidArgument(std::string("TK_LOG_LAG must be 0 or 1, got '") + env + "'");
+      throw InvalidArgument(std::string("TK_LOG_LAG='") + env +
+                            "' is not a log lag: set it to 0 (fit reads each step's logs right after it) or 1 (one "
+                            "step late, the default on CUDA), or unset it; read when fit starts (nn/training/"
+                            "lagged_logs.h)");
     lag = env[0] - '0';
   }
   // Whatever TK_LOG_LAG says: the next step's host-side scalars depend on this step's outcome (loss scaling), or the
@@ -107,6 +110,8 @@ void LaggedLogs::begin(int64_t batch) {
   s.bytes = 0;
   s.used = 0;
   open_ = next_slot_;
+  open_stream_ = nullptr;
+  open_added_ = false;
   next_slot_ = (next_slot_ + 1) % (lag_ + 1);
 }
 
@@ -124,6 +129,8 @@ void LaggedLogs::add(Compiled& c, int64_t rows) {
   e->dtypes.resize(c.logs.size());
   e->offset = s.bytes;
   e->rows = rows;
+  open_stream_ = c.program->stream();
+  open_added_ = true;
   for (size_t k = 0; k < c.logs.size(); ++k) {
     const auto& [name, id] = c.logs[k];
     if (e->names[k] != name) e->names[k] = name;
@@ -132,21 +139,20 @@ void LaggedLogs::add(Compiled& c, int64_t rows) {
     store_->queue(open_, c, id, s.bytes, dtype_size(t));
     s.bytes += kValueBytes;
   }
-  last_ = &c;
 }
 
 void LaggedLogs::end() {
   if (open_ < 0) throw InvalidArgument("LaggedLogs: end() without begin()");
-  if (last_) store_->seal(open_, *last_);
+  if (open_added_) store_->seal(open_, open_stream_);
   pending_.push_back(open_);
   open_ = -1;
-  last_ = nullptr;
 }
 
 int64_t LaggedLogs::deliver(Accumulator& acc) {
   if (pending_.empty()) throw InvalidArgument("LaggedLogs: deliver() with no pending batch");
   const int slot = pending_.front();
   pending_.erase(pending_.begin());
+  delivering_ = true;  // until delivered(): a throw from here on leaves it set
   store_->wait(slot);
   const Step& s = steps_[static_cast<size_t>(slot)];
   const auto* bytes = static_cast<const unsigned char*>(store_->data(slot));
@@ -161,11 +167,18 @@ int64_t LaggedLogs::deliver(Accumulator& acc) {
   return s.batch;
 }
 
-void LaggedLogs::discard() {
-  for (int slot : pending_) store_->wait(slot);
-  pending_.clear();
+void LaggedLogs::abandon_open() noexcept {
+  if (open_ < 0) return;
+  if (open_added_) try {
+      store_->seal(open_, open_stream_);
+    } catch (const std::exception&) {  // the device failed: its copies failed with it
+    }
   open_ = -1;
-  last_ = nullptr;
+}
+
+void LaggedLogs::discard() noexcept {
+  abandon_open();
+  pending_.clear();
 }
 
 }  // namespace tk::nn

@@ -18,7 +18,11 @@
 //     iterations, the training position) already includes batch k+1;
 //   - stop_training set in on_train_batch_end(k) (TerminateOnNaN, a user's callback) stops after batch k+1, which was
 //     already queued: batch k+1 is trained and its on_train_batch_end is still called, then the epoch ends;
-//   - at the end of an epoch every batch is delivered before validation and on_epoch_end: nothing crosses epochs.
+//   - the logs on_train_batch_begin(k+1) receives are the running means up to batch k-1 (batch k's are not read yet);
+//   - at the end of an epoch every batch is delivered before validation and on_epoch_end: nothing crosses epochs;
+//   - an exception leaving the epoch's loop (a callback, the dataset, train_step) first delivers the batches that
+//     trained and were not delivered yet (DeliverOnUnwind, fit_common.h), except when it came from a delivery itself
+//     (a wait for a step's logs, or on_train_batch_end); the step being queued when it was thrown is never delivered.
 //
 //   nn::LaggedLogs lagged(1, nn::LaggedLogs::host_store());   // or cuda_store(device)
 //   lagged.begin(s); run the step's programs, lagged.add(c, rows) after each; lagged.end();
@@ -51,8 +55,9 @@ class LogStore {
   virtual const void* data(int slot) const = 0;
   // Queues the copy of `bytes` of program output `value` into the slot's buffer at `offset`.
   virtual void queue(int slot, Compiled& c, int value, size_t offset, size_t bytes) = 0;
-  // The step's copies are all queued (CUDA: an event after them, on `last`'s stream).
-  virtual void seal(int slot, Compiled& last) = 0;
+  // The step's copies are all queued (CUDA: an event after them, on `stream`, the stream its programs ran on: a
+  // ProgramCache's, which outlives the programs it evicts).
+  virtual void seal(int slot, void* stream) = 0;
   // Waits until the slot's copies are done.
   virtual void wait(int slot) = 0;
 };
@@ -60,6 +65,9 @@ class LogStore {
 class LaggedLogs {
  public:
   LaggedLogs(int lag, std::unique_ptr<LogStore> store);
+  ~LaggedLogs() { discard(); }
+  LaggedLogs(const LaggedLogs&) = delete;
+  LaggedLogs& operator=(const LaggedLogs&) = delete;
   // A store reading the values at once (Program::read_output): the CPU, and tests.
   static std::unique_ptr<LogStore> host_store();
   // Pinned slots and events on a CUDA device (backends/cuda/pinned_logs.h).
@@ -68,7 +76,8 @@ class LaggedLogs {
   int lag() const { return lag_; }
   // Batch `batch`'s step is about to be queued.
   void begin(int64_t batch);
-  // One of its programs ran over `rows` rows (micro-batching: each micro-batch's program).
+  // One of its programs ran over `rows` rows (micro-batching: each micro-batch's program). Nothing of `c` is kept:
+  // a later ProgramCache::get may evict it (its stream, the cache's, is).
   void add(Compiled& c, int64_t rows);
   // Its last program ran.
   void end();
@@ -76,9 +85,17 @@ class LaggedLogs {
   bool ready() const { return static_cast<int>(pending_.size()) > lag_; }
   bool pending() const { return !pending_.empty(); }
   // The oldest pending batch: waits for its values, adds them to acc (row-weighted, as Accumulator::add), returns it.
+  // The caller calls delivered() once the batch's on_train_batch_end returned.
   int64_t deliver(Accumulator& acc);
-  // Forgets pending batches (their steps ran; nobody reads them): an exception unwinding fit.
-  void discard();
+  void delivered() { delivering_ = false; }
+  // A deliver() threw, or the on_train_batch_end after it did: nothing more may be delivered.
+  bool delivery_failed() const { return delivering_; }
+  // An exception left the step between begin() and end(): the step is dropped (never delivered; its copies already
+  // queued are sealed, so the store waits for them before freeing their memory). Never throws.
+  void abandon_open() noexcept;
+  // Forgets every batch not delivered (abandon_open, then the pending ones; the store waits for their copies when it
+  // is destroyed). Never throws.
+  void discard() noexcept;
 
  private:
   struct Entry {  // one program run of a step
@@ -99,8 +116,10 @@ class LaggedLogs {
   std::vector<Step> steps_;   // per slot (lag + 1), reused
   std::vector<int> pending_;  // slots of queued, undelivered steps, oldest first
   int next_slot_ = 0;
-  int open_ = -1;  // the slot of the step between begin() and end()
-  Compiled* last_ = nullptr;
+  int open_ = -1;                // the slot of the step between begin() and end()
+  void* open_stream_ = nullptr;  // the stream of the open step's last program (never a Compiled*: get() may evict it)
+  bool open_added_ = false;      // add() queued copies into the open slot
+  bool delivering_ = false;      // between deliver() and delivered()
 };
 
 }  // namespace tk::nn
