@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/float_bytes.h"
 #include "trainkit/core/error.h"
 #include "trainkit/runtime/determinism.h"
 
@@ -262,19 +263,7 @@ float Program::output_scalar(int value) const {
                           ", " + std::string(dtype_name(n.dtype)) + ")");
   alignas(4) unsigned char bytes[4] = {};
   read_output(value, bytes, dtype_size(n.dtype));
-  uint16_t half = 0;
-  std::memcpy(&half, bytes, sizeof half);
-  switch (n.dtype) {
-    case DType::f16:
-      return float16::from_bits(half).to_float();
-    case DType::bf16:
-      return bfloat16::from_bits(half).to_float();
-    default: {
-      float f = 0;
-      std::memcpy(&f, bytes, sizeof f);
-      return f;
-    }
-  }
+  return float_from_bytes(bytes, n.dtype);
 }
 
 Tensor Program::output(int value) const {

@@ -5,31 +5,15 @@
 #include <cstring>
 
 #include "backends/cuda/pinned_logs.h"
+#include "core/float_bytes.h"
 #include "nn/compiler/programs.h"
 #include "nn/training/fit_common.h"
 #include "trainkit/core/error.h"
-#include "trainkit/core/half.h"
 
 namespace tk::nn {
 namespace {
 
 constexpr size_t kValueBytes = 4;  // each log value's room in a slot (logs are float32; 16-bit ones fit too)
-
-float value_of(const unsigned char* p, DType t) {
-  uint16_t half = 0;
-  std::memcpy(&half, p, sizeof half);
-  switch (t) {
-    case DType::f16:
-      return float16::from_bits(half).to_float();
-    case DType::bf16:
-      return bfloat16::from_bits(half).to_float();
-    default: {
-      float f = 0;
-      std::memcpy(&f, p, sizeof f);
-      return f;
-    }
-  }
-}
 
 // The CPU (and tests): values read at once into a growing host buffer.
 class HostStore final : public LogStore {
@@ -161,7 +145,7 @@ int64_t LaggedLogs::deliver(Accumulator& acc) {
     const Entry& e = s.entries[i];
     values.resize(e.names.size());
     for (size_t k = 0; k < e.names.size(); ++k)
-      values[k] = value_of(bytes + e.offset + k * kValueBytes, static_cast<DType>(e.dtypes[k]));
+      values[k] = float_from_bytes(bytes + e.offset + k * kValueBytes, static_cast<DType>(e.dtypes[k]));
     acc.add_values(e.names, values.data(), e.rows);
   }
   return s.batch;
