@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/cudnn_conv.h"
+#include "backends/cuda/cudnn_mapping.h"
 #include "backends/cuda/gemm_cublaslt.h"
 #include "backends/cuda/gemm_mapping.h"
 #include "backends/cuda/launch_geometry.h"
@@ -105,6 +107,88 @@ TEST(CudaCoverage, SixteenBitGemmsRunOnCublasLtInTheirOwnDtypes) {
                                                   graph::KernelSignature({DType::bf16, DType::bf16}, DType::f32))));
   EXPECT_FALSE(gemm16_is_native(
       graph::find_kernel(DeviceKind::cuda, graph::Op::MatMul, graph::signature_for(graph::Op::MatMul, DType::f32))));
+}
+
+// The 16-bit convolutions run on cuDNN in their own dtypes (conv_native16.cpp), over the widened kernels they fall
+// back to: every 16-bit Conv2D, FusedConv2D, Conv2DGradInput and Conv2DGradFilter signature is the native kernel's.
+TEST(CudaCoverage, SixteenBitConvolutionsRunOnCudnnInTheirOwnDtypes) {
+  graph::ensure_backends_registered();
+  if (graph::kernel_signatures(DeviceKind::cuda, graph::Op::Relu).empty())
+    GTEST_SKIP() << "this build has no CUDA kernels (TK_CUDA=OFF or no CUDA toolkit)";
+  for (graph::Op op :
+       {graph::Op::Conv2D, graph::Op::FusedConv2D, graph::Op::Conv2DGradInput, graph::Op::Conv2DGradFilter}) {
+    for (DType t : {DType::f16, DType::bf16})
+      EXPECT_TRUE(conv16_is_native(graph::find_kernel(DeviceKind::cuda, op, graph::signature_for(op, t))))
+          << graph::op_name(op) << " " << dtype_name(t);
+    EXPECT_FALSE(conv16_is_native(graph::find_kernel(DeviceKind::cuda, op, graph::signature_for(op, DType::f32))));
+  }
+}
+
+// The tutorial CNN's training step under each mixed policy, traced as fit runs it: what dtypes each convolution node
+// has (every input and the output in the policy's 16-bit dtype, the filter gradient included: its cast to float32 is
+// not folded into the convolution), so each takes the native kernel; and the planned workspace (the widened rule)
+// leaves cuDNN at least what the float32 convolution of the same node gets, so the native path fits the plan.
+TEST(CudaCoverage, TheMixedCnnStepsConvolutionsAreNativeAndFitTheirPlannedWorkspace) {
+  graph::ensure_backends_registered();
+  if (graph::kernel_signatures(DeviceKind::cuda, graph::Op::Relu).empty())
+    GTEST_SKIP() << "this build has no CUDA kernels (TK_CUDA=OFF or no CUDA toolkit)";
+  const auto is_conv = [](graph::Op op) {
+    return op == graph::Op::Conv2D || op == graph::Op::FusedConv2D || op == graph::Op::Conv2DGradInput ||
+           op == graph::Op::Conv2DGradFilter;
+  };
+  // Per convolution node, in the step's order (the same graph under every policy): its op, its planned bytes on
+  // CUDA and its filter's elements.
+  struct ConvPlan {
+    graph::Op op;
+    size_t planned;
+    int64_t filter;
+  };
+  const auto conv_plans = [&](const std::string& policy, std::vector<ConvPlan>* plans,
+                              std::vector<std::string>* lines) {
+    const std::unique_ptr<Model> cnn = models::tutorial_cnn();
+    cnn->set_dtype_policy(policy);
+    cnn->compile(optimizers::Adam(), losses::SparseCategoricalCrossentropy({.from_logits = true}));
+    nn::ProgramCache cache(*cnn);
+    const nn::ProgramCache::Traced t = cache.trace(nn::ProgramKind::train, 32, false);
+    std::vector<int> roots = t.keep;
+    roots.insert(roots.end(), t.sinks.begin(), t.sinks.end());
+    for (int id : graph::schedule(t.g, roots)) {
+      const graph::Node& n = t.g[id];
+      if (!is_conv(n.op)) continue;
+      std::vector<DType> ins;
+      for (int i : n.inputs) ins.push_back(t.g[i].dtype);
+      const graph::KernelSignature sig = graph::signature_of(t.g, id);
+      if (lines) {
+        lines->push_back(std::string(graph::op_name(n.op)) + " " + sig.to_string() + " (" + n.name + ")");
+        EXPECT_EQ(native16_conv_unsupported(ins, n.dtype, true), "") << lines->back();
+        EXPECT_TRUE(conv16_is_native(graph::find_kernel(DeviceKind::cuda, n.op, sig))) << lines->back();
+      }
+      const graph::WorkspaceFn rule = graph::registered_workspace(DeviceKind::cuda, n.op);
+      ASSERT_NE(rule, nullptr);
+      const graph::Node& w = t.g[n.op == graph::Op::Conv2DGradFilter ? id : n.inputs[1]];
+      plans->push_back({n.op, rule(t.g, id), w.shape.numel()});
+    }
+  };
+  std::vector<ConvPlan> f32;
+  conv_plans("float32", &f32, nullptr);
+  ASSERT_EQ(f32.size(), 5u) << "two forward convolutions, the second one's input gradient, two filter gradients";
+  for (const std::string policy : {"mixed_bfloat16", "mixed_float16"}) {
+    SCOPED_TRACE(policy);
+    std::vector<ConvPlan> mixed;
+    std::vector<std::string> lines;
+    conv_plans(policy, &mixed, &lines);
+    for (const std::string& l : lines) std::printf("[ %s ] %s\n", policy.c_str(), l.c_str());
+    ASSERT_EQ(mixed.size(), f32.size());
+    for (size_t i = 0; i < mixed.size(); ++i) {
+      SCOPED_TRACE(lines[i]);
+      ASSERT_EQ(mixed[i].op, f32[i].op);
+      const CudnnWorkspace native = cudnn_workspace(mixed[i].planned, mixed[i].filter, 2),
+                           single = cudnn_workspace(f32[i].planned, f32[i].filter, 4);
+      ASSERT_TRUE(single.fits);
+      ASSERT_TRUE(native.fits);
+      EXPECT_GE(native.cudnn_bytes, single.cudnn_bytes);
+    }
+  }
 }
 
 TEST(CudaCoverage, EveryOpHasACudaKernelOrADeclaredExclusion) {

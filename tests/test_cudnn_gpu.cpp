@@ -1,7 +1,9 @@
 // The CUDA convolutions on cuDNN and on im2col, on cuda:0 (GPU machines only; skipped with the reason elsewhere, and
 // the cuDNN ones also where cuDNN is not loaded; tools/gpu_check.sh runs them). The op harness's convolution cases
-// (tests/op_harness.h) against the cpu float32 result on both paths, with the path each call took counted; a CNN
-// trained twice under op determinism gives the same bits; its planned step is the measured peak with cuDNN.
+// (tests/op_harness.h) against the cpu float32 result on both paths, with the path each call took counted; the same
+// cases in float16 and bfloat16 on cuDNN in their own dtypes (conv_native16.cpp), and widened with TK_CUDA_NATIVE16
+// off; a CNN trained twice under op determinism gives the same bits; its planned step is the measured peak with
+// cuDNN, in float32 and under mixed_float16 / mixed_bfloat16.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -46,17 +48,18 @@ const std::vector<std::string> kAsymmetricCases = {"Conv2D same odd pad", "Conv2
 
 const Target kCuda{DeviceKind::cuda, DType::f32};
 
-// Each case's forward output on cuda:0 against the cpu; returns how many calls took each path meanwhile.
-tk::cuda::ConvPathCounts run_forward(const std::vector<std::string>& labels) {
+// Each case's forward output on cuda:0 (in `target`'s dtype) against the cpu float32 one within the dtype's
+// tolerance; returns how many calls took each path meanwhile.
+tk::cuda::ConvPathCounts run_forward(const std::vector<std::string>& labels, Target target = kCuda) {
   const tk::cuda::ConvPathCounts before = tk::cuda::conv_path_counts();
   for (const std::string& label : labels) {
     SCOPED_TRACE(label);
     std::string skipped;
-    check_forward(find_case(label), kCuda, &skipped);
+    check_forward(find_case(label), target, &skipped);
     EXPECT_EQ(skipped, "") << "a CUDA convolution kernel is missing";
   }
   const tk::cuda::ConvPathCounts after = tk::cuda::conv_path_counts();
-  return {after.cudnn - before.cudnn, after.im2col - before.im2col};
+  return {after.cudnn - before.cudnn, after.im2col - before.im2col, after.cudnn16 - before.cudnn16};
 }
 
 // cuDNN off for a scope (and back on).
@@ -84,6 +87,49 @@ TEST(CudnnGpu, AsymmetricPaddingRunsOnIm2colWithCudnnOn) {
   const tk::cuda::ConvPathCounts n = run_forward(kAsymmetricCases);
   EXPECT_EQ(n.cudnn, 0);
   EXPECT_EQ(n.im2col, static_cast<int64_t>(kAsymmetricCases.size()));
+}
+
+// float16 and bfloat16: cuDNN in the convolution's own dtype (float32 compute, one rounding), within the harness's
+// 16-bit tolerance of the cpu float32 result (4 u forward, 8 u for the gradient programs); FusedConv2D's bias added in
+// cuDNN's compute (beta = 1) and its relu after.
+TEST(CudnnGpu, SixteenBitConvolutionsRunOnCudnnInTheirOwnDtype) {
+  SKIP_WITHOUT_CUDNN();
+  ASSERT_TRUE(tk::cuda::native16_conv_enabled()) << "TK_CUDA_NATIVE16=0 is set for this run";
+  for (DType t : {DType::f16, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(t));
+    const Target target{DeviceKind::cuda, t};
+    const tk::cuda::ConvPathCounts n = run_forward(kCudnnCases, target);
+    std::printf("[ paths  ] %s: %lld on cuDNN in 16 bits, %lld float32 on cuDNN, %lld on im2col\n",
+                std::string(dtype_name(t)).c_str(), static_cast<long long>(n.cudnn16), static_cast<long long>(n.cudnn),
+                static_cast<long long>(n.im2col));
+    EXPECT_EQ(n.cudnn16, static_cast<int64_t>(kCudnnCases.size())) << "every one of them ran natively";
+    EXPECT_EQ(n.cudnn, 0) << "none widened to a float32 cuDNN convolution";
+    EXPECT_EQ(n.im2col, 0);
+    const tk::cuda::ConvPathCounts before = tk::cuda::conv_path_counts();
+    for (const std::string& label : {"Conv2D valid", "Conv2D dilation2", "FusedConv2D bias relu valid"}) {
+      SCOPED_TRACE(label);
+      std::string skipped;
+      check_gradient_parity(find_case(label), target, &skipped);
+      EXPECT_EQ(skipped, "");
+    }
+    EXPECT_GT(tk::cuda::conv_path_counts().cudnn16, before.cudnn16);
+    // Asymmetric padding: cuDNN cannot take it, so the widened kernel runs (float32 on im2col).
+    const tk::cuda::ConvPathCounts a = run_forward(kAsymmetricCases, target);
+    EXPECT_EQ(a.cudnn16, 0);
+    EXPECT_EQ(a.im2col, static_cast<int64_t>(kAsymmetricCases.size()));
+  }
+}
+
+// TK_CUDA_NATIVE16=0 (switched here): the same 16-bit cases run widened, on float32 cuDNN convolutions.
+TEST(CudnnGpu, SixteenBitConvolutionsWidenWithNative16Off) {
+  SKIP_WITHOUT_CUDNN();
+  struct Widened {
+    Widened() { tk::cuda::set_native16_conv_enabled(false); }
+    ~Widened() { tk::cuda::set_native16_conv_enabled(true); }
+  } off;
+  const tk::cuda::ConvPathCounts n = run_forward(kCudnnCases, Target{DeviceKind::cuda, DType::bf16});
+  EXPECT_EQ(n.cudnn16, 0);
+  EXPECT_EQ(n.cudnn, static_cast<int64_t>(kCudnnCases.size()));
 }
 
 // The im2col path, on every machine with a GPU (with cuDNN switched off, as TK_CUDNN=0 does).
@@ -115,12 +161,13 @@ Tensor labels(int64_t n, uint32_t seed) {
 // Two "same" convolutions with symmetric padding (cuDNN), one with stride 2 on an even input (im2col). Adam by
 // default; plain SGD where the CPU's weights are compared (Adam's update divides by sqrt(v): a near-zero gradient
 // whose sign the summation order flips moves a weight by the full learning rate either way).
-std::unique_ptr<Sequential> cnn(Device device, bool sgd = false) {
+std::unique_ptr<Sequential> cnn(Device device, bool sgd = false, const std::string& policy = "float32") {
   auto m = std::make_unique<Sequential>(std::vector<LayerPtr>{
       layers::Input({12, 12, 3}), layers::Conv2D(8, 3, "relu", {.padding = "same"}),
       layers::Conv2D(8, 5, "relu", {.padding = "same"}),
       layers::Conv2D(4, 3, "relu", {.strides = 2, .padding = "same"}), layers::Flatten(), layers::Dense(5)});
   m->set_device(device);
+  m->set_dtype_policy(policy);
   m->compile(sgd ? optimizers::SGD({.learning_rate = 0.05f}) : optimizers::Adam(),
              losses::SparseCategoricalCrossentropy({.from_logits = true}));
   return m;
@@ -168,28 +215,35 @@ TEST(CudnnGpu, ACnnTrainedTwiceUnderOpDeterminismGivesTheSameBits) {
 }
 
 // The memory plan holds with cuDNN: its workspace is carved from each convolution's planned workspace (the im2col
-// rule, unchanged), and cuDNN allocates nothing through trainkit's allocator.
+// rule, unchanged; for 16-bit convolutions the widened rule, inside which the native path's 16-bit filter copy and
+// cuDNN's workspace fit), and cuDNN allocates nothing through trainkit's allocator. Each policy's step.
 TEST(CudnnGpu, ThePlannedCnnStepIsTheMeasuredPeak) {
   SKIP_WITHOUT_GPU();
   const Device gpu = Device::cuda(0);
   const int64_t batch = 32;
   const Tensor x = uniform({batch, 12, 12, 3}, 21), y = labels(batch, 22);
-  clear_session();
-  const size_t baseline = config::get_memory_info(gpu).current;
-  config::reset_peak_memory(gpu);
-  {
-    const tk::cuda::ConvPathCounts before = tk::cuda::conv_path_counts();
-    auto m = cnn(gpu);
-    m->train_on_batch({x}, {y});
-    const tk::cuda::ConvPathCounts after = tk::cuda::conv_path_counts();
-    if (tk::cuda::cudnn_enabled()) EXPECT_GT(after.cudnn, before.cudnn) << "the step measured is cuDNN's";
-    const size_t measured = config::get_memory_info(gpu).peak - baseline;
-    const tk::MemoryPlan plan = m->memory_plan(batch);
-    std::printf("[ memory ] cnn on cuda:0 (%s), batch %lld: planned %zu bytes, measured %zu bytes\n",
-                tk::cuda::cudnn_summary().c_str(), static_cast<long long>(batch), plan.total, measured);
-    EXPECT_EQ(measured, plan.total) << plan.to_string();
+  for (const std::string policy : {"float32", "mixed_float16", "mixed_bfloat16"}) {
+    SCOPED_TRACE(policy);
+    clear_session();
+    const size_t baseline = config::get_memory_info(gpu).current;
+    config::reset_peak_memory(gpu);
+    {
+      const tk::cuda::ConvPathCounts before = tk::cuda::conv_path_counts();
+      auto m = cnn(gpu, /*sgd=*/false, policy);
+      m->train_on_batch({x}, {y});
+      const tk::cuda::ConvPathCounts after = tk::cuda::conv_path_counts();
+      if (tk::cuda::cudnn_enabled() && policy == "float32") EXPECT_GT(after.cudnn, before.cudnn) << "cuDNN's step";
+      if (tk::cuda::cudnn_enabled() && policy != "float32")
+        EXPECT_GT(after.cudnn16, before.cudnn16) << "the step measured runs 16-bit convolutions on cuDNN";
+      const size_t measured = config::get_memory_info(gpu).peak - baseline;
+      const tk::MemoryPlan plan = m->memory_plan(batch);
+      std::printf("[ memory ] cnn on cuda:0 (%s, %s), batch %lld: planned %zu bytes, measured %zu bytes\n",
+                  policy.c_str(), tk::cuda::cudnn_summary().c_str(), static_cast<long long>(batch), plan.total,
+                  measured);
+      EXPECT_EQ(measured, plan.total) << plan.to_string();
+    }
+    clear_session();
   }
-  clear_session();
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The cuDNN path's host logic, without a GPU (src/backends/cuda/cudnn_mapping.h, cudnn_loader.h): which convolutions
-// take cuDNN, the descriptors' numbers, the workspace split, the algorithm choice over fake heuristic lists, the
-// version rule, the loader's not-available states, and the op-determinism switch.
+// take cuDNN, the descriptors' numbers and types (float32, float16, bfloat16), the workspace split, the algorithm
+// choice over fake heuristic lists, which 16-bit convolutions run natively, the version rule, the loader's
+// not-available states, and the op-determinism switch.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <limits.h>
@@ -156,6 +157,51 @@ TEST(CudnnMapping, TheWorkspaceIsSplitUnderThePlannedBytes) {
   EXPECT_FALSE(cudnn_workspace(100, 1).fits);
 }
 
+// float16 / bfloat16 convolutions: the filter copy takes 2 bytes an element, so the same planned bytes leave cuDNN
+// more.
+TEST(CudnnMapping, SixteenBitFiltersTakeHalfTheWorkspace) {
+  const CudnnWorkspace w = cudnn_workspace(1000, 100, 2);
+  ASSERT_TRUE(w.fits);
+  EXPECT_EQ(w.filter_bytes, 200u);
+  EXPECT_EQ(w.cudnn_offset, 256u);
+  EXPECT_EQ(w.cudnn_bytes, 1000u - 192u - 256u);
+  EXPECT_GT(w.cudnn_bytes, cudnn_workspace(1000, 100).cudnn_bytes) << "float32: 400 bytes of filter, 512 rounded";
+  EXPECT_TRUE(cudnn_workspace(192 + 256, 128, 2).fits);
+  EXPECT_FALSE(cudnn_workspace(192 + 256, 128, 4).fits);
+}
+
+// The descriptors' types: the data in the tensors' dtype, the compute always float (float32 accumulation, one
+// rounding: cuDNN's PSEUDO_HALF / PSEUDO_BFLOAT16 configurations), tensor cores for 16 bits only.
+TEST(CudnnMapping, SixteenBitConvolutionsComputeInFloat32OnTensorCores) {
+  const CudnnConvTypes f32 = cudnn_conv_types(DType::f32), f16 = cudnn_conv_types(DType::f16),
+                       bf16 = cudnn_conv_types(DType::bf16);
+  EXPECT_EQ(f32.data, CudnnType::float32);
+  EXPECT_EQ(f16.data, CudnnType::float16);
+  EXPECT_EQ(bf16.data, CudnnType::bfloat16);
+  for (const CudnnConvTypes& t : {f32, f16, bf16}) EXPECT_EQ(t.compute, CudnnType::float32);
+  EXPECT_EQ(f32.element_bytes, 4u);
+  EXPECT_EQ(f16.element_bytes, 2u);
+  EXPECT_EQ(bf16.element_bytes, 2u);
+  EXPECT_FALSE(f32.tensor_math) << "float32 takes tensor cores (TF32) only with TK_ALLOW_TF32=1";
+  EXPECT_TRUE(f16.tensor_math);
+  EXPECT_TRUE(bf16.tensor_math);
+}
+
+// Which 16-bit convolution nodes run natively: one 16-bit dtype for every input and the output, and not switched off.
+TEST(CudnnMapping, OnlyUniformSixteenBitConvolutionsRunNatively) {
+  using V = std::vector<DType>;
+  EXPECT_EQ(native16_conv_unsupported(V{DType::bf16, DType::bf16}, DType::bf16, true), "");
+  EXPECT_EQ(native16_conv_unsupported(V{DType::f16, DType::f16, DType::f16}, DType::f16, true), "") << "with a bias";
+  EXPECT_EQ(native16_conv_unsupported(V{DType::bf16, DType::bf16}, DType::bf16, false), "TK_CUDA_NATIVE16=0");
+  // A bfloat16 filter gradient written in float32 (as a MatMul's is under mixed_bfloat16): cuDNN writes dw in x's
+  // type, so it would be rounded to bfloat16 first; such a node stays widened (float32 product, no rounding).
+  EXPECT_EQ(native16_conv_unsupported(V{DType::bf16, DType::bf16}, DType::f32, true),
+            "a float32 output (cuDNN writes the inputs' 16-bit dtype)");
+  EXPECT_EQ(native16_conv_unsupported(V{DType::f16, DType::f32}, DType::f16, true),
+            "a float32 input with a float16 output (cuDNN takes one dtype for x, the filter and y)");
+  EXPECT_NE(native16_conv_unsupported(V{DType::bf16, DType::f16}, DType::bf16, true), "");
+}
+
 AlgoCandidate candidate(int algo, size_t memory, bool deterministic = true, bool tensor_math = false, bool ok = true) {
   AlgoCandidate c;
   c.algo = algo;
@@ -185,6 +231,20 @@ TEST(CudnnAlgorithm, FailedNondeterministicAndTf32CandidatesAreSkipped) {
   EXPECT_EQ(choose_algorithm(ranked, 0, true, false), 3) << "op determinism on";
   EXPECT_EQ(choose_algorithm(ranked, 0, true, true), 2) << "determinism on, TK_ALLOW_TF32=1";
   EXPECT_EQ(choose_algorithm(ranked, 0, false, true), 1);
+}
+
+// 16-bit convolutions allow tensor-core candidates (their products are exact, the sums float32); no convolution takes
+// one that may convert its operands down to float16 (ALLOW_CONVERSION), whatever the switches say.
+TEST(CudnnAlgorithm, TensorMathForSixteenBitsButNeverDownConversion) {
+  AlgoCandidate converting = candidate(4, 0, true, /*tensor_math=*/true);
+  converting.converts = true;
+  const std::vector<AlgoCandidate> ranked = {converting, candidate(1, 0, true, /*tensor_math=*/true), candidate(0, 0)};
+  EXPECT_EQ(choose_algorithm(ranked, 0, true, /*allow_tensor_math=*/true), 1);
+  EXPECT_EQ(choose_algorithm(ranked, 0, true, false), 2);
+  EXPECT_EQ(next_algorithm(ranked, 1, 0, true, true), 2);
+  EXPECT_EQ(choose_algorithm({converting}, 0, false, true), -1);
+  EXPECT_EQ(no_algorithm_reason({converting}, 0, false, true),
+            "1 candidate: 1 converting operands to float16 (ALLOW_CONVERSION)");
 }
 
 TEST(CudnnAlgorithm, NoneFitsSaysWhy) {

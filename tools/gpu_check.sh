@@ -180,7 +180,7 @@ if [ "$built" -eq 0 ]; then
     must_run='CudaGpu\.|CudaFit\.|CudaDeviceDataset\.|CudaStagingGpu\.|CudaGraphs\.|CudaMirrored\.|NcclCollective\.Sums|NcclCollective\.Synchronized|NcclCollective\.Overlap|CliDevices\.WithAGpu|CliSmi\.WithAGpu'
     # The cuDNN path's GPU tests may skip only where no libcudnn.so.9 was found (their reason is then printed).
     if [ -n "$CUDNN_LIB" ]; then must_run="$must_run|CudnnGpu\."; else must_run="$must_run|CudnnGpu\.TheIm2col|CudnnGpu\.ACnn|CudnnGpu\.ThePlanned"; fi
-    grep -E '^\[ *(OK|SKIPPED|FAILED) *\] CudnnGpu\.|\[ (paths|memory) *\]|cuDNN' "$BUILD/cuda_tests.txt" | sort -u | head -20 | tee -a "$LOG"
+    grep -E '^\[ *(OK|SKIPPED|FAILED) *\] CudnnGpu\.|\[ (paths|memory) *\]|cuDNN' "$BUILD/cuda_tests.txt" | sort -u | head -30 | tee -a "$LOG"
     [ "${gpus:-0}" -ge 2 ] && must_run="$must_run|CudaTwoGpus\."
     skipped_gpu="$(grep -oE "^\[  SKIPPED \] ($must_run)[A-Za-z]*" "$BUILD/cuda_tests.txt" | sort -u | wc -l)"
     if [ "${gpus:-0}" -lt 2 ]; then

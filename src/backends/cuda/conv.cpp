@@ -25,6 +25,13 @@ using graph::Window;
 
 int sm_count(int index);  // cuda_kernels.cpp
 
+Window conv_window(const graph::Graph& gr, const graph::Node& n) {
+  return Window::of(n.op == Op::Conv2DGradInput ? n.attrs.shape : gr[n.inputs[0]].shape, n.attrs);
+}
+int64_t conv_filters(const graph::Graph& gr, const graph::Node& n) {
+  return n.op == Op::Conv2DGradInput ? gr[n.inputs[0]].shape[3] : n.shape[3];
+}
+
 namespace {
 
 // The col buffer is filled for a chunk of images at a time; 128 MiB holds the tutorial CNN's largest (conv2 at
@@ -48,12 +55,8 @@ int64_t images_per_chunk(const Window& g, int64_t f) {
   chunk = std::max(step, chunk / step * step);
   return std::min(chunk, n);
 }
-Window window_of(const graph::Graph& gr, const graph::Node& n) {
-  return Window::of(n.op == Op::Conv2DGradInput ? n.attrs.shape : gr[n.inputs[0]].shape, n.attrs);
-}
-int64_t filters_of(const graph::Graph& gr, const graph::Node& n) {
-  return n.op == Op::Conv2DGradInput ? gr[n.inputs[0]].shape[3] : n.shape[3];
-}
+Window window_of(const graph::Graph& gr, const graph::Node& n) { return conv_window(gr, n); }
+int64_t filters_of(const graph::Graph& gr, const graph::Node& n) { return conv_filters(gr, n); }
 size_t col_bytes(const Window& g, int64_t f) {
   return align256(static_cast<size_t>(images_per_chunk(g, f) * g.pixels() * g.patch()) * sizeof(float));
 }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backends/cuda/check.h"
+#include "backends/cuda/cudnn_conv.h"
 #include "backends/cuda/device_info.h"
 #include "backends/cuda/gemm_cublaslt.h"
 #include "backends/cuda/launchers.h"
@@ -539,6 +540,7 @@ void register_kernels() {
   register_conv_kernels();
   register_widened_kernels();
   register_native16_gemm_kernels();  // after the widened ones, which they fall back to
+  register_native16_conv_kernels();
 }
 
 }  // namespace tk::cuda

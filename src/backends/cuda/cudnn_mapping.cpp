@@ -12,9 +12,10 @@ constexpr int64_t kIntMax = std::numeric_limits<int>::max();
 int narrow(int64_t v) { return static_cast<int>(v); }
 size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
-bool usable(const AlgoCandidate& a, bool deterministic_only, bool allow_tf32) {
-  return a.ok && (a.deterministic || !deterministic_only) && (!a.tensor_math || allow_tf32);
+bool usable(const AlgoCandidate& a, bool deterministic_only, bool allow_tensor_math) {
+  return a.ok && !a.converts && (a.deterministic || !deterministic_only) && (!a.tensor_math || allow_tensor_math);
 }
+bool is_16bit(DType t) { return t == DType::f16 || t == DType::bf16; }
 
 }  // namespace
 
@@ -52,10 +53,30 @@ CudnnConvDims cudnn_dims(const graph::Window& g, int64_t filters) {
   return d;
 }
 
-CudnnWorkspace cudnn_workspace(size_t planned, int64_t filter_elements) {
+CudnnConvTypes cudnn_conv_types(DType t) {
+  CudnnConvTypes c;
+  if (!is_16bit(t)) return c;  // float32 data and compute
+  c.data = t == DType::f16 ? CudnnType::float16 : CudnnType::bfloat16;
+  c.element_bytes = 2;
+  c.tensor_math = true;
+  return c;
+}
+
+std::string native16_conv_unsupported(std::span<const DType> inputs, DType output, bool enabled) {
+  if (!enabled) return "TK_CUDA_NATIVE16=0";
+  if (!is_16bit(output))
+    return std::string("a ") + std::string(dtype_name(output)) + " output (cuDNN writes the inputs' 16-bit dtype)";
+  for (DType t : inputs)
+    if (t != output)
+      return std::string("a ") + std::string(dtype_name(t)) + " input with a " + std::string(dtype_name(output)) +
+             " output (cuDNN takes one dtype for x, the filter and y)";
+  return "";
+}
+
+CudnnWorkspace cudnn_workspace(size_t planned, int64_t filter_elements, size_t element_bytes) {
   CudnnWorkspace w;
   const size_t worst_misalignment = kCudnnAlignment - kWorkspaceBaseAlignment;
-  w.filter_bytes = static_cast<size_t>(filter_elements) * sizeof(float);
+  w.filter_bytes = static_cast<size_t>(filter_elements) * element_bytes;
   w.cudnn_offset = round_up(w.filter_bytes, kCudnnAlignment);
   if (planned < worst_misalignment || planned - worst_misalignment < w.cudnn_offset) return w;
   w.fits = true;
@@ -65,21 +86,23 @@ CudnnWorkspace cudnn_workspace(size_t planned, int64_t filter_elements) {
 
 namespace {
 int first_usable_from(const std::vector<AlgoCandidate>& ranked, size_t from, size_t limit, bool deterministic_only,
-                      bool allow_tf32) {
+                      bool allow_tensor_math) {
   for (size_t i = from; i < ranked.size(); ++i)
-    if (usable(ranked[i], deterministic_only, allow_tf32) && ranked[i].memory <= limit) return static_cast<int>(i);
+    if (usable(ranked[i], deterministic_only, allow_tensor_math) && ranked[i].memory <= limit)
+      return static_cast<int>(i);
   return -1;
 }
 }  // namespace
 
-int choose_algorithm(const std::vector<AlgoCandidate>& ranked, size_t limit, bool deterministic_only, bool allow_tf32) {
-  return first_usable_from(ranked, 0, limit, deterministic_only, allow_tf32);
+int choose_algorithm(const std::vector<AlgoCandidate>& ranked, size_t limit, bool deterministic_only,
+                     bool allow_tensor_math) {
+  return first_usable_from(ranked, 0, limit, deterministic_only, allow_tensor_math);
 }
 
 int next_algorithm(const std::vector<AlgoCandidate>& ranked, int refused, size_t limit, bool deterministic_only,
-                   bool allow_tf32) {
+                   bool allow_tensor_math) {
   if (refused < 0) return -1;
-  return first_usable_from(ranked, static_cast<size_t>(refused) + 1, limit, deterministic_only, allow_tf32);
+  return first_usable_from(ranked, static_cast<size_t>(refused) + 1, limit, deterministic_only, allow_tensor_math);
 }
 
 ConvCallOutcome conv_call_outcome(int status) {
@@ -90,14 +113,16 @@ ConvCallOutcome conv_call_outcome(int status) {
 }
 
 std::string no_algorithm_reason(const std::vector<AlgoCandidate>& ranked, size_t limit, bool deterministic_only,
-                                bool allow_tf32) {
-  int failed = 0, nondeterministic = 0, tf32 = 0, too_big = 0;
+                                bool allow_tensor_math) {
+  int failed = 0, converts = 0, nondeterministic = 0, tf32 = 0, too_big = 0;
   for (const AlgoCandidate& a : ranked) {
     if (!a.ok)
       ++failed;
+    else if (a.converts)
+      ++converts;
     else if (deterministic_only && !a.deterministic)
       ++nondeterministic;
-    else if (a.tensor_math && !allow_tf32)
+    else if (a.tensor_math && !allow_tensor_math)
       ++tf32;
     else if (a.memory > limit)
       ++too_big;
@@ -109,6 +134,7 @@ std::string no_algorithm_reason(const std::vector<AlgoCandidate>& ranked, size_t
     parts += (parts.empty() ? ": " : ", ") + std::to_string(count) + " " + what;
   };
   add(failed, "not supported for this shape");
+  add(converts, "converting operands to float16 (ALLOW_CONVERSION)");
   add(nondeterministic, "not deterministic (op determinism is on)");
   add(tf32, "using TF32 (TK_ALLOW_TF32 is not 1)");
   add(too_big, "needing more than " + config::format_bytes(limit) + " of workspace");

@@ -2,7 +2,8 @@
 // in the program's workspace by the Cast kernel, the op's float32 kernel runs, and a 16-bit output is rounded back
 // to nearest even. So a 16-bit program on CUDA computes the float32 result rounded once per op, the same contract
 // the CPU's 16-bit kernels meet and the op harness checks. It costs a pass over memory per 16-bit operand; the
-// native 16-bit GEMMs (cuBLASLt with float16/bfloat16 operands, float32 accumulation) are not built yet.
+// native 16-bit GEMMs (gemm_cublaslt.cpp) and convolutions (conv_native16.cpp) are registered over these kernels
+// and fall back to them.
 #include "backends/cuda/cuda_kernels.h"
 
 #ifdef TK_HAVE_CUDA
