@@ -289,7 +289,7 @@ PY
       say "CNN on cuda:0: ${cnn_paths:-(no result)}"
       SUMMARY+=("MEASURED         CNN on cuda:0: ${cnn_paths:-no result (see the log)}")
       say ""
-      say "== mixed precision on cuda:0: 16-bit GEMMs on cuBLASLt in 16 bits, then all widened (TK_CUDA_NATIVE16=0)"
+      say "== mixed precision on cuda:0: 16-bit GEMMs on cuBLASLt and convolutions on cuDNN in 16 bits, then all widened (TK_CUDA_NATIVE16=0)"
       for native in 1 0; do
         for p in mixed_bfloat16 mixed_float16; do
           say "TK_CUDA_NATIVE16=$native $p:"
@@ -378,7 +378,7 @@ fi
 
 say ""
 say "== not built yet (issues 6, 13)"
-not_implemented "cuDNN's graph API (fused conv + bias + relu, native 16-bit convolutions): the legacy API runs float32 only, 16-bit convolutions are widened"
+not_implemented "cuDNN's graph API (convolution + bias + relu fused in one call): the legacy API's product is followed by trainkit's bias and relu kernels"
 not_implemented "native 16-bit GEMMs for the relu_grad epilogue and for dimensions that are not multiples of 8 (those widen to float32 in the workspace, like the cpu's)"
 not_implemented "lagged logs (the next batch gathered while the step runs) under dynamic loss scaling or data parallel replicas: those fits still read the logs after every step"
 not_implemented "CUDA Graph capture of programs with collectives (data parallel all-reduces): they run as plain launches"
