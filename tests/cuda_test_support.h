@@ -1,10 +1,11 @@
-// What the GPU tests share (test_cuda_fit.cpp, test_cuda_staging.cpp): the skip without a device, and the per-tensor
-// comparison of trained weights.
+// What the GPU tests share (test_cuda_fit.cpp, test_cuda_staging.cpp, test_cuda_graphs.cpp, test_cudnn_gpu.cpp): the
+// skip without a device, their random inputs, and the per-tensor comparison of trained weights.
 //
 //   TEST(CudaX, Y) { SKIP_WITHOUT_GPU(); ... EXPECT_LE(tk::testing::worst_relative(gpu, cpu), 1e-4); }
 #pragma once
 #include <algorithm>
 #include <cmath>
+#include <random>
 #include <vector>
 
 #include "runtime/cuda_device.h"
@@ -17,6 +18,15 @@
   } while (0)
 
 namespace tk::testing {
+
+// A float32 tensor uniform in [-1, 1) drawn from mt19937(seed): the GPU tests' features.
+inline Tensor uniform(Shape shape, uint32_t seed) {
+  Tensor t(std::move(shape), DType::f32);
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = d(gen);
+  return t;
+}
 
 // Largest |a - b| over the largest |b|, per tensor; the worst tensor.
 inline double worst_relative(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {

@@ -18,13 +18,7 @@ namespace {
 using tk::Tensor;
 namespace layers = tk::layers;
 
-Tensor uniform(tk::Shape shape, uint32_t seed) {
-  Tensor t(std::move(shape), tk::DType::f32);
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = d(gen);
-  return t;
-}
+using tk::testing::uniform;
 // Labels 0..4 from a fixed rule over the features, so the model has something to learn.
 Tensor labels_of(const Tensor& x) {
   const int64_t n = x.dim(0), f = x.dim(1);

@@ -31,13 +31,7 @@ struct Env {
   ~Env() { ::unsetenv(name); }
 };
 
-Tensor uniform(tk::Shape shape, uint32_t seed) {
-  Tensor t(std::move(shape), tk::DType::f32);
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = d(gen);
-  return t;
-}
+using tk::testing::uniform;
 Tensor labels(int64_t n, uint32_t seed) {
   Tensor y({n}, tk::DType::i32);
   std::mt19937 gen(seed);

@@ -145,13 +145,7 @@ TEST(CudnnGpu, TheIm2colPathMatchesTheCpuWithCudnnOff) {
 }
 
 // ---- a small CNN on cuda:0
-Tensor uniform(Shape shape, uint32_t seed) {
-  Tensor t(std::move(shape), DType::f32);
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = d(gen);
-  return t;
-}
+using tk::testing::uniform;
 Tensor labels(int64_t n, uint32_t seed) {
   Tensor y({n}, DType::i32);
   std::mt19937 gen(seed);
