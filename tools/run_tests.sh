@@ -8,7 +8,7 @@ bash tools/install_deps.sh
 jobs="$(nproc)"
 
 echo "== format check (clang-format)"
-git ls-files '*.cpp' '*.h' | xargs clang-format --dry-run -Werror
+git ls-files '*.cpp' '*.h' '*.cu' | xargs clang-format --dry-run -Werror
 
 echo "== Release build, warnings as errors"
 # Where the CUDA toolkit is installed (CI), the CUDA backend must compile and link: TK_CUDA=ON. A plain

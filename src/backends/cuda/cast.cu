@@ -38,8 +38,8 @@ __global__ void cast_kernel(const typename Source<S>::type* __restrict__ x, D* _
 
 template <typename S, typename D>
 void launch(const void* x, void* y, int64_t n, const Geometry& g, cudaStream_t s) {
-  cast_kernel<S, D><<<g.blocks, g.threads, 0, s>>>(static_cast<const typename Source<S>::type*>(x),
-                                                    static_cast<D*>(y), n);
+  cast_kernel<S, D>
+      <<<g.blocks, g.threads, 0, s>>>(static_cast<const typename Source<S>::type*>(x), static_cast<D*>(y), n);
 }
 
 template <typename T>

@@ -10,8 +10,8 @@
 namespace tk::cuda {
 namespace {
 
-#define TK_GRID_LOOP(i, n)                                                                                         \
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);                          \
+#define TK_GRID_LOOP(i, n)                                                               \
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
 __global__ void im2col(const float* __restrict__ x, WindowGeo g, int64_t n0, int64_t count, float* __restrict__ col) {
@@ -103,7 +103,6 @@ __global__ void max_pool(const float* __restrict__ x, WindowGeo g, float* __rest
   }
 }
 
-
 __global__ void max_pool_grad(const float* __restrict__ dy, const float* __restrict__ x, const float* __restrict__ y,
                               WindowGeo g, bool split, bool relu, float* __restrict__ dx) {
   TK_GRID_LOOP(i, g.n * g.h * g.w * g.c) {
@@ -189,8 +188,7 @@ void launch_max_pool(const float* x, const WindowGeo& g, float* y, int sm_count,
 void launch_max_pool_grad(const float* dy, const float* x, const float* y, const WindowGeo& g, bool split_ties,
                           bool relu, float* dx, int sm_count, Stream stream) {
   launch(g.n * g.h * g.w * g.c, sm_count, "max pool gradient kernel launch", [&](const Geometry& geo) {
-    max_pool_grad<<<geo.blocks, geo.threads, 0, static_cast<cudaStream_t>(stream)>>>(dy, x, y, g, split_ties, relu,
-                                                                                      dx);
+    max_pool_grad<<<geo.blocks, geo.threads, 0, static_cast<cudaStream_t>(stream)>>>(dy, x, y, g, split_ties, relu, dx);
   });
 }
 void launch_avg_pool(const float* x, const WindowGeo& g, float* y, int sm_count, Stream stream) {

@@ -42,8 +42,8 @@ __global__ void bias_add(const float* __restrict__ x, const float* __restrict__ 
   for (int64_t i = first_index(); i < total; i += grid_stride()) y[i] = x[i] + bias[i % n];
 }
 // Column sums in two fixed passes (deterministic: the grouping depends on the shape alone): chunk c of the rows is
-// summed in double, in row order, by one thread per column (coalesced across a warp's columns) into partials[c * n + j];
-// then one thread per column adds the chunks in order. In double, like the CPU's row-order sums: the float results
+// summed in double, in row order, by one thread per column (coalesced across a warp's columns) into partials[c * n +
+// j]; then one thread per column adds the chunks in order. In double, like the CPU's row-order sums: the float results
 // differ from the CPU's only when a double sum lands within an ulp of a float rounding boundary.
 __global__ void bias_grad_chunks(const float* __restrict__ dy, double* __restrict__ partials, int64_t rows, int64_t n,
                                  int64_t chunks) {

@@ -75,7 +75,8 @@ void launch_concat(const float* const* x, const int64_t* widths, int k, float* y
 void launch_slice(const float* x, float* y, int64_t rows, int64_t width, int64_t begin, int64_t size, int sm_count,
                   Stream stream) {
   const Geometry g = elementwise_geometry(rows * size, sm_count);
-  if (g.blocks) take_columns<<<g.blocks, g.threads, 0, static_cast<cudaStream_t>(stream)>>>(x, y, rows, size, width, begin);
+  if (g.blocks)
+    take_columns<<<g.blocks, g.threads, 0, static_cast<cudaStream_t>(stream)>>>(x, y, rows, size, width, begin);
   check(cudaGetLastError(), "slice kernel launch", "launch_slice");
 }
 

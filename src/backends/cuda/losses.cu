@@ -75,7 +75,8 @@ __global__ void element_grads(const float* __restrict__ p, const float* __restri
 }
 __global__ void dense_cce_rows(const float* __restrict__ x, const float* __restrict__ t, double* __restrict__ out,
                                int64_t rows, int64_t n, bool from_logits) {
-  for (int64_t r = first_index(); r < rows; r += grid_stride()) out[r] = math::cce_row(x + r * n, t + r * n, n, from_logits);
+  for (int64_t r = first_index(); r < rows; r += grid_stride())
+    out[r] = math::cce_row(x + r * n, t + r * n, n, from_logits);
 }
 __global__ void dense_cce_grad_rows(const float* __restrict__ x, const float* __restrict__ t, const float* dy,
                                     float* __restrict__ g, int64_t rows, int64_t n, bool from_logits) {
