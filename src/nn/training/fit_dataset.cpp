@@ -33,7 +33,7 @@ void require(bool ok, const std::string& message) {
 using nn::staged;
 
 // A model replicated by a distribution strategy (in process or over MPI).
-bool distributed(const distribute::StrategyState* s) { return s && s->replicas_in_sync() > 1; }
+bool distributed(const distribute::StrategyState* s) { return s && s->replicated(); }
 
 }  // namespace
 
@@ -160,7 +160,7 @@ History Model::fit(const data::Dataset& dataset, FitOptions o) {
   // On a GPU batch k's logs are read after batch k+1 was gathered, staged and queued (nn/training/lagged_logs.h: what
   // that means for callbacks and stop_training); on the CPU right after each step.
   const std::unique_ptr<nn::LaggedLogs> lagged =
-      nn::make_lagged_logs(device_, *programs_, strategy_ && strategy_->replicas_in_sync() > 1);
+      nn::make_lagged_logs(device_, *programs_, strategy_ && strategy_->replicated());
   for (int epoch = first_epoch; epoch < o.epochs && !stop_training; ++epoch) {
     if (next_pass) {
       it = data::Iterator();  // stop the last pass's threads before starting the next
