@@ -2,6 +2,8 @@
 // they must not skip there): fit, evaluate and predict over the device-resident arrays, each batch gathered on the
 // GPU straight into the program's inputs (backends/cuda/device_gather.cu), give what the same pipeline over host
 // arrays gives on the same GPU model: the same batches in the same shuffled order, so the same losses and weights.
+// Each checks that the device path ran: no row of the device arrays was copied back to the host
+// (data::rows_copied_back, which a Slices gather from device memory adds to).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "cuda_test_support.h"
+#include "data/device_batches.h"
 #include "trainkit/trainkit.h"
 
 namespace {
@@ -56,6 +59,7 @@ void expect_same_training(const std::function<std::unique_ptr<tk::Sequential>()>
   auto b = make();
   tk::utils::set_random_seed(11);
   b->set_weights(a->get_weights());
+  const uint64_t copied_back = tk::data::rows_copied_back();
   tk::FitOptions o;
   o.epochs = 3;
   o.verbose = 0;
@@ -69,6 +73,7 @@ void expect_same_training(const std::function<std::unique_ptr<tk::Sequential>()>
   EXPECT_LT(tk::testing::worst_relative(b->get_weights(), a->get_weights()), tol) << "weights, device vs host data";
   EXPECT_NEAR(b->evaluate(device, {.verbose = 0}).get("loss"), a->evaluate(host, {.verbose = 0}).get("loss"), tol);
   EXPECT_LT(tk::testing::worst_relative(b->predict(device), a->predict(host)), tol);
+  EXPECT_EQ(tk::data::rows_copied_back(), copied_back) << "the batches were gathered on the device, none copied back";
 }
 
 TEST(CudaDeviceDataset, FitOverShuffledDeviceArraysMatchesTheHostDataset) {
@@ -91,8 +96,103 @@ TEST(CudaDeviceDataset, Uint8PixelsAreConvertedAndScaledOnTheDevice) {
   const Tensor y = labels_of(x, 255.0f);
   const Dataset host = Dataset::from_tensor_slices({x, y}).batch(64);
   const Dataset device = Dataset::on_device({x, y}, tk::Device::cuda(0)).batch(64);
-  // x * (1/255) may round differently by one ulp: nvcc contracts it into an FMA, the host compiler may or may not.
-  expect_same_training([] { return mlp({layers::Input({16}), layers::Rescaling(1.0f / 255)}); }, host, device, 1e-5);
+  // The offset is 0, so the bits are the host's: the kernel's fmaf(x, 1/255, 0) rounds x * (1/255) once, as the host's
+  // x * (1/255) + 0 does, contracted or not. (With an offset they may differ by one ulp: the next test.)
+  expect_same_training([] { return mlp({layers::Input({16}), layers::Rescaling(1.0f / 255)}); }, host, device);
+}
+
+// A Rescaling with an offset, x / 127.5 - 1, shuffled: the kernel rounds x * scale + offset once (fmaf,
+// device_gather.cu); the host staging (core/convert.cpp) rounds once only where the compiler contracts it into an FMA
+// (-march=native with FMA), twice in a portable build, and its bits are pinned by the CPU parity tests, so an input
+// may differ by one ulp (6e-8 relative): 1e-5 leaves room for that through 3 epochs.
+TEST(CudaDeviceDataset, AnOffsetRescalingIsWithinOneUlpOfTheHost) {
+  SKIP_WITHOUT_GPU();
+  Tensor x({500, 16}, tk::DType::u8);
+  std::mt19937 gen(4);
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<uint8_t>()[i] = static_cast<uint8_t>(gen() & 0xff);
+  const Tensor y = labels_of(x, 255.0f);
+  const Dataset host = Dataset::from_tensor_slices({x, y}).shuffle(500, 9).batch(64);
+  const Dataset device = Dataset::on_device({x, y}, tk::Device::cuda(0)).shuffle(500, 9).batch(64);
+  expect_same_training(
+      [] {
+        return mlp({layers::Input({16}), layers::Rescaling(1.0f / 127.5f, -1.0f)});
+      },
+      host, device, 1e-5);
+}
+
+// repeat(2) before batch(64) over 600 rows: the batch across the repeat holds rows 576..599 then 0..39, two runs of
+// consecutive rows, so the same-dtype inputs take the copy plan with two cudaMemcpyAsync; the last batch is short
+// (1200 = 18 * 64 + 48).
+TEST(CudaDeviceDataset, ABatchOfTwoRunsIsCopiedRunByRun) {
+  SKIP_WITHOUT_GPU();
+  const Tensor x = uniform({600, 20}, 6), y = labels_of(x);
+  const Dataset host = Dataset::from_tensor_slices({x, y}).repeat(2).batch(64);
+  const Dataset device = Dataset::on_device({x, y}, tk::Device::cuda(0)).repeat(2).batch(64);
+  expect_same_training([] { return mlp({layers::Input({20})}); }, host, device);
+}
+
+// Shuffled, 610 rows in batches of 64: the last batch (34 rows) is a second program, gathered by the kernel too.
+TEST(CudaDeviceDataset, AShuffledPartialLastBatchMatchesTheHostDataset) {
+  SKIP_WITHOUT_GPU();
+  const Tensor x = uniform({610, 20}, 7), y = labels_of(x);
+  const Dataset host = Dataset::from_tensor_slices({x, y}).shuffle(610, 3).batch(64);
+  const Dataset device = Dataset::on_device({x, y}, tk::Device::cuda(0)).shuffle(610, 3).batch(64);
+  expect_same_training([] { return mlp({layers::Input({20})}); }, host, device);
+}
+
+// evaluate and predict first, before any fit built the training programs: the eval / predict programs gather alone.
+TEST(CudaDeviceDataset, EvaluateAndPredictBeforeAnyFit) {
+  SKIP_WITHOUT_GPU();
+  const Tensor x = uniform({300, 20}, 8), y = labels_of(x);
+  const Dataset host = Dataset::from_tensor_slices({x, y}).shuffle(300, 4).batch(64);
+  const Dataset device = Dataset::on_device({x, y}, tk::Device::cuda(0)).shuffle(300, 4).batch(64);
+  auto a = mlp({layers::Input({20})});
+  auto b = mlp({layers::Input({20})});
+  b->set_weights(a->get_weights());
+  const uint64_t copied_back = tk::data::rows_copied_back();
+  EXPECT_NEAR(b->evaluate(device, {.verbose = 0}).get("loss"), a->evaluate(host, {.verbose = 0}).get("loss"), 1e-6);
+  const std::vector<Tensor> pb = b->predict(device), pa = a->predict(host);
+  ASSERT_EQ(pb.size(), pa.size());
+  EXPECT_EQ(pb[0].dim(0), 300);
+  EXPECT_LT(tk::testing::worst_relative(pb, pa), 1e-6) << "the same rows in the same (shuffled) order";
+  EXPECT_EQ(tk::data::rows_copied_back(), copied_back);
+}
+
+// fit with validation_steps over a reshuffling dataset, then evaluate(steps), then fit again: every pass is numbered
+// as over host arrays (nn::evaluation_pass), so the validation rows, the evaluate rows and the second fit's order
+// are the host's and the losses and weights match.
+TEST(CudaDeviceDataset, StepsLimitedEvaluationKeepsThePassNumbersOfTheHostPath) {
+  SKIP_WITHOUT_GPU();
+  const Tensor x = uniform({512, 20}, 9), y = labels_of(x);
+  for (const bool prefetch : {true, false}) {
+    Dataset host = Dataset::from_tensor_slices({x, y}).shuffle(512, 6).batch(32);
+    Dataset device = Dataset::on_device({x, y}, tk::Device::cuda(0)).shuffle(512, 6).batch(32);
+    if (prefetch) {
+      host = host.prefetch(2);
+      device = device.prefetch(2);
+    }
+    auto a = mlp({layers::Input({20})});
+    auto b = mlp({layers::Input({20})});
+    b->set_weights(a->get_weights());
+    tk::FitOptions o;
+    o.epochs = 2;
+    o.verbose = 0;
+    o.validation_steps = 3;
+    o.validation_dataset = host;
+    const tk::History ha = a->fit(host, o);
+    o.validation_dataset = device;
+    const tk::History hb = b->fit(device, o);
+    const std::vector<double>& va = ha.history.at("val_loss");
+    const std::vector<double>& vb = hb.history.at("val_loss");
+    ASSERT_EQ(va.size(), vb.size());
+    for (size_t e = 0; e < va.size(); ++e) EXPECT_NEAR(vb[e], va[e], 1e-6 * std::fabs(va[e])) << "epoch " << e;
+    EXPECT_NEAR(b->evaluate(device, {.verbose = 0, .steps = 2}).get("loss"),
+                a->evaluate(host, {.verbose = 0, .steps = 2}).get("loss"), 1e-6);
+    o.validation_dataset = std::nullopt;
+    a->fit(host, o);
+    b->fit(device, o);
+    EXPECT_LT(tk::testing::worst_relative(b->get_weights(), a->get_weights()), 1e-6) << "prefetch: " << prefetch;
+  }
 }
 
 TEST(CudaDeviceDataset, AModelOnTheCpuIsToldToMove) {
@@ -117,6 +217,7 @@ TEST(CudaDeviceDataset, AModelOnTheCpuIsToldToMove) {
   ASSERT_TRUE(it.next(e));
   ASSERT_TRUE(e[0].on_host());
   EXPECT_EQ(e[0].data<float>()[17], x.data<float>()[17]);
+  EXPECT_GE(tk::data::rows_copied_back(), 16u) << "the counter the other tests rely on counts this path";
 }
 
 }  // namespace

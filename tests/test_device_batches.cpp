@@ -135,9 +135,10 @@ TEST(DeviceBatches, TheDeviceGatherPlan) {
   EXPECT_EQ(tk::cuda::plan_device_gather(DType::f32, DType::f32, 1, 0, five_runs, 0, 5).kind, Kind::kernel);
   const int64_t four_runs[] = {0, 2, 4, 6};
   EXPECT_EQ(tk::cuda::plan_device_gather(DType::f32, DType::f32, 1, 0, four_runs, 0, 4).runs.size(), 4u);
-  for (int a = 0; a < tk::kDTypeCount; ++a)
-    for (int b = 0; b < tk::kDTypeCount; ++b)
-      EXPECT_TRUE(tk::cuda::device_gather_converts(static_cast<DType>(a), static_cast<DType>(b)));
+  // bool -> bool shuffled: the kernel, which moves the bytes as they are (the host memcpys them).
+  p = tk::cuda::plan_device_gather(DType::boolean, DType::boolean, 1, 0, shuffled.data(), 0, 64);
+  EXPECT_EQ(p.kind, Kind::kernel);
+  EXPECT_FALSE(p.scaled);
 }
 
 TEST(DeviceBatches, AModelElsewhereIsToldWhatToDo) {
@@ -178,6 +179,65 @@ TEST(DeviceBatches, ABatchIsBoundAsTheArraysAndItsRows) {
   EXPECT_EQ(rows, e[0].data<int64_t>());
   Element scalar{Tensor(tk::Shape(std::vector<int64_t>{}), DType::i64)};
   EXPECT_THROW(d.split(scalar, 1, x_, y_, true, rows), tk::InvalidArgument) << "an unbatched pipeline";
+  Element nested{Tensor(tk::Shape({2, 3}), DType::i64)};
+  try {
+    d.split(nested, 1, x_, y_, true, rows);
+    FAIL() << "a pipeline batched twice";
+  } catch (const tk::InvalidArgument& ex) {
+    EXPECT_NE(std::string(ex.what()).find("batch(...).batch(...)"), std::string::npos) << ex.what();
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// fit -> evaluate(steps=k) -> predict -> fit, numbered as Model's fit (the user's counter, every pass) and evaluate /
+// predict (nn::evaluation_pass) number them, over `run` (the host pipeline or the index pipeline) of the user's
+// dataset `user`. Returns the rows each pass read, pass after pass. Host pipelines give their rows as values
+// (x = 0..N-1), index pipelines as row numbers: the two must agree.
+std::vector<std::vector<int64_t>> fit_evaluate_fit(const Dataset& user, const Dataset& run, int64_t k) {
+  std::vector<std::vector<int64_t>> passes;
+  auto read = [&](tk::data::Iterator it, int64_t steps) {
+    std::vector<int64_t> rows;
+    Element e;
+    for (int64_t s = 0; (steps == 0 || s < steps) && it.next(e); ++s)
+      for (int64_t i = 0; i < e[0].dim(0); ++i) rows.push_back(e[0].data<int64_t>()[i]);
+    passes.push_back(std::move(rows));
+  };
+  const Dataset staged = tk::nn::staged(run);
+  auto fit_pass = [&] { read(tk::data::make_iterator(staged, user.node()->passes.fetch_add(1)), 0); };
+  fit_pass();
+  read(tk::nn::evaluation_pass(user, staged), k);  // validation_steps / evaluate(steps = k)
+  read(tk::nn::evaluation_pass(user, staged), 0);  // predict
+  fit_pass();
+  return passes;
+}
+
+TEST(DeviceBatches, EvaluateAndPredictNumberTheirPassesAsTheHostPathDoes) {
+  constexpr int64_t kRows = 37;
+  Tensor x(tk::Shape({kRows}), DType::i64);
+  std::iota(x.data<int64_t>(), x.data<int64_t>() + kRows, int64_t{0});
+  for (const bool ends_with_prefetch : {true, false}) {
+    auto make = [&] {
+      Dataset d = Dataset::from_tensor_slices({x}).shuffle(kRows, 11, /*reshuffle_each_iteration=*/true).batch(8);
+      return ends_with_prefetch ? d.prefetch(2) : d;
+    };
+    const Dataset host = make(), user = make();  // the same pipeline twice: each counts its own passes
+    std::string blocker;
+    std::optional<tk::data::DeviceBatches> b = tk::data::index_pipeline(user, blocker);
+    ASSERT_TRUE(b) << blocker;
+    const auto want = fit_evaluate_fit(host, host, 2);
+    const auto got = fit_evaluate_fit(user, b->indices, 2);
+    EXPECT_EQ(got, want) << "ends with prefetch: " << ends_with_prefetch;
+    EXPECT_EQ(user.node()->passes.load(), host.node()->passes.load()) << "the user's counter advances alike";
+    EXPECT_EQ(want[1].size(), 16u) << "evaluate read 2 steps";
+    EXPECT_NE(want[0], want[3]) << "the second fit reshuffles";
+    if (ends_with_prefetch)
+      EXPECT_EQ(host.node()->passes.load(), 4u) << "every pass took the user's next number";
+    else
+      EXPECT_EQ(host.node()->passes.load(), 2u) << "evaluate / predict ran a new prefetch's pass 0";
+  }
 }
 
 }  // namespace

@@ -174,9 +174,13 @@ if [ "$built" -eq 0 ]; then
     timeout 150 "$TESTS" --gtest_filter='Cuda*:Cudnn*:OpDeterminism*:Nccl*:CliDevices*:CliSmi*' 2>&1 | tee "$BUILD/cuda_tests.txt" | tee -a "$LOG" >/dev/null
     rc=${PIPESTATUS[0]}
     tail -25 "$BUILD/cuda_tests.txt"
-    # The data parallel tests (test_cuda_data_parallel.cpp): CudaMirrored.* needs one GPU; CudaTwoGpus.* (NCCL between
-    # two GPUs) must run where there are two or more, and may only skip, with its reason printed, where there is one.
+    # The data parallel tests (test_cuda_data_parallel.cpp): CudaMirrored.* needs one GPU (among them
+    # CudaMirrored.OneRankNcclWithAndWithoutOverlapTrainsAsTheModelAlone: NCCL's graph-level path, buckets, overlap and
+    # micro-batching, through a one-rank communicator, the only NCCL training a one-GPU machine runs); CudaTwoGpus.*
+    # (NCCL between two GPUs) must run where there are two or more, and may only skip, with its reason printed, where
+    # there is one.
     gpus="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')"
+    grep -E '^one-rank NCCL' "$BUILD/cuda_tests.txt" | tee -a "$LOG"
     must_run='CudaGpu\.|CudaFit\.|CudaDeviceDataset\.|CudaStagingGpu\.|CudaGraphs\.|CudaMirrored\.|NcclCollective\.Sums|NcclCollective\.Synchronized|NcclCollective\.Overlap|CliDevices\.WithAGpu|CliSmi\.WithAGpu'
     # The cuDNN path's GPU tests may skip only where no libcudnn.so.9 was found (their reason is then printed).
     if [ -n "$CUDNN_LIB" ]; then must_run="$must_run|CudnnGpu\."; else must_run="$must_run|CudnnGpu\.TheIm2col|CudnnGpu\.ACnn|CudnnGpu\.ThePlanned"; fi

@@ -12,6 +12,7 @@
 // indices; a stage that needs the values (map, filter, cache, unbatch, zip, interleave) over a device-resident source
 // is an InvalidArgument naming it and saying what to do.
 #pragma once
+#include <cstdint>
 #include <optional>
 #include <vector>
 
@@ -32,5 +33,9 @@ std::optional<DeviceBatches> device_batches(const Dataset& d, const char* what);
 // The rewrite itself, for any array source (host arrays too, so that it is tested without a GPU): nullopt when the
 // pipeline is not array source -> row-moving stages. `blocker` then names the first stage that stops it.
 std::optional<DeviceBatches> index_pipeline(const Dataset& d, std::string& blocker);
+
+// How many rows of device-resident arrays this process has copied back to the host (iterating such a dataset by hand:
+// sources.cpp). fit / evaluate / predict gather on the device and never add to it; the GPU tests check that.
+uint64_t rows_copied_back();
 
 }  // namespace tk::data

@@ -1,8 +1,10 @@
 // Sources: tensor slices (host or device), range, generators, file readers, zip.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "core/device_bytes.h"
+#include "data/device_batches.h"
 #include "data/node.h"
 #include "trainkit/core/error.h"
 #include "trainkit/runtime/memory.h"
@@ -10,12 +12,15 @@
 namespace tk::data {
 namespace {
 
+std::atomic<uint64_t> g_rows_copied_back{0};
+
 // ---- slices: rows of arrays, with random access
 
 // Rows of arrays in the memory of a device the host cannot address (on_device(cuda:N)) reach a pass that needs their
 // values (iterating by hand, map) as host tensors, each row copied back (synchronously: for inspection, not speed).
 // fit / evaluate / predict never take this path: they run the pipeline on row indices (device_batches.h).
 void copy_rows_back(const Tensor& a, const int64_t* idx, int64_t n, Tensor& out) {
+  g_rows_copied_back.fetch_add(static_cast<uint64_t>(std::max<int64_t>(n, 0)), std::memory_order_relaxed);
   const size_t row = n > 0 ? out.nbytes() / static_cast<size_t>(n) : 0;
   for (int64_t i = 0; i < n && row; ++i)
     device_copy(static_cast<char*>(out.raw()) + static_cast<size_t>(i) * row, Device::cpu(),
@@ -255,6 +260,8 @@ class ZipNode final : public Node {
 };
 
 }  // namespace
+
+uint64_t rows_copied_back() { return g_rows_copied_back.load(std::memory_order_relaxed); }
 
 std::shared_ptr<Node> make_slices_node(std::vector<Tensor> arrays, std::string name) {
   check_slices(arrays, "Dataset::from_tensor_slices");

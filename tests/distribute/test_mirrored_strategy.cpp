@@ -314,6 +314,34 @@ TEST(MirroredStrategy, SynchronizedBatchNormRefusesMicroBatches) {
   EXPECT_NO_THROW(train(dense_bn(true), x, y, 128, 0, 16));
 }
 
+// replicate_one_device (a test hook: what lets a one-GPU machine run NCCL's path, test_cuda_data_parallel.cpp): one
+// cpu replica through the replicated path (its thread, bucketed AllReduce ops over a group of one) trains to the bits
+// of the model alone, with and without micro-batches: a sum over one replica with weight 1 is the gradient itself.
+TEST(MirroredStrategy, OneDeviceRunAsReplicasGivesTheBitsOfTheModelAlone) {
+  const int64_t n = 10 * 64;
+  const Tensor x = testing::uniform({n, 784}, 12), y = testing::int_labels(n, 10, 13);
+  for (const int64_t micro : {int64_t{0}, int64_t{16}}) {
+    const Trained alone = train(mlp, x, y, 64, 0, micro, Opt::adam);
+    utils::set_random_seed(7);
+    std::unique_ptr<Model> m = mlp();
+    distribute::MirroredStrategy strategy({Device::cpu()},
+                                          {.bytes_per_pack = 200 * 1024, .replicate_one_device = true});
+    {
+      auto scope = strategy.scope();
+      m->compile(optimizers::Adam(), losses::SparseCategoricalCrossentropy({.from_logits = true}), {"accuracy"});
+    }
+    auto rec = std::make_shared<Recorder>();
+    m->fit(x, y,
+           {.batch_size = 64, .epochs = 1, .verbose = 0, .callbacks = {rec}, .seed = 11, .micro_batch_size = micro});
+    EXPECT_NE(m->distribute_strategy().find("1 replica in sync, run as replicas for tests"), std::string::npos)
+        << m->distribute_strategy();
+    EXPECT_GT(strategy.state()->collective->collectives(), 10) << "the replicated path ran, several buckets a step";
+    const Trained replicated{rec->after_step, rec->loss, m->distribute_strategy(), 0, 0};
+    expect_same_weights(alone, replicated, micro ? "one cpu run as replicas, micro-batches" : "one cpu run as replicas",
+                        0.0, SIZE_MAX, 0, 0.0);
+  }
+}
+
 TEST(MirroredStrategy, BadDeviceListsAreClearErrors) {
   split_cpu();
   EXPECT_THROW(distribute::MirroredStrategy({Device::cpu(0), Device::cpu(0)}), InvalidArgument);

@@ -83,6 +83,11 @@ class MirroredStrategy {
     // are ready and make the compute stream wait for it only after the backward pass. Unset: TK_ALLREDUCE_OVERLAP
     // when set, else on (PyTorch DDP's behaviour). Over cpu devices: not built (ignored).
     std::optional<bool> overlap;
+    // For tests only: over one device, run the replicated path anyway (a replica thread, the training programs'
+    // bucketed AllReduce ops; over a cuda device a one-rank NCCL communicator, its comm stream and overlap), which a
+    // machine with one GPU otherwise never runs (tests/test_cuda_data_parallel.cpp compares it with no strategy). It
+    // only adds work: not for training. Ignored with more than one device.
+    bool replicate_one_device = false;
   };
   // Distinct devices of one kind: cpu devices, or cuda devices (through NCCL, above). Empty: every cpu device (the
   // logical devices when the cpu is split).

@@ -1,10 +1,16 @@
 // The gather kernel of device_gather.h: rows of a device-resident array into a program input, converted element by
 // element through core/convert_one.h (the rule the host staging follows, so a batch gathered here has the host's
-// bits) and scaled as the host staging scales (to(float(x) * scale + offset)).
+// bits) and scaled as the host staging scales, to(float(x) * scale + offset), here with one rounding (fmaf, written
+// out rather than left to nvcc's contraction). The host loop (core/convert.cpp) rounds once where the compiler
+// contracts it (GCC's default -ffp-contract=fast with FMA in the ISA: -march=native on x86-64 since Haswell) and twice
+// in a portable build, so a scaled value may differ from the host's by one ulp; the CPU's bits are pinned by parity
+// tests and left alone. A same-dtype gather (a shuffled batch) moves raw bytes, as the host's memcpy does: a bool
+// byte other than 0 or 1 reaches the program unchanged.
 #include <cuda_runtime.h>
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "backends/cuda/check.h"
 #include "backends/cuda/device_gather_launch.h"
@@ -39,14 +45,18 @@ __global__ void gather_kernel(const typename Source<S>::type* __restrict__ src, 
     const int64_t r = i / row, c = i - r * row;
     const int64_t from = (idx ? idx[r] : first + r) * row + c;
     using V = typename Source<S>::value;
-    const V v = Source<S>::read(src, from);
     if constexpr (convert_detail::is_float_type<D>) {
       if (scaled) {
-        dst[i] = convert_detail::from_float<D>(convert_detail::to_float(v) * scale + offset);
+        dst[i] =
+            convert_detail::from_float<D>(fmaf(convert_detail::to_float(Source<S>::read(src, from)), scale, offset));
         continue;
       }
     }
-    dst[i] = convert_detail::convert_one<V, D>(v);
+    if constexpr (std::is_same_v<S, D>) {  // the bytes as they are (the host memcpys them)
+      reinterpret_cast<typename Source<S>::type*>(dst)[i] = src[from];
+    } else {
+      dst[i] = convert_detail::convert_one<V, D>(Source<S>::read(src, from));
+    }
   }
 }
 

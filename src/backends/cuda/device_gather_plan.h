@@ -31,9 +31,6 @@ std::vector<IndexRun> index_runs(const int64_t* idx, int64_t begin, int64_t n);
 // The first row when the n rows are consecutive (one run), else -1.
 int64_t contiguous_first(const int64_t* idx, int64_t begin, int64_t n);
 
-// Whether the device gather converts `from` to `to` (every pair of trainkit's dtypes: the kernel instantiates all 49).
-bool device_gather_converts(DType from, DType to);
-
 struct GatherPlan {
   enum class Kind { copy, kernel } kind = Kind::copy;
   std::vector<IndexRun> runs;  // copy: one cudaMemcpyAsync per run

@@ -41,7 +41,7 @@ int64_t Model::auto_batch_size(int64_t cap, bool report, const std::string& what
   check_compiled("auto_batch_size");
   if (cap <= 0) throw InvalidArgument(what + ": the cap must be positive, got " + std::to_string(cap));
   if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
-  if (strategy_ && strategy_->replicas_in_sync() > 1) return replicated_auto_batch(cap, false, 0, report, what);
+  if (strategy_ && strategy_->replicated()) return replicated_auto_batch(cap, false, 0, report, what);
   const size_t available = memory_available_for_training();
   const int64_t batch = largest_batch_that_fits(available, cap);
   if (batch == 0)
@@ -57,7 +57,7 @@ int64_t Model::auto_micro_batch_size(int64_t batch, bool report, const std::stri
   check_compiled("auto_micro_batch_size");
   if (batch <= 0) throw InvalidArgument(what + ": the batch must be positive, got " + std::to_string(batch));
   if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
-  if (strategy_ && strategy_->replicas_in_sync() > 1) return replicated_auto_batch(batch, true, batch, report, what);
+  if (strategy_ && strategy_->replicated()) return replicated_auto_batch(batch, true, batch, report, what);
   const size_t accumulators = accumulator_bytes(*programs_);
   const size_t available = memory_available_for_training();
   const int64_t micro = largest_batch_that_fits(available > accumulators ? available - accumulators : 0, batch);

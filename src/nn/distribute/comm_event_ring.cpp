@@ -31,6 +31,7 @@ void CommEventRing::after(int slot, void* compute) {
   ev_.record(slot, CommMark::end, compute);
   for (auto it = entries_.rbegin(); it != entries_.rend(); ++it)
     if (it->slot == slot) {
+      it->ended = true;
       if (!it->started) ev_.compute_after_end(slot, compute);
       return;
     }
@@ -59,7 +60,8 @@ CommTimes CommEventRing::harvest() {
   CommTimes t;
   for (Entry& e : entries_) {
     if (!e.timed) {
-      if (!ev_.complete(e.slot, CommMark::end)) break;  // the comm stream completes in order: later ones are not done
+      if (!e.ended || !ev_.complete(e.slot, CommMark::end))
+        break;  // the comm stream completes in order: later ones are not done
       const double ms = ev_.elapsed_ms(e.slot, CommMark::start, CommMark::end);
       t.nccl_ms += ms;
       if (e.started) t.started_nccl_ms += ms;
@@ -82,7 +84,7 @@ CommTimes CommEventRing::harvest() {
 
 const CommEventRing::Entry* CommEventRing::oldest_unfinished() {
   for (const Entry& e : entries_)
-    if (!e.timed && !ev_.complete(e.slot, CommMark::end)) return &e;
+    if (!e.timed && (!e.ended || !ev_.complete(e.slot, CommMark::end))) return &e;
   return nullptr;
 }
 

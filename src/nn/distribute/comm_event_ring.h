@@ -31,6 +31,10 @@ namespace tk::nn::distribute {
 
 enum class CommMark { start, end, wait_begin, wait_end };
 
+// Where CommEvents::record records a mark: start and end on the comm stream (they time NCCL's work there), the waits'
+// marks on the compute stream (they time how long it was blocked).
+inline bool recorded_on_comm(CommMark m) { return m == CommMark::start || m == CommMark::end; }
+
 class CommEvents {
  public:
   virtual ~CommEvents() = default;
@@ -56,6 +60,7 @@ class CommEventRing {
     std::string what;
     double queued_s = 0;    // when it was queued (the caller's clock), for the watchdog
     bool started = false;   // finished by finish() (overlap), not at once
+    bool ended = false;     // after() recorded its end event (until then the slot's end event is stale or unrecorded)
     bool awaiting = false;  // started and not finished yet
     bool timed = false;     // start -> end read
     bool waited = false;    // its wait_begin / wait_end were recorded
@@ -75,7 +80,9 @@ class CommEventRing {
   // Reads the times of the collectives done so far (oldest first; queries only) and frees the slots nothing refers
   // to any more. Returns what was read this time.
   CommTimes harvest();
-  // The oldest collective whose end is not complete (for the watchdog), or null.
+  // The oldest collective whose end is not complete (for the watchdog), or null. One whose end event after() has not
+  // recorded yet (its host thread is inside ncclAllReduce, maybe stuck there) counts as unfinished: a reused slot's
+  // end event still says the last collective's "done", an unrecorded one says "done" at once.
   const Entry* oldest_unfinished();
 
   size_t pending() const { return entries_.size(); }

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <thread>
 
+#include "nn/distribute/comm_drain.h"
 #include "nn/distribute/comm_event_ring.h"
 #include "trainkit/core/error.h"
 
@@ -31,6 +32,22 @@ void check_cuda(cudaError_t e, const char* call, const std::string& where) {
   if (e == cudaSuccess) return;
   throw Error(std::string(call) + " failed: " + cudaGetErrorString(e) + " (" + where + ")");
 }
+
+// Puts the calling thread's current device back as it was (opening replicas sets each one's device in turn).
+class DeviceRestore {
+ public:
+  DeviceRestore() {
+    if (cudaGetDevice(&device_) != cudaSuccess) device_ = -1;
+  }
+  ~DeviceRestore() {
+    if (device_ >= 0) cudaSetDevice(device_);
+  }
+  DeviceRestore(const DeviceRestore&) = delete;
+  DeviceRestore& operator=(const DeviceRestore&) = delete;
+
+ private:
+  int device_ = -1;
+};
 
 }  // namespace
 
@@ -58,9 +75,8 @@ struct ReplicaEvents final : CommEvents {
     check_cuda(cudaStreamWaitEvent(comm, ready, 0), "cudaStreamWaitEvent (comm after compute)", where());
   }
   void record(int slot, CommMark m, void* compute) override {
-    const bool on_comm = m == CommMark::start || m == CommMark::end;
-    check_cuda(cudaEventRecord(at(slot, m), on_comm ? comm : static_cast<cudaStream_t>(compute)), "cudaEventRecord",
-               where());
+    check_cuda(cudaEventRecord(at(slot, m), recorded_on_comm(m) ? comm : static_cast<cudaStream_t>(compute)),
+               "cudaEventRecord", where());
   }
   void compute_after_end(int slot, void* compute) override {
     check_cuda(cudaStreamWaitEvent(static_cast<cudaStream_t>(compute), at(slot, CommMark::end), 0),
@@ -71,9 +87,11 @@ struct ReplicaEvents final : CommEvents {
     float ms = 0;
     return cudaEventElapsedTime(&ms, at(slot, from), at(slot, to)) == cudaSuccess ? double(ms) : 0.0;
   }
-  void release() noexcept {
+  // `wait`: the comm stream drained (comm_drain.h); after an abort nothing waits (destroying an event or a stream with
+  // work pending is allowed: CUDA frees them once it completes).
+  void release(bool wait) noexcept {
     cudaSetDevice(device);
-    if (comm) cudaStreamSynchronize(comm);
+    if (comm && wait) cudaStreamSynchronize(comm);
     for (auto& e : slots)
       for (cudaEvent_t ev : e)
         if (ev) cudaEventDestroy(ev);
@@ -91,6 +109,7 @@ struct Replica {
   // highest priority, so that NCCL's kernels are scheduled ahead of the backward pass's when both are ready (PyTorch's
   // NCCL streams may be made so too): the reduction then finishes as early as it can.
   void open(int d) {
+    const DeviceRestore restore;  // the caller's current device is left as it was
     device = d;
     events = std::make_unique<ReplicaEvents>();
     events->device = d;
@@ -153,27 +172,59 @@ struct NcclCollective::State {
     watchdog = std::thread([this] { watch(); });
   }
 
-  ~State() {
+  void stop_watchdog() {
     {
       std::lock_guard lock(m);
       stopping = true;
     }
     stop_cv.notify_all();
     if (watchdog.joinable()) watchdog.join();
+  }
+
+  // The comm streams drained while the watchdog still runs (a collective stuck past the timeout still ends the
+  // process with its line), polled for at most the timeout; then the watchdog stops. Drained: the communicators are
+  // finalized together; else (a replica threw mid-step and never queued its part, a CUDA error) they are aborted, so
+  // that the process never hangs silently at exit (comm_drain.h).
+  ~State() {
+    const DeviceRestore restore;
+    const DrainOutcome drained = drain_streams(
+        replicas.size(),
+        [&](size_t i) {
+          const Replica& r = replicas[i];
+          if (!r.events || !r.events->comm) return StreamState::idle;
+          cudaSetDevice(r.device);
+          const cudaError_t q = cudaStreamQuery(r.events->comm);
+          return q == cudaSuccess         ? StreamState::idle
+                 : q == cudaErrorNotReady ? StreamState::busy
+                                          : StreamState::failed;
+        },
+        std::chrono::duration<double>(timeout).count(), now_seconds,
+        [] { std::this_thread::sleep_for(std::chrono::milliseconds(1)); });
+    stop_watchdog();
+    const bool finalize = finalize_after(drained);
+    if (!finalize) {
+      std::fprintf(stderr, "trainkit: NCCL's communication streams %s at teardown: aborting the communicators.\n",
+                   drained == DrainOutcome::failed ? "reported a CUDA error" : "did not drain within the timeout");
+      std::fflush(stderr);
+      for (Replica& r : replicas)
+        if (r.comm) ncclCommAbort(r.comm);  // frees it: no destroy after
+    }
     for (Replica& r : replicas)
-      if (r.events) r.events->release();  // waits for the comm stream: no collective still records an event
-    // Communicators end together: finalize (a collective among them) inside one group, then free each.
-    ncclGroupStart();
+      if (r.events) r.events->release(finalize);  // no collective still records an event
+    if (finalize) {
+      // Communicators end together: finalize (a collective among them) inside one group, then free each.
+      ncclGroupStart();
+      for (Replica& r : replicas)
+        if (r.comm) ncclCommFinalize(r.comm);
+      ncclGroupEnd();
+      for (Replica& r : replicas)
+        if (r.comm) ncclCommDestroy(r.comm);
+    }
     for (Replica& r : replicas)
-      if (r.comm) ncclCommFinalize(r.comm);
-    ncclGroupEnd();
-    for (Replica& r : replicas) {
-      if (r.comm) ncclCommDestroy(r.comm);
       if (r.events && r.events->comm) {
         cudaSetDevice(r.device);
         cudaStreamDestroy(r.events->comm);
       }
-    }
   }
 };
 
@@ -182,6 +233,7 @@ NcclCollective::~NcclCollective() = default;
 
 std::unique_ptr<NcclCollective> NcclCollective::for_devices(const std::vector<int>& devices,
                                                             std::chrono::milliseconds timeout) {
+  const DeviceRestore restore;
   auto s = std::make_unique<State>();
   s->timeout = timeout;
   std::vector<ncclComm_t> comms(devices.size());

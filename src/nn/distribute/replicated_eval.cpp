@@ -13,7 +13,7 @@
 namespace tk::nn::distribute {
 
 bool replicated_in_process(const tk::distribute::StrategyState* state) {
-  return state && !state->mpi && state->replicas() > 1;
+  return state && !state->mpi && (state->replicas() > 1 || state->one_device_replicated);
 }
 
 std::vector<ProgramCache*> synced_replicas(int replicas, const std::function<ProgramCache&(int)>& programs) {

@@ -96,10 +96,13 @@ MirroredStrategy::MirroredStrategy(std::vector<Device> devices, Options options)
   s->collective = std::make_unique<nn::distribute::LocalCollective>(s->replicas(), timeout);
   s->runner = std::make_unique<nn::distribute::ReplicaRunner>(s->replicas());
   s->bytes_per_pack = bytes_per_pack(options.bytes_per_pack);
+  s->one_device_replicated = options.replicate_one_device && s->replicas() == 1;
   s->description = "MirroredStrategy over " + names + " (" + std::to_string(s->replicas()) + " replica" +
-                   (s->replicas() == 1 ? "" : "s") + " in sync";
+                   (s->replicas() == 1 ? "" : "s") + " in sync" +
+                   (s->one_device_replicated ? ", run as replicas for tests" : "");
 #ifdef TK_HAVE_NCCL
-  if (gpus && s->replicas() > 1) {  // one NCCL communicator per GPU, all made here (ncclCommInitAll)
+  // One NCCL communicator per GPU, all made here (ncclCommInitAll); one rank of one for replicate_one_device (tests).
+  if (gpus && (s->replicas() > 1 || s->one_device_replicated)) {
     std::vector<int> ordinals;
     for (const Device& d : s->devices) ordinals.push_back(cuda_ordinal(d));
     s->device_collective = nn::distribute::NcclCollective::for_devices(ordinals, timeout);

@@ -41,10 +41,14 @@ struct StrategyState {
   bool overlap = false;       // buckets' all-reduces started early, finished after the backward pass
   int replicas() const { return static_cast<int>(devices.size()); }  // in this process
   int replicas_in_sync() const { return replicas() * (mpi ? mpi->size() : 1); }
+  // MirroredStrategy::Options::replicate_one_device (tests): one replica, run as replicas are.
+  bool one_device_replicated = false;
+  // Whether models run the replicated path (replica threads, AllReduce ops in the training programs).
+  bool replicated() const { return replicas_in_sync() > 1 || one_device_replicated; }
   bool chief() const { return mpi == nullptr || mpi->rank() == 0; }
   // What training programs' AllReduce ops call: the processes' group, the replicas' in this process, or none.
   graph::Collective* program_collective() const {
-    if (replicas_in_sync() < 2) return nullptr;  // one replica: plain programs (train_step runs them)
+    if (!replicated()) return nullptr;  // one replica: plain programs (train_step runs them)
     if (device_collective) return device_collective.get();
     if (mpi) return mpi;
     return collective.get();

@@ -3,9 +3,21 @@
 
 #include <cstring>
 
+#include "data/node.h"
 #include "trainkit/core/error.h"
 
 namespace tk::nn {
+
+data::Dataset staged(const data::Dataset& d) {
+  const data::Node* last = d.node().get();
+  while (last->label().empty() && !last->inputs.empty()) last = last->inputs[0].get();  // with_options
+  return last->label().rfind("prefetch", 0) == 0 ? d : d.prefetch(2);
+}
+
+data::Iterator evaluation_pass(const data::Dataset& user, const data::Dataset& run) {
+  const bool numbered_by_user = staged(user).node() == user.node();
+  return data::make_iterator(run, numbered_by_user ? user.node()->passes.fetch_add(1) : 0);
+}
 
 std::string device_dataset_mismatch(Device data, Device model, bool distributed, const char* what) {
   const std::string w =
@@ -54,8 +66,10 @@ int64_t DeviceDataset::split(const data::Element& e, size_t nx, std::vector<Tens
     throw InvalidArgument("the dataset's elements are single rows of the arrays held on " + b_.device.to_string() +
                           ": fit, evaluate and predict take batches (add .batch(n) to the pipeline)");
   if (e.size() != 1 || e[0].dtype() != DType::i64 || e[0].shape().rank() != 1)
-    throw std::logic_error("DeviceDataset::split: a batch of the index pipeline is not (n,) int64 but " +
-                           data::shapes_of(e));
+    throw InvalidArgument("the dataset over the arrays held on " + b_.device.to_string() +
+                          " (Dataset::on_device) gives batches of row numbers shaped " + data::shapes_of(e) +
+                          ", not (n,): its pipeline batches more than once (batch(...).batch(...)); fit, evaluate and "
+                          "predict take batches of rows, so keep one batch(n) stage");
   const std::vector<Tensor>& a = b_.arrays;
   x.assign(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(nx));
   if (need_y)

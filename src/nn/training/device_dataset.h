@@ -16,6 +16,17 @@
 
 namespace tk::nn {
 
+// The pipeline fit / evaluate / predict run: `d` with a prefetch (the next batch made on the pipeline's thread while
+// the step runs) unless it already ends with one, when it is `d` itself.
+data::Dataset staged(const data::Dataset& d);
+
+// A pass of evaluate / predict over the user's dataset `user`, run on `run` (staged(user), or staged(indices) for a
+// device-resident source), numbered exactly as the host path's staged(user).iterator() numbers it: the user's next
+// pass (taken from its counter) when staged(user) is `user` itself (the pipeline ends with prefetch), else 0 (a new
+// prefetch's first pass; the user's counter untouched). So a device-resident source reshuffles as host arrays do,
+// and a later fit continues the same pass numbers (tests/test_device_batches.cpp).
+data::Iterator evaluation_pass(const data::Dataset& user, const data::Dataset& run);
+
 // Why a model on `model` cannot train on a dataset held on `data` ("" when it can): plain C++, tested without a GPU.
 std::string device_dataset_mismatch(Device data, Device model, bool distributed, const char* what);
 

@@ -113,7 +113,7 @@ History Model::fit(const std::vector<Tensor>& x_all, const std::vector<Tensor>& 
   // On a GPU batch k's logs are read after batch k+1 was queued (nn/training/lagged_logs.h: what that means for
   // callbacks and stop_training); on the CPU right after each step.
   const std::unique_ptr<nn::LaggedLogs> lagged =
-      nn::make_lagged_logs(device_, *programs_, strategy_ && strategy_->replicas_in_sync() > 1);
+      nn::make_lagged_logs(device_, *programs_, strategy_ && strategy_->replicated());
   for (int epoch = first_epoch; epoch < o.epochs && !stop_training; ++epoch) {
     const int64_t start = epoch == first_epoch ? first_step : 0;
     if (start == 0 && o.shuffle) {  // a resumed epoch keeps the permutation it started with
@@ -171,7 +171,7 @@ History Model::fit(const std::vector<Tensor>& x_all, const std::vector<Tensor>& 
 
 void Model::train_step(const std::vector<Tensor>& x, const std::vector<Tensor>& y, const int64_t* idx, int64_t bs,
                        int64_t micro, nn::Accumulator& acc, bool own_rows) {
-  if (strategy_ && strategy_->replicas_in_sync() > 1) {
+  if (strategy_ && strategy_->replicated()) {
     train_step_replicated(x, y, idx, bs, micro, acc, own_rows);
     programs_->mark_trained();  // replica 0 on a GPU: its copies are now ahead of the model's weights
     return;
@@ -229,7 +229,7 @@ const Logs& Model::train_on_batch(const std::vector<Tensor>& x, const std::vecto
   const int64_t n = rows_of(x);
   if (n <= 0) throw InvalidArgument("train_on_batch: empty batch");
   if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
-  if (strategy_ && strategy_->replicas_in_sync() > 1) {  // data parallel: the replicas' weights may have been set since
+  if (strategy_ && strategy_->replicated()) {  // data parallel: the replicas' weights may have been set since
     replicas_synced_ = false;
     programs_->upload_weights();  // replica 0 on a GPU: weights set on the host since reach its copies
     nn::Accumulator acc;

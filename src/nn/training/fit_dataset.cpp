@@ -30,16 +30,10 @@ void require(bool ok, const std::string& message) {
   if (!ok) throw InvalidArgument(message);
 }
 
-// The next batch is produced on the pipeline's own thread while the step runs: add a prefetch unless the
-// pipeline already ends with one.
-data::Dataset staged(const data::Dataset& d) {
-  const data::Node* last = d.node().get();
-  while (last->label().empty() && !last->inputs.empty()) last = last->inputs[0].get();  // with_options
-  return last->label().rfind("prefetch", 0) == 0 ? d : d.prefetch(2);
-}
+using nn::staged;
 
 // A model replicated by a distribution strategy (in process or over MPI).
-bool distributed(const distribute::StrategyState* s) { return s && s->replicas_in_sync() > 1; }
+bool distributed(const distribute::StrategyState* s) { return s && s->replicated(); }
 
 }  // namespace
 
@@ -166,7 +160,7 @@ History Model::fit(const data::Dataset& dataset, FitOptions o) {
   // On a GPU batch k's logs are read after batch k+1 was gathered, staged and queued (nn/training/lagged_logs.h: what
   // that means for callbacks and stop_training); on the CPU right after each step.
   const std::unique_ptr<nn::LaggedLogs> lagged =
-      nn::make_lagged_logs(device_, *programs_, strategy_ && strategy_->replicas_in_sync() > 1);
+      nn::make_lagged_logs(device_, *programs_, strategy_ && strategy_->replicated());
   for (int epoch = first_epoch; epoch < o.epochs && !stop_training; ++epoch) {
     if (next_pass) {
       it = data::Iterator();  // stop the last pass's threads before starting the next
@@ -272,7 +266,7 @@ Logs Model::run_evaluation(const data::Dataset& dataset, int64_t steps) {
   if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
   const std::unique_ptr<nn::DeviceDataset> on_device =
       nn::DeviceDataset::of(dataset, device_, distributed(strategy_.get()), "evaluate");
-  data::Iterator it = staged(on_device ? on_device->indices() : dataset).iterator();
+  data::Iterator it = nn::evaluation_pass(dataset, staged(on_device ? on_device->indices() : dataset));
   data::Element e;
   std::vector<Tensor> x, y;
   nn::Accumulator acc;
@@ -378,7 +372,7 @@ std::vector<Tensor> Model::predict(const data::Dataset& dataset) {
   programs_->upload_weights();
   const std::unique_ptr<nn::DeviceDataset> on_device =
       nn::DeviceDataset::of(dataset, device_, distributed(strategy_.get()), "predict");
-  data::Iterator it = staged(on_device ? on_device->indices() : dataset).iterator();
+  data::Iterator it = nn::evaluation_pass(dataset, staged(on_device ? on_device->indices() : dataset));
   const int64_t* batch_rows = nullptr;  // on_device: the batch's rows of the arrays rx[0]
   // Batch k's predictions (parts[k][j]: output j), and its rows. Under MultiWorkerMirroredStrategy every rank reads
   // every batch and runs batch k when k % ranks is its rank (the others' parts stay undefined until the gather);
