@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "runtime/cuda_device.h"
+#include "runtime/dl_symbol.h"
 
 namespace tk::runtime {
 namespace {
@@ -46,15 +47,6 @@ static_assert(sizeof(nvmlPciInfo_t) == 68 && offsetof(nvmlPciInfo_t, domain) == 
               offsetof(nvmlPciInfo_t, busId) == 36);
 static_assert(sizeof(nvmlProcessInfo_t) == 24 && offsetof(nvmlProcessInfo_t, usedGpuMemory) == 8 &&
               offsetof(nvmlProcessInfo_t, gpuInstanceId) == 16);
-
-template <typename F>
-F symbol(void* library, const char* name) {
-  void* p = dlsym(library, name);
-  F f = nullptr;
-  static_assert(sizeof f == sizeof p);
-  std::memcpy(&f, &p, sizeof f);  // object pointer -> function pointer without a pedantic cast
-  return f;
-}
 
 }  // namespace
 
@@ -97,11 +89,11 @@ Nvml::Nvml(const std::vector<std::string>& library_names) {
       continue;
     }
     auto api = std::make_unique<Api>();
-    api->init = symbol<decltype(api->init)>(library, "nvmlInit_v2");
-    api->shutdown = symbol<decltype(api->shutdown)>(library, "nvmlShutdown");
-    api->error_string = symbol<decltype(api->error_string)>(library, "nvmlErrorString");
-    api->count = symbol<decltype(api->count)>(library, "nvmlDeviceGetCount_v2");
-    api->handle_by_index = symbol<decltype(api->handle_by_index)>(library, "nvmlDeviceGetHandleByIndex_v2");
+    api->init = dl_symbol<decltype(api->init)>(library, "nvmlInit_v2");
+    api->shutdown = dl_symbol<decltype(api->shutdown)>(library, "nvmlShutdown");
+    api->error_string = dl_symbol<decltype(api->error_string)>(library, "nvmlErrorString");
+    api->count = dl_symbol<decltype(api->count)>(library, "nvmlDeviceGetCount_v2");
+    api->handle_by_index = dl_symbol<decltype(api->handle_by_index)>(library, "nvmlDeviceGetHandleByIndex_v2");
     if (!api->init || !api->shutdown || !api->count || !api->handle_by_index) {
       status_ = "NVML not available: " + name +
                 " lacks nvmlInit_v2 / nvmlShutdown / nvmlDeviceGetCount_v2 / nvmlDeviceGetHandleByIndex_v2 (not an "
@@ -115,16 +107,16 @@ Nvml::Nvml(const std::vector<std::string>& library_names) {
       dlclose(library);
       return;
     }
-    api->driver_version = symbol<decltype(api->driver_version)>(library, "nvmlSystemGetDriverVersion");
-    api->name = symbol<decltype(api->name)>(library, "nvmlDeviceGetName");
-    api->uuid = symbol<decltype(api->uuid)>(library, "nvmlDeviceGetUUID");
-    api->pci_info = symbol<decltype(api->pci_info)>(library, "nvmlDeviceGetPciInfo_v3");
-    if (!api->pci_info) api->pci_info = symbol<decltype(api->pci_info)>(library, "nvmlDeviceGetPciInfo_v2");
-    api->memory_info = symbol<decltype(api->memory_info)>(library, "nvmlDeviceGetMemoryInfo");
-    api->utilization = symbol<decltype(api->utilization)>(library, "nvmlDeviceGetUtilizationRates");
-    api->processes = symbol<decltype(api->processes)>(library, "nvmlDeviceGetComputeRunningProcesses_v3");
+    api->driver_version = dl_symbol<decltype(api->driver_version)>(library, "nvmlSystemGetDriverVersion");
+    api->name = dl_symbol<decltype(api->name)>(library, "nvmlDeviceGetName");
+    api->uuid = dl_symbol<decltype(api->uuid)>(library, "nvmlDeviceGetUUID");
+    api->pci_info = dl_symbol<decltype(api->pci_info)>(library, "nvmlDeviceGetPciInfo_v3");
+    if (!api->pci_info) api->pci_info = dl_symbol<decltype(api->pci_info)>(library, "nvmlDeviceGetPciInfo_v2");
+    api->memory_info = dl_symbol<decltype(api->memory_info)>(library, "nvmlDeviceGetMemoryInfo");
+    api->utilization = dl_symbol<decltype(api->utilization)>(library, "nvmlDeviceGetUtilizationRates");
+    api->processes = dl_symbol<decltype(api->processes)>(library, "nvmlDeviceGetComputeRunningProcesses_v3");
     if (!api->processes)
-      api->processes = symbol<decltype(api->processes)>(library, "nvmlDeviceGetComputeRunningProcesses_v2");
+      api->processes = dl_symbol<decltype(api->processes)>(library, "nvmlDeviceGetComputeRunningProcesses_v2");
     library_ = library;
     api_ = std::move(api);
     const std::string driver = driver_version();

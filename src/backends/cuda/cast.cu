@@ -7,6 +7,7 @@
 #include <string>
 
 #include "backends/cuda/check.h"
+#include "backends/cuda/dtype_dispatch.h"
 #include "backends/cuda/launch_geometry.h"
 #include "backends/cuda/launchers.h"
 #include "core/convert_one.h"
@@ -42,35 +43,6 @@ void launch(const void* x, void* y, int64_t n, const Geometry& g, cudaStream_t s
       <<<g.blocks, g.threads, 0, s>>>(static_cast<const typename Source<S>::type*>(x), static_cast<D*>(y), n);
 }
 
-template <typename T>
-struct Type {
-  using type = T;
-};
-
-// Calls f(Type<T>{}) for the C++ type of a dtype code, numbered as tk::DType numbers them (cuda_kernels.cpp asserts
-// the order): f32, f16, bf16, i32, i64, u8, bool.
-template <typename F>
-void with_type(int code, const char* role, F&& f) {
-  switch (code) {
-    case 0:
-      return f(Type<float>{});
-    case 1:
-      return f(Type<float16>{});
-    case 2:
-      return f(Type<bfloat16>{});
-    case 3:
-      return f(Type<int32_t>{});
-    case 4:
-      return f(Type<int64_t>{});
-    case 5:
-      return f(Type<uint8_t>{});
-    case 6:
-      return f(Type<bool>{});
-    default:
-      throw Error(std::string("cast kernel: unknown ") + role + " dtype code " + std::to_string(code));
-  }
-}
-
 size_t dtype_code_size(int code) {
   constexpr size_t sizes[7] = {4, 2, 2, 4, 8, 1, 1};
   return code >= 0 && code < 7 ? sizes[code] : 0;
@@ -87,8 +59,8 @@ void launch_cast(const void* x, int from, void* y, int to, int64_t n, int sm_cou
     return;
   }
   const Geometry g = elementwise_geometry(n, sm_count);
-  with_type(from, "source", [&](auto source) {
-    with_type(to, "target", [&](auto target) {
+  with_type(from, "cast kernel", "source", [&](auto source) {
+    with_type(to, "cast kernel", "target", [&](auto target) {
       launch<typename decltype(source)::type, typename decltype(target)::type>(x, y, n, g, s);
     });
   });

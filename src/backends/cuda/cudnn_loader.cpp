@@ -14,6 +14,7 @@
 
 #include "backends/cuda/cudnn_api.h"
 #include "backends/cuda/cudnn_mapping.h"
+#include "runtime/dl_symbol.h"
 
 namespace tk::cuda {
 #ifndef TK_HAVE_CUDNN
@@ -35,17 +36,6 @@ std::atomic<bool>& enabled_flag() {
   static std::atomic<bool> on{true};
   return on;
 }
-
-#ifdef TK_HAVE_CUDNN
-template <typename F>
-F symbol(void* library, const char* name) {
-  void* p = dlsym(library, name);
-  F f = nullptr;
-  static_assert(sizeof f == sizeof p);
-  std::memcpy(&f, &p, sizeof f);  // object pointer -> function pointer without a pedantic cast
-  return f;
-}
-#endif
 
 }  // namespace
 
@@ -98,8 +88,8 @@ std::string CudnnLibrary::open(const std::string& name, bool& unopened) {
   };
   auto api = std::make_unique<CudnnApi>();
   std::string missing;
-#define TK_CUDNN_LOAD(member, name_)                            \
-  api->member = symbol<decltype(api->member)>(library, #name_); \
+#define TK_CUDNN_LOAD(member, name_)                                        \
+  api->member = runtime::dl_symbol<decltype(api->member)>(library, #name_); \
   if (!api->member) missing += std::string(missing.empty() ? "" : ", ") + #name_;
   TK_CUDNN_ENTRY_POINTS(TK_CUDNN_LOAD)
 #undef TK_CUDNN_LOAD

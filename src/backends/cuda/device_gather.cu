@@ -14,6 +14,7 @@
 
 #include "backends/cuda/check.h"
 #include "backends/cuda/device_gather_launch.h"
+#include "backends/cuda/dtype_dispatch.h"
 #include "backends/cuda/launch_geometry.h"
 #include "core/convert_one.h"
 
@@ -60,34 +61,6 @@ __global__ void gather_kernel(const typename Source<S>::type* __restrict__ src, 
   }
 }
 
-template <typename T>
-struct Type {
-  using type = T;
-};
-
-// Calls f(Type<T>{}) for a dtype code, numbered as tk::DType numbers them: f32, f16, bf16, i32, i64, u8, bool.
-template <typename F>
-void with_type(int code, const char* role, F&& f) {
-  switch (code) {
-    case 0:
-      return f(Type<float>{});
-    case 1:
-      return f(Type<float16>{});
-    case 2:
-      return f(Type<bfloat16>{});
-    case 3:
-      return f(Type<int32_t>{});
-    case 4:
-      return f(Type<int64_t>{});
-    case 5:
-      return f(Type<uint8_t>{});
-    case 6:
-      return f(Type<bool>{});
-    default:
-      throw Error(std::string("device gather: unknown ") + role + " dtype code " + std::to_string(code));
-  }
-}
-
 }  // namespace
 
 void launch_gather_rows(const void* src, int from, void* dst, int to, const int64_t* idx, int64_t first, int64_t n,
@@ -95,8 +68,8 @@ void launch_gather_rows(const void* src, int from, void* dst, int to, const int6
   const Geometry g = elementwise_geometry(n * row, sm_count);
   if (!g.blocks) return;
   const auto s = static_cast<cudaStream_t>(stream);
-  with_type(from, "source", [&](auto source) {
-    with_type(to, "target", [&](auto target) {
+  with_type(from, "device gather", "source", [&](auto source) {
+    with_type(to, "device gather", "target", [&](auto target) {
       using S = typename decltype(source)::type;
       using D = typename decltype(target)::type;
       gather_kernel<S, D><<<g.blocks, g.threads, 0, s>>>(static_cast<const typename Source<S>::type*>(src),
