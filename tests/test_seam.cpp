@@ -304,6 +304,39 @@ TEST(Seam, GlobalClipnormScalesAllGradientsByOneNorm) {
   EXPECT_THROW(tk::optimizers::SGD({{.clipnorm = 1.0f, .global_clipnorm = 1.0f}}), tk::InvalidArgument);
 }
 
+// global_clipnorm set, then cleared, after the training program was built (as a callback may do): each next step
+// runs under the optimizer's config as it is then, not as it was when the program was built.
+TEST(Seam, GlobalClipnormChangedAfterTheProgramWasBuiltTakesEffect) {
+  const Data d = make_data(32, 12);
+  tk::utils::set_random_seed(11);
+  tk::Sequential m({layers::Input({12}), layers::Dense(4, "tanh"), layers::Dense(3)});
+  m.compile(tk::optimizers::SGD({{}, 0.1f}), tk::losses::SparseCategoricalCrossentropy({.from_logits = true}));
+  const std::vector<Tensor> start = m.get_weights();
+  auto step = [&] {  // one step from the same weights: (w_before - w_after) / lr, flattened
+    m.set_weights(start);
+    m.train_on_batch({d.xf}, {d.y});
+    const std::vector<Tensor> after = m.get_weights();
+    std::vector<float> g;
+    for (size_t i = 0; i < start.size(); ++i)
+      for (int64_t k = 0; k < start[i].numel(); ++k)
+        g.push_back((start[i].data<float>()[k] - after[i].data<float>()[k]) / 0.1f);
+    return g;
+  };
+  const std::vector<float> plain = step();
+  double sq = 0;
+  for (float v : plain) sq += double(v) * v;
+  ASSERT_GT(std::sqrt(sq), 0.2);
+  m.optimizer()->config().global_clipnorm = static_cast<float>(std::sqrt(sq) / 4);  // the factor is 1/4
+  const std::vector<float> clipped = step();
+  m.optimizer()->config().global_clipnorm = 0.0f;
+  const std::vector<float> unclipped = step();
+  ASSERT_EQ(clipped.size(), plain.size());
+  for (size_t k = 0; k < plain.size(); ++k) {
+    EXPECT_NEAR(clipped[k], plain[k] * 0.25f, 2e-5f + 1e-4f * std::fabs(plain[k])) << k;
+    EXPECT_EQ(unclipped[k], plain[k]) << k;
+  }
+}
+
 // A gated update skips the whole step when any gradient is not finite (what loss scaling needs), and reads
 // the learning rate from the step's scalars in device memory, not from the kernel call.
 TEST(Seam, UpdatesGatedOnAllGradientsSkipANonFiniteStep) {

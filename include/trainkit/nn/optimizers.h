@@ -22,6 +22,8 @@ class Optimizer {
   virtual ~Optimizer();
   virtual std::string name() const = 0;  // Keras' class name: "SGD", "Adam", "AdamW", "RMSprop"
   virtual int slots_per_variable() const = 0;
+  // The update's settings; a change takes effect at the next step (turning global_clipnorm or skip_nonfinite on or
+  // off rebuilds the training program once).
   graph::UpdateConfig& config() { return *config_; }
   const graph::UpdateConfig& config() const { return *config_; }
   // The rate the next step uses: the schedule's value at iterations() when one is set.

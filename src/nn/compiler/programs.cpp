@@ -287,7 +287,14 @@ Compiled& ProgramCache::get(ProgramKind kind, int64_t batch) {
   const Device d = device_;
   const Key key{static_cast<int>(kind), batch, d.kind, d.index};
   auto it = cache_.find(key);
-  if (it != cache_.end()) return *it->second;
+  if (it != cache_.end()) {
+    // A program that updates the weights has a StepControl node or not, as the optimizer's config asked when it was
+    // built; one changed since (a callback set global_clipnorm or skip_nonfinite) builds it again.
+    const bool updates = kind == ProgramKind::train || kind == ProgramKind::apply;
+    if (!updates || it->second->step_controlled == wants_step_control()) return *it->second;
+    synchronize();  // nothing queued may still use the program about to go
+    cache_.erase(it);
+  }
   return *cache_.emplace(key, build(kind, batch)).first->second;
 }
 
@@ -369,6 +376,7 @@ std::unique_ptr<Compiled> ProgramCache::build(ProgramKind kind, int64_t batch) {
       arena_ = Tensor(Shape{static_cast<int64_t>(needed)}, DType::u8, device_, owner);
     }
     compiled = std::move(t.compiled);
+    compiled->step_controlled = wants_step_control();  // after the trace, which may have turned loss scaling on
   } catch (const OutOfMemoryError& e) {
     restore();
     // The report's first remedy, made concrete: the batch size the plan says fits now.
@@ -416,10 +424,16 @@ int ProgramCache::accumulator(graph::Graph& g, const Weight& w, bool allocate) {
                                       : g.placeholder_variable(name, w.value.shape(), w.value.dtype());
 }
 
+bool ProgramCache::wants_step_control() const {
+  if (!model_.optimizer_) return false;  // predict before compile
+  const graph::UpdateConfig& c = model_.optimizer_->config();
+  return c.global_clipnorm > 0.0f || c.skip_nonfinite || c.loss_scale_initial > 0.0f;
+}
+
 int ProgramCache::step_control(graph::Graph& g, const std::vector<int>& grads, bool allocate) {
   graph::UpdateConfig& c = model_.optimizer_->config();
   const bool scaling = c.loss_scale_initial > 0.0f;
-  if (c.global_clipnorm <= 0.0f && !c.skip_nonfinite && !scaling) return -1;
+  if (!wants_step_control()) return -1;
   std::vector<int> live;
   for (int gr : grads)
     if (gr >= 0) live.push_back(gr);

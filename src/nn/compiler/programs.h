@@ -38,6 +38,7 @@ struct Compiled {
   std::vector<std::pair<std::string, int>> logs;              // log name -> scalar value id ("loss" first)
   std::shared_ptr<cuda::PinnedStaging> pinned;                // a CUDA program's input staging (its first bind)
   std::shared_ptr<cuda::DeviceGather> gather;                 // its batches of a device-resident Dataset (first bind)
+  bool step_controlled = false;  // built while the optimizer asked for a StepControl node (ProgramCache::get)
 };
 
 // The model's programs and the state they share (optimizer slots, gradient accumulators, one arena). Reads
@@ -120,6 +121,8 @@ class ProgramCache {
                  int control = -1);
   // The StepControl over a step's gradients when the optimizer needs one (else -1).
   int step_control(graph::Graph& g, const std::vector<int>& grads, bool allocate);
+  // Whether the optimizer's config asks for a StepControl node now (global_clipnorm, skip_nonfinite, loss scaling).
+  bool wants_step_control() const;
   // Turns the optimizer's dynamic loss scaling on when the model computes in float16 and auto_scale_loss is set
   // (Keras' compile(auto_scale_loss=True)); true when loss scaling is on.
   bool enable_loss_scaling();
