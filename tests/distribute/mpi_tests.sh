@@ -82,6 +82,12 @@ case "$case" in
     [ "$rc" -ne 0 ] || { echo "FAIL: different models on two ranks exited 0"; exit 1; }
     n="$(grep -c "differ from rank 0" "$out")"
     [ "$n" -eq 2 ] || { echo "FAIL: expected the error on both ranks, got $n"; exit 1; } ;;
+  data_mismatch)  # rank 1 predicts and evaluates other values than rank 0 (same shapes and row count)
+    run -np 2 "$worker" data_mismatch mlp 150
+    rc=$?
+    [ "$rc" -eq 3 ] || { echo "FAIL: expected exit 3 (both calls refused on every rank), got $rc"; exit 1; }
+    n="$(grep -c "error: .*differ from rank 0 .*contents crc32c .*same rows in the same order" "$out")"
+    [ "$n" -eq 4 ] || { echo "FAIL: expected predict's and evaluate's error on both ranks, got $n"; exit 1; } ;;
   mismatch_sync)  # the same weights, but rank 1's BatchNormalization sums nothing over the ranks
     run -np 2 "$worker" mismatch_sync bn 4
     rc=$?

@@ -11,6 +11,7 @@
 //                         Dataset) split over the ranks: each must return what rank 0's model gives in one process
 //   predict mlp ROWS      the same for predict over ROWS rows in batches of 100: every rank must hold every row of
 //                         what rank 0's model predicts in one process, and have run only its batches
+//   data_mismatch mlp ROWS predict and evaluate over arrays whose values differ on rank 1: both refused on every rank
 //   predict_fail mlp ROWS rank 1 (given a small TK_MEMORY_LIMIT) fails building its predict program: the job must end
 //                         at once with rank 1's error
 //   auto_batch mlp ROWS   fit with batch_size = kAutoBatchSize on ROWS rows, each rank under its own budget
@@ -166,6 +167,32 @@ int predict_fail(tk::distribute::MultiWorkerMirroredStrategy& s, int64_t rows) {
   return 0;
 }
 
+// predict and evaluate where rank 1 holds other values than rank 0 (the same shapes and row count): each rank would run
+// its batches of its own arrays, and predict would hand every rank a mix of both. Both calls must throw on every rank,
+// naming the data's contents; nothing may run.
+int data_mismatch(tk::distribute::MultiWorkerMirroredStrategy& s, int64_t rows) {
+  const tk::Tensor x = tk::testing::uniform({rows, 784}, s.rank() == 1 ? 2 : 1);
+  const tk::Tensor y = tk::testing::int_labels(rows, 10, 2);
+  tk::utils::set_random_seed(7);
+  std::unique_ptr<tk::Model> m = make("mlp", 128);
+  tk::distribute::in_scope(
+      &s, [&] { m->compile(tk::optimizers::SGD(), tk::losses::SparseCategoricalCrossentropy({.from_logits = true})); });
+  int refused = 0;
+  for (const char* call : {"predict", "evaluate"}) {
+    try {
+      if (std::string(call) == "predict")
+        m->predict(x, 100);
+      else
+        m->evaluate(x, y, {.batch_size = 100, .verbose = 0});
+      std::printf("rank %d: %s returned\n", s.rank(), call);
+    } catch (const tk::InvalidArgument& e) {
+      std::printf("rank %d: %s error: %s\n", s.rank(), call, e.what());
+      ++refused;
+    }
+  }
+  return refused == 2 ? 3 : 0;
+}
+
 double worst_step_difference(const std::vector<std::vector<tk::Tensor>>& one,
                              const std::vector<std::vector<tk::Tensor>>& many, size_t strict);
 
@@ -289,6 +316,7 @@ int main(int argc, char** argv) {
     if (mode == "evaluate") return evaluate(strategy, steps);
     if (mode == "predict") return predict(strategy, steps);
     if (mode == "predict_fail") return predict_fail(strategy, steps);
+    if (mode == "data_mismatch") return data_mismatch(strategy, steps);
     if (mode == "auto_batch") return auto_batch(strategy, steps);
     if (mode == "dataset")
       return dataset(strategy, steps, argc > 4 ? std::atoi(argv[4]) : 1, argc > 5 && std::string(argv[5]) == "off");

@@ -249,9 +249,10 @@ class Model {
   nn::ProgramCache& replica_programs(int r);
   // Evaluation under MultiWorkerMirroredStrategy with more than one rank (replicated_step.cpp): batch k runs on rank
   // k % size, and all_reduce_logs sums the ranks' logs. Checks that every rank evaluates the same model on the same
-  // `data` (its description) and gives every rank rank 0's weights when they may differ (before the first fit);
-  // null without such a strategy (this process runs every batch).
-  nn::distribute::MpiCollective* evaluation_group(const std::string& data);
+  // `data` (its description, and the CRC-32C of `arrays`' bytes when given) and gives every rank rank 0's weights
+  // when they may differ (before the first fit); null without such a strategy (this process runs every batch).
+  nn::distribute::MpiCollective* evaluation_group(const std::string& data,
+                                                  const std::vector<const std::vector<Tensor>*>& arrays = {});
   // Every rank's row-weighted sums added to acc's (a rank that ran no batch contributes zeros).
   void all_reduce_logs(nn::distribute::MpiCollective& world, nn::Accumulator& acc);
   // A model on a GPU trains device copies of its weights (nn::ProgramCache::upload_weights): bring the weights up

@@ -278,7 +278,7 @@ uint64_t MpiCollective::broadcast(uint64_t value, const char* what) {
   return value;
 }
 
-void MpiCollective::check_same(const std::string& fingerprint, const char* what) {
+void MpiCollective::check_same(const std::string& fingerprint, const char* what, const char* remedy) {
   if (size_ == 1) return;
   const uint64_t mine = std::hash<std::string>{}(fingerprint);
   std::vector<uint64_t> all(static_cast<size_t>(size_));
@@ -291,8 +291,8 @@ void MpiCollective::check_same(const std::string& fingerprint, const char* what)
     if (all[static_cast<size_t>(k)] != all[0]) differ += (differ.empty() ? "" : ", ") + std::to_string(k);
   if (!differ.empty())
     throw InvalidArgument(std::string(what) + ": rank(s) " + differ + " differ from rank 0 (this is rank " +
-                          std::to_string(rank_) + ": " + fingerprint +
-                          "); every rank must build the same model and fit with the same batch size");
+                          std::to_string(rank_) + ": " + fingerprint + "); " +
+                          (remedy ? remedy : "every rank must build the same model and fit with the same batch size"));
 }
 
 #else  // built without MPI
@@ -327,7 +327,9 @@ void MpiCollective::abort(const std::string& why) {
   std::_Exit(71);
 }
 uint64_t MpiCollective::broadcast(uint64_t, const char*) { throw Unsupported("MPI broadcast: built without MPI"); }
-void MpiCollective::check_same(const std::string&, const char*) { throw Unsupported("MPI check: built without MPI"); }
+void MpiCollective::check_same(const std::string&, const char*, const char*) {
+  throw Unsupported("MPI check: built without MPI");
+}
 
 #endif
 

@@ -59,8 +59,9 @@ class MpiCollective final : public graph::Collective {
   // failure on one rank, which the others would otherwise wait for until the timeout.
   [[noreturn]] void abort(const std::string& why);
   // InvalidArgument on every rank, naming the ranks whose `fingerprint` differs from rank 0's (its text in
-  // `describe` for rank 0's side), before anything that would otherwise deadlock.
-  void check_same(const std::string& fingerprint, const char* what);
+  // `describe` for rank 0's side), before anything that would otherwise deadlock. `remedy`: what the user must make
+  // equal (null: the model and the batch size).
+  void check_same(const std::string& fingerprint, const char* what, const char* remedy = nullptr);
 
  private:
   explicit MpiCollective(std::chrono::milliseconds timeout);

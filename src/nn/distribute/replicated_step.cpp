@@ -2,10 +2,12 @@
 // (MirroredStrategy) or one per process (MultiWorkerMirroredStrategy on MPI).
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <stdexcept>
 
 #include "backends/cpu/threads.h"
 #include "core/device_bytes.h"
+#include "data/formats/crc32c.h"
 #include "nn/compiler/programs.h"
 #include "nn/distribute/batch_split.h"
 #include "nn/distribute/strategy_state.h"
@@ -90,13 +92,25 @@ nn::ProgramCache& Model::replica_programs(int r) {
   return *replica_programs_[static_cast<size_t>(r - 1)];
 }
 
-nn::distribute::MpiCollective* Model::evaluation_group(const std::string& data) {
+nn::distribute::MpiCollective* Model::evaluation_group(const std::string& data,
+                                                       const std::vector<const std::vector<Tensor>*>& arrays) {
   if (!strategy_ || !strategy_->mpi || strategy_->mpi->size() < 2) return nullptr;
   nn::distribute::MpiCollective& world = *strategy_->mpi;
   const std::vector<std::pair<std::string, Tensor*>> state = replica_programs(0).state_tensors();
-  std::string fingerprint = data + ", weights";  // "evaluate arrays of 1050 rows", "predict the dataset ..."
+  std::string fingerprint = data;  // "evaluate arrays of 1050 rows", "predict the dataset ..."
+  if (!arrays.empty()) {  // host arrays (check_data): the same row count with other values would mix the ranks' rows
+    uint32_t crc = 0;
+    for (const std::vector<Tensor>* list : arrays)
+      for (const Tensor& t : *list) crc = tk::data::crc32c_extend(crc, t.raw(), t.nbytes());
+    char hex[12];
+    std::snprintf(hex, sizeof hex, "%08x", crc);
+    fingerprint += std::string(", contents crc32c ") + hex;
+  }
+  fingerprint += ", weights";
   for (const auto& [name, t] : state) fingerprint += " " + name + t->shape().to_string();
-  world.check_same(fingerprint, "MultiWorkerMirroredStrategy: model and data check before evaluating or predicting");
+  world.check_same(fingerprint, "MultiWorkerMirroredStrategy: model and data check before evaluating or predicting",
+                   "every rank must evaluate or predict with the same model on the same data, the same rows in the "
+                   "same order (each rank runs some of the batches; predict gives every rank every row)");
   if (!replicas_synced_) {  // before the first fit each rank may hold its own initial weights: rank 0's count
     sync_host_weights();
     for (const auto& [name, t] : state) broadcast_tensor(world, *t, name);

@@ -278,8 +278,9 @@ Logs Model::run_evaluation(const std::vector<Tensor>& x, const std::vector<Tenso
   int64_t batch = std::min(batch_size, std::max<int64_t>(n, 1));
   // MultiWorkerMirroredStrategy: batch k on rank k % ranks, the logs summed over the ranks at the end; rank 0's batch
   // size (an automatic one follows each rank's free memory).
-  nn::distribute::MpiCollective* world = evaluation_group("evaluate arrays of " + std::to_string(n) + " rows" +
-                                                          (steps > 0 ? ", " + std::to_string(steps) + " steps" : ""));
+  nn::distribute::MpiCollective* world = evaluation_group(
+      "evaluate arrays of " + std::to_string(n) + " rows" + (steps > 0 ? ", " + std::to_string(steps) + " steps" : ""),
+      {&x, &y});
   if (world) batch = static_cast<int64_t>(world->broadcast(static_cast<uint64_t>(batch), "evaluation batch size"));
   int64_t batches = (n + batch - 1) / batch;
   if (steps > 0) batches = std::min(batches, steps);
@@ -337,7 +338,7 @@ std::vector<Tensor> Model::predict(const std::vector<Tensor>& x, int64_t batch_s
   programs_->upload_weights();
   const int64_t n = rows_of(x);
   // MultiWorkerMirroredStrategy: batch k on rank k % ranks (rank 0's batch size), then every rank gets every row.
-  nn::distribute::MpiCollective* world = evaluation_group("predict arrays of " + std::to_string(n) + " rows");
+  nn::distribute::MpiCollective* world = evaluation_group("predict arrays of " + std::to_string(n) + " rows", {&x});
   int64_t batch = batch_size;
   if (world) batch = static_cast<int64_t>(world->broadcast(static_cast<uint64_t>(batch), "predict batch size"));
   const int64_t batches = (n + batch - 1) / batch;
