@@ -46,7 +46,8 @@ struct Case {
   // A composite whose intermediate values (BnStats) are rounded to the dtype under test, so a 16-bit run is
   // not exactly the float32 run rounded once: compared within the tolerance even on the cpu.
   bool rounds_intermediates = false;
-  bool cast_to_under_test = false;                 // Cast: attrs.dtype becomes the dtype under test
+  bool cast_to_under_test = false;  // Cast, OneHot: attrs.dtype becomes the dtype under test
+  bool extra_signature = false;     // runs a signature beside signature_for's (int64 indices): no usual-signature check
   std::shared_ptr<UpdateConfig> update = nullptr;  // update ops: becomes attrs.update
   uint64_t ctx_step = 0;                           // StepScalars::step (dropout)
   float grad_scale = 1.0f;                         // StepScalars::grad_scale (AccumulateGrad)
@@ -56,6 +57,9 @@ struct Case {
 // cpu float32 gradient), and those plus cases for every other op (forward outputs).
 std::vector<Case> gradient_cases();
 std::vector<Case> forward_cases();
+// The general tensor ops' cases (tests/test_tensor_op_cases.cpp), part of the two lists above.
+std::vector<Case> tensor_gradient_cases();
+std::vector<Case> tensor_forward_cases();
 // The reason `device` has no kernel for (op, dtype), from the declared list in test_op_gradients.cpp, or
 // nullptr when it must have one.
 const char* declared_unsupported(DeviceKind device, Op op, DType dtype);
@@ -117,6 +121,18 @@ constexpr bool is_exact_op(Op op) {
     case Op::SoftmaxGrad:
     case Op::Pad2D:
     case Op::Crop2D:
+    case Op::Unary:
+    case Op::UnaryGrad:
+    case Op::Binary:
+    case Op::Compare:
+    case Op::Where:
+    case Op::BroadcastTo:
+    case Op::Transpose:
+    case Op::Pad:
+    case Op::Gather:
+    case Op::GatherGrad:
+    case Op::OneHot:
+    case Op::ArgReduce:
       return true;
     default:
       return false;
@@ -139,6 +155,9 @@ constexpr bool exact_on_the_cpu_only(Op op) {
     case Op::EluGrad:
     case Op::Softmax:
     case Op::SoftmaxGrad:
+    case Op::Unary:  // transcendental functions
+    case Op::UnaryGrad:
+    case Op::Binary:  // power
       return true;
     default:
       return false;

@@ -77,6 +77,8 @@ constexpr bool must_have_kernels(Op op) {
     case Op::BinaryAccuracy:
     case Op::CategoricalAccuracy:
     case Op::SparseCategoricalAccuracy:
+    case Op::Reduce:
+    case Op::BatchMatMul:
       return true;
     default:
       return false;
@@ -384,6 +386,7 @@ std::vector<Case> gradient_cases() {
       c.push_back(trip);
     }
   }
+  for (Case& t : tensor_gradient_cases()) c.push_back(std::move(t));
   return c;
 }
 
@@ -700,6 +703,7 @@ std::vector<Case> extra_forward_cases() {
     cc.cast_to_under_test = true;
     c.push_back(cc);
   }
+  for (Case& t : tensor_forward_cases()) c.push_back(std::move(t));
   return c;
 }
 
@@ -754,7 +758,7 @@ TEST(OpCoverage, CaseLabelsAreUnique) {
 // have exactly that signature (the dtype rule's output dtype too), or no node would ever find those kernels.
 TEST(OpCoverage, SignatureForIsTheSignatureOfANodeInThatDType) {
   for (const Case& c : forward_cases()) {
-    if (c.op == Op::Cast || c.cast_to_under_test) continue;  // Cast's target is its own
+    if (c.op == Op::Cast || c.cast_to_under_test || c.extra_signature) continue;  // their own signatures
     for (DType t : kFloatDTypes) {
       const Instance inst(c, Target{DeviceKind::cpu, t}, convert_inputs(c, generate_inputs(c, 1), t));
       const KernelSignature node = signature_of(inst.g, inst.checked[0]), usual = signature_for(c.op, t);

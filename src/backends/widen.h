@@ -71,7 +71,8 @@ struct Widened {
 };
 
 // Registers float16 and bfloat16 kernels for every op with an output and a float32 kernel on Kind registered so far
-// (call it last), except the ops with their own 16-bit kernels (Cast, Reshape, StepControl); and a bfloat16 MatMul
+// (call it last), except the ops with their own 16-bit kernels (Cast, Reshape, StepControl, and any op that has a
+// float16 kernel registered by then); and a bfloat16 MatMul
 // written in float32 (a weight's gradient, graph/fuse.h).
 template <DeviceKind Kind>
 void register_widened(ConvertFn convert, size_t alignment) {
@@ -85,6 +86,8 @@ void register_widened(ConvertFn convert, size_t alignment) {
       continue;
     const graph::KernelFn f32 = graph::registered_kernel(Kind, op, graph::signature_for(op, DType::f32));
     if (!f32) continue;
+    // Ops with 16-bit kernels of their own (the data-movement ops copy every dtype's bytes as they are) keep them.
+    if (graph::registered_kernel(Kind, op, graph::signature_for(op, DType::f16))) continue;
     W::f32[static_cast<size_t>(i)] = f32;
     W::inner[static_cast<size_t>(i)] = graph::registered_workspace(Kind, op);
     graph::register_kernel(Kind, op, DType::f16, W::kernel);

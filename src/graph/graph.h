@@ -43,10 +43,10 @@ struct Graph {
   int add(Op op, std::vector<int> inputs, Attrs attrs = {}, std::string name = {});
 };
 
-// Gives gradient rules a way to emit ops and read the forward graph.
+// Emits ops into a graph under one owner name: what layers and gradient rules build with (graph/tensor_ops.h).
 // Gradient rules read forward values by id; with rematerialization, `remap` swaps a dropped forward
 // value for its recomputed copy (emitted on demand, just before the gradient op that needs it).
-struct GradBuilder {
+struct OpBuilder {
   Graph& g;
   std::function<int(int)> remap = nullptr;
   std::string name = "grad";  // given to the nodes it adds: "grad:<the node being differentiated>"
@@ -57,5 +57,6 @@ struct GradBuilder {
     return g.add(op, std::move(inputs), std::move(attrs), name);
   }
 };
+using GradBuilder = OpBuilder;
 
 }  // namespace tk::graph

@@ -58,7 +58,13 @@ KernelSignature signature_for(Op op, DType t) {
   for (int i = 0; i < sig.inputs; ++i) sig.in[static_cast<size_t>(i)] = t;
   if (is_sparse_target_op(op)) sig.in[1] = DType::i32;
   if (is_loss_grad_op(op)) sig.in[2] = DType::f32;
-  sig.out = is_loss_or_metric_value(op) ? DType::f32 : t;
+  if (op == Op::Where) sig.in[0] = DType::boolean;                       // the condition
+  if (op == Op::Gather || op == Op::GatherGrad) sig.in[1] = DType::i32;  // indices
+  if (op == Op::OneHot) sig.in[0] = DType::i32;                          // indices
+  sig.out = is_loss_or_metric_value(op) ? DType::f32
+            : op == Op::Compare         ? DType::boolean
+            : op == Op::ArgReduce       ? DType::i32
+                                        : t;
   return sig;
 }
 

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "graph/collective.h"
+#include "graph/tensor_fns.h"
 #include "trainkit/core/dtype.h"
 #include "trainkit/core/shape.h"
 
@@ -33,8 +34,8 @@ enum class Op : uint8_t {
   Mul,      // a * b, equal shapes
   Scale,    // x * attrs.value + attrs.alpha (Keras' Rescaling; fused into batch staging when it reads an Input)
   Reshape,  // same data, attrs.shape
-  Concat,   // along the last axis
-  Slice,    // columns [attrs.begin, attrs.begin + attrs.size) of the last axis
+  Concat,   // along attrs.axis (default -1: the last)
+  Slice,    // [attrs.begin, attrs.begin + attrs.size) along attrs.axis (default -1: the last)
   // Activations and their gradients (grad ops take (dy, x) or (dy, y) as noted in op_table.cpp)
   Relu,
   ReluGrad,
@@ -110,6 +111,25 @@ enum class Op : uint8_t {
                    // (Collective::finish_all_reduce); what the bucket's readers read. Placed like a View.
   View,            // (x) -> attrs.shape: elements [attrs.begin, attrs.begin + size) of x, the same memory (no copy,
                    // no kernel: the planner places it inside x, graph/schedule.h); a gradient inside its bucket
+  // The general tensor vocabulary layers compose (graph/tensor_ops.h builds them and their gradients): NumPy
+  // broadcasting, any axis, rank <= kMaxRank. The ops above stay as the fast paths of common layers.
+  Unary,        // f(x): attrs.unary (graph/tensor_fns.h) with attrs.fn_param
+  UnaryGrad,    // (dy, x) -> dy * f'(x), f as attrs.unary
+  Binary,       // f(a, b), broadcast: attrs.binary (arithmetic); the operands' dtype
+  Compare,      // (a, b) -> bool, broadcast: attrs.binary (a comparison)
+  Where,        // (cond bool, a, b) -> cond ? a : b, all three broadcast
+  Reduce,       // attrs.reduce over the axes in attrs.axes (bit i: axis i), kept as 1s with attrs.keepdims
+  ArgReduce,    // int32 index of the first max (attrs.reduce max) or min along attrs.axis [kept with attrs.keepdims]
+  BroadcastTo,  // x -> attrs.shape (NumPy rules)
+  Transpose,    // axis i of y is axis attrs.perm[i] of x
+  Pad,          // attrs.value around x: attrs.pad_before[i] / pad_after[i] elements on axis i
+  BatchMatMul,  // (..., m, k) x (..., k, n) -> (..., m, n); batch axes broadcast; attrs.trans_a / trans_b
+  Gather,       // (params, indices int32/int64) along attrs.axis -> params[:axis] + indices + params[axis+1:]; an
+                // index outside [0, params[axis]) is an InvalidArgument naming it (checked in the kernel)
+  GatherGrad,   // (dy, indices) -> attrs.shape (the params'): dy's slices summed into the slices the indices name, in
+                // index order (deterministic: no atomics)
+  OneHot,       // (indices int32/int64) -> indices' shape + (attrs.depth) in attrs.dtype: 1 at the index, 0 elsewhere
+                // (a row of zeros for an index outside [0, depth), as TensorFlow)
   kCount
 };
 inline constexpr int kOpCount = static_cast<int>(Op::kCount);
@@ -143,7 +163,7 @@ struct Attrs {
   bool trans_a = false, trans_b = false;  // MatMul
   bool from_logits = false;               // losses
   float alpha = 0.0f;                     // LeakyRelu slope, Elu alpha, DropoutMask rate, Scale offset
-  float value = 0.0f;                     // Fill; Scale factor
+  float value = 0.0f;                     // Fill, Pad: the constant; Scale: the factor
   uint64_t seed = 0;                      // DropoutMask
   int64_t begin = 0, size = 0;            // Slice; MultiUpdate: size = the number of variables
   Shape shape;                            // Reshape target, Fill shape
@@ -167,6 +187,18 @@ struct Attrs {
   bool overlap = false;  // AllReduce: start the reduction and return (Collective::start_all_reduce); the
                          // AllReduceWait reading it finishes it, so work scheduled between the two overlaps it
   float momentum = 0.99f, epsilon = 1e-3f;  // batch normalization
+  // The general tensor ops (graph/tensor_fns.h).
+  UnaryFn unary = UnaryFn::kCount;     // Unary, UnaryGrad: the function
+  float fn_param[2] = {0.0f, 0.0f};    // Unary, UnaryGrad: the function's parameters (tensor_fns.h says which)
+  BinaryFn binary = BinaryFn::kCount;  // Binary, Compare: the function
+  ReduceFn reduce = ReduceFn::kCount;  // Reduce, ArgReduce: the function
+  uint32_t axes = 0;                   // Reduce: bit i set = axis i is reduced
+  bool keepdims = false;               // Reduce, ArgReduce: reduced axes stay as 1s
+  int axis = -1;                       // Concat, Slice, Gather, GatherGrad, ArgReduce; negative counts from the end
+  int8_t perm[kMaxRank] = {};          // Transpose
+  int64_t pad_before[kMaxRank] = {};   // Pad
+  int64_t pad_after[kMaxRank] = {};    // Pad
+  int64_t depth = 0;                   // OneHot: the number of classes
   Op epilogue = Op::kCount;  // FusedMatMul: Relu, ReluGrad or kCount (the bias alone); FusedConv2D: Relu or kCount;
                              // MaxPool2DGrad: ReluGrad (dx zeroed where the pool's input x <= 0) or kCount;
                              // MultiUpdate: its rule
@@ -185,7 +217,8 @@ constexpr bool is_loss_grad_op(Op op) {  // (pred, target, dy) -> d pred
 }
 
 struct Graph;
-struct GradBuilder;
+struct OpBuilder;
+using GradBuilder = OpBuilder;
 
 // Validates the inputs and returns the output shape; throws InvalidArgument naming op and shapes.
 using ShapeFn = Shape (*)(const Graph& g, int node);

@@ -4,12 +4,14 @@
 
 #include "graph/bucket.h"
 #include "graph/graph.h"
+#include "graph/tensor_rules.h"
 #include "graph/window.h"
 #include "trainkit/core/dtype.h"
 #include "trainkit/core/error.h"
 
 namespace tk::graph {
 namespace {
+using namespace rules;  // the general tensor ops' rules (graph/tensor_rules.h)
 
 // ---------------------------------------------------------------- helpers
 const Shape& in_shape(const Graph& g, int node, int i) { return g[g[node].inputs[static_cast<size_t>(i)]].shape; }
@@ -73,31 +75,6 @@ Shape shape_reshape(const Graph& g, int node) {
   const Shape& to = g[node].attrs.shape;
   if (to.numel() != in_shape(g, node, 0).numel()) shape_error(g, node, "cannot reshape to " + to.to_string());
   return to;
-}
-
-Shape shape_concat(const Graph& g, int node) {
-  Shape s = in_shape(g, node, 0);
-  int64_t last = 0;
-  for (size_t i = 0; i < g[node].inputs.size(); ++i) {
-    const Shape& si = in_shape(g, node, static_cast<int>(i));
-    Shape a = si, b = s;
-    if (a.rank() < 1 || a.rank() != b.rank()) shape_error(g, node, "inputs must have equal rank >= 1");
-    a[-1] = 0;
-    b[-1] = 0;
-    if (a != b) shape_error(g, node, "inputs must match in all but the last dimension");
-    last += si[-1];
-  }
-  s[-1] = last;
-  return s;
-}
-
-Shape shape_slice(const Graph& g, int node) {
-  Shape s = in_shape(g, node, 0);
-  const Attrs& a = g[node].attrs;
-  if (s.rank() < 1 || a.begin < 0 || a.size < 0 || a.begin + a.size > s[-1])
-    shape_error(g, node, "slice [" + std::to_string(a.begin) + ", +" + std::to_string(a.size) + ") out of range");
-  s[-1] = a.size;
-  return s;
 }
 
 Shape shape_dy_x(const Graph& g, int node) {  // (dy, x) -> shape of x
@@ -404,21 +381,6 @@ void grad_reshape(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
   if (need[0]) dx[0] = b.add(Op::Reshape, {dy}, at);
 }
 
-void grad_concat(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
-  Node n = b.node(node);
-  int64_t begin = 0;
-  for (size_t i = 0; i < n.inputs.size(); ++i) {
-    int64_t size = b.node(n.inputs[i]).shape[-1];
-    if (need[i]) {
-      Attrs at;
-      at.begin = begin;
-      at.size = size;
-      dx[i] = b.add(Op::Slice, {dy}, at);
-    }
-    begin += size;
-  }
-}
-
 // Activation gradient from the input x: GradOp(dy, x).
 template <Op GradOp>
 void grad_from_x(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
@@ -520,7 +482,7 @@ constexpr std::array<OpInfo, kOpCount> kTable{{
     {Op::Scale, "Scale", 1, true, shape_same_as_first, dtype_same_float, grad_scale},
     {Op::Reshape, "Reshape", 1, true, shape_reshape, dtype_same_any, grad_reshape},
     {Op::Concat, "Concat", -1, true, shape_concat, dtype_same_any, grad_concat},
-    {Op::Slice, "Slice", 1, true, shape_slice, dtype_same_any, nullptr},
+    {Op::Slice, "Slice", 1, true, shape_slice, dtype_same_any, grad_slice},
     {Op::Relu, "Relu", 1, true, shape_same_as_first, dtype_same_float, grad_from_y<Op::ReluGrad>},
     {Op::ReluGrad, "ReluGrad", 2, true, shape_dy_x, dtype_same_float, nullptr},
     {Op::Sigmoid, "Sigmoid", 1, true, shape_same_as_first, dtype_same_float, grad_from_y<Op::SigmoidGrad>},
@@ -576,6 +538,20 @@ constexpr std::array<OpInfo, kOpCount> kTable{{
     {Op::AllReduce, "AllReduce", -1, true, shape_all_reduce, dtype_same_float, nullptr},
     {Op::AllReduceWait, "AllReduceWait", 1, true, shape_all_reduce_wait, dtype_same_float, nullptr},
     {Op::View, "View", 1, true, shape_view, dtype_same_any, nullptr},
+    {Op::Unary, "Unary", 1, true, shape_same_as_first, dtype_same_float, grad_unary},
+    {Op::UnaryGrad, "UnaryGrad", 2, true, shape_unary_grad, dtype_same_float, nullptr},
+    {Op::Binary, "Binary", 2, true, shape_broadcast, dtype_same_float, grad_binary},
+    {Op::Compare, "Compare", 2, true, shape_broadcast, dtype_compare, nullptr},
+    {Op::Where, "Where", 3, true, shape_broadcast, dtype_where, grad_where},
+    {Op::Reduce, "Reduce", 1, true, shape_reduce, dtype_same_float, grad_reduce},
+    {Op::ArgReduce, "ArgReduce", 1, true, shape_arg_reduce, dtype_arg_reduce, nullptr},
+    {Op::BroadcastTo, "BroadcastTo", 1, true, shape_broadcast_to, dtype_same_any, grad_broadcast_to},
+    {Op::Transpose, "Transpose", 1, true, shape_transpose, dtype_same_any, grad_transpose},
+    {Op::Pad, "Pad", 1, true, shape_pad_nd, dtype_same_any, grad_pad},
+    {Op::BatchMatMul, "BatchMatMul", 2, true, shape_batch_matmul, dtype_same_float, grad_batch_matmul},
+    {Op::Gather, "Gather", 2, true, shape_gather, dtype_gather, grad_gather},
+    {Op::GatherGrad, "GatherGrad", 2, true, shape_gather_grad, dtype_gather_grad, nullptr},
+    {Op::OneHot, "OneHot", 1, true, shape_one_hot, dtype_one_hot, nullptr},
 }};
 
 constexpr bool table_in_enum_order() {

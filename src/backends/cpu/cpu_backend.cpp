@@ -19,6 +19,12 @@ void register_kernels() {
   register_pooling_kernels();
   register_batchnorm_kernels();
   register_collective_kernels();
+  register_unary_kernels();
+  register_broadcast_kernels();
+  register_reduce_kernels();
+  register_layout_kernels();
+  register_gather_kernels();
+  register_batch_matmul_kernels();
   register_cast_kernels();
   register_onednn_conv_kernels();  // after the im2col ones, which it replaces
   register_c1_conv_kernels();      // one input channel: direct; every other convolution as registered above

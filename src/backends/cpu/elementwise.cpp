@@ -64,30 +64,6 @@ void reshape(const KernelArgs& a) {
   std::memcpy(a.out, a.in[0], static_cast<size_t>(a.node.shape.numel()) * dtype_size(a.node.dtype));
 }
 
-// y(rows, sum c_i) = [x_0(rows, c_0) | x_1(rows, c_1) | ...]
-void concat(const KernelArgs& a) {
-  const int64_t width = a.node.shape[-1], rows = a.node.shape.numel() / (width ? width : 1);
-  float* y = a.output<float>();
-  int64_t col = 0;
-  for (size_t j = 0; j < a.node.inputs.size(); ++j) {
-    const int64_t c = a.in_shape(static_cast<int>(j))[-1];
-    const float* x = a.input<float>(static_cast<int>(j));
-    for (int64_t r = 0; r < rows; ++r)
-      std::memcpy(y + r * width + col, x + r * c, sizeof(float) * static_cast<size_t>(c));
-    col += c;
-  }
-}
-
-// y(rows, size) = x(rows, width)[:, begin:begin+size]
-void slice(const KernelArgs& a) {
-  const int64_t width = a.in_shape(0)[-1], size = a.node.attrs.size, begin = a.node.attrs.begin;
-  const int64_t rows = a.node.shape.numel() / (size ? size : 1);
-  const float* x = a.input<float>(0);
-  float* y = a.output<float>();
-  for (int64_t r = 0; r < rows; ++r)
-    std::memcpy(y + r * size, x + r * width + begin, sizeof(float) * static_cast<size_t>(size));
-}
-
 // mask = 0 with probability rate, else 1/(1-rate); randomness from (seed, step, global element index) only,
 // so it does not depend on the thread count.
 // The mask's math is backends/math/random.h, shared with the CUDA kernel.
@@ -115,8 +91,6 @@ void register_elementwise_kernels() {
   register_kernel(DeviceKind::cpu, Op::Scale, DType::f32, scale);
   for (int t = 0; t < kDTypeCount; ++t)  // a byte copy: every dtype
     register_kernel(DeviceKind::cpu, Op::Reshape, static_cast<DType>(t), reshape);
-  register_kernel(DeviceKind::cpu, Op::Concat, DType::f32, concat);
-  register_kernel(DeviceKind::cpu, Op::Slice, DType::f32, slice);
   register_kernel(DeviceKind::cpu, Op::DropoutMask, DType::f32, dropout_mask);
 }
 

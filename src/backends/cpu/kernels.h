@@ -4,12 +4,13 @@
 
 namespace tk::graph {
 struct Graph;
-}
+struct Node;
+}  // namespace tk::graph
 
 namespace tk::cpu {
 
 void register_linalg_kernels();       // linalg.cpp: MatMul, FusedMatMul (gemm.h), BiasAdd, BiasGrad
-void register_elementwise_kernels();  // elementwise.cpp: Fill, Add, Mul, Reshape, Concat, Slice, DropoutMask
+void register_elementwise_kernels();  // elementwise.cpp: Fill, Add, Mul, Scale, Reshape, DropoutMask
 void register_cast_kernels();         // cast.cpp: Cast between every pair of dtypes
 void register_activation_kernels();   // activations.cpp
 void register_loss_kernels();         // losses.cpp: losses, their gradients, accuracy metrics
@@ -18,6 +19,15 @@ void register_conv_kernels();  // conv.cpp: Conv2D, FusedConv2D and the gradient
 void register_pooling_kernels();     // pooling.cpp: max/avg pooling, Pad2D, Crop2D, Upsample2D
 void register_batchnorm_kernels();   // batchnorm.cpp
 void register_collective_kernels();  // collectives.cpp: AllReduce (data parallel)
+// The general tensor ops (graph/op.h from Unary on; their math in backends/math/):
+void register_unary_kernels();         // unary.cpp: Unary, UnaryGrad
+void register_broadcast_kernels();     // broadcast.cpp: Binary, Compare, Where, BroadcastTo
+void register_reduce_kernels();        // reduce.cpp: Reduce, ArgReduce
+void register_layout_kernels();        // layout.cpp: Transpose, Pad, Concat, Slice (any axis, any dtype)
+void register_gather_kernels();        // gather.cpp: Gather, GatherGrad, OneHot
+void register_batch_matmul_kernels();  // batch_matmul.cpp: BatchMatMul (gemm.h per batch)
+// Throws InvalidArgument: the node's function field (attrs.unary, .binary, .reduce) names no function.
+[[noreturn]] void unknown_function(const graph::Node& node, const char* field);
 // conv_onednn.cpp: replaces the im2col Conv2D kernels when oneDNN is built in and TK_CONV != im2col.
 bool register_onednn_conv_kernels();
 // conv_c1.cpp: direct Conv2D / FusedConv2D / Conv2DGradFilter for one input channel (stride 1) in float32, wrapping

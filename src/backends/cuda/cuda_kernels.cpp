@@ -28,6 +28,7 @@ namespace tk::cuda {
 void register_gemm_kernels();     // gemm_cublaslt.cpp
 void register_conv_kernels();     // conv.cpp: convolutions (im2col + cuBLASLt) and pooling
 void register_widened_kernels();  // widen.cpp: float16/bfloat16 over the float32 kernels, registered last
+void register_tensor_kernels();   // tensor_kernels.cpp: the general tensor ops (graph/op.h from Unary on)
 
 int sm_count(int index) {
   static std::mutex m;
@@ -323,22 +324,36 @@ size_t step_control_workspace(const graph::Graph& g, int node) {
 }
 
 // Concat / Slice over the last axis; Pad2D, Crop2D, Upsample2D (NHWC).
+// Along an axis a tensor is (outer, axis * inner) rows: Concat and Slice there are the last-axis kernels' copies of
+// column blocks, with widths multiplied by inner.
+int64_t outer_of(const Shape& s, int axis) {
+  int64_t n = 1;
+  for (int d = 0; d < axis; ++d) n *= s[d];
+  return n;
+}
+int64_t inner_of(const Shape& s, int axis) {
+  int64_t n = 1;
+  for (int d = axis + 1; d < s.rank(); ++d) n *= s[d];
+  return n;
+}
 void concat(const KernelArgs& a) {
   const int k = static_cast<int>(a.node.inputs.size());
+  const int axis = a.node.attrs.axis < 0 ? a.node.attrs.axis + a.node.shape.rank() : a.node.attrs.axis;
+  const int64_t inner = inner_of(a.node.shape, axis);
   thread_local std::vector<const float*> x;  // grow once: no allocation per step after the first
   thread_local std::vector<int64_t> widths;
   x.resize(static_cast<size_t>(k));
   widths.resize(static_cast<size_t>(k));
   for (int j = 0; j < k; ++j)
-    x[static_cast<size_t>(j)] = a.input<float>(j), widths[static_cast<size_t>(j)] = a.in_shape(j)[-1];
-  const int64_t width = a.node.shape[-1];
-  launch_concat(x.data(), widths.data(), k, a.output<float>(), a.node.shape.numel() / (width ? width : 1), sms(a),
-                a.ctx.stream);
+    x[static_cast<size_t>(j)] = a.input<float>(j), widths[static_cast<size_t>(j)] = a.in_shape(j)[axis] * inner;
+  launch_concat(x.data(), widths.data(), k, a.output<float>(), outer_of(a.node.shape, axis), sms(a), a.ctx.stream);
 }
 void slice(const KernelArgs& a) {
-  const int64_t size = a.node.attrs.size;
-  launch_slice(a.input<float>(0), a.output<float>(), a.node.shape.numel() / (size ? size : 1), a.in_shape(0)[-1],
-               a.node.attrs.begin, size, sms(a), a.ctx.stream);
+  const Shape& xs = a.in_shape(0);
+  const int axis = a.node.attrs.axis < 0 ? a.node.attrs.axis + xs.rank() : a.node.attrs.axis;
+  const int64_t inner = inner_of(xs, axis);
+  launch_slice(a.input<float>(0), a.output<float>(), outer_of(xs, axis), xs[axis] * inner, a.node.attrs.begin * inner,
+               a.node.attrs.size * inner, sms(a), a.ctx.stream);
 }
 Image image_of(const Shape& s) { return {s[0], s[1], s[2], s[3]}; }
 template <bool Pad>
@@ -538,6 +553,7 @@ void register_kernels() {
     graph::register_workspace(cuda, op, bn_workspace);
   register_gemm_kernels();
   register_conv_kernels();
+  register_tensor_kernels();
   register_widened_kernels();
   register_native16_gemm_kernels();  // after the widened ones, which they fall back to
   register_native16_conv_kernels();

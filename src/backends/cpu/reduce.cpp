@@ -1,0 +1,112 @@
+// Reductions on the CPU: Reduce over any set of axes and ArgReduce along one (backends/math/reduce.h's math). The
+// input is seen as kept axes x reduced axes (math::Strided layouts); the output elements are split between threads
+// and each is reduced in index order, so results do not depend on the thread count.
+#include "backends/math/reduce.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/parallel.h"
+#include "backends/strided.h"
+#include "graph/kernel.h"
+
+namespace tk::cpu {
+namespace {
+using graph::KernelArgs;
+using graph::Op;
+using graph::ReduceFn;
+
+// The kept axes (operand 0: x's strides along the output's axes) and the reduced ones (x's strides along them).
+struct ReduceLayout {
+  math::Strided kept, reduced;
+  int64_t outputs = 1, count = 1;
+};
+
+ReduceLayout reduce_layout(const Shape& x, uint32_t axes) {
+  ReduceLayout l;
+  int64_t stride = 1;
+  int64_t xstride[graph::kMaxRank] = {};
+  for (int d = x.rank() - 1; d >= 0; --d) xstride[d] = stride, stride *= x[d];
+  for (int d = 0; d < x.rank(); ++d) {
+    math::Strided& s = (axes & (1u << d)) ? l.reduced : l.kept;
+    s.dims[s.rank] = x[d];
+    s.stride[0][s.rank] = xstride[d];
+    ++s.rank;
+    ((axes & (1u << d)) ? l.count : l.outputs) *= x[d];
+  }
+  for (math::Strided* s : {&l.kept, &l.reduced}) {
+    if (s->rank == 0) s->dims[s->rank++] = 1;
+    backends::merge_axes(*s, 1);
+  }
+  return l;
+}
+
+template <ReduceFn F>
+void reduce_fn(const KernelArgs& a) {
+  const float* x = a.input<float>(0);
+  float* y = a.output<float>();  // (outputs)
+  const ReduceLayout l = reduce_layout(a.in_shape(0), a.node.attrs.axes);
+  if (l.count == 0) {  // an empty reduction: sum 0, prod 1, mean NaN (max/min of nothing is a shape error)
+    const float v = F == ReduceFn::prod ? 1.0f : F == ReduceFn::sum ? 0.0f : F == ReduceFn::logsumexp ? -INFINITY : NAN;
+    for (int64_t o = 0; o < l.outputs; ++o) y[o] = v;
+    return;
+  }
+  const bool one_run = l.reduced.rank == 1;  // the reduced elements of an output are equally spaced
+  const int64_t run_stride = l.reduced.stride[0][0];
+  // Reduced elements equally spaced (contiguous when they are the last axes): one loop per output.
+  parallel_for(
+      l.outputs,
+      [&](int64_t o0, int64_t o1) {
+        for (int64_t o = o0; o < o1; ++o) {
+          const float* xo = x + math::strided_offset(l.kept, 0, o);
+          y[o] = one_run ? math::reduce_strided<F>(xo, l.count, run_stride)
+                         : math::reduce_offsets<F>(xo, l.reduced, l.count);  // axes that do not merge into one run
+        }
+      },
+      std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(l.count, 1)));
+}
+
+void reduce(const KernelArgs& a) {
+  switch (a.node.attrs.reduce) {
+#define TK_CASE(name)  \
+  case ReduceFn::name: \
+    return reduce_fn<ReduceFn::name>(a);
+    TK_REDUCE_FNS(TK_CASE)
+#undef TK_CASE
+    case ReduceFn::kCount:
+      break;
+  }
+  unknown_function(a.node, "attrs.reduce");
+}
+
+// (outer, n, inner) -> (outer, inner): the index along the middle axis.
+void arg_reduce(const KernelArgs& a) {
+  const Shape& xs = a.in_shape(0);
+  const int axis = a.node.attrs.axis < 0 ? a.node.attrs.axis + xs.rank() : a.node.attrs.axis;
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= xs[d];
+  for (int d = axis + 1; d < xs.rank(); ++d) inner *= xs[d];
+  const int64_t n = xs[axis];
+  const float* x = a.input<float>(0);
+  int32_t* y = a.output<int32_t>();
+  const bool max = a.node.attrs.reduce == ReduceFn::max;
+  parallel_for(
+      outer * inner,
+      [&](int64_t b, int64_t e) {
+        for (int64_t k = b; k < e; ++k) {
+          const int64_t o = k / inner, i = k % inner;
+          y[k] = math::arg_extreme(x + o * n * inner + i, n, inner, max);
+        }
+      },
+      std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(n, 1)));
+}
+
+}  // namespace
+
+void register_reduce_kernels() {
+  graph::register_kernel(DeviceKind::cpu, Op::Reduce, DType::f32, reduce);
+  graph::register_kernel(DeviceKind::cpu, Op::ArgReduce, DType::f32, arg_reduce);
+}
+
+}  // namespace tk::cpu

@@ -1,0 +1,36 @@
+// The CPU driver of math::Strided layouts (backends/strided.h): the output's elements in rows of its last (merged)
+// axis, rows split between threads; per row, each operand's first offset and its stride along the row.
+//
+//   for_rows(s, 2, [&](int64_t o, const int64_t* off, const int64_t* step, int64_t n) {
+//     for (int64_t j = 0; j < n; ++j) y[o + j] = a[off[0] + j * step[0]] + b[off[1] + j * step[1]];
+//   });
+#pragma once
+#include <algorithm>
+
+#include "backends/cpu/parallel.h"
+#include "backends/math/strided.h"
+
+namespace tk::cpu {
+
+template <typename Body>
+void for_rows(const math::Strided& s, int operands, Body body) {
+  const int64_t inner = s.dims[s.rank - 1];
+  int64_t total = 1;
+  for (int d = 0; d < s.rank; ++d) total *= s.dims[d];
+  if (total == 0 || inner == 0) return;
+  const int64_t rows = total / inner;
+  int64_t step[math::Strided::kOperands] = {};
+  for (int k = 0; k < operands; ++k) step[k] = s.stride[k][s.rank - 1];
+  parallel_for(
+      rows,
+      [&](int64_t r0, int64_t r1) {
+        int64_t off[math::Strided::kOperands] = {};
+        for (int64_t r = r0; r < r1; ++r) {
+          for (int k = 0; k < operands; ++k) off[k] = math::strided_offset(s, k, r * inner);
+          body(r * inner, static_cast<const int64_t*>(off), static_cast<const int64_t*>(step), inner);
+        }
+      },
+      std::max<int64_t>(1, kParallelGrain / inner));
+}
+
+}  // namespace tk::cpu

@@ -1,0 +1,188 @@
+// Registers the general tensor ops' CUDA kernels (tensor_launchers.h): the layouts (math::Strided) are built on the
+// host from the node's shapes, as the CPU kernels build them (backends/strided.h); BatchMatMul is one cuBLASLt GEMM
+// per batch element (gemm_cublaslt.h). Float ops register float32 (16-bit through widen.cpp); ops that move values
+// register every dtype.
+#ifdef TK_HAVE_CUDA
+#include <cstring>
+
+#include "backends/cuda/gemm_cublaslt.h"
+#include "backends/cuda/tensor_launchers.h"
+#include "backends/strided.h"
+#include "backends/widen.h"
+#include "graph/kernel.h"
+#include "trainkit/core/convert.h"
+
+namespace tk::cuda {
+
+int sm_count(int index);  // cuda_kernels.cpp
+
+namespace {
+using graph::KernelArgs;
+using graph::KernelSignature;
+using graph::Op;
+
+int sms(const KernelArgs& a) { return sm_count(a.ctx.device.index); }
+int bytes_of(DType t) { return static_cast<int>(dtype_size(t)); }
+int axis_of(const KernelArgs& a, int rank) {
+  return a.node.attrs.axis < 0 ? a.node.attrs.axis + rank : a.node.attrs.axis;
+}
+
+void unary(const KernelArgs& a) {
+  launch_unary(a.node.attrs.unary, a.input<float>(0), a.output<float>(), a.node.shape.numel(), a.node.attrs.fn_param[0],
+               a.node.attrs.fn_param[1], sms(a), a.ctx.stream);
+}
+void unary_grad(const KernelArgs& a) {
+  launch_unary_grad(a.node.attrs.unary, a.input<float>(0), a.input<float>(1), a.output<float>(), a.node.shape.numel(),
+                    a.node.attrs.fn_param[0], a.node.attrs.fn_param[1], sms(a), a.ctx.stream);
+}
+void binary(const KernelArgs& a) {
+  const math::Strided s = backends::broadcast_layout(a.node.shape, {&a.in_shape(0), &a.in_shape(1)});
+  launch_binary(a.node.attrs.binary, a.input<float>(0), a.input<float>(1), a.output<float>(), s, a.node.shape.numel(),
+                sms(a), a.ctx.stream);
+}
+void compare(const KernelArgs& a) {
+  const math::Strided s = backends::broadcast_layout(a.node.shape, {&a.in_shape(0), &a.in_shape(1)});
+  launch_compare(a.node.attrs.binary, a.input<float>(0), a.input<float>(1), a.output<bool>(), s, a.node.shape.numel(),
+                 sms(a), a.ctx.stream);
+}
+void where(const KernelArgs& a) {
+  const math::Strided s = backends::broadcast_layout(a.node.shape, {&a.in_shape(0), &a.in_shape(1), &a.in_shape(2)});
+  launch_where(a.input<bool>(0), a.in[1], a.in[2], a.out, bytes_of(a.out_dtype), s, a.node.shape.numel(), sms(a),
+               a.ctx.stream);
+}
+void broadcast_to(const KernelArgs& a) {
+  const math::Strided s = backends::broadcast_layout(a.node.shape, {&a.in_shape(0)});
+  launch_gather_strided(a.in[0], a.out, bytes_of(a.out_dtype), s, a.node.shape.numel(), sms(a), a.ctx.stream);
+}
+void transpose(const KernelArgs& a) {
+  const math::Strided s = backends::transpose_layout(a.in_shape(0), a.node.attrs.perm);
+  launch_gather_strided(a.in[0], a.out, bytes_of(a.out_dtype), s, a.node.shape.numel(), sms(a), a.ctx.stream);
+}
+void pad(const KernelArgs& a) {
+  PadGeo g;
+  g.rank = a.node.shape.rank();
+  for (int d = 0; d < g.rank; ++d)
+    g.ydims[d] = a.node.shape[d], g.xdims[d] = a.in_shape(0)[d], g.before[d] = a.node.attrs.pad_before[d];
+  uint64_t fill = 0;
+  convert_elements(&a.node.attrs.value, DType::f32, &fill, a.out_dtype, 1);  // the constant's bytes in the dtype
+  launch_pad(a.in[0], a.out, bytes_of(a.out_dtype), g, fill, a.node.shape.numel(), sms(a), a.ctx.stream);
+}
+
+void reduce(const KernelArgs& a) {
+  const Shape& x = a.in_shape(0);
+  math::Strided kept, reduced;
+  int64_t outputs = 1, count = 1, stride = 1;
+  int64_t xstride[graph::kMaxRank] = {};
+  for (int d = x.rank() - 1; d >= 0; --d) xstride[d] = stride, stride *= x[d];
+  for (int d = 0; d < x.rank(); ++d) {
+    const bool r = a.node.attrs.axes & (1u << d);
+    math::Strided& s = r ? reduced : kept;
+    s.dims[s.rank] = x[d];
+    s.stride[0][s.rank++] = xstride[d];
+    (r ? count : outputs) *= x[d];
+  }
+  for (math::Strided* s : {&kept, &reduced}) {
+    if (s->rank == 0) s->dims[s->rank++] = 1;
+    backends::merge_axes(*s, 1);
+  }
+  if (count == 0) throw Unsupported("Reduce '" + a.node.name + "' over an empty axis on CUDA");
+  launch_reduce(a.node.attrs.reduce, a.input<float>(0), a.output<float>(), kept, reduced, outputs, count, sms(a),
+                a.ctx.stream);
+}
+void arg_reduce(const KernelArgs& a) {
+  const Shape& x = a.in_shape(0);
+  const int axis = axis_of(a, x.rank());
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= x[d];
+  for (int d = axis + 1; d < x.rank(); ++d) inner *= x[d];
+  launch_arg_reduce(a.node.attrs.reduce == graph::ReduceFn::max, a.input<float>(0), a.output<int32_t>(), outer, x[axis],
+                    inner, sms(a), a.ctx.stream);
+}
+
+struct Around {
+  int64_t outer = 1, rows = 1, inner = 1, count = 1;
+};
+Around around(const Shape& table, const Shape& indices, int axis) {
+  Around g;
+  for (int d = 0; d < axis; ++d) g.outer *= table[d];
+  for (int d = axis + 1; d < table.rank(); ++d) g.inner *= table[d];
+  g.rows = table[axis];
+  g.count = indices.numel();
+  return g;
+}
+void gather(const KernelArgs& a) {
+  const Around g = around(a.in_shape(0), a.in_shape(1), axis_of(a, a.in_shape(0).rank()));
+  launch_gather(a.in[0], a.in[1], bytes_of(a.in_dtypes[1]), a.out, bytes_of(a.out_dtype), is_floating(a.out_dtype),
+                g.outer, g.rows, g.inner, g.count, sms(a), a.ctx.stream);
+}
+void gather_grad(const KernelArgs& a) {
+  const Around g = around(a.node.shape, a.in_shape(1), axis_of(a, a.node.shape.rank()));
+  launch_gather_grad(a.input<float>(0), a.in[1], bytes_of(a.in_dtypes[1]), a.output<float>(), g.outer, g.rows, g.inner,
+                     g.count, sms(a), a.ctx.stream);
+}
+void one_hot(const KernelArgs& a) {
+  launch_one_hot(a.in[0], bytes_of(a.in_dtypes[0]), a.output<float>(), a.in_shape(0).numel(), a.node.attrs.depth,
+                 sms(a), a.ctx.stream);
+}
+
+cpu::GemmShape batch_gemm_shape(const graph::Graph& g, const graph::Node& n) {
+  const Shape& a = g[n.inputs[0]].shape;
+  cpu::GemmShape s;
+  s.m = n.shape[-2];
+  s.n = n.shape[-1];
+  s.k = n.attrs.trans_a ? a[-2] : a[-1];
+  s.ta = n.attrs.trans_a;
+  s.tb = n.attrs.trans_b;
+  return s;
+}
+Shape batch_part(const Shape& s) { return Shape(std::vector<int64_t>(s.dims().begin(), s.dims().end() - 2)); }
+size_t batch_matmul_workspace(const graph::Graph&, int) { return gemm_workspace_bytes(); }
+void batch_matmul(const KernelArgs& a) {
+  const cpu::GemmShape s = batch_gemm_shape(a.g, a.node);
+  const Shape ab = batch_part(a.in_shape(0)), bb = batch_part(a.in_shape(1)), yb = batch_part(a.node.shape);
+  const math::Strided l = backends::broadcast_layout(yb, {&ab, &bb});
+  const int64_t batches = yb.numel();
+  const float* x = a.input<float>(0);
+  const float* w = a.input<float>(1);
+  float* y = a.output<float>();
+  for (int64_t i = 0; i < batches; ++i)
+    gemm(s, x + math::strided_offset(l, 0, i) * s.m * s.k, w + math::strided_offset(l, 1, i) * s.k * s.n, nullptr,
+         y + i * s.m * s.n, 0.0f, a.workspace, a.ctx.device.index, a.ctx.stream, a.node);
+}
+
+}  // namespace
+
+void register_tensor_kernels() {
+  using graph::register_kernel;
+  constexpr auto cuda = DeviceKind::cuda;
+  constexpr auto f32 = DType::f32;
+  register_kernel(cuda, Op::Unary, f32, unary);
+  register_kernel(cuda, Op::UnaryGrad, f32, unary_grad);
+  register_kernel(cuda, Op::Binary, f32, binary);
+  register_kernel(cuda, Op::Compare, f32, compare);
+  register_kernel(cuda, Op::Reduce, f32, reduce);
+  register_kernel(cuda, Op::ArgReduce, f32, arg_reduce);
+  register_kernel(cuda, Op::BatchMatMul, f32, batch_matmul);
+  graph::register_workspace(cuda, Op::BatchMatMul, batch_matmul_workspace);
+  for (DType i : {DType::i32, DType::i64}) {  // the kernels read the index dtype at run time
+    register_kernel(cuda, Op::GatherGrad, KernelSignature({f32, i}, f32), gather_grad);
+    register_kernel(cuda, Op::OneHot, KernelSignature({i}, f32), one_hot);
+  }
+  // int64 indices in 16 bits: widen.h's wrapper (registered later for the int32 signatures) around the same kernels.
+  for (DType t : {DType::f16, DType::bf16}) {
+    register_kernel(cuda, Op::GatherGrad, KernelSignature({t, DType::i64}, t),
+                    backends::Widened<DeviceKind::cuda>::kernel);
+    register_kernel(cuda, Op::OneHot, KernelSignature({DType::i64}, t), backends::Widened<DeviceKind::cuda>::kernel);
+  }
+  for (int t = 0; t < kDTypeCount; ++t) {  // values moved as bytes: every dtype
+    const auto dt = static_cast<DType>(t);
+    register_kernel(cuda, Op::Where, KernelSignature({DType::boolean, dt, dt}, dt), where);
+    register_kernel(cuda, Op::BroadcastTo, dt, broadcast_to);
+    register_kernel(cuda, Op::Transpose, dt, transpose);
+    register_kernel(cuda, Op::Pad, dt, pad);
+    for (DType i : {DType::i32, DType::i64}) register_kernel(cuda, Op::Gather, KernelSignature({dt, i}, dt), gather);
+  }
+}
+
+}  // namespace tk::cuda
+#endif

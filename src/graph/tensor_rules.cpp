@@ -1,0 +1,447 @@
+#include "graph/tensor_rules.h"
+
+#include "graph/tensor_ops.h"
+#include "trainkit/core/error.h"
+
+namespace tk::graph::rules {
+namespace {
+
+const Shape& in_shape(const Graph& g, int node, int i) { return g[g[node].inputs[static_cast<size_t>(i)]].shape; }
+DType in_dtype(const Graph& g, int node, int i) { return g[g[node].inputs[static_cast<size_t>(i)]].dtype; }
+
+std::string what(const Graph& g, int node) { return std::string(op_name(g[node].op)) + " '" + g[node].name + "'"; }
+
+[[noreturn]] void shape_error(const Graph& g, int node, const std::string& why) {
+  std::string shapes;
+  for (int in : g[node].inputs) shapes += (shapes.empty() ? "" : ", ") + g[in].shape.to_string();
+  throw InvalidArgument(what(g, node) + ": " + why + " (input shapes " + shapes + ")");
+}
+
+[[noreturn]] void dtype_error(const Graph& g, int node, const std::string& why) {
+  std::string s;
+  for (int in : g[node].inputs) s += (s.empty() ? "" : ", ") + std::string(dtype_name(g[in].dtype));
+  throw InvalidArgument(what(g, node) + ": " + why + " (input dtypes " + s + ")");
+}
+
+void check_rank(const Graph& g, int node, const Shape& s) {
+  if (s.rank() > kMaxRank) shape_error(g, node, "rank above " + std::to_string(kMaxRank) + " is not supported");
+}
+
+int axis_of(const Graph& g, int node, int rank) {
+  const int a = g[node].attrs.axis;
+  if (a < -rank || a >= std::max(rank, 1))
+    shape_error(g, node, "axis " + std::to_string(a) + " is out of range for rank " + std::to_string(rank));
+  return a < 0 ? a + rank : a;
+}
+
+bool is_index(DType t) { return t == DType::i32 || t == DType::i64; }
+
+std::vector<int> axes_of(uint32_t mask, int rank) {
+  std::vector<int> axes;
+  for (int i = 0; i < rank; ++i)
+    if (mask & (1u << i)) axes.push_back(i);
+  return axes;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- shapes
+Shape shape_unary_grad(const Graph& g, int node) {
+  if (in_shape(g, node, 0) != in_shape(g, node, 1)) shape_error(g, node, "dy and x must have equal shapes");
+  return in_shape(g, node, 1);
+}
+
+Shape shape_broadcast(const Graph& g, int node) {
+  Shape s = in_shape(g, node, 0);
+  for (size_t i = 1; i < g[node].inputs.size(); ++i) {
+    try {
+      s = ops::broadcast_shapes(s, in_shape(g, node, static_cast<int>(i)), what(g, node));
+    } catch (const InvalidArgument&) {
+      shape_error(g, node, "operands do not broadcast (each dimension, aligned from the last, must be equal or 1)");
+    }
+  }
+  check_rank(g, node, s);
+  return s;
+}
+
+Shape shape_reduce(const Graph& g, int node) {
+  const Shape& x = in_shape(g, node, 0);
+  const Attrs& a = g[node].attrs;
+  check_rank(g, node, x);
+  if (a.reduce == ReduceFn::kCount) shape_error(g, node, "needs a reduction (attrs.reduce)");
+  if (x.rank() < 32 && (a.axes >> x.rank()) != 0) shape_error(g, node, "reduces an axis beyond the input's rank");
+  std::vector<int64_t> out;
+  for (int i = 0; i < x.rank(); ++i) {
+    const bool reduced = a.axes & (1u << i);
+    if (reduced && x[i] == 0 && (a.reduce == ReduceFn::max || a.reduce == ReduceFn::min))
+      shape_error(g, node, "max/min over an empty axis " + std::to_string(i));
+    if (!reduced)
+      out.push_back(x[i]);
+    else if (a.keepdims)
+      out.push_back(1);
+  }
+  return Shape(std::move(out));
+}
+
+Shape shape_arg_reduce(const Graph& g, int node) {
+  const Shape& x = in_shape(g, node, 0);
+  check_rank(g, node, x);
+  const ReduceFn f = g[node].attrs.reduce;
+  if (f != ReduceFn::max && f != ReduceFn::min) shape_error(g, node, "attrs.reduce must be max or min");
+  const int a = axis_of(g, node, x.rank());
+  if (x[a] == 0) shape_error(g, node, "an index of nothing: axis " + std::to_string(a) + " is empty");
+  std::vector<int64_t> out = x.dims();
+  if (g[node].attrs.keepdims)
+    out[static_cast<size_t>(a)] = 1;
+  else
+    out.erase(out.begin() + a);
+  return Shape(std::move(out));
+}
+
+Shape shape_broadcast_to(const Graph& g, int node) {
+  const Shape& x = in_shape(g, node, 0);
+  const Shape& to = g[node].attrs.shape;
+  check_rank(g, node, to);
+  bool ok = to.rank() >= x.rank();
+  for (int i = 0; ok && i < x.rank(); ++i) {
+    const int64_t d = x[x.rank() - 1 - i], t = to[to.rank() - 1 - i];
+    ok = d == t || d == 1;
+  }
+  if (!ok) shape_error(g, node, "cannot broadcast to " + to.to_string());
+  return to;
+}
+
+Shape shape_transpose(const Graph& g, int node) {
+  const Shape& x = in_shape(g, node, 0);
+  check_rank(g, node, x);
+  const int8_t* p = g[node].attrs.perm;
+  uint32_t seen = 0;
+  std::vector<int64_t> out;
+  for (int i = 0; i < x.rank(); ++i) {
+    if (p[i] < 0 || p[i] >= x.rank() || (seen & (1u << p[i])))
+      shape_error(g, node, "attrs.perm is not a permutation of the " + std::to_string(x.rank()) + " axes");
+    seen |= 1u << p[i];
+    out.push_back(x[p[i]]);
+  }
+  return Shape(std::move(out));
+}
+
+Shape shape_pad_nd(const Graph& g, int node) {
+  Shape s = in_shape(g, node, 0);
+  check_rank(g, node, s);
+  const Attrs& a = g[node].attrs;
+  for (int i = 0; i < kMaxRank; ++i) {
+    if (a.pad_before[i] < 0 || a.pad_after[i] < 0) shape_error(g, node, "negative padding");
+    if (i >= s.rank() && (a.pad_before[i] || a.pad_after[i])) shape_error(g, node, "pads an axis beyond its rank");
+    if (i < s.rank()) s[i] += a.pad_before[i] + a.pad_after[i];
+  }
+  return s;
+}
+
+Shape shape_batch_matmul(const Graph& g, int node) {
+  const Shape& a = in_shape(g, node, 0);
+  const Shape& b = in_shape(g, node, 1);
+  if (a.rank() < 2 || b.rank() < 2) shape_error(g, node, "operands must have rank >= 2 (..., rows, columns)");
+  const Attrs& at = g[node].attrs;
+  const int64_t m = at.trans_a ? a[-1] : a[-2], k = at.trans_a ? a[-2] : a[-1];
+  const int64_t k2 = at.trans_b ? b[-1] : b[-2], n = at.trans_b ? b[-2] : b[-1];
+  if (k != k2) shape_error(g, node, "inner dimensions differ: " + std::to_string(k) + " vs " + std::to_string(k2));
+  std::vector<int64_t> ab(a.dims().begin(), a.dims().end() - 2), bb(b.dims().begin(), b.dims().end() - 2);
+  Shape batch;
+  try {
+    batch = ops::broadcast_shapes(Shape(ab), Shape(bb), what(g, node));
+  } catch (const InvalidArgument&) {
+    shape_error(g, node, "batch axes do not broadcast");
+  }
+  std::vector<int64_t> out = batch.dims();
+  out.push_back(m);
+  out.push_back(n);
+  Shape s(std::move(out));
+  check_rank(g, node, s);
+  return s;
+}
+
+namespace {
+Shape gathered(const Graph& g, int node, const Shape& params, const Shape& indices) {
+  const int a = axis_of(g, node, params.rank());
+  std::vector<int64_t> out(params.dims().begin(), params.dims().begin() + a);
+  out.insert(out.end(), indices.dims().begin(), indices.dims().end());
+  out.insert(out.end(), params.dims().begin() + a + 1, params.dims().end());
+  Shape s(std::move(out));
+  check_rank(g, node, s);
+  return s;
+}
+}  // namespace
+
+Shape shape_gather(const Graph& g, int node) {
+  const Shape& p = in_shape(g, node, 0);
+  if (p.rank() < 1) shape_error(g, node, "params must have rank >= 1");
+  return gathered(g, node, p, in_shape(g, node, 1));
+}
+
+Shape shape_gather_grad(const Graph& g, int node) {
+  const Shape& to = g[node].attrs.shape;
+  if (to.rank() < 1 || !to.fully_known()) shape_error(g, node, "needs the params' shape (attrs.shape)");
+  if (gathered(g, node, to, in_shape(g, node, 1)) != in_shape(g, node, 0))
+    shape_error(g, node, "dy must have the shape the gather produced");
+  return to;
+}
+
+Shape shape_one_hot(const Graph& g, int node) {
+  if (g[node].attrs.depth <= 0) shape_error(g, node, "depth must be positive");
+  std::vector<int64_t> out = in_shape(g, node, 0).dims();
+  out.push_back(g[node].attrs.depth);
+  Shape s(std::move(out));
+  check_rank(g, node, s);
+  return s;
+}
+
+Shape shape_concat(const Graph& g, int node) {
+  Shape s = in_shape(g, node, 0);
+  if (s.rank() < 1) shape_error(g, node, "inputs must have rank >= 1");
+  const int a = axis_of(g, node, s.rank());
+  int64_t total = 0;
+  for (size_t i = 0; i < g[node].inputs.size(); ++i) {
+    Shape si = in_shape(g, node, static_cast<int>(i)), ref = s;
+    if (si.rank() != ref.rank()) shape_error(g, node, "inputs must have equal rank");
+    total += si[a];
+    si[a] = 0;
+    ref[a] = 0;
+    if (si != ref) shape_error(g, node, "inputs must match in all but axis " + std::to_string(a));
+  }
+  s[a] = total;
+  return s;
+}
+
+Shape shape_slice(const Graph& g, int node) {
+  Shape s = in_shape(g, node, 0);
+  if (s.rank() < 1) shape_error(g, node, "input must have rank >= 1");
+  const int ax = axis_of(g, node, s.rank());
+  const Attrs& a = g[node].attrs;
+  if (a.begin < 0 || a.size < 0 || a.begin + a.size > s[ax])
+    shape_error(g, node,
+                "slice [" + std::to_string(a.begin) + ", +" + std::to_string(a.size) + ") of axis " +
+                    std::to_string(ax) + " out of range");
+  s[ax] = a.size;
+  return s;
+}
+
+// ---------------------------------------------------------------- dtypes
+DType dtype_compare(const Graph& g, int node) {
+  if (in_dtype(g, node, 0) != in_dtype(g, node, 1)) dtype_error(g, node, "operands must have one dtype");
+  if (!is_comparison(g[node].attrs.binary)) dtype_error(g, node, "attrs.binary must be a comparison");
+  return DType::boolean;
+}
+
+DType dtype_where(const Graph& g, int node) {
+  if (in_dtype(g, node, 0) != DType::boolean) dtype_error(g, node, "the condition must be bool");
+  if (in_dtype(g, node, 1) != in_dtype(g, node, 2)) dtype_error(g, node, "both branches must have one dtype");
+  return in_dtype(g, node, 1);
+}
+
+DType dtype_arg_reduce(const Graph& g, int node) {
+  if (!is_floating(in_dtype(g, node, 0))) dtype_error(g, node, "needs floating-point input");
+  return DType::i32;
+}
+
+DType dtype_gather(const Graph& g, int node) {
+  if (!is_index(in_dtype(g, node, 1))) dtype_error(g, node, "indices must be int32 or int64");
+  return in_dtype(g, node, 0);
+}
+
+DType dtype_gather_grad(const Graph& g, int node) {
+  if (!is_floating(in_dtype(g, node, 0))) dtype_error(g, node, "dy must be floating-point");
+  if (!is_index(in_dtype(g, node, 1))) dtype_error(g, node, "indices must be int32 or int64");
+  return in_dtype(g, node, 0);
+}
+
+DType dtype_one_hot(const Graph& g, int node) {
+  if (!is_index(in_dtype(g, node, 0))) dtype_error(g, node, "indices must be int32 or int64");
+  return g[node].attrs.dtype;
+}
+
+// ---------------------------------------------------------------- gradients
+void grad_unary(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
+  const Node n = b.node(node);
+  if (need[0]) dx[0] = b.add(Op::UnaryGrad, {dy, n.inputs[0]}, n.attrs);
+}
+
+void grad_binary(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
+  const Node n = b.node(node);
+  const int x = n.inputs[0], y = n.inputs[1];
+  const Shape sx = b.node(x).shape, sy = b.node(y).shape;
+  using ops::binary;
+  int gx = -1, gy = -1;
+  switch (n.attrs.binary) {
+    case BinaryFn::add:
+      gx = dy, gy = dy;
+      break;
+    case BinaryFn::subtract:
+      gx = dy;
+      if (need[1]) gy = ops::unary(b, UnaryFn::negative, dy);
+      break;
+    case BinaryFn::multiply:
+      if (need[0]) gx = binary(b, BinaryFn::multiply, dy, y);
+      if (need[1]) gy = binary(b, BinaryFn::multiply, dy, x);
+      break;
+    case BinaryFn::divide:  // d(x/y)/dy = -x/y^2 = -out/y
+      if (need[0]) gx = binary(b, BinaryFn::divide, dy, y);
+      if (need[1])
+        gy = ops::unary(b, UnaryFn::negative, binary(b, BinaryFn::divide, binary(b, BinaryFn::multiply, dy, node), y));
+      break;
+    case BinaryFn::maximum:
+    case BinaryFn::minimum: {  // ties go to x (TensorFlow's rule)
+      const BinaryFn cmp = n.attrs.binary == BinaryFn::maximum ? BinaryFn::greater_equal : BinaryFn::less_equal;
+      const int mask = ops::compare(b, cmp, x, y), zero = ops::scalar(b, 0.0f, dy);
+      if (need[0]) gx = ops::where(b, mask, dy, zero);
+      if (need[1]) gy = ops::where(b, mask, zero, dy);
+      break;
+    }
+    case BinaryFn::power: {  // TensorFlow's: dx = dy y x^(y-1); dy = dy out log(x) where x > 0, else 0
+      if (need[0])
+        gx = binary(b, BinaryFn::multiply, binary(b, BinaryFn::multiply, dy, y),
+                    binary(b, BinaryFn::power, x, ops::add_scalar(b, y, -1.0f)));
+      if (need[1]) {
+        const int positive = ops::compare(b, BinaryFn::greater, x, ops::scalar(b, 0.0f, x));
+        const int safe = ops::where(b, positive, x, ops::scalar(b, 1.0f, x));
+        gy = binary(b, BinaryFn::multiply, binary(b, BinaryFn::multiply, dy, node), ops::unary(b, UnaryFn::log, safe));
+      }
+      break;
+    }
+    case BinaryFn::squared_difference: {
+      const int t = ops::mul_scalar(b, binary(b, BinaryFn::multiply, dy, binary(b, BinaryFn::subtract, x, y)), 2.0f);
+      gx = t;
+      if (need[1]) gy = ops::unary(b, UnaryFn::negative, t);
+      break;
+    }
+    default:
+      throw Unsupported(std::string(op_name(n.op)) + " '" + n.name + "': no gradient for this function");
+  }
+  if (need[0]) dx[0] = ops::sum_to(b, gx, sx);
+  if (need[1]) dx[1] = ops::sum_to(b, gy, sy);
+}
+
+void grad_where(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
+  const Node n = b.node(node);
+  const int zero = ops::scalar(b, 0.0f, dy);
+  if (need[1]) dx[1] = ops::sum_to(b, ops::where(b, n.inputs[0], dy, zero), b.node(n.inputs[1]).shape);
+  if (need[2]) dx[2] = ops::sum_to(b, ops::where(b, n.inputs[0], zero, dy), b.node(n.inputs[2]).shape);
+}
+
+void grad_reduce(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
+  if (!need[0]) return;
+  const Node n = b.node(node);
+  const int x = n.inputs[0];
+  const Shape xs = b.node(x).shape;
+  std::vector<int64_t> kd = xs.dims();
+  int64_t count = 1;
+  for (int i = 0; i < xs.rank(); ++i)
+    if (n.attrs.axes & (1u << i)) count *= xs[i], kd[static_cast<size_t>(i)] = 1;
+  const Shape keep(kd);
+  const int dyk = ops::reshape(b, dy, keep);
+  using ops::binary;
+  switch (n.attrs.reduce) {
+    case ReduceFn::sum:
+      dx[0] = ops::broadcast_to(b, dyk, xs);
+      break;
+    case ReduceFn::mean:
+      dx[0] = ops::broadcast_to(b, ops::mul_scalar(b, dyk, count ? 1.0f / static_cast<float>(count) : 0.0f), xs);
+      break;
+    case ReduceFn::max:
+    case ReduceFn::min: {  // shared among tied extrema (TensorFlow's rule)
+      const int yk = ops::reshape(b, node, keep);
+      const int hit = ops::cast(b, ops::compare(b, BinaryFn::equal, x, yk), b.node(x).dtype);
+      const int ties = ops::reduce(b, ReduceFn::sum, hit, axes_of(n.attrs.axes, xs.rank()), true);
+      dx[0] = binary(b, BinaryFn::multiply, hit, binary(b, BinaryFn::divide, dyk, ties));
+      break;
+    }
+    case ReduceFn::prod:  // out / x: undefined where x is 0 (NaN there)
+      dx[0] = binary(b, BinaryFn::multiply, dyk, binary(b, BinaryFn::divide, ops::reshape(b, node, keep), x));
+      break;
+    case ReduceFn::logsumexp:
+      dx[0] = binary(b, BinaryFn::multiply, dyk,
+                     ops::unary(b, UnaryFn::exp, binary(b, BinaryFn::subtract, x, ops::reshape(b, node, keep))));
+      break;
+    default:
+      throw Unsupported("Reduce '" + n.name + "': no gradient for this reduction");
+  }
+}
+
+void grad_broadcast_to(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
+  if (need[0]) dx[0] = ops::sum_to(b, dy, b.node(b.node(node).inputs[0]).shape);
+}
+
+void grad_transpose(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
+  if (!need[0]) return;
+  const Node n = b.node(node);
+  std::vector<int> inverse(static_cast<size_t>(n.shape.rank()));
+  for (int i = 0; i < n.shape.rank(); ++i) inverse[static_cast<size_t>(n.attrs.perm[i])] = i;
+  dx[0] = ops::transpose(b, dy, inverse);
+}
+
+void grad_pad(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
+  if (!need[0]) return;
+  const Node n = b.node(node);
+  const Shape xs = b.node(n.inputs[0]).shape;
+  int v = dy;
+  for (int i = 0; i < xs.rank(); ++i)
+    if (n.attrs.pad_before[i] || n.attrs.pad_after[i]) v = ops::slice(b, v, i, n.attrs.pad_before[i], xs[i]);
+  dx[0] = v;
+}
+
+void grad_batch_matmul(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
+  const Node n = b.node(node);
+  const int A = n.inputs[0], B = n.inputs[1];
+  const Shape sa = b.node(A).shape, sb = b.node(B).shape;
+  const bool ta = n.attrs.trans_a, tb = n.attrs.trans_b;
+  auto mm = [&](int x, int y, bool tx, bool ty) { return ops::batch_matmul(b, x, y, tx, ty); };
+  int ga = -1, gb = -1;
+  if (!ta && !tb) {
+    if (need[0]) ga = mm(dy, B, false, true);
+    if (need[1]) gb = mm(A, dy, true, false);
+  } else if (!ta && tb) {
+    if (need[0]) ga = mm(dy, B, false, false);
+    if (need[1]) gb = mm(dy, A, true, false);
+  } else if (ta && !tb) {
+    if (need[0]) ga = mm(B, dy, false, true);
+    if (need[1]) gb = mm(A, dy, false, false);
+  } else {
+    if (need[0]) ga = mm(B, dy, true, true);
+    if (need[1]) gb = mm(dy, A, true, true);
+  }
+  if (need[0]) dx[0] = ops::sum_to(b, ga, sa);
+  if (need[1]) dx[1] = ops::sum_to(b, gb, sb);
+}
+
+void grad_gather(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
+  if (!need[0]) return;  // indices are integers: no gradient
+  const Node n = b.node(node);
+  Attrs at;
+  at.shape = b.node(n.inputs[0]).shape;
+  at.axis = n.attrs.axis < 0 ? n.attrs.axis + at.shape.rank() : n.attrs.axis;
+  dx[0] = b.add(Op::GatherGrad, {dy, n.inputs[1]}, at);
+}
+
+void grad_concat(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
+  const Node n = b.node(node);
+  const int a = n.attrs.axis < 0 ? n.attrs.axis + n.shape.rank() : n.attrs.axis;
+  int64_t begin = 0;
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    const int64_t size = b.node(n.inputs[i]).shape[a];
+    if (need[i]) dx[i] = ops::slice(b, dy, a, begin, size);
+    begin += size;
+  }
+}
+
+void grad_slice(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
+  if (!need[0]) return;
+  const Node n = b.node(node);
+  const Shape xs = b.node(n.inputs[0]).shape;
+  const int a = n.attrs.axis < 0 ? n.attrs.axis + xs.rank() : n.attrs.axis;
+  std::vector<int64_t> before(static_cast<size_t>(xs.rank())), after(static_cast<size_t>(xs.rank()));
+  before[static_cast<size_t>(a)] = n.attrs.begin;
+  after[static_cast<size_t>(a)] = xs[a] - n.attrs.begin - n.attrs.size;
+  dx[0] = ops::pad(b, dy, before, after);
+}
+
+}  // namespace tk::graph::rules

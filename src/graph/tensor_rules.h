@@ -1,0 +1,41 @@
+// The op table's rules (shape, dtype, gradient) for the general tensor ops (graph/op.h, from Unary on), and the
+// axis-aware rules of Concat and Slice. Internal to graph/: op_table.cpp lists them in its rows.
+#pragma once
+#include "graph/graph.h"
+
+namespace tk::graph::rules {
+
+Shape shape_unary_grad(const Graph& g, int node);  // (dy, x) -> x, equal shapes
+Shape shape_broadcast(const Graph& g, int node);   // Binary, Compare, Where
+Shape shape_reduce(const Graph& g, int node);
+Shape shape_arg_reduce(const Graph& g, int node);
+Shape shape_broadcast_to(const Graph& g, int node);
+Shape shape_transpose(const Graph& g, int node);
+Shape shape_pad_nd(const Graph& g, int node);
+Shape shape_batch_matmul(const Graph& g, int node);
+Shape shape_gather(const Graph& g, int node);
+Shape shape_gather_grad(const Graph& g, int node);
+Shape shape_one_hot(const Graph& g, int node);
+Shape shape_concat(const Graph& g, int node);
+Shape shape_slice(const Graph& g, int node);
+
+DType dtype_compare(const Graph& g, int node);
+DType dtype_where(const Graph& g, int node);
+DType dtype_arg_reduce(const Graph& g, int node);
+DType dtype_gather(const Graph& g, int node);
+DType dtype_gather_grad(const Graph& g, int node);
+DType dtype_one_hot(const Graph& g, int node);
+
+void grad_unary(GradBuilder& b, int node, int dy, const bool* need, int* dx);
+void grad_binary(GradBuilder& b, int node, int dy, const bool* need, int* dx);
+void grad_where(GradBuilder& b, int node, int dy, const bool* need, int* dx);
+void grad_reduce(GradBuilder& b, int node, int dy, const bool* need, int* dx);
+void grad_broadcast_to(GradBuilder& b, int node, int dy, const bool* need, int* dx);
+void grad_transpose(GradBuilder& b, int node, int dy, const bool* need, int* dx);
+void grad_pad(GradBuilder& b, int node, int dy, const bool* need, int* dx);
+void grad_batch_matmul(GradBuilder& b, int node, int dy, const bool* need, int* dx);
+void grad_gather(GradBuilder& b, int node, int dy, const bool* need, int* dx);
+void grad_concat(GradBuilder& b, int node, int dy, const bool* need, int* dx);
+void grad_slice(GradBuilder& b, int node, int dy, const bool* need, int* dx);
+
+}  // namespace tk::graph::rules

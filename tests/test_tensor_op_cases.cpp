@@ -1,0 +1,314 @@
+// The op harness's cases for the general tensor ops (graph/op.h from Unary on; tests/op_harness.h): every function
+// of Unary, Binary, Compare and Reduce, broadcasting on both sides, every axis kind. gradient_cases() and
+// extra_forward_cases() (test_op_gradients.cpp) append these.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "op_harness.h"
+
+namespace tk::graph::harness {
+namespace {
+
+void signed_init(int, float* p, int64_t n, std::mt19937& g) {
+  std::uniform_real_distribution<float> mag(0.1f, 2.0f);
+  std::bernoulli_distribution sign(0.5);
+  for (int64_t i = 0; i < n; ++i) p[i] = sign(g) ? mag(g) : -mag(g);
+}
+InitFn positive(std::vector<int> which) {
+  return [which](int i, float* p, int64_t n, std::mt19937& g) {
+    if (std::find(which.begin(), which.end(), i) == which.end()) return signed_init(i, p, n, g);
+    std::uniform_real_distribution<float> u(0.5f, 1.5f);
+    for (int64_t k = 0; k < n; ++k) p[k] = u(g);
+  };
+}
+// Distinct values 0.1 apart (no ties, no finite-difference step changes an order): maxima, minima, arg extrema.
+void spaced(int i, float* p, int64_t n, std::mt19937& g) {
+  std::vector<int64_t> perm(static_cast<size_t>(n));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), g);
+  for (int64_t k = 0; k < n; ++k) p[k] = 0.1f * static_cast<float>(perm[static_cast<size_t>(k)]) - 1.0f;
+  (void)i;
+}
+// Input 0 spaced, input 1 spaced with an offset of 0.05: never equal to input 0 (maximum, minimum, comparisons)...
+void interleaved(int i, float* p, int64_t n, std::mt19937& g) {
+  spaced(i, p, n, g);
+  if (i == 1)
+    for (int64_t k = 0; k < n; ++k) p[k] += 0.05f;
+}
+// ... and with some exact ties for the comparisons.
+void with_ties(int i, float* p, int64_t n, std::mt19937& g) {
+  std::uniform_int_distribution<int> level(0, 3);
+  for (int64_t k = 0; k < n; ++k) p[k] = 0.5f * static_cast<float>(level(g)) - 0.5f;
+  (void)i;
+}
+// Input `idx` holds indices k * 3 + 1 mod `rows` (repeats when there are more indices than rows).
+InitFn indices_init(int idx, int64_t rows) {
+  return [=](int i, float* p, int64_t n, std::mt19937& g) {
+    if (i != idx) return signed_init(i, p, n, g);
+    for (int64_t k = 0; k < n; ++k) p[k] = static_cast<float>((k * 3 + 1) % rows);
+  };
+}
+// Input 0 a bool condition: 0 or 1 at random.
+void condition_init(int i, float* p, int64_t n, std::mt19937& g) {
+  if (i != 0) return signed_init(i, p, n, g);
+  std::bernoulli_distribution b(0.5);
+  for (int64_t k = 0; k < n; ++k) p[k] = b(g) ? 1.0f : 0.0f;
+}
+// Away from clip's bounds (-0.9, 1.1) by more than the finite-difference step.
+void clip_init(int, float* p, int64_t n, std::mt19937& g) {
+  const float v[] = {-1.7f, -1.3f, -0.6f, -0.2f, 0.3f, 0.8f, 1.4f, 1.9f};
+  std::uniform_int_distribution<int> pick(0, 7);
+  for (int64_t k = 0; k < n; ++k) p[k] = v[pick(g)];
+}
+
+Attrs unary_attrs(UnaryFn f, float p0 = 0.0f, float p1 = 0.0f) {
+  Attrs at;
+  at.unary = f;
+  at.fn_param[0] = p0;
+  at.fn_param[1] = p1;
+  return at;
+}
+Attrs binary_attrs(BinaryFn f) {
+  Attrs at;
+  at.binary = f;
+  return at;
+}
+Attrs reduce_attrs(ReduceFn f, uint32_t axes, bool keepdims) {
+  Attrs at;
+  at.reduce = f;
+  at.axes = axes;
+  at.keepdims = keepdims;
+  return at;
+}
+
+const char* unary_name(UnaryFn f) {
+  switch (f) {
+#define TK_NAME(n) \
+  case UnaryFn::n: \
+    return #n;
+    TK_UNARY_FNS(TK_NAME)
+#undef TK_NAME
+    default:
+      return "?";
+  }
+}
+const char* binary_name(BinaryFn f) {
+  switch (f) {
+#define TK_NAME(n)  \
+  case BinaryFn::n: \
+    return #n;
+    TK_ARITHMETIC_FNS(TK_NAME)
+    TK_COMPARISON_FNS(TK_NAME)
+#undef TK_NAME
+        default : return "?";
+  }
+}
+const char* reduce_name(ReduceFn f) {
+  switch (f) {
+#define TK_NAME(n)  \
+  case ReduceFn::n: \
+    return #n;
+    TK_REDUCE_FNS(TK_NAME)
+#undef TK_NAME
+    default:
+      return "?";
+  }
+}
+
+Case unary_case(UnaryFn f, bool grad_op) {
+  Attrs at = unary_attrs(f);
+  InitFn init = signed_init;
+  switch (f) {
+    case UnaryFn::log:
+    case UnaryFn::log1p:
+    case UnaryFn::sqrt:
+    case UnaryFn::rsqrt:
+      init = positive({grad_op ? 1 : 0});
+      break;
+    case UnaryFn::elu:
+      at.fn_param[0] = 1.3f;
+      break;
+    case UnaryFn::leaky_relu:
+      at.fn_param[0] = 0.2f;
+      break;
+    case UnaryFn::clip:
+      at.fn_param[0] = -0.9f, at.fn_param[1] = 1.1f;
+      init = clip_init;
+      break;
+    default:
+      break;
+  }
+  const std::string label = std::string(grad_op ? "UnaryGrad " : "Unary ") + unary_name(f);
+  if (grad_op) return Case{label, Op::UnaryGrad, {{3, 4}, {3, 4}}, {}, at, init};
+  return Case{label, Op::Unary, {{3, 4}}, {true}, at, init};
+}
+
+}  // namespace
+
+std::vector<Case> tensor_gradient_cases() {
+  std::vector<Case> c;
+  for (int f = 0; f < kUnaryFnCount; ++f) c.push_back(unary_case(static_cast<UnaryFn>(f), false));
+  // Broadcasting on either side, and both at once.
+  const std::vector<std::pair<Shape, Shape>> shapes = {{{2, 3, 4}, {3, 1}}, {{4}, {2, 1, 4}}, {{3, 4}, {3, 4}}};
+  for (int f = 0; f < static_cast<int>(BinaryFn::equal); ++f) {
+    const auto fn = static_cast<BinaryFn>(f);
+    for (const auto& [a, b] : shapes) {
+      InitFn init = signed_init;
+      if (fn == BinaryFn::power) init = positive({0});
+      if (fn == BinaryFn::maximum || fn == BinaryFn::minimum) init = interleaved;
+      c.push_back({std::string("Binary ") + binary_name(fn) + " " + a.to_string() + " " + b.to_string(),
+                   Op::Binary,
+                   {a, b},
+                   {true, true},
+                   binary_attrs(fn),
+                   init});
+    }
+  }
+  c.push_back(
+      {"Where broadcast", Op::Where, {{3, 4}, {3, 4}, {4}}, {false, true, true}, {}, condition_init, {DType::boolean}});
+  c.push_back({"Where scalar branch",
+               Op::Where,
+               {{2, 3, 1}, {1}, {2, 3, 4}},
+               {false, true, true},
+               {},
+               condition_init,
+               {DType::boolean}});
+  for (int f = 0; f < kReduceFnCount; ++f) {
+    const auto fn = static_cast<ReduceFn>(f);
+    const bool order = fn == ReduceFn::max || fn == ReduceFn::min;
+    const InitFn init = order ? InitFn(spaced) : InitFn(signed_init);
+    const std::string n = std::string("Reduce ") + reduce_name(fn);
+    c.push_back({n + " last", Op::Reduce, {{3, 5}}, {true}, reduce_attrs(fn, 0b10, false), init});
+    c.push_back({n + " first keepdims", Op::Reduce, {{4, 3}}, {true}, reduce_attrs(fn, 0b01, true), init});
+    c.push_back({n + " axes 0 and 2", Op::Reduce, {{2, 3, 4}}, {true}, reduce_attrs(fn, 0b101, false), init});
+    c.push_back({n + " all", Op::Reduce, {{2, 3, 2}}, {true}, reduce_attrs(fn, 0b111, false), init});
+  }
+  {
+    Attrs at;
+    at.shape = Shape{2, 3, 4};
+    c.push_back({"BroadcastTo", Op::BroadcastTo, {{3, 1}}, {true}, at});
+    at.shape = Shape{3, 5};
+    c.push_back({"BroadcastTo scalar", Op::BroadcastTo, {{}}, {true}, at});
+  }
+  {
+    Attrs at;
+    at.perm[0] = 2, at.perm[1] = 0, at.perm[2] = 1;
+    c.push_back({"Transpose 201", Op::Transpose, {{2, 3, 4}}, {true}, at});
+    Attrs t4;
+    t4.perm[0] = 0, t4.perm[1] = 2, t4.perm[2] = 1, t4.perm[3] = 3;  // attention's (B, T, H, D) -> (B, H, T, D)
+    c.push_back({"Transpose 0213", Op::Transpose, {{2, 3, 2, 4}}, {true}, t4});
+  }
+  {
+    Attrs at;
+    at.pad_before[0] = 1, at.pad_after[1] = 2, at.value = 0.5f;
+    c.push_back({"Pad", Op::Pad, {{2, 3}}, {true}, at});
+    Attrs mid;
+    mid.pad_before[1] = 2, mid.pad_after[1] = 1;
+    c.push_back({"Pad middle axis", Op::Pad, {{2, 3, 2}}, {true}, mid});
+  }
+  for (int axis : {0, 1, -1}) {
+    Attrs at;
+    at.axis = axis;
+    std::vector<Shape> in = {{2, 3, 4}, {2, 3, 4}};
+    in[1][axis < 0 ? 2 : axis] = 2;
+    c.push_back({"Concat axis " + std::to_string(axis), Op::Concat, in, {true, true}, at});
+  }
+  {
+    Attrs at;
+    at.axis = 1, at.begin = 1, at.size = 2;
+    c.push_back({"Slice axis 1", Op::Slice, {{2, 4, 3}}, {true}, at});
+    at.axis = -1, at.begin = 2, at.size = 3;
+    c.push_back({"Slice last axis", Op::Slice, {{3, 7}}, {true}, at});
+  }
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      Attrs at;
+      at.trans_a = ta, at.trans_b = tb;
+      const Shape a = ta ? Shape{2, 4, 3} : Shape{2, 3, 4}, b = tb ? Shape{2, 5, 4} : Shape{2, 4, 5};
+      c.push_back({"BatchMatMul ta=" + std::to_string(ta) + " tb=" + std::to_string(tb),
+                   Op::BatchMatMul,
+                   {a, b},
+                   {true, true},
+                   at});
+    }
+  c.push_back({"BatchMatMul broadcast batch", Op::BatchMatMul, {{2, 1, 3, 4}, {3, 4, 5}}, {true, true}});
+  c.push_back({"BatchMatMul matrix times batch", Op::BatchMatMul, {{3, 4}, {2, 4, 5}}, {true, true}});
+  {
+    Attrs at;
+    at.axis = 0;
+    c.push_back({"Gather rows (embedding)",
+                 Op::Gather,
+                 {{5, 3}, {7}},
+                 {true, false},
+                 at,
+                 indices_init(1, 5),
+                 {std::nullopt, DType::i32}});
+    at.axis = 1;
+    c.push_back({"Gather axis 1",
+                 Op::Gather,
+                 {{2, 4, 3}, {2, 2}},
+                 {true, false},
+                 at,
+                 indices_init(1, 4),
+                 {std::nullopt, DType::i32}});
+  }
+  return c;
+}
+
+std::vector<Case> tensor_forward_cases() {
+  std::vector<Case> c;
+  for (int f = 0; f < kUnaryFnCount; ++f) c.push_back(unary_case(static_cast<UnaryFn>(f), true));
+  c.push_back({"Unary gelu big", Op::Unary, {{70001}}, {}, unary_attrs(UnaryFn::gelu)});
+  c.push_back({"Binary add big broadcast", Op::Binary, {{3, 20001}, {20001}}, {}, binary_attrs(BinaryFn::add)});
+  for (int f = static_cast<int>(BinaryFn::equal); f < kBinaryFnCount; ++f) {
+    const auto fn = static_cast<BinaryFn>(f);
+    c.push_back(
+        {std::string("Compare ") + binary_name(fn), Op::Compare, {{3, 4}, {4}}, {}, binary_attrs(fn), with_ties});
+  }
+  for (bool max : {true, false}) {
+    Attrs at = reduce_attrs(max ? ReduceFn::max : ReduceFn::min, 0, false);
+    at.axis = 1;
+    c.push_back(
+        {std::string("ArgReduce ") + (max ? "max" : "min") + " axis 1", Op::ArgReduce, {{3, 5, 2}}, {}, at, spaced});
+    at.axis = -1;
+    at.keepdims = true;
+    c.push_back({std::string("ArgReduce ") + (max ? "max" : "min") + " last keepdims",
+                 Op::ArgReduce,
+                 {{4, 6}},
+                 {},
+                 at,
+                 spaced});
+  }
+  {
+    Attrs at;
+    at.depth = 5;
+    Case oh{"OneHot", Op::OneHot, {{2, 3}}, {}, at, indices_init(0, 7), {DType::i32}};  // 5, 6: zero rows
+    oh.cast_to_under_test = true;
+    c.push_back(oh);
+    oh = Case{"OneHot int64", Op::OneHot, {{4}}, {}, at, indices_init(0, 5), {DType::i64}};
+    oh.cast_to_under_test = oh.extra_signature = true;
+    c.push_back(oh);
+  }
+  {
+    Attrs at;
+    at.axis = 0;
+    at.shape = Shape{5, 3};
+    c.push_back(
+        {"GatherGrad rows", Op::GatherGrad, {{7, 3}, {7}}, {}, at, indices_init(1, 5), {std::nullopt, DType::i32}});
+    at.axis = 1;
+    at.shape = Shape{2, 4, 3};
+    Case i64{"GatherGrad axis 1 int64", Op::GatherGrad, {{2, 2, 2, 3}, {2, 2}}, {}, at, indices_init(1, 4),
+             {std::nullopt, DType::i64}};
+    i64.extra_signature = true;
+    c.push_back(i64);
+    at.axis = 0;
+    i64 =
+        Case{"Gather int64 indices", Op::Gather, {{5, 3}, {4}}, {}, at, indices_init(1, 5), {std::nullopt, DType::i64}};
+    i64.extra_signature = true;
+    c.push_back(i64);
+  }
+  return c;
+}
+
+}  // namespace tk::graph::harness
