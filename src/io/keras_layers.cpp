@@ -17,7 +17,7 @@ namespace {
 const char* const kSupported =
     "InputLayer, Dense, Activation, Dropout, SpatialDropout2D, Flatten, Reshape, Add, Concatenate, Rescaling, "
     "Conv2D, MaxPooling2D, AveragePooling2D, GlobalAveragePooling2D, GlobalMaxPooling2D, BatchNormalization, "
-    "ZeroPadding2D, UpSampling2D";
+    "ZeroPadding2D, UpSampling2D, LayerNormalization";
 
 // Keras initializer class names <-> trainkit's string names.
 const std::map<std::string, std::string>& initializer_classes() {
@@ -313,6 +313,24 @@ LayerPtr make_layer(const std::string& cls, Opts& o, const std::string& name, co
     o.initializer("moving_variance_initializer", "ones");
     b.name = name;
     return BatchNormalization(b);
+  }
+  if (cls == "LayerNormalization") {
+    LayerNormalizationOptions l;
+    const json* axis = o.get("axis");  // an int or a list of ints
+    if (axis && axis->is_number_integer()) {
+      l.axis = {static_cast<int>(axis->get<int64_t>())};
+    } else if (axis) {
+      l.axis.clear();
+      for (int64_t a : o.ints("axis")) l.axis.push_back(static_cast<int>(a));
+    }
+    l.epsilon = static_cast<float>(o.number("epsilon", 1e-3));
+    l.center = o.boolean("center", true);
+    l.scale = o.boolean("scale", true);
+    l.rms_scaling = o.boolean("rms_scaling", false);
+    l.beta_initializer = o.initializer("beta_initializer", "zeros");
+    l.gamma_initializer = o.initializer("gamma_initializer", "ones");
+    l.name = name;
+    return LayerNormalization(l);
   }
   if (cls == "ZeroPadding2D") {
     o.channels_last();

@@ -87,6 +87,20 @@ struct BatchNormalizationOptions {
 // Training uses batch statistics; evaluate/predict, and a frozen layer (trainable = false, as Keras 3),
 // use the moving ones. Under a strategy each replica's statistics are its own rows' unless synchronized.
 LayerPtr BatchNormalization(BatchNormalizationOptions options = {});
+struct LayerNormalizationOptions {
+  std::vector<int> axis = {-1};  // the normalized axes (negative from the end; never the batch axis)
+  float epsilon = 1e-3f;
+  bool center = true;        // beta
+  bool scale = true;         // gamma
+  bool rms_scaling = false;  // Keras 3's (deprecated): x * rsqrt(variance + epsilon) * gamma, no centering, no beta
+  std::string gamma_initializer = "ones";
+  std::string beta_initializer = "zeros";
+  std::string name = {};
+};
+// Keras 3's LayerNormalization: per sample, over `axis`, y = (x - mean) / sqrt(variance + epsilon) * gamma + beta
+// (biased variance), computed in float32 under any dtype policy. Weights: gamma, beta with the normalized axes'
+// shape. A composite of the general tensor ops: its gradient is autodiff's (src/nn/layers/layer_normalization.cpp).
+LayerPtr LayerNormalization(LayerNormalizationOptions options = {});
 // Drops whole channels: one draw per (sample, channel).
 LayerPtr SpatialDropout2D(float rate, uint64_t seed = 0, std::string name = {});
 LayerPtr ZeroPadding2D(Size2 padding = 1, std::string name = {});  // symmetric
