@@ -127,10 +127,7 @@ class Opts {
   std::string activation(const std::string& key = "activation") {
     const json* v = get(key);
     if (!v) return "linear";
-    if (!v->is_string())
-      unsupported(key,
-                  "activations are the names relu, sigmoid, tanh, softmax, gelu, elu, "
-                  "leaky_relu, linear");
+    if (!v->is_string()) unsupported(key, "activations are Keras' names (relu, gelu, silu, ...), not objects");
     return v->get<std::string>();
   }
   // An initializer object or name; its own config (seed, ...) only affects fresh weights and is not kept.

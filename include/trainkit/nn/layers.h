@@ -28,7 +28,8 @@ struct DenseOptions {
 // Densely connected: activation(x @ kernel + bias) over the last axis. kernel (in, units), bias (units,).
 LayerPtr Dense(int64_t units, std::string activation = "linear", DenseOptions options = {});
 
-// relu, sigmoid, tanh, softmax, gelu, elu, leaky_relu, linear.
+// Keras 3's activation names: relu, sigmoid, tanh, softmax, gelu, elu, leaky_relu, relu6, selu, softplus, softsign,
+// silu / swish, hard_sigmoid, hard_silu / hard_swish, exponential, mish, log_softmax, log_sigmoid, linear.
 LayerPtr Activation(std::string activation, std::string name = {});
 // Zeroes inputs with probability `rate` during training and scales the rest by 1/(1-rate).
 LayerPtr Dropout(float rate, uint64_t seed = 0, std::string name = {});
