@@ -133,6 +133,8 @@ constexpr bool is_exact_op(Op op) {
     case Op::GatherGrad:
     case Op::OneHot:
     case Op::ArgReduce:
+    case Op::StepValue:
+    case Op::Assign:
       return true;
     default:
       return false;

@@ -101,7 +101,8 @@ const char* binary_name(BinaryFn f) {
     TK_ARITHMETIC_FNS(TK_NAME)
     TK_COMPARISON_FNS(TK_NAME)
 #undef TK_NAME
-        default : return "?";
+    default:
+      return "?";
   }
 }
 const char* reduce_name(ReduceFn f) {
@@ -308,6 +309,16 @@ std::vector<Case> tensor_forward_cases() {
     i64.extra_signature = true;
     c.push_back(i64);
   }
+  for (uint8_t field : {0, 1}) {  // this step's learning rate; the update count + 1
+    Case sv{field == 0 ? "StepValue learning_rate" : "StepValue step", Op::StepValue, {}};
+    sv.attrs.step_value = field;
+    UpdateConfig cfg;
+    cfg.learning_rate = 0.0625f;
+    cfg.iterations = 41;
+    sv.update = std::make_shared<UpdateConfig>(cfg);
+    c.push_back(sv);
+  }
+  c.push_back({"Assign", Op::Assign, {{3, 4}, {3, 4}}});  // the variable's storage holds the value after the run
   return c;
 }
 

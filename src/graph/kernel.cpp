@@ -21,7 +21,7 @@ std::array<std::array<WorkspaceFn, kOpCount>, kDeviceKindCount>& workspaces() {
 bool is_loss_or_metric_value(Op op) {
   return op == Op::MseLoss || op == Op::BceLoss || op == Op::CceLoss || op == Op::SparseCceLoss ||
          op == Op::BinaryAccuracy || op == Op::CategoricalAccuracy || op == Op::SparseCategoricalAccuracy ||
-         op == Op::StepControl;
+         op == Op::StepControl || op == Op::StepValue;
 }
 
 }  // namespace

@@ -130,6 +130,10 @@ enum class Op : uint8_t {
                 // index order (deterministic: no atomics)
   OneHot,       // (indices int32/int64) -> indices' shape + (attrs.depth) in attrs.dtype: 1 at the index, 0 elsewhere
                 // (a row of zeros for an index outside [0, depth), as TensorFlow)
+  // Optimizers written in the general ops (nn/optimizer_rule.h):
+  StepValue,  // () -> float32 scalar: this step's learning rate (attrs.step_value 0) or the optimizer's update
+              // count + 1 (1: Keras' local_step), read from StepScalars on the device
+  Assign,     // in place: (variable, value) -> the variable's storage holds value; no output
   kCount
 };
 inline constexpr int kOpCount = static_cast<int>(Op::kCount);
@@ -199,6 +203,7 @@ struct Attrs {
   int64_t pad_before[kMaxRank] = {};   // Pad
   int64_t pad_after[kMaxRank] = {};    // Pad
   int64_t depth = 0;                   // OneHot: the number of classes
+  uint8_t step_value = 0;              // StepValue: 0 the learning rate, 1 the update count + 1
   Op epilogue = Op::kCount;  // FusedMatMul: Relu, ReluGrad or kCount (the bias alone); FusedConv2D: Relu or kCount;
                              // MaxPool2DGrad: ReluGrad (dx zeroed where the pool's input x <= 0) or kCount;
                              // MultiUpdate: its rule

@@ -25,6 +25,7 @@ const Shape& in_shape(const Graph& g, int node, int i) { return g[g[node].inputs
 
 // ---------------------------------------------------------------- shape rules
 Shape shape_source(const Graph& g, int node) { return g[node].attrs.shape; }
+Shape shape_scalar(const Graph&, int) { return Shape{}; }
 
 Shape shape_same_as_first(const Graph& g, int node) {
   const Shape& s = in_shape(g, node, 0);
@@ -552,6 +553,8 @@ constexpr std::array<OpInfo, kOpCount> kTable{{
     {Op::Gather, "Gather", 2, true, shape_gather, dtype_gather, grad_gather},
     {Op::GatherGrad, "GatherGrad", 2, true, shape_gather_grad, dtype_gather_grad, nullptr},
     {Op::OneHot, "OneHot", 1, true, shape_one_hot, dtype_one_hot, nullptr},
+    {Op::StepValue, "StepValue", 0, true, shape_scalar, dtype_step_value, nullptr},
+    {Op::Assign, "Assign", 2, false, shape_assign, dtype_assign, nullptr},
 }};
 
 constexpr bool table_in_enum_order() {

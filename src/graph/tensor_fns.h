@@ -14,11 +14,12 @@
 // [0]; leaky_relu's negative slope [0]; clip's bounds [0, 1]. gelu is the exact form (Keras' default), gelu_tanh
 // gelu(approximate=True); silu is swish; hard_sigmoid is relu6(x + 3) / 6 and hard_swish x * hard_sigmoid(x)
 // (Keras 3's hard_silu).
-#define TK_UNARY_FNS(X)                                                                                              \
-  X(exp)                                                                                                             \
-  X(expm1) X(log) X(log1p) X(sqrt) X(rsqrt) X(square) X(abs) X(negative) X(sign) X(reciprocal) X(sin) X(cos) X(tanh) \
-      X(sigmoid) X(softplus) X(softsign) X(erf) X(gelu) X(gelu_tanh) X(silu) X(mish) X(hard_sigmoid) X(hard_swish)   \
-          X(relu) X(relu6) X(selu) X(elu) X(leaky_relu) X(clip)
+// clang-format off
+#define TK_UNARY_FNS(X)                                                                                            \
+  X(exp) X(expm1) X(log) X(log1p) X(sqrt) X(rsqrt) X(square) X(abs) X(negative) X(sign) X(reciprocal) X(sin)        \
+  X(cos) X(tanh) X(sigmoid) X(softplus) X(softsign) X(erf) X(gelu) X(gelu_tanh) X(silu) X(mish) X(hard_sigmoid)    \
+  X(hard_swish) X(relu) X(relu6) X(selu) X(elu) X(leaky_relu) X(clip)
+// clang-format on
 
 // y = f(a, b) with NumPy broadcasting: arithmetic (Binary, the operands' dtype; maximum/minimum propagate NaN as
 // NumPy and TensorFlow) and comparisons (Compare, bool).

@@ -213,6 +213,12 @@ Shape shape_concat(const Graph& g, int node) {
   return s;
 }
 
+Shape shape_assign(const Graph& g, int node) {
+  if (g[g[node].inputs[0]].op != Op::Variable) shape_error(g, node, "the destination must be a Variable");
+  if (in_shape(g, node, 0) != in_shape(g, node, 1)) shape_error(g, node, "the value must have the variable's shape");
+  return Shape{};
+}
+
 Shape shape_slice(const Graph& g, int node) {
   Shape s = in_shape(g, node, 0);
   if (s.rank() < 1) shape_error(g, node, "input must have rank >= 1");
@@ -258,6 +264,16 @@ DType dtype_gather_grad(const Graph& g, int node) {
 DType dtype_one_hot(const Graph& g, int node) {
   if (!is_index(in_dtype(g, node, 0))) dtype_error(g, node, "indices must be int32 or int64");
   return g[node].attrs.dtype;
+}
+
+DType dtype_step_value(const Graph& g, int node) {
+  if (g[node].attrs.step_value > 1) dtype_error(g, node, "attrs.step_value must be 0 (learning rate) or 1 (step)");
+  return DType::f32;
+}
+
+DType dtype_assign(const Graph& g, int node) {
+  if (in_dtype(g, node, 0) != in_dtype(g, node, 1)) dtype_error(g, node, "the value must have the variable's dtype");
+  return in_dtype(g, node, 0);
 }
 
 // ---------------------------------------------------------------- gradients

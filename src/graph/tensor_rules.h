@@ -17,6 +17,7 @@ Shape shape_gather(const Graph& g, int node);
 Shape shape_gather_grad(const Graph& g, int node);
 Shape shape_one_hot(const Graph& g, int node);
 Shape shape_concat(const Graph& g, int node);
+Shape shape_assign(const Graph& g, int node);
 Shape shape_slice(const Graph& g, int node);
 
 DType dtype_compare(const Graph& g, int node);
@@ -25,6 +26,8 @@ DType dtype_arg_reduce(const Graph& g, int node);
 DType dtype_gather(const Graph& g, int node);
 DType dtype_gather_grad(const Graph& g, int node);
 DType dtype_one_hot(const Graph& g, int node);
+DType dtype_step_value(const Graph& g, int node);
+DType dtype_assign(const Graph& g, int node);
 
 void grad_unary(GradBuilder& b, int node, int dy, const bool* need, int* dx);
 void grad_binary(GradBuilder& b, int node, int dy, const bool* need, int* dx);

@@ -9,6 +9,7 @@
 #include "graph/op.h"
 #include "io/keras_internal.h"
 #include "nn/layers/input_layer.h"
+#include "nn/optimizer_rule.h"
 #include "trainkit/core/error.h"
 
 namespace tk::io::keras {
@@ -55,6 +56,8 @@ json optimizer_to_json(const Optimizer& opt, bool keras_wraps_it) {
     config["momentum"] = float_json(c.momentum);
     config["epsilon"] = float_json(c.epsilon);
     config["centered"] = c.centered;
+  } else if (const nn::RuleState* st = nn::rule_state(opt)) {  // an optimizer rule: its hyperparameters by Keras name
+    for (const auto& [key, def] : st->rule->hyper) config[key] = float_json(st->hyper.at(key));
   }
   json inner = {{"module", "keras.optimizers"}, {"class_name", cls}, {"config", config}, {"registered_name", nullptr}};
   if (c.loss_scale_initial <= 0.0f || keras_wraps_it) return inner;
@@ -198,8 +201,15 @@ OptimizerPtr optimizer_from_json(const json& j, const std::string& label) {
     o.centered = config.value("centered", false);
     return optimizers::RMSprop(o);
   }
-  throw Unsupported(label + ": compile_config: optimizer class '" + cls +
-                    "' is not one trainkit has (Adam, AdamW, SGD, RMSprop)");
+  if (const nn::OptimizerRule* rule = nn::find_rule(cls)) {
+    std::map<std::string, float> hyper;
+    for (const auto& [key, def] : rule->hyper) hyper[key] = number_or(config, key.c_str(), def, label);
+    return nn::make_rule_optimizer(*rule, hyper, number_or(config, "learning_rate", rule->learning_rate, label),
+                                   common);
+  }
+  std::string known = "Adam, AdamW, SGD, RMSprop";
+  for (const std::string& n : nn::rule_names()) known += ", " + n;
+  throw Unsupported(label + ": compile_config: optimizer class '" + cls + "' is not one trainkit has (" + known + ")");
 }
 
 json tensor_ref(const std::string& layer, int node, const Shape& shape) {

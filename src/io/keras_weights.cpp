@@ -14,6 +14,7 @@
 #include "graph/op.h"
 #include "io/keras_internal.h"
 #include "nn/layers/input_layer.h"
+#include "nn/optimizer_rule.h"
 #include "trainkit/core/error.h"
 
 namespace tk::io::keras {
@@ -50,6 +51,9 @@ std::vector<std::pair<size_t, size_t>> keras_slot_order(const Optimizer& opt, si
       for (size_t k = 0; k < n; ++k) order.emplace_back(k, 1);
     if (c.centered)
       for (size_t k = 0; k < n; ++k) order.emplace_back(k, 2);
+  } else if (nn::rule_state(opt)) {  // Keras 3's add_optimizer_variables: each variable's slots together, in order
+    for (size_t k = 0; k < n; ++k)
+      for (size_t s = 0; s < static_cast<size_t>(opt.slots_per_variable()); ++s) order.emplace_back(k, s);
   } else {
     throw Unsupported("optimizer '" + name + "': its state has no Keras layout in trainkit");
   }
@@ -228,7 +232,11 @@ void weights_from_tree(Model& model, const H5Tree& tree, const std::string& labe
     if (iterations < 0) throw FormatError(label + ": the optimizer's iteration count is negative");
     slots.resize(tw.size());
     for (size_t k = 0; k < tw.size(); ++k)
-      for (int s = 0; s < opt.slots_per_variable(); ++s) slots[k].push_back(Tensor::zeros(tw[k]->value.shape()));
+      for (int s = 0; s < opt.slots_per_variable(); ++s) {
+        slots[k].push_back(Tensor::zeros(tw[k]->value.shape()));
+        if (const float init = nn::slot_initial_value(opt, s); init != 0.0f)  // absent from the file: initial values
+          std::fill(slots[k].back().data<float>(), slots[k].back().data<float>() + slots[k].back().numel(), init);
+      }
     if (have > 2) {
       size_t i = 2;
       for (const auto& [k, s] : order) {

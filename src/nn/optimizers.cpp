@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "graph/op.h"
+#include "nn/optimizer_rule.h"
 #include "trainkit/core/error.h"
 
 namespace tk {
@@ -59,9 +60,10 @@ void check(bool ok, const std::string& opt, const std::string& what, float v, co
   if (!ok) throw InvalidArgument(opt + ": " + what + " must be " + range + ", got " + std::to_string(v));
 }
 
-std::shared_ptr<Impl> make(const std::string& name, graph::Op rule, int slots, float lr, const optimizers::Common& c) {
-  auto o = std::make_shared<Impl>(name, slots);
-  o->config().update_op = rule;  // the program builder emits this op: no dispatch on names
+}  // namespace
+
+void nn::apply_common(Optimizer& opt, const std::string& name, float lr, const optimizers::Common& c) {
+  Optimizer* o = &opt;
   o->set_learning_rate(lr);
   check(c.weight_decay >= 0.0f && std::isfinite(c.weight_decay), name, "weight_decay", c.weight_decay, ">= 0");
   check(c.clipnorm >= 0.0f && std::isfinite(c.clipnorm), name, "clipnorm", c.clipnorm, ">= 0 (0 disables it)");
@@ -74,6 +76,14 @@ std::shared_ptr<Impl> make(const std::string& name, graph::Op rule, int slots, f
   if (c.clipnorm > 0.0f && c.global_clipnorm > 0.0f)
     throw InvalidArgument(name + ": only one of clipnorm and global_clipnorm can be set (as Keras)");
   o->config().global_clipnorm = c.global_clipnorm;
+}
+
+namespace {
+
+std::shared_ptr<Impl> make(const std::string& name, graph::Op rule, int slots, float lr, const optimizers::Common& c) {
+  auto o = std::make_shared<Impl>(name, slots);
+  o->config().update_op = rule;  // the program builder emits this op: no dispatch on names
+  nn::apply_common(*o, name, lr, c);
   return o;
 }
 
@@ -126,7 +136,15 @@ OptimizerPtr get(const std::string& name) {
   if (n == "adam") return Adam();
   if (n == "adamw") return AdamW();
   if (n == "rmsprop") return RMSprop();
-  throw InvalidArgument("unknown optimizer '" + name + "' (expected one of sgd, adam, adamw, rmsprop)");
+  if (const nn::OptimizerRule* rule = nn::find_rule(n))
+    return nn::make_rule_optimizer(*rule, {}, rule->learning_rate, {});
+  std::string names = "sgd, adam, adamw, rmsprop";
+  for (const std::string& r : nn::rule_names()) {
+    std::string l = r;
+    std::transform(l.begin(), l.end(), l.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    names += ", " + l;
+  }
+  throw InvalidArgument("unknown optimizer '" + name + "' (expected one of " + names + ")");
 }
 
 OptimizerPtr get(const std::string& name, float learning_rate) {

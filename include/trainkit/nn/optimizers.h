@@ -20,7 +20,7 @@ struct UpdateConfig;
 class Optimizer {
  public:
   virtual ~Optimizer();
-  virtual std::string name() const = 0;  // Keras' class name: "SGD", "Adam", "AdamW", "RMSprop"
+  virtual std::string name() const = 0;  // Keras' class name: "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", ...
   virtual int slots_per_variable() const = 0;
   // The update's settings; a change takes effect at the next step (turning global_clipnorm or skip_nonfinite on or
   // off rebuilds the training program once).
@@ -71,6 +71,23 @@ struct RMSpropOptions : Common {
   bool centered = false;
 };
 
+// Written in the general tensor ops (src/nn/optimizers/: one file each, src/nn/optimizer_rule.h), Keras 3's math.
+struct AdagradOptions : Common {
+  float learning_rate = 0.001f;
+  float initial_accumulator_value = 0.1f, epsilon = 1e-7f;
+};
+struct AdadeltaOptions : Common {
+  float learning_rate = 0.001f;
+  float rho = 0.95f, epsilon = 1e-7f;
+};
+struct LionOptions : Common {
+  float learning_rate = 1e-4f;
+  float beta_1 = 0.9f, beta_2 = 0.99f;
+};
+OptimizerPtr Adagrad(AdagradOptions options = {});
+OptimizerPtr Adadelta(AdadeltaOptions options = {});
+OptimizerPtr Lion(LionOptions options = {});
+
 OptimizerPtr SGD(SGDOptions options = {});
 OptimizerPtr Adam(AdamOptions options = {});
 OptimizerPtr AdamW(AdamWOptions options = {});
@@ -87,7 +104,7 @@ struct LossScaleOptions {
 };
 OptimizerPtr LossScaleOptimizer(OptimizerPtr inner, LossScaleOptions options = {});
 
-// "sgd", "adam", "adamw", "rmsprop" with Keras defaults (case-insensitive).
+// "sgd", "adam", "adamw", "rmsprop", "adagrad", "adadelta", "lion" with Keras defaults (case-insensitive).
 OptimizerPtr get(const std::string& name);
 // By name with a learning rate (the CLI's --optimizer/--learning-rate).
 OptimizerPtr get(const std::string& name, float learning_rate);

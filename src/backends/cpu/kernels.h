@@ -26,6 +26,7 @@ void register_reduce_kernels();        // reduce.cpp: Reduce, ArgReduce
 void register_layout_kernels();        // layout.cpp: Transpose, Pad, Concat, Slice (any axis, any dtype)
 void register_gather_kernels();        // gather.cpp: Gather, GatherGrad, OneHot
 void register_batch_matmul_kernels();  // batch_matmul.cpp: BatchMatMul (gemm.h per batch)
+void register_assign_kernels();        // assign.cpp: StepValue, Assign (optimizers in the general ops)
 // Throws InvalidArgument: the node's function field (attrs.unary, .binary, .reduce) names no function.
 [[noreturn]] void unknown_function(const graph::Node& node, const char* field);
 // conv_onednn.cpp: replaces the im2col Conv2D kernels when oneDNN is built in and TK_CONV != im2col.

@@ -3,8 +3,11 @@
 // per batch element (gemm_cublaslt.h). Float ops register float32 (16-bit through widen.cpp); ops that move values
 // register every dtype.
 #ifdef TK_HAVE_CUDA
+#include <cuda_runtime.h>
+
 #include <cstring>
 
+#include "backends/cuda/check.h"
 #include "backends/cuda/gemm_cublaslt.h"
 #include "backends/cuda/tensor_launchers.h"
 #include "backends/strided.h"
@@ -150,6 +153,17 @@ void batch_matmul(const KernelArgs& a) {
          y + i * s.m * s.n, 0.0f, a.workspace, a.ctx.device.index, a.ctx.stream, a.node);
 }
 
+void step_value(const KernelArgs& a) {  // the scalars' addresses in device memory, never read on the host
+  launch_step_value(a.node.attrs.step_value == 0 ? &a.scalars->learning_rate : nullptr, &a.scalars->iterations,
+                    a.output<float>(), a.ctx.stream);
+}
+void assign(const KernelArgs& a) {
+  check(cudaMemcpyAsync(const_cast<void*>(a.in[0]), a.in[1],
+                        static_cast<size_t>(a.in_shape(0).numel()) * dtype_size(a.in_dtypes[0]),
+                        cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(a.ctx.stream)),
+        "cudaMemcpyAsync", "Assign '" + a.node.name + "'");
+}
+
 }  // namespace
 
 void register_tensor_kernels() {
@@ -163,6 +177,7 @@ void register_tensor_kernels() {
   register_kernel(cuda, Op::Reduce, f32, reduce);
   register_kernel(cuda, Op::ArgReduce, f32, arg_reduce);
   register_kernel(cuda, Op::BatchMatMul, f32, batch_matmul);
+  register_kernel(cuda, Op::StepValue, f32, step_value);
   graph::register_workspace(cuda, Op::BatchMatMul, batch_matmul_workspace);
   for (DType i : {DType::i32, DType::i64}) {  // the kernels read the index dtype at run time
     register_kernel(cuda, Op::GatherGrad, KernelSignature({f32, i}, f32), gather_grad);
@@ -180,6 +195,7 @@ void register_tensor_kernels() {
     register_kernel(cuda, Op::BroadcastTo, dt, broadcast_to);
     register_kernel(cuda, Op::Transpose, dt, transpose);
     register_kernel(cuda, Op::Pad, dt, pad);
+    register_kernel(cuda, Op::Assign, dt, assign);
     for (DType i : {DType::i32, DType::i64}) register_kernel(cuda, Op::Gather, KernelSignature({dt, i}, dt), gather);
   }
 }

@@ -54,4 +54,7 @@ void launch_gather_grad(const float* dy, const void* idx, int idx_bytes, float* 
 // y(n, depth) = 1 at the index, 0 elsewhere
 void launch_one_hot(const void* idx, int idx_bytes, float* y, int64_t n, int64_t depth, int sm_count, Stream stream);
 
+// y[0] = *learning_rate, or *iterations + 1 when learning_rate is null (StepValue: read on the device)
+void launch_step_value(const float* learning_rate, const int64_t* iterations, float* y, Stream stream);
+
 }  // namespace tk::cuda

@@ -113,6 +113,10 @@ __global__ void one_hot_kernel(const I* __restrict__ idx, float* __restrict__ y,
     y[k] = static_cast<int64_t>(idx[k / depth]) == k % depth ? 1.0f : 0.0f;
 }
 
+__global__ void step_value_kernel(const float* learning_rate, const int64_t* iterations, float* y) {
+  y[0] = learning_rate ? *learning_rate : static_cast<float>(*iterations + 1);
+}
+
 template <typename Kernel, typename... Args>
 void launch(const char* what, int64_t n, int sms, Stream stream, Kernel kernel, Args... args) {
   const Geometry g = elementwise_geometry(n, sms);
@@ -309,6 +313,11 @@ void launch_one_hot(const void* idx, int idx_bytes, float* y, int64_t n, int64_t
   else
     launch("one hot kernel launch", n * depth, sms, stream, one_hot_kernel<int32_t>, static_cast<const int32_t*>(idx),
            y, n, depth);
+}
+
+void launch_step_value(const float* learning_rate, const int64_t* iterations, float* y, Stream stream) {
+  step_value_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(learning_rate, iterations, y);
+  check(cudaGetLastError(), "step value kernel launch", "tensor_ops.cu");
 }
 
 }  // namespace tk::cuda

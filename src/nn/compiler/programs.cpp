@@ -14,6 +14,7 @@
 #include "nn/distribute/strategy_state.h"
 #include "nn/layers/context.h"
 #include "nn/layers/input_layer.h"
+#include "nn/optimizer_rule.h"
 #include "trainkit/core/error.h"
 #include "trainkit/nn/memory_plan.h"
 #include "trainkit/nn/mixed_precision.h"
@@ -304,9 +305,15 @@ std::vector<Tensor>* ProgramCache::slots_of(const Weight& w, bool create) {
     if (!create) return nullptr;
     const Optimizer& opt = *model_.optimizer_;
     std::vector<Tensor> fresh;
-    for (int s = 0; s < opt.slots_per_variable(); ++s)
+    for (int s = 0; s < opt.slots_per_variable(); ++s) {
       fresh.emplace_back(w.value.shape(), w.value.dtype(), device_,
                          w.name + "/" + opt.name() + " slot " + std::to_string(s));
+      if (const float init = nn::slot_initial_value(opt, s); init != 0.0f) {  // Adagrad's accumulator: 0.1
+        Tensor host = Tensor::zeros(w.value.shape(), DType::f32);
+        std::fill(host.data<float>(), host.data<float>() + host.numel(), init);
+        device_copy(fresh.back().raw(), fresh.back().device(), host.raw(), Device::cpu(), host.nbytes());
+      }
+    }
     found = slots_.emplace(w.id, std::move(fresh)).first;
   }
   return &found->second;
@@ -499,17 +506,25 @@ bool ProgramCache::step_was_skipped() {
   return was;
 }
 
-int ProgramCache::add_update(graph::Graph& g, const Weight& w, int var, int grad, bool zero_grad, bool allocate_slots,
-                             int control) {
+void ProgramCache::add_update(graph::Graph& g, const Weight& w, int var, int grad, bool zero_grad, bool allocate_slots,
+                              int control, std::vector<int>& sinks) {
   Optimizer& opt = *model_.optimizer_;
-  const Op update = opt.config().update_op;  // the optimizer's own rule, never a guess from its name
-  std::vector<int> ins{var, grad};
+  std::vector<int> slot_values;
   std::vector<Tensor>* slots = slots_of(w, allocate_slots);  // optimizer state is created with the first program
   for (int s = 0; s < opt.slots_per_variable(); ++s) {
     const std::string slot_name = w.name + "/slot" + std::to_string(s);
-    ins.push_back(slots != nullptr ? g.variable(slot_name, (*slots)[static_cast<size_t>(s)])
-                                   : g.placeholder_variable(slot_name, w.value.shape(), w.value.dtype()));
+    slot_values.push_back(slots != nullptr ? g.variable(slot_name, (*slots)[static_cast<size_t>(s)])
+                                           : g.placeholder_variable(slot_name, w.value.shape(), w.value.dtype()));
   }
+  if (nn::rule_state(opt)) {  // an optimizer written in the general ops: its ops, then an Assign per value
+    const std::vector<int> assigns =
+        nn::emit_rule_update(g, opt, w.name + "/update", var, grad, slot_values, control, zero_grad);
+    sinks.insert(sinks.end(), assigns.begin(), assigns.end());
+    return;
+  }
+  const Op update = opt.config().update_op;  // the optimizer's own rule, never a guess from its name
+  std::vector<int> ins{var, grad};
+  ins.insert(ins.end(), slot_values.begin(), slot_values.end());
   graph::Attrs at;
   at.update = &opt.config();
   at.zero_grad = zero_grad;
@@ -517,7 +532,7 @@ int ProgramCache::add_update(graph::Graph& g, const Weight& w, int var, int grad
     ins.push_back(control);
     at.gated = true;
   }
-  return g.add(update, ins, at, w.name + "/update");
+  sinks.push_back(g.add(update, ins, at, w.name + "/update"));
 }
 
 ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool allocate_slots, bool remat,
@@ -543,7 +558,7 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
       Tensor* var = weight_storage(*ws[i], allocate_slots);
       const int v = var ? g.variable(ws[i]->name, *var)
                         : g.placeholder_variable(ws[i]->name, ws[i]->value.shape(), ws[i]->value.dtype());
-      traced.sinks.push_back(add_update(g, *ws[i], v, accs[i], !reduced, allocate_slots, control));
+      add_update(g, *ws[i], v, accs[i], !reduced, allocate_slots, control, traced.sinks);
     }
     if (fuse && graph::fusion_enabled()) traced.sinks = graph::group_updates(g, traced.sinks);
     return traced;
@@ -652,7 +667,7 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
       for (size_t i = 0; i < weights.size(); ++i) {
         if (grads[i] < 0) continue;  // does not influence the loss
         if (kind == ProgramKind::train) {
-          sinks.push_back(add_update(g, *weights[i], vars[i], grads[i], false, allocate_slots, control));
+          add_update(g, *weights[i], vars[i], grads[i], false, allocate_slots, control, sinks);
         } else {  // micro-batching: add this micro-batch's share of the gradient into the accumulator
           sinks.push_back(g.add(Op::AccumulateGrad, {accumulator(g, *weights[i], allocate_slots), grads[i]}, {},
                                 weights[i]->name + "/accumulate"));

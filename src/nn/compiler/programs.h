@@ -117,8 +117,9 @@ class ProgramCache {
   std::unique_ptr<Compiled> build(ProgramKind kind, int64_t batch);
   int accumulator(graph::Graph& g, const Weight& w, bool allocate);
   // control >= 0: the update is gated on the step's StepControl (global_clipnorm, skipping non-finite steps).
-  int add_update(graph::Graph& g, const Weight& w, int var, int grad, bool zero_grad, bool allocate_slots,
-                 int control = -1);
+  // Appends the update's sinks: one fused update op, or an optimizer rule's Assigns (nn/optimizer_rule.h).
+  void add_update(graph::Graph& g, const Weight& w, int var, int grad, bool zero_grad, bool allocate_slots, int control,
+                  std::vector<int>& sinks);
   // The StepControl over a step's gradients when the optimizer needs one (else -1).
   int step_control(graph::Graph& g, const std::vector<int>& grads, bool allocate);
   // Whether the optimizer's config asks for a StepControl node now (global_clipnorm, skip_nonfinite, loss scaling).
