@@ -59,7 +59,7 @@ void apply_environment(DeviceMemory& m) {
     m.set_limit(std::min(*bytes, total), "TK_MEMORY_LIMIT=" + *limit);
   else if (const std::optional<double> f = setting_number(Setting::memory_fraction))
     m.set_limit(static_cast<size_t>(*f * double(total)), "TK_MEMORY_FRACTION=" + *fraction);
-  if (const std::optional<bool> growth = setting_bool(Setting::memory_growth)) m.set_growth(*growth);
+  m.set_growth(setting_bool_or_default(Setting::memory_growth));  // the registry's default (true) when unset
 }
 
 }  // namespace runtime
