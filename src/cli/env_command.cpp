@@ -27,8 +27,9 @@ Line line_of(const runtime::SettingInfo& s) {
   const std::string name = s.name;
   if (!state.value) return {name + "=" + s.fallback, "[default]"};
   if (!*state.value) return {name + "=", "[environment, empty: the default, " + std::string(s.fallback) + "]"};
-  return {name + "=" + state.value,
-          state.problem.empty() ? "[environment]" : "[environment, invalid: " + state.problem + "]"};
+  if (state.problem.empty()) return {name + "=" + state.value, "[environment]"};
+  const std::string problem = state.problem.substr(0, state.problem.find(". " + name + ": "));  // the meaning follows
+  return {name + "=" + state.value, "[environment, invalid: " + problem + "]"};
 }
 
 }  // namespace

@@ -155,7 +155,8 @@ std::string allowed_text(const SettingInfo& s) {
 [[noreturn]] void throw_bad_setting(Setting id, std::string_view value, const std::string& why) {
   const SettingInfo& s = setting_info(id);
   throw InvalidArgument(std::string(s.name) + "='" + std::string(value) + "' must be " + allowed_text(s) +
-                        (why.empty() ? "" : " (" + why + ")") + "; unset it for the default (" + s.fallback + ")");
+                        (why.empty() ? "" : " (" + why + ")") + "; unset it for the default (" + s.fallback + "). " +
+                        s.name + ": " + s.meaning);
 }
 
 // ---- parsing

@@ -118,7 +118,7 @@ std::optional<std::string> parse_setting_choice(Setting id, std::string_view val
 std::optional<double> parse_setting_number(Setting id, std::string_view value);
 std::optional<size_t> parse_setting_bytes(Setting id, std::string_view value);
 
-// InvalidArgument "TK_X='value' must be <allowed>; unset it for the default (<fallback>)", plus `why` when given.
+// InvalidArgument "TK_X='value' must be <allowed> [(why)]; unset it for the default (<fallback>). TK_X: <meaning>".
 [[noreturn]] void throw_bad_setting(Setting id, std::string_view value, const std::string& why = "");
 // What `trainkit env` shows of a variable, test hooks included (reading one here changes nothing in the program).
 struct SettingState {

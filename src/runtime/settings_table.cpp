@@ -192,7 +192,8 @@ constexpr std::array<SettingInfo, kSettingCount> kTable{{
      .values = "0 1",
      .fallback = "0 on the cpu, 1 on CUDA",
      .subsystem = "nn/training",
-     .meaning = "steps fit reads its logs late by (1: the host never waits for the device's step)",
+     .meaning = "read when fit starts: 0 (fit reads each step's logs right after it) or 1 (one step late, so the "
+                "host never waits for the device's step)",
      .strict = true},
     {.id = S::trainkit,
      .name = "TK_TRAINKIT",
