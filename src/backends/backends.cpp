@@ -14,7 +14,7 @@ void ensure_backends_registered() {
   std::call_once(once, [] {
     register_backend(std::make_unique<cpu::CpuBackend>());
 #ifdef TK_HAVE_CUDA
-    // Programs run on CUDA devices; models do not train there yet (nn::require_compute_device says why).
+    // Programs, and so fit, evaluate and predict, run on CUDA devices (docs/cuda-execution.md).
     register_backend(std::make_unique<cuda::CudaBackend>());
 #endif
   });

@@ -77,6 +77,12 @@ int run_smi(const SmiArgs& args);
 // `trainkit jobs` (jobs_command.cpp): the lease ledger's holders and waiters.
 void add_jobs_command(CLI::App& app);
 int run_jobs();
+// `trainkit env` (env_command.cpp): the TK_* variables, their values and sources (runtime/settings.h).
+struct EnvArgs {
+  bool markdown = false;  // --markdown: the table of docs/settings.md
+};
+void add_env_command(CLI::App& app, EnvArgs& args);
+int run_env(const EnvArgs& args);
 // `trainkit run [options] -- PROGRAM ...` and `fit --isolate` (run_command.cpp).
 struct RunArgs {
   std::string device = "auto", memory_limit;

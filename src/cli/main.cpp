@@ -11,7 +11,7 @@
 #include "trainkit/nn/distribute.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"trainkit: Keras-style training in C++ (CPU backend)", "trainkit"};
+  CLI::App app{"trainkit: Keras-style training in C++ on the cpu and on NVIDIA GPUs (CUDA)", "trainkit"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "trainkit 0.1.0");
   tk::cli::FitArgs fit_args;
@@ -28,6 +28,8 @@ int main(int argc, char** argv) {
   tk::cli::ExportArgs export_args;
   tk::cli::add_export_command(app, export_args);
   tk::cli::add_jobs_command(app);
+  tk::cli::EnvArgs env_args;
+  tk::cli::add_env_command(app, env_args);
   tk::cli::RunArgs run_args;
   tk::cli::add_run_command(app, run_args);
   if (const std::string unknown = tk::cli::unknown_command(app, argc, argv); !unknown.empty())
@@ -48,6 +50,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("evaluate")) return tk::cli::run_evaluate(evaluate_args);
     if (app.got_subcommand("export")) return tk::cli::run_export(export_args);
     if (app.got_subcommand("jobs")) return tk::cli::run_jobs();
+    if (app.got_subcommand("env")) return tk::cli::run_env(env_args);
     if (app.got_subcommand("run")) return tk::cli::run_run(run_args);
   } catch (const tk::Error& e) {
     std::fprintf(stderr, "trainkit: error: %s\n", e.what());

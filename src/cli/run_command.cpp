@@ -19,6 +19,7 @@
 #include "runtime/device_memory.h"
 #include "runtime/isolate.h"
 #include "runtime/lease.h"
+#include "runtime/test_hooks.h"
 #include "trainkit/runtime/memory.h"
 
 namespace tk::cli {
@@ -171,7 +172,7 @@ int run_isolated(int argc, char** argv) {
 }
 
 void maybe_test_fault() {
-  const char* fault = std::getenv("TK_TEST_FAULT");  // test hook: the isolation tests crash a child on purpose
+  const char* fault = runtime::test_hook(runtime::Setting::test_fault);  // the isolation tests crash a child
   if (!fault) return;
   if (std::string(fault) == "segfault") {
     std::fprintf(stderr, "TK_TEST_FAULT: segfault now\n");

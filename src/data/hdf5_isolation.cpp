@@ -15,6 +15,7 @@
 #include <set>
 #include <tuple>
 
+#include "runtime/settings.h"
 #include "trainkit/core/error.h"
 
 extern char** environ;
@@ -30,7 +31,7 @@ bool executable(const std::string& p) { return !p.empty() && ::access(p.c_str(),
 
 std::string helper_path() {
   std::vector<std::string> tried;
-  if (const char* env = std::getenv("TK_HDF5_HELPER")) {
+  if (const char* env = runtime::setting_raw(runtime::Setting::hdf5_helper)) {
     if (executable(env)) return env;
     tried.emplace_back(env);
   }
@@ -74,8 +75,8 @@ Result run(const std::vector<std::string>& args) {
   posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
   posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
   // What libhdf5 or a sanitizer prints while dying is not the user's to read (TK_HDF5_HELPER_STDERR=1 shows it).
-  const char* show = std::getenv("TK_HDF5_HELPER_STDERR");
-  if (!show || std::string(show) != "1") posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+  if (!runtime::setting_bool_or_default(runtime::Setting::hdf5_helper_stderr))
+    posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
   std::vector<char*> argv;
   argv.push_back(const_cast<char*>(exe.c_str()));
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));

@@ -1,7 +1,7 @@
 // A backend: everything device-specific a program needs — kernels, workspace sizes, copies between host
-// and device, synchronization, per-thread setup. The CPU backend (backends/cpu/) is the first; the CUDA
-// backend (backends/cuda/) will be the second. graph/ talks to backends only through this interface and
-// the kernel table (graph/kernel.h).
+// and device, synchronization, per-thread setup. There are two: the CPU backend (backends/cpu/) and the CUDA
+// backend (backends/cuda/, in builds with -DTK_CUDA=ON; models train on it). graph/ talks to backends only
+// through this interface and the kernel table (graph/kernel.h).
 //
 //   graph::Backend& b = graph::backend(device.kind);     // Unsupported if this build has none for it
 //   uint64_t saved = b.enter_run(); ...; b.leave_run(saved);  // CPU: denormals flushed while kernels run

@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "graph/schedule.h"
+#include "runtime/settings.h"
 
 namespace tk::graph {
 namespace {
@@ -14,10 +15,7 @@ std::string layer_of(const std::string& name) { return name.substr(0, name.find(
 
 }  // namespace
 
-bool fusion_enabled() {
-  const char* v = std::getenv("TK_FUSE");
-  return !(v && std::string_view(v) == "0");
-}
+bool fusion_enabled() { return runtime::setting_bool_or_default(runtime::Setting::fuse); }
 
 int fuse_epilogues(Graph& g, const std::vector<int>& roots, const std::vector<int>& keep) {
   const size_t n = static_cast<size_t>(g.size());
@@ -121,10 +119,7 @@ int fuse_bias_gradients(Graph& g, const std::vector<char>& needed) {
   return fused;
 }
 
-bool bias_grad_fusion_enabled() {
-  const char* v = std::getenv("TK_FUSE_BIAS_GRAD");
-  return !(v && std::string_view(v) == "0");
-}
+bool bias_grad_fusion_enabled() { return runtime::setting_bool_or_default(runtime::Setting::fuse_bias_grad); }
 
 std::vector<int> group_updates(Graph& g, const std::vector<int>& sinks) {
   auto single = [](Op op) { return op == Op::SgdUpdate || op == Op::AdamUpdate || op == Op::RmspropUpdate; };

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/float_bytes.h"
+#include "runtime/settings.h"
 #include "trainkit/core/error.h"
 #include "trainkit/runtime/determinism.h"
 
@@ -60,8 +61,7 @@ Program::Program(Graph g, std::vector<int> outputs, std::vector<int> sinks, Devi
     for (size_t i = 0; i < g_[s.node].inputs.size(); ++i) in_dtypes_[s.in_begin + i] = g_[g_[s.node].inputs[i]].dtype;
   step_seconds_.assign(steps_.size(), 0.0);
   if (own_arena) bind_arena(Tensor(Shape{static_cast<int64_t>(arena_bytes_required())}, DType::u8, device, owner));
-  const char* env = std::getenv("TK_PROFILE");
-  profiling_ = print_profile_ = env && *env && *env != '0';
+  profiling_ = print_profile_ = runtime::setting_bool_or_default(runtime::Setting::profile);
   // Capture: decided once per program (a later enable_profiling turns it off in run()).
   for (const Step& s : steps_) {
     const Node& n = g_[s.node];

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "runtime/settings.h"
+
 namespace tk::graph {
 
 std::string capture_off_reason(bool backend_has_graphs, bool graphs_env_on, bool profiling, bool has_collective) {
@@ -15,10 +17,7 @@ std::string capture_off_reason(bool backend_has_graphs, bool graphs_env_on, bool
   return "";
 }
 
-bool cuda_graphs_enabled_by_env() {
-  const char* env = std::getenv("TK_CUDA_GRAPHS");
-  return !(env && env[0] == '0' && env[1] == '\0');
-}
+bool cuda_graphs_enabled_by_env() { return runtime::setting_bool_or_default(runtime::Setting::cuda_graphs); }
 
 namespace {
 // FNV-1a over the bytes of each value.

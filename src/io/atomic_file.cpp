@@ -12,6 +12,7 @@
 #include <cstring>
 #include <string>
 
+#include "runtime/test_hooks.h"
 #include "trainkit/core/error.h"
 
 namespace tk::io {
@@ -24,7 +25,7 @@ std::string errno_text() { return std::strerror(errno); }
 
 // TK_TEST_CRASH_AT names a point inside commit() where the process kills itself (tests only).
 void maybe_crash(std::string_view point) {
-  const char* at = std::getenv("TK_TEST_CRASH_AT");
+  const char* at = runtime::test_hook(runtime::Setting::test_crash_at);
   if (at != nullptr && point == at) ::raise(SIGKILL);
 }
 

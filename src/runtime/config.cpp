@@ -8,6 +8,7 @@
 #include "core/device_bytes.h"
 #include "runtime/cuda_device.h"
 #include "runtime/device_memory.h"
+#include "runtime/settings.h"
 #include "trainkit/core/error.h"
 
 namespace tk {
@@ -20,20 +21,6 @@ runtime::DeviceMemory& unused_device(Device device, const char* what) {
                           " is already in use; memory settings must be made before the first tensor is created "
                           "(set them at the start of the program, or use TK_MEMORY_* environment variables)");
   return m;
-}
-
-bool parse_bool(const char* name, const std::string& v) {
-  if (v == "1" || v == "true" || v == "TRUE" || v == "True") return true;
-  if (v == "0" || v == "false" || v == "FALSE" || v == "False") return false;
-  throw InvalidArgument(std::string(name) + "='" + v + "' is not a boolean (use true or false)");
-}
-
-double parse_fraction(const char* what, const std::string& v) {
-  char* end = nullptr;
-  const double f = std::strtod(v.c_str(), &end);
-  if (v.empty() || *end != '\0' || !(f > 0.0 && f <= 1.0))
-    throw InvalidArgument(std::string(what) + "='" + v + "' must be a number in (0, 1], e.g. 0.45");
-  return f;
 }
 
 }  // namespace
@@ -65,24 +52,14 @@ namespace runtime {
 
 void apply_environment(DeviceMemory& m) {
   const size_t total = m.device_info().total;
-  const char* limit = std::getenv("TK_MEMORY_LIMIT");
-  const char* fraction = std::getenv("TK_MEMORY_FRACTION");
-  const char* growth = std::getenv("TK_MEMORY_GROWTH");
-  if (limit && *limit && fraction && *fraction)
-    throw InvalidArgument("both TK_MEMORY_LIMIT and TK_MEMORY_FRACTION are set; set one of them");
-  if (limit && *limit) {
-    size_t bytes;
-    try {
-      bytes = config::parse_bytes(limit);
-    } catch (const InvalidArgument& e) {
-      throw InvalidArgument(std::string("TK_MEMORY_LIMIT: ") + e.what());
-    }
-    m.set_limit(std::min(bytes, total), "TK_MEMORY_LIMIT=" + std::string(limit));
-  } else if (fraction && *fraction) {
-    const double f = parse_fraction("TK_MEMORY_FRACTION", fraction);
-    m.set_limit(static_cast<size_t>(f * double(total)), "TK_MEMORY_FRACTION=" + std::string(fraction));
-  }
-  if (growth && *growth) m.set_growth(parse_bool("TK_MEMORY_GROWTH", growth));
+  const std::optional<std::string> limit = setting_text(Setting::memory_limit);
+  const std::optional<std::string> fraction = setting_text(Setting::memory_fraction);
+  if (limit && fraction) throw InvalidArgument("both TK_MEMORY_LIMIT and TK_MEMORY_FRACTION are set; set one of them");
+  if (const std::optional<size_t> bytes = setting_bytes(Setting::memory_limit))
+    m.set_limit(std::min(*bytes, total), "TK_MEMORY_LIMIT=" + *limit);
+  else if (const std::optional<double> f = setting_number(Setting::memory_fraction))
+    m.set_limit(static_cast<size_t>(*f * double(total)), "TK_MEMORY_FRACTION=" + *fraction);
+  m.set_growth(setting_bool_or_default(Setting::memory_growth));  // the registry's default (true) when unset
 }
 
 }  // namespace runtime
@@ -125,8 +102,10 @@ std::vector<Device>& visible() {
 // silently ignoring them ("-1", "" and "cpu" mean no GPU).
 void check_visible_env() {
   if (runtime::cuda_built()) return;
-  for (const char* name : {"TK_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"}) {
-    const char* v = std::getenv(name);
+  const std::pair<const char*, const char*> env[] = {
+      {"TK_VISIBLE_DEVICES", runtime::setting_raw(runtime::Setting::visible_devices)},
+      {"CUDA_VISIBLE_DEVICES", std::getenv("CUDA_VISIBLE_DEVICES")}};  // the CUDA runtime's variable
+  for (const auto& [name, v] : env) {
     if (!v || !*v || std::string(v) == "-1" || std::string(v) == "cpu" || std::string(v) == "cpu:0") continue;
     static bool warned = false;
     if (!warned)

@@ -9,6 +9,7 @@
 #include <cstdlib>
 
 #include "runtime/nvml.h"
+#include "runtime/settings.h"
 #include "trainkit/core/error.h"
 
 #ifdef TK_HAVE_CUDA
@@ -242,7 +243,7 @@ CudaDevices discover() {
   }
   std::vector<DeviceInfo> infos;
   for (const CudaDevice& d : all) infos.push_back(d.info);
-  const char* spec_env = std::getenv("TK_VISIBLE_DEVICES");
+  const char* spec_env = setting_raw(Setting::visible_devices);
   const std::string spec = spec_env ? spec_env : "";
   for (size_t index : select_visible_gpus(infos, spec, out.warning)) {
     CudaDevice d = all[index];

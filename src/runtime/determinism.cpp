@@ -2,23 +2,14 @@
 #include "trainkit/runtime/determinism.h"
 
 #include <atomic>
-#include <cstdlib>
-#include <string>
 
-#include "trainkit/core/error.h"
+#include "runtime/settings.h"
 
 namespace tk::config {
 namespace {
 
 bool from_environment() {
-  static const bool on = [] {
-    const char* v = std::getenv("TK_DETERMINISTIC");
-    if (!v || !*v) return false;
-    const std::string s(v);
-    if (s == "1" || s == "true" || s == "TRUE" || s == "True") return true;
-    if (s == "0" || s == "false" || s == "FALSE" || s == "False") return false;
-    throw InvalidArgument("TK_DETERMINISTIC='" + s + "' is not a boolean (use 1 or 0)");
-  }();
+  static const bool on = runtime::setting_bool_or_default(runtime::Setting::deterministic);
   return on;
 }
 std::atomic<bool>& called() {

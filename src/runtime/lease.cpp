@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "runtime/lease_record.h"
+#include "runtime/settings.h"
 #include "trainkit/core/error.h"
 #include "trainkit/runtime/memory.h"
 
@@ -167,15 +168,14 @@ std::mutex& policy_mutex() {
 WaitPolicy& process_policy() {
   static WaitPolicy p = [] {
     WaitPolicy w;
-    if (const char* v = std::getenv("TK_LEASE_WAIT"); v && *v) {
-      const std::string s = v;
+    if (const std::optional<std::string> v = setting_text(Setting::lease_wait)) {
+      const std::string& s = *v;
       if (s == "no" || s == "0" || s == "false") {
         w.wait = false;
       } else if (s != "forever") {
         char* end = nullptr;
-        w.timeout_s = std::strtod(v, &end);
-        if (*end != '\0' || !(w.timeout_s >= 0))
-          throw InvalidArgument("TK_LEASE_WAIT='" + s + "': use no, forever or a number of seconds");
+        w.timeout_s = std::strtod(s.c_str(), &end);
+        if (*end != '\0' || !(w.timeout_s >= 0)) throw_bad_setting(Setting::lease_wait, s);
       }
     }
     return w;
@@ -249,20 +249,15 @@ void Lease::release() {
 
 // ---------------------------------------------------------------- Ledger
 
-bool Ledger::enabled() {
-  const char* v = std::getenv("TK_LEASE");
-  if (!v) return true;
-  const std::string s = v;
-  return !(s == "off" || s == "0" || s == "false" || s == "no");
-}
+bool Ledger::enabled() { return setting_bool_or_default(Setting::lease); }
 
 std::string Ledger::default_dir() {
   std::string why;
-  if (const char* d = std::getenv("TK_LEASE_DIR"); d && *d) {
-    if (!usable_dir(d, true, &why))
-      throw IoError("TK_LEASE_DIR=" + std::string(d) + " is not a usable lease ledger folder: " + why +
+  if (const std::optional<std::string> d = setting_text(Setting::lease_dir)) {
+    if (!usable_dir(*d, true, &why))
+      throw IoError("TK_LEASE_DIR=" + *d + " is not a usable lease ledger folder: " + why +
                     " (point it at a folder every trainkit user may write, or unset it)");
-    return d;
+    return *d;
   }
   for (const char* d : {"/run/trainkit", "/dev/shm/trainkit"})
     if (usable_dir(d, true, nullptr)) return d;
@@ -403,10 +398,10 @@ LeaseRecord new_record(const LeaseDevice& device, uint64_t bytes, bool waiting, 
 
 // A lease `trainkit run` took for this process (TK_LEASE_INHERITED names its file): alive and for this device.
 bool inherited_lease(const std::string& dir, const LeaseDevice& device, LeaseRecord* out) {
-  const char* file = std::getenv("TK_LEASE_INHERITED");
-  if (!file || !*file) return false;
+  const std::optional<std::string> file = setting_text(Setting::lease_inherited);
+  if (!file) return false;
   for (const LeaseRecord& r : read_live(dir))
-    if (r.file == file && !r.waiting && r.device == device.id) {
+    if (r.file == *file && !r.waiting && r.device == device.id) {
       *out = r;
       return true;
     }

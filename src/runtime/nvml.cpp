@@ -12,6 +12,7 @@
 
 #include "runtime/cuda_device.h"
 #include "runtime/dl_symbol.h"
+#include "runtime/settings.h"
 
 namespace tk::runtime {
 namespace {
@@ -72,8 +73,7 @@ struct Nvml::Api {
 
 Nvml& Nvml::instance() {
   static Nvml* nvml = [] {
-    const char* override_name = std::getenv("TK_NVML_LIBRARY");
-    if (override_name && *override_name) return new Nvml({override_name});
+    if (const std::optional<std::string> name = setting_text(Setting::nvml_library)) return new Nvml({*name});
     return new Nvml({"libnvidia-ml.so.1", "libnvidia-ml.so"});
   }();
   return *nvml;

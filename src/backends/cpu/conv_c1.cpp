@@ -25,6 +25,7 @@
 #include "backends/cpu/threads.h"
 #include "graph/kernel.h"
 #include "graph/window.h"
+#include "runtime/settings.h"
 #include "trainkit/core/error.h"
 #include "trainkit/core/half.h"
 
@@ -68,9 +69,8 @@ constexpr int kOutBlock = kRegs >= 32 ? 14 : 6;
 
 bool disabled() {
   static const bool off = [] {
-    const char* conv = std::getenv("TK_CONV");
-    const char* c1 = std::getenv("TK_CONV_C1");
-    return (conv && std::string(conv) == "im2col") || (c1 && std::string(c1) == "0");
+    return runtime::setting_choice(runtime::Setting::conv) == "im2col" ||
+           !runtime::setting_bool_or_default(runtime::Setting::conv_c1);
   }();
   return off;
 }

@@ -20,6 +20,7 @@
 #include "backends/cpu/threads.h"
 #include "graph/kernel.h"
 #include "graph/window.h"
+#include "runtime/settings.h"
 
 namespace tk::cpu {
 using graph::KernelArgs;
@@ -230,7 +231,7 @@ size_t bf16_or_widened_workspace(const graph::Graph& gr, int node) {
 }  // namespace
 
 bool register_onednn_bf16_conv_kernels() {
-  const char* choice = std::getenv("TK_CONV");
+  const char* choice = runtime::setting_raw(runtime::Setting::conv);
   if ((choice && std::string(choice) == "im2col") || !onednn_bf16_native()) return false;
   const Op ops[4] = {Op::Conv2D, Op::FusedConv2D, Op::Conv2DGradInput, Op::Conv2DGradFilter};
   for (int i = 0; i < 4; ++i) {
@@ -242,7 +243,7 @@ bool register_onednn_bf16_conv_kernels() {
 }
 
 bool register_onednn_conv_kernels() {
-  const char* choice = std::getenv("TK_CONV");
+  const char* choice = runtime::setting_raw(runtime::Setting::conv);
   if (choice && std::string(choice) == "im2col") return false;
   for (Op op : {Op::Conv2D, Op::FusedConv2D, Op::Conv2DGradInput, Op::Conv2DGradFilter}) {
     graph::register_kernel(DeviceKind::cpu, op, DType::f32, run);

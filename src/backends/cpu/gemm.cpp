@@ -31,6 +31,7 @@
 #include "backends/cpu/column_sums.h"
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/threads.h"
+#include "runtime/settings.h"
 #include "trainkit/core/error.h"
 
 #ifdef TK_HAVE_ONEDNN
@@ -219,7 +220,7 @@ std::map<Key, Entry>& registry() {
 
 const char* forced_engine() {
   static const char* forced = [] {
-    const char* e = std::getenv("TK_GEMM");
+    const char* e = runtime::setting_raw(runtime::Setting::gemm);
     return e && *e && std::string_view(e) != "auto" ? e : nullptr;
   }();
   return forced;
@@ -267,7 +268,7 @@ void apply_choices(const std::string& text, bool listed, bool override) {
 // $XDG_CACHE_HOME/trainkit (or ~/.cache/trainkit)/gemm-<cpu model>.txt.
 std::string cache_file() {
   static const std::string path = [] {
-    const char* env = std::getenv("TK_GEMM_CACHE");
+    const char* env = runtime::setting_raw(runtime::Setting::gemm_cache);
     if (env && (std::string_view(env) == "0" || std::string_view(env) == "off")) return std::string();
     if (env && *env) return std::string(env);
     std::string dir;
@@ -326,10 +327,7 @@ void append_to_cache(const std::string& line) {
 }
 
 bool profiling() {
-  static const bool on = [] {
-    const char* p = std::getenv("TK_PROFILE");
-    return p && *p && std::string_view(p) != "0";
-  }();
+  static const bool on = runtime::setting_bool_or_default(runtime::Setting::profile);
   return on;
 }
 

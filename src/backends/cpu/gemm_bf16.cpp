@@ -18,6 +18,7 @@
 #include "backends/cpu/parallel.h"
 #include "backends/cpu/threads.h"
 #include "graph/kernel.h"
+#include "runtime/settings.h"
 #include "trainkit/core/half.h"
 
 #ifdef TK_HAVE_ONEDNN
@@ -35,7 +36,7 @@ bool onednn_bf16_native() {
   static const bool yes = [] {
     const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
     const bool ok = (isa & dnnl_cpu_isa_avx512_core_bf16) == dnnl_cpu_isa_avx512_core_bf16;
-    if (std::getenv("TK_PROFILE"))
+    if (runtime::setting_bool_or_default(runtime::Setting::profile))
       std::fprintf(stderr, "TK_PROFILE bfloat16 matmul and convolution: %s\n",
                    ok ? "oneDNN, native bfloat16 (AVX512_BF16/AMX), no float32 copies"
                       : "widened to float32 in the workspace (oneDNN sees no AVX512_BF16/AMX on this CPU)");

@@ -14,6 +14,8 @@
 #include <cstring>
 #include <string>
 
+#include "runtime/settings.h"
+
 namespace tk::cpu {
 namespace {
 
@@ -53,7 +55,7 @@ Governor& governor() {
     g->max_threads = omp_get_max_threads();
     g->cores = std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
     bool adapt = true;
-    const char* pin = std::getenv("TK_THREADS");
+    const char* pin = runtime::setting_raw(runtime::Setting::threads);
     if (pin && *pin && std::strcmp(pin, "auto") != 0) {
       const int n = std::atoi(pin);
       if (n > 0) g->max_threads = n;

@@ -22,6 +22,7 @@
 #include <string>
 
 #include "backends/cuda/cudnn_loader.h"
+#include "runtime/settings.h"
 
 #ifdef TK_HAVE_CUDNN
 #include <cuda_runtime.h>
@@ -44,10 +45,7 @@
 namespace tk::cuda {
 namespace {
 std::atomic<int64_t> cudnn_calls{0}, im2col_calls{0}, cudnn16_calls{0};
-std::atomic<bool> native16{[] {
-  const char* v = std::getenv("TK_CUDA_NATIVE16");
-  return !(v && std::string(v) == "0");
-}()};
+std::atomic<bool> native16{runtime::setting_bool_or_default(runtime::Setting::cuda_native16)};
 }  // namespace
 
 ConvPathCounts conv_path_counts() { return {cudnn_calls.load(), im2col_calls.load(), cudnn16_calls.load()}; }
@@ -86,10 +84,7 @@ void check_dnn(const CudnnApi& api, cudnnStatus_t s, const char* call, const gra
 
 // TK_ALLOW_TF32=1, read as gemm_cublaslt.cpp reads it: float32 convolutions may use TF32 tensor cores.
 bool allow_tf32() {
-  static const bool yes = [] {
-    const char* v = std::getenv("TK_ALLOW_TF32");
-    return v && std::string(v) == "1";
-  }();
+  static const bool yes = runtime::setting_bool_or_default(runtime::Setting::allow_tf32);
   return yes;
 }
 

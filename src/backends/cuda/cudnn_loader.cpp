@@ -15,6 +15,7 @@
 #include "backends/cuda/cudnn_api.h"
 #include "backends/cuda/cudnn_mapping.h"
 #include "runtime/dl_symbol.h"
+#include "runtime/settings.h"
 
 namespace tk::cuda {
 #ifndef TK_HAVE_CUDNN
@@ -24,12 +25,7 @@ struct CudnnApi {};
 namespace {
 
 bool switched_off_by_environment() {
-  static const bool off = [] {
-    const char* v = std::getenv("TK_CUDNN");
-    if (!v) return false;
-    const std::string s(v);
-    return s == "0" || s == "false" || s == "FALSE" || s == "off" || s == "OFF";
-  }();
+  static const bool off = !runtime::setting_bool_or_default(runtime::Setting::cudnn);
   return off;
 }
 std::atomic<bool>& enabled_flag() {
@@ -42,9 +38,8 @@ std::atomic<bool>& enabled_flag() {
 const CudnnLibrary& CudnnLibrary::instance() {
   static const CudnnLibrary* library = [] {
     if (switched_off_by_environment()) return new CudnnLibrary(std::vector<std::string>{});
-    const char* override_name = std::getenv("TK_CUDNN_LIBRARY");
-    if (override_name && *override_name) return new CudnnLibrary({override_name});
-    return new CudnnLibrary({"libcudnn.so.9"});
+    return new CudnnLibrary({runtime::setting_text(runtime::Setting::cudnn_library)
+                                 .value_or(runtime::setting_info(runtime::Setting::cudnn_library).fallback)});
   }();
   return *library;
 }

@@ -39,6 +39,7 @@
 #include "backends/cuda/launchers.h"
 #include "backends/widen.h"
 #include "graph/kernel.h"
+#include "runtime/settings.h"
 #include "trainkit/runtime/determinism.h"
 
 namespace tk::cuda {
@@ -73,10 +74,7 @@ struct GemmTypes {
 cudaDataType_t cuda_type(DType t) { return t == DType::f16 ? CUDA_R_16F : t == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F; }
 
 bool allow_tf32() {
-  static const bool yes = [] {
-    const char* v = std::getenv("TK_ALLOW_TF32");
-    return v && std::string(v) == "1";
-  }();
+  static const bool yes = runtime::setting_bool_or_default(runtime::Setting::allow_tf32);
   return yes;
 }
 
@@ -269,10 +267,7 @@ size_t workspace(const graph::Graph& g, int node) { return side_bias_grad_worksp
 using Widened = backends::Widened<DeviceKind::cuda>;
 
 bool native16_enabled() {
-  static const bool yes = [] {
-    const char* v = std::getenv("TK_CUDA_NATIVE16");
-    return !(v && std::string(v) == "0");
-  }();
+  static const bool yes = runtime::setting_bool_or_default(runtime::Setting::cuda_native16);
   return yes;
 }
 // Whether a 16-bit MatMul / FusedMatMul runs on cuBLASLt in its own dtypes (else on the widened kernel). The kernel

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "data/formats/bytes.h"
+#include "runtime/settings.h"
 
 namespace tk::data {
 namespace {
@@ -232,8 +233,8 @@ std::pair<Tensor, Tensor> load_idx_pair(const std::string& images, const std::st
 }
 
 std::string default_fashion_mnist_dir() {
-  const char* env = std::getenv("TK_FASHION_MNIST_DIR");
-  return env && *env ? env : "/usr/share/datasets/fashion-mnist";
+  return runtime::setting_text(runtime::Setting::fashion_mnist_dir)
+      .value_or(runtime::setting_info(runtime::Setting::fashion_mnist_dir).fallback);
 }
 
 FashionMnist load_fashion_mnist(const std::string& dir, bool scale_to_float) {

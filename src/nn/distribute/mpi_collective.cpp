@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backends/cpu/threads.h"
+#include "runtime/settings.h"
 #include "trainkit/core/error.h"
 
 #ifdef TK_HAVE_MPI
@@ -22,7 +23,7 @@
 namespace tk::nn::distribute {
 
 bool MpiCollective::launched_by_mpi() {
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"})
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"})  // the launchers' own
     if (std::getenv(v)) return true;
   return false;
 }
@@ -79,7 +80,7 @@ MpiCollective::MpiCollective(std::chrono::milliseconds timeout) : timeout_(timeo
     MPI_Comm_rank(node, &local_rank_);
     MPI_Comm_free(&node);
   }
-  if (local > 1 && !std::getenv("TK_THREADS") && !std::getenv("OMP_NUM_THREADS")) {
+  if (local > 1 && !runtime::setting_raw(runtime::Setting::threads) && !std::getenv("OMP_NUM_THREADS")) {
     const long cores = sysconf(_SC_NPROCESSORS_ONLN);
     cpu::pin_threads(static_cast<int>(std::max(1L, cores / local)));
   }

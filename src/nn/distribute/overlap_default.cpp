@@ -1,21 +1,13 @@
 // choose_overlap (overlap_default.h): plain C++, in every build.
 #include "nn/distribute/overlap_default.h"
 
-#include "trainkit/core/error.h"
+#include "runtime/settings.h"
 
 namespace tk::nn::distribute {
 
 OverlapChoice choose_overlap(std::optional<bool> option, const char* env, OverlapGroup group) {
   std::optional<bool> asked = option;
-  if (!asked && env && *env) {
-    const std::string v = env;
-    if (v == "1" || v == "true" || v == "on")
-      asked = true;
-    else if (v == "0" || v == "false" || v == "off")
-      asked = false;
-    else
-      throw InvalidArgument("TK_ALLREDUCE_OVERLAP='" + v + "': expected 1 or 0");
-  }
+  if (!asked && env) asked = runtime::parse_setting_bool(runtime::Setting::allreduce_overlap, env);
   switch (group) {
     case OverlapGroup::nccl:
       return {asked.value_or(true), {}};

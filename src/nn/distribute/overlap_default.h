@@ -19,8 +19,8 @@ struct OverlapChoice {
   std::string note;  // for the strategy's description: "" or why a request was ignored
 };
 
-// `env`: TK_ALLREDUCE_OVERLAP's value (null or "" when unset); InvalidArgument for a value other than 1/0/true/false/
-// on/off.
+// `env`: TK_ALLREDUCE_OVERLAP's value (null or "" when unset), parsed by the settings registry (runtime/settings.h):
+// InvalidArgument for a value other than 1/0/true/false/on/off.
 OverlapChoice choose_overlap(std::optional<bool> option, const char* env, OverlapGroup group);
 
 }  // namespace tk::nn::distribute

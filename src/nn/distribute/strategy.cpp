@@ -8,6 +8,7 @@
 #include "nn/distribute/rank_device.h"
 #include "nn/distribute/strategy_state.h"
 #include "runtime/cuda_device.h"
+#include "runtime/settings.h"
 #include "trainkit/core/error.h"
 #include "trainkit/nn/callbacks.h"
 #include "trainkit/runtime/memory.h"
@@ -19,29 +20,13 @@ thread_local std::shared_ptr<StrategyState> t_current;
 
 std::chrono::milliseconds collective_timeout(std::chrono::milliseconds given) {
   if (given.count() > 0) return given;
-  if (const char* env = std::getenv("TK_COLLECTIVE_TIMEOUT"); env && *env) {
-    char* end = nullptr;
-    const double s = std::strtod(env, &end);
-    if (end == env || *end != '\0' || !(s > 0.0))
-      throw InvalidArgument("TK_COLLECTIVE_TIMEOUT='" + std::string(env) +
-                            "': expected a positive number of seconds (e.g. 300)");
-    return std::chrono::milliseconds(static_cast<int64_t>(s * 1000.0));
-  }
-  return std::chrono::seconds(300);
+  const double s = runtime::setting_number_or_default(runtime::Setting::collective_timeout);  // 300 when unset
+  return std::chrono::milliseconds(static_cast<int64_t>(s * 1000.0));
 }
 
 size_t bytes_per_pack(size_t given) {
   if (given > 0) return given;
-  if (const char* env = std::getenv("TK_BYTES_PER_PACK"); env && *env) {
-    try {
-      const size_t bytes = config::parse_bytes(env);
-      if (bytes > 0) return bytes;
-    } catch (const Error&) {
-    }
-    throw InvalidArgument("TK_BYTES_PER_PACK='" + std::string(env) +
-                          "': expected a positive number of bytes, with or without a unit (e.g. 26214400 or 25MiB)");
-  }
-  return graph::kDefaultBucketBytes;
+  return runtime::setting_bytes_or_default(runtime::Setting::bytes_per_pack);  // 25 MiB (graph::kDefaultBucketBytes)
 }
 
 #ifdef TK_HAVE_NCCL
@@ -108,9 +93,10 @@ MirroredStrategy::MirroredStrategy(std::vector<Device> devices, Options options)
     s->device_collective = nn::distribute::NcclCollective::for_devices(ordinals, timeout);
     s->every_replica_every_step = true;
     s->description += "; gradients summed by NCCL";
-    s->overlap = nn::distribute::choose_overlap(options.overlap, std::getenv("TK_ALLREDUCE_OVERLAP"),
-                                                nn::distribute::OverlapGroup::nccl)
-                     .overlap;
+    s->overlap =
+        nn::distribute::choose_overlap(options.overlap, runtime::setting_raw(runtime::Setting::allreduce_overlap),
+                                       nn::distribute::OverlapGroup::nccl)
+            .overlap;
     if (s->overlap) s->description += ", overlapping the backward pass";
   }
 #endif
@@ -151,7 +137,7 @@ Device take_local_gpu(StrategyState& s, std::chrono::milliseconds timeout, std::
           "MultiWorkerMirroredStrategy on cuda: this build of trainkit has no CUDA backend (configure with "
           "-DTK_CUDA=ON where the CUDA toolkit is installed), or train on the cpu");
     rd = nn::distribute::rank_device(
-        world.local_rank(), visible_cuda_devices(), [](const char* v) { return std::getenv(v); },
+        world.local_rank(), visible_cuda_devices(), [](const char* v) { return std::getenv(v); },  // OMPI_*, SLURM_*
         runtime::cuda_devices().reason);
     if (world.size() > 1 && !kNccl)
       throw Unsupported(
@@ -213,7 +199,7 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(Options options) {
   // NCCL: on unless turned off (its own communication stream; overlap_default.h says why); MPI on the cpu: off unless
   // asked for.
   s->overlap = nn::distribute::choose_overlap(
-                   options.overlap, std::getenv("TK_ALLREDUCE_OVERLAP"),
+                   options.overlap, runtime::setting_raw(runtime::Setting::allreduce_overlap),
                    s->device_collective ? nn::distribute::OverlapGroup::nccl : nn::distribute::OverlapGroup::mpi)
                    .overlap;
   if (s->overlap) s->description += "; all-reduces overlap the backward pass";

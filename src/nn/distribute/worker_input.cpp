@@ -1,7 +1,6 @@
 // fit's input under MultiWorkerMirroredStrategy (worker_input.h): the policy, and the rows each rank reads.
 #include "nn/distribute/worker_input.h"
 
-#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -10,20 +9,16 @@
 
 #include "data/node.h"
 #include "nn/distribute/batch_split.h"
+#include "runtime/settings.h"
 #include "trainkit/core/error.h"
 
 namespace tk::nn::distribute {
 
 data::AutoShardPolicy auto_shard_policy(const data::Dataset& d) {
-  if (const char* env = std::getenv("TK_AUTO_SHARD"); env && *env) {
-    std::string v(env);
-    for (char& c : v) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    if (v == "AUTO") return data::AutoShardPolicy::AUTO;
-    if (v == "DATA") return data::AutoShardPolicy::DATA;
-    if (v == "OFF") return data::AutoShardPolicy::OFF;
-    throw InvalidArgument("TK_AUTO_SHARD='" + std::string(env) +
-                          "': expected AUTO, DATA or OFF (how fit splits a Dataset over MPI ranks; unset it for the "
-                          "dataset's own policy)");
+  if (const std::optional<std::string> v = runtime::setting_choice(runtime::Setting::auto_shard)) {
+    if (*v == "AUTO") return data::AutoShardPolicy::AUTO;
+    if (*v == "DATA") return data::AutoShardPolicy::DATA;
+    return data::AutoShardPolicy::OFF;
   }
   return data::pipeline_options(*d.node()).auto_shard_policy;
 }

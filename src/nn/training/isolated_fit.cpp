@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/isolate.h"
+#include "runtime/settings.h"
 #include "trainkit/core/error.h"
 #include "trainkit/data/npy.h"
 #include "trainkit/io/keras.h"
@@ -20,7 +21,7 @@ namespace {
 
 // $TK_TRAINKIT, `trainkit` beside this executable, or `trainkit` on PATH (run_child looks it up).
 std::string trainkit_cli() {
-  if (const char* env = std::getenv("TK_TRAINKIT"); env && *env) return env;
+  if (std::optional<std::string> env = runtime::setting_text(runtime::Setting::trainkit)) return *env;
   std::error_code ec;
   const fs::path self = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {

@@ -8,6 +8,7 @@
 #include "core/float_bytes.h"
 #include "nn/compiler/programs.h"
 #include "nn/training/fit_common.h"
+#include "runtime/settings.h"
 #include "trainkit/core/error.h"
 
 namespace tk::nn {
@@ -58,14 +59,9 @@ class CudaStore final : public LogStore {
 
 int log_lag(Device device, bool loss_scaling, bool replicated) {
   int lag = device.kind == DeviceKind::cpu ? 0 : 1;
-  if (const char* env = std::getenv("TK_LOG_LAG"); env && *env) {
-    if ((env[0] != '0' && env[0] != '1') || env[1] != '\0')
-      throw InvalidArgument(std::string("TK_LOG_LAG='") + env +
-                            "' is not a log lag: set it to 0 (fit reads each step's logs right after it) or 1 (one "
-                            "step late, the default on CUDA), or unset it; read when fit starts (nn/training/"
-                            "lagged_logs.h)");
-    lag = env[0] - '0';
-  }
+  // Read when fit starts (lagged_logs.h); 0: fit reads each step's logs right after it, 1: one step late.
+  if (const std::optional<std::string> env = runtime::setting_choice(runtime::Setting::log_lag))
+    lag = *env == "1" ? 1 : 0;
   // Whatever TK_LOG_LAG says: the next step's host-side scalars depend on this step's outcome (loss scaling), or the
   // replicas' logs are merged on their own threads (data parallel).
   if (loss_scaling || replicated) return 0;
