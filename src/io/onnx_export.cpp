@@ -4,13 +4,18 @@
 // axis made symbolic), so whatever layers produced it, each graph op maps to ONNX ops. Tensors stay
 // channels_last (NHWC) as in trainkit and Keras: convolutions and pooling, which ONNX defines on NCHW, are
 // wrapped in Transposes, so a Flatten after convolutions flattens (H, W, C) in trainkit's order and the Dense
-// kernel that follows needs no row permutation.
+// kernel that follows needs no row permutation. The general tensor ops (graph/op.h from Unary on) map to their ONNX
+// namesakes where opset 17 has one with the same math, else to a few ONNX ops (expm1 as Exp - 1, gelu as
+// x * (1 + erf(x / sqrt 2)) / 2, ...); shapes that hold the batch (a BroadcastTo or Fill to (batch, ...)) take it
+// from the first input at run time, so the batch axis stays symbolic.
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "backends/math/unary.h"
 #include "graph/schedule.h"
 #include "io/proto_writer.h"
 #include "nn/compiler/programs.h"
@@ -24,7 +29,25 @@ namespace {
 using io::proto::Message;
 constexpr int64_t kTraceBatch = 7;  // a batch no layer dimension is likely to equal: Reshapes tell it apart
 constexpr int64_t kIrVersion = 8, kOpset = 17;
-constexpr int64_t kFloat = 1, kInt64 = 7;  // TensorProto.DataType
+constexpr int64_t kFloat = 1, kUint8 = 2, kInt32 = 6, kInt64 = 7, kBool = 9;  // TensorProto.DataType
+
+// The ONNX element type of a trainkit dtype; 0 for the 16-bit floats, which the exporter does not write.
+int64_t onnx_type(DType t) {
+  switch (t) {
+    case DType::f32:
+      return kFloat;
+    case DType::u8:
+      return kUint8;
+    case DType::i32:
+      return kInt32;
+    case DType::i64:
+      return kInt64;
+    case DType::boolean:
+      return kBool;
+    default:
+      return 0;
+  }
+}
 
 // AttributeProto{name 1, f 2, i 3, ints 8, type 20}; types FLOAT 1, INT 2, INTS 7.
 Message attr_int(const char* name, int64_t v) { return Message().str(1, name).i64(3, v).varint(20, 2); }
@@ -38,7 +61,7 @@ Message attr_ints(const char* name, const std::vector<int64_t>& v) {
 
 // ValueInfoProto{name 1, type 2: TypeProto{tensor_type 1: {elem_type 1, shape 2: {dim 1: {dim_value 1 |
 // dim_param 2}}}}}, the first axis named "batch".
-Message value_info(const std::string& name, const Shape& shape) {
+Message value_info(const std::string& name, const Shape& shape, int64_t elem_type = kFloat) {
   Message dims;
   for (int i = 0; i < shape.rank(); ++i) {
     Message d;
@@ -49,7 +72,7 @@ Message value_info(const std::string& name, const Shape& shape) {
     dims.msg(1, d);
   }
   Message tensor;
-  tensor.i64(1, kFloat).msg(2, dims);
+  tensor.i64(1, elem_type).msg(2, dims);
   return Message().str(1, name).msg(2, Message().msg(1, tensor));
 }
 
@@ -70,6 +93,34 @@ class OnnxGraph {
     std::string raw;
     for (int64_t x : v)
       for (int i = 0; i < 8; ++i) raw.push_back(static_cast<char>(static_cast<uint64_t>(x) >> (8 * i)));
+    t.str(9, raw);
+    initializers_.push_back(t);
+    return name;
+  }
+  // Any exported dtype: v[i] converted to it (bool as 0/1 bytes).
+  std::string constant(const std::string& name, DType dtype, const std::vector<int64_t>& dims,
+                       const std::vector<double>& v) {
+    Message t;
+    for (int64_t d : dims) t.i64(1, d);
+    t.i64(2, onnx_type(dtype)).str(8, name);
+    std::string raw;
+    auto put = [&raw](const auto x) {
+      char b[sizeof(x)];
+      std::memcpy(b, &x, sizeof(x));  // little-endian hosts, as raw_data is
+      raw.append(b, sizeof(x));
+    };
+    for (double x : v) {
+      if (dtype == DType::f32)
+        put(static_cast<float>(x));
+      else if (dtype == DType::i32)
+        put(static_cast<int32_t>(x));
+      else if (dtype == DType::i64)
+        put(static_cast<int64_t>(x));
+      else if (dtype == DType::boolean)
+        put(static_cast<uint8_t>(x != 0.0));
+      else
+        put(static_cast<uint8_t>(x));
+    }
     t.str(9, raw);
     initializers_.push_back(t);
     return name;
@@ -112,8 +163,10 @@ std::vector<float> host_floats(const Tensor& t) {
 }
 
 const char* supported_ops() {
-  return "MatMul, BiasAdd, Add, Mul, Scale, Reshape, Concat, Relu, Sigmoid, Tanh, Gelu, Elu, LeakyRelu, Softmax, "
-         "Conv2D, MaxPool2D, AvgPool2D, Pad2D, BnInference, Cast to float32";
+  return "MatMul, BiasAdd, Add, Mul, Scale, Reshape, Concat, Slice, Relu, Sigmoid, Tanh, Gelu, Elu, LeakyRelu, "
+         "Softmax, Conv2D, MaxPool2D, AvgPool2D, Pad2D, BnInference, Cast (not to 16-bit floats), Fill, Unary (every "
+         "function), Binary, Compare, Where, Reduce, ArgReduce, BroadcastTo, Transpose, Pad, BatchMatMul, Gather, "
+         "OneHot";
 }
 
 }  // namespace
@@ -144,6 +197,30 @@ void Model::export_onnx(const std::string& path) {
     return onnx.node("Transpose", {x}, out, {attr_ints("perm", {0, 2, 3, 1})});
   };
   auto scalar = [&](const std::string& base, float v) { return onnx.constant_f32(onnx.unique(base), {}, {v}); };
+  auto i64s = [&](const std::string& base, const std::vector<int64_t>& v) {
+    return onnx.constant_i64(onnx.unique(base), v);
+  };
+  std::vector<char> batched(static_cast<size_t>(g.size()), 0);  // the value's first axis is the batch
+  std::string first_input, batch_dim;  // the model's first input; (1) int64, its batch size at run time
+  // A shape as an ONNX int64 tensor: a constant, or (batch) with the first axis read from the first input at run time.
+  auto shape_tensor = [&](int id, const std::string& base, const std::vector<int64_t>& dims, bool batch) {
+    if (!batch) return i64s(base, dims);
+    if (first_input.empty()) fail(id, "a batch-sized shape in a model without inputs");
+    if (batch_dim.empty())
+      batch_dim =
+          onnx.node("Shape", {first_input}, onnx.unique("batch_size"), {attr_int("start", 0), attr_int("end", 1)});
+    if (dims.size() == 1) return batch_dim;
+    const std::string rest = i64s(base + "_rest", std::vector<int64_t>(dims.begin() + 1, dims.end()));
+    return onnx.node("Concat", {batch_dim, rest}, onnx.unique(base), {attr_int("axis", 0)});
+  };
+  // Keras' exact gelu, x * Phi(x) = x * (1 + erf(x / sqrt 2)) / 2: opset 17 has no Gelu op.
+  auto gelu_exact = [&](const std::string& x, const std::string& out) {
+    std::string v = onnx.node("Div", {x, scalar(out + "_sqrt2", std::sqrt(2.0f))}, onnx.unique(out + "_div"));
+    v = onnx.node("Erf", {v}, onnx.unique(out + "_erf"));
+    v = onnx.node("Add", {v, scalar(out + "_one", 1.0f)}, onnx.unique(out + "_add"));
+    v = onnx.node("Mul", {x, v}, onnx.unique(out + "_mul"));
+    onnx.node("Mul", {v, scalar(out + "_half", 0.5f)}, out);
+  };
 
   // Weights become initializers when an exported op reads them as they are (a convolution's kernel is
   // written transposed instead).
@@ -152,13 +229,17 @@ void Model::export_onnx(const std::string& path) {
     if (!s.empty()) return s;
     auto w = weights.find(g[id].name);
     if (w == weights.end()) fail(id, "a variable that is no layer's weight");
+    if (g[id].dtype != DType::f32) fail(id, "a variable that is not float32");
     s = onnx.constant_f32(onnx.unique(g[id].name), g[id].shape.dims(), host_floats(w->second->value));
     return s;
   };
   for (size_t k = 0; k < c.x.size(); ++k) {  // the model's inputs, in order
     const int id = c.x[k];
     const std::string in = onnx.unique(g[id].name);
-    inputs.push_back(value_info(in, g[id].shape));
+    if (!onnx_type(g[id].dtype)) fail(id, "a 16-bit float input (the exporter writes float32 computations)");
+    inputs.push_back(value_info(in, g[id].shape, onnx_type(g[id].dtype)));
+    if (k == 0) first_input = in;
+    batched[static_cast<size_t>(id)] = 1;
     std::string v = in;
     const nn::StageScale s = c.x_scale[k];  // a Rescaling fused into batch staging: explicit here
     if (s.scale != 1.0f) v = onnx.node("Mul", {v, scalar(in + "_scale", s.scale)}, onnx.unique(in + "_scaled"));
@@ -169,7 +250,12 @@ void Model::export_onnx(const std::string& path) {
   for (int id : graph::schedule(g, c.outputs)) {
     const graph::Node& n = g[id];
     if (n.op == graph::Op::Variable) continue;
+    if (n.op != graph::Op::Input && !onnx_type(n.dtype))
+      fail(id, "a 16-bit float value (the exporter writes float32 computations)");
     const std::string out = onnx.unique(n.name.empty() ? "v" + std::to_string(id) : n.name);
+    for (int src : n.inputs) batched[static_cast<size_t>(id)] |= batched[static_cast<size_t>(src)];
+    auto tmp = [&](const char* suffix) { return onnx.unique(out + suffix); };
+    auto rank_of = [&](size_t i) { return g[n.inputs[i]].shape.rank(); };
     auto in = [&](size_t i) -> const std::string& {
       const int src = n.inputs[i];
       if (g[src].op == graph::Op::Variable) return variable(src);
@@ -202,6 +288,10 @@ void Model::export_onnx(const std::string& path) {
       }
       case graph::Op::Reshape: {
         std::vector<int64_t> dims = n.attrs.shape.dims();
+        if (!batched[static_cast<size_t>(id)]) {  // a weight's or a constant's: the shape as it is
+          onnx.node("Reshape", {in(0), onnx.constant_i64(onnx.unique(out + "_shape"), dims)}, out);
+          break;
+        }
         if (dims.empty()) fail(id, "a reshape to a scalar");
         if (dims[0] == kTraceBatch)
           dims[0] = 0;  // ONNX: copy the (dynamic) batch dimension from the input
@@ -215,7 +305,16 @@ void Model::export_onnx(const std::string& path) {
       case graph::Op::Concat: {
         std::vector<std::string> ins;
         for (size_t i = 0; i < n.inputs.size(); ++i) ins.push_back(in(i));
-        onnx.node("Concat", ins, out, {attr_int("axis", -1)});
+        onnx.node("Concat", ins, out, {attr_int("axis", n.attrs.axis)});
+        break;
+      }
+      case graph::Op::Slice: {  // Slice-13: starts, ends, axes as inputs
+        const int a = n.attrs.axis < 0 ? n.attrs.axis + rank_of(0) : n.attrs.axis;
+        if (a == 0 && batched[static_cast<size_t>(n.inputs[0])]) fail(id, "a slice of the batch axis");
+        onnx.node("Slice",
+                  {in(0), i64s(out + "_starts", {n.attrs.begin}), i64s(out + "_ends", {n.attrs.begin + n.attrs.size}),
+                   i64s(out + "_axes", {a})},
+                  out);
         break;
       }
       case graph::Op::Relu:
@@ -236,19 +335,290 @@ void Model::export_onnx(const std::string& path) {
       case graph::Op::LeakyRelu:
         onnx.node("LeakyRelu", {in(0)}, out, {attr_float("alpha", n.attrs.alpha)});
         break;
-      case graph::Op::Gelu: {  // Keras' exact form, x * Phi(x): opset 17 has no Gelu op
-        const std::string x = in(0);
-        std::string v = onnx.node("Div", {x, scalar(out + "_sqrt2", std::sqrt(2.0f))}, onnx.unique(out + "_div"));
-        v = onnx.node("Erf", {v}, onnx.unique(out + "_erf"));
-        v = onnx.node("Add", {v, scalar(out + "_one", 1.0f)}, onnx.unique(out + "_add"));
-        v = onnx.node("Mul", {x, v}, onnx.unique(out + "_mul"));
-        onnx.node("Mul", {v, scalar(out + "_half", 0.5f)}, out);
+      case graph::Op::Gelu:
+        gelu_exact(in(0), out);
+        break;
+      case graph::Op::Cast: {
+        const DType from = g[n.inputs[0]].dtype;
+        if (!onnx_type(from)) fail(id, "a cast from a 16-bit float");
+        if (from == n.attrs.dtype)
+          onnx.node("Identity", {in(0)}, out);
+        else
+          onnx.node("Cast", {in(0)}, out, {attr_int("to", onnx_type(n.attrs.dtype))});
         break;
       }
-      case graph::Op::Cast:
-        if (n.attrs.dtype != DType::f32 || g[n.inputs[0]].dtype != DType::f32) fail(id, "a cast other than to float32");
-        onnx.node("Identity", {in(0)}, out);
+      case graph::Op::Fill: {  // the value in the node's dtype, expanded to its shape (the batch's at run time)
+        const std::vector<int64_t> dims = n.attrs.shape.dims();
+        const bool batch = !dims.empty() && dims[0] == kTraceBatch;
+        if (!batch && n.attrs.shape.numel() == 1) {
+          onnx.constant(out, n.dtype, dims, {n.attrs.value});
+        } else {
+          const std::string v = onnx.constant(tmp("_value"), n.dtype, {}, {n.attrs.value});
+          onnx.node("Expand", {v, shape_tensor(id, out + "_shape", dims, batch)}, out);
+        }
+        batched[static_cast<size_t>(id)] = batch;
         break;
+      }
+      case graph::Op::Unary: {
+        using graph::UnaryFn;
+        const std::string x = in(0);
+        const float p0 = n.attrs.fn_param[0], p1 = n.attrs.fn_param[1];
+        auto same = [&](const char* op, std::vector<Message> attrs = {}) { onnx.node(op, {x}, out, attrs); };
+        switch (n.attrs.unary) {
+          case UnaryFn::exp:
+            same("Exp");
+            break;
+          case UnaryFn::expm1: {  // exp(x) - 1: within float32's absolute rounding of expm1 near 0
+            const std::string e = onnx.node("Exp", {x}, tmp("_exp"));
+            onnx.node("Sub", {e, scalar(out + "_one", 1.0f)}, out);
+            break;
+          }
+          case UnaryFn::log:
+            same("Log");
+            break;
+          case UnaryFn::log1p: {  // log(1 + x)
+            const std::string v = onnx.node("Add", {x, scalar(out + "_one", 1.0f)}, tmp("_add"));
+            onnx.node("Log", {v}, out);
+            break;
+          }
+          case UnaryFn::sqrt:
+            same("Sqrt");
+            break;
+          case UnaryFn::rsqrt: {  // 1 / sqrt(x), as trainkit computes it
+            const std::string v = onnx.node("Sqrt", {x}, tmp("_sqrt"));
+            onnx.node("Reciprocal", {v}, out);
+            break;
+          }
+          case UnaryFn::square:
+            onnx.node("Mul", {x, x}, out);
+            break;
+          case UnaryFn::abs:
+            same("Abs");
+            break;
+          case UnaryFn::negative:
+            same("Neg");
+            break;
+          case UnaryFn::sign:
+            same("Sign");
+            break;
+          case UnaryFn::reciprocal:
+            same("Reciprocal");
+            break;
+          case UnaryFn::sin:
+            same("Sin");
+            break;
+          case UnaryFn::cos:
+            same("Cos");
+            break;
+          case UnaryFn::tanh:
+            same("Tanh");
+            break;
+          case UnaryFn::sigmoid:
+            same("Sigmoid");
+            break;
+          case UnaryFn::softplus:
+            same("Softplus");
+            break;
+          case UnaryFn::softsign:
+            same("Softsign");
+            break;
+          case UnaryFn::erf:
+            same("Erf");
+            break;
+          case UnaryFn::gelu:
+            gelu_exact(x, out);
+            break;
+          case UnaryFn::gelu_tanh: {  // x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3))) / 2
+            std::string v = onnx.node("Mul", {x, x}, tmp("_sq"));
+            v = onnx.node("Mul", {v, x}, tmp("_cube"));
+            v = onnx.node("Mul", {v, scalar(out + "_cubic", math::kGeluTanhCubic)}, tmp("_cubic_term"));
+            v = onnx.node("Add", {x, v}, tmp("_inner"));
+            v = onnx.node("Mul", {v, scalar(out + "_k", math::kSqrt2OverPi)}, tmp("_scaled"));
+            v = onnx.node("Tanh", {v}, tmp("_tanh"));
+            v = onnx.node("Add", {v, scalar(out + "_one", 1.0f)}, tmp("_add"));
+            v = onnx.node("Mul", {x, v}, tmp("_mul"));
+            onnx.node("Mul", {v, scalar(out + "_half", 0.5f)}, out);
+            break;
+          }
+          case UnaryFn::silu: {  // x * sigmoid(x)
+            const std::string s = onnx.node("Sigmoid", {x}, tmp("_sigmoid"));
+            onnx.node("Mul", {x, s}, out);
+            break;
+          }
+          case UnaryFn::mish: {  // x * tanh(softplus(x))
+            std::string v = onnx.node("Softplus", {x}, tmp("_softplus"));
+            v = onnx.node("Tanh", {v}, tmp("_tanh"));
+            onnx.node("Mul", {x, v}, out);
+            break;
+          }
+          case UnaryFn::hard_sigmoid:  // relu6(x + 3) / 6 = max(0, min(1, x / 6 + 1 / 2))
+            same("HardSigmoid", {attr_float("alpha", 1.0f / 6.0f), attr_float("beta", 0.5f)});
+            break;
+          case UnaryFn::hard_swish:  // x * hard_sigmoid(x), ONNX's alpha 1/6 and beta 1/2
+            same("HardSwish");
+            break;
+          case UnaryFn::relu:
+            same("Relu");
+            break;
+          case UnaryFn::relu6:
+            onnx.node("Clip", {x, scalar(out + "_min", 0.0f), scalar(out + "_max", 6.0f)}, out);
+            break;
+          case UnaryFn::selu:
+            same("Selu", {attr_float("alpha", math::kSeluAlpha), attr_float("gamma", math::kSeluScale)});
+            break;
+          case UnaryFn::elu:
+            same("Elu", {attr_float("alpha", p0)});
+            break;
+          case UnaryFn::leaky_relu:
+            same("LeakyRelu", {attr_float("alpha", p0)});
+            break;
+          case UnaryFn::clip:
+            onnx.node("Clip", {x, scalar(out + "_min", p0), scalar(out + "_max", p1)}, out);
+            break;
+          case UnaryFn::kCount:
+            fail(id, "a Unary op without a function");
+        }
+        break;
+      }
+      case graph::Op::Binary: {
+        using graph::BinaryFn;
+        static constexpr const char* kArithmetic[] = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow"};
+        const BinaryFn f = n.attrs.binary;
+        if (f == BinaryFn::squared_difference) {  // (a - b) * (a - b)
+          const std::string d = onnx.node("Sub", {in(0), in(1)}, tmp("_sub"));
+          onnx.node("Mul", {d, d}, out);
+        } else if (f < BinaryFn::squared_difference) {
+          onnx.node(kArithmetic[static_cast<int>(f)], {in(0), in(1)}, out);
+        } else {
+          fail(id, "a Binary op without an arithmetic function");
+        }
+        break;
+      }
+      case graph::Op::Compare: {
+        using graph::BinaryFn;
+        switch (n.attrs.binary) {
+          case BinaryFn::equal:
+            onnx.node("Equal", {in(0), in(1)}, out);
+            break;
+          case BinaryFn::not_equal: {
+            const std::string e = onnx.node("Equal", {in(0), in(1)}, tmp("_equal"));
+            onnx.node("Not", {e}, out);
+            break;
+          }
+          case BinaryFn::less:
+            onnx.node("Less", {in(0), in(1)}, out);
+            break;
+          case BinaryFn::less_equal:
+            onnx.node("LessOrEqual", {in(0), in(1)}, out);
+            break;
+          case BinaryFn::greater:
+            onnx.node("Greater", {in(0), in(1)}, out);
+            break;
+          case BinaryFn::greater_equal:
+            onnx.node("GreaterOrEqual", {in(0), in(1)}, out);
+            break;
+          default:
+            fail(id, "a Compare op without a comparison");
+        }
+        break;
+      }
+      case graph::Op::Where:
+        onnx.node("Where", {in(0), in(1), in(2)}, out);
+        break;
+      case graph::Op::Reduce: {
+        using graph::ReduceFn;
+        std::vector<int64_t> axes;
+        for (int i = 0; i < rank_of(0); ++i)
+          if (n.attrs.axes & (1u << i)) axes.push_back(i);
+        if (axes.empty()) {  // over no axis: the input itself (ONNX would reduce over all)
+          onnx.node("Identity", {in(0)}, out);
+          break;
+        }
+        const Message keep = attr_int("keepdims", n.attrs.keepdims ? 1 : 0);
+        switch (n.attrs.reduce) {
+          case ReduceFn::sum:  // opset 13 on: axes as an input
+            onnx.node("ReduceSum", {in(0), i64s(out + "_axes", axes)}, out, {keep});
+            break;
+          case ReduceFn::mean:
+            onnx.node("ReduceMean", {in(0)}, out, {attr_ints("axes", axes), keep});
+            break;
+          case ReduceFn::max:
+            onnx.node("ReduceMax", {in(0)}, out, {attr_ints("axes", axes), keep});
+            break;
+          case ReduceFn::min:
+            onnx.node("ReduceMin", {in(0)}, out, {attr_ints("axes", axes), keep});
+            break;
+          case ReduceFn::prod:
+            onnx.node("ReduceProd", {in(0)}, out, {attr_ints("axes", axes), keep});
+            break;
+          case ReduceFn::logsumexp:
+            onnx.node("ReduceLogSumExp", {in(0)}, out, {attr_ints("axes", axes), keep});
+            break;
+          case ReduceFn::kCount:
+            fail(id, "a Reduce op without a reduction");
+        }
+        break;
+      }
+      case graph::Op::ArgReduce: {  // ONNX's first index, int64; trainkit's int32
+        const int a = n.attrs.axis < 0 ? n.attrs.axis + rank_of(0) : n.attrs.axis;
+        if (n.attrs.reduce != graph::ReduceFn::max && n.attrs.reduce != graph::ReduceFn::min)
+          fail(id, "an ArgReduce other than max or min");
+        const std::string i = onnx.node(n.attrs.reduce == graph::ReduceFn::max ? "ArgMax" : "ArgMin", {in(0)},
+                                        tmp("_i64"), {attr_int("axis", a), attr_int("keepdims", n.attrs.keepdims)});
+        onnx.node("Cast", {i}, out, {attr_int("to", kInt32)});
+        break;
+      }
+      case graph::Op::BroadcastTo: {
+        const std::vector<int64_t> dims = n.attrs.shape.dims();
+        const bool batch = !dims.empty() && dims[0] == kTraceBatch;
+        onnx.node("Expand", {in(0), shape_tensor(id, out + "_shape", dims, batch)}, out);
+        batched[static_cast<size_t>(id)] = batch;
+        break;
+      }
+      case graph::Op::Transpose:
+        onnx.node("Transpose", {in(0)}, out,
+                  {attr_ints("perm", std::vector<int64_t>(n.attrs.perm, n.attrs.perm + rank_of(0)))});
+        break;
+      case graph::Op::Pad: {  // constant mode; pads = all befores, then all afters
+        const int r = rank_of(0);
+        std::vector<int64_t> pads(n.attrs.pad_before, n.attrs.pad_before + r);
+        pads.insert(pads.end(), n.attrs.pad_after, n.attrs.pad_after + r);
+        const std::string value = onnx.constant(tmp("_value"), n.dtype, {}, {n.attrs.value});
+        onnx.node("Pad", {in(0), i64s(out + "_pads", pads), value}, out);
+        break;
+      }
+      case graph::Op::BatchMatMul: {
+        auto swap_last = [&](size_t i, const std::string& x) {
+          std::vector<int64_t> perm(static_cast<size_t>(rank_of(i)));
+          for (size_t k = 0; k < perm.size(); ++k) perm[k] = static_cast<int64_t>(k);
+          std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+          return onnx.node("Transpose", {x}, onnx.unique(x + "_t"), {attr_ints("perm", perm)});
+        };
+        std::string a = in(0), b = in(1);
+        if (n.attrs.trans_a) a = swap_last(0, a);
+        if (n.attrs.trans_b) b = swap_last(1, b);
+        onnx.node("MatMul", {a, b}, out);
+        break;
+      }
+      case graph::Op::Gather:
+        onnx.node("Gather", {in(0), in(1)}, out, {attr_int("axis", n.attrs.axis)});
+        break;
+      case graph::Op::OneHot: {  // ONNX counts negative indices from the end; trainkit (as TF) gives a row of 0s
+        std::string idx = in(0);
+        if (g[n.inputs[0]].dtype != DType::i64) idx = onnx.node("Cast", {idx}, tmp("_i64"), {attr_int("to", kInt64)});
+        const std::string depth = onnx.constant(tmp("_depth"), DType::i64, {}, {static_cast<double>(n.attrs.depth)});
+        const std::string neg =
+            onnx.node("Less", {idx, onnx.constant(tmp("_zero"), DType::i64, {}, {0.0})}, tmp("_negative"));
+        idx = onnx.node("Where", {neg, depth, idx}, tmp("_index"));
+        const std::string values = onnx.constant_f32(tmp("_values"), {2}, {0.0f, 1.0f});
+        if (n.attrs.dtype == DType::f32) {
+          onnx.node("OneHot", {idx, depth, values}, out, {attr_int("axis", -1)});
+        } else {
+          const std::string y = onnx.node("OneHot", {idx, depth, values}, tmp("_f32"), {attr_int("axis", -1)});
+          onnx.node("Cast", {y}, out, {attr_int("to", onnx_type(n.attrs.dtype))});
+        }
+        break;
+      }
       case graph::Op::Pad2D: {
         const int64_t* p = n.attrs.pad;  // top, bottom, left, right of NHWC
         onnx.node("Pad", {in(0), onnx.constant_i64(onnx.unique(out + "_pads"), {0, p[0], p[2], 0, 0, p[1], p[3], 0})},
@@ -322,7 +692,7 @@ void Model::export_onnx(const std::string& path) {
     std::string out = g[id].op == graph::Op::Variable ? variable(id) : name[static_cast<size_t>(id)];
     if (g[id].op == graph::Op::Input || g[id].op == graph::Op::Variable)
       out = onnx.node("Identity", {out}, onnx.unique("output_" + std::to_string(k)));
-    outputs.push_back(value_info(out, g[id].shape));
+    outputs.push_back(value_info(out, g[id].shape, onnx_type(g[id].dtype)));
   }
 
   // ModelProto{ir_version 1, producer_name 2, producer_version 3, graph 7, opset_import 8: {domain 1, version 2}}
