@@ -293,10 +293,10 @@ void Model::export_onnx(const std::string& path) {
           break;
         }
         if (dims.empty()) fail(id, "a reshape to a scalar");
-        if (dims[0] == kTraceBatch)
+        if (dims[0] == kTraceBatch && g[n.inputs[0]].shape[0] == kTraceBatch)
           dims[0] = 0;  // ONNX: copy the (dynamic) batch dimension from the input
         else if (dims[0] % kTraceBatch == 0)
-          dims[0] = -1;  // the batch merged with other axes: inferred
+          dims[0] = -1;  // the batch merged with other axes, or split back out of them (Dense on rank 3): inferred
         else
           fail(id, "a reshape whose first axis is not the batch");
         onnx.node("Reshape", {in(0), onnx.constant_i64(onnx.unique(out + "_shape"), dims)}, out);
