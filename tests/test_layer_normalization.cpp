@@ -10,7 +10,9 @@
 #include <fstream>
 #include <map>
 #include <numeric>
+#include <set>
 #include <sstream>
+#include <tuple>
 
 #include "graph/autodiff.h"
 #include "graph/program.h"
@@ -106,10 +108,18 @@ layers::LayerNormalizationOptions options_of(const std::string& config) {
   return o;
 }
 
-class LayerNormKeras : public ::testing::TestWithParam<FixtureCase> {};
+// Each case through the fused ops where the layer takes them (the trailing axes with gamma and beta) and through the
+// composite of the general ops (TK_FUSE=0) everywhere.
+class LayerNormKeras : public ::testing::TestWithParam<std::tuple<FixtureCase, bool>> {
+ protected:
+  void SetUp() override {
+    if (std::get<1>(GetParam())) setenv("TK_FUSE", "0", 1);
+  }
+  void TearDown() override { unsetenv("TK_FUSE"); }
+};
 
 TEST_P(LayerNormKeras, ForwardAndGradientsWithin1e6) {
-  const FixtureCase& c = GetParam();
+  const FixtureCase& c = std::get<0>(GetParam());
   const Tensor x = tensor_of(c.r.at("x")), dy = tensor_of(c.r.at("dy"));
   LayerPtr layer = layers::LayerNormalization(options_of(c.config));
   (*layer)(tk::Input(x.shape().sample_shape()));
@@ -150,8 +160,39 @@ TEST_P(LayerNormKeras, ForwardAndGradientsWithin1e6) {
   if (has_beta) expect_near(p.output(grads[k++]), c.r.at("dbeta"), 1e-6, "dbeta");
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, LayerNormKeras, ::testing::ValuesIn(read_cases(kDir + "layer_norm_expect.txt")),
-                         [](const ::testing::TestParamInfo<FixtureCase>& i) { return i.param.id; });
+INSTANTIATE_TEST_SUITE_P(Fixtures, LayerNormKeras,
+                         ::testing::Combine(::testing::ValuesIn(read_cases(kDir + "layer_norm_expect.txt")),
+                                            ::testing::Bool()),
+                         [](const ::testing::TestParamInfo<std::tuple<FixtureCase, bool>>& i) {
+                           return std::get<0>(i.param).id + (std::get<1>(i.param) ? "_composite" : "_fused");
+                         });
+
+// The layer takes the fused ops for the trailing axes with gamma and beta, the composite otherwise.
+TEST(LayerNorm, FusedOpsForTheCommonCaseTheCompositeOtherwise) {
+  auto ops_of = [](layers::LayerNormalizationOptions o, Shape in) {
+    LayerPtr layer = layers::LayerNormalization(std::move(o));
+    (*layer)(tk::Input(in.sample_shape()));
+    graph::Graph g;
+    nn::CallContext ctx{g, true, DType::f32, {}, {}, {}};
+    layer->call(ctx, {g.placeholder_variable("x", in)});
+    std::set<graph::Op> seen;
+    for (const graph::Node& n : g.nodes) seen.insert(n.op);
+    return seen;
+  };
+  EXPECT_TRUE(ops_of({}, Shape{4, 8}).count(graph::Op::LayerNormApply));
+  layers::LayerNormalizationOptions two;
+  two.axis = {1, 2};
+  EXPECT_TRUE(ops_of(two, Shape{2, 3, 4}).count(graph::Op::LayerNormApply));
+  layers::LayerNormalizationOptions middle;
+  middle.axis = {1};
+  EXPECT_FALSE(ops_of(middle, Shape{2, 3, 4}).count(graph::Op::LayerNormApply));
+  layers::LayerNormalizationOptions rms;
+  rms.rms_scaling = true;
+  EXPECT_FALSE(ops_of(rms, Shape{4, 8}).count(graph::Op::LayerNormApply));
+  setenv("TK_FUSE", "0", 1);
+  EXPECT_FALSE(ops_of({}, Shape{4, 8}).count(graph::Op::LayerNormApply));
+  unsetenv("TK_FUSE");
+}
 
 std::map<std::string, Record> model_records() {
   std::map<std::string, Record> r;

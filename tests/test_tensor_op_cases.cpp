@@ -254,6 +254,17 @@ std::vector<Case> tensor_gradient_cases() {
                  indices_init(1, 4),
                  {std::nullopt, DType::i32}});
   }
+  {  // y = LayerNormApply(x, LayerNormStats(x), gamma, beta): the gradient through the statistics
+    Attrs at;
+    at.epsilon = 1e-3f;
+    Case ln{"LayerNormApply through LayerNormStats", Op::LayerNormApply, {{2, 3, 5}, {5}, {5}}, {true, true, true}, at};
+    ln.build = [](Graph& g, const std::vector<int>& in, const Attrs& a) {
+      const int stats = g.add(Op::LayerNormStats, {in[0]}, a, "stats");
+      return std::vector<int>{g.add(Op::LayerNormApply, {in[0], stats, in[1], in[2]}, a, "y")};
+    };
+    ln.rounds_intermediates = true;
+    c.push_back(ln);
+  }
   return c;
 }
 
@@ -318,7 +329,26 @@ std::vector<Case> tensor_forward_cases() {
     sv.update = std::make_shared<UpdateConfig>(cfg);
     c.push_back(sv);
   }
-  c.push_back({"Assign", Op::Assign, {{3, 4}, {3, 4}}});  // the variable's storage holds the value after the run
+  c.push_back({"Assign", Op::Assign, {{3, 4}, {3, 4}}});
+  {  // LayerNorm's fused ops; their statistics come from LayerNormStats of x (rounded to the dtype under test)
+    Attrs at;
+    at.epsilon = 1e-3f;
+    c.push_back({"LayerNormStats", Op::LayerNormStats, {{2, 3, 5}}, {}, at});
+    Case ig{"LayerNormInputGrad", Op::LayerNormInputGrad, {{4, 6}, {4, 6}, {6}}, {}, at};
+    ig.build = [](Graph& g, const std::vector<int>& in, const Attrs& a) {
+      const int stats = g.add(Op::LayerNormStats, {in[1]}, a, "stats");
+      return std::vector<int>{g.add(Op::LayerNormInputGrad, {in[0], in[1], stats, in[2]}, a, "y")};
+    };
+    ig.rounds_intermediates = true;
+    c.push_back(ig);
+    Case gg{"LayerNormGammaGrad", Op::LayerNormGammaGrad, {{4, 6}, {4, 6}}, {}, at};
+    gg.build = [](Graph& g, const std::vector<int>& in, const Attrs& a) {
+      const int stats = g.add(Op::LayerNormStats, {in[1]}, a, "stats");
+      return std::vector<int>{g.add(Op::LayerNormGammaGrad, {in[0], in[1], stats}, a, "y")};
+    };
+    gg.rounds_intermediates = true;
+    c.push_back(gg);
+  }  // the variable's storage holds the value after the run
   return c;
 }
 

@@ -134,6 +134,12 @@ enum class Op : uint8_t {
   StepValue,  // () -> float32 scalar: this step's learning rate (attrs.step_value 0) or the optimizer's update
               // count + 1 (1: Keras' local_step), read from StepScalars on the device
   Assign,     // in place: (variable, value) -> the variable's storage holds value; no output
+  // LayerNormalization over the last axis, fused (nn/layers/layer_normalization.cpp takes it for the common case and
+  // its composite of the general ops otherwise): x (..., n), attrs.epsilon
+  LayerNormStats,      // x -> (rows, 2): [mean, 1 / sqrt(biased variance + epsilon)] per row
+  LayerNormApply,      // (x, stats, gamma(n), beta(n)) -> y, in Keras' order of operations
+  LayerNormInputGrad,  // (dy, x, stats, gamma) -> dx, through the statistics
+  LayerNormGammaGrad,  // (dy, x, stats) -> (n): the sum over rows of dy * xhat
   kCount
 };
 inline constexpr int kOpCount = static_cast<int>(Op::kCount);
@@ -190,7 +196,7 @@ struct Attrs {
   bool side_output = false;
   bool overlap = false;  // AllReduce: start the reduction and return (Collective::start_all_reduce); the
                          // AllReduceWait reading it finishes it, so work scheduled between the two overlaps it
-  float momentum = 0.99f, epsilon = 1e-3f;  // batch normalization
+  float momentum = 0.99f, epsilon = 1e-3f;  // batch normalization; LayerNorm* (epsilon)
   // The general tensor ops (graph/tensor_fns.h).
   UnaryFn unary = UnaryFn::kCount;     // Unary, UnaryGrad: the function
   float fn_param[2] = {0.0f, 0.0f};    // Unary, UnaryGrad: the function's parameters (tensor_fns.h says which)

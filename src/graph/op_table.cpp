@@ -555,6 +555,10 @@ constexpr std::array<OpInfo, kOpCount> kTable{{
     {Op::OneHot, "OneHot", 1, true, shape_one_hot, dtype_one_hot, nullptr},
     {Op::StepValue, "StepValue", 0, true, shape_scalar, dtype_step_value, nullptr},
     {Op::Assign, "Assign", 2, false, shape_assign, dtype_assign, nullptr},
+    {Op::LayerNormStats, "LayerNormStats", 1, true, shape_layer_norm, dtype_same_float, nullptr},
+    {Op::LayerNormApply, "LayerNormApply", 4, true, shape_layer_norm, dtype_same_float, grad_layer_norm_apply},
+    {Op::LayerNormInputGrad, "LayerNormInputGrad", 4, true, shape_layer_norm, dtype_same_float, nullptr},
+    {Op::LayerNormGammaGrad, "LayerNormGammaGrad", 3, true, shape_layer_norm, dtype_same_float, nullptr},
 }};
 
 constexpr bool table_in_enum_order() {

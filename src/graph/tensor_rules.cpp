@@ -219,6 +219,21 @@ Shape shape_assign(const Graph& g, int node) {
   return Shape{};
 }
 
+// x (..., n); stats (rows, 2) from a LayerNormStats of x; gamma/beta (n); dy like x.
+Shape shape_layer_norm(const Graph& g, int node) {
+  const Node& nd = g[node];
+  const int xi = nd.op == Op::LayerNormInputGrad || nd.op == Op::LayerNormGammaGrad ? 1 : 0;
+  const Shape& x = in_shape(g, node, xi);
+  if (x.rank() < 1 || x[-1] <= 0) shape_error(g, node, "x needs a known last (feature) axis");
+  const int64_t n = x[-1], rows = x.numel() / n;
+  if (xi == 1 && in_shape(g, node, 0) != x) shape_error(g, node, "dy and x must have equal shapes");
+  if (nd.op == Op::LayerNormStats) return Shape{rows, 2};
+  if (in_shape(g, node, xi + 1) != Shape{rows, 2}) shape_error(g, node, "stats must be (rows, 2) of x");
+  for (size_t i = static_cast<size_t>(xi) + 2; i < nd.inputs.size(); ++i)
+    if (in_shape(g, node, static_cast<int>(i)) != Shape{n}) shape_error(g, node, "gamma and beta must be (features)");
+  return nd.op == Op::LayerNormGammaGrad ? Shape{n} : x;
+}
+
 Shape shape_slice(const Graph& g, int node) {
   Shape s = in_shape(g, node, 0);
   if (s.rank() < 1) shape_error(g, node, "input must have rank >= 1");
@@ -447,6 +462,15 @@ void grad_concat(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
     if (need[i]) dx[i] = ops::slice(b, dy, a, begin, size);
     begin += size;
   }
+}
+
+// y = LayerNormApply(x, LayerNormStats(x), gamma, beta): dx includes the path through the statistics (the stats input
+// itself gets none), dgamma the sums of dy * xhat, dbeta the column sums of dy.
+void grad_layer_norm_apply(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
+  const Node n = b.node(node);
+  if (need[0]) dx[0] = b.add(Op::LayerNormInputGrad, {dy, n.inputs[0], n.inputs[1], n.inputs[2]}, n.attrs);
+  if (need[2]) dx[2] = b.add(Op::LayerNormGammaGrad, {dy, n.inputs[0], n.inputs[1]}, n.attrs);
+  if (need[3]) dx[3] = b.add(Op::BiasGrad, {dy});
 }
 
 void grad_slice(GradBuilder& b, int node, int dy, const bool* need, int* dx) {

@@ -18,6 +18,7 @@ Shape shape_gather_grad(const Graph& g, int node);
 Shape shape_one_hot(const Graph& g, int node);
 Shape shape_concat(const Graph& g, int node);
 Shape shape_assign(const Graph& g, int node);
+Shape shape_layer_norm(const Graph& g, int node);  // the four LayerNorm* ops
 Shape shape_slice(const Graph& g, int node);
 
 DType dtype_compare(const Graph& g, int node);
@@ -40,5 +41,6 @@ void grad_batch_matmul(GradBuilder& b, int node, int dy, const bool* need, int* 
 void grad_gather(GradBuilder& b, int node, int dy, const bool* need, int* dx);
 void grad_concat(GradBuilder& b, int node, int dy, const bool* need, int* dx);
 void grad_slice(GradBuilder& b, int node, int dy, const bool* need, int* dx);
+void grad_layer_norm_apply(GradBuilder& b, int node, int dy, const bool* need, int* dx);
 
 }  // namespace tk::graph::rules

@@ -682,6 +682,16 @@ void Model::export_onnx(const std::string& path) {
         onnx.node("Add", {y, onnx.constant_f32(onnx.unique(out + "_shift"), {ch}, shift)}, out);
         break;
       }
+      case graph::Op::LayerNormStats:  // folded into its LayerNormApply's LayerNormalization
+        break;
+      case graph::Op::LayerNormApply: {  // (x, LayerNormStats(x), gamma, beta) over the last axis: opset 17's own op
+        const graph::Node& st = g[n.inputs[1]];
+        if (st.op != graph::Op::LayerNormStats || st.inputs[0] != n.inputs[0])
+          fail(id, "a layer normalization whose statistics are not its input's");
+        onnx.node("LayerNormalization", {in(0), in(2), in(3)}, out,
+                  {attr_int("axis", -1), attr_float("epsilon", n.attrs.epsilon)});
+        break;
+      }
       default:
         fail(id, "no ONNX mapping for this op");
     }

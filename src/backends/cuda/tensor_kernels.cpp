@@ -153,6 +153,28 @@ void batch_matmul(const KernelArgs& a) {
          y + i * s.m * s.n, 0.0f, a.workspace, a.ctx.device.index, a.ctx.stream, a.node);
 }
 
+int64_t ln_rows(const Shape& x) { return x.numel() / x[-1]; }
+void ln_stats(const KernelArgs& a) {
+  const Shape& x = a.in_shape(0);
+  launch_layer_norm_stats(a.input<float>(0), a.output<float>(), ln_rows(x), x[-1], a.node.attrs.epsilon, sms(a),
+                          a.ctx.stream);
+}
+void ln_apply(const KernelArgs& a) {
+  const Shape& x = a.in_shape(0);
+  launch_layer_norm_apply(a.input<float>(0), a.input<float>(1), a.input<float>(2), a.input<float>(3), a.output<float>(),
+                          ln_rows(x), x[-1], sms(a), a.ctx.stream);
+}
+void ln_input_grad(const KernelArgs& a) {
+  const Shape& x = a.in_shape(1);
+  launch_layer_norm_input_grad(a.input<float>(0), a.input<float>(1), a.input<float>(2), a.input<float>(3),
+                               a.output<float>(), ln_rows(x), x[-1], sms(a), a.ctx.stream);
+}
+void ln_gamma_grad(const KernelArgs& a) {
+  const Shape& x = a.in_shape(1);
+  launch_layer_norm_gamma_grad(a.input<float>(0), a.input<float>(1), a.input<float>(2), a.output<float>(), ln_rows(x),
+                               x[-1], sms(a), a.ctx.stream);
+}
+
 void step_value(const KernelArgs& a) {  // the scalars' addresses in device memory, never read on the host
   launch_step_value(a.node.attrs.step_value == 0 ? &a.scalars->learning_rate : nullptr, &a.scalars->iterations,
                     a.output<float>(), a.ctx.stream);
@@ -178,6 +200,10 @@ void register_tensor_kernels() {
   register_kernel(cuda, Op::ArgReduce, f32, arg_reduce);
   register_kernel(cuda, Op::BatchMatMul, f32, batch_matmul);
   register_kernel(cuda, Op::StepValue, f32, step_value);
+  register_kernel(cuda, Op::LayerNormStats, f32, ln_stats);
+  register_kernel(cuda, Op::LayerNormApply, f32, ln_apply);
+  register_kernel(cuda, Op::LayerNormInputGrad, f32, ln_input_grad);
+  register_kernel(cuda, Op::LayerNormGammaGrad, f32, ln_gamma_grad);
   graph::register_workspace(cuda, Op::BatchMatMul, batch_matmul_workspace);
   for (DType i : {DType::i32, DType::i64}) {  // the kernels read the index dtype at run time
     register_kernel(cuda, Op::GatherGrad, KernelSignature({f32, i}, f32), gather_grad);

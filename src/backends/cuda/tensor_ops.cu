@@ -10,6 +10,7 @@
 #include "backends/cuda/launch_geometry.h"
 #include "backends/cuda/tensor_launchers.h"
 #include "backends/math/binary.h"
+#include "backends/math/layer_norm.h"
 #include "backends/math/reduce.h"
 #include "backends/math/unary.h"
 #include "trainkit/core/error.h"
@@ -111,6 +112,36 @@ template <typename I>
 __global__ void one_hot_kernel(const I* __restrict__ idx, float* __restrict__ y, int64_t n, int64_t depth) {
   for (int64_t k = first_index(); k < n * depth; k += grid_stride())
     y[k] = static_cast<int64_t>(idx[k / depth]) == k % depth ? 1.0f : 0.0f;
+}
+
+__global__ void ln_stats_kernel(const float* __restrict__ x, float* __restrict__ s, int64_t rows, int64_t n,
+                                float eps) {
+  for (int64_t r = first_index(); r < rows; r += grid_stride())
+    math::layer_norm_stats(x + r * n, n, eps, s + 2 * r, s + 2 * r + 1);
+}
+__global__ void ln_apply_kernel(const float* __restrict__ x, const float* __restrict__ s,
+                                const float* __restrict__ gamma, const float* __restrict__ beta, float* __restrict__ y,
+                                int64_t rows, int64_t n) {
+  for (int64_t i = first_index(); i < rows * n; i += grid_stride()) {
+    const int64_t r = i / n, j = i % n;
+    const float inv = s[2 * r + 1] * gamma[j];
+    y[i] = x[i] * inv + (beta[j] - s[2 * r] * inv);
+  }
+}
+__global__ void ln_input_grad_kernel(const float* __restrict__ dy, const float* __restrict__ x,
+                                     const float* __restrict__ s, const float* __restrict__ gamma,
+                                     float* __restrict__ dx, int64_t rows, int64_t n) {
+  for (int64_t r = first_index(); r < rows; r += grid_stride())
+    math::layer_norm_input_grad(dy + r * n, x + r * n, n, s[2 * r], s[2 * r + 1], gamma, dx + r * n);
+}
+__global__ void ln_gamma_grad_kernel(const float* __restrict__ dy, const float* __restrict__ x,
+                                     const float* __restrict__ s, float* __restrict__ dg, int64_t rows, int64_t n) {
+  for (int64_t j = first_index(); j < n; j += grid_stride()) {
+    double acc = 0.0;
+    for (int64_t r = 0; r < rows; ++r)
+      acc += static_cast<double>(dy[r * n + j]) * ((x[r * n + j] - static_cast<double>(s[2 * r])) * s[2 * r + 1]);
+    dg[j] = static_cast<float>(acc);
+  }
 }
 
 __global__ void step_value_kernel(const float* learning_rate, const int64_t* iterations, float* y) {
@@ -313,6 +344,24 @@ void launch_one_hot(const void* idx, int idx_bytes, float* y, int64_t n, int64_t
   else
     launch("one hot kernel launch", n * depth, sms, stream, one_hot_kernel<int32_t>, static_cast<const int32_t*>(idx),
            y, n, depth);
+}
+
+void launch_layer_norm_stats(const float* x, float* stats, int64_t rows, int64_t n, float eps, int sms, Stream stream) {
+  launch("layer norm stats kernel launch", rows, sms, stream, ln_stats_kernel, x, stats, rows, n, eps);
+}
+void launch_layer_norm_apply(const float* x, const float* stats, const float* gamma, const float* beta, float* y,
+                             int64_t rows, int64_t n, int sms, Stream stream) {
+  launch("layer norm kernel launch", rows * n, sms, stream, ln_apply_kernel, x, stats, gamma, beta, y, rows, n);
+}
+void launch_layer_norm_input_grad(const float* dy, const float* x, const float* stats, const float* gamma, float* dx,
+                                  int64_t rows, int64_t n, int sms, Stream stream) {
+  launch("layer norm input gradient kernel launch", rows, sms, stream, ln_input_grad_kernel, dy, x, stats, gamma, dx,
+         rows, n);
+}
+void launch_layer_norm_gamma_grad(const float* dy, const float* x, const float* stats, float* dgamma, int64_t rows,
+                                  int64_t n, int sms, Stream stream) {
+  launch("layer norm gamma gradient kernel launch", n, sms, stream, ln_gamma_grad_kernel, dy, x, stats, dgamma, rows,
+         n);
 }
 
 void launch_step_value(const float* learning_rate, const int64_t* iterations, float* y, Stream stream) {
