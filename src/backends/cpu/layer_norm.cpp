@@ -1,9 +1,11 @@
-// LayerNormalization's fused kernels on the CPU (backends/math/layer_norm.h): rows split between threads; the gamma
-// gradient's column sums in double over rows in order, columns split between threads (the bits do not depend on the
-// thread count).
+// LayerNormalization's fused kernels on the CPU: the math of backends/math/layer_norm.h (which the CUDA kernels run)
+// with each row's sums vectorized (double lanes, combined in a fixed order: the bits depend on the build's vector
+// width, not on the thread count or the data). Rows split between threads; the gamma gradient's column sums in double
+// over rows in order, columns split between threads.
 #include "backends/math/layer_norm.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
@@ -13,6 +15,38 @@ namespace tk::cpu {
 namespace {
 using graph::KernelArgs;
 using graph::Op;
+
+// Row statistics and input gradient with vectorized sums (math::layer_norm_stats / layer_norm_input_grad's math).
+void row_stats(const float* x, int64_t n, float eps, float* mean, float* rstd) {
+  double s = 0.0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t j = 0; j < n; ++j) s += static_cast<double>(x[j]);
+  const double m = s / static_cast<double>(n);
+  double v = 0.0;
+#pragma omp simd reduction(+ : v)
+  for (int64_t j = 0; j < n; ++j) {
+    const double d = static_cast<double>(x[j]) - m;
+    v += d * d;
+  }
+  *mean = static_cast<float>(m);
+  *rstd = static_cast<float>(1.0 / std::sqrt(v / static_cast<double>(n) + static_cast<double>(eps)));
+}
+
+void row_input_grad(const float* dy, const float* x, int64_t n, float mean, float rstd, const float* gamma, float* dx) {
+  double sg = 0.0, sgx = 0.0;
+  const double m = mean, r = rstd;
+#pragma omp simd reduction(+ : sg, sgx)
+  for (int64_t j = 0; j < n; ++j) {
+    const double g = static_cast<double>(dy[j]) * gamma[j];
+    sg += g;
+    sgx += g * ((static_cast<double>(x[j]) - m) * r);
+  }
+  const double mg = sg / static_cast<double>(n), mgx = sgx / static_cast<double>(n);
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j)
+    dx[j] = static_cast<float>(
+        r * (static_cast<double>(dy[j]) * gamma[j] - mg - (static_cast<double>(x[j]) - m) * r * mgx));
+}
 
 struct Rows {
   int64_t rows, n;
@@ -26,8 +60,7 @@ void stats(const KernelArgs& a) {
   parallel_for(
       r.rows,
       [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i)
-          math::layer_norm_stats(x + i * r.n, r.n, a.node.attrs.epsilon, s + 2 * i, s + 2 * i + 1);
+        for (int64_t i = b; i < e; ++i) row_stats(x + i * r.n, r.n, a.node.attrs.epsilon, s + 2 * i, s + 2 * i + 1);
       },
       std::max<int64_t>(1, kParallelGrain / r.n));
 }
@@ -59,7 +92,7 @@ void input_grad(const KernelArgs& a) {
       r.rows,
       [&](int64_t b, int64_t e) {
         for (int64_t i = b; i < e; ++i)
-          math::layer_norm_input_grad(dy + i * r.n, x + i * r.n, r.n, s[2 * i], s[2 * i + 1], gamma, dx + i * r.n);
+          row_input_grad(dy + i * r.n, x + i * r.n, r.n, s[2 * i], s[2 * i + 1], gamma, dx + i * r.n);
       },
       std::max<int64_t>(1, kParallelGrain / r.n));
 }
