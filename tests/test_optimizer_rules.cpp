@@ -11,6 +11,7 @@
 #include "trainkit/io/keras.h"
 #include "trainkit/nn/layers.h"
 #include "trainkit/nn/losses.h"
+#include "trainkit/nn/memory_plan.h"
 #include "trainkit/nn/model.h"
 #include "trainkit/nn/models.h"
 #include "trainkit/nn/optimizers.h"
@@ -139,6 +140,18 @@ TEST(OptimizerRules, KerasFileRoundTripKeepsConfigAndState) {
   for (size_t l = 0; l < m->layers().size(); ++l)
     for (size_t w = 0; w < m->layers()[l]->weights().size(); ++w)
       EXPECT_EQ(worst(back->layers()[l]->weights()[w].value, m->layers()[l]->weights()[w].value), 0.0);
+}
+
+// The memory plan counts a rule's slots as optimizer state (from its Assigns), as it does the fused optimizers'.
+TEST(OptimizerRules, ThePlanCountsTheirSlots) {
+  auto adagrad = make_model(optimizers::Adagrad());
+  auto adadelta = make_model(optimizers::Adadelta());
+  auto sgd = make_model(optimizers::SGD({.momentum = 0.9f}));  // one slot, like Adagrad
+  const MemoryPlan one = adagrad->memory_plan(6), two = adadelta->memory_plan(6), ref = sgd->memory_plan(6);
+  EXPECT_GT(one.optimizer_state, 0u);
+  EXPECT_EQ(one.optimizer_state, ref.optimizer_state);
+  EXPECT_EQ(two.optimizer_state, 2 * ref.optimizer_state);
+  EXPECT_EQ(one.gradients, ref.gradients);
 }
 
 TEST(OptimizerRules, ByNameAndBadHyperparameters) {

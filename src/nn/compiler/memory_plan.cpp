@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <set>
 
 #include "graph/autodiff.h"
 #include "graph/schedule.h"
@@ -90,6 +91,9 @@ MemoryPlan plan_from_trace(const ProgramCache::Traced& t, const std::vector<Laye
     plan.layers.push_back(lm);
     plan.weights += lm.weights;
   }
+  std::set<std::string> weight_names;
+  for (const LayerPtr& l : layers)
+    for (const Weight& w : l->weights()) weight_names.insert(w.name);
   // Optimizer slots and gradients: from the update ops (param, grad, slots...).
   for (int id : order) {
     const graph::Node& n = t.g[id];
@@ -107,6 +111,18 @@ MemoryPlan plan_from_trace(const ProgramCache::Traced& t, const std::vector<Laye
         plan.gradients += bytes;
         if (it != index.end())
           plan.layers[it->second].optimizer_state += slots, plan.layers[it->second].gradients += bytes;
+      }
+    } else if (n.op == graph::Op::Assign) {  // an optimizer rule's (nn/optimizer_rule.h): a slot, or the weight
+      const graph::Node& dst = t.g[n.inputs[0]];
+      const size_t bytes = static_cast<size_t>(dst.shape.numel()) * dtype_size(dst.dtype);
+      auto it = index.find(layer_of(dst.name));
+      const bool slot = dst.name.find("/slot") != std::string::npos;  // ProgramCache::add_update's slot names
+      if (slot) {
+        plan.optimizer_state += aligned(bytes);
+        if (it != index.end()) plan.layers[it->second].optimizer_state += aligned(bytes);
+      } else if (weight_names.count(dst.name)) {  // the update of a weight: its gradient
+        plan.gradients += bytes;
+        if (it != index.end()) plan.layers[it->second].gradients += bytes;
       }
     } else if (n.op == graph::Op::StepControl && n.attrs.update->loss_scale_initial > 0.0f) {
       plan.optimizer_state += aligned(3 * sizeof(float));  // the loss-scale state
