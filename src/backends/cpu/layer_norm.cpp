@@ -41,11 +41,11 @@ void row_input_grad(const float* dy, const float* x, int64_t n, float mean, floa
     sg += g;
     sgx += g * ((static_cast<double>(x[j]) - m) * r);
   }
-  const double mg = sg / static_cast<double>(n), mgx = sgx / static_cast<double>(n);
+  // The sums in double; the per-element result in float (as the float32 result it is rounded to).
+  const float mg = static_cast<float>(sg / static_cast<double>(n)),
+              mgx = static_cast<float>(sgx / static_cast<double>(n));
 #pragma omp simd
-  for (int64_t j = 0; j < n; ++j)
-    dx[j] = static_cast<float>(
-        r * (static_cast<double>(dy[j]) * gamma[j] - mg - (static_cast<double>(x[j]) - m) * r * mgx));
+  for (int64_t j = 0; j < n; ++j) dx[j] = rstd * (dy[j] * gamma[j] - mg - (x[j] - mean) * rstd * mgx);
 }
 
 struct Rows {
