@@ -139,7 +139,7 @@ enum class Op : uint8_t {
   LayerNormStats,      // x -> (rows, 2): [mean, 1 / sqrt(biased variance + epsilon)] per row
   LayerNormApply,      // (x, stats, gamma(n), beta(n)) -> y, in Keras' order of operations
   LayerNormInputGrad,  // (dy, x, stats, gamma) -> dx, through the statistics
-  LayerNormGammaGrad,  // (dy, x, stats) -> (n): the sum over rows of dy * xhat
+  LayerNormGammaGrad,  // (dy, x, stats) -> (2, n): the sums over rows of dy * xhat (gamma's) and of dy (beta's)
   kCount
 };
 inline constexpr int kOpCount = static_cast<int>(Op::kCount);

@@ -231,7 +231,7 @@ Shape shape_layer_norm(const Graph& g, int node) {
   if (in_shape(g, node, xi + 1) != Shape{rows, 2}) shape_error(g, node, "stats must be (rows, 2) of x");
   for (size_t i = static_cast<size_t>(xi) + 2; i < nd.inputs.size(); ++i)
     if (in_shape(g, node, static_cast<int>(i)) != Shape{n}) shape_error(g, node, "gamma and beta must be (features)");
-  return nd.op == Op::LayerNormGammaGrad ? Shape{n} : x;
+  return nd.op == Op::LayerNormGammaGrad ? Shape{2, n} : x;
 }
 
 Shape shape_slice(const Graph& g, int node) {
@@ -465,12 +465,16 @@ void grad_concat(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
 }
 
 // y = LayerNormApply(x, LayerNormStats(x), gamma, beta): dx includes the path through the statistics (the stats input
-// itself gets none), dgamma the sums of dy * xhat, dbeta the column sums of dy.
+// itself gets none); dgamma and dbeta (the sums of dy * xhat and of dy) come from one LayerNormGammaGrad.
 void grad_layer_norm_apply(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
   const Node n = b.node(node);
   if (need[0]) dx[0] = b.add(Op::LayerNormInputGrad, {dy, n.inputs[0], n.inputs[1], n.inputs[2]}, n.attrs);
-  if (need[2]) dx[2] = b.add(Op::LayerNormGammaGrad, {dy, n.inputs[0], n.inputs[1]}, n.attrs);
-  if (need[3]) dx[3] = b.add(Op::BiasGrad, {dy});
+  if (need[2] || need[3]) {  // both parameter gradients in one pass over dy and x
+    const int sums = b.add(Op::LayerNormGammaGrad, {dy, n.inputs[0], n.inputs[1]}, n.attrs);
+    const Shape param = b.node(n.inputs[2]).shape;
+    if (need[2]) dx[2] = ops::reshape(b, ops::slice(b, sums, 0, 0, 1), param);
+    if (need[3]) dx[3] = ops::reshape(b, ops::slice(b, sums, 0, 1, 1), param);
+  }
 }
 
 void grad_slice(GradBuilder& b, int node, int dy, const bool* need, int* dx) {

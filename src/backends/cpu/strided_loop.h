@@ -1,5 +1,6 @@
 // The CPU driver of math::Strided layouts (backends/strided.h): the output's elements in rows of its last (merged)
-// axis, rows split between threads; per row, each operand's first offset and its stride along the row.
+// axis, rows (and pieces of long rows) split between threads; per piece, each operand's first offset and its stride
+// along the row.
 //
 //   for_rows(s, 2, [&](int64_t o, const int64_t* off, const int64_t* step, int64_t n) {
 //     for (int64_t j = 0; j < n; ++j) y[o + j] = a[off[0] + j * step[0]] + b[off[1] + j * step[1]];
@@ -21,16 +22,20 @@ void for_rows(const math::Strided& s, int operands, Body body) {
   const int64_t rows = total / inner;
   int64_t step[math::Strided::kOperands] = {};
   for (int k = 0; k < operands; ++k) step[k] = s.stride[k][s.rank - 1];
+  // Long rows (contiguous operands merge into one) are cut into pieces, so that threads share even a single row.
+  const int64_t piece = std::min<int64_t>(inner, std::max<int64_t>(kParallelGrain / 4, 1));
+  const int64_t pieces = (inner + piece - 1) / piece;
   parallel_for(
-      rows,
-      [&](int64_t r0, int64_t r1) {
+      rows * pieces,
+      [&](int64_t t0, int64_t t1) {
         int64_t off[math::Strided::kOperands] = {};
-        for (int64_t r = r0; r < r1; ++r) {
-          for (int k = 0; k < operands; ++k) off[k] = math::strided_offset(s, k, r * inner);
-          body(r * inner, static_cast<const int64_t*>(off), static_cast<const int64_t*>(step), inner);
+        for (int64_t t = t0; t < t1; ++t) {
+          const int64_t r = t / pieces, begin = (t % pieces) * piece, n = std::min(piece, inner - begin);
+          for (int k = 0; k < operands; ++k) off[k] = math::strided_offset(s, k, r * inner) + begin * step[k];
+          body(r * inner + begin, static_cast<const int64_t*>(off), static_cast<const int64_t*>(step), n);
         }
       },
-      std::max<int64_t>(1, kParallelGrain / inner));
+      std::max<int64_t>(1, kParallelGrain / piece));
 }
 
 }  // namespace tk::cpu

@@ -55,14 +55,15 @@ void launch_gather_grad(const float* dy, const void* idx, int idx_bytes, float* 
 void launch_one_hot(const void* idx, int idx_bytes, float* y, int64_t n, int64_t depth, int sm_count, Stream stream);
 
 // LayerNormalization fused over x (rows, n) (backends/math/layer_norm.h): stats (rows, 2) [mean, rstd] one thread per
-// row; y one thread per element; dx one thread per row; dgamma(n) one thread per column, rows in order in double.
+// row; y one thread per element; dx one thread per row; [dgamma; dbeta] (2, n) one thread per column, rows in order
+// in double.
 void launch_layer_norm_stats(const float* x, float* stats, int64_t rows, int64_t n, float eps, int sm_count,
                              Stream stream);
 void launch_layer_norm_apply(const float* x, const float* stats, const float* gamma, const float* beta, float* y,
                              int64_t rows, int64_t n, int sm_count, Stream stream);
 void launch_layer_norm_input_grad(const float* dy, const float* x, const float* stats, const float* gamma, float* dx,
                                   int64_t rows, int64_t n, int sm_count, Stream stream);
-void launch_layer_norm_gamma_grad(const float* dy, const float* x, const float* stats, float* dgamma, int64_t rows,
+void launch_layer_norm_gamma_grad(const float* dy, const float* x, const float* stats, float* sums, int64_t rows,
                                   int64_t n, int sm_count, Stream stream);
 
 // y[0] = *learning_rate, or *iterations + 1 when learning_rate is null (StepValue: read on the device)

@@ -135,12 +135,15 @@ __global__ void ln_input_grad_kernel(const float* __restrict__ dy, const float* 
     math::layer_norm_input_grad(dy + r * n, x + r * n, n, s[2 * r], s[2 * r + 1], gamma, dx + r * n);
 }
 __global__ void ln_gamma_grad_kernel(const float* __restrict__ dy, const float* __restrict__ x,
-                                     const float* __restrict__ s, float* __restrict__ dg, int64_t rows, int64_t n) {
-  for (int64_t j = first_index(); j < n; j += grid_stride()) {
-    double acc = 0.0;
-    for (int64_t r = 0; r < rows; ++r)
-      acc += static_cast<double>(dy[r * n + j]) * ((x[r * n + j] - static_cast<double>(s[2 * r])) * s[2 * r + 1]);
-    dg[j] = static_cast<float>(acc);
+                                     const float* __restrict__ s, float* __restrict__ out, int64_t rows, int64_t n) {
+  for (int64_t j = first_index(); j < n; j += grid_stride()) {  // out (2, n): [dgamma; dbeta]
+    double dg = 0.0, db = 0.0;
+    for (int64_t r = 0; r < rows; ++r) {
+      dg += static_cast<double>(dy[r * n + j]) * ((x[r * n + j] - static_cast<double>(s[2 * r])) * s[2 * r + 1]);
+      db += static_cast<double>(dy[r * n + j]);
+    }
+    out[j] = static_cast<float>(dg);
+    out[n + j] = static_cast<float>(db);
   }
 }
 
