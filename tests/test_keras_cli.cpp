@@ -78,6 +78,24 @@ TEST_F(KerasCli, FitFromKerasFileResumesAndSaves) {
   EXPECT_EQ(m->losses().at(0).name, "sparse_categorical_crossentropy");
 }
 
+// A model file's optimizer (Adam) is kept: an explicit --optimizer of another class is an error, never ignored; the
+// same class with --learning-rate trains on with the file's state at the new rate.
+TEST_F(KerasCli, AnExplicitOptimizerIsCheckedAgainstTheFilesAndALearningRateApplies) {
+  const std::string base = "fit --model " + fixture("mlp.keras") + " --data " + path("data.csv") +
+                           " --y label --epochs 1 --batch-size 8 --verbose 0 --no-summary";
+  CliRun r = run_cli(base + " --optimizer sgd");
+  EXPECT_NE(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("--optimizer sgd: the model file"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("holds a compiled Adam optimizer"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(path("out.keras")));
+  r = run_cli(base + " --optimizer adam -l 0.005 --save " + path("out.keras"));
+  ASSERT_EQ(r.status, 0) << r.out;
+  std::unique_ptr<tk::Model> m = tk::models::load_model(path("out.keras"));
+  EXPECT_EQ(m->optimizer()->name(), "Adam");
+  EXPECT_FLOAT_EQ(m->optimizer()->learning_rate(), 0.005f);
+  EXPECT_EQ(m->optimizer()->iterations(), 2 + 4);  // the file's state kept
+}
+
 TEST_F(KerasCli, SummaryShowsLayersAndCompileConfig) {
   CliRun r = run_cli("summary " + fixture("mlp.keras"));
   ASSERT_EQ(r.status, 0) << r.out;

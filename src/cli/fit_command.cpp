@@ -38,6 +38,7 @@ void add_fit_command(CLI::App& app, FitArgs& a) {
   fit->add_option("-o,--optimizer", a.optimizer,
                   "sgd, adam, adamw, rmsprop, adagrad, adadelta or lion (Keras defaults otherwise)")
       ->check(choice_of([](const std::string& name) { optimizers::get(name); }))
+      ->each([&a](const std::string&) { a.optimizer_given = true; })
       ->capture_default_str();
   fit->add_option("-s,--seed", a.seed, "Seed for weights, shuffling and dropout")->capture_default_str();
   add_run_options(fit, a.run);
@@ -176,12 +177,20 @@ Strategies make_strategies(const FitArgs& a, Device device,
 
 // compile(), inside the strategy's scope when there is one. A model file that brings its own compiled optimizer
 // (and its state) cannot be replicated yet.
-void compile_model(Model& model, const OptimizerPtr& optimizer, const Strategies& s) {
+// A model file's optimizer is kept with its state; an explicit --optimizer naming another class is an error (never
+// ignored), and --learning-rate sets the kept optimizer's rate (as `model.optimizer.learning_rate = lr` in Keras).
+void compile_model(Model& model, const OptimizerPtr& optimizer, const Strategies& s, const FitArgs& a) {
   if (model.optimizer()) {
     if (s.mpi || s.mirrored)
       throw Unsupported(std::string(s.mpi ? "under mpirun" : "with --replicas") +
                         ", --model with a model file that holds a compiled optimizer is not supported yet "
                         "(train from a layer spec, or save the model without its optimizer)");
+    if (a.optimizer_given && optimizer->name() != model.optimizer()->name())
+      throw InvalidArgument("--optimizer " + a.optimizer + ": the model file " + a.model + " holds a compiled " +
+                            model.optimizer()->name() +
+                            " optimizer with its state, which trainkit keeps (drop --optimizer, or save the model "
+                            "without its optimizer to start a new one)");
+    if (a.learning_rate) model.optimizer()->set_learning_rate(*a.learning_rate);
     return;  // a model file keeps its compile config and optimizer state
   }
   auto compile = [&] {
@@ -300,7 +309,7 @@ int run_fit_data(const FitArgs& a, OptimizerPtr optimizer, int64_t batch_size, i
       file_model ? std::move(file_model) : make_model(a.model, first[0].shape(), feature_scale(first[0].dtype()));
   Model& model = *owned;
   configure_model(model, a.run, device);
-  compile_model(model, optimizer, strategies);
+  compile_model(model, optimizer, strategies, a);
   const bool chief = model.is_chief();  // under mpirun: rank 0 prints and writes
   if (a.summary && a.verbose != 0 && chief) model.summary();
   const int64_t batch = batch_size == kAutoBatchSize ? auto_batch_size(model, a.verbose) : batch_size;
@@ -393,7 +402,7 @@ int run_fit(const FitArgs& a) {
                  : make_model(a.model, d.x_train.shape().sample_shape(), feature_scale(d.x_train.dtype()));
   Model& model = *owned;
   configure_model(model, a.run, device);
-  compile_model(model, optimizer, strategies);
+  compile_model(model, optimizer, strategies, a);
   const bool chief = model.is_chief();  // under mpirun: rank 0 prints and writes
   if (a.summary && a.verbose != 0 && chief) model.summary();
 
