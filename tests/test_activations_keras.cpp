@@ -11,35 +11,20 @@
 #include "graph/autodiff.h"
 #include "graph/program.h"
 #include "graph/tensor_ops.h"
+#include "keras_text_fixture.h"
 #include "nn/layers/context.h"
 #include "trainkit/nn/layers.h"
 
 namespace tk {
 namespace {
 
-std::map<std::string, Tensor> load(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw IoError("cannot open fixture " + path);
-  std::map<std::string, Tensor> out;
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty() || line[0] == '#') continue;
-    const size_t colon = line.find(':');
-    std::istringstream head(line.substr(0, colon)), values(line.substr(colon + 1));
-    std::string name;
-    head >> name;
-    std::vector<int64_t> dims;
-    for (int64_t d; head >> d;) dims.push_back(d);
-    Tensor t{Shape(dims), DType::f32};
-    for (int64_t i = 0; i < t.numel(); ++i) values >> t.data<float>()[i];
-    out.emplace(name, std::move(t));
-  }
-  return out;
-}
+using testing::load_keras_text;
 
 class KerasActivation : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(KerasActivation, ForwardAndGradientMatchKeras) {
-  static const auto f = load(std::string(TK_SOURCE_DIR) + "/tests/fixtures/keras/activations/activations_expect.txt");
+  static const auto f =
+      load_keras_text(std::string(TK_SOURCE_DIR) + "/tests/fixtures/keras/activations/activations_expect.txt");
   const std::string& name = GetParam();
   Tensor x = f.at("x").clone(), dy = f.at("dy").clone();
   LayerPtr layer = layers::Activation(name);

@@ -8,6 +8,7 @@
 #include <map>
 #include <sstream>
 
+#include "keras_text_fixture.h"
 #include "trainkit/io/keras.h"
 #include "trainkit/nn/layers.h"
 #include "trainkit/nn/losses.h"
@@ -19,26 +20,10 @@
 namespace tk {
 namespace {
 
-std::map<std::string, Tensor> load(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw IoError("cannot open fixture " + path);
-  std::map<std::string, Tensor> out;
-  for (std::string line; std::getline(in, line);) {
-    if (line.empty() || line[0] == '#') continue;
-    const size_t colon = line.find(':');
-    std::istringstream head(line.substr(0, colon)), values(line.substr(colon + 1));
-    std::string name;
-    head >> name;
-    std::vector<int64_t> dims;
-    for (int64_t d; head >> d;) dims.push_back(d);
-    Tensor t{Shape(dims), DType::f32};
-    for (int64_t i = 0; i < t.numel(); ++i) values >> t.data<float>()[i];
-    out.emplace(name, std::move(t));
-  }
-  return out;
-}
+using testing::load_keras_text;
 const std::map<std::string, Tensor>& fixture() {
-  static const auto f = load(std::string(TK_SOURCE_DIR) + "/tests/fixtures/keras/optimizers/optimizers_expect.txt");
+  static const auto f =
+      load_keras_text(std::string(TK_SOURCE_DIR) + "/tests/fixtures/keras/optimizers/optimizers_expect.txt");
   return f;
 }
 
