@@ -14,6 +14,7 @@
 // fit/evaluate/predict. Data of any dtype (uint8 images, float16 features) stays in its dtype in memory and
 // is converted batch by batch as it is staged into the program.
 #pragma once
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -34,6 +35,9 @@ namespace tk {
 namespace nn {
 class ProgramCache;
 struct Accumulator;
+class BatchSource;
+class ReadSource;
+struct InferenceHooks;
 namespace distribute {
 class MpiCollective;
 }  // namespace distribute
@@ -234,6 +238,13 @@ class Model {
   // (nn/distribute/auto_batch.cpp).
   int64_t replicated_auto_batch(int64_t cap, bool micro, int64_t batch, bool report, const std::string& what);
   void check_data(const std::vector<Tensor>& x, const std::vector<Tensor>* y, const char* what) const;
+  // The batch loop of every fit (nn/training/fit_loop.cpp): epochs of steps over `source`'s batches, resume, lagged
+  // logs, callbacks; `validate` (may be empty) gives the epoch's validation logs.
+  History fit_loop(nn::BatchSource& source, const FitOptions& o, int64_t micro, const std::function<Logs()>& validate);
+  // The batch loop of every evaluate and predict (nn/training/inference_loop.cpp): `source`'s batches in rounds, on
+  // this thread, on the replicas (MirroredStrategy) or on this rank's share (MultiWorkerMirroredStrategy). Returns the
+  // ranks' group when there is one (the caller sums the logs / gathers the outputs), else null.
+  nn::distribute::MpiCollective* inference_loop(nn::ReadSource& source, const nn::InferenceHooks& hooks);
   Logs run_evaluation(const std::vector<Tensor>& x, const std::vector<Tensor>& y, int64_t batch_size, int64_t steps);
   Logs run_evaluation(const data::Dataset& dataset, int64_t steps);
   // One optimizer step on rows idx[0..bs) (or [0, bs) when idx is null), in micro-batches when micro > 0.

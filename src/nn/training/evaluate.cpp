@@ -1,0 +1,118 @@
+// evaluate over arrays or a Dataset: the loss and metrics, row-weighted over the batches (Keras' means), run by the one
+// inference loop (inference_loop.cpp).
+#include "nn/compiler/programs.h"
+#include "nn/distribute/mpi_collective.h"
+#include "nn/distribute/replicated_eval.h"
+#include "nn/distribute/strategy_state.h"
+#include "nn/training/fit_common.h"
+#include "nn/training/read_batches.h"
+#include "trainkit/core/error.h"
+#include "trainkit/nn/model.h"
+
+namespace tk {
+namespace {
+
+void require(bool ok, const std::string& message) {
+  if (!ok) throw InvalidArgument(message);
+}
+
+bool distributed(const distribute::StrategyState* s) { return s && s->replicated(); }
+
+// The loop's hooks for evaluate: each replica's row-weighted sums (added in replica order at the end).
+nn::InferenceHooks evaluation_hooks(std::vector<nn::Accumulator>& sums, int64_t steps) {
+  nn::InferenceHooks h;
+  h.steps = steps;
+  h.ran = [&sums](nn::Compiled& c, int r, int64_t, const nn::ReadBatch& b) {
+    sums[static_cast<size_t>(r)].add(c, b.n);
+  };
+  return h;
+}
+
+}  // namespace
+
+Logs Model::evaluate(const Tensor& x, const Tensor& y, EvaluateOptions options) {
+  return evaluate(std::vector<Tensor>{x}, std::vector<Tensor>{y}, options);
+}
+
+Logs Model::evaluate(const std::vector<Tensor>& x, const std::vector<Tensor>& y, EvaluateOptions o) {
+  check_compiled("evaluate");
+  require(o.batch_size > 0, "evaluate: batch_size must be a positive integer, got " + std::to_string(o.batch_size));
+  ensure_built(x);
+  check_data(x, &y, "evaluate");
+  if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
+  programs_->upload_weights();
+  Logs logs = run_evaluation(x, y, o.batch_size, o.steps);
+  if (o.verbose > 0 && is_chief()) nn::print_logs(logs);  // MPI: rank 0 alone prints
+  return logs;
+}
+
+Logs Model::evaluate(const data::Dataset& dataset, EvaluateOptions o) {
+  check_compiled("evaluate");
+  require(dataset.cardinality() != data::kInfiniteCardinality || o.steps > 0,
+          "evaluate: the dataset is infinite (repeat() without a count): give steps");
+  if (programs_) programs_->upload_weights();  // else the programs are built with the model's weights
+  Logs logs = run_evaluation(dataset, o.steps);
+  if (o.verbose > 0 && is_chief()) nn::print_logs(logs);
+  return logs;
+}
+
+Logs Model::run_evaluation(const std::vector<Tensor>& x, const std::vector<Tensor>& y, int64_t batch_size,
+                           int64_t steps) {
+  if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
+  const int replicas = nn::distribute::replicated_in_process(strategy_.get()) ? strategy_->replicas() : 1;
+  const int64_t n = x.empty() || x[0].shape().rank() == 0 ? 0 : x[0].dim(0);
+  int64_t batch = std::min(batch_size, std::max<int64_t>(n, 1));
+  // MultiWorkerMirroredStrategy: batch k on rank k % ranks, the logs summed over the ranks at the end; rank 0's batch
+  // size (an automatic one follows each rank's free memory).
+  nn::distribute::MpiCollective* world = evaluation_group(
+      "evaluate arrays of " + std::to_string(n) + " rows" + (steps > 0 ? ", " + std::to_string(steps) + " steps" : ""),
+      {&x, &y});
+  if (world) batch = static_cast<int64_t>(world->broadcast(static_cast<uint64_t>(batch), "evaluation batch size"));
+  nn::ArrayReads source(x, &y, batch);
+  std::vector<nn::Accumulator> sums(static_cast<size_t>(replicas));
+  nn::InferenceHooks h = evaluation_hooks(sums, steps);
+  h.group = [world] { return world; };
+  inference_loop(source, h);
+  nn::Accumulator acc;
+  for (const nn::Accumulator& a : sums) acc.merge(a);
+  if (world && n > 0) all_reduce_logs(*world, acc);
+  Logs logs;
+  acc.write(logs);
+  return logs;
+}
+
+Logs Model::run_evaluation(const data::Dataset& dataset, int64_t steps) {
+  if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
+  const int replicas = nn::distribute::replicated_in_process(strategy_.get()) ? strategy_->replicas() : 1;
+  nn::DatasetReads source(
+      dataset,
+      {.on_device = nn::DeviceDataset::of(dataset, device_, distributed(strategy_.get()), "evaluate"),
+       .split = [this](data::Element& e, std::vector<Tensor>& x,
+                       std::vector<Tensor>& y) { split_element(e, x, y, true, "evaluate"); },
+       .prepare =
+           [this](const std::vector<Tensor>& x, const std::vector<Tensor>& y) {
+             ensure_built(x);
+             check_data(x, &y, "evaluate");
+           },
+       .inputs = inputs_.size(),
+       .outputs = outputs_.size(),
+       .need_y = true},
+      replicas);
+  std::vector<nn::Accumulator> sums(static_cast<size_t>(replicas));
+  nn::InferenceHooks h = evaluation_hooks(sums, steps);
+  // MultiWorkerMirroredStrategy: every rank reads the dataset (the same batches, as for training) and runs batch k
+  // when k % ranks is its rank; the logs are summed over the ranks at the end.
+  h.group = [&] {
+    return evaluation_group("evaluate the dataset " + dataset.describe() +
+                            (steps > 0 ? ", " + std::to_string(steps) + " steps" : std::string()));
+  };
+  nn::distribute::MpiCollective* world = inference_loop(source, h);
+  nn::Accumulator acc;
+  for (const nn::Accumulator& a : sums) acc.merge(a);
+  if (world) all_reduce_logs(*world, acc);
+  Logs logs;
+  acc.write(logs);
+  return logs;
+}
+
+}  // namespace tk

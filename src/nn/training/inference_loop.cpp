@@ -1,0 +1,81 @@
+// The batch loop of every evaluate and predict — over arrays, a Dataset or a device-resident dataset; on this thread,
+// on the replicas of a MirroredStrategy (batch k on replica k % replicas, each on its own thread), or on this rank's
+// share of a MultiWorkerMirroredStrategy (batch k on rank k % ranks). Its source (nn/training/read_batches.h) says
+// where batches come from; the hooks say what evaluate (sum the logs) or predict (keep the outputs) does with each.
+#include <string>
+
+#include "nn/compiler/programs.h"
+#include "nn/distribute/mpi_collective.h"
+#include "nn/distribute/replicated_eval.h"
+#include "nn/distribute/strategy_state.h"
+#include "nn/training/fit_common.h"
+#include "nn/training/read_batches.h"
+#include "nn/training/staging.h"
+#include "trainkit/nn/model.h"
+
+namespace tk {
+
+nn::distribute::MpiCollective* Model::inference_loop(nn::ReadSource& source, const nn::InferenceHooks& h) {
+  if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
+  const nn::ProgramKind kind = h.predict ? nn::ProgramKind::predict : nn::ProgramKind::eval;
+  const bool replicated = nn::distribute::replicated_in_process(strategy_.get());
+  const int replicas = replicated ? strategy_->replicas() : 1;
+  std::vector<nn::ReadBatch> round(static_cast<size_t>(source.round_size(replicas)));  // batches s, s + 1, ...
+  std::vector<nn::ProgramCache*> caches;
+  nn::distribute::MpiCollective* world = nullptr;
+  const graph::ExecContext ctx = nn::exec_context(device_, step_, false, optimizer_.get());
+  auto bind_and_run = [&](nn::Compiled& c, const nn::ReadBatch& b, const graph::ExecContext& on) {
+    nn::HostStager::bind_rows(c, *b.x, b.y, b.rows, b.begin, b.n);
+    c.program->run(on);
+  };
+  for (int64_t s = 0;;) {
+    size_t got = 0;
+    while (got < round.size() && (h.steps == 0 || s + static_cast<int64_t>(got) < h.steps) &&
+           source.next(got, round[got]))
+      ++got;
+    if (got == 0) break;
+    const auto count = static_cast<int64_t>(got);
+    if (h.read)
+      for (size_t g = 0; g < got; ++g) h.read(s + static_cast<int64_t>(g), round[g]);
+    if (replicated) {
+      if (caches.empty()) {  // the model is built now (by the first batch)
+        caches =
+            nn::distribute::synced_replicas(replicas, [&](int r) -> nn::ProgramCache& { return replica_programs(r); });
+        replicas_synced_ = true;
+      }
+      auto batch = [&](int64_t k) -> const nn::ReadBatch& { return round[static_cast<size_t>(k - s)]; };
+      nn::distribute::run_on_replicas(
+          *strategy_, caches, s, count, ctx,
+          [&](int r, int64_t k) {
+            caches[static_cast<size_t>(r)]->get(kind, batch(k).n);
+            if (h.prepare) h.prepare(r, k, batch(k));
+          },
+          [&](int r, int64_t k, const graph::ExecContext& on) {
+            nn::Compiled& c = caches[static_cast<size_t>(r)]->get(kind, batch(k).n);
+            bind_and_run(c, batch(k), on);
+            h.ran(c, r, k, batch(k));
+          });
+    } else {
+      if (s == 0 && h.group) world = h.group();
+      for (int64_t k = s; k < s + count; ++k) {
+        if (world && k % world->size() != world->rank()) continue;
+        const nn::ReadBatch& b = round[static_cast<size_t>(k - s)];
+        try {  // a failure on one rank ends the job at once, not after the others' collective timeout
+          if (h.prepare) h.prepare(0, k, b);
+          nn::Compiled& c = programs_->get(kind, b.n);
+          bind_and_run(c, b, ctx);
+          h.ran(c, 0, k, b);
+          if (world) nn::distribute::count_rank_batch(*strategy_);
+        } catch (const std::exception& e) {
+          if (!world) throw;
+          world->abort(std::string(h.predict ? "predict: " : "evaluation: ") + e.what());
+        }
+      }
+    }
+    s += count;
+    if (got < round.size()) break;
+  }
+  return world;
+}
+
+}  // namespace tk
