@@ -4,6 +4,7 @@
 //   tests/test_ops_forward.cpp   forward outputs against the cpu float32 result
 //   tests/test_ops_cast.cpp      Cast between every pair of dtypes, round trips
 //   tests/test_ops_errors.cpp    missing kernels, dtype and shape errors, dropout determinism
+//   tests/test_ops_nonfinite.cpp NaN and Inf inputs against TensorFlow's rule (nonfinite_cases())
 //
 // A case's leaves are Variables bound to tensors the test owns (program inputs are written only by
 // nn::BatchStager), so a test changes an input between runs by writing the tensor.
@@ -60,6 +61,23 @@ std::vector<Case> forward_cases();
 // The general tensor ops' cases (tests/test_tensor_op_cases.cpp), part of the two lists above.
 std::vector<Case> tensor_gradient_cases();
 std::vector<Case> tensor_forward_cases();
+// An op on inputs holding NaN, +Inf and -Inf (c.init places them), and `rule`: its expected outputs (host float32)
+// from the float32 values of the inputs, written out from TensorFlow's semantics (tests/test_ops_nonfinite.cpp says
+// the rule per family). Compared with expect_close: every non-finite element must match exactly.
+using RuleFn = std::function<std::vector<Tensor>(const std::vector<Tensor>& inputs)>;
+struct NonFiniteCase {
+  Case c;
+  RuleFn rule;
+  // Convolutions: tiled kernels (oneDNN's AMX bfloat16 convolutions, cuDNN's Winograd and FFT algorithms) multiply
+  // inputs next to a window by zero weights, and 0 * Inf is NaN: in a block of this many output elements (an image)
+  // that the rule gives a non-finite value, a value the rule gives finite may come out NaN or Inf, and an Inf NaN.
+  // A NaN the rule gives must still be NaN (never hidden). 0: no spread allowed.
+  int64_t spread_block = 0;
+};
+std::vector<NonFiniteCase> nonfinite_cases();
+std::vector<NonFiniteCase> tensor_nonfinite_cases();  // the general ops' (tests/test_tensor_op_cases.cpp)
+void PrintTo(const NonFiniteCase& c, std::ostream* os);
+
 // The reason `device` has no kernel for (op, dtype), from the declared list in test_op_gradients.cpp, or
 // nullptr when it must have one.
 const char* declared_unsupported(DeviceKind device, Op op, DType dtype);
@@ -226,6 +244,8 @@ void check_forward(const Case& c, Target target, std::string* skipped, const Cas
 void check_finite_differences(const Case& c);
 // The gradient program on the target against the cpu float32 one, on the same (rounded) inputs and r.
 void check_gradient_parity(const Case& c, Target target, std::string* skipped, const Case* reference = nullptr);
+// One NaN/Inf case on one target (a check that cannot run, a declared missing kernel, sets *skipped).
+void check_nonfinite(const NonFiniteCase& c, Target target, std::string* skipped);
 // The case labelled so in forward_cases() (which includes gradient_cases()).
 Case find_case(const std::string& label);
 

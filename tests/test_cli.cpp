@@ -16,6 +16,7 @@
 
 #include "cli_run.h"
 #include "runtime/cuda_device.h"
+#include "trainkit/data/npy.h"
 
 namespace {
 
@@ -743,6 +744,39 @@ TEST(CliCallbacks, CsvLogAndEarlyStoppingRun) {
   EXPECT_EQ(text.substr(0, text.find('\n')), "epoch,accuracy,loss,val_accuracy,val_loss") << text;
   EXPECT_GE(std::count(text.begin(), text.end(), '\n'), 2) << text;
   std::remove(csv.c_str());
+}
+
+// Issue 35: 0.1% of the float32 pixels NaN (about 200 of 256 x 784, in about 150 rows). The default MLP's first
+// relu must not turn them into zeros: the loss is nan (as TensorFlow and PyTorch show it), and --terminate-on-nan
+// (Keras' TerminateOnNaN) stops in the first epoch. With a relu that maps NaN to 0 the loss stays finite.
+TEST(CliCallbacks, NaNPixelsShowAsANaNLossAndTerminateOnNaNStopsInTheFirstEpoch) {
+  constexpr int64_t kRows = 256, kPixels = 784;
+  std::mt19937 gen(35);
+  std::uniform_real_distribution<float> pixel(0.0f, 1.0f);
+  tk::Tensor x = tk::Tensor::zeros(tk::Shape{kRows, kPixels});
+  tk::Tensor y(tk::Shape{kRows}, tk::DType::i32);
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = pixel(gen);
+  std::uniform_int_distribution<int64_t> where(0, x.numel() - 1);
+  for (int k = 0; k < x.numel() / 1000; ++k) x.data<float>()[where(gen)] = NAN;
+  for (int64_t r = 0; r < kRows; ++r) y.data<int32_t>()[r] = static_cast<int32_t>(r % 10);
+  const std::string xs = path_of("nan_pixels_x.npy"), ys = path_of("nan_pixels_y.npy");
+  tk::data::save_npy(xs, x);
+  tk::data::save_npy(ys, y);
+  const std::string common = "fit --data " + quote(xs) + " --y " + quote(ys) + " --epochs 3 -v 2 --no-summary";
+
+  const Result shown = run_cli(common);
+  ASSERT_EQ(shown.code, 0) << describe(shown);
+  EXPECT_CONTAINS(shown.out, "Epoch 3/3");
+  EXPECT_TRUE(contains(shown.out, "loss: nan") || contains(shown.out, "loss: -nan")) << shown.out;  // printf's sign
+  EXPECT_FALSE(contains(shown.out, "Invalid loss")) << shown.out;
+
+  const Result stopped = run_cli(common + " --terminate-on-nan");
+  ASSERT_EQ(stopped.code, 0) << describe(stopped);
+  EXPECT_CONTAINS(stopped.out, "Invalid loss, terminating training");
+  EXPECT_CONTAINS(stopped.out, "Epoch 1/3");
+  EXPECT_FALSE(contains(stopped.out, "Epoch 2/3")) << "stops in epoch 1\n" << stopped.out;
+  std::remove(xs.c_str());
+  std::remove(ys.c_str());
 }
 
 TEST(CliCallbacks, BadCallbackOptionsAreOneClearError) {

@@ -259,11 +259,11 @@ std::vector<Case> gradient_cases() {
   c.push_back({"Mul", Op::Mul, {{3, 4}, {3, 4}}, {true, true}});
   {
     Attrs at;
-    at.value = 0.75f;
-    at.alpha = 0.3f;
+    at.scale = 0.75f;
+    at.offset = 0.3f;
     c.push_back({"Scale", Op::Scale, {{3, 4}}, {true}, at});
-    at.value = -2.5f;
-    at.alpha = 0.0f;
+    at.scale = -2.5f;
+    at.offset = 0.0f;
     c.push_back({"Scale negative", Op::Scale, {{2, 3, 2}}, {true}, at});
   }
   {
@@ -474,7 +474,7 @@ std::vector<Case> extra_forward_cases() {
   }
   {
     Attrs at;
-    at.alpha = 0.3f;
+    at.rate = 0.3f;
     at.seed = 99;
     at.shape = Shape{20, 50};
     Case d{"DropoutMask", Op::DropoutMask, {}, {}, at};

@@ -133,7 +133,7 @@ TEST(OpDropout, MaskKeepsTheRateAndDependsOnlyOnSeedAndStep) {
   for (const Target& t : targets()) {
     Graph g;
     Attrs at;
-    at.alpha = 0.3f;
+    at.rate = 0.3f;
     at.seed = 99;
     at.shape = Shape{200, 500};
     at.dtype = t.dtype;

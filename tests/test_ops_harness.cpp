@@ -377,4 +377,23 @@ TEST(OpHarness, FiniteDifferencesCatchAWrongGradientRuleKernel) {
   EXPECT_TRUE(message.find("Tanh: d/dx0") != std::string::npos) << message;
 }
 
+// The NaN/Inf check compares with the rule, not with the cpu: the relu trainkit had until issue 35 (x > 0 ? x : 0,
+// relu(NaN) = 0) fails it, on the cpu float32 reference itself.
+TEST(OpHarness, NonFiniteCheckCatchesAReluThatMapsNaNToZero) {
+  const auto cases = nonfinite_cases();
+  const auto relu =
+      std::find_if(cases.begin(), cases.end(), [](const NonFiniteCase& c) { return c.c.label == "Relu"; });
+  ASSERT_NE(relu, cases.end());
+  const Target cpu{DeviceKind::cpu, DType::f32};
+  std::string skipped, message;
+  ASSERT_EQ(failures_of([&] { check_nonfinite(*relu, cpu, &skipped); }), 0) << "the real kernel passes";
+  KernelOverride hiding(Op::Relu, signature_for(Op::Relu, DType::f32), [](const KernelArgs& a) {
+    const float* x = a.input<float>(0);
+    for (int64_t i = 0; i < a.node.shape.numel(); ++i) a.output<float>()[i] = x[i] > 0.0f ? x[i] : 0.0f;
+  });
+  EXPECT_EQ(failures_of([&] { check_nonfinite(*relu, cpu, &skipped); }, &message), 1);
+  EXPECT_TRUE(message.find("element 1 is 0, want nan") != std::string::npos) << message;
+  EXPECT_TRUE(skipped.empty());
+}
+
 }  // namespace tk::graph::harness

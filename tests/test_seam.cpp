@@ -75,8 +75,8 @@ TEST(Seam, OutputsAreReadThroughTheProgramAndOnlyOutputs) {
   const int m = g.add(tk::graph::Op::Mul, {va, vb});
   const int s = g.add(tk::graph::Op::Scale, {m}, [] {
     tk::graph::Attrs at;
-    at.value = 0.5f;
-    at.alpha = 1.0f;
+    at.scale = 0.5f;
+    at.offset = 1.0f;
     return at;
   }());
   tk::graph::Program p(std::move(g), {s}, {}, tk::Device::cpu());

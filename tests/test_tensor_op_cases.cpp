@@ -353,3 +353,184 @@ std::vector<Case> tensor_forward_cases() {
 }
 
 }  // namespace tk::graph::harness
+
+// ---------------------------------------------------------------- NaN and Inf (tests/test_ops_nonfinite.cpp)
+namespace tk::graph::harness {
+namespace {
+
+// Finite values in [0.25, 2] with random signs; input i gets NaN at 1 + i, +Inf at n/2 + i and -Inf at n - 2 + i.
+void nonfinite_values(int i, float* p, int64_t n, std::mt19937& g) {
+  std::uniform_real_distribution<float> mag(0.25f, 2.0f);
+  std::bernoulli_distribution sign(0.5);
+  for (int64_t k = 0; k < n; ++k) p[k] = sign(g) ? mag(g) : -mag(g);
+  p[(1 + i) % n] = NAN;
+  p[(n / 2 + i) % n] = INFINITY;
+  p[(n - 2 + i) % n] = -INFINITY;
+}
+
+double nan_max(double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b); }
+double nan_min(double a, double b) { return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b); }
+double relu6(double x) { return std::isnan(x) ? x : std::min(std::max(x, 0.0), 6.0); }
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+double softplus(double x) { return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)); }
+
+// Keras 3's definitions in double, written from their formulas (TensorFlow's ops: NaN in, NaN out; Inf as IEEE).
+double unary_rule(UnaryFn f, double x, double p0, double p1) {
+  switch (f) {
+    case UnaryFn::exp:
+      return std::exp(x);
+    case UnaryFn::expm1:
+      return std::expm1(x);
+    case UnaryFn::log:
+      return std::log(x);
+    case UnaryFn::log1p:
+      return std::log1p(x);
+    case UnaryFn::sqrt:
+      return std::sqrt(x);
+    case UnaryFn::rsqrt:
+      return 1.0 / std::sqrt(x);
+    case UnaryFn::square:
+      return x * x;
+    case UnaryFn::abs:
+      return std::abs(x);
+    case UnaryFn::negative:
+      return -x;
+    case UnaryFn::sign:
+      return std::isnan(x) ? x : x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0;
+    case UnaryFn::reciprocal:
+      return 1.0 / x;
+    case UnaryFn::sin:
+      return std::sin(x);
+    case UnaryFn::cos:
+      return std::cos(x);
+    case UnaryFn::tanh:
+      return std::tanh(x);
+    case UnaryFn::sigmoid:
+      return sigmoid(x);
+    case UnaryFn::softplus:
+      return softplus(x);
+    case UnaryFn::softsign:
+      return x / (1.0 + std::abs(x));
+    case UnaryFn::erf:
+      return std::erf(x);
+    case UnaryFn::gelu:
+      return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+    case UnaryFn::gelu_tanh:
+      return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+    case UnaryFn::silu:
+      return x * sigmoid(x);
+    case UnaryFn::mish:
+      return x * std::tanh(softplus(x));
+    case UnaryFn::hard_sigmoid:
+      return relu6(x + 3.0) / 6.0;
+    case UnaryFn::hard_swish:
+      return x * (relu6(x + 3.0) / 6.0);
+    case UnaryFn::relu:
+      return std::isnan(x) ? x : std::max(x, 0.0);
+    case UnaryFn::relu6:
+      return relu6(x);
+    case UnaryFn::selu:
+      return 1.0507009873554805 * (x > 0 ? x : 1.6732632423543772 * std::expm1(x));
+    case UnaryFn::elu:
+      return x > 0 ? x : p0 * std::expm1(x);
+    case UnaryFn::leaky_relu:
+      return x >= 0 ? x : p0 * x;
+    case UnaryFn::clip:
+      return nan_min(nan_max(x, p0), p1);
+    default:
+      return NAN;
+  }
+}
+
+double arithmetic_rule(BinaryFn f, double a, double b) {
+  switch (f) {
+    case BinaryFn::add:
+      return a + b;
+    case BinaryFn::subtract:
+      return a - b;
+    case BinaryFn::multiply:
+      return a * b;
+    case BinaryFn::divide:
+      return a / b;
+    case BinaryFn::maximum:
+      return nan_max(a, b);
+    case BinaryFn::minimum:
+      return nan_min(a, b);
+    case BinaryFn::squared_difference:
+      return (a - b) * (a - b);
+    default:
+      return NAN;
+  }
+}
+
+// Over the last axis of (rows, n).
+double reduce_rule(ReduceFn f, const float* x, int64_t n) {
+  double acc = f == ReduceFn::prod                              ? 1.0
+               : f == ReduceFn::max || f == ReduceFn::logsumexp ? -INFINITY
+               : f == ReduceFn::min                             ? INFINITY
+                                                                : 0.0;
+  for (int64_t j = 0; j < n; ++j) {
+    const double v = x[j];
+    acc = f == ReduceFn::prod                              ? acc * v
+          : f == ReduceFn::max || f == ReduceFn::logsumexp ? nan_max(acc, v)
+          : f == ReduceFn::min                             ? nan_min(acc, v)
+                                                           : acc + v;
+  }
+  if (f == ReduceFn::mean) return acc / double(n);
+  if (f == ReduceFn::logsumexp && std::isfinite(acc)) {
+    double s = 0;
+    for (int64_t j = 0; j < n; ++j) s += std::exp(x[j] - acc);
+    return acc + std::log(s);
+  }
+  return acc;
+}
+
+}  // namespace
+
+std::vector<NonFiniteCase> tensor_nonfinite_cases() {
+  std::vector<NonFiniteCase> c;
+  for (int i = 0; i < kUnaryFnCount; ++i) {
+    const auto f = static_cast<UnaryFn>(i);
+    const float p0 = f == UnaryFn::clip ? -0.9f : f == UnaryFn::elu ? 1.3f : f == UnaryFn::leaky_relu ? 0.2f : 0.0f;
+    const float p1 = f == UnaryFn::clip ? 1.1f : 0.0f;
+    c.push_back(
+        {{std::string("Unary ") + unary_name(f), Op::Unary, {{4, 6}}, {}, unary_attrs(f, p0, p1), nonfinite_values},
+         [f, p0, p1](const std::vector<Tensor>& in) {
+           Tensor y = Tensor::zeros(in[0].shape());
+           for (int64_t k = 0; k < y.numel(); ++k)
+             y.data<float>()[k] = static_cast<float>(unary_rule(f, in[0].data<float>()[k], p0, p1));
+           return std::vector<Tensor>{y};
+         }});
+  }
+  for (BinaryFn f : {BinaryFn::add, BinaryFn::subtract, BinaryFn::multiply, BinaryFn::divide, BinaryFn::maximum,
+                     BinaryFn::minimum, BinaryFn::squared_difference}) {
+    // b broadcast along the rows: each NaN or Inf of b meets a whole column of a.
+    c.push_back(
+        {{std::string("Binary ") + binary_name(f), Op::Binary, {{4, 6}, {6}}, {}, binary_attrs(f), nonfinite_values},
+         [f](const std::vector<Tensor>& in) {
+           Tensor y = Tensor::zeros(in[0].shape());
+           for (int64_t k = 0; k < y.numel(); ++k)
+             y.data<float>()[k] =
+                 static_cast<float>(arithmetic_rule(f, in[0].data<float>()[k], in[1].data<float>()[k % 6]));
+           return std::vector<Tensor>{y};
+         }});
+  }
+  for (ReduceFn f :
+       {ReduceFn::sum, ReduceFn::mean, ReduceFn::max, ReduceFn::min, ReduceFn::prod, ReduceFn::logsumexp}) {
+    c.push_back({{std::string("Reduce ") + reduce_name(f),
+                  Op::Reduce,
+                  {{3, 8}},
+                  {},
+                  reduce_attrs(f, 0b10, false),
+                  nonfinite_values},
+                 [f](const std::vector<Tensor>& in) {
+                   Tensor y = Tensor::zeros(Shape{3});
+                   for (int64_t r = 0; r < 3; ++r)
+                     y.data<float>()[r] = static_cast<float>(reduce_rule(f, in[0].data<float>() + r * 8, 8));
+                   return std::vector<Tensor>{y};
+                 }});
+  }
+  return c;
+}
+
+}  // namespace tk::graph::harness

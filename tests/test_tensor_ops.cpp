@@ -7,8 +7,10 @@
 #include <numeric>
 
 #include "graph/autodiff.h"
+#include "graph/backend.h"
 #include "graph/program.h"
 #include "graph/tensor_ops.h"
+#include "runtime/cuda_device.h"
 
 namespace tk::graph {
 namespace {
@@ -145,6 +147,35 @@ TEST(TensorOpsErrors, AGatherIndexOutsideTheTableIsAnErrorNamingItNotARead) {
   }
   idx.data<int32_t>()[1] = -1;  // negative: the same error
   EXPECT_THROW(p.run(ExecContext{}), InvalidArgument);
+}
+
+// On CUDA a kernel cannot throw: a check kernel records the first bad index and the next synchronization (here, reading
+// the output) throws the CPU kernel's error word for word (backends/device_errors.h; its host logic is tested on the
+// CPU in tests/test_device_errors.cpp). Runs where a GPU is present.
+TEST(TensorOpsErrors, AGatherIndexOutsideTheTableIsTheCpuErrorOnCudaToo) {
+  if (!has_backend(DeviceKind::cuda) || runtime::cuda_devices().devices.empty()) GTEST_SKIP() << "no GPU here";
+  auto error_on = [](Device d, int32_t bad) -> std::string {
+    Graph g;
+    Tensor idx(Shape{3}, DType::i32);
+    idx.data<int32_t>()[0] = 1, idx.data<int32_t>()[1] = bad, idx.data<int32_t>()[2] = 0;
+    Tensor table = d.kind == DeviceKind::cpu ? iota({5, 2}) : iota({5, 2}).to_device(d);
+    Tensor ids = d.kind == DeviceKind::cpu ? idx : idx.to_device(d);
+    OpBuilder b{g, nullptr, "embedding"};
+    const int y = ops::gather(b, g.variable("table", table), g.variable("ids", ids), 0);
+    Program p(std::move(g), {y}, {}, d);
+    ExecContext ctx;
+    ctx.device = d;
+    try {
+      p.run(ctx);
+      (void)p.output(y).to_device(Device::cpu());
+    } catch (const InvalidArgument& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  const Device gpu{DeviceKind::cuda, 0};
+  for (int32_t bad : {7, -1}) EXPECT_EQ(error_on(gpu, bad), error_on(Device::cpu(), bad)) << bad;
+  EXPECT_EQ(error_on(gpu, 4), "no error") << "the record was cleared when it was reported";
 }
 
 TEST(TensorOps, GatherGradientSumsRepeatedIndicesInOrder) {

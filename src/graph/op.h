@@ -32,7 +32,7 @@ enum class Op : uint8_t {
   FusedMatMul,
   Add,      // a + b, equal shapes
   Mul,      // a * b, equal shapes
-  Scale,    // x * attrs.value + attrs.alpha (Keras' Rescaling; fused into batch staging when it reads an Input)
+  Scale,    // x * attrs.scale + attrs.offset (Keras' Rescaling; fused into batch staging when it reads an Input)
   Reshape,  // same data, attrs.shape
   Concat,   // along attrs.axis (default -1: the last)
   Slice,    // [attrs.begin, attrs.begin + attrs.size) along attrs.axis (default -1: the last)
@@ -169,11 +169,17 @@ struct UpdateConfig {
   Op update_op = Op::SgdUpdate;  // the optimizer's update rule (set by the optimizer)
 };
 
+// One meaning per field: an op that needs a number of another kind gets a field of its own (a slope read as a dropout
+// rate, or a factor read as a constant, by a copied Attrs is a silent bug; the ONNX writer and the fusion pass read
+// fields by name).
 struct Attrs {
   bool trans_a = false, trans_b = false;  // MatMul
   bool from_logits = false;               // losses
-  float alpha = 0.0f;                     // LeakyRelu slope, Elu alpha, DropoutMask rate, Scale offset
-  float value = 0.0f;                     // Fill, Pad: the constant; Scale: the factor
+  float alpha = 0.0f;                     // Elu, EluGrad: Keras' alpha; LeakyRelu, LeakyReluGrad: the negative slope
+  float rate = 0.0f;                      // DropoutMask: the fraction of elements dropped
+  float scale = 1.0f;                     // Scale: the factor
+  float offset = 0.0f;                    // Scale: added after the factor
+  float value = 0.0f;                     // Fill, Pad: the constant
   uint64_t seed = 0;                      // DropoutMask
   int64_t begin = 0, size = 0;            // Slice; MultiUpdate: size = the number of variables
   Shape shape;                            // Reshape target, Fill shape

@@ -372,7 +372,7 @@ void grad_mul(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
 
 void grad_scale(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
   Attrs at;
-  at.value = b.node(node).attrs.value;
+  at.scale = b.node(node).attrs.scale;
   if (need[0]) dx[0] = b.add(Op::Scale, {dy}, at);
 }
 

@@ -68,14 +68,13 @@ int scalar(OpBuilder& b, float value, int like) {
 
 int add_scalar(OpBuilder& b, int x, float value) {
   Attrs at;
-  at.value = 1.0f;
-  at.alpha = value;
+  at.offset = value;
   return b.add(Op::Scale, {x}, at);
 }
 
 int mul_scalar(OpBuilder& b, int x, float value) {
   Attrs at;
-  at.value = value;
+  at.scale = value;
   return b.add(Op::Scale, {x}, at);
 }
 

@@ -282,8 +282,8 @@ void Model::export_onnx(const std::string& path) {
         onnx.node("Mul", {in(0), in(1)}, out);
         break;
       case graph::Op::Scale: {
-        std::string v = onnx.node("Mul", {in(0), scalar(out + "_scale", n.attrs.value)}, onnx.unique(out + "_mul"));
-        onnx.node("Add", {v, scalar(out + "_offset", n.attrs.alpha)}, out);
+        std::string v = onnx.node("Mul", {in(0), scalar(out + "_scale", n.attrs.scale)}, onnx.unique(out + "_mul"));
+        onnx.node("Add", {v, scalar(out + "_offset", n.attrs.offset)}, out);
         break;
       }
       case graph::Op::Reshape: {

@@ -17,6 +17,7 @@
 
 #include "backends/cpu/gemm.h"
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/relu_pass.h"
 #include "backends/cpu/threads.h"
 #include "graph/kernel.h"
 #include "graph/window.h"
@@ -59,7 +60,7 @@ struct Conv {
 
 using Key = std::array<int64_t, 20>;  // the geometry, and the thread (argument memories are per thread)
 
-// relu: FusedConv2D with the relu epilogue (the same op without it is another primitive).
+// relu: FusedConv2D with the relu epilogue (its own cache entry; the primitive is the same, run() adds the relu).
 Key key_of(Op op, const Window& g, int64_t f, bool relu, DType t) {
   return {static_cast<int64_t>(op) * 2 + (relu ? 1 : 0),
           static_cast<int64_t>(t),
@@ -85,7 +86,7 @@ Key key_of(Op op, const Window& g, int64_t f, bool relu, DType t) {
 
 // t: float32, or bfloat16 where the CPU computes it natively (every operand, the bias and the result in
 // bfloat16; oneDNN accumulates in float32 and rounds once).
-Conv build(Op op, const Window& g, int64_t f, bool relu, DType t) {
+Conv build(Op op, const Window& g, int64_t f, DType t) {
   const memory::dims src{g.n, g.c, g.h, g.w}, wei{f, g.c, g.kh, g.kw}, dst{g.n, f, g.oh, g.ow};
   const memory::dims strides{g.sh, g.sw}, dilates{g.dh - 1, g.dw - 1}, pad_l{g.pt, g.pl}, pad_r{g.pb, g.pr};
   const dt type = t == DType::bf16 ? dt::bf16 : dt::f32;
@@ -95,11 +96,7 @@ Conv build(Op op, const Window& g, int64_t f, bool relu, DType t) {
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   const bool fused = op == Op::FusedConv2D;
   const memory::desc bias_md({f}, type, tag::a);
-  if (fused && relu) {  // applied by the convolution's own post-op, in registers
-    dnnl::post_ops po;
-    po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
-    attr.set_post_ops(po);
-  }
+  // No relu post-op: run() applies the relu after the convolution (oneDNN's maps NaN to 0: relu_pass.h).
   const auto fwd_desc =
       fused ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
                                               any(src), any(wei), bias_md, any(dst), strides, dilates, pad_l, pad_r)
@@ -188,7 +185,7 @@ Conv& conv_for(const graph::Node& n, const Window& g, int64_t f) {
   const DType t = n.dtype == DType::bf16 && onednn_bf16_native() ? DType::bf16 : DType::f32;
   std::lock_guard lock(cache_mutex());
   auto& slot = cache()[key_of(n.op, g, f, relu, t)];
-  if (!slot) slot = std::make_unique<Conv>(build(n.op, g, f, relu, t));
+  if (!slot) slot = std::make_unique<Conv>(build(n.op, g, f, t));
   return *slot;
 }
 
@@ -216,6 +213,9 @@ void run(const KernelArgs& a) {
   dnnl_primitive_execute(c.prim.get(), s.get(), static_cast<int>(c.exec_args.size()), c.exec_args.data());
   reorder(2);
   dnnl_stream_wait(s.get());
+  if (a.node.op == Op::FusedConv2D && a.node.attrs.epilogue == Op::Relu)  // in NHWC, our relu (relu_pass.h)
+    relu_in_place(a.out, a.node.shape.numel(),
+                  a.node.dtype == DType::bf16 && onednn_bf16_native() ? DType::bf16 : DType::f32);
 }
 
 graph::WorkspaceFn g_widened_ws[4] = {};  // per conv op: the widened kernels' rule (float16, float32)

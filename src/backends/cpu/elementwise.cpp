@@ -53,7 +53,7 @@ void scale(const KernelArgs& a) {
   const int64_t n = a.node.shape.numel();
   const float* x = a.input<float>(0);
   float* y = a.output<float>();
-  const float k = a.node.attrs.value, b = a.node.attrs.alpha;
+  const float k = a.node.attrs.scale, b = a.node.attrs.offset;
   parallel_for(n, [&](int64_t lo, int64_t hi) {
 #pragma omp simd
     for (int64_t i = lo; i < hi; ++i) y[i] = x[i] * k + b;
@@ -69,7 +69,7 @@ void reshape(const KernelArgs& a) {
 // The mask's math is backends/math/random.h, shared with the CUDA kernel.
 void dropout_mask(const KernelArgs& a) {
   const int64_t n = a.node.shape.numel();
-  const float rate = a.node.attrs.alpha, keep = 1.0f / (1.0f - rate);
+  const float rate = a.node.attrs.rate, keep = 1.0f / (1.0f - rate);
   const uint64_t stream = math::dropout_stream(a.node.attrs.seed, a.scalars->step);
   float* y = a.output<float>();
   const Shape& s = a.node.shape;

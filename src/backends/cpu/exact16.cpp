@@ -11,6 +11,7 @@
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
+#include "backends/math/activations.h"
 #include "graph/kernel.h"
 #include "graph/window.h"
 #include "trainkit/core/half.h"
@@ -47,7 +48,7 @@ void max_pool16(const KernelArgs& a) {
               for (int64_t ih = h0; ih < h1; ++ih)
                 for (int64_t iw = w0; iw < w1; ++iw) {
                   const T* in = x + ((n * g.h + ih) * g.w + iw) * g.c + c0;
-                  for (int64_t c = 0; c < cn; ++c) best[c] = std::max(best[c], in[c].to_float());
+                  for (int64_t c = 0; c < cn; ++c) best[c] = math::pool_max(best[c], in[c].to_float());
                 }
               for (int64_t c = 0; c < cn; ++c) out[c0 + c] = T::from_float(best[c]);  // exact: one of the inputs
             }

@@ -2,11 +2,14 @@
 // and the output (outer, indices, inner). Every index is checked before anything is read: one outside the table is an
 // InvalidArgument naming its position, its value and the table's size. The gradient adds dy's slices into the rows
 // the indices name in index order, each output element written by one thread: deterministic, no atomics.
+#include "backends/math/gather.h"
+
 #include <cstring>
 #include <string>
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
+#include "backends/device_errors.h"
 #include "backends/widen.h"
 #include "graph/kernel.h"
 #include "trainkit/core/error.h"
@@ -29,15 +32,13 @@ Around around(const Shape& table, const Shape& indices, int axis) {
   return g;
 }
 
+// The message is the CUDA kernels' too (backends/device_errors.h), and so is the scan (backends/math/gather.h).
 template <typename I>
 void check_indices(const KernelArgs& a, const I* idx, int64_t count, int64_t rows) {
-  for (int64_t j = 0; j < count; ++j)
-    if (idx[j] < 0 || idx[j] >= rows)
-      throw InvalidArgument(std::string(graph::op_name(a.node.op)) + " '" + a.node.name + "': index " +
-                            std::to_string(idx[j]) + " at position " + std::to_string(j) + " of the indices " +
-                            a.in_shape(1).to_string() + " is outside the table of " + std::to_string(rows) +
-                            " rows (valid: 0 to " + std::to_string(rows - 1) +
-                            "; an Embedding's input_dim must exceed every token id)");
+  const int64_t j = math::first_outside(idx, count, rows, 0, 1);
+  if (j < count)
+    throw InvalidArgument(backends::gather_index_message(graph::op_name(a.node.op), a.node.name,
+                                                         static_cast<int64_t>(idx[j]), j, a.in_shape(1), rows));
 }
 
 template <typename I>

@@ -2,8 +2,9 @@
 //
 // OpenBLAS path: cblas_sgemm, then one pass over c for the epilogue (bias, relu, relu mask) while c is still
 // in cache. oneDNN path: the matmul primitive on our row-major buffers as they are (strides describe the
-// transposes, so no reorder), bias and relu as the primitive's own post-ops (applied in registers, no pass
-// over memory); the relu mask of relu_grad has no oneDNN post-op and is applied by the same pass as OpenBLAS'.
+// transposes, so no reorder), the bias as the primitive's input; the relu and the relu mask of relu_grad are applied
+// by the same pass as OpenBLAS' — not oneDNN's relu post-op, which maps NaN to 0 (its vmaxps keeps the zero operand;
+// TensorFlow's relu keeps NaN: docs/architecture.md, "NaN and Inf").
 // oneDNN is called through its C API with a prebuilt argument array: the C++ execute() builds a std::vector
 // per call, and a step allocates nothing.
 #include "backends/cpu/gemm.h"
@@ -125,11 +126,6 @@ dnnl::matmul::primitive_desc describe(const GemmShape& s, int threads) {
       has_bias(s.epilogue) ? memory::desc({1, s.n}, dt::f32, memory::dims{s.n, 1}) : memory::desc();
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  if (has_relu(s.epilogue)) {
-    dnnl::post_ops po;
-    po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
-    attr.set_post_ops(po);
-  }
   const int saved = omp_get_max_threads();
   omp_set_num_threads(threads);
   dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, bias, c), attr, engine());
@@ -344,7 +340,13 @@ void run_engine(GemmEngine e, Entry& entry, const GemmShape& s, const float* a, 
 #ifdef TK_HAVE_ONEDNN
   if (e == GemmEngine::onednn) {
     entry.dnnl->run(a, b, bias, c, workspace);
-    if (s.epilogue == Epilogue::relu_grad) epilogue_pass(s, bias, y, c, sums);
+    if (s.epilogue == Epilogue::relu_grad) {
+      epilogue_pass(s, bias, y, c, sums);
+    } else if (has_relu(s.epilogue)) {  // the bias is in; the relu is ours (oneDNN's maps NaN to 0)
+      GemmShape relu = s;
+      relu.epilogue = Epilogue::relu;
+      epilogue_pass(relu, nullptr, nullptr, c);
+    }
     return;
   }
 #else

@@ -1,8 +1,9 @@
 // bfloat16 MatMul and FusedMatMul on oneDNN's matmul primitive with bfloat16 memory, where the CPU computes
 // bfloat16 natively (AVX512_BF16 or AMX; oneDNN reports it through dnnl_get_effective_cpu_isa, which
 // ONEDNN_MAX_CPU_ISA caps). Operands and result stay in 2 bytes; oneDNN accumulates in float32 and rounds once
-// after the bias and relu post-ops — the same contract as the widened kernel (widen.cpp: float32 math, one
-// rounding), without the float32 copies of the operands in the workspace. Elsewhere (AVX2-only CPUs, no oneDNN)
+// after the bias — the same contract as the widened kernel (widen.cpp: float32 math, one rounding); the relu is
+// applied to the rounded result (exact either way) by a pass of ours (relu_pass.h), not oneDNN's post-op, which maps
+// NaN to 0 — without the float32 copies of the operands in the workspace. Elsewhere (AVX2-only CPUs, no oneDNN)
 // the widened kernel stays: sgemm on float32 copies that live in the planned workspace. TK_PROFILE=1 says once
 // which path runs. relu_grad (FusedMatMul's backward mask) is the product, then the mask applied in bfloat16
 // (exact: it only zeroes elements).
@@ -16,6 +17,7 @@
 #include "backends/cpu/gemm.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
+#include "backends/cpu/relu_pass.h"
 #include "backends/cpu/threads.h"
 #include "graph/kernel.h"
 #include "runtime/settings.h"
@@ -73,11 +75,6 @@ dnnl::matmul::primitive_desc describe(const GemmShape& s, bool f32_out) {
       has_bias(s.epilogue) ? memory::desc({1, s.n}, dt::bf16, memory::dims{s.n, 1}) : memory::desc();
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  if (has_relu(s.epilogue)) {
-    dnnl::post_ops po;
-    po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
-    attr.set_post_ops(po);
-  }
   return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, bias, c), attr, bf16_engine());
 }
 
@@ -158,6 +155,8 @@ void matmul_bf16(const KernelArgs& a) {
   static thread_local dnnl::stream stream(bf16_engine());
   dnnl_primitive_execute(b->prim.get(), stream.get(), b->nargs, b->args);
   dnnl_stream_wait(stream.get());
+  if (has_relu(full.epilogue))  // after the rounding (exact), not oneDNN's post-op (relu_pass.h)
+    relu_in_place(a.out, full.m * full.n, f32_out(a.node) ? DType::f32 : DType::bf16);
   if (full.epilogue == Epilogue::relu_grad) {  // c *= (y > 0), y the relu's bfloat16 output
     auto* c = static_cast<bfloat16*>(a.out);
     const auto* y = static_cast<const bfloat16*>(a.in[2]);

@@ -6,6 +6,7 @@
 #include "backends/cpu/column_sums.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
+#include "backends/math/activations.h"
 #include "graph/kernel.h"
 #include "graph/window.h"
 
@@ -33,7 +34,7 @@ void for_each_window(const Window& g, F f) {
       1);
 }
 
-// y(N, OH, OW, C) = max over the window; padding never wins.
+// y(N, OH, OW, C) = max over the window; padding never wins; a NaN in the window gives NaN.
 void max_pool(const KernelArgs& a) {
   const Window g = Window::of(a.in_shape(0), a.node.attrs);
   const float* x = a.input<float>(0);
@@ -44,7 +45,7 @@ void max_pool(const KernelArgs& a) {
     for (int64_t ih = h0; ih < h1; ++ih)
       for (int64_t iw = w0; iw < w1; ++iw) {
         const float* in = x + ((n * g.h + ih) * g.w + iw) * g.c;
-        for (int64_t c = 0; c < g.c; ++c) out[c] = std::max(out[c], in[c]);
+        for (int64_t c = 0; c < g.c; ++c) out[c] = math::pool_max(out[c], in[c]);
       }
   });
 }

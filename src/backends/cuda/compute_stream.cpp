@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include "backends/cuda/check.h"
+#include "backends/cuda/device_errors_cuda.h"
 
 namespace tk::cuda {
 
@@ -22,6 +23,9 @@ ComputeStream::ComputeStream(Device device) : device_(device) {
   cudaSetDevice(previous);
   check(e, "cudaStreamCreateWithFlags (compute stream)", device.to_string());
   stream_ = s;
+  // The device's error record, allocated now rather than at a kernel's first launch, which may come while another
+  // thread captures a CUDA Graph (a pinned allocation is not allowed then).
+  (void)device_error_record(device.index);
 }
 
 ComputeStream::~ComputeStream() {
@@ -35,6 +39,7 @@ void ComputeStream::synchronize() const {
   check(cudaSetDevice(device_.index), "cudaSetDevice", device_.to_string());
   check(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)), "cudaStreamSynchronize (compute stream)",
         device_.to_string());
+  raise_device_errors(device_.index);  // what a kernel found in its inputs (a gather index outside its table)
 }
 
 }  // namespace tk::cuda

@@ -1,9 +1,9 @@
 // Conv2D, FusedConv2D and their gradients on CUDA. On cuDNN when it is loaded and can run the convolution
 // (cudnn_conv.h: heuristic algorithms under this op's planned workspace); else as the CPU's im2col path does them
 // (backends/cpu/conv.cpp): a chunk of images unrolled into col (chunk * OH * OW, KH * KW * C) in the program's
-// workspace by a kernel, one cuBLASLt GEMM with the kernel viewed as (K, F) (bias and relu as its epilogue), col2im
-// gathering the input gradient back. Both paths use the same workspace rule (conv_workspace), so the memory plan
-// does not depend on which runs. Max and average pooling (conv_pool.cu) are registered here too.
+// workspace by a kernel, one cuBLASLt GEMM with the kernel viewed as (K, F) (the bias as its epilogue, the relu after
+// it), col2im gathering the input gradient back. Both paths use the same workspace rule (conv_workspace), so the memory
+// plan does not depend on which runs. Max and average pooling (conv_pool.cu) are registered here too.
 #include "backends/cuda/cuda_kernels.h"
 
 #ifdef TK_HAVE_CUDA

@@ -6,6 +6,7 @@
 #include "backends/cuda/check.h"
 #include "backends/cuda/launch_geometry.h"
 #include "backends/cuda/launchers.h"
+#include "backends/math/activations.h"
 
 namespace tk::cuda {
 namespace {
@@ -97,7 +98,7 @@ __global__ void max_pool(const float* __restrict__ x, WindowGeo g, float* __rest
     for (int64_t ih = o.w.h0; ih < o.w.h1; ++ih)
       for (int64_t iw = o.w.w0; iw < o.w.w1; ++iw) {
         const float v = x[((o.n * g.h + ih) * g.w + iw) * g.c + o.c];
-        m = m < v ? v : m;  // std::max(m, v): a NaN input never replaces m
+        m = math::pool_max(m, v);  // a NaN in the window gives NaN (the cpu kernel's rule)
       }
     y[i] = m;
   }

@@ -7,6 +7,7 @@
 
 #include "backends/cuda/check.h"
 #include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/device_errors_cuda.h"
 #include "backends/cuda/step_graph.h"
 
 namespace tk::cuda {
@@ -36,6 +37,7 @@ void CudaBackend::copy_to_host(void* host_dst, const void* src, size_t bytes, co
   check(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_of(ctx)), "cudaMemcpyAsync (to host)",
         where(ctx, bytes));
   check(cudaStreamSynchronize(stream_of(ctx)), "cudaStreamSynchronize (after a copy to the host)", where(ctx, bytes));
+  raise_device_errors(ctx.device.index);  // what a kernel found in its inputs (a gather index outside its table)
 }
 
 void CudaBackend::copy_to_host_async(void* host_dst, const void* src, size_t bytes, const graph::ExecContext& ctx) {
@@ -52,6 +54,7 @@ std::unique_ptr<graph::StepLauncher> CudaBackend::make_step_launcher(Device devi
 void CudaBackend::synchronize(const graph::ExecContext& ctx) {
   use_device(ctx);
   check(cudaStreamSynchronize(stream_of(ctx)), "cudaStreamSynchronize", ctx.device.to_string());
+  raise_device_errors(ctx.device.index);
 }
 
 }  // namespace tk::cuda

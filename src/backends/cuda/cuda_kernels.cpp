@@ -195,8 +195,8 @@ void mul(const KernelArgs& a) {
   launch_mul(a.input<float>(0), a.input<float>(1), a.output<float>(), a.node.shape.numel(), sms(a), a.ctx.stream);
 }
 void scale(const KernelArgs& a) {
-  launch_scale_shift(a.input<float>(0), a.output<float>(), a.node.shape.numel(), a.node.attrs.value, a.node.attrs.alpha,
-                     sms(a), a.ctx.stream);
+  launch_scale_shift(a.input<float>(0), a.output<float>(), a.node.shape.numel(), a.node.attrs.scale,
+                     a.node.attrs.offset, sms(a), a.ctx.stream);
 }
 void reshape(const KernelArgs& a) {
   check(cudaMemcpyAsync(a.out, a.in[0], static_cast<size_t>(a.node.shape.numel()) * dtype_size(a.node.dtype),
@@ -233,7 +233,7 @@ void dropout_mask(const KernelArgs& a) {  // as backends/cpu/elementwise.cpp's, 
   const bool spatial = a.node.attrs.spatial && s.rank() == 4;
   const int64_t c = s.rank() ? s[-1] : 1, rows = s.rank() && s[0] > 0 ? s[0] : 1;
   launch_dropout_mask(a.output<float>(), n, a.node.attrs.seed, &a.scalars->step, &a.scalars->sample_offset,
-                      a.node.attrs.alpha, spatial, spatial ? s[1] * s[2] * c : 1, c, n / rows, sms(a), a.ctx.stream);
+                      a.node.attrs.rate, spatial, spatial ? s[1] * s[2] * c : 1, c, n / rows, sms(a), a.ctx.stream);
 }
 
 // The sparse loss and metric: (x(rows, classes), labels(rows) int32 [, dy]).

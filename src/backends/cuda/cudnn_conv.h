@@ -56,7 +56,7 @@ void launch_transpose(const void* x, void* y, int64_t rows, int64_t cols, size_t
 void launch_broadcast_rows(const void* row, void* y, int64_t rows, int64_t n, size_t element_bytes, int sm_count,
                            Stream stream);
 // y = relu(y) in place on n float16 (dtype 1) or bfloat16 (dtype 2) values: exact (each is kept or zeroed), the
-// shared math's relu (NaN and -0 become +0).
+// shared math's relu (-0 becomes +0, NaN stays NaN).
 void launch_relu16(void* y, int64_t n, int dtype, int sm_count, Stream stream);
 
 }  // namespace tk::cuda

@@ -1,6 +1,7 @@
 // MatMul and FusedMatMul on cuBLASLt. The row-major GEMM becomes cuBLASLt's column-major one through
-// to_column_major (gemm_mapping.h, tested on the CPU); bias and bias + relu run as cuBLASLt epilogues; relu_grad is
-// the product, then the relu mask kernel. float32 compute by default; TK_ALLOW_TF32=1 allows TF32 tensor cores, as
+// to_column_major (gemm_mapping.h, tested on the CPU); the bias runs as cuBLASLt's epilogue and a relu after it as
+// the shared math's relu kernel (NaN stays NaN; cuBLASLt's relu epilogue is max(x, 0)); relu_grad is the product,
+// then the relu mask kernel. float32 compute by default; TK_ALLOW_TF32=1 allows TF32 tensor cores, as
 // PyTorch's torch.backends.cuda.matmul.allow_tf32. The algorithm is cuBLASLt's first heuristic choice under the
 // planned workspace (kWorkspaceBytes), kept per (shape, dtypes, device), so a step runs the same algorithm every time.
 // float16 and bfloat16 (mixed precision) run natively: 16-bit operands, float32 accumulation and scale, the output
@@ -34,6 +35,7 @@
 #include "backends/cpu/gemm.h"
 #include "backends/cuda/check.h"
 #include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/cudnn_conv.h"
 #include "backends/cuda/device_info.h"
 #include "backends/cuda/gemm_mapping.h"
 #include "backends/cuda/launchers.h"
@@ -117,10 +119,9 @@ std::unique_ptr<Plan> make_plan(const GemmShape& s, GemmTypes t, int device, boo
   check_lt(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "TRANSA", where);
   check_lt(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "TRANSB", where);
   p->has_bias = s.epilogue == Epilogue::bias || s.epilogue == Epilogue::bias_relu;
-  const cublasLtEpilogue_t e = s.epilogue == Epilogue::bias        ? CUBLASLT_EPILOGUE_BIAS
-                               : s.epilogue == Epilogue::bias_relu ? CUBLASLT_EPILOGUE_RELU_BIAS
-                               : s.epilogue == Epilogue::relu      ? CUBLASLT_EPILOGUE_RELU
-                                                                   : CUBLASLT_EPILOGUE_DEFAULT;
+  // No CUBLASLT_EPILOGUE_RELU*: cuBLASLt documents its relu as max(x, 0), which on the GPU maps NaN to 0; the relu
+  // runs after the product as the shared math's (gemm_typed), so a NaN stays NaN as on the cpu (TensorFlow's rule).
+  const cublasLtEpilogue_t e = p->has_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
   check_lt(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e), "EPILOGUE", where);
   if (p->has_bias) {  // the bias in the output's dtype (the FusedMatMul node's)
     const cudaDataType_t bias_type = cuda_type(t.c);
@@ -214,6 +215,14 @@ void gemm_typed(const GemmShape& s, GemmTypes t, const void* a, const void* b, c
       cublasLtMatmul(handle(device), p.desc, &alpha, b, p.a, a, p.b, &beta, c, p.c, c, p.c, &p.algo,
                      aligned_workspace(workspace), kWorkspaceBytes, static_cast<cudaStream_t>(stream));
   if (st != CUBLAS_STATUS_SUCCESS) check_lt(st, "cublasLtMatmul", where(node));
+  if (s.epilogue == Epilogue::bias_relu || s.epilogue == Epilogue::relu) {  // the plan's epilogue left it out
+    const int64_t n = s.m * s.n;
+    if (t.c == DType::f32)
+      launch_activation(Activation::relu, static_cast<float*>(c), static_cast<float*>(c), n, 0.0f, sm_count(device),
+                        stream);
+    else
+      launch_relu16(c, n, static_cast<int>(t.c), sm_count(device), stream);
+  }
 }
 
 }  // namespace

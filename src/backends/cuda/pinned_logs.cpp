@@ -14,6 +14,7 @@
 #include <string>
 
 #include "backends/cuda/check.h"
+#include "backends/cuda/device_errors_cuda.h"
 
 namespace tk::cuda {
 
@@ -83,6 +84,7 @@ void PinnedLogSlots::wait(int slot) {
   if (!s.recorded) return;
   check(cudaEventSynchronize(s.done), "cudaEventSynchronize (a step's log values)", impl_->where());
   s.recorded = false;
+  raise_device_errors(impl_->device.index);  // the step's kernels are done: what they found in their inputs
 }
 
 }  // namespace tk::cuda

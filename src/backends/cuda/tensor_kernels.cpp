@@ -8,8 +8,10 @@
 #include <cstring>
 
 #include "backends/cuda/check.h"
+#include "backends/cuda/device_errors_cuda.h"
 #include "backends/cuda/gemm_cublaslt.h"
 #include "backends/cuda/tensor_launchers.h"
+#include "backends/device_errors.h"
 #include "backends/strided.h"
 #include "backends/widen.h"
 #include "graph/kernel.h"
@@ -113,13 +115,21 @@ Around around(const Shape& table, const Shape& indices, int axis) {
   g.count = indices.numel();
   return g;
 }
+// Indices outside the table: launch_check_indices records the first, raised as the CPU kernel's InvalidArgument at the
+// next synchronization (device_errors_cuda.h); the gather itself never reads outside the table.
+void check_indices(const KernelArgs& a, const Around& g) {
+  launch_check_indices(a.in[1], bytes_of(a.in_dtypes[1]), g.count, g.rows, device_error_record(a.ctx.device.index),
+                       backends::gather_site(a.node, a.in_shape(1)), a.ctx.stream);
+}
 void gather(const KernelArgs& a) {
   const Around g = around(a.in_shape(0), a.in_shape(1), axis_of(a, a.in_shape(0).rank()));
+  check_indices(a, g);
   launch_gather(a.in[0], a.in[1], bytes_of(a.in_dtypes[1]), a.out, bytes_of(a.out_dtype), is_floating(a.out_dtype),
                 g.outer, g.rows, g.inner, g.count, sms(a), a.ctx.stream);
 }
 void gather_grad(const KernelArgs& a) {
   const Around g = around(a.node.shape, a.in_shape(1), axis_of(a, a.node.shape.rank()));
+  check_indices(a, g);
   launch_gather_grad(a.input<float>(0), a.in[1], bytes_of(a.in_dtypes[1]), a.output<float>(), g.outer, g.rows, g.inner,
                      g.count, sms(a), a.ctx.stream);
 }

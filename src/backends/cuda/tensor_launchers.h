@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 
+#include "backends/device_error_record.h"
 #include "backends/math/strided.h"
 #include "graph/tensor_fns.h"
 
@@ -43,12 +44,19 @@ void launch_reduce(graph::ReduceFn f, const float* x, float* y, const math::Stri
 // y(outer, inner) = index of the first max / min along the middle axis of x(outer, n, inner)
 void launch_arg_reduce(bool max, const float* x, int32_t* y, int64_t outer, int64_t n, int64_t inner, int sm_count,
                        Stream stream);
+// Records in *record (host memory the device writes: device_errors_cuda.h) the first of idx[0..count) outside
+// [0, rows), as `site`; the host throws it as the CPU kernel's InvalidArgument at the next synchronization. Launched
+// before Gather and GatherGrad.
+void launch_check_indices(const void* idx, int idx_bytes, int64_t count, int64_t rows,
+                          backends::DeviceErrorRecord* record, int32_t site, Stream stream);
 // y(outer, count, inner) = table(outer, rows, inner)[:, idx, :]; an index outside [0, rows) gives a row of NaN
-// (floats; zeros for other dtypes) and never a read outside the table. idx_bytes: 4 (int32) or 8 (int64).
+// (floats; zeros for other dtypes; launch_check_indices reports it) and never a read outside the table. idx_bytes: 4
+// (int32) or 8 (int64).
 void launch_gather(const void* table, const void* idx, int idx_bytes, void* y, int elem_bytes, bool is_float,
                    int64_t outer, int64_t rows, int64_t inner, int64_t count, int sm_count, Stream stream);
 // dx(outer, rows, inner) = dy(outer, count, inner) summed into the rows the indices name, in index order: one thread
-// per (outer, inner) element walks the indices (deterministic, no atomics); indices outside the table are skipped.
+// per (outer, inner) element walks the indices (deterministic, no atomics); indices outside the table are skipped
+// (launch_check_indices reports them).
 void launch_gather_grad(const float* dy, const void* idx, int idx_bytes, float* dx, int64_t outer, int64_t rows,
                         int64_t inner, int64_t count, int sm_count, Stream stream);
 // y(n, depth) = 1 at the index, 0 elsewhere

@@ -10,6 +10,7 @@
 #include "backends/cuda/launch_geometry.h"
 #include "backends/cuda/tensor_launchers.h"
 #include "backends/math/binary.h"
+#include "backends/math/gather.h"
 #include "backends/math/layer_norm.h"
 #include "backends/math/reduce.h"
 #include "backends/math/unary.h"
@@ -84,6 +85,29 @@ __global__ void arg_reduce_kernel(bool max, const float* __restrict__ x, int32_t
                                   int64_t n, int64_t inner) {
   for (int64_t k = first_index(); k < outer * inner; k += grid_stride())
     y[k] = math::arg_extreme(x + (k / inner) * n * inner + k % inner, n, inner, max);
+}
+// Gather's bounds check, one block before the gather: each thread scans a strided share of the indices (the CPU's
+// scan, math::first_outside), the block keeps the smallest bad position, and thread 0 records it with its value; the
+// record's first error since the host last looked wins (atomicCAS on `raised`). The host throws it at the next
+// synchronization (device_errors_cuda.h). Indices are tens of thousands at most: one block reads them in microseconds.
+constexpr int kCheckThreads = 256;
+template <typename I>
+__global__ void check_indices_kernel(const I* __restrict__ idx, int64_t count, int64_t rows,
+                                     backends::DeviceErrorRecord* record, int32_t site) {
+  __shared__ unsigned long long first;
+  if (threadIdx.x == 0) first = static_cast<unsigned long long>(count);
+  __syncthreads();
+  const int64_t j = math::first_outside(idx, count, rows, static_cast<int64_t>(threadIdx.x), kCheckThreads);
+  if (j < count) atomicMin(&first, static_cast<unsigned long long>(j));
+  __syncthreads();
+  if (threadIdx.x == 0 && first < static_cast<unsigned long long>(count) && atomicCAS(&record->raised, 0u, 1u) == 0u) {
+    const int64_t p = static_cast<int64_t>(first);
+    record->site = site;
+    record->position = p;
+    record->value = static_cast<int64_t>(idx[p]);
+    record->limit = rows;
+    __threadfence_system();  // host memory: visible to the host once the stream is synchronized
+  }
 }
 template <typename T, typename I>
 __global__ void gather_kernel(const T* __restrict__ table, const I* __restrict__ idx, T* __restrict__ y, T bad,
@@ -328,6 +352,19 @@ void launch_gather(const void* table, const void* idx, int idx_bytes, void* y, i
     gather_bytes<int64_t>(table, idx, y, bytes, is_float, outer, rows, inner, count, sms, stream);
   else
     gather_bytes<int32_t>(table, idx, y, bytes, is_float, outer, rows, inner, count, sms, stream);
+}
+
+void launch_check_indices(const void* idx, int idx_bytes, int64_t count, int64_t rows,
+                          backends::DeviceErrorRecord* record, int32_t site, Stream stream) {
+  if (count <= 0) return;
+  const auto s = static_cast<cudaStream_t>(stream);
+  if (idx_bytes == 8)
+    check_indices_kernel<int64_t>
+        <<<1, kCheckThreads, 0, s>>>(static_cast<const int64_t*>(idx), count, rows, record, site);
+  else
+    check_indices_kernel<int32_t>
+        <<<1, kCheckThreads, 0, s>>>(static_cast<const int32_t*>(idx), count, rows, record, site);
+  check(cudaGetLastError(), "gather index check kernel launch", std::to_string(count) + " indices");
 }
 
 void launch_gather_grad(const float* dy, const void* idx, int idx_bytes, float* dx, int64_t outer, int64_t rows,

@@ -5,6 +5,10 @@
 //   float dx = tk::math::gelu_grad(dy, x, 0.0f); // backward: (dy, x or y as the op's gradient rule takes, alpha)
 //
 // Every function takes alpha (used by elu and leaky_relu) so that one launcher drives them all.
+//
+// NaN and Inf follow TensorFlow (docs/architecture.md, "NaN and Inf"): a NaN input gives a NaN output (relu(NaN) is
+// NaN, never 0: a relu that maps NaN to 0 hides a diverged layer from the loss), relu(+Inf) = +Inf, relu(-Inf) = 0.
+// The gradients select: dy where the op's mask holds, else 0.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -16,7 +20,8 @@ namespace tk::math {
 inline constexpr float kInvSqrt2 = 0.70710678118654752f;
 inline constexpr float kInvSqrt2Pi = 0.39894228040143268f;
 
-TK_HD float relu(float x, float) { return x > 0.0f ? x : 0.0f; }
+// x > 0 or NaN: x (the NaN test is what keeps NaN; `x > 0 ? x : 0` alone maps it to 0).
+TK_HD float relu(float x, float) { return x > 0.0f || x != x ? x : 0.0f; }
 TK_HD float relu_grad(float dy, float y, float) { return y > 0.0f ? dy : 0.0f; }
 TK_HD float sigmoid(float x, float) { return 1.0f / (1.0f + expf(-x)); }
 TK_HD float sigmoid_grad(float dy, float y, float) { return dy * y * (1.0f - y); }
@@ -31,6 +36,10 @@ TK_HD float elu(float x, float al) { return x > 0.0f ? x : al * (expf(x) - 1.0f)
 TK_HD float elu_grad(float dy, float x, float al) { return x > 0.0f ? dy : dy * al * expf(x); }
 TK_HD float leaky_relu(float x, float al) { return x >= 0.0f ? x : al * x; }
 TK_HD float leaky_relu_grad(float dy, float x, float al) { return x >= 0.0f ? dy : al * dy; }
+
+// The running maximum of a max-pooling window, from m = -inf: a NaN input makes it NaN and it stays NaN (TensorFlow's
+// max pooling and tf.maximum). `m < v ? v : m` (std::max) would skip a NaN v; x86's maxps(m, v) does too.
+TK_HD float pool_max(float m, float v) { return v > m || v != v ? v : m; }
 
 // Softmax over one row of n: y = exp(x - max) / sum, the sum in float in index order.
 TK_HD void softmax_row(const float* x, float* y, int64_t n) {

@@ -72,8 +72,8 @@ void fuse_input_scaling(graph::Graph& g, Compiled& c, const std::vector<int>& ke
   // Whether every node in `scales` is a Scale (not kept) with the factors of the first.
   auto same_scales = [&](const std::vector<int>& scales) {
     for (int id : scales)
-      if (g[id].op != Op::Scale || kept(id) || g[id].attrs.value != g[scales[0]].attrs.value ||
-          g[id].attrs.alpha != g[scales[0]].attrs.alpha)
+      if (g[id].op != Op::Scale || kept(id) || g[id].attrs.scale != g[scales[0]].attrs.scale ||
+          g[id].attrs.offset != g[scales[0]].attrs.offset)
         return false;
     return !scales.empty();
   };
@@ -86,7 +86,7 @@ void fuse_input_scaling(graph::Graph& g, Compiled& c, const std::vector<int>& ke
     const int x = c.x[i];
     const std::vector<int> readers = readers_of(x);
     if (same_scales(readers)) {
-      c.x_scale[i] = StageScale{g[readers[0]].attrs.value, g[readers[0]].attrs.alpha};
+      c.x_scale[i] = StageScale{g[readers[0]].attrs.scale, g[readers[0]].attrs.offset};
       bypass(readers, x);
       continue;
     }
@@ -101,7 +101,7 @@ void fuse_input_scaling(graph::Graph& g, Compiled& c, const std::vector<int>& ke
       all_scales.insert(all_scales.end(), casts.back().second.begin(), casts.back().second.end());
     }
     if (!fusable || !same_scales(all_scales)) continue;
-    c.x_scale[i] = StageScale{g[all_scales[0]].attrs.value, g[all_scales[0]].attrs.alpha};
+    c.x_scale[i] = StageScale{g[all_scales[0]].attrs.scale, g[all_scales[0]].attrs.offset};
     for (const auto& [cast, scales] : casts) bypass(scales, cast);
   }
   // Then, under a mixed policy, an input read only by casts to one 16-bit dtype is staged in that dtype: staging

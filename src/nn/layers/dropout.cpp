@@ -22,7 +22,7 @@ class DropoutLayer final : public Layer {
   int call(nn::CallContext& ctx, const std::vector<int>& in) const override {
     if (!ctx.training || rate_ == 0.0f) return in[0];
     graph::Attrs at;
-    at.alpha = rate_;
+    at.rate = rate_;
     at.seed = seed_;
     at.shape = ctx.g[in[0]].shape;
     at.dtype = ctx.g[in[0]].dtype;  // the compute dtype
@@ -54,7 +54,7 @@ class SpatialDropoutLayer final : public Layer {
   int call(nn::CallContext& ctx, const std::vector<int>& in) const override {
     if (!ctx.training || rate_ == 0.0f) return in[0];
     graph::Attrs a;
-    a.alpha = rate_;
+    a.rate = rate_;
     a.seed = seed_;
     a.spatial = true;
     a.shape = ctx.g[in[0]].shape;

@@ -25,8 +25,8 @@ class RescalingLayer final : public Layer {
   Shape build(const std::vector<Shape>& in) override { return in[0]; }
   int call(nn::CallContext& ctx, const std::vector<int>& in) const override {
     graph::Attrs at;
-    at.value = scale_;
-    at.alpha = offset_;
+    at.scale = scale_;
+    at.offset = offset_;
     return ctx.g.add(graph::Op::Scale, {in[0]}, at, name + "/rescale");
   }
 
