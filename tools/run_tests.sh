@@ -10,6 +10,12 @@ jobs="$(nproc)"
 echo "== format check (clang-format)"
 git ls-files '*.cpp' '*.h' '*.cu' | xargs clang-format --dry-run -Werror
 
+echo "== layering: graph/ and nn/ include no backend header (CONTRIBUTING.md, \"Adding a backend\")"
+if grep -rln '#include "backends/' src/graph src/nn || grep -rl 'backends/' src/nn; then
+  echo "the files above reach into src/backends/: go through graph::Backend (src/graph/backend.h)" >&2
+  exit 1
+fi
+
 echo "== Release build, warnings as errors"
 # Where the CUDA toolkit is installed (CI), the CUDA backend must compile and link: TK_CUDA=ON. A plain
 # Debian 12 machine has no toolkit (it is not in Debian main): AUTO builds without it.

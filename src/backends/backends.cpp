@@ -1,5 +1,6 @@
 // The list of backends compiled into this build. graph/ calls ensure_backends_registered() before it
 // looks up a kernel or a backend; registration is explicit (no static initializers a linker could drop).
+// A new backend adds its line here (CONTRIBUTING.md, "Adding a backend").
 #include <memory>
 #include <mutex>
 
@@ -14,7 +15,7 @@ void ensure_backends_registered() {
   std::call_once(once, [] {
     register_backend(std::make_unique<cpu::CpuBackend>());
 #ifdef TK_HAVE_CUDA
-    // Programs, and so fit, evaluate and predict, run on CUDA devices (docs/cuda-execution.md).
+    // Programs, and so fit, evaluate and predict, run and train on CUDA devices (docs/cuda-execution.md).
     register_backend(std::make_unique<cuda::CudaBackend>());
 #endif
   });

@@ -28,7 +28,7 @@ Backend& backend(DeviceKind kind) {
   Backend* b = backends()[static_cast<size_t>(kind)].get();
   if (!b)
     throw Unsupported("this build has no compute backend for " + Device{kind, 0}.to_string() +
-                      " devices (programs run on: cpu; the CUDA compute backend is not built yet)");
+                      " devices (configure with -DTK_CUDA=ON for the CUDA backend; programs run on the cpu here)");
   return *b;
 }
 

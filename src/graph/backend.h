@@ -1,21 +1,30 @@
-// A backend: everything device-specific a program needs — kernels, workspace sizes, copies between host
-// and device, synchronization, per-thread setup. There are two: the CPU backend (backends/cpu/) and the CUDA
-// backend (backends/cuda/, in builds with -DTK_CUDA=ON; models train on it). graph/ talks to backends only
-// through this interface and the kernel table (graph/kernel.h).
+// A backend: everything device-specific that programs and the model code above them need — kernels, workspace
+// sizes, copies between host and device, synchronization, per-thread setup, a program's step launcher, and the
+// objects that let a step run ahead of the host (graph/backend_objects.h: a stream, input staging, read-back slots,
+// a row gather). There are two: the CPU backend (backends/cpu/) and the CUDA backend (backends/cuda/, in builds with
+// -DTK_CUDA=ON). graph/ and nn/ talk to backends only through this interface, the kernel table (graph/kernel.h) and
+// the host's threads (graph/host_threads.h); a backend is added by writing its folder and one line in
+// backends/backends.cpp (CONTRIBUTING.md, "Adding a backend").
 //
 //   graph::Backend& b = graph::backend(device.kind);     // Unsupported if this build has none for it
 //   uint64_t saved = b.enter_run(); ...; b.leave_run(saved);  // CPU: denormals flushed while kernels run
 //   b.copy_to_device(dst, host_src, bytes, ctx);         // CPU: memcpy; CUDA: async on ctx.stream
 //   b.synchronize(ctx);                                  // before the host reads what kernels wrote
+//   std::unique_ptr<graph::Stream> s = b.make_stream(device);   // null where work is synchronous (the CPU)
 #pragma once
 #include <cstddef>
 #include <memory>
+#include <string>
 #include <string_view>
+#include <vector>
 
+#include "graph/backend_objects.h"
 #include "graph/kernel.h"
 #include "graph/step_capture.h"
 
 namespace tk::graph {
+
+class Program;
 
 class Backend {
  public:
@@ -41,6 +50,25 @@ class Backend {
   // A program's step launcher (scalar upload, graph capture and replay: graph/step_capture.h), or null when the
   // backend has no graphs (the CPU).
   virtual std::unique_ptr<StepLauncher> make_step_launcher(Device /*device*/) { return nullptr; }
+
+  // The objects of graph/backend_objects.h, made once per model (stream), per program (staging, gather) or per fit
+  // (read-back slots). Null where the backend has none: its work is synchronous and its memory the host's (the CPU),
+  // and callers stage, copy and read synchronously instead (a device-resident dataset then has no gather: Unsupported).
+  virtual std::unique_ptr<Stream> make_stream(Device /*device*/) { return nullptr; }
+  // region_bytes: per program input, its device buffer's bytes. stream: the program's (Program::stream()).
+  virtual std::unique_ptr<InputStaging> make_input_staging(Device /*device*/,
+                                                           const std::vector<size_t>& /*region_bytes*/,
+                                                           void* /*stream*/) {
+    return nullptr;
+  }
+  virtual std::unique_ptr<ReadbackSlots> make_readback_slots(Device /*device*/, int /*slots*/) { return nullptr; }
+  virtual std::unique_ptr<RowGather> make_row_gather(Device /*device*/) { return nullptr; }
+
+  // Kernel choices made by measurement that change a result's bits (the CPU's GEMM engine per shape), as text, for
+  // the programs given (a training state records them so a resumed run computes the same bits), and restoring them.
+  // "" and a no-op where the backend measures nothing.
+  virtual std::string kernel_choices(const std::vector<const Program*>& /*programs*/) const { return {}; }
+  virtual void set_kernel_choices(const std::string& /*text*/) {}
 
   // Scratch bytes the kernel for `node` needs on this backend.
   size_t workspace_bytes(const Graph& g, int node) const { return graph::workspace_bytes(g, node, kind()); }

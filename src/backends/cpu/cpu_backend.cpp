@@ -4,8 +4,10 @@
 
 #include <cstring>
 
+#include "backends/cpu/gemm.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/threads.h"
+#include "graph/program.h"
 
 namespace tk::cpu {
 
@@ -65,5 +67,16 @@ void CpuBackend::copy_to_device(void* dst, const void* host_src, size_t bytes, c
 void CpuBackend::copy_to_host(void* host_dst, const void* src, size_t bytes, const graph::ExecContext&) {
   if (bytes) std::memcpy(host_dst, src, bytes);
 }
+
+std::string CpuBackend::kernel_choices(const std::vector<const graph::Program*>& programs) const {
+  std::vector<GemmShape> shapes;
+  for (const graph::Program* p : programs)
+    for (int id : p->order())
+      if (p->graph()[id].op == graph::Op::MatMul || p->graph()[id].op == graph::Op::FusedMatMul)
+        shapes.push_back(gemm_shape(p->graph(), p->graph()[id]));
+  return shapes.empty() ? std::string() : gemm_choices(shapes);  // gemm_choices({}) would list every shape
+}
+
+void CpuBackend::set_kernel_choices(const std::string& text) { set_gemm_choices(text); }
 
 }  // namespace tk::cpu

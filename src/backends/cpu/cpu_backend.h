@@ -1,5 +1,6 @@
 // The CPU backend: kernels on OpenBLAS, oneDNN and OpenMP loops; memory is host memory, so copies are
-// memcpy and nothing is asynchronous.
+// memcpy and nothing is asynchronous: it makes no stream, staging, read-back slots or row gather
+// (graph/backend_objects.h). Its thread team is the host's (graph/host_threads.h, host_threads.cpp).
 #pragma once
 #include "graph/backend.h"
 
@@ -19,6 +20,9 @@ class CpuBackend final : public graph::Backend {
   void copy_to_device(void* dst, const void* host_src, size_t bytes, const graph::ExecContext& ctx) override;
   void copy_to_host(void* host_dst, const void* src, size_t bytes, const graph::ExecContext& ctx) override;
   void synchronize(const graph::ExecContext&) override {}
+  // The GEMM engine measured fastest per shape (gemm.h) for the programs' MatMul and FusedMatMul nodes.
+  std::string kernel_choices(const std::vector<const graph::Program*>& programs) const override;
+  void set_kernel_choices(const std::string& text) override;
 };
 
 }  // namespace tk::cpu

@@ -7,12 +7,14 @@
 #include <cstdint>
 
 #include "backends/cpu/threads.h"
+#include "graph/host_threads.h"
 
 namespace tk::cpu {
 
 // Below this many elements a loop runs on the calling thread without entering OpenMP at all: a
-// parallel region costs microseconds, more than a small elementwise op.
-inline constexpr int64_t kParallelGrain = 1 << 15;
+// parallel region costs microseconds, more than a small elementwise op. (One value with graph::host_parallel_for's,
+// which host code above graph/ runs its loops through.)
+inline constexpr int64_t kParallelGrain = graph::kHostParallelGrain;
 
 // Calls body(begin, end) over contiguous chunks of [0, n), one chunk per thread when n is large.
 template <typename Body>

@@ -1,5 +1,28 @@
 #include "backends/cuda/cuda_backend.h"
 
+#include "backends/cuda/compute_stream.h"
+#include "backends/cuda/device_gather.h"
+#include "backends/cuda/pinned_logs.h"
+#include "backends/cuda/pinned_staging.h"
+
+// The objects nn/ makes through graph::Backend (graph/backend_objects.h): compiled in every build.
+namespace tk::cuda {
+std::unique_ptr<graph::Stream> CudaBackend::make_stream(Device device) {
+  return std::make_unique<ComputeStream>(device);
+}
+std::unique_ptr<graph::InputStaging> CudaBackend::make_input_staging(Device device,
+                                                                     const std::vector<size_t>& region_bytes,
+                                                                     void* stream) {
+  return std::make_unique<PinnedStaging>(device, region_bytes, stream);
+}
+std::unique_ptr<graph::ReadbackSlots> CudaBackend::make_readback_slots(Device device, int slots) {
+  return std::make_unique<PinnedLogSlots>(device, slots);
+}
+std::unique_ptr<graph::RowGather> CudaBackend::make_row_gather(Device device) {
+  return std::make_unique<DeviceGather>(device);
+}
+}  // namespace tk::cuda
+
 #ifdef TK_HAVE_CUDA
 #include <cuda_runtime.h>
 

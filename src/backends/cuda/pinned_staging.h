@@ -7,7 +7,8 @@
 //
 // Not charged to the cpu device's budget (runtime::DeviceMemory allocates from its own regions and cannot account
 // memory it did not allocate), like the host buffer the synchronous copy used before: 2 x the program's input bytes.
-// Builds without CUDA compile a constructor that throws Unsupported (no CUDA program exists there).
+// Builds without CUDA compile a constructor that throws Unsupported (no CUDA program exists there). nn::BatchStager
+// makes it through graph::Backend::make_input_staging (graph/backend_objects.h).
 //
 //   tk::cuda::PinnedStaging s(tk::Device::cuda(0), {x_bytes, y_bytes}, /*compute_stream=*/nullptr);
 //   void* host = s.acquire();                          // waits for this buffer's copy two batches ago
@@ -18,24 +19,25 @@
 #include <memory>
 #include <vector>
 
+#include "graph/backend_objects.h"
 #include "trainkit/core/device.h"
 
 namespace tk::cuda {
 
-class PinnedStaging {
+class PinnedStaging final : public graph::InputStaging {
  public:
   // region_bytes: per program input, its device buffer's bytes (shape x dtype). compute_stream: the cudaStream_t
   // the program runs on (Program::stream(), its ProgramCache's compute stream; null: the legacy default stream).
   PinnedStaging(Device device, const std::vector<size_t>& region_bytes, void* compute_stream);
-  ~PinnedStaging();  // waits for its queued copies, then frees the buffers, events and stream
+  ~PinnedStaging() override;  // waits for its queued copies, then frees the buffers, events and stream
   PinnedStaging(const PinnedStaging&) = delete;
   PinnedStaging& operator=(const PinnedStaging&) = delete;
 
-  void* acquire();                     // the pinned buffer the next batch is gathered into
-  size_t offset(size_t region) const;  // where a region starts in it
-  void copy(size_t region, void* device_dst, size_t bytes);
-  void submit();
-  void abandon();  // the gather threw: nothing of this batch is copied
+  void* acquire() override;                     // the pinned buffer the next batch is gathered into
+  size_t offset(size_t region) const override;  // where a region starts in it
+  void copy(size_t region, void* device_dst, size_t bytes) override;
+  void submit() override;
+  void abandon() override;  // the gather threw: nothing of this batch is copied
 
  private:
   struct Impl;

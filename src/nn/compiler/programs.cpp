@@ -6,7 +6,6 @@
 #include <set>
 #include <unordered_map>
 
-#include "backends/cuda/compute_stream.h"
 #include "core/device_bytes.h"
 #include "graph/autodiff.h"
 #include "graph/bucket.h"
@@ -414,9 +413,9 @@ std::unique_ptr<Compiled> ProgramCache::build(ProgramKind kind, int64_t batch) {
     throw;
   }
   for (auto& [key, c] : cache_) c->program->bind_arena(arena_);
-  // One compute stream per cache (a model, or one data-parallel replica on its own thread), made once.
-  if (!stream_ && device_.kind == DeviceKind::cuda && mirrors_weights())
-    stream_ = std::make_shared<cuda::ComputeStream>(device_);
+  // One compute stream per cache (a model, or one data-parallel replica on its own thread), made once, on a device
+  // whose backend has streams (the CPU's has none: stream_ stays null).
+  if (!stream_ && mirrors_weights()) stream_ = graph::backend(device_.kind).make_stream(device_);
   compiled->program->set_stream(stream());
   compiled->program->bind_arena(arena_);
   return compiled;

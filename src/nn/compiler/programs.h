@@ -10,12 +10,6 @@
 #include "graph/program.h"
 #include "trainkit/nn/model.h"
 
-namespace tk::cuda {
-class PinnedStaging;  // backends/cuda/pinned_staging.h
-class ComputeStream;  // backends/cuda/compute_stream.h
-class DeviceGather;   // backends/cuda/device_gather.h
-}  // namespace tk::cuda
-
 namespace tk::nn {
 
 // accumulate: forward + backward adding the gradients into accumulators (micro-batching);
@@ -36,8 +30,9 @@ struct Compiled {
   std::shared_ptr<std::set<std::string>> conversions_logged;  // shared by a model's programs
   std::vector<int> outputs;                                   // predictions (predict programs)
   std::vector<std::pair<std::string, int>> logs;              // log name -> scalar value id ("loss" first)
-  std::shared_ptr<cuda::PinnedStaging> pinned;                // a CUDA program's input staging (its first bind)
-  std::shared_ptr<cuda::DeviceGather> gather;                 // its batches of a device-resident Dataset (first bind)
+  std::shared_ptr<graph::InputStaging> staging;  // its backend's input staging, when it has one (first bind)
+  bool staging_asked = false;                    // the backend was asked for it
+  std::shared_ptr<graph::RowGather> gather;      // its batches of a device-resident Dataset (first bind)
   bool step_controlled = false;  // built while the optimizer asked for a StepControl node (ProgramCache::get)
 };
 
@@ -70,8 +65,9 @@ class ProgramCache {
   void upload_weights(bool force = false);  // force: even over device copies trained since (the host's are newer)
   void download_weights();
   void mark_trained() { device_ahead_ = mirrors_weights() && replica_ == 0; }
-  // The stream this cache's programs run on (a cudaStream_t made with the first CUDA program; null on the cpu), and a
-  // wait for it: every copy of this cache between host and device memory the programs use waits for it first.
+  // The stream this cache's programs run on (its backend's, graph::Backend::make_stream, made with the first program
+  // on a device with streams; null on the cpu), and a wait for it: every copy of this cache between host and device
+  // memory the programs use waits for it first.
   void* stream() const;
   void synchronize() const;
   // Weights the optimizer updates: trainable weights of trainable layers, in layer order.
@@ -151,8 +147,9 @@ class ProgramCache {
   Model& model_;
   int replica_ = 0;
   Device device_;  // the replica's device (the model's for replica 0)
-  // The programs' compute stream (a CUDA device), declared before everything its kernels use so it outlives them.
-  std::shared_ptr<cuda::ComputeStream> stream_;
+  // The programs' compute stream (a device with streams), declared before everything its kernels use so it outlives
+  // them.
+  std::shared_ptr<graph::Stream> stream_;
   graph::Collective* collective_ = nullptr;  // the strategy's replicas' group when there is more than one replica
   size_t bytes_per_pack_ = 0;                // its gradient buckets' size
   bool overlap_ = false;                     // and whether their all-reduces overlap the backward pass

@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "backends/cpu/threads.h"
+#include "graph/host_threads.h"
 #include "runtime/settings.h"
 #include "trainkit/core/error.h"
 
@@ -82,7 +82,7 @@ MpiCollective::MpiCollective(std::chrono::milliseconds timeout) : timeout_(timeo
   }
   if (local > 1 && !runtime::setting_raw(runtime::Setting::threads) && !std::getenv("OMP_NUM_THREADS")) {
     const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    cpu::pin_threads(static_cast<int>(std::max(1L, cores / local)));
+    graph::pin_host_threads(static_cast<int>(std::max(1L, cores / local)));
   }
 }
 

@@ -1,6 +1,6 @@
 #include "nn/distribute/replica_runner.h"
 
-#include "backends/cpu/threads.h"
+#include "graph/host_threads.h"
 #include "trainkit/core/error.h"
 
 namespace tk::nn::distribute {
@@ -31,7 +31,7 @@ void ReplicaRunner::work(int replica) {
       if (replica >= active_) continue;
       fn = fn_;
       collective = collective_;
-      cpu::set_thread_share(threads_each_);
+      graph::share_host_threads(threads_each_);
     }
     std::exception_ptr error;
     try {
@@ -64,7 +64,7 @@ void ReplicaRunner::run(int active, int threads_each, const std::function<void(i
     ++generation_;
   }
   start_.notify_all();
-  cpu::set_thread_share(threads_each);
+  graph::share_host_threads(threads_each);
   std::exception_ptr own;
   try {
     fn(0);
@@ -75,7 +75,7 @@ void ReplicaRunner::run(int active, int threads_each, const std::function<void(i
     own = std::current_exception();
     if (collective) collective->abort("replica 0 failed");
   }
-  cpu::set_thread_share(0);
+  graph::share_host_threads(0);
   std::unique_lock<std::mutex> lock(m_);
   finished_.wait(lock, [&] { return running_ == 0; });
   errors_[0] = own;

@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "backends/cpu/threads.h"
+#include "graph/host_threads.h"
 #include "nn/compiler/programs.h"
 #include "nn/distribute/mpi_collective.h"
 #include "nn/distribute/strategy_state.h"
@@ -38,7 +38,7 @@ void run_on_replicas(tk::distribute::StrategyState& state, const std::vector<Pro
   if (state.inference_batches.size() < replicas.size()) state.inference_batches.resize(replicas.size(), 0);
   std::atomic<bool> failed{false};
   state.runner->run(
-      active, std::max(1, cpu::adapted_threads() / active),
+      active, std::max(1, graph::host_threads() / active),
       [&](int r) {
         graph::ExecContext ctx = base;
         ctx.device = replicas[static_cast<size_t>(r)]->device();

@@ -5,9 +5,9 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include "backends/cpu/threads.h"
 #include "core/device_bytes.h"
 #include "data/formats/crc32c.h"
+#include "graph/host_threads.h"
 #include "nn/compiler/programs.h"
 #include "nn/distribute/batch_split.h"
 #include "nn/distribute/strategy_state.h"
@@ -232,7 +232,7 @@ void Model::train_step_replicated(const std::vector<Tensor>& x, const std::vecto
     }
     std::vector<nn::Accumulator> logs(static_cast<size_t>(running));
     s.collective->begin_step(running);
-    const int threads_each = std::max(1, cpu::adapted_threads() / running);
+    const int threads_each = std::max(1, graph::host_threads() / running);
     s.runner->run(
         running, threads_each,
         [&](int r) {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "backends/cpu/parallel.h"
+#include "graph/host_threads.h"
 #include "trainkit/core/convert.h"
 
 namespace tk::nn {
@@ -28,7 +28,7 @@ void gather_rows(const Tensor& src, const int64_t* idx, int64_t begin, int64_t n
   // Converting (widening uint8 pixels, rounding to a mixed policy's 16 bits, scaling) is compute, not a copy: the
   // rows are split over the kernel threads, as the cast op that this replaces was.
   const DType from_dtype = src.dtype();
-  cpu::parallel_for(
+  graph::host_parallel_for(
       n,
       [&](int64_t lo, int64_t hi) {
         for (int64_t r = lo; r < hi; ++r) {
@@ -40,7 +40,7 @@ void gather_rows(const Tensor& src, const int64_t* idx, int64_t begin, int64_t n
             convert_elements(from, from_dtype, to, dst_dtype, static_cast<size_t>(row), scale, offset);
         }
       },
-      std::max<int64_t>(1, cpu::kParallelGrain / std::max<int64_t>(row, 1)));
+      std::max<int64_t>(1, graph::kHostParallelGrain / std::max<int64_t>(row, 1)));
 }
 
 }  // namespace tk::nn

@@ -22,7 +22,7 @@ data::Iterator evaluation_pass(const data::Dataset& user, const data::Dataset& r
 std::string device_dataset_mismatch(Device data, Device model, bool distributed, const char* what) {
   const std::string w =
       std::string(what) + ": the dataset's arrays are held on " + data.to_string() + " (Dataset::on_device)";
-  if (model.kind != DeviceKind::cuda)
+  if (model.kind == DeviceKind::cpu)
     return w + " but the model runs on " + model.to_string() + ": place the model there (model.set_device(" +
            data.to_string() + ")), or build the dataset from host arrays (Dataset::from_tensor_slices)";
   if (model != data)

@@ -1,11 +1,12 @@
-// LaggedLogs (lagged_logs.h): the slots of steps whose logs are not read yet, and the two stores (host, CUDA pinned).
+// LaggedLogs (lagged_logs.h): the slots of steps whose logs are not read yet, and the two stores (host; a backend's
+// read-back slots, graph/backend_objects.h).
 #include "nn/training/lagged_logs.h"
 
 #include <cstdlib>
 #include <cstring>
 
-#include "backends/cuda/pinned_logs.h"
 #include "core/float_bytes.h"
+#include "graph/backend.h"
 #include "nn/compiler/programs.h"
 #include "nn/training/fit_common.h"
 #include "runtime/settings.h"
@@ -38,21 +39,22 @@ class HostStore final : public LogStore {
   mutable std::vector<std::vector<unsigned char>> bufs_;
 };
 
-// CUDA: copies on the program's stream into pinned slots, an event per step.
-class CudaStore final : public LogStore {
+// A device with read-back slots (CUDA: pinned memory and events): copies on the program's stream into the slots, an
+// event per step.
+class DeviceStore final : public LogStore {
  public:
-  CudaStore(Device device, int slots) : slots_(device, slots) {}
-  size_t capacity(int slot) const override { return slots_.capacity(slot); }
-  void grow(int slot, size_t bytes, size_t keep) override { slots_.grow(slot, bytes, keep); }
-  const void* data(int slot) const override { return slots_.data(slot); }
+  explicit DeviceStore(std::unique_ptr<graph::ReadbackSlots> slots) : slots_(std::move(slots)) {}
+  size_t capacity(int slot) const override { return slots_->capacity(slot); }
+  void grow(int slot, size_t bytes, size_t keep) override { slots_->grow(slot, bytes, keep); }
+  const void* data(int slot) const override { return slots_->data(slot); }
   void queue(int slot, Compiled& c, int value, size_t offset, size_t bytes) override {
-    c.program->copy_output_async(value, static_cast<char*>(slots_.data(slot)) + offset, bytes);
+    c.program->copy_output_async(value, static_cast<char*>(slots_->data(slot)) + offset, bytes);
   }
-  void seal(int slot, void* stream) override { slots_.record(slot, stream); }
-  void wait(int slot) override { slots_.wait(slot); }
+  void seal(int slot, void* stream) override { slots_->record(slot, stream); }
+  void wait(int slot) override { slots_->wait(slot); }
 
  private:
-  cuda::PinnedLogSlots slots_;
+  std::unique_ptr<graph::ReadbackSlots> slots_;
 };
 
 }  // namespace
@@ -69,9 +71,13 @@ int log_lag(Device device, bool loss_scaling, bool replicated) {
 }
 
 std::unique_ptr<LogStore> LaggedLogs::host_store() { return std::make_unique<HostStore>(); }
-std::unique_ptr<LogStore> LaggedLogs::cuda_store(Device device, int slots) {
-  return std::make_unique<CudaStore>(device, slots);
+std::unique_ptr<LogStore> LaggedLogs::store_for(Device device, int slots) {
+  if (device.kind == DeviceKind::cpu) return host_store();
+  std::unique_ptr<graph::ReadbackSlots> s = graph::backend(device.kind).make_readback_slots(device, slots);
+  if (!s) return host_store();
+  return std::make_unique<DeviceStore>(std::move(s));
 }
+std::unique_ptr<LogStore> LaggedLogs::cuda_store(Device device, int slots) { return store_for(device, slots); }
 
 LaggedLogs::LaggedLogs(int lag, std::unique_ptr<LogStore> store)
     : lag_(lag), store_(std::move(store)), steps_(static_cast<size_t>(lag + 1)) {

@@ -2,10 +2,11 @@
 // step k's loss and metrics, so on a GPU the host prepares the next batch while the device runs the current step,
 // instead of synchronizing after every step.
 //
-// Each step's log values go into a slot: on CUDA an asynchronous copy into pinned host memory on the compute stream
-// and an event after it (backends/cuda/pinned_logs.h), on the CPU the values themselves (read at once). With lag L,
-// batch k's logs are delivered (added to the epoch's Accumulator, then on_train_batch_end(k)) after batch k+L was
-// queued, and every pending batch is delivered at the end of the epoch (flush) or when training stops.
+// Each step's log values go into a slot: on a device whose backend has read-back slots (graph::ReadbackSlots; CUDA:
+// pinned host memory) an asynchronous copy on the program's stream and an event after it, on the CPU the values
+// themselves (read at once). With lag L, batch k's logs are delivered (added to the epoch's Accumulator, then
+// on_train_batch_end(k)) after batch k+L was queued, and every pending batch is delivered at the end of the epoch
+// (flush) or when training stops.
 //
 // The lag (log_lag): 1 on CUDA, 0 on the CPU (the CPU keeps its exact behaviour: no LaggedLogs at all), and 0 where a
 // step's outcome decides the next step's inputs on the host: dynamic loss scaling (a skipped step is no optimizer
@@ -24,7 +25,7 @@
 //     trained and were not delivered yet (DeliverOnUnwind, fit_common.h), except when it came from a delivery itself
 //     (a wait for a step's logs, or on_train_batch_end); the step being queued when it was thrown is never delivered.
 //
-//   nn::LaggedLogs lagged(1, nn::LaggedLogs::host_store());   // or cuda_store(device)
+//   nn::LaggedLogs lagged(1, nn::LaggedLogs::store_for(device, 2));   // or host_store()
 //   lagged.begin(s); run the step's programs, lagged.add(c, rows) after each; lagged.end();
 //   while (lagged.ready()) { int64_t b = lagged.deliver(acc); acc.write(logs); on_train_batch_end(b, logs); }
 //   while (lagged.pending()) ...deliver...      // end of the epoch
@@ -70,7 +71,10 @@ class LaggedLogs {
   LaggedLogs& operator=(const LaggedLogs&) = delete;
   // A store reading the values at once (Program::read_output): the CPU, and tests.
   static std::unique_ptr<LogStore> host_store();
-  // Pinned slots and events on a CUDA device (backends/cuda/pinned_logs.h).
+  // `slots` read-back slots of the device's backend (CUDA: pinned memory and events); host_store() on the CPU and on a
+  // device whose backend has none.
+  static std::unique_ptr<LogStore> store_for(Device device, int slots);
+  // store_for under its old name, kept while fit_common.h still calls it.
   static std::unique_ptr<LogStore> cuda_store(Device device, int slots);
 
   int lag() const { return lag_; }

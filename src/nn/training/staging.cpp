@@ -3,7 +3,6 @@
 #include <cstdio>
 #include <vector>
 
-#include "backends/cuda/pinned_staging.h"
 #include "core/device_bytes.h"
 #include "nn/training/batching.h"
 
@@ -29,8 +28,9 @@ void log_conversion(Compiled& c, const graph::Graph& g, size_t input, const Tens
 }
 
 // gather_rows into a program input anywhere: directly into host memory; for a device the host cannot address, into
-// a host buffer (grown once per thread, so steps allocate nothing) copied to the device. CUDA programs take
-// stage_pinned below instead; this path is for any other device the host cannot address.
+// a host buffer (grown once per thread, so steps allocate nothing) copied to the device. Programs whose backend has
+// input staging of its own (CUDA) take stage_async below instead; this path is for any other device the host cannot
+// address.
 void gather_into(const graph::InputSlot& slot, const Tensor& src, const int64_t* idx, int64_t begin, int64_t n,
                  float scale = 1.0f, float offset = 0.0f) {
   if (slot.device.kind == DeviceKind::cpu) return gather_rows(src, idx, begin, n, slot.data, slot.dtype, scale, offset);
@@ -42,7 +42,7 @@ void gather_into(const graph::InputSlot& slot, const Tensor& src, const int64_t*
   device_copy(slot.data, slot.device, host.data(), Device::cpu(), bytes);
 }
 
-// The program's input regions, in the order stage_pinned copies them: c.x, then c.y; 0 bytes for an input no
+// The program's input regions, in the order stage_async copies them: c.x, then c.y; 0 bytes for an input no
 // output needs (no storage).
 std::vector<size_t> input_bytes(const Compiled& c) {
   const graph::Program& p = *c.program;
@@ -61,21 +61,19 @@ std::vector<size_t> input_bytes(const Compiled& c) {
 
 }  // namespace
 
-// A CUDA program: the batch is gathered (converted, scaled) into the program's next pinned buffer, then copied on
-// its copy stream; the ordering against the compute stream is StagingRing's (backends/cuda/staging_ring.h).
-void BatchStager::stage_pinned(Compiled& c, const std::vector<Tensor>& x, const std::vector<Tensor>* y,
-                               const int64_t* idx, int64_t begin, int64_t n) {
+// A program with its backend's input staging (c.staging, made at its first bind; CUDA: pinned buffers and a copy
+// stream): the batch is gathered (converted, scaled) into the staging's next host buffer, then copied
+// asynchronously; the ordering against the program's stream (its ProgramCache's) is the backend's.
+void BatchStager::stage_async(Compiled& c, const std::vector<Tensor>& x, const std::vector<Tensor>* y,
+                              const int64_t* idx, int64_t begin, int64_t n) {
   graph::Program& p = *c.program;
   const graph::InputAccess access;
-  // Once per program (kind and batch size): never per step. The copies are ordered against the program's compute
-  // stream (its ProgramCache's, backends/cuda/compute_stream.h).
-  if (!c.pinned) c.pinned = std::make_shared<cuda::PinnedStaging>(p.device(), input_bytes(c), p.stream());
-  cuda::PinnedStaging& s = *c.pinned;
+  graph::InputStaging& s = *c.staging;
   // Copies are only queued here (submit() issues them), so each is recorded before its gather: copy() refuses more
   // bytes than the region holds before gather_rows could write past it.
   auto* host = static_cast<char*>(s.acquire());
   struct Abandon {  // a gather that throws (bad data) leaves the buffer free for the next batch
-    cuda::PinnedStaging* s;
+    graph::InputStaging* s;
     ~Abandon() {
       if (s) s->abandon();
     }
@@ -108,7 +106,14 @@ void BatchStager::copy_rows(Compiled& c, const std::vector<Tensor>& x, const std
                             int64_t begin, int64_t n) {
   graph::Program& p = *c.program;
   if (!x.empty() && !x[0].on_host()) return stage_on_device(c, x, y, idx, begin, n);
-  if (p.device().kind == DeviceKind::cuda) return stage_pinned(c, x, y, idx, begin, n);
+  if (p.device().kind != DeviceKind::cpu) {
+    // Once per program (kind and batch size), never per step: its backend's staging, or none (then gather_into).
+    if (!c.staging_asked) {
+      c.staging = graph::backend(p.device().kind).make_input_staging(p.device(), input_bytes(c), p.stream());
+      c.staging_asked = true;  // after it was made: a throw (no pinned memory) is thrown again at the next bind
+    }
+    if (c.staging) return stage_async(c, x, y, idx, begin, n);
+  }
   const graph::InputAccess access;
   for (size_t i = 0; i < c.x.size(); ++i) {
     if (p.plan().offset[static_cast<size_t>(c.x[i])] < 0) continue;  // an input no output needs

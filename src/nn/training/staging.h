@@ -4,10 +4,11 @@
 // CPU (today): the pipeline's last prefetch thread has the next host batch ready while the current step
 // runs; staging copies it into the program's input buffers, converting the dtype (uint8 images, float16
 // features -> the program's float32) and applying a Rescaling fused into staging (x * scale + offset).
-// CUDA: each program has two pinned host buffers and a copy stream (Compiled::pinned, backends/cuda/
-// pinned_staging.h); binding gathers the batch into the next pinned buffer and queues its cudaMemcpyAsync on the
-// copy stream, which waits for the compute queued so far, and the program's compute stream waits for the copy's event.
-// fit reads the logs one step late on CUDA (lagged_logs.h), so the gather of batch k+1 overlaps step k.
+// A device whose backend stages asynchronously (graph::InputStaging; CUDA: two pinned host buffers and a copy stream
+// per program, Compiled::staging): binding gathers the batch into the next host buffer and queues its copy, which
+// waits for the compute queued so far, and the program's stream waits for the copy. fit reads the logs one step late
+// there (lagged_logs.h), so the gather of batch k+1 overlaps step k. A device-resident dataset's batches are
+// gathered on the device (graph::RowGather, device_staging.cpp).
 // fit() only talks to this interface.
 //
 //   nn::HostStager stager;
@@ -43,9 +44,9 @@ class BatchStager {
                         int64_t begin, int64_t n);
 
  private:
-  // copy_rows for a CUDA program: through its pinned buffers and copy stream (made at its first bind).
-  static void stage_pinned(Compiled& c, const std::vector<Tensor>& x, const std::vector<Tensor>* y, const int64_t* idx,
-                           int64_t begin, int64_t n);
+  // copy_rows for a program whose backend made it an input staging (Compiled::staging): through its host buffers.
+  static void stage_async(Compiled& c, const std::vector<Tensor>& x, const std::vector<Tensor>* y, const int64_t* idx,
+                          int64_t begin, int64_t n);
   // copy_rows for arrays in the program's GPU memory (Dataset::on_device): gathered there (device_staging.cpp).
   static void stage_on_device(Compiled& c, const std::vector<Tensor>& x, const std::vector<Tensor>* y,
                               const int64_t* idx, int64_t begin, int64_t n);

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
-#include "backends/cpu/gemm.h"
-#include "backends/cpu/threads.h"
+#include "graph/backend.h"
+#include "graph/host_threads.h"
 #include "nn/compiler/programs.h"
 #include "trainkit/core/error.h"
 #include "trainkit/nn/model.h"
@@ -29,16 +29,9 @@ TrainingState Model::training_state() {
   s.iterations = optimizer_->iterations();
   s.learning_rate = optimizer_->learning_rate();
   s.step = step_;
-  s.threads = device_.kind == DeviceKind::cpu ? cpu::adapted_threads() : 0;
-  if (device_.kind == DeviceKind::cpu &&
-      programs_) {  // the GEMM engines this model's programs were measured to run best on
-    std::vector<cpu::GemmShape> shapes;
-    for (const graph::Program* p : programs_->programs())
-      for (int id : p->order())
-        if (p->graph()[id].op == graph::Op::MatMul || p->graph()[id].op == graph::Op::FusedMatMul)
-          shapes.push_back(cpu::gemm_shape(p->graph(), p->graph()[id]));
-    if (!shapes.empty()) s.kernel_choices = cpu::gemm_choices(shapes);
-  }
+  s.threads = device_.kind == DeviceKind::cpu ? graph::host_threads() : 0;
+  if (programs_)  // the kernels this model's programs were measured to run best with (the CPU's GEMM engines)
+    s.kernel_choices = graph::backend(device_.kind).kernel_choices(programs_->programs());
   s.dtype_policy = dtype_policy_;
   if (const float* st = programs_ ? programs_->loss_scale_state() : nullptr) {
     s.loss_scale = st[0];
@@ -122,9 +115,9 @@ void Model::restore_training_state(const TrainingState& s) {
                                                      // the step count
   step_ = s.step;
   // The same bits need the same partitions: run on the thread count the state was made with.
-  if (s.threads > 0 && device_.kind == DeviceKind::cpu && s.threads != cpu::adapted_threads()) {
-    const int chosen = cpu::adapted_threads();
-    if (cpu::pin_threads(s.threads))
+  if (s.threads > 0 && device_.kind == DeviceKind::cpu && s.threads != graph::host_threads()) {
+    const int chosen = graph::host_threads();
+    if (graph::pin_host_threads(s.threads))
       std::fprintf(stderr, "Note: resuming on %d CPU threads as the saved state was made (this machine chose %d)\n",
                    s.threads, chosen);
     else
@@ -133,8 +126,9 @@ void Model::restore_training_state(const TrainingState& s) {
                    "training continues, but not bit for bit as an uninterrupted run\n",
                    s.threads, chosen);
   }
-  // ... and the same GEMM engine per shape (each was chosen by measurement, which may differ on this run).
-  if (device_.kind == DeviceKind::cpu) cpu::set_gemm_choices(s.kernel_choices);
+  // ... and the same kernels (the CPU's GEMM engine per shape: each was chosen by measurement, which may differ on
+  // this run).
+  if (graph::has_backend(device_.kind)) graph::backend(device_.kind).set_kernel_choices(s.kernel_choices);
   position_ = s.position;
   resume_ = s.position;
 }
