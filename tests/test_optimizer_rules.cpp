@@ -279,6 +279,30 @@ TEST(OptimizerRules, NadamAdvancesItsOptimizerVariableOncePerStep) {
   EXPECT_THROW(m->set_optimizer_variables({}), InvalidArgument);
 }
 
+// AdamW without decay is written as 0 (Keras' AdamW needs a number), not null, and so read back as 0, not 0.004.
+TEST(OptimizerRules, AdamWWithoutDecayStaysWithoutDecay) {
+  optimizers::AdamWOptions o;
+  o.weight_decay = 0.0f;
+  auto m = make_model(optimizers::AdamW(o));
+  const std::string path = ::testing::TempDir() + "/adamw0.keras";
+  m->save(path);
+  EXPECT_EQ(models::load_model(path)->optimizer()->config().weight_decay, 0.0f);
+}
+
+// A rule missing a piece is an error the first time the table is read, never a silent default.
+TEST(OptimizerRules, AnIncompleteRuleIsAnError) {
+  nn::OptimizerRule both = nn::adagrad_rule();
+  both.fused = graph::Op::SgdUpdate;  // an update in ops and a fused op
+  EXPECT_THROW(nn::check_rule(both), Error);
+  nn::OptimizerRule fused = nn::sgd_rule();
+  fused.configure = nullptr;  // a fused op whose config nobody fills
+  EXPECT_THROW(nn::check_rule(fused), Error);
+  nn::OptimizerRule neither = nn::lion_rule();
+  neither.update = nullptr;
+  EXPECT_THROW(nn::check_rule(neither), Error);
+  for (const nn::OptimizerRule* r : nn::all_rules()) EXPECT_NO_THROW(nn::check_rule(*r)) << r->keras_class;
+}
+
 TEST(OptimizerRules, ByNameAndBadHyperparameters) {
   EXPECT_EQ(optimizers::get("adagrad")->name(), "Adagrad");
   EXPECT_EQ(optimizers::get("nadam")->name(), "Nadam");

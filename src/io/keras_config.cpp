@@ -34,7 +34,9 @@ json optimizer_to_json(const Optimizer& opt, bool keras_wraps_it) {
   for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   json config = {{"name", lower},
                  {"learning_rate", float_json(c.learning_rate)},
-                 {"weight_decay", optional_float(c.weight_decay)},
+                 // null (off) unless the class decays by default (AdamW), where Keras needs a number
+                 {"weight_decay", nn::rule_state(opt).rule->weight_decay > 0.0f ? float_json(c.weight_decay)
+                                                                                : optional_float(c.weight_decay)},
                  {"clipnorm", optional_float(c.clipnorm)},
                  {"global_clipnorm", optional_float(c.global_clipnorm)},
                  {"clipvalue", optional_float(c.clipvalue)},

@@ -24,8 +24,9 @@ std::string lower(std::string s) {
 constexpr const OptimizerRule& (*kRules[])() = {sgd_rule,      adam_rule, adamw_rule, rmsprop_rule,  adagrad_rule,
                                                 adadelta_rule, lion_rule, nadam_rule, adafactor_rule};
 
-// A rule says everything its readers need, or nothing runs: checked once, the first time the list is read.
-void validate(const OptimizerRule& r) {
+}  // namespace
+
+void check_rule(const OptimizerRule& r) {
   auto bad = [&](const std::string& what) {
     throw Error("optimizer rule '" + r.keras_class + "' is incomplete: " + what + " (src/nn/optimizer_rule.h)");
   };
@@ -43,11 +44,13 @@ void validate(const OptimizerRule& r) {
     if (v.name.empty() || !v.next) bad("an optimizer variable needs a name and its next value");
 }
 
+namespace {
+
 const std::vector<const OptimizerRule*>& rules() {
   static const std::vector<const OptimizerRule*> all = [] {
     std::vector<const OptimizerRule*> out;
     for (auto rule : kRules) {
-      validate(rule());
+      check_rule(rule());
       out.push_back(&rule());
     }
     return out;

@@ -110,6 +110,9 @@ const OptimizerRule& adadelta_rule();   // src/nn/optimizers/adadelta.cpp
 const OptimizerRule& lion_rule();       // src/nn/optimizers/lion.cpp
 const OptimizerRule& nadam_rule();      // src/nn/optimizers/nadam.cpp
 const OptimizerRule& adafactor_rule();  // src/nn/optimizers/adafactor.cpp
+// A tk::Error unless the rule says everything its readers need (one way to run, a configure for a fused op, named
+// slots and variables...): every rule in kRules is checked the first time the list is read.
+void check_rule(const OptimizerRule& rule);
 // The rule of a Keras class name (case-insensitive), or nullptr.
 const OptimizerRule* find_rule(const std::string& name);
 // Every rule, in kRules' order (each checked for a complete description the first time).
