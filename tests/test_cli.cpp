@@ -76,7 +76,8 @@ TEST(CliUsage, UnknownOptimizerListsTheValidNames) {
   for (const char* cmd : {"fit", "plan"})
     expect_usage_error(run_cli(std::string(cmd) + " --optimizer adamx"),
                        {"--optimizer", "'adamx'", "sgd, adam, adamw, rmsprop"}, std::string("trainkit ") + cmd);
-  expect_usage_error(run_cli("fit -o nadam"), {"'nadam'", "sgd, adam, adamw, rmsprop"}, "trainkit fit");
+  expect_usage_error(run_cli("fit -o ftrl"), {"'ftrl'", "sgd, adam, adamw, rmsprop", "nadam", "adafactor"},
+                     "trainkit fit");
 }
 
 TEST(CliUsage, UnknownFormatListsTheValidNames) {

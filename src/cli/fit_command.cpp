@@ -35,8 +35,7 @@ void add_fit_command(CLI::App& app, FitArgs& a) {
       ->capture_default_str();
   fit->add_option("-l,--learning-rate", a.learning_rate,
                   "Optimizer learning rate (default: the optimizer's Keras default, 0.001; sgd 0.01)");
-  fit->add_option("-o,--optimizer", a.optimizer,
-                  "sgd, adam, adamw, rmsprop, adagrad, adadelta or lion (Keras defaults otherwise)")
+  fit->add_option("-o,--optimizer", a.optimizer, optimizer_names() + " (Keras defaults otherwise)")
       ->check(choice_of([](const std::string& name) { optimizers::get(name); }))
       ->each([&a](const std::string&) { a.optimizer_given = true; })
       ->capture_default_str();

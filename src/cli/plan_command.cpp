@@ -19,8 +19,7 @@ void add_plan_command(CLI::App& app, PlanArgs& a) {
   plan->add_option("-m,--model", a.model, "\"cnn\" or layers after the input, as for `trainkit fit`")
       ->capture_default_str();
   plan->add_option("-b,--batch-size", a.batch_size, "Samples per step")->capture_default_str();
-  plan->add_option("-o,--optimizer", a.optimizer,
-                   "sgd, adam, adamw, rmsprop, adagrad, adadelta or lion (slots per weight differ)")
+  plan->add_option("-o,--optimizer", a.optimizer, optimizer_names() + " (slots per weight differ)")
       ->check(choice_of([](const std::string& name) { optimizers::get(name); }))
       ->capture_default_str();
   plan->add_option("--input-shape", a.input_shape, "Per-sample input shape, e.g. 28 28")->capture_default_str();

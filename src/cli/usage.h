@@ -7,8 +7,10 @@
 #pragma once
 #include <CLI/CLI.hpp>
 #include <string>
+#include <vector>
 
 #include "trainkit/core/error.h"
+#include "trainkit/nn/optimizers.h"
 
 namespace tk::cli {
 
@@ -39,6 +41,14 @@ CLI::Validator choice_of(Fn valid) {
         }
       },
       "");
+}
+
+// "sgd, adam, ... or adafactor": tk::optimizers::names() for --optimizer's help.
+inline std::string optimizer_names() {
+  const std::vector<std::string> names = optimizers::names();
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) out += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  return out;
 }
 
 }  // namespace tk::cli

@@ -34,7 +34,9 @@ json optimizer_to_json(const Optimizer& opt, bool keras_wraps_it) {
   for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   json config = {{"name", lower},
                  {"learning_rate", float_json(c.learning_rate)},
-                 {"weight_decay", optional_float(c.weight_decay)},
+                 // null (off) unless the class decays by default (AdamW), where Keras needs a number
+                 {"weight_decay", nn::rule_state(opt).rule->weight_decay > 0.0f ? float_json(c.weight_decay)
+                                                                                : optional_float(c.weight_decay)},
                  {"clipnorm", optional_float(c.clipnorm)},
                  {"global_clipnorm", optional_float(c.global_clipnorm)},
                  {"clipvalue", optional_float(c.clipvalue)},
@@ -43,22 +45,9 @@ json optimizer_to_json(const Optimizer& opt, bool keras_wraps_it) {
                  {"ema_overwrite_frequency", nullptr},
                  {"loss_scale_factor", nullptr},
                  {"gradient_accumulation_steps", nullptr}};
-  if (cls == "Adam" || cls == "AdamW") {
-    config["beta_1"] = float_json(c.beta_1);
-    config["beta_2"] = float_json(c.beta_2);
-    config["epsilon"] = float_json(c.epsilon);
-    config["amsgrad"] = false;
-  } else if (cls == "SGD") {
-    config["momentum"] = float_json(c.momentum);
-    config["nesterov"] = c.nesterov;
-  } else if (cls == "RMSprop") {
-    config["rho"] = float_json(c.rho);
-    config["momentum"] = float_json(c.momentum);
-    config["epsilon"] = float_json(c.epsilon);
-    config["centered"] = c.centered;
-  } else if (const nn::RuleState* st = nn::rule_state(opt)) {  // an optimizer rule: its hyperparameters by Keras name
-    for (const auto& [key, def] : st->rule->hyper) config[key] = float_json(st->hyper.at(key));
-  }
+  const nn::RuleState& st = nn::rule_state(opt);  // its hyperparameters by Keras name, in Keras' order
+  for (const nn::Hyper& h : st.rule->hyper)
+    config[h.key] = h.boolean ? json(st.hyper.at(h.key) != 0.0f) : float_json(st.hyper.at(h.key));
   json inner = {{"module", "keras.optimizers"}, {"class_name", cls}, {"config", config}, {"registered_name", nullptr}};
   if (c.loss_scale_initial <= 0.0f || keras_wraps_it) return inner;
   return {{"module", "keras.optimizers"},
@@ -162,7 +151,7 @@ OptimizerPtr optimizer_from_json(const json& j, const std::string& label) {
     return optimizers::LossScaleOptimizer(optimizer_from_json(config["inner_optimizer"], label + " (inner_optimizer)"),
                                           o);
   }
-  for (const char* key : {"use_ema", "amsgrad"})
+  for (const char* key : {"use_ema"})
     if (config.contains(key) && config[key].is_boolean() && config[key].get<bool>())
       throw Unsupported(label + ": compile_config: optimizer option '" + std::string(key) + "' is not supported");
   for (const char* key : {"loss_scale_factor", "gradient_accumulation_steps"})
@@ -173,43 +162,28 @@ OptimizerPtr optimizer_from_json(const json& j, const std::string& label) {
   common.clipnorm = number_or(config, "clipnorm", 0.0f, label);
   common.global_clipnorm = number_or(config, "global_clipnorm", 0.0f, label);
   common.clipvalue = number_or(config, "clipvalue", 0.0f, label);
-  if (cls == "Adam" || cls == "AdamW") {
-    optimizers::AdamWOptions o;
-    static_cast<optimizers::Common&>(o) = common;
-    o.learning_rate = number_or(config, "learning_rate", 0.001f, label);
-    o.beta_1 = number_or(config, "beta_1", 0.9f, label);
-    o.beta_2 = number_or(config, "beta_2", 0.999f, label);
-    o.epsilon = number_or(config, "epsilon", 1e-7f, label);
-    if (cls == "AdamW") return optimizers::AdamW(o);
-    return optimizers::Adam(o);
+  // Every class is an optimizer rule (nn/optimizer_rule.h): its hyperparameters by Keras name, Keras' defaults.
+  const nn::OptimizerRule* rule = nn::find_rule(cls);
+  if (!rule) {
+    std::string known;
+    for (const std::string& n : nn::rule_names()) known += (known.empty() ? "" : ", ") + n;
+    throw Unsupported(label + ": compile_config: optimizer class '" + cls + "' is not one trainkit has (" + known +
+                      ")");
   }
-  if (cls == "SGD") {
-    optimizers::SGDOptions o;
-    static_cast<optimizers::Common&>(o) = common;
-    o.learning_rate = number_or(config, "learning_rate", 0.01f, label);
-    o.momentum = number_or(config, "momentum", 0.0f, label);
-    o.nesterov = config.value("nesterov", false);
-    return optimizers::SGD(o);
+  if (!config.contains("weight_decay") || config["weight_decay"].is_null()) common.weight_decay = rule->weight_decay;
+  nn::Hypers hyper;
+  for (const nn::Hyper& h : rule->hyper) {
+    float v = h.value;
+    if (config.contains(h.key) && config[h.key].is_boolean())
+      v = config[h.key].get<bool>() ? 1.0f : 0.0f;
+    else
+      v = number_or(config, h.key.c_str(), h.value, label);
+    if (h.fixed && v != h.value)
+      throw Unsupported(label + ": compile_config: optimizer option '" + h.key + "' = " + config[h.key].dump() +
+                        " is not supported");
+    hyper[h.key] = v;
   }
-  if (cls == "RMSprop") {
-    optimizers::RMSpropOptions o;
-    static_cast<optimizers::Common&>(o) = common;
-    o.learning_rate = number_or(config, "learning_rate", 0.001f, label);
-    o.rho = number_or(config, "rho", 0.9f, label);
-    o.momentum = number_or(config, "momentum", 0.0f, label);
-    o.epsilon = number_or(config, "epsilon", 1e-7f, label);
-    o.centered = config.value("centered", false);
-    return optimizers::RMSprop(o);
-  }
-  if (const nn::OptimizerRule* rule = nn::find_rule(cls)) {
-    std::map<std::string, float> hyper;
-    for (const auto& [key, def] : rule->hyper) hyper[key] = number_or(config, key.c_str(), def, label);
-    return nn::make_rule_optimizer(*rule, hyper, number_or(config, "learning_rate", rule->learning_rate, label),
-                                   common);
-  }
-  std::string known = "Adam, AdamW, SGD, RMSprop";
-  for (const std::string& n : nn::rule_names()) known += ", " + n;
-  throw Unsupported(label + ": compile_config: optimizer class '" + cls + "' is not one trainkit has (" + known + ")");
+  return nn::make_rule_optimizer(*rule, hyper, number_or(config, "learning_rate", rule->learning_rate, label), common);
 }
 
 json tensor_ref(const std::string& layer, int node, const Shape& shape) {

@@ -2,8 +2,8 @@
 //
 // Keras 3: layers/<key>/vars/<i>, <key> = snake_case class name with a per-model counter (dense, dense_1);
 // a Sequential's InputLayer is not in the walk, a Functional's is. optimizer/vars: 0 iterations, 1
-// learning_rate, then the slots in the optimizer's own order (Adam: m, v per variable; RMSprop: all
-// velocities, then momentums, then average gradients; SGD: momentums when momentum != 0). Under loss scaling
+// learning_rate, then the slots in Keras' order and the optimizer-level variables (Nadam's u_product), as the
+// optimizer's rule says (nn/optimizer_rule.h: nn::keras_slot_order). Under loss scaling
 // (Keras' LossScaleOptimizer, which Keras' compile adds under mixed_float16): optimizer/vars is the wrapper's, named
 // "loss_scale_optimizer" (0 its own iterations, always 0; 1 its learning rate, 0.0; 2 step_counter; 3
 // dynamic_scale; then the inner optimizer's list), and optimizer/inner_optimizer/vars the inner optimizer's list.
@@ -35,29 +35,28 @@ std::vector<std::pair<std::string, Layer*>> walk(const Model& model) {
   return out;
 }
 
-// (trainable weight index, slot index) in Keras' order for this optimizer.
-std::vector<std::pair<size_t, size_t>> keras_slot_order(const Optimizer& opt, size_t n) {
-  const graph::UpdateConfig& c = opt.config();
-  std::vector<std::pair<size_t, size_t>> order;
-  const std::string name = opt.name();
-  if (name == "Adam" || name == "AdamW") {
-    for (size_t k = 0; k < n; ++k) order.emplace_back(k, 0), order.emplace_back(k, 1);
-  } else if (name == "SGD") {
-    if (c.momentum != 0.0f)
-      for (size_t k = 0; k < n; ++k) order.emplace_back(k, 0);
-  } else if (name == "RMSprop") {
-    for (size_t k = 0; k < n; ++k) order.emplace_back(k, 0);
-    if (c.momentum > 0.0f)
-      for (size_t k = 0; k < n; ++k) order.emplace_back(k, 1);
-    if (c.centered)
-      for (size_t k = 0; k < n; ++k) order.emplace_back(k, 2);
-  } else if (nn::rule_state(opt)) {  // Keras 3's add_optimizer_variables: each variable's slots together, in order
-    for (size_t k = 0; k < n; ++k)
-      for (size_t s = 0; s < static_cast<size_t>(opt.slots_per_variable()); ++s) order.emplace_back(k, s);
-  } else {
-    throw Unsupported("optimizer '" + name + "': its state has no Keras layout in trainkit");
+// A slot as Keras stores it: float32, or the rule's dtype (Adafactor's int32 placeholders), converted.
+Tensor to_keras_dtype(const Tensor& t, DType dtype) {
+  if (dtype == DType::f32) return t;
+  Tensor out(t.shape(), dtype);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const float v = t.data<float>()[i];
+    if (dtype == DType::i32)
+      out.data<int32_t>()[i] = static_cast<int32_t>(v);
+    else
+      out.data<int64_t>()[i] = static_cast<int64_t>(v);
   }
-  return order;
+  return out;
+}
+
+// A slot read from a Keras file as float32: an integer where the rule stores one (either integer width).
+Tensor from_keras_dtype(const Tensor& t) {
+  if (t.dtype() == DType::f32) return t.clone();
+  Tensor out(t.shape(), DType::f32);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    out.data<float>()[i] =
+        t.dtype() == DType::i32 ? static_cast<float>(t.data<int32_t>()[i]) : static_cast<float>(t.data<int64_t>()[i]);
+  return out;
 }
 
 std::string lower(std::string s) {
@@ -97,7 +96,12 @@ H5Tree weights_to_tree(const Model& model) {
     const std::vector<std::vector<Tensor>> slots = model.get_optimizer_slots();
     std::vector<Tensor> inner{Tensor::from_vector<int64_t>(Shape{}, {opt.iterations()}),
                               Tensor::from_vector<float>(Shape{}, {opt.learning_rate()})};
-    for (const auto& [k, s] : keras_slot_order(opt, slots.size())) inner.push_back(slots[k][s]);
+    const std::vector<const Weight*> tw = model.trainable_weights();
+    for (const auto& [k, s] : nn::keras_slot_order(opt, slots.size()))
+      inner.push_back(
+          to_keras_dtype(slots[k][s], nn::slot_keras_dtype(opt, static_cast<int>(s), tw[k]->value.shape())));
+    for (const float v : model.get_optimizer_variables())  // after the slots, as Keras builds them (Nadam's u_product)
+      inner.push_back(Tensor::from_vector<float>(Shape{}, {v}));
     auto write = [&](const std::string& group, const std::string& name, const std::vector<Tensor>& vars) {
       add_groups(t, group);
       t.attrs[group]["name"] = {name};
@@ -182,6 +186,7 @@ void weights_from_tree(Model& model, const H5Tree& tree, const std::string& labe
                         " in the file");
   // Optimizer state: checked in full before anything is assigned.
   std::vector<std::vector<Tensor>> slots;
+  std::vector<float> optimizer_vars;
   int64_t iterations = -1;
   float lr = 0.0f;
   // Keras 3: optimizer/vars/<i>; Keras 2 (.h5): optimizer_weights/<weight_names[i]>.
@@ -217,11 +222,13 @@ void weights_from_tree(Model& model, const H5Tree& tree, const std::string& labe
     const Optimizer& opt = *model.optimizer();
     const size_t have = paths.size();
     std::vector<const Weight*> tw = model.trainable_weights();
-    const auto order = keras_slot_order(opt, tw.size());
-    if (have != 2 && have != 2 + order.size())
+    const auto order = nn::keras_slot_order(opt, tw.size());
+    optimizer_vars = model.get_optimizer_variables();  // absent from the file: initial values
+    const size_t full = 2 + order.size() + optimizer_vars.size();
+    if (have != 2 && have != full)
       throw FormatError(label + ": the file holds " + std::to_string(have) + " optimizer variables; " + opt.name() +
                         " over this model's " + std::to_string(tw.size()) + " trainable weights has " +
-                        std::to_string(2 + order.size()) + " (compile with the optimizer the file was saved with)");
+                        std::to_string(full) + " (compile with the optimizer the file was saved with)");
     const Tensor* it = tree.dataset(paths[0]);
     const Tensor* lrt = tree.dataset(paths[1]);
     if (!it || it->numel() != 1 || it->dtype() != DType::i64 || !lrt || lrt->numel() != 1 || lrt->dtype() != DType::f32)
@@ -233,7 +240,7 @@ void weights_from_tree(Model& model, const H5Tree& tree, const std::string& labe
     slots.resize(tw.size());
     for (size_t k = 0; k < tw.size(); ++k)
       for (int s = 0; s < opt.slots_per_variable(); ++s) {
-        slots[k].push_back(Tensor::zeros(tw[k]->value.shape()));
+        slots[k].push_back(Tensor::zeros(nn::slot_shape(opt, s, tw[k]->value.shape())));
         if (const float init = nn::slot_initial_value(opt, s); init != 0.0f)  // absent from the file: initial values
           std::fill(slots[k].back().data<float>(), slots[k].back().data<float>() + slots[k].back().numel(), init);
       }
@@ -242,17 +249,31 @@ void weights_from_tree(Model& model, const H5Tree& tree, const std::string& labe
       for (const auto& [k, s] : order) {
         const std::string& path = paths[i++];
         const Tensor* v = tree.dataset(path);
-        if (!v || v->shape() != tw[k]->value.shape() || v->dtype() != DType::f32)
-          throw FormatError(label + ": optimizer variable '/" + path + "' should be " +
-                            tw[k]->value.shape().to_string() + " float32 (state of '" + tw[k]->name + "'), got " +
+        const Shape want = nn::slot_shape(opt, static_cast<int>(s), tw[k]->value.shape());
+        const DType dtype = nn::slot_keras_dtype(opt, static_cast<int>(s), tw[k]->value.shape());
+        const bool integer = dtype != DType::f32 && v && (v->dtype() == DType::i32 || v->dtype() == DType::i64);
+        if (!v || v->shape() != want || (v->dtype() != DType::f32 && !integer))
+          throw FormatError(label + ": optimizer variable '/" + path + "' should be " + want.to_string() + " " +
+                            std::string(dtype_name(dtype)) + " (" + opt.name() + "'s " +
+                            nn::rule_state(opt).rule->slots[s].name + " of '" + tw[k]->name + "'), got " +
                             (v ? shape_str(*v) : std::string("nothing")));
-        slots[k][s] = v->clone();
+        slots[k][s] = from_keras_dtype(*v);
+      }
+      for (size_t j = 0; j < optimizer_vars.size(); ++j) {
+        const std::string& path = paths[i++];
+        const Tensor* v = tree.dataset(path);
+        if (!v || v->numel() != 1 || v->dtype() != DType::f32 || !std::isfinite(v->data<float>()[0]))
+          throw FormatError(label + ": optimizer variable '/" + path + "' should be " + opt.name() + "'s " +
+                            nn::rule_state(opt).rule->variables[j].name + " (a finite float32 scalar), got " +
+                            (v ? shape_str(*v) : std::string("nothing")));
+        optimizer_vars[j] = v->data<float>()[0];
       }
     }
   }
   for (const auto& [w, v] : assign) std::memcpy(w->value.raw(), v->raw(), v->nbytes());
   if (iterations >= 0) {
     model.set_optimizer_slots(slots, iterations);
+    model.set_optimizer_variables(optimizer_vars);
     model.optimizer()->set_learning_rate(lr);
     // A model that trains without loss scaling takes the inner optimizer's state alone.
     if (scaled && model.loss_scale() > 0.0f) model.set_loss_scale_state(scale, scale_counter);

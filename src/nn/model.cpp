@@ -11,6 +11,7 @@
 #include "nn/distribute/strategy_state.h"
 #include "nn/layers/context.h"
 #include "nn/layers/input_layer.h"
+#include "nn/optimizer_rule.h"
 #include "trainkit/core/error.h"
 #include "trainkit/nn/mixed_precision.h"
 #include "trainkit/runtime/memory.h"
@@ -343,15 +344,37 @@ void Model::set_optimizer_slots(const std::vector<std::vector<Tensor>>& slots, i
       throw InvalidArgument("set_optimizer_slots: " + optimizer_->name() + " keeps " + std::to_string(per) +
                             " slot(s) per weight, got " + std::to_string(slots[i].size()) + " for '" + ws[i]->name +
                             "'");
-    for (const Tensor& t : slots[i])
-      if (t.shape() != ws[i]->value.shape() || t.dtype() != ws[i]->value.dtype())
-        throw InvalidArgument("set_optimizer_slots: state for '" + ws[i]->name + "' has shape " +
-                              t.shape().to_string() + ", the weight has " + ws[i]->value.shape().to_string());
+    for (size_t k = 0; k < per; ++k) {
+      const Tensor& t = slots[i][k];
+      const Shape want = nn::slot_shape(*optimizer_, static_cast<int>(k), ws[i]->value.shape());
+      if (t.shape() != want || t.dtype() != ws[i]->value.dtype())
+        throw InvalidArgument("set_optimizer_slots: state " + std::to_string(k) + " for '" + ws[i]->name +
+                              "' has shape " + t.shape().to_string() + ", " + optimizer_->name() + " keeps " +
+                              want.to_string() + " for the weight's " + ws[i]->value.shape().to_string());
+    }
   }
   if (iterations < 0) throw InvalidArgument("set_optimizer_slots: iterations must be >= 0");
   if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
   for (size_t i = 0; i < ws.size(); ++i) programs_->set_slots(*ws[i], slots[i]);
   optimizer_->config().iterations = iterations;
+}
+
+std::vector<float> Model::get_optimizer_variables() const {
+  check_compiled("get_optimizer_variables");
+  return programs_ ? programs_->optimizer_variables() : nn::optimizer_variable_initial_values(*optimizer_);
+}
+
+void Model::set_optimizer_variables(const std::vector<float>& values) {
+  check_compiled("set_optimizer_variables");
+  const size_t want = nn::optimizer_variable_initial_values(*optimizer_).size();
+  if (values.size() != want)
+    throw InvalidArgument("set_optimizer_variables: " + optimizer_->name() + " keeps " + std::to_string(want) +
+                          " optimizer variable(s), got " + std::to_string(values.size()));
+  for (const float v : values)
+    if (!std::isfinite(v)) throw InvalidArgument("set_optimizer_variables: a value is not finite");
+  if (want == 0) return;
+  if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
+  programs_->set_optimizer_variables(values);
 }
 
 int64_t Model::count_params() const {

@@ -160,6 +160,10 @@ class Model {
   // Restores what get_optimizer_slots() returned (and the optimizer's iteration count), so the next step
   // continues exactly. Shapes must match; InvalidArgument otherwise.
   void set_optimizer_slots(const std::vector<std::vector<Tensor>>& slots, int64_t iterations);
+  // The optimizer's own variables, beside the per-weight slots (Nadam's u_product: Keras' optimizer-level
+  // variables), float32 scalars in the optimizer's order; their initial values before the first step.
+  std::vector<float> get_optimizer_variables() const;
+  void set_optimizer_variables(const std::vector<float>& values);
 
   // Keras 3 files (src/io/keras*.cpp; tk::models::load_model reads them back):
   // save("m.keras"): the zip of config.json, metadata.json and model.weights.h5 with the compile config and

@@ -8,6 +8,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "trainkit/nn/schedules.h"
 
@@ -72,6 +73,7 @@ struct RMSpropOptions : Common {
 };
 
 // Written in the general tensor ops (src/nn/optimizers/: one file each, src/nn/optimizer_rule.h), Keras 3's math.
+// (SGD, Adam, AdamW and RMSprop are described the same way and run fused update ops.)
 struct AdagradOptions : Common {
   float learning_rate = 0.001f;
   float initial_accumulator_value = 0.1f, epsilon = 1e-7f;
@@ -84,9 +86,20 @@ struct LionOptions : Common {
   float learning_rate = 1e-4f;
   float beta_1 = 0.9f, beta_2 = 0.99f;
 };
+struct NadamOptions : Common {
+  float learning_rate = 0.001f;
+  float beta_1 = 0.9f, beta_2 = 0.999f, epsilon = 1e-7f;
+};
+struct AdafactorOptions : Common {
+  float learning_rate = 0.001f;
+  float beta_2_decay = -0.8f, epsilon_1 = 1e-30f, epsilon_2 = 1e-3f, clip_threshold = 1.0f;
+  bool relative_step = true;
+};
 OptimizerPtr Adagrad(AdagradOptions options = {});
 OptimizerPtr Adadelta(AdadeltaOptions options = {});
 OptimizerPtr Lion(LionOptions options = {});
+OptimizerPtr Nadam(NadamOptions options = {});
+OptimizerPtr Adafactor(AdafactorOptions options = {});
 
 OptimizerPtr SGD(SGDOptions options = {});
 OptimizerPtr Adam(AdamOptions options = {});
@@ -104,8 +117,11 @@ struct LossScaleOptions {
 };
 OptimizerPtr LossScaleOptimizer(OptimizerPtr inner, LossScaleOptions options = {});
 
-// "sgd", "adam", "adamw", "rmsprop", "adagrad", "adadelta", "lion" with Keras defaults (case-insensitive).
+// By Keras class name with Keras defaults (case-insensitive): "sgd", "adam", "adamw", "rmsprop", "adagrad",
+// "adadelta", "lion", "nadam", "adafactor" (every rule in src/nn/optimizer_rule.cpp's kRules).
 OptimizerPtr get(const std::string& name);
+// get()'s names, lower case, in the rules' order (what --optimizer takes and --help lists).
+std::vector<std::string> names();
 // By name with a learning rate (the CLI's --optimizer/--learning-rate).
 OptimizerPtr get(const std::string& name, float learning_rate);
 

@@ -33,7 +33,9 @@ struct TrainingState {
   std::vector<Tensor> weights;            // host float32 copies
   std::string optimizer;                  // Keras class name ("Adam"); empty before compile
   int slots_per_variable = 0;
-  std::vector<Tensor> optimizer_slots;   // per trainable weight (in order), slots_per_variable each; host copies
+  // Per trainable weight (in order), slots_per_variable each, then the optimizer's own variables (Nadam's u_product,
+  // float32 scalars: Model::get_optimizer_variables); host copies.
+  std::vector<Tensor> optimizer_slots;
   int64_t iterations = 0;                // optimizer steps taken
   float learning_rate = 0.0f;            // the optimizer's current learning rate (callbacks may have changed it)
   uint64_t step = 0;                     // the model's step counter (dropout's random stream)

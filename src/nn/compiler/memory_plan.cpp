@@ -8,6 +8,7 @@
 #include "graph/schedule.h"
 #include "nn/compiler/programs.h"
 #include "nn/distribute/strategy_state.h"
+#include "nn/optimizer_rule.h"
 #include "runtime/device_memory.h"
 #include "trainkit/core/error.h"
 #include "trainkit/runtime/memory.h"
@@ -97,8 +98,7 @@ MemoryPlan plan_from_trace(const ProgramCache::Traced& t, const std::vector<Laye
   // Optimizer slots and gradients: from the update ops (param, grad, slots...).
   for (int id : order) {
     const graph::Node& n = t.g[id];
-    const bool update = n.op == graph::Op::SgdUpdate || n.op == graph::Op::AdamUpdate ||
-                        n.op == graph::Op::RmspropUpdate || n.op == graph::Op::MultiUpdate;
+    const bool update = nn::is_fused_update(n.op);  // the optimizer rules' fused ops (nn/optimizer_rule.h)
     if (update) {  // one variable, or MultiUpdate's attrs.size of them: (params, grads, slots per variable)
       const size_t vars = n.op == graph::Op::MultiUpdate ? static_cast<size_t>(n.attrs.size) : 1;
       const size_t per_var_slots = (n.inputs.size() - (n.attrs.gated ? 1 : 0)) / vars - 2;
@@ -116,7 +116,8 @@ MemoryPlan plan_from_trace(const ProgramCache::Traced& t, const std::vector<Laye
       const graph::Node& dst = t.g[n.inputs[0]];
       const size_t bytes = static_cast<size_t>(dst.shape.numel()) * dtype_size(dst.dtype);
       auto it = index.find(layer_of(dst.name));
-      const bool slot = dst.name.find("/slot") != std::string::npos;  // ProgramCache::add_update's slot names
+      // ProgramCache::add_update's slot names, and the rule's optimizer variables ("optimizer/u_product")
+      const bool slot = dst.name.find("/slot") != std::string::npos || dst.name.rfind("optimizer/", 0) == 0;
       if (slot) {
         plan.optimizer_state += aligned(bytes);
         if (it != index.end()) plan.layers[it->second].optimizer_state += aligned(bytes);

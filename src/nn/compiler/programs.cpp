@@ -144,7 +144,7 @@ std::vector<Tensor> ProgramCache::slots(const Weight& w) const {
   auto it = slots_.find(w.id);
   for (int s = 0; s < n; ++s) {
     if (it == slots_.end()) {
-      out.push_back(Tensor::zeros(w.value.shape(), w.value.dtype()));
+      out.push_back(Tensor::zeros(nn::slot_shape(*model_.optimizer_, s, w.value.shape()), w.value.dtype()));
       continue;
     }
     const Tensor& t = it->second[static_cast<size_t>(s)];
@@ -256,6 +256,7 @@ void ProgramCache::sync_from(const ProgramCache& primary) {
     auto theirs = primary.slots_.find(w->id);
     if (theirs != primary.slots_.end()) set_slots(*w, theirs->second);
   }
+  if (!primary.optimizer_variables_.empty()) set_optimizer_variables(primary.optimizer_variables());
   if (const float* st = primary.loss_scale_state()) set_loss_scale_state(st[0], st[1], st[2]);
 }
 
@@ -267,6 +268,9 @@ std::vector<std::pair<std::string, Tensor*>> ProgramCache::state_tensors() {
   for (Weight* w : trainable_weights())
     if (std::vector<Tensor>* slots = slots_of(*w, false))
       for (size_t k = 0; k < slots->size(); ++k) out.emplace_back(w->name + "/slot" + std::to_string(k), &(*slots)[k]);
+  const auto& rule_vars = nn::rule_state(*model_.optimizer_).rule->variables;
+  for (size_t i = 0; i < optimizer_variables_.size(); ++i)
+    out.emplace_back("optimizer/" + rule_vars[i].name, &optimizer_variables_[i]);
   if (loss_scale_.defined()) out.emplace_back("optimizer/loss_scale", &loss_scale_);
   return out;
 }
@@ -305,10 +309,10 @@ std::vector<Tensor>* ProgramCache::slots_of(const Weight& w, bool create) {
     const Optimizer& opt = *model_.optimizer_;
     std::vector<Tensor> fresh;
     for (int s = 0; s < opt.slots_per_variable(); ++s) {
-      fresh.emplace_back(w.value.shape(), w.value.dtype(), device_,
-                         w.name + "/" + opt.name() + " slot " + std::to_string(s));
+      const Shape shape = nn::slot_shape(opt, s, w.value.shape());  // Adafactor's factored moments differ
+      fresh.emplace_back(shape, w.value.dtype(), device_, w.name + "/" + opt.name() + " slot " + std::to_string(s));
       if (const float init = nn::slot_initial_value(opt, s); init != 0.0f) {  // Adagrad's accumulator: 0.1
-        Tensor host = Tensor::zeros(w.value.shape(), DType::f32);
+        Tensor host = Tensor::zeros(shape, DType::f32);
         std::fill(host.data<float>(), host.data<float>() + host.numel(), init);
         device_copy(fresh.back().raw(), fresh.back().device(), host.raw(), Device::cpu(), host.nbytes());
       }
@@ -324,6 +328,7 @@ size_t ProgramCache::persistent_bytes() const {
   if (loss_scale_.defined()) bytes += 256;
   for (const auto& [w, slots] : slots_)
     for (const Tensor& t : slots) bytes += (t.nbytes() + 255) / 256 * 256;
+  bytes += optimizer_variables_.size() * 256;
   return bytes;
 }
 
@@ -505,6 +510,38 @@ bool ProgramCache::step_was_skipped() {
   return was;
 }
 
+std::vector<Tensor>* ProgramCache::optimizer_variables_of(bool create) {
+  if (optimizer_variables_.empty() && create) {
+    const std::vector<float> init = nn::optimizer_variable_initial_values(*model_.optimizer_);
+    for (const float v : init) {
+      optimizer_variables_.emplace_back(Shape{}, DType::f32, device_, "optimizer variable");
+      device_copy(optimizer_variables_.back().raw(), optimizer_variables_.back().device(), &v, Device::cpu(), sizeof v);
+    }
+  }
+  return optimizer_variables_.empty() && !nn::optimizer_variable_initial_values(*model_.optimizer_).empty()
+             ? nullptr
+             : &optimizer_variables_;
+}
+
+std::vector<float> ProgramCache::optimizer_variables() const {
+  if (optimizer_variables_.empty()) return nn::optimizer_variable_initial_values(*model_.optimizer_);
+  synchronize();
+  std::vector<float> out(optimizer_variables_.size());
+  for (size_t i = 0; i < out.size(); ++i)
+    device_copy(&out[i], Device::cpu(), optimizer_variables_[i].raw(), optimizer_variables_[i].device(), sizeof(float));
+  return out;
+}
+
+void ProgramCache::set_optimizer_variables(const std::vector<float>& values) {
+  std::vector<Tensor>& vars = *optimizer_variables_of(true);
+  if (values.size() != vars.size())
+    throw InvalidArgument(model_.optimizer_->name() + " keeps " + std::to_string(vars.size()) +
+                          " optimizer variable(s), got " + std::to_string(values.size()));
+  synchronize();  // in place: compiled programs hold pointers to the storage
+  for (size_t i = 0; i < vars.size(); ++i)
+    device_copy(vars[i].raw(), vars[i].device(), &values[i], Device::cpu(), sizeof(float));
+}
+
 void ProgramCache::add_update(graph::Graph& g, const Weight& w, int var, int grad, bool zero_grad, bool allocate_slots,
                               int control, std::vector<int>& sinks) {
   Optimizer& opt = *model_.optimizer_;
@@ -512,12 +549,13 @@ void ProgramCache::add_update(graph::Graph& g, const Weight& w, int var, int gra
   std::vector<Tensor>* slots = slots_of(w, allocate_slots);  // optimizer state is created with the first program
   for (int s = 0; s < opt.slots_per_variable(); ++s) {
     const std::string slot_name = w.name + "/slot" + std::to_string(s);
-    slot_values.push_back(slots != nullptr ? g.variable(slot_name, (*slots)[static_cast<size_t>(s)])
-                                           : g.placeholder_variable(slot_name, w.value.shape(), w.value.dtype()));
+    slot_values.push_back(
+        slots != nullptr ? g.variable(slot_name, (*slots)[static_cast<size_t>(s)])
+                         : g.placeholder_variable(slot_name, nn::slot_shape(opt, s, w.value.shape()), w.value.dtype()));
   }
-  if (nn::rule_state(opt)) {  // an optimizer written in the general ops: its ops, then an Assign per value
-    const std::vector<int> assigns =
-        nn::emit_rule_update(g, opt, w.name + "/update", var, grad, slot_values, control, zero_grad);
+  if (nn::emits_ops(opt)) {  // an optimizer written in the general ops: its ops, then an Assign per value
+    const std::vector<int> assigns = nn::emit_rule_update(g, opt, w.name + "/update", var, grad, slot_values, control,
+                                                          zero_grad, optimizer_variables_of(allocate_slots));
     sinks.insert(sinks.end(), assigns.begin(), assigns.end());
     return;
   }

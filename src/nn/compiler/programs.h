@@ -91,6 +91,12 @@ class ProgramCache {
   std::vector<Tensor> slots(const Weight& w) const;
   // Sets a weight's optimizer slots, in place when programs already hold them.
   void set_slots(const Weight& w, const std::vector<Tensor>& values);
+  // The optimizer-level variables (nn/optimizer_rule.h: Nadam's u_product), float32 scalars on the model's device in
+  // the rule's order; created at their initial values when `create` and missing, else null when missing.
+  std::vector<Tensor>* optimizer_variables_of(bool create);
+  // Their values (the initial values before the first step), and setting them (restoring a state).
+  std::vector<float> optimizer_variables() const;
+  void set_optimizer_variables(const std::vector<float>& values);
   // The programs built so far (their graphs), e.g. for the kernel choices a training state records.
   std::vector<const graph::Program*> programs() const;
   // A model's own cache (null before its first fit, evaluate, predict or train_on_batch): tests and diagnostics read
@@ -159,6 +165,7 @@ class ProgramCache {
   std::map<uint64_t, std::vector<Tensor>> slots_;  // per Weight::id: optimizer slots
   Tensor arena_;                                   // shared by every program of the model
   Tensor loss_scale_;                              // (3) float32: dynamic loss scaling's state
+  std::vector<Tensor> optimizer_variables_;        // the optimizer rule's variables (Nadam's u_product), () each
   int64_t skipped_seen_ = 0;                       // skipped steps counted when step_was_skipped last looked
   mutable float loss_scale_host_[3] = {};          // loss_scale_state()'s host copy when loss_scale_ is on a device
   std::map<uint64_t, Tensor> accumulators_;        // per Weight::id: micro-batch gradient sums

@@ -30,12 +30,12 @@ UpdateValues update(graph::OpBuilder& b, const UpdateOperands& in) {
 }  // namespace
 
 const OptimizerRule& adadelta_rule() {
-  static const OptimizerRule rule{"Adadelta",
-                                  {{"rho", 0.95f}, {"epsilon", 1e-7f}},
-                                  0.001f,
-                                  {{"accumulated_grad", 0.0f}, {"accumulated_delta_var", 0.0f}},
-                                  update,
-                                  [](const std::map<std::string, float>& h) {
+  static const OptimizerRule rule{.keras_class = "Adadelta",
+                                  .hyper = {{"rho", 0.95f}, {"epsilon", 1e-7f}},
+                                  .learning_rate = 0.001f,
+                                  .slots = {{"accumulated_grad"}, {"accumulated_delta_var"}},
+                                  .update = update,
+                                  .check = [](const Hypers& h) {
                                     if (!(h.at("rho") >= 0.0f && h.at("rho") <= 1.0f))
                                       throw InvalidArgument("Adadelta: rho must be in [0, 1]");
                                     if (!(h.at("epsilon") > 0.0f))

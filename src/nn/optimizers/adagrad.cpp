@@ -19,12 +19,12 @@ UpdateValues update(graph::OpBuilder& b, const UpdateOperands& in) {
 }  // namespace
 
 const OptimizerRule& adagrad_rule() {
-  static const OptimizerRule rule{"Adagrad",
-                                  {{"initial_accumulator_value", 0.1f}, {"epsilon", 1e-7f}},
-                                  0.001f,
-                                  {{"accumulator", 0.1f}},
-                                  update,
-                                  [](const std::map<std::string, float>& h) {
+  static const OptimizerRule rule{.keras_class = "Adagrad",
+                                  .hyper = {{"initial_accumulator_value", 0.1f}, {"epsilon", 1e-7f}},
+                                  .learning_rate = 0.001f,
+                                  .slots = {{.name = "accumulator", .initial_from = "initial_accumulator_value"}},
+                                  .update = update,
+                                  .check = [](const Hypers& h) {
                                     if (!(h.at("initial_accumulator_value") >= 0.0f))
                                       throw InvalidArgument("Adagrad: initial_accumulator_value must be >= 0");
                                     if (!(h.at("epsilon") > 0.0f))

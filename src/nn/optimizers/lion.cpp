@@ -23,12 +23,12 @@ UpdateValues update(graph::OpBuilder& b, const UpdateOperands& in) {
 }  // namespace
 
 const OptimizerRule& lion_rule() {
-  static const OptimizerRule rule{"Lion",
-                                  {{"beta_1", 0.9f}, {"beta_2", 0.99f}},
-                                  1e-4f,
-                                  {{"momentum", 0.0f}},
-                                  update,
-                                  [](const std::map<std::string, float>& h) {
+  static const OptimizerRule rule{.keras_class = "Lion",
+                                  .hyper = {{"beta_1", 0.9f}, {"beta_2", 0.99f}},
+                                  .learning_rate = 1e-4f,
+                                  .slots = {{"momentum"}},
+                                  .update = update,
+                                  .check = [](const Hypers& h) {
                                     for (const char* k : {"beta_1", "beta_2"})
                                       if (!(h.at(k) >= 0.0f && h.at(k) <= 1.0f))
                                         throw InvalidArgument(std::string("Lion: ") + k + " must be in [0, 1]");

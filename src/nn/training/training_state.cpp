@@ -7,6 +7,7 @@
 #include "graph/backend.h"
 #include "graph/host_threads.h"
 #include "nn/compiler/programs.h"
+#include "nn/optimizer_rule.h"
 #include "trainkit/core/error.h"
 #include "trainkit/nn/model.h"
 
@@ -26,6 +27,7 @@ TrainingState Model::training_state() {
   s.slots_per_variable = optimizer_->slots_per_variable();
   for (std::vector<Tensor>& per_weight : get_optimizer_slots())  // zeros before the first step
     for (Tensor& slot : per_weight) s.optimizer_slots.push_back(std::move(slot));
+  for (const float v : get_optimizer_variables()) s.optimizer_slots.push_back(Tensor::from_vector<float>(Shape{}, {v}));
   s.iterations = optimizer_->iterations();
   s.learning_rate = optimizer_->learning_rate();
   s.step = step_;
@@ -66,17 +68,29 @@ void Model::restore_training_state(const TrainingState& s) {
                           " state (compile with the same optimizer)");
   const std::vector<const Weight*> trainable = trainable_weights();
   const size_t per = static_cast<size_t>(s.slots_per_variable);
-  if (s.optimizer_slots.size() != trainable.size() * per)
+  const size_t n_vars = get_optimizer_variables().size();  // after the slots (Nadam's u_product)
+  if (s.optimizer_slots.size() != trainable.size() * per + n_vars)
     throw InvalidArgument(where + "the state has " + std::to_string(s.optimizer_slots.size()) +
-                          " optimizer slots, the model needs " + std::to_string(trainable.size() * per) + " (" +
-                          std::to_string(trainable.size()) + " trainable weights; were layers frozen differently?)");
+                          " optimizer tensors, the model needs " + std::to_string(trainable.size() * per + n_vars) +
+                          " (" + std::to_string(trainable.size()) + " trainable weights, " + std::to_string(per) +
+                          " slots each, " + std::to_string(n_vars) +
+                          " optimizer variables; were layers frozen differently?)");
   for (size_t i = 0; i < trainable.size(); ++i)
     for (size_t k = 0; k < per; ++k) {
       const Tensor& t = s.optimizer_slots[i * per + k];
-      if (t.shape() != trainable[i]->value.shape() || t.dtype() != trainable[i]->value.dtype())
+      const Shape want = nn::slot_shape(*optimizer_, static_cast<int>(k), trainable[i]->value.shape());
+      if (t.shape() != want || t.dtype() != trainable[i]->value.dtype())
         throw InvalidArgument(where + "optimizer slot " + std::to_string(k) + " of '" + trainable[i]->name + "' is " +
-                              t.shape().to_string() + ", the weight is " + trainable[i]->value.shape().to_string());
+                              t.shape().to_string() + ", " + optimizer_->name() + " keeps " + want.to_string() +
+                              " for the weight's " + trainable[i]->value.shape().to_string());
     }
+  std::vector<float> vars;
+  for (size_t j = 0; j < n_vars; ++j) {
+    const Tensor& t = s.optimizer_slots[trainable.size() * per + j];
+    if (t.numel() != 1 || t.dtype() != DType::f32 || !std::isfinite(t.data<float>()[0]))
+      throw InvalidArgument(where + "optimizer variable " + std::to_string(j) + " is not a finite float32 scalar");
+    vars.push_back(t.data<float>()[0]);
+  }
   if (s.iterations < 0 || s.position.epoch < 0 || s.position.batch < 0 || s.position.shuffles < 0 ||
       s.position.pass_offset < 0)
     throw InvalidArgument(where + "negative counters in the state (iterations " + std::to_string(s.iterations) +
@@ -103,6 +117,7 @@ void Model::restore_training_state(const TrainingState& s) {
     slots[i].assign(s.optimizer_slots.begin() + static_cast<std::ptrdiff_t>(i * per),
                     s.optimizer_slots.begin() + static_cast<std::ptrdiff_t>((i + 1) * per));
   set_optimizer_slots(slots, s.iterations);  // makes programs_
+  set_optimizer_variables(vars);
   if (s.loss_scale > 0.0f)
     programs_->set_loss_scale_state(s.loss_scale, static_cast<float>(s.loss_scale_counter),
                                     static_cast<float>(s.skipped_steps));
