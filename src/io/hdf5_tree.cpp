@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "data/hdf5_isolation.h"
+#include "runtime/device_memory.h"
 #include "trainkit/core/error.h"
 
 namespace tk::io {
@@ -228,6 +229,7 @@ H5Tree read_open_file(const std::string& label, hid_t file) {
 }  // namespace
 
 H5Tree read_h5_tree_file_in_process(const std::string& path, const std::string& label) {
+  const runtime::FileOperation op("loading " + label);  // an OOM here (the helper has the budget too) is about the file
   std::lock_guard lock(hdf5_library_mutex());
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   if (FILE* f = std::fopen(path.c_str(), "rb")) {
