@@ -9,6 +9,7 @@
 
 #include "cli_run.h"
 #include "io/file_staging.h"
+#include "io/hdf5_tree.h"
 #include "trainkit/io/training_state_file.h"
 #include "trainkit/runtime/memory.h"
 #include "trainkit/trainkit.h"
@@ -117,6 +118,26 @@ TEST(SaveMemory, FileMemoryIsNamedAndStreamsInPieces) {
   EXPECT_EQ(pieces, 1u);
   EXPECT_EQ(bytes, t.nbytes());
   EXPECT_EQ(io::file_owner("m.keras", "staging for", "dense/kernel"), "m.keras: staging for dense/kernel");
+}
+
+// The pieces a GPU's tensor is written in (rows of its trailing dimensions, or parts of its last one), exercised on a
+// host tensor: every piece size gives back the same dataset.
+TEST(SaveMemory, TensorsWrittenInPiecesReadBackTheSame) {
+  const fs::path dir = temp_dir("pieces");
+  Tensor t(Shape{3, 5, 7}, DType::f32);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = static_cast<float>(i) * 0.5f - 3.0f;
+  io::H5Tree tree;
+  tree.groups.insert("");
+  tree.datasets["x"] = t;
+  for (size_t piece : {size_t{4}, size_t{24}, size_t{28}, size_t{100}, size_t{140}, size_t{300}, size_t{0}}) {
+    const std::string file = (dir / ("p" + std::to_string(piece) + ".h5")).string();
+    io::write_h5_tree_file(tree, file, file, piece);
+    const io::H5Tree back = io::read_h5_tree_file(file);
+    const Tensor* x = back.dataset("x");
+    ASSERT_NE(x, nullptr) << piece;
+    ASSERT_EQ(x->shape(), t.shape()) << piece;
+    EXPECT_EQ(std::memcmp(x->raw(), t.raw(), t.nbytes()), 0) << "pieces of " << piece << " bytes";
+  }
 }
 
 namespace {

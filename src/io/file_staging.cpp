@@ -26,19 +26,20 @@ std::string file_owner(const std::string& file, const std::string& what, const s
 
 TensorBytes::TensorBytes(const Tensor& t, std::string file, std::string tensor, size_t capacity)
     : t_(t), file_(std::move(file)), tensor_(std::move(tensor)) {
-  if (capacity == 0) capacity = file_staging_capacity();
+  // A host tensor is handed over from its own memory: whole unless the caller asks for pieces.
+  if (capacity == 0) capacity = t.on_host() ? t.nbytes() : file_staging_capacity();
   const size_t element = dtype_size(t.dtype());
-  capacity_ = t.on_host() ? t.nbytes() : std::max(element, std::min(t.nbytes(), capacity) / element * element);
+  capacity_ = std::max(element, std::min(t.nbytes(), capacity) / element * element);
 }
 
 const void* TensorBytes::range(size_t offset, size_t n) {
   if (offset + n > t_.nbytes())
     throw InvalidArgument(file_ + ": bytes [" + std::to_string(offset) + ", " + std::to_string(offset + n) + ") of " +
                           tensor_ + ", which has " + std::to_string(t_.nbytes()));
-  if (t_.on_host()) return static_cast<const char*>(t_.raw()) + offset;
   if (n > capacity_)
     throw InvalidArgument(file_ + ": " + std::to_string(n) + " bytes of " + tensor_ + " at once, more than the " +
                           std::to_string(capacity_) + "-byte staging buffer");
+  if (t_.on_host()) return static_cast<const char*>(t_.raw()) + offset;
   if (!staging_.defined())
     staging_ = Tensor(Shape{static_cast<int64_t>(capacity_)}, DType::u8, Device::cpu(),
                       file_owner(file_, "staging for", tensor_));

@@ -30,11 +30,11 @@ size_t file_staging_bytes(const Tensor& t);
 // The owner tag of memory a file operation holds for one tensor: "<file>: <what> <tensor>".
 std::string file_owner(const std::string& file, const std::string& what, const std::string& tensor);
 
-// Byte ranges of one tensor for a file: pointers into its own memory for a host tensor; for a device tensor, copies
-// into one staging buffer of min(its bytes, capacity) allocated on first use (and freed with the reader).
+// Byte ranges of one tensor for a file, at most capacity() at a time: pointers into its own memory for a host tensor
+// (capacity 0: the whole tensor); for a device tensor, copies into one staging buffer of min(its bytes, capacity)
+// allocated on first use (and freed with the reader; capacity 0: file_staging_capacity()).
 class TensorBytes {
  public:
-  // capacity 0: file_staging_capacity().
   TensorBytes(const Tensor& t, std::string file, std::string tensor, size_t capacity = 0);
   // Bytes [offset, offset + n) of the tensor, valid until the next call; n <= capacity() for a device tensor.
   const void* range(size_t offset, size_t n);

@@ -58,7 +58,9 @@ std::string write_h5_tree(const H5Tree& tree);
 // tensor's own memory, or, for a tensor in a GPU's memory, through one bounded staging buffer (io/file_staging.h):
 // no copy of the tree's datasets is made. `label` names the file in errors and owner tags. IoError (disk full,
 // naming `label`) when the file cannot be written.
-void write_h5_tree_file(const H5Tree& tree, const std::string& path, const std::string& label);
+// piece_bytes > 0: at most that many bytes per write, host tensors too (tests: the pieces a GPU's tensor is written
+// in).
+void write_h5_tree_file(const H5Tree& tree, const std::string& path, const std::string& label, size_t piece_bytes = 0);
 
 // libhdf5 is not thread-safe as Debian builds it: every call in this process holds this mutex.
 std::mutex& hdf5_library_mutex();

@@ -26,7 +26,8 @@ struct Handle {
 
 class TreeWriter {
  public:
-  TreeWriter(hid_t file, std::string label) : file_(file), label_(std::move(label)) {}
+  TreeWriter(hid_t file, std::string label, size_t piece_bytes = 0)
+      : file_(file), label_(std::move(label)), piece_bytes_(piece_bytes) {}
 
   void write(const H5Tree& tree) {
     for (const std::string& g : tree.groups)  // std::set order: parents before children
@@ -73,7 +74,7 @@ class TreeWriter {
     Handle d(H5Dcreate2(file_, path.c_str(), file_type, space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
     if (d.id < 0) fail("dataset " + path);
     if (t.numel() == 0) return;
-    TensorBytes bytes(t, label_, path);
+    TensorBytes bytes(t, label_, path, piece_bytes_);
     const size_t element = dtype_size(t.dtype());
     if (t.nbytes() <= bytes.capacity()) {  // the whole tensor at once
       if (H5Dwrite(d.id, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.range(0, t.nbytes())) < 0) fail(path);
@@ -134,6 +135,7 @@ class TreeWriter {
 
   hid_t file_;
   std::string label_;
+  size_t piece_bytes_;
 };
 
 }  // namespace
@@ -154,12 +156,12 @@ std::string write_h5_tree(const H5Tree& tree) {
   return out;
 }
 
-void write_h5_tree_file(const H5Tree& tree, const std::string& path, const std::string& label) {
+void write_h5_tree_file(const H5Tree& tree, const std::string& path, const std::string& label, size_t piece_bytes) {
   std::lock_guard lock(hdf5_library_mutex());
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   Handle file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
   if (file.id < 0) throw IoError(label + ": cannot create " + path + ": " + hdf5_innermost_error());
-  TreeWriter(file.id, label).write(tree);
+  TreeWriter(file.id, label, piece_bytes).write(tree);
   if (H5Fclose(file.id) < 0) {
     file.id = -1;
     throw IoError(label + ": cannot finish " + path + ": " + hdf5_innermost_error() + " (is the disk full?)");
