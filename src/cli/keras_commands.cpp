@@ -5,7 +5,9 @@
 #include "cli/commands.h"
 #include "cli/data_source.h"
 #include "cli/usage.h"
+#include "io/file_staging.h"
 #include "trainkit/io/keras.h"
+#include "trainkit/runtime/memory.h"
 #include "trainkit/trainkit.h"
 
 namespace tk::cli {
@@ -27,7 +29,24 @@ void check_save_path(const std::string& path) {
 
 void save_model_file(const Model& model, const std::string& path, int verbose) {
   if (path.empty()) return;
-  model.save(path);
+  try {
+    model.save(path);
+  } catch (const OutOfMemoryError&) {
+    // The trained model is still here and the previous file intact: try once more through the smallest staging
+    // buffer (a GPU's tensors pass through it; io/file_staging.h) before giving up.
+    const size_t was = io::file_staging_capacity();
+    if (was <= io::kMinFileStagingBytes) throw;
+    std::fprintf(stderr, "trainkit: saving %s ran out of memory; retrying with a %s staging buffer\n", path.c_str(),
+                 config::format_bytes(io::kMinFileStagingBytes).c_str());
+    io::set_file_staging_capacity(io::kMinFileStagingBytes);
+    try {
+      model.save(path);
+    } catch (const OutOfMemoryError& again) {
+      io::set_file_staging_capacity(was);
+      throw OutOfMemoryError("--save " + path + ": not saved (the previous file, if any, is intact): " + again.what());
+    }
+    io::set_file_staging_capacity(was);
+  }
   if (verbose != 0) std::printf("saved %s\n", path.c_str());
 }
 

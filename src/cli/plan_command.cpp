@@ -91,7 +91,8 @@ int run_plan_absent_gpu(const PlanArgs& a) {
     throw InvalidArgument("--device " + device.to_string() +
                           ": this trainkit has no CUDA device to use here, so the plan needs the GPU's memory: "
                           "--memory-limit 24GiB, or --gpu NAME (`trainkit plan --help` lists the cards)");
-  std::unique_ptr<Model> model = make_model(a.model, Shape(a.input_shape));
+  std::unique_ptr<Model> model =
+      is_model_file(a.model) ? models::load_model_for_planning(a.model) : make_model(a.model, Shape(a.input_shape));
   model->set_dtype_policy(a.run.dtype_policy);
   model->plan_for_absent_device(device, budget);
   model->compile(optimizers::get(a.optimizer), losses::SparseCategoricalCrossentropy({.from_logits = true}),
@@ -133,7 +134,9 @@ int run_plan(const PlanArgs& a) {
   const Device device = apply_run_options(a.run);
   std::optional<distribute::MirroredStrategy> strategy;
   if (a.replicas > 1) strategy.emplace(replicas_over(device, a.replicas, "trainkit plan", a.run.memory_limit));
-  std::unique_ptr<Model> model = make_model(a.model, Shape(a.input_shape));
+  // A model file: its config alone (planning reads no weights and allocates no optimizer state or arena).
+  std::unique_ptr<Model> model =
+      is_model_file(a.model) ? models::load_model_for_planning(a.model) : make_model(a.model, Shape(a.input_shape));
   configure_model(*model, a.run, device);
   distribute::in_scope(strategy ? &*strategy : nullptr, [&] {
     model->compile(optimizers::get(a.optimizer), losses::SparseCategoricalCrossentropy({.from_logits = true}),

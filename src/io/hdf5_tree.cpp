@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "data/hdf5_isolation.h"
+#include "runtime/device_memory.h"
 #include "trainkit/core/error.h"
 
 namespace tk::io {
@@ -36,14 +37,14 @@ std::vector<std::string> H5Tree::children(const std::string& group) const {
   return {out.begin(), out.end()};
 }
 
-namespace {
-
-constexpr uint64_t kMaxTotalBytes = uint64_t{1} << 30;
-
-std::mutex& h5_mutex() {
+std::mutex& hdf5_library_mutex() {
   static std::mutex mu;
   return mu;
 }
+
+namespace {
+
+constexpr uint64_t kMaxTotalBytes = uint64_t{1} << 30;
 
 // Closes an HDF5 handle of any kind when it goes out of scope.
 struct Handle {
@@ -57,7 +58,9 @@ struct Handle {
   }
 };
 
-std::string innermost_error() {
+}  // namespace
+
+std::string hdf5_innermost_error() {
   std::string inner;
   H5Ewalk2(
       H5E_DEFAULT, H5E_WALK_UPWARD,
@@ -73,8 +76,10 @@ std::string innermost_error() {
   return inner.empty() ? std::string("HDF5 reported a failure without details") : "HDF5: " + inner;
 }
 
+namespace {
+
 [[noreturn]] void damaged(const std::string& label, const std::string& what) {
-  throw FormatError(label + ": " + what + ": " + innermost_error() +
+  throw FormatError(label + ": " + what + ": " + hdf5_innermost_error() +
                     " (the file is damaged or was not written completely; save it again)");
 }
 
@@ -199,7 +204,7 @@ class Reader {
     total_ += numel * (dt == DType::f32 ? 4 : 8);
     if (numel > kMaxTotalBytes || total_ > kMaxTotalBytes)
       throw FormatError(label_ + ": dataset '/" + path + "' would take the file's weights past 1 GiB (damaged?)");
-    Tensor t(Shape(shape), dt);
+    Tensor t(Shape(shape), dt, Device::cpu(), label_ + ": read of " + path);  // the owner tag names file and tensor
     if (numel > 0 &&
         H5Dread(d, dt == DType::f32 ? H5T_NATIVE_FLOAT : H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.raw()) < 0)
       damaged(label_, "cannot read dataset '/" + path + "'");
@@ -221,14 +226,11 @@ H5Tree read_open_file(const std::string& label, hid_t file) {
   return t;
 }
 
-void check(herr_t s, const char* what) {
-  if (s < 0) throw Error(std::string("writing HDF5: ") + what + ": " + innermost_error());
-}
-
 }  // namespace
 
 H5Tree read_h5_tree_file_in_process(const std::string& path, const std::string& label) {
-  std::lock_guard lock(h5_mutex());
+  const runtime::FileOperation op("loading " + label);  // an OOM here (the helper has the budget too) is about the file
+  std::lock_guard lock(hdf5_library_mutex());
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   if (FILE* f = std::fopen(path.c_str(), "rb")) {
     char sig[8] = {};
@@ -382,7 +384,7 @@ H5Tree parse_h5_tree(const std::string& bytes, const std::string& label) {
     const uint64_t nbytes = in.u64();
     if (nbytes != numel * (kind == 1 ? 8 : 4)) in.bad("a dataset's byte count does not match its shape");
     if (nbytes > bytes.size()) in.bad("a dataset larger than the answer");
-    Tensor v(Shape(dims), dt);
+    Tensor v(Shape(dims), dt, Device::cpu(), label + ": read of " + path);  // the owner tag names file and tensor
     in.raw(v.raw(), nbytes);
     t.datasets[path] = std::move(v);
   }
@@ -397,60 +399,6 @@ H5Tree parse_h5_tree(const std::string& bytes, const std::string& label) {
   }
   if (!in.done()) in.bad("bytes after the end");
   return t;
-}
-
-std::string write_h5_tree(const H5Tree& tree) {
-  std::lock_guard lock(h5_mutex());
-  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
-  check(H5Pset_fapl_core(fapl.id, 1 << 16, 0), "core driver");
-  Handle file(H5Fcreate("trainkit-image.h5", H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id), H5Fclose);
-  if (file.id < 0) check(-1, "create");
-  auto open_group = [&](const std::string& path) -> hid_t {
-    return path.empty() ? H5Gopen2(file.id, "/", H5P_DEFAULT) : H5Gopen2(file.id, path.c_str(), H5P_DEFAULT);
-  };
-  for (const std::string& g : tree.groups)  // std::set order: parents before children
-    if (!g.empty()) {
-      Handle h(H5Gcreate2(file.id, g.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
-      if (h.id < 0) check(-1, ("group " + g).c_str());
-    }
-  for (const auto& [path, t] : tree.datasets) {
-    std::vector<hsize_t> dims;
-    for (int i = 0; i < t.shape().rank(); ++i) dims.push_back(static_cast<hsize_t>(t.shape()[i]));
-    Handle space(
-        dims.empty() ? H5Screate(H5S_SCALAR) : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
-        H5Sclose);
-    const bool integer = t.dtype() == DType::i64 || t.dtype() == DType::i32;
-    const hid_t file_type = integer ? (t.dtype() == DType::i64 ? H5T_STD_I64LE : H5T_STD_I32LE) : H5T_IEEE_F32LE;
-    const hid_t mem_type = integer ? (t.dtype() == DType::i64 ? H5T_NATIVE_INT64 : H5T_NATIVE_INT32) : H5T_NATIVE_FLOAT;
-    if (!integer && t.dtype() != DType::f32) throw InvalidArgument("write_h5_tree: '" + path + "' is not float32");
-    Handle d(H5Dcreate2(file.id, path.c_str(), file_type, space.id, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
-    if (d.id < 0) check(-1, ("dataset " + path).c_str());
-    if (t.numel() > 0) check(H5Dwrite(d.id, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.raw()), path.c_str());
-  }
-  for (const auto& [object, named] : tree.attrs) {
-    Handle obj(tree.datasets.count(object) ? H5Dopen2(file.id, object.c_str(), H5P_DEFAULT) : open_group(object),
-               tree.datasets.count(object) ? H5Dclose : H5Gclose);
-    if (obj.id < 0) check(-1, ("attributes of " + object).c_str());
-    for (const auto& [name, values] : named) {
-      Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
-      check(H5Tset_size(type.id, H5T_VARIABLE), "string type");
-      check(H5Tset_cset(type.id, H5T_CSET_UTF8), "string type");
-      const hsize_t n = values.size();
-      Handle space(values.size() == 1 ? H5Screate(H5S_SCALAR) : H5Screate_simple(1, &n, nullptr), H5Sclose);
-      Handle a(H5Acreate2(obj.id, name.c_str(), type.id, space.id, H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
-      if (a.id < 0) check(-1, ("attribute " + name).c_str());
-      std::vector<const char*> ptrs;
-      for (const std::string& v : values) ptrs.push_back(v.c_str());
-      check(H5Awrite(a.id, type.id, ptrs.data()), ("attribute " + name).c_str());
-    }
-  }
-  check(H5Fflush(file.id, H5F_SCOPE_GLOBAL), "flush");
-  const ssize_t size = H5Fget_file_image(file.id, nullptr, 0);
-  if (size < 0) check(-1, "file image size");
-  std::string out(static_cast<size_t>(size), '\0');
-  if (H5Fget_file_image(file.id, out.data(), out.size()) < 0) check(-1, "file image");
-  return out;
 }
 
 }  // namespace tk::io

@@ -9,6 +9,7 @@
 #pragma once
 #include <cstddef>
 #include <map>
+#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
@@ -21,6 +22,9 @@ struct H5Tree {
   std::set<std::string> groups;            // "layers/dense/vars" (no leading '/'; "" = root)
   std::map<std::string, Tensor> datasets;  // float -> f32, integer -> i64
   std::map<std::string, std::map<std::string, std::vector<std::string>>> attrs;  // object -> name -> strings
+  // Writing only: datasets of one repeated float32 value (optimizer slots before the first step), written by HDF5's
+  // fill without a tensor of that size in memory.
+  std::map<std::string, std::pair<Shape, float>> filled;
 
   const Tensor* dataset(const std::string& path) const {
     auto it = datasets.find(path);
@@ -48,6 +52,19 @@ std::string serialize_h5_tree(const H5Tree& tree);
 H5Tree parse_h5_tree(const std::string& bytes, const std::string& label);
 
 // An HDF5 file image holding `tree` (datasets f32 or i64 as given; attributes as variable-length strings).
+// (hdf5_write.cpp; small trees: the image is in memory, tests build damaged files from it.)
 std::string write_h5_tree(const H5Tree& tree);
+// The same written to the file `path` (a temporary the caller commits: atomic_file.h), each dataset from the
+// tensor's own memory, or, for a tensor in a GPU's memory, through one bounded staging buffer (io/file_staging.h):
+// no copy of the tree's datasets is made. `label` names the file in errors and owner tags. IoError (disk full,
+// naming `label`) when the file cannot be written.
+// piece_bytes > 0: at most that many bytes per write, host tensors too (tests: the pieces a GPU's tensor is written
+// in).
+void write_h5_tree_file(const H5Tree& tree, const std::string& path, const std::string& label, size_t piece_bytes = 0);
+
+// libhdf5 is not thread-safe as Debian builds it: every call in this process holds this mutex.
+std::mutex& hdf5_library_mutex();
+// HDF5's innermost error message ("HDF5: ..."), clearing its error stack.
+std::string hdf5_innermost_error();
 
 }  // namespace tk::io

@@ -56,12 +56,12 @@ std::string read_member(zip_t* za, const char* name, const std::string& label, b
   return out;
 }
 
-Archive read_open(zip_t* za, const std::string& label) {
+Archive read_open(zip_t* za, const std::string& label, bool with_weights = true) {
   std::unique_ptr<zip_t, void (*)(zip_t*)> guard(za, zip_discard);
   Archive a;
   a.metadata = read_member(za, "metadata.json", label, false);
   a.config = read_member(za, "config.json", label, true);
-  a.weights = read_member(za, "model.weights.h5", label, true);
+  if (with_weights) a.weights = read_member(za, "model.weights.h5", label, true);
   return a;
 }
 
@@ -72,7 +72,7 @@ Archive read_open(zip_t* za, const std::string& label) {
 
 }  // namespace
 
-Archive read_archive(const std::string& path) {
+Archive read_archive(const std::string& path, bool with_weights) {
   if (FILE* f = std::fopen(path.c_str(), "rb")) {
     std::fclose(f);
   } else {
@@ -81,7 +81,7 @@ Archive read_archive(const std::string& path) {
   int code = 0;
   zip_t* za = zip_open(path.c_str(), ZIP_RDONLY | ZIP_CHECKCONS, &code);
   if (!za) not_zip(path, zip_message(code));
-  return read_open(za, path);
+  return read_open(za, path, with_weights);
 }
 
 Archive read_archive_bytes(const std::string& label, const void* data, size_t size) {
@@ -168,6 +168,33 @@ std::string write_archive(const Archive& a) {
   zip_source_free(src);
   if (got != size) throw Error("writing the .keras archive: short read of the archive built in memory");
   return out;
+}
+
+void write_archive_file(const std::string& metadata, const std::string& config, const std::string& weights_file,
+                        const std::string& out, const std::string& label) {
+  int code = 0;
+  zip_t* za = zip_open(out.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &code);
+  if (!za) throw IoError(label + ": cannot create " + out + ": " + zip_message(code));
+  auto fail = [&](const char* what) {
+    const std::string m = label + ": writing the .keras archive: " + what + ": " +
+                          zip_error_strerror(zip_get_error(za)) + " (is the disk full?)";
+    zip_discard(za);
+    throw IoError(m);
+  };
+  auto add = [&](const char* name, zip_source_t* s) {
+    if (!s) fail(name);
+    const zip_int64_t idx = zip_file_add(za, name, s, ZIP_FL_ENC_UTF_8);
+    if (idx < 0) {
+      zip_source_free(s);
+      fail(name);
+    }
+    if (zip_set_file_compression(za, static_cast<zip_uint64_t>(idx), ZIP_CM_STORE, 0) != 0) fail(name);
+  };
+  add("metadata.json", zip_source_buffer(za, metadata.data(), metadata.size(), 0));
+  add("config.json", zip_source_buffer(za, config.data(), config.size(), 0));
+  // Copied from the file by libzip in small pieces when the archive is closed: no copy of the weights in memory.
+  add("model.weights.h5", zip_source_file(za, weights_file.c_str(), 0, -1));
+  if (zip_close(za) != 0) fail("close");
 }
 
 }  // namespace tk::io::keras

@@ -3,6 +3,7 @@
 #include <ctime>
 
 #include "io/keras_internal.h"
+#include "runtime/device_memory.h"
 #include "trainkit/core/error.h"
 #include "trainkit/io/atomic_file.h"
 #include "trainkit/io/keras.h"
@@ -43,20 +44,28 @@ void save_keras(const Model& model, const std::string& path) {
   if (!ends_with(path, ".keras"))
     throw InvalidArgument("save: '" + path +
                           "' must end in .keras (Keras 3's format; use save_weights for .weights.h5)");
-  keras::Archive a;
-  a.metadata = metadata_json();
-  a.config = keras::model_to_json(model).dump();
-  a.weights = write_h5_tree(keras::weights_to_tree(model));
-  write_file_atomic(path, keras::write_archive(a));
+  const runtime::FileOperation op("saving " + path);
+  // The weights go to a temporary file beside the archive, each from its tensor's memory; libzip copies that file
+  // into the archive in small pieces. Nothing holds a copy of all weights or optimizer state.
+  AtomicFile weights(path + ".weights");  // never committed: removed when done
+  write_h5_tree_file(keras::weights_to_tree(model), weights.temp_path().string(), path);
+  AtomicFile archive(path);
+  keras::write_archive_file(metadata_json(), keras::model_to_json(model).dump(), weights.temp_path().string(),
+                            archive.temp_path().string(), path);
+  archive.commit();
 }
 
 void save_keras_weights(const Model& model, const std::string& path) {
   if (!ends_with(path, ".weights.h5"))
     throw InvalidArgument("save_weights: '" + path + "' must end in .weights.h5 (as Keras 3 requires)");
-  write_file_atomic(path, write_h5_tree(keras::weights_to_tree(model)));
+  const runtime::FileOperation op("saving " + path);
+  AtomicFile file(path);
+  write_h5_tree_file(keras::weights_to_tree(model), file.temp_path().string(), path);
+  file.commit();
 }
 
 void load_keras_weights(Model& model, const std::string& path) {
+  const runtime::FileOperation op("loading " + path);
   if (ends_with(path, ".keras")) {
     keras::Archive a = keras::read_archive(path);
     keras::check_metadata(a.metadata, path);
@@ -86,6 +95,7 @@ void Model::load_weights(const std::string& path) {
 namespace models {
 
 std::unique_ptr<Model> load_model(const std::string& path, bool compile) {
+  const runtime::FileOperation op("loading " + path);
   if (ends_with(path, ".keras")) {
     io::keras::Archive a = io::keras::read_archive(path);
     io::keras::check_metadata(a.metadata, path);
@@ -125,6 +135,15 @@ std::unique_ptr<Model> load_model(const std::string& path, bool compile) {
     return model;
   }
   throw InvalidArgument("load_model: '" + path + "' must end in .keras (Keras 3) or .h5 (legacy Keras 2)");
+}
+
+std::unique_ptr<Model> load_model_for_planning(const std::string& path) {
+  const runtime::FileOperation op("loading " + path + " for planning");
+  if (!ends_with(path, ".keras")) return load_model(path, /*compile=*/false);  // Keras 2: the config is in the HDF5
+  io::keras::Archive a = io::keras::read_archive(path, /*with_weights=*/false);
+  io::keras::check_metadata(a.metadata, path);
+  const std::string label = path + ": config.json";
+  return io::keras::model_from_json(io::keras::parse_json(a.config, label), label);
 }
 
 }  // namespace models

@@ -30,7 +30,19 @@ json model_to_json(const Model& model);  // with compile_config when compiled
 std::unique_ptr<Model> model_from_json(const json& obj, const std::string& label);
 void compile_from_json(Model& model, const json& compile_config, const std::string& label);
 
+// ---- slot_views.cpp: the optimizer's state as it is, for streaming saves
+// One optimizer slot: its live tensor (shared, not copied; on the model's device), or, before the slot exists,
+// its shape and initial value (written as HDF5 fill values: nothing of its size is allocated).
+struct SlotView {
+  Tensor value;
+  Shape shape = {};
+  float fill = 0.0f;
+};
+// Per trainable weight, optimizer()->slots_per_variable() views. Requires compile().
+std::vector<std::vector<SlotView>> optimizer_slot_views(const Model& model);
+
 // ---- keras_weights.cpp: Keras 3's model.weights.h5 layout (and Keras 2's model_weights for loading)
+// The tree shares the weights' and slots' memory (nothing is copied): write it before the model trains again.
 H5Tree weights_to_tree(const Model& model);
 // Checks every variable's presence, count and shape before assigning any (optimizer state too when the
 // tree has it and the model is compiled with the same optimizer).
@@ -40,11 +52,16 @@ void weights_from_tree(Model& model, const H5Tree& tree, const std::string& labe
 struct Archive {
   std::string metadata, config, weights;  // the three members' bytes
 };
-Archive read_archive(const std::string& path);
+// with_weights false: model.weights.h5 is not read (planning: the config is all it needs).
+Archive read_archive(const std::string& path, bool with_weights = true);
 Archive read_archive_bytes(const std::string& label, const void* data, size_t size);
 // Keras version in metadata.json must be 3.x: FormatError/Unsupported otherwise.
 void check_metadata(const std::string& metadata, const std::string& label);
 std::string write_archive(const Archive& a);
+// The archive written to the file `out` (a temporary the caller commits), model.weights.h5 copied from
+// `weights_file` by libzip in small pieces. IoError naming `label` when it cannot be written.
+void write_archive_file(const std::string& metadata, const std::string& config, const std::string& weights_file,
+                        const std::string& out, const std::string& label);
 
 // Parses JSON, FormatError naming label and the byte offset on failure.
 json parse_json(const std::string& text, const std::string& label);

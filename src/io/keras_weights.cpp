@@ -74,6 +74,12 @@ void add_groups(H5Tree& t, const std::string& path) {
 
 std::string shape_str(const Tensor& t) { return t.shape().to_string(); }
 
+// A scalar for a file, in memory of its own (not the device budget's: a save allocates nothing there).
+template <typename T>
+Tensor file_scalar(T v) {
+  return Tensor::from_blob(new T(v), Shape{}, dtype_of<T>(), Device::cpu(), [](void* p) { delete static_cast<T*>(p); });
+}
+
 }  // namespace
 
 H5Tree weights_to_tree(const Model& model) {
@@ -89,28 +95,44 @@ H5Tree weights_to_tree(const Model& model) {
     add_groups(t, vars);
     t.attrs[vars]["name"] = {layer->name};
     for (size_t i = 0; i < layer->weights().size(); ++i)
-      t.datasets[vars + "/" + std::to_string(i)] = layer->weights()[i].value.clone();
+      t.datasets[vars + "/" + std::to_string(i)] = layer->weights()[i].value;  // shares its memory: no copy
   }
   if (model.optimizer()) {
     const Optimizer& opt = *model.optimizer();
-    const std::vector<std::vector<Tensor>> slots = model.get_optimizer_slots();
-    std::vector<Tensor> inner{Tensor::from_vector<int64_t>(Shape{}, {opt.iterations()}),
-                              Tensor::from_vector<float>(Shape{}, {opt.learning_rate()})};
+    const std::vector<std::vector<SlotView>> slots = optimizer_slot_views(model);
+    std::vector<SlotView> inner{{file_scalar<int64_t>(opt.iterations())}, {file_scalar<float>(opt.learning_rate())}};
     const std::vector<const Weight*> tw = model.trainable_weights();
-    for (const auto& [k, s] : nn::keras_slot_order(opt, slots.size()))
-      inner.push_back(
-          to_keras_dtype(slots[k][s], nn::slot_keras_dtype(opt, static_cast<int>(s), tw[k]->value.shape())));
+    for (const auto& [k, s] : nn::keras_slot_order(opt, slots.size())) {
+      const SlotView& view = slots[k][s];
+      const DType dtype = nn::slot_keras_dtype(opt, static_cast<int>(s), tw[k]->value.shape());
+      if (dtype == DType::f32) {
+        inner.push_back(view);
+        continue;
+      }
+      // Keras keeps this slot as an integer (Adafactor's placeholders): a small converted copy.
+      Tensor value = view.value.defined() ? view.value.to_device(Device::cpu()) : Tensor::zeros(view.shape);
+      if (!view.value.defined() && view.fill != 0.0f)
+        std::fill(value.data<float>(), value.data<float>() + value.numel(), view.fill);
+      inner.push_back({to_keras_dtype(value, dtype)});
+    }
     for (const float v : model.get_optimizer_variables())  // after the slots, as Keras builds them (Nadam's u_product)
-      inner.push_back(Tensor::from_vector<float>(Shape{}, {v}));
-    auto write = [&](const std::string& group, const std::string& name, const std::vector<Tensor>& vars) {
+      inner.push_back({file_scalar<float>(v)});
+    auto write = [&](const std::string& group, const std::string& name, const std::vector<SlotView>& vars) {
       add_groups(t, group);
       t.attrs[group]["name"] = {name};
-      for (size_t i = 0; i < vars.size(); ++i) t.datasets[group + "/" + std::to_string(i)] = vars[i];
+      for (size_t i = 0; i < vars.size(); ++i) {
+        const std::string path = group + "/" + std::to_string(i);
+        if (vars[i].value.defined())
+          t.datasets[path] = vars[i].value;
+        else
+          t.filled[path] = {vars[i].shape, vars[i].fill};
+      }
     };
     if (model.loss_scale() > 0.0f) {
-      std::vector<Tensor> outer{Tensor::from_vector<int64_t>(Shape{}, {0}), Tensor::from_vector<float>(Shape{}, {0.0f}),
-                                Tensor::from_vector<int64_t>(Shape{}, {model.loss_scale_step_counter()}),
-                                Tensor::from_vector<float>(Shape{}, {model.loss_scale()})};
+      std::vector<SlotView> outer{{file_scalar<int64_t>(0)},
+                                  {file_scalar<float>(0.0f)},
+                                  {file_scalar<int64_t>(model.loss_scale_step_counter())},
+                                  {file_scalar<float>(model.loss_scale())}};
       outer.insert(outer.end(), inner.begin(), inner.end());
       write("optimizer/vars", "loss_scale_optimizer", outer);
       write("optimizer/inner_optimizer/vars", lower(opt.name()), inner);
@@ -237,13 +259,7 @@ void weights_from_tree(Model& model, const H5Tree& tree, const std::string& labe
     iterations = it->data<int64_t>()[0];
     lr = lrt->data<float>()[0];
     if (iterations < 0) throw FormatError(label + ": the optimizer's iteration count is negative");
-    slots.resize(tw.size());
-    for (size_t k = 0; k < tw.size(); ++k)
-      for (int s = 0; s < opt.slots_per_variable(); ++s) {
-        slots[k].push_back(Tensor::zeros(nn::slot_shape(opt, s, tw[k]->value.shape())));
-        if (const float init = nn::slot_initial_value(opt, s); init != 0.0f)  // absent from the file: initial values
-          std::fill(slots[k].back().data<float>(), slots[k].back().data<float>() + slots[k].back().numel(), init);
-      }
+    slots.assign(tw.size(), std::vector<Tensor>(static_cast<size_t>(opt.slots_per_variable())));
     if (have > 2) {
       size_t i = 2;
       for (const auto& [k, s] : order) {
@@ -257,7 +273,8 @@ void weights_from_tree(Model& model, const H5Tree& tree, const std::string& labe
                             std::string(dtype_name(dtype)) + " (" + opt.name() + "'s " +
                             nn::rule_state(opt).rule->slots[s].name + " of '" + tw[k]->name + "'), got " +
                             (v ? shape_str(*v) : std::string("nothing")));
-        slots[k][s] = from_keras_dtype(*v);
+        // float32 shares the tree's tensor (set_optimizer_slots copies it into place); an integer slot is converted.
+        slots[k][s] = v->dtype() == DType::f32 ? *v : from_keras_dtype(*v);
       }
       for (size_t j = 0; j < optimizer_vars.size(); ++j) {
         const std::string& path = paths[i++];
@@ -269,6 +286,15 @@ void weights_from_tree(Model& model, const H5Tree& tree, const std::string& labe
         optimizer_vars[j] = v->data<float>()[0];
       }
     }
+    for (size_t k = 0; k < tw.size(); ++k)  // absent from the file: initial values
+      for (size_t s = 0; s < slots[k].size(); ++s) {
+        if (slots[k][s].defined()) continue;
+        Tensor& t = slots[k][s] =
+            Tensor(nn::slot_shape(opt, static_cast<int>(s), tw[k]->value.shape()), DType::f32, Device::cpu(),
+                   label + ": read of " + tw[k]->name + " slot " + std::to_string(s));
+        if (const float init = nn::slot_initial_value(opt, static_cast<int>(s)); init != 0.0f)
+          std::fill(t.data<float>(), t.data<float>() + t.numel(), init);
+      }
   }
   for (const auto& [w, v] : assign) std::memcpy(w->value.raw(), v->raw(), v->nbytes());
   if (iterations >= 0) {

@@ -1,12 +1,20 @@
 // The training-state file: encode, decode (bounds-checked at every read; CRC over the payload), save, load.
 #include "trainkit/io/training_state_file.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <fstream>
+#include <functional>
 #include <limits>
 
 #include "data/formats/bytes.h"
 #include "data/formats/crc32c.h"
+#include "io/file_staging.h"
+#include "runtime/device_memory.h"
 #include "trainkit/core/error.h"
 #include "trainkit/io/atomic_file.h"
 
@@ -17,9 +25,32 @@ constexpr char kMagic[8] = {'T', 'K', 'S', 'T', 'A', 'T', 'E', '\n'};
 constexpr size_t kHeader = 8 + 4 + 8;
 constexpr int kMaxRank = 8;
 
+// The payload as its small fields (`out`) and the tensors whose bytes go between them, referenced, not copied: a
+// save streams each tensor from its own memory (or a GPU's through one staging buffer, io/file_staging.h).
 class Writer {
  public:
   std::vector<std::byte> out;
+  struct Data {
+    size_t at;  // position in out
+    Tensor t;   // whose bytes go there
+    std::string name;
+  };
+  std::vector<Data> data;
+  size_t size() const {
+    size_t n = out.size();
+    for (const Data& d : data) n += d.t.nbytes();
+    return n;
+  }
+  // sink(bytes, n) over the payload in order.
+  void emit(const std::string& file, const std::function<void(const void*, size_t)>& sink) const {
+    size_t from = 0;
+    for (const Data& d : data) {
+      if (d.at > from) sink(out.data() + from, d.at - from);
+      for_each_piece(d.t, file, d.name, sink);
+      from = d.at;
+    }
+    if (out.size() > from) sink(out.data() + from, out.size() - from);
+  }
   template <data::ByteWord T>
   void word(T v) {
     const size_t at = out.size();
@@ -35,13 +66,14 @@ class Writer {
     const auto* b = static_cast<const std::byte*>(p);
     out.insert(out.end(), b, b + n);
   }
-  void tensor(const std::string& name, const Tensor& t) {
+  // `label`: the tensor in owner tags (its name, or which slot).
+  void tensor(const std::string& name, const Tensor& t, const std::string& label) {
     str(name);
     word<uint8_t>(static_cast<uint8_t>(t.dtype()));
     word<uint8_t>(static_cast<uint8_t>(t.shape().rank()));
     for (int d = 0; d < t.shape().rank(); ++d) i64(t.shape()[d]);
     word<uint64_t>(t.nbytes());
-    raw(t.raw(), t.nbytes());
+    data.push_back({out.size(), t, label});
   }
 };
 
@@ -95,7 +127,8 @@ class Reader {
     if (numel > std::numeric_limits<uint64_t>::max() / dtype_size(dtype) || nbytes != numel * dtype_size(dtype))
       fail("'" + name + "' declares " + std::to_string(nbytes) + " bytes for " + std::to_string(numel) + " elements");
     const std::byte* p = take(nbytes, "tensor data");
-    Tensor t{Shape(dims), dtype};
+    Tensor t{Shape(dims), dtype, Device::cpu(),
+             file_owner(name_, "read of", name.empty() ? "an optimizer slot" : name)};
     if (nbytes) std::memcpy(t.raw(), p, nbytes);
     return t;
   }
@@ -108,18 +141,18 @@ class Reader {
   const std::string& name_;
 };
 
-}  // namespace
-
-std::vector<std::byte> encode_training_state(const TrainingState& s) {
+Writer payload(const TrainingState& s) {
   Writer p;
   p.str(s.model_name);
   p.word<uint64_t>(s.weights.size());
   for (size_t i = 0; i < s.weights.size(); ++i)
-    p.tensor(i < s.weight_names.size() ? s.weight_names[i] : std::string(), s.weights[i].to_device(Device::cpu()));
+    p.tensor(i < s.weight_names.size() ? s.weight_names[i] : std::string(), s.weights[i],
+             i < s.weight_names.size() ? s.weight_names[i] : "weight " + std::to_string(i));
   p.str(s.optimizer);
   p.word<uint32_t>(static_cast<uint32_t>(s.slots_per_variable));
   p.word<uint64_t>(s.optimizer_slots.size());
-  for (const Tensor& t : s.optimizer_slots) p.tensor({}, t.to_device(Device::cpu()));
+  for (size_t i = 0; i < s.optimizer_slots.size(); ++i)
+    p.tensor({}, s.optimizer_slots[i], "optimizer slot " + std::to_string(i));
   p.i64(s.iterations);
   p.word<uint32_t>(std::bit_cast<uint32_t>(s.learning_rate));
   p.word<uint64_t>(s.step);
@@ -138,12 +171,27 @@ std::vector<std::byte> encode_training_state(const TrainingState& s) {
   p.i64(f.pass_offset);
   p.word<uint8_t>(f.dataset ? 1 : 0);
 
-  Writer file;
+  return p;
+}
+
+void put_header(Writer& file, uint64_t payload_bytes) {
   file.raw(kMagic, sizeof kMagic);
   file.word<uint32_t>(kTrainingStateVersion);
-  file.word<uint64_t>(p.out.size());
-  file.raw(p.out.data(), p.out.size());
-  file.word<uint32_t>(data::crc32c(p.out.data(), p.out.size()));
+  file.word<uint64_t>(payload_bytes);
+}
+
+}  // namespace
+
+std::vector<std::byte> encode_training_state(const TrainingState& s) {
+  const Writer p = payload(s);
+  Writer file;
+  put_header(file, p.size());
+  uint32_t crc = 0;
+  p.emit("a training state in memory", [&](const void* bytes, size_t n) {
+    file.raw(bytes, n);
+    crc = data::crc32c_extend(crc, bytes, n);
+  });
+  file.word<uint32_t>(crc);
   return std::move(file.out);
 }
 
@@ -223,11 +271,53 @@ TrainingState decode_training_state(std::span<const std::byte> bytes, const std:
 }
 
 void save_training_state(const std::filesystem::path& path, const TrainingState& state) {
-  const std::vector<std::byte> bytes = encode_training_state(state);
-  write_file_atomic(path, std::span<const std::byte>(bytes));
+  // Streamed: the header, then the payload's fields and each tensor from its own memory, the CRC extended as they
+  // go. No copy of the weights or the optimizer state is made (a GPU's tensors pass through one staging buffer).
+  const std::string label = path.string();
+  const runtime::FileOperation op("saving the training state " + label);
+  const Writer p = payload(state);
+  AtomicFile file(path);
+  const int fd = ::open(file.temp_path().c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) throw IoError("cannot create " + file.temp_path().string() + ": " + std::strerror(errno));
+  struct Close {
+    int fd;
+    ~Close() {
+      if (fd >= 0) ::close(fd);
+    }
+  } closer{fd};
+  size_t written = 0;
+  const size_t total = kHeader + p.size() + 4;
+  auto put = [&](const void* bytes, size_t n) {
+    const auto* b = static_cast<const char*>(bytes);
+    for (size_t done = 0; done < n;) {
+      const ssize_t w = ::write(fd, b + done, n - done);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0)
+        throw IoError("cannot write " + label + " (" + std::to_string(written) + " of " + std::to_string(total) +
+                      " bytes written): " + std::strerror(errno) +
+                      " (is the disk full? the previous file is untouched)");
+      done += static_cast<size_t>(w);
+      written += static_cast<size_t>(w);
+    }
+  };
+  Writer head;
+  put_header(head, p.size());
+  put(head.out.data(), head.out.size());
+  uint32_t crc = 0;
+  p.emit(label, [&](const void* bytes, size_t n) {
+    put(bytes, n);
+    crc = data::crc32c_extend(crc, bytes, n);
+  });
+  std::byte tail[4];
+  data::store_le<uint32_t>(tail, crc);
+  put(tail, sizeof tail);
+  closer.fd = -1;
+  if (::close(fd) != 0) throw IoError("cannot write " + label + ": " + std::strerror(errno));
+  file.commit();
 }
 
 TrainingState load_training_state(const std::filesystem::path& path) {
+  const runtime::FileOperation op("loading the training state " + path.string());
   std::ifstream in(path, std::ios::binary);
   if (!in) throw IoError("cannot open training state " + path.string() + " (does it exist and is it readable?)");
   std::vector<std::byte> bytes;

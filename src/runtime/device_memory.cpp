@@ -352,6 +352,18 @@ std::vector<std::pair<std::string, size_t>> DeviceMemory::largest_allocations(si
   return live;
 }
 
+namespace {
+thread_local const FileOperation* current_file_operation = nullptr;
+}
+
+FileOperation::FileOperation(std::string what) : what_(std::move(what)), outer_(current_file_operation) {
+  current_file_operation = this;
+}
+FileOperation::~FileOperation() { current_file_operation = outer_; }
+const std::string* FileOperation::current() {
+  return current_file_operation ? &current_file_operation->what_ : nullptr;
+}
+
 void DeviceMemory::out_of_memory(size_t bytes, const std::string& owner) const {
   // Called with mu_ held: gather the numbers directly.
   size_t free_bytes = 0, largest = 0;
@@ -383,7 +395,19 @@ void DeviceMemory::out_of_memory(size_t bytes, const std::string& owner) const {
   const bool model_memory = has("program arena") || has(" slot ") || has("gradient accumulator") || ends("/kernel") ||
                             ends("/bias") || ends("/gamma") || ends("/beta") || ends("/moving_mean") ||
                             ends("/moving_variance");
-  if (model_memory)
+  // A file operation's memory (io/file_staging.h tags it "<file>: staging for <tensor>" or "<file>: read of
+  // <tensor>"): the batch size has nothing to do with it.
+  const std::string* file_operation = FileOperation::current();
+  const bool file_memory = file_operation || has(": staging for ") || has(": read of ");
+  if (file_memory)
+    r += "\n  what to do (this allocation is part of " + (file_operation ? *file_operation : std::string("a file")) +
+         ", not the training step: a smaller batch size does not help): (1) when saving: nothing is lost (the model, "
+         "its optimizer state and the previous file are intact); "
+         "a save needs at most one staging buffer (4 MiB; `trainkit fit --save` retries with the smallest one), so "
+         "free or add that much and save again; (2) when loading: the file's tensors are read beside the model's own "
+         "memory, so the budget must hold the model's weights twice while it loads (`trainkit plan` reads no weights: "
+         "plan first); or raise the budget (TK_MEMORY_LIMIT / TK_MEMORY_FRACTION)";
+  else if (model_memory)
     r += "\n  what to do, in order: (1) a smaller batch size (`trainkit plan` or Model::largest_batch_that_fits shows "
          "the largest that fits; fit(batch_size = tk::kAutoBatchSize) picks it, micro_batch_size keeps the batch); "
          "(2) mixed precision (dtype policy mixed_bfloat16 or mixed_float16: activations and their gradients in 2 "

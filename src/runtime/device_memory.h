@@ -101,6 +101,22 @@ class DeviceMemory {
   std::vector<Region> regions_;    // index = Block::region; a released region has base == nullptr
 };
 
+// While one is alive, allocations on this thread are part of reading or writing a file ("saving m.keras"): an
+// out-of-memory report says so and gives file advice, never the training step's (a smaller batch size).
+class FileOperation {
+ public:
+  explicit FileOperation(std::string what);
+  ~FileOperation();
+  FileOperation(const FileOperation&) = delete;
+  FileOperation& operator=(const FileOperation&) = delete;
+  // The innermost operation on this thread, or null.
+  static const std::string* current();
+
+ private:
+  std::string what_;
+  const FileOperation* outer_;
+};
+
 // The process's ledger (TK_LEASE_DIR or the default folder); nullptr when TK_LEASE=off or no folder is usable
 // (then a warning says once that this job's memory is not coordinated with other jobs).
 Ledger* process_ledger();

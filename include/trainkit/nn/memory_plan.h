@@ -35,9 +35,13 @@ struct MemoryPlan {
   size_t weights = 0;
   size_t gradients = 0;  // part of `arena`
   size_t optimizer_state = 0;
-  size_t arena = 0;             // planned peak of every transient buffer: inputs, activations, gradients
-  size_t workspace = 0;         // scratch shared by all ops (im2col buffers, ...)
-  size_t total = 0;             // weights + optimizer_state + arena + workspace: the step's peak
+  size_t arena = 0;      // planned peak of every transient buffer: inputs, activations, gradients
+  size_t workspace = 0;  // scratch shared by all ops (im2col buffers, ...)
+  size_t total = 0;      // weights + optimizer_state + arena + workspace: the step's peak
+  // The largest buffer a save or load of this model holds (a checkpoint, a backup, --save), in host memory: a save
+  // writes each tensor from its own memory, so 0 on the cpu; a GPU's optimizer slots pass through one bounded
+  // staging buffer (io/file_staging.h). Not in `total` (which is the device's): the host holds it.
+  size_t file_staging = 0;
   size_t unshared = 0;          // what the transient buffers would take without the planner's reuse
   bool rematerialized = false;  // forward activations recomputed during backward
   int recomputed_ops = 0;

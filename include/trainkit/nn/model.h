@@ -180,6 +180,10 @@ class Model {
   // Weights, optimizer state, counters and the data position of the fit in progress (or of the last one):
   // what BackupAndRestore saves. Callbacks may call it from on_train_batch_end / on_epoch_end.
   TrainingState training_state();
+  // The same without copies: the weights and optimizer slots as they are (the slots in the model's device memory),
+  // valid until the next training step. What BackupAndRestore writes (io::save_training_state streams each tensor),
+  // so a backup needs no copy of the model's state.
+  TrainingState training_state_view();
   // Puts a saved state back: weights and optimizer state are copied in, and the next fit (or the one in
   // progress, when called from a callback's on_train_begin) continues at state.position. The model must be
   // built and compiled with the same layers and optimizer; InvalidArgument names what differs.

@@ -30,11 +30,12 @@ struct FitPosition {
 struct TrainingState {
   std::string model_name;
   std::vector<std::string> weight_names;  // Model::get_weights() order
-  std::vector<Tensor> weights;            // host float32 copies
+  std::vector<Tensor> weights;            // host float32 copies (training_state_view: the weights themselves)
   std::string optimizer;                  // Keras class name ("Adam"); empty before compile
   int slots_per_variable = 0;
   // Per trainable weight (in order), slots_per_variable each, then the optimizer's own variables (Nadam's u_product,
-  // float32 scalars: Model::get_optimizer_variables); host copies.
+  // float32 scalars: Model::get_optimizer_variables); host copies (training_state_view: the slots themselves, on the
+  // model's device).
   std::vector<Tensor> optimizer_slots;
   int64_t iterations = 0;                // optimizer steps taken
   float learning_rate = 0.0f;            // the optimizer's current learning rate (callbacks may have changed it)

@@ -6,6 +6,7 @@
 
 #include "graph/autodiff.h"
 #include "graph/schedule.h"
+#include "io/file_staging.h"
 #include "nn/compiler/programs.h"
 #include "nn/distribute/strategy_state.h"
 #include "nn/optimizer_rule.h"
@@ -160,6 +161,13 @@ MemoryPlan plan_from_trace(const ProgramCache::Traced& t, const std::vector<Laye
     plan.values.push_back(std::move(v));
   }
   plan.total = plan.weights + plan.optimizer_state + plan.arena + plan.workspace;
+  if (device.kind != DeviceKind::cpu)  // the slots live in the device's memory: a save stages the largest
+    for (const LayerMemory& l : plan.layers)
+      if (l.optimizer_state > 0)
+        for (const LayerPtr& layer : layers)
+          if (layer->name == l.layer)
+            for (const Weight& w : layer->weights())
+              plan.file_staging = std::max(plan.file_staging, std::min(w.value.nbytes(), io::file_staging_capacity()));
   plan.rematerialized = remat;
   plan.recomputed_ops = stats.recomputed_ops;
   plan.recompute_flops = stats.recomputed_flops;
@@ -248,6 +256,9 @@ std::string MemoryPlan::to_string() const {
   row("  (without reuse)", unshared, "what the arena would be if nothing shared memory");
   row("workspace", workspace, "scratch shared by all ops");
   row("total (peak)", total, "weights + optimizer state + arena + workspace");
+  row("file staging", file_staging,
+      file_staging == 0 ? "saves and checkpoints write each tensor from its own memory: nothing more"
+                        : "host memory a save or checkpoint holds (one staging buffer for device tensors)");
   if (alternative_total > 0) {
     const bool saves = alternative_total < total;
     const size_t d = saves ? total - alternative_total : alternative_total - total;

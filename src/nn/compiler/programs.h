@@ -87,6 +87,12 @@ class ProgramCache {
   // The optimizer slots of `w` (slots_per_variable tensors on the model's device); created zeroed when
   // `create` and missing (restoring a state before the first step), else null when missing.
   std::vector<Tensor>* slots_of(const Weight& w, bool create);
+  // A weight's optimizer slots as they are (shared, on this cache's device), or null when none exist yet: what a
+  // streaming save writes (io/slot_views.cpp). Call synchronize() first.
+  const std::vector<Tensor>* live_slots(const Weight& w) const {
+    auto it = slots_.find(w.id);
+    return it == slots_.end() ? nullptr : &it->second;
+  }
   // Copies of a weight's optimizer slots (zeros when none exist yet).
   std::vector<Tensor> slots(const Weight& w) const;
   // Sets a weight's optimizer slots, in place when programs already hold them.

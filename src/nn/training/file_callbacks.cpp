@@ -86,7 +86,7 @@ void BackupAndRestore::on_train_begin(const Logs&) {
 }
 
 void BackupAndRestore::save() {
-  if (is_chief()) io::save_training_state(backup_path(), model->training_state());
+  if (is_chief()) io::save_training_state(backup_path(), model->training_state_view());  // streamed, no copies
 }
 
 void BackupAndRestore::on_train_batch_end(int64_t, const Logs&) {

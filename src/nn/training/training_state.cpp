@@ -14,6 +14,13 @@
 namespace tk {
 
 TrainingState Model::training_state() {
+  TrainingState s = training_state_view();
+  for (Tensor& w : s.weights) w = w.to_device(Device::cpu());  // host copies, independent of further training
+  for (Tensor& t : s.optimizer_slots) t = t.to_device(Device::cpu());
+  return s;
+}
+
+TrainingState Model::training_state_view() {
   check_compiled("training_state");
   sync_host_weights();
   TrainingState s;
@@ -21,12 +28,19 @@ TrainingState Model::training_state() {
   for (const LayerPtr& l : layers_)
     for (const Weight& w : l->weights()) {
       s.weight_names.push_back(w.name);
-      s.weights.push_back(w.value.to_device(Device::cpu()));
+      s.weights.push_back(w.value);  // shared
     }
   s.optimizer = optimizer_->name();
   s.slots_per_variable = optimizer_->slots_per_variable();
-  for (std::vector<Tensor>& per_weight : get_optimizer_slots())  // zeros before the first step
-    for (Tensor& slot : per_weight) s.optimizer_slots.push_back(std::move(slot));
+  if (programs_) programs_->synchronize();       // queued steps write the slots
+  for (const Weight* w : trainable_weights()) {  // the live slots; zeros before the first step
+    const std::vector<Tensor>* live = programs_ ? programs_->live_slots(*w) : nullptr;
+    for (int k = 0; k < s.slots_per_variable; ++k)
+      s.optimizer_slots.push_back(
+          live ? (*live)[static_cast<size_t>(k)]
+               : Tensor(nn::slot_shape(*optimizer_, k, w->value.shape()), w->value.dtype(), Device::cpu(),
+                        "training state: " + w->name + " slot " + std::to_string(k) + " (zeros)"));
+  }
   for (const float v : get_optimizer_variables()) s.optimizer_slots.push_back(Tensor::from_vector<float>(Shape{}, {v}));
   s.iterations = optimizer_->iterations();
   s.learning_rate = optimizer_->learning_rate();

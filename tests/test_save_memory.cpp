@@ -1,0 +1,258 @@
+// Saving and loading inside the plan (issue 36): saves, checkpoints and backups write each tensor from its own
+// memory (no copy of all weights or optimizer state), so a fit that trains under a budget also saves under it;
+// planning a model file reads no weights; file memory is named and gets file advice.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "cli_run.h"
+#include "io/file_staging.h"
+#include "io/hdf5_tree.h"
+#include "trainkit/io/training_state_file.h"
+#include "trainkit/runtime/memory.h"
+#include "trainkit/trainkit.h"
+
+using namespace tk;
+using namespace tk_cli_test;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::unique_ptr<Model> small_mlp() {
+  return std::make_unique<Sequential>(std::vector<LayerPtr>{layers::Input({64}), layers::Dense(256, "relu"),
+                                                            layers::Dense(128, "relu"), layers::Dense(10)});
+}
+std::unique_ptr<Model> small_cnn() {
+  using namespace layers;
+  return std::make_unique<Sequential>(std::vector<LayerPtr>{
+      layers::Input({12, 12, 3}), Conv2D(8, 3, "relu"), BatchNormalization(), MaxPooling2D(2), Flatten(), Dense(10)});
+}
+
+std::pair<Tensor, Tensor> batch_for(const Model& m, int64_t rows) {
+  std::vector<int64_t> xs{rows};
+  const Shape sample = m.inputs().at(0).shape().sample_shape();
+  xs.insert(xs.end(), sample.dims().begin(), sample.dims().end());
+  Tensor x = Tensor::full(Shape(xs), 0.25f);
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>((i * 7919) % 101) / 101.0f;
+  Tensor y(Shape{rows}, DType::i32);
+  for (int64_t i = 0; i < rows; ++i) y.data<int32_t>()[i] = static_cast<int32_t>(i % 10);
+  return {x, y};
+}
+
+fs::path temp_dir(const std::string& name) {
+  const fs::path d = fs::path(::testing::TempDir()) / ("tk_save_" + std::to_string(::getpid()) + "_" + name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+}  // namespace
+
+// Every save writes from the tensors' own memory: after training, .keras, .weights.h5 and a training-state backup
+// raise the measured peak by exactly 0 bytes (the plan's file-staging line on the cpu), and the files load back to
+// the same weights and optimizer state.
+TEST(SaveMemory, SavesAllocateNothingBeyondThePlan) {
+  const fs::path dir = temp_dir("saves");
+  for (auto make : {small_mlp, small_cnn}) {
+    std::unique_ptr<Model> m = make();
+    m->compile(optimizers::Adam(), losses::SparseCategoricalCrossentropy({.from_logits = true}), {"accuracy"});
+    auto [x, y] = batch_for(*m, 32);
+    m->train_on_batch({x}, {y});
+    const MemoryPlan plan = m->memory_plan(32);
+    EXPECT_EQ(plan.file_staging, 0u) << "the cpu writes each tensor from its own memory";
+    EXPECT_NE(plan.to_string().find("file staging"), std::string::npos) << plan.to_string();
+    const size_t before = config::get_memory_info().current;
+    config::reset_peak_memory();
+    m->save((dir / "m.keras").string());
+    m->save_weights((dir / "m.weights.h5").string());
+    io::save_training_state(dir / "latest.tkstate", m->training_state_view());
+    EXPECT_EQ(config::get_memory_info().peak, before) << "a save allocated memory the plan does not show";
+    EXPECT_EQ(config::get_memory_info().current, before);
+
+    // The same bytes come back: weights and optimizer slots, from each file.
+    const std::vector<Tensor> w = m->get_weights();
+    const std::vector<std::vector<Tensor>> slots = m->get_optimizer_slots();
+    std::unique_ptr<Model> back = models::load_model((dir / "m.keras").string());
+    const std::vector<Tensor> w2 = back->get_weights();
+    const std::vector<std::vector<Tensor>> slots2 = back->get_optimizer_slots();
+    ASSERT_EQ(w.size(), w2.size());
+    for (size_t i = 0; i < w.size(); ++i)
+      EXPECT_EQ(std::memcmp(w[i].raw(), w2[i].raw(), w[i].nbytes()), 0) << "weight " << i;
+    ASSERT_EQ(slots.size(), slots2.size());
+    for (size_t i = 0; i < slots.size(); ++i)
+      for (size_t k = 0; k < slots[i].size(); ++k)
+        EXPECT_EQ(std::memcmp(slots[i][k].raw(), slots2[i][k].raw(), slots[i][k].nbytes()), 0) << i << "/" << k;
+    const TrainingState s = io::load_training_state(dir / "latest.tkstate");
+    EXPECT_EQ(io::encode_training_state(s), io::encode_training_state(m->training_state()));
+  }
+}
+
+// A model saved before its first step has no optimizer slots yet: they are written as HDF5 fill values (nothing of
+// their size is allocated), and read back as the optimizer's initial values.
+TEST(SaveMemory, SlotsThatDoNotExistYetAreWrittenWithoutAllocatingThem) {
+  const fs::path dir = temp_dir("unborn");
+  std::unique_ptr<Model> m = small_mlp();
+  m->compile(optimizers::Adagrad(), losses::SparseCategoricalCrossentropy({.from_logits = true}));
+  const size_t before = config::get_memory_info().current;
+  config::reset_peak_memory();
+  m->save((dir / "fresh.keras").string());
+  EXPECT_EQ(config::get_memory_info().peak, before);
+  std::unique_ptr<Model> back = models::load_model((dir / "fresh.keras").string());
+  const std::vector<std::vector<Tensor>> slots = back->get_optimizer_slots();
+  ASSERT_FALSE(slots.empty());
+  EXPECT_FLOAT_EQ(slots[0][0].data<float>()[0], 0.1f) << "Adagrad's initial_accumulator_value";
+}
+
+// Owner tags: memory a file operation holds names the file and the tensor; a GPU's tensor streams in pieces of the
+// staging buffer's size (here a host tensor stands in: one piece from its own memory).
+TEST(SaveMemory, FileMemoryIsNamedAndStreamsInPieces) {
+  Tensor t = Tensor::full(Shape{1000}, 1.5f);
+  EXPECT_EQ(io::file_staging_bytes(t), 0u);
+  size_t pieces = 0, bytes = 0;
+  io::for_each_piece(t, "m.keras", "dense/kernel", [&](const void* p, size_t n) {
+    ++pieces, bytes += n;
+    EXPECT_EQ(p, t.raw()) << "a host tensor is written from its own memory";
+  });
+  EXPECT_EQ(pieces, 1u);
+  EXPECT_EQ(bytes, t.nbytes());
+  EXPECT_EQ(io::file_owner("m.keras", "staging for", "dense/kernel"), "m.keras: staging for dense/kernel");
+}
+
+// The pieces a GPU's tensor is written in (rows of its trailing dimensions, or parts of its last one), exercised on a
+// host tensor: every piece size gives back the same dataset.
+TEST(SaveMemory, TensorsWrittenInPiecesReadBackTheSame) {
+  const fs::path dir = temp_dir("pieces");
+  Tensor t(Shape{3, 5, 7}, DType::f32);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = static_cast<float>(i) * 0.5f - 3.0f;
+  io::H5Tree tree;
+  tree.groups.insert("");
+  tree.datasets["x"] = t;
+  for (size_t piece : {size_t{4}, size_t{24}, size_t{28}, size_t{100}, size_t{140}, size_t{300}, size_t{0}}) {
+    const std::string file = (dir / ("p" + std::to_string(piece) + ".h5")).string();
+    io::write_h5_tree_file(tree, file, file, piece);
+    const io::H5Tree back = io::read_h5_tree_file(file);
+    const Tensor* x = back.dataset("x");
+    ASSERT_NE(x, nullptr) << piece;
+    ASSERT_EQ(x->shape(), t.shape()) << piece;
+    EXPECT_EQ(std::memcmp(x->raw(), t.raw(), t.nbytes()), 0) << "pieces of " << piece << " bytes";
+  }
+}
+
+namespace {
+
+size_t cli_peak(const std::string& out) {
+  const size_t at = out.find("peak memory: ");
+  return at == std::string::npos ? 0 : std::strtoull(out.c_str() + at + 13, nullptr, 10);
+}
+std::string line_with(const std::string& out, const std::string& key) {
+  const size_t at = out.find(key);
+  return at == std::string::npos ? "" : out.substr(at, out.find('\n', at) - at);
+}
+void expect_same_state(const std::string& a, const std::string& b) {
+  std::unique_ptr<Model> ma = models::load_model(a), mb = models::load_model(b);
+  const std::vector<Tensor> wa = ma->get_weights(), wb = mb->get_weights();
+  ASSERT_EQ(wa.size(), wb.size());
+  for (size_t i = 0; i < wa.size(); ++i)
+    EXPECT_EQ(std::memcmp(wa[i].raw(), wb[i].raw(), wa[i].nbytes()), 0) << a << " vs " << b << ": weight " << i;
+  const auto sa = ma->get_optimizer_slots(), sb = mb->get_optimizer_slots();
+  ASSERT_EQ(sa.size(), sb.size());
+  for (size_t i = 0; i < sa.size(); ++i)
+    for (size_t k = 0; k < sa[i].size(); ++k)
+      EXPECT_EQ(std::memcmp(sa[i][k].raw(), sb[i][k].raw(), sa[i][k].nbytes()), 0) << a << " vs " << b;
+  EXPECT_EQ(ma->optimizer()->iterations(), mb->optimizer()->iterations());
+}
+
+}  // namespace
+
+// The issue's 420 MiB case, scaled down: a fit that trains under a budget with no room for a copy of its weights and
+// optimizer state saves its file, checkpoints and backs up under that budget; its peak with --save --checkpoint
+// --backup-dir equals the peak without them (plan + data + the file-staging line, 0 on the cpu), and its files hold
+// what an unlimited run's hold.
+TEST(SaveMemory, AFitThatTrainsUnderABudgetAlsoSavesCheckpointsAndBacksUpUnderIt) {
+  const std::string fit =
+      "fit -v 0 --no-summary --epochs 2 --batch-size 32 --seed 3 --model dense:1024:relu,"
+      "dense:1024:relu,dense:10" +
+      plain_data().args();
+  const Result plain = run_cli(fit + " --dump-weights " + quote(path_of("plain.txt")));
+  ASSERT_EQ(plain.code, 0) << describe(plain);
+  const size_t peak = cli_peak(plain.out);
+  ASSERT_GT(peak, 0u) << plain.out;
+  auto with_files = [&](const std::string& tag, const std::string& env) {
+    return run_cli(fit + " --dump-weights " + quote(path_of(tag + ".txt")) + " --save " +
+                       quote(path_of(tag + ".keras")) + " --checkpoint " + quote(path_of(tag + "_ckpt.keras")) +
+                       " --backup-dir " + quote(path_of(tag + "_backup")) + " --keep-backup",
+                   env);
+  };
+  const Result unlimited = with_files("unlimited", "");
+  ASSERT_EQ(unlimited.code, 0) << describe(unlimited);
+  EXPECT_EQ(cli_peak(unlimited.out), peak) << "saving, checkpointing and backing up took memory beyond the plan";
+
+  // A budget 4 MiB above what training alone reserves: the model's weights and Adam state (22 MiB) could not be
+  // copied in it.
+  const size_t weights = (784 * 1024 + 1024 + 1024 * 1024 + 1024 + 1024 * 10 + 10) * 4;
+  const size_t limit = (peak + (size_t{6} << 20)) / (size_t{2} << 20) * (size_t{2} << 20);
+  EXPECT_LT(limit, peak + 3 * weights);
+  const Result limited = with_files("limited", "TK_MEMORY_LIMIT=" + std::to_string(limit));
+  ASSERT_EQ(limited.code, 0) << describe(limited);
+  EXPECT_EQ(cli_peak(limited.out), peak);
+  EXPECT_EQ(line_with(limited.out, "test_accuracy"), line_with(plain.out, "test_accuracy"));
+  EXPECT_EQ(read_text(path_of("limited.txt")), read_text(path_of("plain.txt")));
+  EXPECT_EQ(read_text(path_of("unlimited.txt")), read_text(path_of("plain.txt")));
+  expect_same_state(path_of("limited.keras"), path_of("unlimited.keras"));
+  expect_same_state(path_of("limited_ckpt.keras"), path_of("unlimited_ckpt.keras"));
+  EXPECT_EQ(read_text(path_of("limited_backup/latest.tkstate")), read_text(path_of("unlimited_backup/latest.tkstate")));
+}
+
+// Planning a model file reads its config alone: a model whose training does not fit the budget still plans (exit 3,
+// "does NOT fit"), where loading it whole runs out of memory, and that OOM is about the file: file advice, never a
+// smaller batch size.
+TEST(SaveMemory, PlanningAModelFileReadsNoWeightsAndLoadingOomsGetFileAdvice) {
+  std::unique_ptr<Model> m = std::make_unique<Sequential>(std::vector<LayerPtr>{
+      layers::Input({784}), layers::Dense(2048, "relu"), layers::Dense(2048, "relu"), layers::Dense(10)});
+  m->compile(optimizers::Adam(), losses::SparseCategoricalCrossentropy({.from_logits = true}), {"accuracy"});
+  const std::string file = path_of("big.keras");  // 23 MiB of weights, 46 MiB of Adam state (initial values)
+  m->save(file);
+  const Result plan = run_cli("plan --model " + quote(file) + " --batch-size 32", "TK_MEMORY_LIMIT=48MiB");
+  EXPECT_EQ(plan.code, 3) << describe(plan);
+  EXPECT_CONTAINS(plan.out, "does NOT fit");
+  EXPECT_CONTAINS(plan.out, "file staging");
+  const Result load =
+      run_cli("fit -v 0 --epochs 1 --model " + quote(file) + plain_data().args(), "TK_MEMORY_LIMIT=48MiB");
+  EXPECT_EQ(load.code, 1) << describe(load);
+  for (const char* part : {"OOM when allocating", "part of loading", "big.keras", "not the training step"})
+    EXPECT_CONTAINS(load.err, part);
+  EXPECT_FALSE(contains(load.err, "(1) a smaller batch size")) << load.err;
+  EXPECT_FALSE(contains(load.err, "(unnamed tensor)")) << load.err;
+}
+
+// The issue's VGG16 (keras.applications.VGG16(weights=None, input_shape=(32, 32, 3), classes=10): 33.6M parameters, 134
+// MB of weights), built the same shape from the C++ API: it plans under 600 MiB at batch 32, `trainkit plan` plans its
+// .keras file under a 600 MiB budget (no weights read, no optimizer state, no arena), and the file loads under it.
+TEST(SaveMemory, Vgg16ShapedModelPlansUnderSixHundredMebibytesAndLoads) {
+  using namespace layers;
+  std::vector<LayerPtr> l{layers::Input({32, 32, 3})};
+  for (const auto& [filters, convs] :
+       std::vector<std::pair<int64_t, int>>{{64, 2}, {128, 2}, {256, 3}, {512, 3}, {512, 3}}) {
+    for (int i = 0; i < convs; ++i) l.push_back(Conv2D(filters, 3, "relu", {.padding = "same"}));
+    l.push_back(MaxPooling2D(2));
+  }
+  for (LayerPtr layer : {Flatten(), Dense(4096, "relu"), Dense(4096, "relu"), Dense(10)}) l.push_back(layer);
+  std::unique_ptr<Model> m = std::make_unique<Sequential>(l, "vgg16");
+  EXPECT_EQ(m->count_params(), 33638218)
+      << "keras.applications.VGG16(weights=None, input_shape=(32, 32, 3), classes=10)";
+  const std::string file = path_of("vgg16.keras");
+  m->save(file);  // as the issue's file: keras.applications' model, saved uncompiled
+  m->compile(optimizers::Adam(), losses::SparseCategoricalCrossentropy({.from_logits = true}), {"accuracy"});
+  const MemoryPlan plan = m->memory_plan(32);
+  EXPECT_LT(plan.total, size_t{600} << 20) << plan.to_string();
+  EXPECT_EQ(plan.file_staging, 0u);
+  m.reset();
+  const Result r = run_cli("plan --model " + quote(file) + " --batch-size 32", "TK_MEMORY_LIMIT=600MiB");
+  EXPECT_EQ(r.code, 0) << describe(r);
+  EXPECT_CONTAINS(r.out, "Batch 32 fits");
+  const Result load = run_cli("summary " + quote(file), "TK_MEMORY_LIMIT=600MiB");
+  EXPECT_EQ(load.code, 0) << describe(load);
+  EXPECT_CONTAINS(load.out, "33,638,218");
+}
