@@ -67,6 +67,9 @@ for ((k = 0; k < kills; ++k)); do
   grep -q "BackupAndRestore: resuming" "$work/run$run.log" && resumes=$((resumes + 1))
   if [ "$status" -eq 0 ]; then rm -rf "$dir"; last=0; finished=$((finished + 1)); fi  # finished first: start over
 done
+# The kills must have exercised the resume: some restart after a kill resumed from a backup (a run that always
+# finished before its kill, or never found a backup, would show nothing).
+[ "$resumes" -ge 1 ] || fail "none of the $kills restarts after a kill resumed from a backup"
 for point in before_fsync before_rename after_rename; do
   run=$((run + 1))
   { (fit "$dir" TK_TEST_CRASH_AT="$point") >"$work/run$run.log" 2>&1; } 2>/dev/null  # no "Killed" notice

@@ -43,6 +43,11 @@ TEST(CliEnv, HelpSaysWhatItPrints) {
   Result top = run_cli("--help");
   EXPECT_CONTAINS(top.out, "env");
   EXPECT_FALSE(contains(top.out, "(CPU backend)")) << top.out;
+  // The backends this build has: cuda only where the CUDA backend was compiled in (`trainkit devices` says which).
+  const Result devices = run_cli("devices");
+  const bool cuda_built = contains(devices.out + devices.err, "CUDA backend: built");
+  EXPECT_CONTAINS(top.out,
+                  cuda_built ? "backends in this build: cpu, cuda" : "backends in this build: cpu (built without CUDA");
 }
 
 TEST(CliEnv, ListsEveryVariableOnceGroupedBySubsystem) {

@@ -1,8 +1,9 @@
 // Every `trainkit fit` flag that changes behaviour is shown to change it, in the IDX mode (--train-images ...)
 // and the --data mode, by the final weights the CLI writes with --dump-weights (exact text): the seed, the
 // learning rate, each optimizer's first step against Keras (tests/fixtures/cli_first_step.txt, written by
-// gen_cli_first_step.py), validation_split, micro-batching, batch_size auto, compressed TFRecords; and every
-// option that does not apply to the chosen mode is refused instead of ignored.
+// gen_cli_first_step.py), validation_split, steps_per_epoch, initial_epoch, validation_steps, micro-batching,
+// batch_size auto, compressed TFRecords; and every option that does not apply to the chosen mode is refused instead of
+// ignored.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -210,6 +211,64 @@ TEST(CliFlags, ValidationSplitHoldsOutTheTailAndReportsItsMetrics) {
   EXPECT_NEAR(val_acc, tail.get("accuracy"), 5.1e-5) << r.result.out;
   const tk::Logs head = model.evaluate(x.slice_rows(0, 64), y.slice_rows(0, 64), {.batch_size = 64});
   EXPECT_NE(std::round(head.get("loss") * 1e4), std::round(tail.get("loss") * 1e4)) << "the test cannot tell";
+}
+
+// ---------------------------------------------------------------- --steps-per-epoch, --initial-epoch,
+// --validation-steps
+
+// Keras' steps_per_epoch: that many batches per epoch (3 of the 8 a pass of 256 rows in batches of 32 holds); as many
+// as a pass holds is the same training as none given, bit for bit. In both modes.
+TEST(CliFlags, StepsPerEpochSetsTheBatchesOfAnEpoch) {
+  const std::string base =
+      "fit" + plain_data().args() + " --model dense:10 --epochs 2 --batch-size 32 -v 2 --no-summary";
+  const FitRun three = fit_dump(base + " --steps-per-epoch 3"), all = fit_dump(base),
+               eight = fit_dump(base + " --steps-per-epoch 8");
+  EXPECT_CONTAINS(three.result.out, "3/3 - ");
+  EXPECT_FALSE(contains(three.result.out, "8/8 - ")) << three.result.out;
+  EXPECT_CONTAINS(all.result.out, "8/8 - ");
+  EXPECT_EQ(eight.weights, all.weights);
+  EXPECT_NE(three.weights, all.weights);
+  const FitRun npz = fit_dump("fit --data " + quote(cli_fixture("train.npz")) +
+                              " --model dense:8:relu,dense:2 --batch-size 32 -v 2 --no-summary --steps-per-epoch 5");
+  EXPECT_CONTAINS(npz.result.out, "5/5 - ");
+  expect_user_error(run_cli(idx_args() + " --steps-per-epoch -1"), {"--steps-per-epoch", "-1"});
+}
+
+// Keras' initial_epoch: --epochs 3 --initial-epoch 2 runs the third epoch only, numbered 3/3, and the History holds
+// that epoch alone (index 2).
+TEST(CliFlags, InitialEpochStartsAtThatEpoch) {
+  const std::string json = path_of("initial_epoch_history.json");
+  const Result r = run_cli("fit" + plain_data().args() + " --model dense:10 --epochs 3 --initial-epoch 2 -v 2 " +
+                           "--no-summary --history-json " + quote(json));
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_CONTAINS(r.out, "Epoch 3/3\n");
+  EXPECT_FALSE(contains(r.out, "Epoch 1/3")) << r.out;
+  EXPECT_FALSE(contains(r.out, "Epoch 2/3")) << r.out;
+  EXPECT_CONTAINS(read_text(json), "{\"epoch\":[2],");
+  expect_user_error(run_cli(idx_args() + " --epochs 2 --initial-epoch 3"), {"--initial-epoch", "3", "--epochs 2"});
+}
+
+// Keras' validation_steps: the validation metrics of each epoch are those of its first N batches — here batch 32 of
+// the 64 held-out rows: rows 192 to 223, evaluated with the trained weights the CLI dumps.
+TEST(CliFlags, ValidationStepsEvaluatesThatManyBatches) {
+  const FitRun r =
+      fit_dump("fit" + plain_data().args() + " --model dense:10 --epochs 1 --batch-size 32 --validation-split 0.25 " +
+               "--validation-steps 1 -v 2 --no-summary");
+  const double val_loss = last_value(r.result.out, "val_loss");
+  ASSERT_GE(val_loss, 0.0) << r.result.out;
+  auto [x, y] = tk::data::load_idx_pair(plain_data().train_images, plain_data().train_labels);
+  tk::clear_session();
+  tk::Sequential model({tk::layers::Input({28, 28}), tk::layers::Rescaling(1.0f / 255.0f), tk::layers::Flatten(),
+                        tk::layers::Dense(10)});
+  model.compile(tk::optimizers::get("adam"), tk::losses::SparseCategoricalCrossentropy({.from_logits = true}),
+                {"accuracy"});
+  const WeightMap w = parse_weights(r.weights);
+  model.set_weights({w.at("dense/kernel"), w.at("dense/bias")});
+  const tk::Logs first = model.evaluate(x.slice_rows(192, 224), y.slice_rows(192, 224), {.batch_size = 32});
+  const tk::Logs whole = model.evaluate(x.slice_rows(192, 256), y.slice_rows(192, 256), {.batch_size = 32});
+  EXPECT_NEAR(val_loss, first.get("loss"), 5.1e-5) << r.result.out;
+  EXPECT_NE(std::round(first.get("loss") * 1e4), std::round(whole.get("loss") * 1e4)) << "the test cannot tell";
+  expect_user_error(run_cli(idx_args() + " --validation-steps 2"), {"--validation-steps", "--validation-split"});
 }
 
 // ---------------------------------------------------------------- --micro-batch-size

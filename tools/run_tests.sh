@@ -16,6 +16,9 @@ if grep -rln '#include "backends/' src/graph src/nn || grep -rl 'backends/' src/
   exit 1
 fi
 
+echo "== every mutation patch applies at HEAD (tools/mutations/*.patch)"
+bash tools/mutation_check.sh --check-apply
+
 echo "== Release build, warnings as errors"
 # Where the CUDA toolkit is installed (CI), the CUDA backend must compile and link: TK_CUDA=ON. A plain
 # Debian 12 machine has no toolkit (it is not in Debian main): AUTO builds without it.
@@ -46,6 +49,15 @@ TK_FASHION_MNIST_DIR="$fm_small" ./build-examples/fashion_mlp | tee build-exampl
 acc="$(sed -n 's/.*test accuracy \([0-9.]*\).*/\1/p' build-examples/fashion_mlp.log)"
 awk -v acc="$acc" 'BEGIN { exit !(acc > 0.5) }' || { echo "fashion_mlp: test accuracy '$acc', expected > 0.5"; exit 1; }
 echo "   (install, outside build and smoke run: $((SECONDS - step_start)) s)"
+
+echo "== mutation check: a rotating subset, chosen by the commit hash (docs/testing.md)"
+# Each patch breaks a claimed behaviour on purpose; the tests it names must fail. build-ci is mutated in place and
+# rebuilt incrementally per patch (the checkout is restored after each), so this costs the patches' rebuilds and
+# their tests: 3 patches (TK_MUTATION_SUBSET) of the M in tools/mutations/ per run, each one every M/3 commits.
+step_start=$SECONDS
+TK_MUTATION_BUILD=build-ci TK_MUTATION_SUBSET="${TK_MUTATION_SUBSET:-3}" TK_MUTATION_JOBS="$jobs" \
+  bash tools/mutation_check.sh
+echo "   (mutation check: $((SECONDS - step_start)) s)"
 
 echo "== ASan + UBSan build"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTK_SANITIZE=ON -DTK_WERROR=ON -DTK_BUILD_BENCH=OFF >/dev/null

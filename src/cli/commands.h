@@ -16,6 +16,9 @@ namespace tk::cli {
 struct FitArgs {
   std::string model = "dense:256:relu,dense:128:relu,dense:10";
   int epochs = 10;
+  int initial_epoch = 0;               // --initial-epoch: the epoch to start at (Keras' initial_epoch; a resumed run)
+  int64_t steps_per_epoch = 0;         // --steps-per-epoch: 0 one pass over the data per epoch
+  int64_t validation_steps = 0;        // --validation-steps: 0 one pass over the validation data
   std::string batch_size = "128";      // or "auto"
   std::string micro_batch_size = "0";  // 0: off, N, or "auto"
   std::optional<float> learning_rate;  // unset: the optimizer's Keras default (0.001; SGD 0.01)
@@ -122,5 +125,15 @@ struct EvaluateArgs {
 };
 void add_evaluate_command(CLI::App& app, EvaluateArgs& args);
 int run_evaluate(const EvaluateArgs& args);
+// `trainkit predict m.keras --data FILE --out preds.npy` (predict_command.cpp).
+struct PredictArgs {
+  std::string model, data, out, format = "auto", x;
+  int64_t batch_size = 32;  // Keras' predict default
+  int verbose = -1;         // -1: a progress bar on a terminal, one line at the end otherwise
+  RunOptions run;
+  bool dtype_policy_given = false;  // else the model file's own policy
+};
+void add_predict_command(CLI::App& app, PredictArgs& args);
+int run_predict(const PredictArgs& args);
 
 }  // namespace tk::cli

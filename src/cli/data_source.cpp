@@ -202,4 +202,39 @@ data::Dataset open_data_file(const std::string& path, const DataArgs& a, const s
   });
 }
 
+data::Dataset open_features_file(const std::string& path, const DataArgs& a, const std::string& option) {
+  const std::string fmt = data_format(path, a.format);
+  const std::string where = option + " " + path;
+  const std::string xk = a.x.empty() ? "x" : a.x;
+  auto arrays = [](const Tensor& x) { return data::Dataset::from_tensor_slices({as_features(x)}); };
+  auto features = [](data::Element e) { return data::Element{as_features(e[0])}; };
+  if ((fmt == "idx" || fmt == "npy") && !a.x.empty())
+    throw InvalidArgument(where + ": --x does not apply to " + fmt + " (the file is the features itself): drop --x");
+  if (fmt == "idx") return arrays(data::load_idx(path));
+  if (fmt == "npy") return arrays(data::load_npy(path));
+  if (fmt == "npz") return arrays(data::load_npz(path, xk));
+  if (fmt == "hdf5") {
+    auto open = [path, xk] { return data::open_hdf5(path, {xk}); };
+    return data::Dataset::from_reader(open, "hdf5(" + path + ")").map(features);
+  }
+  if (fmt == "tfrecord") {
+    if (a.x.empty())
+      throw InvalidArgument(where + ": name the feature with --x NAME[:DIMS[:DTYPE]] (e.g. --x image:28x28)");
+    std::vector<data::FeatureSpec> specs{feature_spec(a.x, DType::f32, "--x")};
+    const data::Compression c = sniff_tfrecord_compression(path);
+    auto open = [path, specs, c] { return data::open_tfrecord(path, specs, c); };
+    return data::Dataset::from_reader(open, "tfrecord(" + path + ")").map(features);
+  }
+  // csv: the --x columns (default every column), one scalar each, stacked into a vector
+  data::CsvOptions o;
+  o.select = a.x.empty() ? csv_header(path, where) : split(a.x, ',');
+  const auto k = static_cast<int64_t>(o.select.size());
+  auto open = [path, o] { return data::open_csv(path, o); };
+  return data::Dataset::from_reader(open, "csv(" + path + ")").map([k](data::Element e) {
+    Tensor x(Shape({k}), DType::f32);
+    for (int64_t i = 0; i < k; ++i) x.data<float>()[i] = e[static_cast<size_t>(i)].to(DType::f32).data<float>()[0];
+    return data::Element{x};
+  });
+}
+
 }  // namespace tk::cli

@@ -33,5 +33,8 @@ std::string data_format(const std::string& path, const std::string& format);
 
 // The file's samples as (x float32 (...), y int32 ()) elements. `option` names the flag in errors.
 data::Dataset open_data_file(const std::string& path, const DataArgs& args, const std::string& option);
+// Features alone, (x) elements, for `trainkit predict` (no labels needed): an NPY or IDX file is the features
+// itself; NPZ key / HDF5 dataset --x (default x); CSV columns --x (default all); TFRecord feature --x.
+data::Dataset open_features_file(const std::string& path, const DataArgs& args, const std::string& option);
 
 }  // namespace tk::cli

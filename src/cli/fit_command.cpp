@@ -26,6 +26,17 @@ void add_fit_command(CLI::App& app, FitArgs& a) {
       ->capture_default_str();
   fit->add_option("--save", a.save, "Save the trained model as a Keras 3 .keras file");
   fit->add_option("-e,--epochs", a.epochs, "Passes over the training data")->capture_default_str();
+  fit->add_option("--initial-epoch", a.initial_epoch,
+                  "Epoch at which to start training (Keras' initial_epoch): epochs initial-epoch+1 to --epochs run, "
+                  "numbered as in the run being continued")
+      ->capture_default_str();
+  fit->add_option("--steps-per-epoch", a.steps_per_epoch,
+                  "Steps (batches) per epoch instead of one pass over the data; a pass then continues across "
+                  "epochs (Keras' steps_per_epoch). 0: one pass")
+      ->capture_default_str();
+  fit->add_option("--validation-steps", a.validation_steps,
+                  "Batches of the validation data evaluated after each epoch (Keras' validation_steps). 0: all")
+      ->capture_default_str();
   fit->add_option("-b,--batch-size", a.batch_size,
                   "Samples per step, or \"auto\": the largest that fits the memory budget (from the plan)")
       ->capture_default_str();
@@ -320,6 +331,9 @@ int run_fit_data(const FitArgs& a, OptimizerPtr optimizer, int64_t batch_size, i
   const History history = model.fit(train, {.epochs = a.epochs,
                                             .verbose = a.verbose,
                                             .callbacks = std::move(callbacks),
+                                            .initial_epoch = a.initial_epoch,
+                                            .steps_per_epoch = a.steps_per_epoch,
+                                            .validation_steps = a.validation_steps,
                                             .micro_batch_size = micro,
                                             .validation_dataset = val});
   // Under mpirun every rank evaluates its share of the batches (Model::evaluate sums the ranks' logs).
@@ -338,6 +352,16 @@ int run_fit_data(const FitArgs& a, OptimizerPtr optimizer, int64_t batch_size, i
 int run_fit(const FitArgs& a) {
   // Hyperparameters first: a mistake there should not cost a data load.
   if (a.epochs < 0) throw InvalidArgument("--epochs must be >= 0, got " + std::to_string(a.epochs));
+  if (a.initial_epoch < 0 || a.initial_epoch > a.epochs)
+    throw InvalidArgument("--initial-epoch must be in [0, --epochs], got " + std::to_string(a.initial_epoch) +
+                          " with --epochs " + std::to_string(a.epochs) +
+                          " (--epochs is the last epoch's number, as Keras' epochs, not a count from --initial-epoch)");
+  if (a.steps_per_epoch < 0)
+    throw InvalidArgument("--steps-per-epoch must be >= 0 (0: one pass), got " + std::to_string(a.steps_per_epoch));
+  if (a.validation_steps < 0)
+    throw InvalidArgument("--validation-steps must be >= 0 (0: all), got " + std::to_string(a.validation_steps));
+  if (a.validation_steps > 0 && a.validation_split == 0.0f && a.validation_data.empty())
+    throw InvalidArgument("--validation-steps needs validation data: add --validation-split or --validation-data");
   const int64_t batch_size = parse_batch_option("--batch-size", a.batch_size, false);
   const int64_t micro_batch_size = parse_batch_option("--micro-batch-size", a.micro_batch_size, true);
   if (!(a.validation_split >= 0.0f && a.validation_split < 1.0f))
@@ -411,6 +435,9 @@ int run_fit(const FitArgs& a) {
                                      .verbose = a.verbose,
                                      .callbacks = std::move(callbacks),
                                      .validation_split = a.validation_split,
+                                     .initial_epoch = a.initial_epoch,
+                                     .steps_per_epoch = a.steps_per_epoch,
+                                     .validation_steps = a.validation_steps,
                                      .micro_batch_size = micro_batch_size});
   // Under mpirun every rank evaluates its share of the batches (Model::evaluate sums the ranks' logs).
   const Logs test = model.evaluate(d.x_test, d.y_test, {.batch_size = evaluation_batch(model, batch_size)});

@@ -7,11 +7,16 @@
 
 #include "cli/commands.h"
 #include "cli/usage.h"
+#include "runtime/cuda_device.h"
 #include "trainkit/core/error.h"
 #include "trainkit/nn/distribute.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"trainkit: Keras-style training in C++ on the cpu and on NVIDIA GPUs (CUDA)", "trainkit"};
+  // The backends this build has, not every backend trainkit has code for.
+  CLI::App app{std::string("trainkit: Keras-style training in C++; backends in this build: cpu") +
+                   (tk::runtime::cuda_backend_compiled() ? ", cuda (NVIDIA GPUs; `trainkit devices` lists them)"
+                                                         : " (built without CUDA: -DTK_CUDA=ON adds NVIDIA GPUs)"),
+               "trainkit"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "trainkit 0.1.0");
   tk::cli::FitArgs fit_args;
@@ -25,6 +30,8 @@ int main(int argc, char** argv) {
   tk::cli::add_summary_command(app, summary_args);
   tk::cli::EvaluateArgs evaluate_args;
   tk::cli::add_evaluate_command(app, evaluate_args);
+  tk::cli::PredictArgs predict_args;
+  tk::cli::add_predict_command(app, predict_args);
   tk::cli::ExportArgs export_args;
   tk::cli::add_export_command(app, export_args);
   tk::cli::add_jobs_command(app);
@@ -48,6 +55,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("smi")) return tk::cli::run_smi(smi_args);
     if (app.got_subcommand("summary")) return tk::cli::run_summary(summary_args);
     if (app.got_subcommand("evaluate")) return tk::cli::run_evaluate(evaluate_args);
+    if (app.got_subcommand("predict")) return tk::cli::run_predict(predict_args);
     if (app.got_subcommand("export")) return tk::cli::run_export(export_args);
     if (app.got_subcommand("jobs")) return tk::cli::run_jobs();
     if (app.got_subcommand("env")) return tk::cli::run_env(env_args);

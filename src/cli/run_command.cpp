@@ -153,7 +153,11 @@ int run_run(const RunArgs& a) {
                 (pythonpath && *pythonpath ? ":" + std::string(pythonpath) : ""));
   runtime::ChildResult r;
   try {
-    r = runtime::run_child(a.command, env);
+    // The child inherits the lease's locked descriptor: the lease lives while any process of the job lives, even
+    // when this process is killed first (kill -9 skips every destructor here, but the child's lock stays).
+    std::vector<int> keep;
+    if (lease.descriptor() >= 0) keep.push_back(lease.descriptor());
+    r = runtime::run_child(a.command, env, true, 20, keep);
   } catch (...) {
     std::filesystem::remove_all(shim_dir);
     throw;

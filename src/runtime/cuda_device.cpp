@@ -161,6 +161,14 @@ const CudaDevice& cuda_device(int index) {
 
 bool cuda_built() { return cuda_devices().built; }
 
+bool cuda_backend_compiled() {
+#ifdef TK_HAVE_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
 #ifdef TK_HAVE_CUDA
 // ---------------------------------------------------------------- with the CUDA runtime
 

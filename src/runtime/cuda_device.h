@@ -34,6 +34,8 @@ struct CudaDevices {
 // Discovered on first use (thread-safe), never again: CUDA_VISIBLE_DEVICES / TK_VISIBLE_DEVICES are read then.
 const CudaDevices& cuda_devices();
 bool cuda_built();
+// The same without discovering devices (no CUDA call): for `trainkit --help`.
+bool cuda_backend_compiled();
 // The CUDA device behind cuda:N; Unsupported (with the reason) when there is none.
 const CudaDevice& cuda_device(int index);
 

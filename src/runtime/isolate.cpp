@@ -80,7 +80,7 @@ size_t resident_bytes() {
 }
 
 ChildResult run_child(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env, bool forward,
-                      size_t keep_lines) {
+                      size_t keep_lines, const std::vector<int>& inherit_fds) {
   if (argv.empty()) throw InvalidArgument("run_child: no program given");
   // The environment: ours, with extra_env's names replaced.
   std::map<std::string, std::string> env;
@@ -110,6 +110,9 @@ ChildResult run_child(const std::vector<std::string>& argv, const std::vector<st
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, out[1], 1);
   posix_spawn_file_actions_adddup2(&fa, err[1], 2);
+  // dup2(fd, fd) in the child clears its close-on-exec flag there (POSIX 2024; glibc >= 2.29): this process's
+  // descriptor keeps the flag, so no other program it starts inherits the descriptor.
+  for (int fd : inherit_fds) posix_spawn_file_actions_adddup2(&fa, fd, fd);
   pid_t pid = -1;
   const int rc = posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), envp.data());
   posix_spawn_file_actions_destroy(&fa);

@@ -24,9 +24,11 @@ struct ChildResult {
 
 // argv[0] is looked up in PATH when it has no '/'. `extra_env` ("NAME=value") is added to (and overrides) this
 // process's environment. forward: the child's output also goes to this process's stdout / stderr as it comes.
+// `inherit_fds`: descriptors the child keeps (same numbers, close-on-exec cleared in the child only), e.g. a lease's
+// flock'ed file, so the lock outlives this process while the child lives (docs/sharing.md).
 // Throws IoError when the program cannot be started.
 ChildResult run_child(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env,
-                      bool forward = true, size_t keep_lines = 20);
+                      bool forward = true, size_t keep_lines = 20, const std::vector<int>& inherit_fds = {});
 
 // This process's resident memory (VmRSS) in bytes.
 size_t resident_bytes();

@@ -237,13 +237,21 @@ void Lease::release() {
   if (fd_ < 0) return;
   try {
     FolderLock lock(dir_);
-    ::unlink(record_.file.c_str());
+    ::close(fd_);
+    fd_ = -1;
+    // Still locked through a descriptor a child inherited (`trainkit run`'s job left a process running)? Then the
+    // lease is that process's until it exits; the next look after that reclaims the file. Every look holds the
+    // folder lock, as we do, so nothing else can hold this probe's lock.
+    const int probe = ::open(record_.file.c_str(), O_RDONLY | O_CLOEXEC);
+    const bool unheld = probe >= 0 && ::flock(probe, LOCK_EX | LOCK_NB) == 0;
+    if (unheld) ::unlink(record_.file.c_str());
+    if (probe >= 0) ::close(probe);
     untrack(record_.file);
   } catch (const Error&) {
     // The folder went away or became unusable: closing the descriptor still releases the lease (a file left
     // behind is dead, and the next process to look reclaims it).
   }
-  ::close(fd_);
+  if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
 }
 

@@ -80,6 +80,11 @@ class Lease {
   uint64_t bytes() const { return record_.bytes; }
   const LeaseRecord& record() const { return record_; }
   const std::string& file() const { return record_.file; }
+  // The open, flock'ed lease file (-1 when not held here). A child that inherits it holds the lease with this
+  // process: the kernel keeps the lock until the last process with the descriptor exits (`trainkit run`).
+  int descriptor() const { return fd_; }
+  // Closes this process's descriptor; the file is removed unless a process that inherited the descriptor still
+  // holds the lock (a program the job left running): then the lease ends when that process does.
   void release();
 
  private:

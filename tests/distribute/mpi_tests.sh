@@ -111,6 +111,9 @@ case "$case" in
     [ "$rc" -ne 124 ] || { echo "FAIL: the job hung (killed by timeout)"; exit 1; }
     if [ "$case" = stall ]; then
       grep -q "made no progress for 5 s" "$out" || { echo "FAIL: no timeout message naming the collective"; exit 1; }
+    else  # the job ended because rank 1 was killed (Open MPI's or MPICH's words), not for some other reason
+      grep -Eq "rank 1 with PID [0-9]+ on node .* exited on signal 9|KILLED BY SIGNAL: 9" "$out" ||
+        { echo "FAIL: the launcher does not report rank 1 killed by signal 9"; exit 1; }
     fi
     echo "ok: exit $rc after $((SECONDS - start)) s" ;;
   cli)  # `mpirun -np 2 trainkit fit`: one epoch of Fashion-MNIST, rank 0 alone prints

@@ -87,7 +87,6 @@ TEST(LocalCollective, AReplicaThatNeverArrivesTimesOutNamingItAndTheCollective) 
   ReplicaRunner runner(3);
   Rows rows(3, 4, 1.0f);
   c.begin_step(3);
-  const auto t0 = std::chrono::steady_clock::now();
   try {
     runner.run(
         3, 1,
@@ -103,7 +102,6 @@ TEST(LocalCollective, AReplicaThatNeverArrivesTimesOutNamingItAndTheCollective) 
     EXPECT_NE(m.find("for replica(s) 2"), std::string::npos) << m;
     EXPECT_NE(m.find("TK_COLLECTIVE_TIMEOUT"), std::string::npos) << m;
   }
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
   // The group works again for the next step.
   c.begin_step(2);
   runner.run(
@@ -112,11 +110,12 @@ TEST(LocalCollective, AReplicaThatNeverArrivesTimesOutNamingItAndTheCollective) 
 }
 
 TEST(ReplicaRunner, AFailingReplicaEndsTheOthersWaitAndItsOwnErrorIsTheOneRethrown) {
-  LocalCollective c(3, milliseconds(60000));  // far longer than the test: the abort must end the wait
+  // No timeout that could end the wait within the test's life (ctest's limit would fail it first): only the abort
+  // can end the other replicas' wait, so the test finishing at all is the check, not a measured duration.
+  LocalCollective c(3, std::chrono::hours(24));
   ReplicaRunner runner(3);
   Rows rows(3, 4, 1.0f);
   c.begin_step(3);
-  const auto t0 = std::chrono::steady_clock::now();
   try {
     runner.run(
         3, 1,
@@ -129,7 +128,6 @@ TEST(ReplicaRunner, AFailingReplicaEndsTheOthersWaitAndItsOwnErrorIsTheOneRethro
   } catch (const OutOfMemoryError& e) {
     EXPECT_NE(std::string(e.what()).find("cpu:1 budget exhausted"), std::string::npos);
   }
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
 }
 
 TEST(ReplicaRunner, RunsEveryReplicaOncePerStepOnItsOwnThread) {

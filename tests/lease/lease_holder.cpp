@@ -1,5 +1,5 @@
 // A trivial lease holder for the ledger tests (tests/test_lease.cpp): takes a lease, checks the ledger's invariant
-// from outside, holds it, releases it.
+// from outside, says how many holders it saw ("held FILE with N holders"), holds it, releases it.
 //
 //   trainkit_lease_holder DIR CAPACITY BYTES HOLD_MS [no-wait|TIMEOUT_S]
 //   (HOLD_MS < 0: hold until killed). Exit 0 done, 3 refused or timed out, 4 invariant broken, 5 other error.
@@ -33,9 +33,9 @@ int main(int argc, char** argv) {
   try {
     Ledger ledger(argv[1]);
     Lease lease = ledger.acquire(cpu, bytes, policy);
-    std::printf("held %s\n", lease.file().c_str());
-    std::fflush(stdout);
     const DeviceUsage u = ledger.usage(cpu);
+    std::printf("held %s with %zu holders\n", lease.file().c_str(), u.holders.size());
+    std::fflush(stdout);
     if (u.leased > u.capacity || u.leased < bytes) {
       std::fprintf(stderr, "invariant broken: %llu leased of %llu (this lease %llu)\n",
                    static_cast<unsigned long long>(u.leased), static_cast<unsigned long long>(u.capacity),

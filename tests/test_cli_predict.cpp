@@ -1,0 +1,106 @@
+// `trainkit predict MODEL --data FILE [--x NAME] --out preds.npy`: the model file's outputs for every sample, as
+// Model::predict gives them in this process (bit for bit, same batches), from NPY and NPZ features; the progress
+// line counts the batches; bad input is one clear error.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "cli_run.h"
+#include "trainkit/data/dataset.h"
+#include "trainkit/data/idx.h"
+#include "trainkit/data/npy.h"
+#include "trainkit/io/keras.h"
+#include "trainkit/trainkit.h"
+
+namespace {
+
+using namespace tk_cli_test;  // NOLINT(google-build-using-namespace)
+
+std::string cli_fixture(const std::string& name) {
+  return std::string(TK_SOURCE_DIR) + "/tests/fixtures/data/cli/" + name;
+}
+
+void expect_same(const tk::Tensor& a, const tk::Tensor& b) {
+  ASSERT_EQ(a.shape(), b.shape());
+  ASSERT_EQ(a.dtype(), tk::DType::f32);
+  for (int64_t i = 0; i < a.numel(); ++i) ASSERT_EQ(a.data<float>()[i], b.data<float>()[i]) << "element " << i;
+}
+
+// A model trained for one epoch on the IDX images (uint8 28x28, a Rescaling first), saved as .keras.
+const std::string& idx_model() {
+  static const std::string path = [] {
+    const std::string p = path_of("predict_idx.keras");
+    const Result r = run_cli("fit" + plain_data().args() + " --model dense:16:relu,dense:10 --epochs 1 -v 0 " +
+                             "--no-summary --save " + quote(p));
+    EXPECT_EQ(r.code, 0) << describe(r);
+    return p;
+  }();
+  return path;
+}
+
+}  // namespace
+
+TEST(CliPredict, WritesTheModelsOutputsForEverySampleAsPredictDoes) {
+  const tk::Tensor x = tk::data::load_idx(plain_data().train_images);  // uint8 (256, 28, 28)
+  const std::string features = path_of("predict_x.npy"), out = path_of("predict_out.npy");
+  tk::data::save_npy(features, x);
+  const Result r =
+      run_cli("predict " + quote(idx_model()) + " --data " + quote(features) + " --out " + quote(out) + " -v 2");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_CONTAINS(r.out, "8/8 [==============================] - ");  // 256 rows in batches of 32 (Keras' default)
+  EXPECT_CONTAINS(r.out, "wrote " + out + ": (256, 10) float32");
+  const tk::Tensor got = tk::data::load_npy(out);
+  const std::unique_ptr<tk::Model> m = tk::models::load_model(idx_model(), /*compile=*/false);
+  // The reference: Model::predict over the same batches of the same Dataset, in this process.
+  auto reference = [&](int64_t batch) {
+    return m->predict(tk::data::Dataset::from_tensor_slices({x}).batch(batch))[0];
+  };
+  expect_same(got, reference(32));
+  // Another batch size: 3 batches, the same predictions (row by row).
+  const Result b = run_cli("predict " + quote(idx_model()) + " --data " + quote(features) + " --out " + quote(out) +
+                           " -v 2 --batch-size 100 --device cpu");
+  ASSERT_EQ(b.code, 0) << describe(b);
+  EXPECT_CONTAINS(b.out, "3/3 [");
+  expect_same(tk::data::load_npy(out), reference(100));
+  // -v 0: no progress and no summary line (the device's "Created device" line is TensorFlow's, always printed).
+  const Result quiet =
+      run_cli("predict " + quote(idx_model()) + " --data " + quote(features) + " --out " + quote(out) + " -v 0");
+  ASSERT_EQ(quiet.code, 0) << describe(quiet);
+  EXPECT_FALSE(contains(quiet.out, "[=")) << quiet.out;
+  EXPECT_FALSE(contains(quiet.out, "wrote")) << quiet.out;
+}
+
+TEST(CliPredict, ReadsTheFeaturesOfAnNpzByKey) {
+  const std::string model = path_of("predict_npz.keras"), out = path_of("predict_npz.npy");
+  const Result fit = run_cli("fit --data " + quote(cli_fixture("train.npz")) +
+                             " --model dense:8:relu,dense:2 --epochs 1 -v 0 --no-summary --save " + quote(model));
+  ASSERT_EQ(fit.code, 0) << describe(fit);
+  const Result r = run_cli("predict " + quote(model) + " --data " + quote(cli_fixture("test.npz")) + " --x x --out " +
+                           quote(out) + " -v 0");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  const tk::Tensor x = tk::data::load_npz(cli_fixture("test.npz"), "x");
+  const std::unique_ptr<tk::Model> m = tk::models::load_model(model, /*compile=*/false);
+  expect_same(tk::data::load_npy(out), m->predict(tk::data::Dataset::from_tensor_slices({x}).batch(32))[0]);
+  expect_user_error(run_cli("predict " + quote(model) + " --data " + quote(cli_fixture("test.npz")) +
+                            " --x nosuchkey --out " + quote(out)),
+                    {"nosuchkey"});
+}
+
+TEST(CliPredict, BadInputIsOneClearError) {
+  const std::string features = path_of("predict_bad_x.npy");
+  tk::data::save_npy(features, tk::data::load_idx(plain_data().train_images));
+  expect_user_error(run_cli("predict " + quote(idx_model()) + " --data " + quote(features) + " --out p.csv"),
+                    {"--out p.csv", ".npy"});
+  expect_user_error(run_cli("predict dense:10 --data " + quote(features) + " --out p.npy"), {"dense:10", ".keras"});
+  expect_user_error(run_cli("predict " + quote(idx_model()) + " --data " + quote(features) + " --out " +
+                            quote(path_of("p.npy")) + " --batch-size 0"),
+                    {"--batch-size"});
+  // The features do not fit the model's input.
+  const std::string wrong = path_of("predict_wrong.npy");
+  tk::data::save_npy(wrong, tk::Tensor::zeros(tk::Shape{4, 5}));
+  const Result r =
+      run_cli("predict " + quote(idx_model()) + " --data " + quote(wrong) + " --out " + quote(path_of("p.npy")));
+  EXPECT_EQ(r.code, 1) << describe(r);
+  ASSERT_EQ(r.error_lines.size(), 1u) << describe(r);
+  expect_usage_error(run_cli("predict " + quote(idx_model()) + " --out p.npy"), {"--data"}, "trainkit predict");
+}
