@@ -1,6 +1,6 @@
 // Adam and AdamW (Keras 3): m = beta_1 m + (1 - beta_1) g; v = beta_2 v + (1 - beta_2) g^2;
 // w -= lr * sqrt(1 - beta_2^t) / (1 - beta_1^t) * m / (sqrt(v) + epsilon). AdamW is Adam with Keras' default decoupled
-// weight decay 0.004. Both run as the fused AdamUpdate op (backends/math/optimizers.h).
+// weight decay 0.004. Both run as the fused AdamUpdate op (its math is the backends' shared math/optimizers.h).
 #include "graph/op.h"
 #include "nn/optimizer_rule.h"
 

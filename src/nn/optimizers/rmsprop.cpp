@@ -1,6 +1,6 @@
 // RMSprop (Keras 3): velocity = rho velocity + (1 - rho) g^2 (centered: minus the square of the average gradient);
 // with momentum m = momentum m + lr g / sqrt(velocity + epsilon), w -= m; else w -= lr g / sqrt(velocity + epsilon).
-// Runs as the fused RmspropUpdate op (backends/math/optimizers.h).
+// Runs as the fused RmspropUpdate op (its math is the backends' shared math/optimizers.h).
 #include "graph/op.h"
 #include "nn/optimizer_rule.h"
 

@@ -1,5 +1,5 @@
 // SGD (Keras 3): w -= lr * g; with momentum m = momentum * m - lr * g, w += m (nesterov: w += momentum * m - lr * g).
-// Runs as the fused SgdUpdate op (backends/math/optimizers.h).
+// Runs as the fused SgdUpdate op (its math is the backends' shared math/optimizers.h).
 #include "graph/op.h"
 #include "nn/optimizer_rule.h"
 
