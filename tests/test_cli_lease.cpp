@@ -231,6 +231,51 @@ TEST(CliRun, ACrashOomOrSignalInTheChildIsAClearErrorInTheParent) {
   EXPECT_NE(lines(r).find("was killed by SIGTERM; its last lines:\n  | last words"), std::string::npos) << lines(r);
 }
 
+namespace {
+// A process that runs (not a zombie): /proc/PID/stat's state.
+bool running(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!std::getline(in, stat)) return false;
+  const size_t paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z' && stat[paren + 2] != 'X';
+}
+}  // namespace
+
+// fit --isolate: the child takes its own lease. A kill -9 of the parent leaves that lease accounted for as long as
+// the child lives (it trains on, or dies with its parent's pipes): never a running child without its lease.
+TEST(CliRun, AKilledIsolateParentNeverLeavesItsChildUnaccounted) {
+  Fits fits;
+  std::vector<std::string> argv = fits.fit_argv(1000000);
+  argv.insert(argv.begin() + 2, "--isolate");
+  fits.children.push_back(spawn(argv, (fits.f.dir / "iso.out").string(), (fits.f.dir / "iso.err").string(),
+                                {"TK_LEASE_DIR=" + fits.ledger()}));
+  const int parent = fits.pid(0);
+  tk::runtime::Ledger ledger(fits.ledger());
+  const tk::runtime::LeaseDevice cpu{"cpu", "cpu", 0};
+  int child = 0;
+  for (int i = 0; i < 1500 && child == 0; ++i) {
+    for (const auto& r : ledger.usage(cpu).holders)
+      if (r.pid != parent) child = r.pid;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_NE(child, 0) << "the isolated child took no lease: " << fits.children[0].stderr_text();
+  fits.children[0].kill9();
+  for (int i = 0; i < 50; ++i) {  // a second of looks: the lease is held exactly while the child runs
+    const tk::runtime::DeviceUsage u = ledger.usage(cpu);
+    const bool held = u.holders.size() == 1 && u.holders[0].pid == child && u.leased == (32u << 20);
+    if (!held) ASSERT_FALSE(running(child)) << "the child runs without its lease (look " << i << ")";
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::kill(child, SIGKILL);
+  bool freed = false;
+  for (int i = 0; i < 1500 && !freed; ++i) {
+    freed = ledger.usage(cpu).leased == 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(freed) << "the killed child's lease was not reclaimed";
+}
+
 TEST(CliRun, SetsTheDeviceAndTheFrameworksMemoryCaps) {
   if (std::system("python3 -c pass >/dev/null 2>&1") != 0) GTEST_SKIP() << "no python3";
   Fits fits;
