@@ -73,7 +73,7 @@ inline std::unique_ptr<LaggedLogs> make_lagged_logs(Device device, const Program
   const int lag = log_lag(device, pc.scales_loss(), replicated);
   if (lag == 0) return nullptr;
   return std::make_unique<LaggedLogs>(
-      lag, device.kind == DeviceKind::cuda ? LaggedLogs::cuda_store(device, lag + 1) : LaggedLogs::host_store());
+      lag, LaggedLogs::store_for(device, lag + 1));
 }
 
 // Delivers lagged batches: those a step behind (all false), or every pending one (the end of an epoch, a stop).

@@ -77,7 +77,6 @@ std::unique_ptr<LogStore> LaggedLogs::store_for(Device device, int slots) {
   if (!s) return host_store();
   return std::make_unique<DeviceStore>(std::move(s));
 }
-std::unique_ptr<LogStore> LaggedLogs::cuda_store(Device device, int slots) { return store_for(device, slots); }
 
 LaggedLogs::LaggedLogs(int lag, std::unique_ptr<LogStore> store)
     : lag_(lag), store_(std::move(store)), steps_(static_cast<size_t>(lag + 1)) {

@@ -74,8 +74,6 @@ class LaggedLogs {
   // `slots` read-back slots of the device's backend (CUDA: pinned memory and events); host_store() on the CPU and on a
   // device whose backend has none.
   static std::unique_ptr<LogStore> store_for(Device device, int slots);
-  // store_for under its old name, kept while fit_common.h still calls it.
-  static std::unique_ptr<LogStore> cuda_store(Device device, int slots);
 
   int lag() const { return lag_; }
   // Batch `batch`'s step is about to be queued.
