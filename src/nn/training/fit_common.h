@@ -72,8 +72,7 @@ struct Accumulator {
 inline std::unique_ptr<LaggedLogs> make_lagged_logs(Device device, const ProgramCache& pc, bool replicated) {
   const int lag = log_lag(device, pc.scales_loss(), replicated);
   if (lag == 0) return nullptr;
-  return std::make_unique<LaggedLogs>(
-      lag, LaggedLogs::store_for(device, lag + 1));
+  return std::make_unique<LaggedLogs>(lag, LaggedLogs::store_for(device, lag + 1));
 }
 
 // Delivers lagged batches: those a step behind (all false), or every pending one (the end of an epoch, a stop).
