@@ -127,7 +127,7 @@ TEST(LeaseJobs, TwentyRacingRunsWithOneKilledNeverExceedTheCapacity) {
     std::vector<Child> runs;
     for (int i = 0; i < 20; ++i) {
       const std::string me = running + "/" + std::to_string(i);
-      const std::string job = "touch " + me + "; ls " + running + " | wc -l >> " + counts + "; sleep 0.6; rm " + me;
+      const std::string job = "touch " + me + "; ls " + running + " | wc -l >> " + counts + "; sleep 1.2; rm " + me;
       runs.push_back(spawn({TK_CLI_PATH, "run", "--memory-limit", "100MiB", "--", "/bin/sh", "-c", job},
                            l.path("out" + std::to_string(i)), l.path("err" + std::to_string(i)),
                            {"TK_LEASE_DIR=" + l.ledger()}));
@@ -135,7 +135,9 @@ TEST(LeaseJobs, TwentyRacingRunsWithOneKilledNeverExceedTheCapacity) {
     const int victim = static_cast<int>(gen() % 20);
     bool killed = false;
     size_t max_seen = 0;
-    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    // (1.2 s per job, so that jobs overlap even when a loaded machine starts the runners slowly; 120 s for 20 jobs
+    // three at a time on such a machine.)
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(120);
     auto all_done = [&] {
       for (int i = 0; i < 20; ++i)
         if (!runs[i].wait_for(0)) return false;
@@ -151,7 +153,7 @@ TEST(LeaseJobs, TwentyRacingRunsWithOneKilledNeverExceedTheCapacity) {
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
     ASSERT_TRUE(killed);
-    ASSERT_TRUE(all_done()) << "not every job finished within 60 s";
+    ASSERT_TRUE(all_done()) << "not every job finished within 120 s";
     std::istringstream seen(read(counts));
     int started = 0;
     for (size_t n = 0; seen >> n; ++started) max_seen = std::max(max_seen, n);
