@@ -3,11 +3,16 @@
 // had it. Any other axis is a clear Unsupported error. Fixture: tests/fixtures/keras/bn_axis/ (gen_bn_axis.py).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "fixture.h"
+#include "io/hdf5_tree.h"
 #include "io/keras_internal.h"
+#include "keras_weights_compare.h"
 #include "trainkit/io/keras.h"
 #include "trainkit/nn/layers.h"
 #include "trainkit/nn/model.h"
@@ -67,6 +72,51 @@ TEST(KerasBatchNormAxis, PositiveLastAxisLoadsPredictsTrainsAndSavesBack) {
   std::unique_ptr<Model> back = models::load_model(path);
   const Tensor a = model->predict(r["x"]), b = back->predict(r["x"]);
   expect_near(b, a, 0.0f, "predict after the round trip");
+  fs::remove_all(dir);
+}
+
+// The file trainkit writes after its own step, which Keras loaded (gen_bn_axis.py --check-trainkit wrote the verdict
+// keras_loaded_trainkit_bn_axis.json), is what trainkit writes today: same config.json (axis=3), same weights. With
+// TK_KERAS_FIXTURE_OUT set, (re)writes trainkit_bn_axis.keras and its predictions there instead.
+TEST(KerasBatchNormAxis, TrainkitWrittenFileKerasLoadedIsStillWhatTrainkitWrites) {
+  auto r = testing::load_fixture(kDir + "bn_axis_expect.txt");
+  std::unique_ptr<Model> model = models::load_model(kDir + "bn_axis.keras");
+  model->train_on_batch({r["x"]}, {r["y"]});
+  const Tensor pred = model->predict(r["x"]);
+  if (const char* out = std::getenv("TK_KERAS_FIXTURE_OUT")) {
+    model->save(std::string(out) + "/trainkit_bn_axis.keras");
+    std::ofstream f(std::string(out) + "/trainkit_bn_axis_predict.txt");
+    f << "# trainkit's predictions (tests/test_keras_bn_axis.cpp; checked in Keras by gen_bn_axis.py)\n";
+    f.precision(9);
+    for (const auto& [n, t] : std::vector<std::pair<std::string, Tensor>>{{"x", r["x"]}, {"predict", pred}}) {
+      f << "tensor " << n << " float32 " << t.shape().rank();
+      for (int i = 0; i < t.shape().rank(); ++i) f << " " << t.shape()[i];
+      f << "\n";
+      for (int64_t i = 0; i < t.numel(); ++i) f << (i ? " " : "") << t.data<float>()[i];
+      f << "\n";
+    }
+    GTEST_SKIP() << "wrote trainkit_bn_axis.keras into " << out;
+  }
+  std::ifstream in(kDir + "keras_loaded_trainkit_bn_axis.json");
+  ASSERT_TRUE(in) << "keras_loaded_trainkit_bn_axis.json is missing: run gen_bn_axis.py --check-trainkit";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const auto verdict = io::keras::json::parse(ss.str());
+  EXPECT_EQ(verdict["keras_loaded_trainkit_file"], "ok");
+  EXPECT_EQ(verdict["trainkit_format"], io::kKerasFormatVersion);
+  EXPECT_EQ(verdict["batch_normalization_axis"], 3);
+  EXPECT_LE(verdict["max_abs_diff_predict"].get<double>(), 1e-5);
+  const fs::path dir = fs::temp_directory_path() / ("tk_bn_axis_now_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  model->save((dir / "now.keras").string());
+  const auto committed = io::keras::read_archive(kDir + "trainkit_bn_axis.keras");
+  const auto now = io::keras::read_archive((dir / "now.keras").string());
+  EXPECT_EQ(io::keras::json::parse(committed.config), io::keras::json::parse(now.config));
+  io::H5Tree a = io::read_h5_tree_image("committed", committed.weights.data(), committed.weights.size());
+  io::H5Tree b = io::read_h5_tree_image("now", now.weights.data(), now.weights.size());
+  EXPECT_EQ(a.groups, b.groups);
+  ASSERT_EQ(a.datasets.size(), b.datasets.size());
+  testing::expect_same_weights(a, b, 1e-6f);
   fs::remove_all(dir);
 }
 
