@@ -295,9 +295,10 @@ LayerPtr make_layer(const std::string& cls, Opts& o, const std::string& name, co
     return cls == "GlobalAveragePooling2D" ? GlobalAveragePooling2D(name) : GlobalMaxPooling2D(name);
   }
   if (cls == "BatchNormalization") {
-    const int64_t axis = o.integer("axis", -1);
-    if (axis != -1) o.unsupported("axis", "trainkit normalizes over the last axis: axis=-1");
     BatchNormalizationOptions b;
+    // Kept as the file has it (keras.applications writes axis=3 for NHWC); the layer checks it is the last axis
+    // when it is built, where the input's rank is known.
+    b.axis = static_cast<int>(o.integer("axis", -1));
     b.momentum = static_cast<float>(o.number("momentum", 0.99));
     b.epsilon = static_cast<float>(o.number("epsilon", 1e-3));
     b.synchronized = o.boolean("synchronized", false);  // Keras 3: statistics over the replicas under a strategy

@@ -74,6 +74,10 @@ LayerPtr GlobalAveragePooling2D(std::string name = {});                    // (N
 LayerPtr GlobalMaxPooling2D(std::string name = {});
 
 struct BatchNormalizationOptions {
+  // The normalized (channel) axis, kept as given (Keras' axis=3 for NHWC images is the last axis spelled positively,
+  // as keras.applications writes it) and resolved against the input's rank when the layer is built: trainkit
+  // normalizes over the last axis only, so any other axis is an Unsupported error there. Never the batch axis.
+  int axis = -1;
   float momentum = 0.99f;
   float epsilon = 1e-3f;
   std::string name = {};
@@ -84,9 +88,9 @@ struct BatchNormalizationOptions {
   // more replicas. Not with micro-batching under a strategy (an InvalidArgument says so).
   bool synchronized = false;
 };
-// Over the last axis. Weights: gamma, beta (trainable), moving_mean, moving_variance (not trainable).
-// Training uses batch statistics; evaluate/predict, and a frozen layer (trainable = false, as Keras 3),
-// use the moving ones. Under a strategy each replica's statistics are its own rows' unless synchronized.
+// Over the last axis (axis = -1 or rank - 1). Weights: gamma, beta (trainable), moving_mean, moving_variance (not
+// trainable). Training uses batch statistics; evaluate/predict, and a frozen layer (trainable = false, as Keras 3), use
+// the moving ones. Under a strategy each replica's statistics are its own rows' unless synchronized.
 LayerPtr BatchNormalization(BatchNormalizationOptions options = {});
 struct LayerNormalizationOptions {
   std::vector<int> axis = {-1};  // the normalized axes (negative from the end; never the batch axis)

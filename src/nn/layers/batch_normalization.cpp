@@ -1,4 +1,5 @@
-// BatchNormalization over the last (channel) axis: batch statistics in training, moving ones otherwise.
+// BatchNormalization over the last (channel) axis (axis -1 or rank - 1): batch statistics in training, moving ones
+// otherwise.
 #include "nn/layers/context.h"
 #include "trainkit/core/error.h"
 #include "trainkit/nn/layers.h"
@@ -22,7 +23,7 @@ class BatchNormLayer final : public Layer {
   std::string class_name() const override { return "BatchNormalization"; }
   LayerConfig get_config() const override {
     LayerConfig c = LayerConfig{}
-                        .set("axis", int64_t{-1})
+                        .set("axis", int64_t{o_.axis})  // as given: a Keras file's axis=3 stays 3
                         .set_float("momentum", o_.momentum)
                         .set_float("epsilon", o_.epsilon)
                         .set("center", true)
@@ -40,6 +41,7 @@ class BatchNormLayer final : public Layer {
     if (x.rank() < 2 || x[-1] <= 0)
       throw InvalidArgument("BatchNormalization '" + name + "': needs a known last (channel) axis, got " +
                             x.to_string());
+    check_axis(x);
     if (!built_) {
       const Shape c{x[-1]};
       add_weight("gamma", c, "ones");
@@ -79,6 +81,18 @@ class BatchNormLayer final : public Layer {
   }
 
  private:
+  // The axis resolved against the input's rank: -1 and rank - 1 both name the last axis, the only one trainkit
+  // normalizes over (its kernels view the input as (M, C), channels last).
+  void check_axis(const Shape& x) const {
+    const int rank = x.rank();
+    const int resolved = o_.axis < 0 ? o_.axis + rank : o_.axis;
+    if (resolved == rank - 1) return;
+    throw Unsupported("BatchNormalization '" + name + "': axis=" + std::to_string(o_.axis) + " on input " +
+                      x.to_string() + " (rank " + std::to_string(rank) +
+                      ") is not the last axis (trainkit normalizes over the last, channel axis only: use axis=-1 or " +
+                      std::to_string(rank - 1) + ", e.g. axis=3 for channels_last images (N, H, W, C))");
+  }
+
   layers::BatchNormalizationOptions o_;
 };
 
