@@ -14,7 +14,7 @@ flags=(-std=c++20 -g -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-saniti
        -Iinclude -Isrc -I/usr/include/hdf5/serial)
 # The readers and what they stand on (core, runtime, data, the training-state file), compiled once for all targets.
 objs=()
-for src in src/core/*.cpp src/runtime/*.cpp src/data/*.cpp src/data/formats/*.cpp src/io/atomic_file.cpp \
+for src in src/core/*.cpp src/runtime/*.cpp src/data/*.cpp src/data/formats/*.cpp src/io/atomic_file.cpp src/io/file_staging.cpp \
            src/io/training_state_file.cpp; do
   obj="$out/obj/$(echo "$src" | tr '/' '_').o"
   if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ]; then "$CXX" "${flags[@]}" -c "$src" -o "$obj"; fi
