@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "data/hdf5_isolation.h"
+#include "io/hdf5_handle.h"
 #include "runtime/device_memory.h"
 #include "trainkit/core/error.h"
 
@@ -46,17 +47,7 @@ namespace {
 
 constexpr uint64_t kMaxTotalBytes = uint64_t{1} << 30;
 
-// Closes an HDF5 handle of any kind when it goes out of scope.
-struct Handle {
-  hid_t id = -1;
-  herr_t (*close)(hid_t) = nullptr;
-  Handle(hid_t i, herr_t (*c)(hid_t)) : id(i), close(c) {}
-  Handle(const Handle&) = delete;
-  Handle& operator=(const Handle&) = delete;
-  ~Handle() {
-    if (id >= 0 && close) close(id);
-  }
-};
+using Handle = Hdf5Handle;
 
 }  // namespace
 

@@ -6,23 +6,14 @@
 #include <vector>
 
 #include "io/file_staging.h"
+#include "io/hdf5_handle.h"
 #include "io/hdf5_tree.h"
 #include "trainkit/core/error.h"
 
 namespace tk::io {
 namespace {
 
-// Closes an HDF5 handle of any kind when it goes out of scope.
-struct Handle {
-  hid_t id = -1;
-  herr_t (*close)(hid_t) = nullptr;
-  Handle(hid_t i, herr_t (*c)(hid_t)) : id(i), close(c) {}
-  Handle(const Handle&) = delete;
-  Handle& operator=(const Handle&) = delete;
-  ~Handle() {
-    if (id >= 0 && close) close(id);
-  }
-};
+using Handle = Hdf5Handle;
 
 class TreeWriter {
  public:
