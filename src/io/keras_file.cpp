@@ -103,7 +103,9 @@ std::unique_ptr<Model> load_model(const std::string& path, bool compile) {
     const io::keras::json config = io::keras::parse_json(a.config, label);
     io::H5Tree weights = read_weights_member(a, path);  // read (and checked) before anything is built
     std::unique_ptr<Model> model = io::keras::model_from_json(config, label);
-    if (compile && config.contains("compile_config") && !config["compile_config"].is_null())
+    // Keras writes `"compile_config": {}` (or null) for a model that was never compiled: load it uncompiled.
+    if (compile && config.contains("compile_config") && !config["compile_config"].is_null() &&
+        !(config["compile_config"].is_object() && config["compile_config"].empty()))
       io::keras::compile_from_json(*model, config["compile_config"], label);
     io::keras::weights_from_tree(*model, weights, path + ": model.weights.h5");
     return model;

@@ -1,8 +1,10 @@
 #include "trainkit/nn/model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <set>
 
 #include "graph/backend.h"
@@ -36,21 +38,58 @@ void Model::init_graph(std::vector<KerasTensor> inputs, std::vector<KerasTensor>
   for (const KerasTensor& in : inputs)
     if (!in.node || !dynamic_cast<nn::InputLayer*>(in.node->layer.get()) || !in.node->inputs.empty())
       throw InvalidArgument("model '" + name_ + "': every input must come from tk::Input(...)");
-  // Layers in call order: a DFS from the outputs, checking that every path ends at a declared input.
-  std::set<const KerasTensor::NodeData*> declared, visited;
+  // Layers in Keras' order (keras/src/ops/function.py, map_graph): a DFS from each output numbers the layers as
+  // first seen (pre-order) and lists the nodes in post-order; a node's depth is its longest path to an output, a
+  // layer's the largest of its nodes'; layers are sorted by depth (deepest first), ties by DFS number. Keras walks
+  // model.layers in this order for get_weights, the config's layer list, its weights file (conv2d, conv2d_1, ...
+  // numbered in it) and summary, so a ResNet's shortcut convolution must land where Keras puts it.
+  using Node = const KerasTensor::NodeData*;
+  std::set<Node> declared, finished, in_progress;
   for (const KerasTensor& in : inputs) declared.insert(in.node.get());
-  std::set<const Layer*> seen_layers;
+  std::vector<Node> post_order;
+  std::map<const Layer*, int> dfs_index;
   std::function<void(const KerasTensor&)> visit = [&](const KerasTensor& t) {
     if (!t.node) throw InvalidArgument("model '" + name_ + "': an output is an empty KerasTensor");
-    if (!visited.insert(t.node.get()).second) return;
-    if (t.node->inputs.empty() && !declared.count(t.node.get()))
+    const Node n = t.node.get();
+    if (finished.count(n)) return;
+    if (t.node->inputs.empty() && !declared.count(n))
       throw InvalidArgument("model '" + name_ + "': output depends on input '" + t.node->layer->name +
                             "', which is not among the model's inputs");
+    if (in_progress.count(n))
+      throw InvalidArgument("model '" + name_ + "': layer '" + t.node->layer->name + "' is part of a cycle");
+    dfs_index.emplace(t.node->layer.get(), static_cast<int>(dfs_index.size()));
+    in_progress.insert(n);
     for (const KerasTensor& x : t.node->inputs) visit(x);
-    if (seen_layers.insert(t.node->layer.get()).second) layers_.push_back(t.node->layer);
+    in_progress.erase(n);
+    finished.insert(n);
+    post_order.push_back(n);
   };
-  for (const KerasTensor& in : inputs) visit(in);
   for (const KerasTensor& out : outputs) visit(out);
+  std::map<Node, int> node_depth;
+  std::map<const Layer*, int> layer_depth;
+  std::map<const Layer*, LayerPtr> owner;
+  for (auto it = post_order.rbegin(); it != post_order.rend(); ++it) {
+    const Node n = *it;
+    int depth = std::max(node_depth[n], layer_depth[n->layer.get()]);  // node_depth[n] is 0 when unset
+    layer_depth[n->layer.get()] = depth;
+    node_depth[n] = depth;
+    owner.emplace(n->layer.get(), n->layer);
+    for (const KerasTensor& x : n->inputs)
+      if (finished.count(x.node.get())) node_depth[x.node.get()] = std::max(node_depth[x.node.get()], depth + 1);
+  }
+  for (const KerasTensor& in : inputs)  // an input no output depends on: depth 0, first among them
+    if (!layer_depth.count(in.node->layer.get())) {
+      layer_depth[in.node->layer.get()] = 0;
+      dfs_index[in.node->layer.get()] = -1;
+      owner.emplace(in.node->layer.get(), in.node->layer);
+    }
+  std::vector<const Layer*> order;
+  for (const auto& [l, d] : layer_depth) order.push_back(l);
+  std::sort(order.begin(), order.end(), [&](const Layer* a, const Layer* b) {
+    if (layer_depth[a] != layer_depth[b]) return layer_depth[a] > layer_depth[b];
+    return dfs_index[a] < dfs_index[b];
+  });
+  for (const Layer* l : order) layers_.push_back(owner[l]);
   inputs_ = std::move(inputs);
   outputs_ = std::move(outputs);
   has_graph_ = true;
