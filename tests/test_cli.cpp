@@ -523,6 +523,23 @@ TEST(CliMemory, PlanShowsTotalsAndTheLargestBatchThatFits) {
   EXPECT_CONTAINS(read_text(path_of("plan_out")), "does NOT fit");
 }
 
+// --batch-size auto: the plan of the largest batch that fits, which then fits (exit 0) and is the batch named.
+TEST(CliMemory, PlanBatchSizeAutoPlansTheLargestBatchThatFits) {
+  const Result r = run_cli("plan --model cnn --batch-size auto --memory-limit 64MiB");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  const std::string head = "--batch-size auto: the largest batch that fits is ";
+  const size_t at = r.out.find(head);
+  ASSERT_NE(at, std::string::npos) << describe(r);
+  const long long best = std::atoll(r.out.c_str() + at + head.size());
+  EXPECT_GT(best, 0);
+  EXPECT_CONTAINS(r.out, "Memory plan of one training step, batch size " + std::to_string(best));
+  EXPECT_CONTAINS(
+      r.out, "Batch " + std::to_string(best) + " fits; the largest batch that fits is " + std::to_string(best) + ".");
+  const Result bad = run_cli("plan --batch-size lots");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_CONTAINS(bad.err, "--batch-size must be a positive integer or \"auto\", got lots");
+}
+
 TEST(CliMemory, TwoProcessesWithFractionBudgetsBothFinishUnderBudget) {
   std::string cmds;
   for (int i = 0; i < 2; ++i)

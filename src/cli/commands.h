@@ -49,7 +49,7 @@ int run_fit(const FitArgs& args);
 
 struct PlanArgs {
   std::string model = "dense:256:relu,dense:128:relu,dense:10";
-  int64_t batch_size = 128;
+  std::string batch_size = "128";  // or "auto": the plan of the largest batch that fits
   std::string optimizer = "adam";
   std::vector<int64_t> input_shape = {28, 28};
   RunOptions run;

@@ -18,7 +18,10 @@ void add_plan_command(CLI::App& app, PlanArgs& a) {
       "plan", "Print the memory plan of one training step (per layer) and the largest batch size that fits the budget");
   plan->add_option("-m,--model", a.model, "\"cnn\" or layers after the input, as for `trainkit fit`")
       ->capture_default_str();
-  plan->add_option("-b,--batch-size", a.batch_size, "Samples per step")->capture_default_str();
+  plan->add_option("-b,--batch-size", a.batch_size,
+                   "Samples per step, or \"auto\": the plan of the largest batch that fits the budget (what `trainkit "
+                   "fit --batch-size auto` trains with)")
+      ->capture_default_str();
   plan->add_option("-o,--optimizer", a.optimizer, optimizer_names() + " (slots per weight differ)")
       ->check(choice_of([](const std::string& name) { optimizers::get(name); }))
       ->capture_default_str();
@@ -52,6 +55,17 @@ MemoryPlan print_plan(Model& model, int64_t rows, const std::string& svg) {
   return plan;
 }
 
+// --batch-size auto: the batch the plan is of (fit(batch_size = kAutoBatchSize) chooses by the same rule).
+int64_t announce_auto(int64_t best) {
+  if (best < 1)
+    throw OutOfMemoryError(
+        "--batch-size auto: not even a batch of 1 fits the budget (the plan of batch 1 follows "
+        "with `--batch-size 1`); raise --memory-limit, or try --dtype-policy mixed_bfloat16");
+  std::printf("--batch-size auto: the largest batch that fits is %lld; the plan below is of it.\n",
+              static_cast<long long>(best));
+  return best;
+}
+
 // GPUs by the memory their names give (the driver keeps a few hundred MiB of it: pass --memory-limit for a tighter
 // budget).
 struct Card {
@@ -64,7 +78,7 @@ constexpr Card kCards[] = {{"A100-40GB", 40}, {"A100-80GB", 80}, {"H100-80GB", 8
 
 // `trainkit plan --device cuda` without a CUDA backend here (no GPU, or a build without one): the programs traced and
 // planned for the CUDA device, under its memory, so a job can be sized on a laptop before it is queued.
-int run_plan_absent_gpu(const PlanArgs& a) {
+int run_plan_absent_gpu(const PlanArgs& a, int64_t batch) {
   if (a.replicas > 1)
     throw Unsupported("trainkit plan --replicas " + std::to_string(a.replicas) +
                       " over CUDA devices: not built yet (plan one GPU, or --device cpu replicas)");
@@ -108,14 +122,15 @@ int run_plan_absent_gpu(const PlanArgs& a) {
                 ? "Kernel workspaces (cuBLASLt's, one per GEMM; a convolution's unrolled images, the bound cuDNN "
                   "is chosen under) are in the plan's workspace line."
                 : "This build has no CUDA kernels (built with TK_CUDA=OFF): kernel workspaces are not in the plan.");
-  const MemoryPlan plan = print_plan(*model, a.batch_size, a.svg);
   const size_t available = model->memory_available_for_training();
   const int64_t best = model->largest_batch_that_fits(available);
+  if (batch == kAutoBatchSize) batch = announce_auto(best);
+  const MemoryPlan plan = print_plan(*model, batch, a.svg);
   std::printf(
       "Budget %s on %s (planned, not on this machine), %s of it available to a training step (a 5%% margin "
       "stays free). Batch %lld %s; the largest batch that fits is %s%lld.\n",
       config::format_bytes(budget).c_str(), device.to_string().c_str(), config::format_bytes(available).c_str(),
-      static_cast<long long>(a.batch_size), plan.total <= available ? "fits" : "does NOT fit",
+      static_cast<long long>(batch), plan.total <= available ? "fits" : "does NOT fit",
       best == int64_t{1} << 16 ? "at least (the search stops there) " : "", static_cast<long long>(best));
   return plan.total <= available ? 0 : 3;
 }
@@ -123,14 +138,13 @@ int run_plan_absent_gpu(const PlanArgs& a) {
 }  // namespace
 
 int run_plan(const PlanArgs& a) {
-  if (a.batch_size <= 0)
-    throw InvalidArgument("--batch-size must be a positive integer, got " + std::to_string(a.batch_size));
-  if (a.batch_size < a.replicas)
-    throw InvalidArgument("--batch-size " + std::to_string(a.batch_size) + " is smaller than --replicas " +
+  int64_t batch = parse_batch_option("--batch-size", a.batch_size, false);
+  if (batch != kAutoBatchSize && batch < a.replicas)
+    throw InvalidArgument("--batch-size " + std::to_string(batch) + " is smaller than --replicas " +
                           std::to_string(a.replicas) + ": every replica needs at least one row of the global batch");
   const bool cuda_wanted = !a.gpu.empty() || a.run.device.rfind("cuda", 0) == 0 || a.run.device.rfind("gpu", 0) == 0;
   // No GPU here: plan the GPU job from its card's memory (a GPU machine plans on the device itself).
-  if (cuda_wanted && (!a.gpu.empty() || runtime::cuda_devices().devices.empty())) return run_plan_absent_gpu(a);
+  if (cuda_wanted && (!a.gpu.empty() || runtime::cuda_devices().devices.empty())) return run_plan_absent_gpu(a, batch);
   const Device device = apply_run_options(a.run);
   std::optional<distribute::MirroredStrategy> strategy;
   if (a.replicas > 1) strategy.emplace(replicas_over(device, a.replicas, "trainkit plan", a.run.memory_limit));
@@ -142,19 +156,20 @@ int run_plan(const PlanArgs& a) {
     model->compile(optimizers::get(a.optimizer), losses::SparseCategoricalCrossentropy({.from_logits = true}),
                    {"accuracy"});
   });
+  // What a step may use, by the rule fit(batch_size = kAutoBatchSize) uses: the budget with a margin, less
+  // what others hold (this model's weights count as available: the plan includes them).
+  const size_t available = model->memory_available_for_training();
+  const int64_t best = model->largest_batch_that_fits(available);
+  if (batch == kAutoBatchSize) batch = announce_auto(best) * a.replicas;
   // Under data parallel, replica 0 takes the largest share of the global batch (the first batch % N one row more).
-  const int64_t rows = (a.batch_size + a.replicas - 1) / a.replicas;
+  const int64_t rows = (batch + a.replicas - 1) / a.replicas;
   if (strategy)
     std::printf(
         "Data parallel: %s. The global batch of %lld is split %d ways; replica 0 takes the largest share, %lld "
         "rows, and holds its own copy of the weights, gradients and optimizer state under its device's budget. "
         "The plan below is one replica's.\n",
-        strategy->describe().c_str(), static_cast<long long>(a.batch_size), a.replicas, static_cast<long long>(rows));
+        strategy->describe().c_str(), static_cast<long long>(batch), a.replicas, static_cast<long long>(rows));
   const MemoryPlan plan = print_plan(*model, rows, a.svg);
-  // What a step may use, by the rule fit(batch_size = kAutoBatchSize) uses: the budget with a margin, less
-  // what others hold (this model's weights count as available: the plan includes them).
-  const size_t available = model->memory_available_for_training();
-  const int64_t best = model->largest_batch_that_fits(available);
   const MemoryInfo m = config::get_memory_info(model->device());
   std::printf(
       "Budget %s on %s, %s of it available to a training step (a 5%% margin and what others hold stay "
