@@ -26,3 +26,4 @@
 #include "trainkit/nn/models.h"
 #include "trainkit/nn/optimizers.h"
 #include "trainkit/runtime/determinism.h"
+#include "trainkit/runtime/memory.h"

@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""PyTorch eager peer: one training step of keras.applications' ResNet50, written in torch as Keras builds it
+(torchvision is not installed, and its resnet50 strides the 3x3 conv, Keras' the first 1x1): conv 7x7/2 + BN + relu,
+maxpool 3x3/2, stages of (3, 4, 6, 3) bottleneck blocks (64, 128, 256, 512 filters, x4 out; a 1x1 shortcut conv in
+each stage's first block; stride 2 from stage 2 on the block's first 1x1), global average pool, dense 10 logits;
+convolutions with bias and BatchNormalization eps 1.001e-5 as Keras'. 32x32 inputs, SGD(0.01), cross entropy. The
+median of one step over --steps after --warmup; --channels-last runs NHWC (trainkit's layout).
+
+Prints one JSON line on stdout (bench/summarize.py); logging goes to stderr.
+  .venv/bin/python bench/peers/torch_zoo.py [--batch-size 32] [--threads 2] [--channels-last]
+"""
+import argparse
+import json
+import os
+import statistics
+import time
+
+os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+
+
+def build_resnet50(nn):
+    def conv_bn(cin, cout, k, stride=1, pad=0):
+        return [nn.Conv2d(cin, cout, k, stride, pad), nn.BatchNorm2d(cout, eps=1.001e-5, momentum=0.01)]
+
+    class Block(nn.Module):
+        def __init__(self, cin, filters, stride, shortcut):
+            super().__init__()
+            self.body = nn.Sequential(*conv_bn(cin, filters, 1, stride), nn.ReLU(),
+                                      *conv_bn(filters, filters, 3, 1, 1), nn.ReLU(),
+                                      *conv_bn(filters, 4 * filters, 1))
+            self.short = nn.Sequential(*conv_bn(cin, 4 * filters, 1, stride)) if shortcut else nn.Identity()
+
+        def forward(self, x):
+            return (self.body(x) + self.short(x)).relu()
+
+    layers = [nn.ZeroPad2d(3), *conv_bn(3, 64, 7, 2), nn.ReLU(), nn.ZeroPad2d(1), nn.MaxPool2d(3, 2)]
+    cin = 64
+    for i, (filters, blocks) in enumerate([(64, 3), (128, 4), (256, 6), (512, 3)]):
+        for b in range(blocks):
+            layers.append(Block(cin, filters, (1 if i == 0 else 2) if b == 0 else 1, b == 0))
+            cin = 4 * filters
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(2048, 10)]
+    return nn.Sequential(*layers)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--channels-last", action="store_true")
+    args = ap.parse_args()
+    import torch
+
+    torch.set_num_threads(args.threads)
+    torch.set_num_interop_threads(1)
+    torch.manual_seed(0)
+    model = build_resnet50(torch.nn)
+    fmt = torch.channels_last if args.channels_last else torch.contiguous_format
+    model = model.to(memory_format=fmt)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    x = torch.rand(args.batch_size, 3, 32, 32).contiguous(memory_format=fmt)
+    y = torch.arange(args.batch_size) % 10
+    ms = []
+    for s in range(args.warmup + args.steps):
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss_fn(model(x), y).backward()
+        opt.step()
+        if s >= args.warmup:
+            ms.append(1e3 * (time.perf_counter() - t0))
+    med = statistics.median(ms)
+    params = sum(p.numel() for p in model.parameters())
+    print(json.dumps({"peer": "pytorch" + ("-channels-last" if args.channels_last else ""), "version": torch.__version__,
+                      "threads": args.threads, "model": "resnet50", "params": params, "batch_size": args.batch_size,
+                      "step_ms": round(med, 2), "samples_per_s": round(1e3 * args.batch_size / med, 1)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
