@@ -238,6 +238,16 @@ TEST(Embedding, AnIdOutsideTheVocabularyNamesTheLayerTheRowAndTheSize) {
   }
 }
 
+// A sequence longer (or shorter) than the model's static length is an InvalidArgument naming both shapes.
+TEST(Embedding, ASequenceOfAnotherLengthNamesBothLengths) {
+  std::unique_ptr<Model> model = models::load_model(kDir + "text_cnn.keras");
+  Tensor ids = Tensor::zeros(Shape{2, 50}, DType::i32);
+  const std::string e = what_of([&] { model->predict(ids); });
+  EXPECT_NE(e.find("(None, 40)"), std::string::npos) << e;
+  EXPECT_NE(e.find("(2, 50)"), std::string::npos) << e;
+  EXPECT_THROW(model->predict(ids), InvalidArgument);
+}
+
 // The options trainkit refuses are clear errors: the constructor's InvalidArgument, and Unsupported from a file.
 TEST(SequenceLayers, BadOptionsAndShapesAreClearErrors) {
   using namespace layers;
