@@ -1,5 +1,6 @@
 #include "backends/device_errors.h"
 
+#include <algorithm>
 #include <mutex>
 #include <vector>
 
@@ -26,10 +27,20 @@ std::vector<Site>& sites() {
 
 std::string gather_index_message(std::string_view op, const std::string& node, int64_t index, int64_t position,
                                  const Shape& indices, int64_t rows) {
+  // The position as coordinates too: for an Embedding's (batch, steps) ids, the first is the row of the batch.
+  std::string at;
+  int64_t rest = position;
+  for (int d = indices.rank() - 1; d >= 0; --d) {
+    const int64_t n = std::max<int64_t>(indices[d], 1);
+    at = std::to_string(rest % n) + (at.empty() ? "" : ", ") + at;
+    rest /= n;
+  }
+  const std::string where =
+      indices.rank() >= 1 ? ": it is indices[" + at + "], row " + at.substr(0, at.find(',')) + " of the batch" : "";
   return std::string(op) + " '" + node + "': index " + std::to_string(index) + " at position " +
          std::to_string(position) + " of the indices " + indices.to_string() + " is outside the table of " +
          std::to_string(rows) + " rows (valid: 0 to " + std::to_string(rows - 1) +
-         "; an Embedding's input_dim must exceed every token id)";
+         "; an Embedding's input_dim, the vocabulary size, must exceed every token id)" + where;
 }
 
 int32_t gather_site(const graph::Node& node, const Shape& indices) {

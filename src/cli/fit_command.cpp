@@ -21,7 +21,9 @@ void add_fit_command(CLI::App& app, FitArgs& a) {
   fit->add_option("-m,--model", a.model,
                   "Layers after the input, e.g. dense:256:relu,dropout:0.2,dense:10 or "
                   "conv2d:32:3:relu,maxpool:2,batchnorm,flatten,dense:10 (conv2d, maxpool, avgpool, globalavgpool, "
-                  "globalmaxpool, batchnorm[:sync], dense, dropout, activation, flatten); \"cnn\"; or a model file "
+                  "globalmaxpool, batchnorm[:sync], dense, dropout, activation, flatten; on token ids "
+                  "embedding:INPUT_DIM:OUTPUT_DIM first, then conv1d, maxpool1d, avgpool1d, globalavgpool1d, "
+                  "globalmaxpool1d); \"cnn\"; or a model file "
                   "(.keras, Keras 2 .h5) to train further with its compile config and optimizer state")
       ->capture_default_str();
   fit->add_option("--save", a.save, "Save the trained model as a Keras 3 .keras file");
@@ -117,6 +119,11 @@ std::unique_ptr<Model> make_model(const std::string& model, const Shape& sample,
   if (is_model_file(model)) return models::load_model(model, /*compile=*/true);
   if (model == "cnn") return models::tutorial_cnn(sample, 10, scale);
   std::vector<LayerPtr> spec = parse_model_spec(model);
+  if (model_spec_takes_tokens(spec)) {  // token ids: an int32 Input of the sample's shape, no scaling or flattening
+    std::vector<LayerPtr> layers{layers::Input(sample, {}, DType::i32)};
+    for (LayerPtr& l : spec) layers.push_back(l);
+    return std::make_unique<Sequential>(layers);
+  }
   std::vector<LayerPtr> layers{layers::Input(sample)};
   if (scale != 1.0f) layers.push_back(layers::Rescaling(scale));
   if (model_spec_takes_images(spec)) {  // (H, W) grayscale gets a channel axis; (H, W, C) is taken as it is

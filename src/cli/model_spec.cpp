@@ -35,7 +35,9 @@ std::vector<LayerPtr> parse_model_spec(const std::string& spec) {
       return InvalidArgument("--model item " + std::to_string(i + 1) + " ('" + items[i] + "'): " + why +
                              " (expected dense:UNITS[:ACTIVATION], conv2d:FILTERS:KERNEL[:ACTIVATION[:PADDING]], "
                              "maxpool[:SIZE], avgpool[:SIZE], globalavgpool, globalmaxpool, batchnorm[:sync], "
-                             "dropout:RATE, activation:NAME or flatten, separated by commas)");
+                             "dropout:RATE, activation:NAME, flatten, embedding:INPUT_DIM:OUTPUT_DIM, "
+                             "conv1d:FILTERS:KERNEL[:ACTIVATION[:PADDING]], maxpool1d[:SIZE], avgpool1d[:SIZE], "
+                             "globalavgpool1d or globalmaxpool1d, separated by commas)");
     };
     auto positive = [&](size_t k, const char* what) {
       int64_t v = 0;
@@ -81,6 +83,24 @@ std::vector<LayerPtr> parse_model_spec(const std::string& spec) {
       } else if (kind == "activation") {
         if (f.size() != 2) throw fail("activation needs a name");
         layers.push_back(layers::Activation(f[1]));
+      } else if (kind == "embedding") {
+        arguments(2, 2);
+        layers.push_back(layers::Embedding(positive(1, "a positive input_dim (the vocabulary size)"),
+                                           positive(2, "a positive output_dim")));
+      } else if (kind == "conv1d") {
+        arguments(2, 4);
+        const int64_t filters = positive(1, "a positive filter count");
+        const int64_t kernel = positive(2, "a positive kernel size");
+        layers::Conv1DOptions o;
+        if (f.size() == 5) o.padding = f[4];
+        layers.push_back(layers::Conv1D(filters, kernel, f.size() >= 4 ? f[3] : "linear", o));
+      } else if (kind == "maxpool1d" || kind == "avgpool1d") {
+        arguments(0, 1);
+        const int64_t size = f.size() == 2 ? positive(1, "a positive pool size") : 2;
+        layers.push_back(kind == "maxpool1d" ? layers::MaxPooling1D(size) : layers::AveragePooling1D(size));
+      } else if (kind == "globalavgpool1d" || kind == "globalmaxpool1d") {
+        arguments(0, 0);
+        layers.push_back(kind == "globalavgpool1d" ? layers::GlobalAveragePooling1D() : layers::GlobalMaxPooling1D());
       } else if (kind == "flatten") {
         arguments(0, 0);
         layers.push_back(layers::Flatten());
@@ -102,6 +122,10 @@ bool model_spec_takes_images(const std::vector<LayerPtr>& layers) {
   const std::string c = layers.front()->class_name();
   return c == "Conv2D" || c == "MaxPooling2D" || c == "AveragePooling2D" || c == "GlobalAveragePooling2D" ||
          c == "GlobalMaxPooling2D";
+}
+
+bool model_spec_takes_tokens(const std::vector<LayerPtr>& layers) {
+  return !layers.empty() && layers.front()->class_name() == "Embedding";
 }
 
 }  // namespace tk::cli

@@ -18,11 +18,18 @@ namespace tk::cli {
 //   globalavgpool, globalmaxpool           GlobalAveragePooling2D, GlobalMaxPooling2D
 //   batchnorm[:sync]                       BatchNormalization (sync: synchronized over the replicas)
 //   dropout:RATE, activation:NAME, flatten
+// Sequences (batch, steps, channels), e.g. a text CNN on token ids: embedding:64:16,conv1d:32:5:relu,globalmaxpool1d
+//   embedding:INPUT_DIM:OUTPUT_DIM         Embedding (first: the input is int32 token ids, (steps,) per sample)
+//   conv1d:FILTERS:KERNEL[:ACTIVATION[:PADDING]]  Conv1D, padding valid, same or causal
+//   maxpool1d[:SIZE], avgpool1d[:SIZE]     MaxPooling1D, AveragePooling1D (SIZE 2)
+//   globalavgpool1d, globalmaxpool1d       GlobalAveragePooling1D, GlobalMaxPooling1D
 // Throws InvalidArgument naming the item and its position.
 std::vector<LayerPtr> parse_model_spec(const std::string& spec);
 
 // Whether the spec's layers take images (N, H, W, C) (its first layer is a convolution or a pooling layer): the CLI
 // then gives a grayscale (H, W) input a channel axis instead of flattening it.
 bool model_spec_takes_images(const std::vector<LayerPtr>& layers);
+// Whether the spec starts with an Embedding: the CLI's input is then int32 token ids of the data's sample shape.
+bool model_spec_takes_tokens(const std::vector<LayerPtr>& layers);
 
 }  // namespace tk::cli

@@ -17,7 +17,9 @@ namespace {
 const char* const kSupported =
     "InputLayer, Dense, Activation, Dropout, SpatialDropout2D, Flatten, Reshape, Add, Concatenate, Rescaling, "
     "Conv2D, MaxPooling2D, AveragePooling2D, GlobalAveragePooling2D, GlobalMaxPooling2D, BatchNormalization, "
-    "ZeroPadding2D, UpSampling2D, LayerNormalization";
+    "ZeroPadding2D, UpSampling2D, LayerNormalization, "
+    "Embedding, Conv1D, MaxPooling1D, AveragePooling1D, GlobalAveragePooling1D, GlobalMaxPooling1D, ZeroPadding1D, "
+    "Cropping1D, UpSampling1D, SpatialDropout1D";
 
 // Keras initializer class names <-> trainkit's string names.
 const std::map<std::string, std::string>& initializer_classes() {
@@ -124,6 +126,27 @@ class Opts {
     if (p.size() != 2) bad(key, "must be an integer or a pair, got " + v->dump());
     return layers::Size2(p[0], p[1]);
   }
+  // An int or a one-element list, as Keras' 1D kernel_size / strides / pool_size.
+  int64_t single(const std::string& key, std::optional<int64_t> def = std::nullopt) {
+    const json* v = get(key);
+    if (!v) {
+      if (def) return *def;
+      bad(key, "is missing");
+    }
+    if (v->is_number_integer()) return v->get<int64_t>();
+    std::vector<int64_t> p = ints(key);
+    if (p.size() != 1) bad(key, "must be an integer or a one-element list, got " + v->dump());
+    return p[0];
+  }
+  // An int (both ends) or a (before, after) pair, as Keras' ZeroPadding1D padding / Cropping1D cropping.
+  std::pair<int64_t, int64_t> ends(const std::string& key, int64_t def) {
+    const json* v = get(key);
+    if (!v) return {def, def};
+    if (v->is_number_integer()) return {v->get<int64_t>(), v->get<int64_t>()};
+    std::vector<int64_t> p = ints(key);
+    if (p.size() != 2) bad(key, "must be an integer or a (before, after) pair, got " + v->dump());
+    return {p[0], p[1]};
+  }
   std::string activation(const std::string& key = "activation") {
     const json* v = get(key);
     if (!v) return "linear";
@@ -204,6 +227,25 @@ std::string check_dtype(const json& config, const std::string& where) {
   return policy;
 }
 
+// An InputLayer's tensor dtype: a name ("int32") or a DTypePolicy object, as Keras writes either.
+DType input_dtype(Opts& o) {
+  const json* d = o.get("dtype");
+  if (!d) return DType::f32;
+  std::string n;
+  if (d->is_string()) {
+    n = d->get<std::string>();
+  } else if (d->is_object() && d->contains("config") && (*d)["config"].is_object() && (*d)["config"].contains("name") &&
+             (*d)["config"]["name"].is_string()) {
+    n = (*d)["config"]["name"].get<std::string>();
+  } else {
+    o.bad("dtype", "must be a dtype name or a DTypePolicy object, got " + d->dump());
+  }
+  if (n == "float32") return DType::f32;
+  if (n == "int32") return DType::i32;
+  if (n == "int64") return DType::i64;
+  o.unsupported("dtype", "an Input is float32, or int32 / int64 for token ids");
+}
+
 LayerPtr make_layer(const std::string& cls, Opts& o, const std::string& name, const json& config) {
   using namespace layers;
   if (cls == "InputLayer") {
@@ -229,7 +271,7 @@ LayerPtr make_layer(const std::string& cls, Opts& o, const std::string& name, co
     o.must_be_default("sparse");
     o.must_be_default("ragged");
     o.must_be_default("optional");
-    return layers::Input(Shape(shape), name);
+    return layers::Input(Shape(shape), name, input_dtype(o));
   }
   if (cls == "Dense") {
     const int64_t units = o.integer("units");
@@ -353,6 +395,63 @@ LayerPtr make_layer(const std::string& cls, Opts& o, const std::string& name, co
     if (o.str("interpolation", "nearest") != "nearest") o.unsupported("interpolation", "only 'nearest'");
     return UpSampling2D(size, name);
   }
+  // ---- sequence layers (issue 32): Embedding and the 1D layers, (batch, steps, channels)
+  if (cls == "Embedding") {
+    const int64_t input_dim = o.integer("input_dim");
+    const int64_t output_dim = o.integer("output_dim");
+    EmbeddingOptions e;
+    e.embeddings_initializer = o.initializer("embeddings_initializer", "uniform");
+    o.must_be_default("embeddings_regularizer");
+    o.must_be_default("embeddings_constraint");
+    e.mask_zero = o.boolean("mask_zero", false);  // true: the layer refuses it (masks are not propagated)
+    e.name = name;
+    return Embedding(input_dim, output_dim, e);
+  }
+  if (cls == "Conv1D") {
+    const int64_t filters = o.integer("filters");
+    const int64_t k = o.single("kernel_size");
+    Conv1DOptions c;
+    c.strides = o.single("strides", 1);
+    c.padding = o.str("padding", "valid");
+    o.channels_last();
+    c.dilation_rate = o.single("dilation_rate", 1);
+    c.groups = o.integer("groups", 1);
+    const std::string act = o.activation();
+    c.use_bias = o.boolean("use_bias", true);
+    c.kernel_initializer = o.initializer("kernel_initializer", "glorot_uniform");
+    c.bias_initializer = o.initializer("bias_initializer", "zeros");
+    c.name = name;
+    return Conv1D(filters, k, act, c);
+  }
+  if (cls == "MaxPooling1D" || cls == "AveragePooling1D") {
+    const int64_t pool = o.single("pool_size", 2);
+    Pool1DOptions p;
+    if (o.get("strides")) p.strides = o.single("strides");
+    p.padding = o.str("padding", "valid");
+    o.channels_last();
+    p.name = name;
+    return cls == "MaxPooling1D" ? MaxPooling1D(pool, p) : AveragePooling1D(pool, p);
+  }
+  if (cls == "GlobalAveragePooling1D" || cls == "GlobalMaxPooling1D") {
+    o.channels_last();
+    const bool keepdims = o.boolean("keepdims", false);
+    return cls == "GlobalAveragePooling1D" ? GlobalAveragePooling1D(keepdims, name)
+                                           : GlobalMaxPooling1D(keepdims, name);
+  }
+  if (cls == "ZeroPadding1D") {
+    o.channels_last();
+    const auto [before, after] = o.ends("padding", 1);
+    return ZeroPadding1D(before, after, name);
+  }
+  if (cls == "Cropping1D") {
+    const auto [begin, end] = o.ends("cropping", 1);
+    return Cropping1D(begin, end, name);
+  }
+  if (cls == "UpSampling1D") return UpSampling1D(o.integer("size", 2), name);
+  if (cls == "SpatialDropout1D") {
+    const float rate = static_cast<float>(o.number("rate"));
+    return SpatialDropout1D(rate, static_cast<uint64_t>(o.integer("seed", 0)), name);
+  }
   throw Unsupported(o.where() + ": trainkit has no layer class '" + cls + "' (supported: " + kSupported + ")");
 }
 
@@ -398,12 +497,17 @@ json layer_to_json(const Layer& layer, const std::string& policy) {
   if (auto* in = dynamic_cast<const nn::InputLayer*>(&layer)) {
     json shape = json::array({nullptr});
     for (int i = 1; i < in->batch_shape.rank(); ++i) shape.push_back(in->batch_shape[i]);
-    config = {{"batch_shape", shape}, {"dtype", "float32"}, {"sparse", false}, {"ragged", false}, {"name", layer.name}};
+    config = {{"batch_shape", shape},
+              {"dtype", std::string(dtype_name(in->dtype))},
+              {"sparse", false},
+              {"ragged", false},
+              {"name", layer.name}};
     return {{"module", "keras.layers"}, {"class_name", "InputLayer"}, {"config", config}, {"registered_name", nullptr}};
   }
   const std::string cls = layer.class_name();
   config["name"] = layer.name;
-  if (cls != "SpatialDropout2D") config["trainable"] = layer.trainable;  // its __init__ takes no trainable
+  // Their __init__ takes no trainable.
+  if (cls != "SpatialDropout2D" && cls != "SpatialDropout1D") config["trainable"] = layer.trainable;
   config["dtype"] = dtype_policy_json(policy);
   for (const auto& [key, v] : layer.get_config().items) {
     json value;
@@ -451,7 +555,8 @@ LayerPtr layer_from_json(const json& obj, const std::string& label) {
                       obj["registered_name"].get<std::string>() +
                       "', which trainkit cannot load (supported: " + kSupported + ")");
   Opts o(config, cls, name, label);
-  const std::string policy = check_dtype(config, o.where());
+  // An InputLayer's "dtype" is its tensor's (int32 token ids), read by make_layer; other layers' is a dtype policy.
+  const std::string policy = cls == "InputLayer" ? std::string() : check_dtype(config, o.where());
   LayerPtr layer;
   try {
     layer = make_layer(cls, o, name, config);

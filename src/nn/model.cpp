@@ -416,6 +416,11 @@ void Model::set_optimizer_variables(const std::vector<float>& values) {
   programs_->set_optimizer_variables(values);
 }
 
+DType Model::input_dtype(size_t i) const {
+  const auto* in = i < inputs_.size() ? dynamic_cast<const nn::InputLayer*>(inputs_[i].node->layer.get()) : nullptr;
+  return in ? in->dtype : DType::f32;
+}
+
 int64_t Model::count_params() const {
   int64_t n = 0;
   for (const LayerPtr& l : layers_) n += l->count_params();

@@ -10,13 +10,14 @@
 
 namespace tk {
 
-// Functional API entry point (keras.Input): a symbolic tensor of shape (None, ...shape).
-KerasTensor Input(Shape shape, std::string name = {});
+// Functional API entry point (keras.Input): a symbolic tensor of shape (None, ...shape). dtype: float32, or int32 /
+// int64 for token ids (an Embedding's input); x arrays of any dtype are converted to it batch by batch.
+KerasTensor Input(Shape shape, std::string name = {}, DType dtype = DType::f32);
 
 namespace layers {
 
 // Sequential's first element (keras.Input / InputLayer).
-LayerPtr Input(Shape shape, std::string name = {});
+LayerPtr Input(Shape shape, std::string name = {}, DType dtype = DType::f32);
 
 struct DenseOptions {
   bool use_bias = true;
@@ -111,6 +112,47 @@ LayerPtr SpatialDropout2D(float rate, uint64_t seed = 0, std::string name = {});
 LayerPtr ZeroPadding2D(Size2 padding = 1, std::string name = {});  // symmetric
 LayerPtr ZeroPadding2D(int64_t top, int64_t bottom, int64_t left, int64_t right, std::string name = {});
 LayerPtr UpSampling2D(Size2 size = 2, std::string name = {});  // nearest
+
+// ---------------------------------------------------------------- sequences, channels_last (N, steps, channels)
+struct EmbeddingOptions {
+  std::string embeddings_initializer = "uniform";  // Keras' default: RandomUniform(-0.05, 0.05)
+  bool mask_zero = false;                          // true is refused (masks are not propagated): InvalidArgument
+  std::string name = {};
+};
+// Token ids (N, ...) -> (N, ..., output_dim), rows of the weight embeddings (input_dim, output_dim). Ids come from an
+// int32 / int64 Input (Input(shape, name, DType::i32)); float ids are cast to int32. An id outside [0, input_dim) is
+// an InvalidArgument naming the layer, the id, its row in the batch and input_dim.
+LayerPtr Embedding(int64_t input_dim, int64_t output_dim, EmbeddingOptions options = {});
+
+struct Conv1DOptions {
+  int64_t strides = 1;
+  std::string padding = "valid";  // "same" (the odd step at the end, as Keras) or "causal" (all padding before)
+  int64_t dilation_rate = 1;
+  int64_t groups = 1;  // filters and input channels split into `groups` independent convolutions
+  bool use_bias = true;
+  std::string kernel_initializer = "glorot_uniform";
+  std::string bias_initializer = "zeros";
+  std::string name = {};
+  std::string dtype = {};  // the layer's own dtype policy (Keras' dtype=); empty: the global one
+};
+// (N, steps, in) -> (N, new_steps, filters). kernel (kernel_size, in / groups, filters), bias (filters,).
+LayerPtr Conv1D(int64_t filters, int64_t kernel_size, std::string activation = "linear", Conv1DOptions options = {});
+
+struct Pool1DOptions {
+  std::optional<int64_t> strides = std::nullopt;  // default: pool_size
+  std::string padding = "valid";                  // or "same" (padding excluded from averages)
+  std::string name = {};
+};
+LayerPtr MaxPooling1D(int64_t pool_size = 2, Pool1DOptions options = {});
+LayerPtr AveragePooling1D(int64_t pool_size = 2, Pool1DOptions options = {});
+// (N, steps, C) -> (N, C), or (N, 1, C) with keepdims.
+LayerPtr GlobalAveragePooling1D(bool keepdims = false, std::string name = {});
+LayerPtr GlobalMaxPooling1D(bool keepdims = false, std::string name = {});
+LayerPtr ZeroPadding1D(int64_t before = 1, int64_t after = 1, std::string name = {});  // zeros around the steps
+LayerPtr Cropping1D(int64_t begin = 1, int64_t end = 1, std::string name = {});        // steps removed at each end
+LayerPtr UpSampling1D(int64_t size = 2, std::string name = {});                        // each step repeated
+// Drops whole channels: one draw per (sample, channel) of (N, steps, C).
+LayerPtr SpatialDropout1D(float rate, uint64_t seed = 0, std::string name = {});
 
 }  // namespace layers
 }  // namespace tk

@@ -216,8 +216,8 @@ class Model {
   // Restores loss scaling's state, as a Keras file holds it (dynamic_scale, step_counter). InvalidArgument when the
   // model trains without loss scaling, or for a scale that is not positive and finite or a negative counter.
   void set_loss_scale_state(float scale, int64_t step_counter);
-  // The dtype a program's feature inputs have (the policy's variable dtype: float32).
-  DType input_dtype() const { return DType::f32; }
+  // The dtype of a program's input i: its Input's (float32 features, int32 / int64 token ids).
+  DType input_dtype(size_t i) const;
   // The data-parallel strategy the model was compiled under (trainkit/nn/distribute.h): its description
   // ("MirroredStrategy over cpu:0, cpu:1 (2 replicas in sync)"), empty when none.
   std::string distribute_strategy() const;

@@ -617,7 +617,7 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
   for (size_t i = 0; i < model_.inputs_.size(); ++i) {
     const KerasTensor& in = model_.inputs_[i];
     int id = g.input(in.node->layer ? in.node->layer->name : "input_" + std::to_string(i), in.shape().with_batch(batch),
-                     model_.input_dtype());
+                     model_.input_dtype(i));
     value[in.node.get()] = id;
     c->x.push_back(id);
   }

@@ -1,4 +1,5 @@
-// Dropout and SpatialDropout2D (whole channels): counter-based masks, active in training programs only.
+// Dropout, SpatialDropout1D and SpatialDropout2D (whole channels): counter-based masks, active in training programs
+// only.
 #include "nn/layers/context.h"
 #include "nn/layers/image_layer_util.h"
 #include "trainkit/core/error.h"
@@ -35,37 +36,54 @@ class DropoutLayer final : public Layer {
   uint64_t seed_;
 };
 
+// one_d: SpatialDropout1D on (N, steps, C), whose mask is the 2D one of (N, 1, steps, C) (one draw per sample and
+// channel) reshaped back.
 class SpatialDropoutLayer final : public Layer {
  public:
-  SpatialDropoutLayer(float rate, uint64_t seed, std::string n)
-      : Layer("spatial_dropout2d", std::move(n)), rate_(rate), seed_(seed) {
+  SpatialDropoutLayer(float rate, uint64_t seed, std::string n, bool one_d)
+      : Layer(one_d ? "spatial_dropout1d" : "spatial_dropout2d", std::move(n)),
+        rate_(rate),
+        seed_(seed),
+        one_d_(one_d) {
     if (!(rate >= 0.0f && rate < 1.0f))
-      throw InvalidArgument("SpatialDropout2D '" + name + "': rate must be in [0, 1), got " + std::to_string(rate));
+      throw InvalidArgument(class_name() + " '" + name + "': rate must be in [0, 1), got " + std::to_string(rate));
     if (seed_ == 0) seed_ = nn::next_seed();
   }
-  std::string class_name() const override { return "SpatialDropout2D"; }
+  std::string class_name() const override { return one_d_ ? "SpatialDropout1D" : "SpatialDropout2D"; }
   LayerConfig get_config() const override {
-    return LayerConfig{}
-        .set_float("rate", rate_)
-        .set("seed", static_cast<int64_t>(seed_))
-        .set("data_format", std::string("channels_last"));
+    LayerConfig c = LayerConfig{}.set_float("rate", rate_).set("seed", static_cast<int64_t>(seed_));
+    if (!one_d_) c.set("data_format", std::string("channels_last"));
+    return c;
   }
-  Shape build(const std::vector<Shape>& in) override { return nn::image_input(*this, in); }
+  Shape build(const std::vector<Shape>& in) override {
+    if (!one_d_) return nn::image_input(*this, in);
+    if (in[0].rank() != 3 || !in[0].sample_shape().fully_known())
+      throw InvalidArgument("SpatialDropout1D '" + name + "': expects (batch, steps, channels), got " +
+                            in[0].to_string());
+    return in[0];
+  }
   int call(nn::CallContext& ctx, const std::vector<int>& in) const override {
     if (!ctx.training || rate_ == 0.0f) return in[0];
+    const Shape xs = ctx.g[in[0]].shape;
     graph::Attrs a;
     a.rate = rate_;
     a.seed = seed_;
     a.spatial = true;
-    a.shape = ctx.g[in[0]].shape;
+    a.shape = one_d_ ? Shape{xs[0], 1, xs[1], xs[2]} : xs;
     a.dtype = ctx.g[in[0]].dtype;  // the compute dtype
-    const int mask = ctx.g.add(graph::Op::DropoutMask, {}, a, name + "/mask");
+    int mask = ctx.g.add(graph::Op::DropoutMask, {}, a, name + "/mask");
+    if (one_d_) {
+      graph::Attrs r;
+      r.shape = xs;
+      mask = ctx.g.add(graph::Op::Reshape, {mask}, r, name + "/mask_steps");
+    }
     return ctx.g.add(graph::Op::Mul, {in[0], mask}, {}, name + "/apply");
   }
 
  private:
   float rate_;
   uint64_t seed_;
+  bool one_d_;
 };
 
 }  // namespace
@@ -75,7 +93,10 @@ LayerPtr Dropout(float rate, uint64_t seed, std::string name) {
   return std::make_shared<DropoutLayer>(rate, seed, std::move(name));
 }
 LayerPtr SpatialDropout2D(float rate, uint64_t seed, std::string name) {
-  return std::make_shared<SpatialDropoutLayer>(rate, seed, std::move(name));
+  return std::make_shared<SpatialDropoutLayer>(rate, seed, std::move(name), false);
+}
+LayerPtr SpatialDropout1D(float rate, uint64_t seed, std::string name) {
+  return std::make_shared<SpatialDropoutLayer>(rate, seed, std::move(name), true);
 }
 }  // namespace layers
 

@@ -7,7 +7,11 @@
 namespace tk {
 namespace nn {
 
-InputLayer::InputLayer(Shape sample_shape, std::string given) : Layer("input_layer", std::move(given)) {
+InputLayer::InputLayer(Shape sample_shape, std::string given, DType type)
+    : Layer("input_layer", std::move(given)), dtype(type) {
+  if (dtype != DType::f32 && dtype != DType::i32 && dtype != DType::i64)
+    throw InvalidArgument("Input '" + name + "': dtype " + std::string(dtype_name(dtype)) +
+                          " is not supported (float32 for features, int32 or int64 for token ids)");
   std::vector<int64_t> dims{-1};
   for (int64_t d : sample_shape.dims()) {
     if (d <= 0)
@@ -33,17 +37,19 @@ int InputLayer::call(CallContext&, const std::vector<int>&) const {
 }  // namespace nn
 
 namespace {
-std::shared_ptr<nn::InputLayer> make_input(Shape shape, std::string name) {
-  return std::make_shared<nn::InputLayer>(std::move(shape), std::move(name));
+std::shared_ptr<nn::InputLayer> make_input(Shape shape, std::string name, DType dtype) {
+  return std::make_shared<nn::InputLayer>(std::move(shape), std::move(name), dtype);
 }
 }  // namespace
 
-KerasTensor Input(Shape shape, std::string name) {
-  return nn::input_tensor(make_input(std::move(shape), std::move(name)));
+KerasTensor Input(Shape shape, std::string name, DType dtype) {
+  return nn::input_tensor(make_input(std::move(shape), std::move(name), dtype));
 }
 
 namespace layers {
-LayerPtr Input(Shape shape, std::string name) { return make_input(std::move(shape), std::move(name)); }
+LayerPtr Input(Shape shape, std::string name, DType dtype) {
+  return make_input(std::move(shape), std::move(name), dtype);
+}
 }  // namespace layers
 
 }  // namespace tk

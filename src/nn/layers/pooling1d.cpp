@@ -1,0 +1,116 @@
+// MaxPooling1D, AveragePooling1D (channels_last, Keras' "valid"/"same"; averages exclude the padding) as the 2D pooling
+// ops on (N, 1, steps, C), and GlobalMaxPooling1D / GlobalAveragePooling1D as reductions over the steps (keepdims as
+// Keras). Masks are not propagated in trainkit (Embedding refuses mask_zero), so GlobalAveragePooling1D averages every
+// step, as Keras does without a mask.
+#include <tuple>
+
+#include "graph/tensor_ops.h"
+#include "graph/window.h"
+#include "nn/layers/context.h"
+#include "trainkit/core/error.h"
+#include "trainkit/nn/layers.h"
+
+namespace tk {
+namespace {
+using graph::Attrs;
+using graph::Op;
+namespace ops = graph::ops;
+
+void check_sequence(const Layer& l, const Shape& x) {
+  if (x.rank() != 3 || !x.sample_shape().fully_known())
+    throw InvalidArgument(l.class_name() + " '" + l.name + "': expects (batch, steps, channels), got " + x.to_string());
+}
+
+class Pool1DLayer final : public Layer {
+ public:
+  Pool1DLayer(bool max, int64_t pool, layers::Pool1DOptions o)
+      : Layer(max ? "max_pooling1d" : "average_pooling1d", o.name),
+        max_(max),
+        pool_(pool),
+        strides_(o.strides.value_or(pool)) {
+    if (pool_ <= 0 || strides_ <= 0)
+      throw InvalidArgument(class_name() + " '" + name + "': pool_size and strides must be positive, got " +
+                            std::to_string(pool_) + " and " + std::to_string(strides_));
+    if (o.padding != "valid" && o.padding != "same")
+      throw InvalidArgument(class_name() + " '" + name + "': padding must be \"valid\" or \"same\", got \"" +
+                            o.padding + "\"");
+    same_ = o.padding == "same";
+  }
+  std::string class_name() const override { return max_ ? "MaxPooling1D" : "AveragePooling1D"; }
+  LayerConfig get_config() const override {
+    return LayerConfig{}
+        .set("pool_size", std::vector<int64_t>{pool_})
+        .set("padding", std::string(same_ ? "same" : "valid"))
+        .set("strides", std::vector<int64_t>{strides_})
+        .set("data_format", std::string("channels_last"));
+  }
+  Shape build(const std::vector<Shape>& in) override {
+    check_sequence(*this, in[0]);
+    const graph::Window w = graph::Window::of(Shape{1, 1, in[0][1], in[0][2]}, attrs(in[0][1]));
+    if (w.ow <= 0)
+      throw InvalidArgument(class_name() + " '" + name + "': pool_size " + std::to_string(pool_) +
+                            " does not fit input " + in[0].to_string() + " (use padding=\"same\")");
+    return Shape{-1, w.ow, in[0][2]};
+  }
+  int call(nn::CallContext& ctx, const std::vector<int>& in) const override {
+    graph::OpBuilder b{ctx.g, nullptr, name};
+    const Shape xs = ctx.g[in[0]].shape;  // (N, T, C)
+    const int x = ops::reshape(b, in[0], Shape{xs[0], 1, xs[1], xs[2]});
+    const int y = ctx.g.add(max_ ? Op::MaxPool2D : Op::AvgPool2D, {x}, attrs(xs[1]), name + "/pool");  // (N,1,T',C)
+    const Shape ys = ctx.g[y].shape;
+    return ops::reshape(b, y, Shape{ys[0], ys[2], ys[3]});
+  }
+
+ private:
+  Attrs attrs(int64_t steps) const {
+    Attrs a;
+    a.kernel[0] = 1, a.kernel[1] = pool_;
+    a.stride[0] = 1, a.stride[1] = strides_;
+    if (same_) std::tie(a.pad[2], a.pad[3]) = graph::same_padding(steps, pool_, strides_, 1);
+    return a;
+  }
+  bool max_, same_ = false;
+  int64_t pool_, strides_;
+};
+
+class GlobalPool1DLayer final : public Layer {
+ public:
+  GlobalPool1DLayer(bool max, bool keepdims, std::string n)
+      : Layer(max ? "global_max_pooling1d" : "global_average_pooling1d", std::move(n)),
+        max_(max),
+        keepdims_(keepdims) {}
+  std::string class_name() const override { return max_ ? "GlobalMaxPooling1D" : "GlobalAveragePooling1D"; }
+  LayerConfig get_config() const override {
+    return LayerConfig{}.set("data_format", std::string("channels_last")).set("keepdims", keepdims_);
+  }
+  Shape build(const std::vector<Shape>& in) override {
+    check_sequence(*this, in[0]);
+    return keepdims_ ? Shape{-1, 1, in[0][2]} : Shape{-1, in[0][2]};
+  }
+  int call(nn::CallContext& ctx, const std::vector<int>& in) const override {
+    graph::OpBuilder b{ctx.g, nullptr, name};
+    return ops::reduce(b, max_ ? graph::ReduceFn::max : graph::ReduceFn::mean, in[0], {1}, keepdims_);
+  }
+
+ private:
+  bool max_, keepdims_;
+};
+
+}  // namespace
+
+namespace layers {
+LayerPtr MaxPooling1D(int64_t pool_size, Pool1DOptions o) {
+  return std::make_shared<Pool1DLayer>(true, pool_size, std::move(o));
+}
+LayerPtr AveragePooling1D(int64_t pool_size, Pool1DOptions o) {
+  return std::make_shared<Pool1DLayer>(false, pool_size, std::move(o));
+}
+LayerPtr GlobalAveragePooling1D(bool keepdims, std::string name) {
+  return std::make_shared<GlobalPool1DLayer>(false, keepdims, std::move(name));
+}
+LayerPtr GlobalMaxPooling1D(bool keepdims, std::string name) {
+  return std::make_shared<GlobalPool1DLayer>(true, keepdims, std::move(name));
+}
+}  // namespace layers
+
+}  // namespace tk
