@@ -18,6 +18,8 @@ namespace tk::cli {
 //   globalavgpool, globalmaxpool           GlobalAveragePooling2D, GlobalMaxPooling2D
 //   batchnorm[:sync]                       BatchNormalization (sync: synchronized over the replicas)
 //   dropout:RATE, activation:NAME, flatten
+//   relu[:MAX_VALUE], leakyrelu[:SLOPE], elu[:ALPHA], prelu, softmax[:AXIS]   ReLU (relu:6 = ReLU(max_value=6)),
+//                                          LeakyReLU (0.3), ELU (1.0), PReLU, Softmax (-1)
 // Throws InvalidArgument naming the item and its position.
 std::vector<LayerPtr> parse_model_spec(const std::string& spec);
 
