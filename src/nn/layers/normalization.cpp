@@ -67,12 +67,6 @@ class NormalizationLayer final : public Layer {
         throw InvalidArgument("Normalization '" + name + "': mean/variance have " + std::to_string(o_.mean->size()) +
                               " values; the kept axes " + Shape(stats).to_string() + " of input " + x.to_string() +
                               " need 1 or " + std::to_string(n));
-      mean_ = Tensor(Shape(bshape_), DType::f32);
-      var_ = Tensor(Shape(bshape_), DType::f32);
-      for (size_t i = 0; i < n; ++i) {
-        mean_.data<float>()[i] = (*o_.mean)[o_.mean->size() == 1 ? 0 : i];
-        var_.data<float>()[i] = (*o_.variance)[o_.variance->size() == 1 ? 0 : i];
-      }
       return x;
     }
     if (!built_) {
@@ -90,8 +84,8 @@ class NormalizationLayer final : public Layer {
     const int x = in[0];
     int mean, var;
     if (o_.mean) {
-      mean = ctx.cast(ctx.g.variable(name + "/mean_constant", mean_), ctx.g[x].dtype, name + "/mean_cast");
-      var = ctx.cast(ctx.g.variable(name + "/variance_constant", var_), ctx.g[x].dtype, name + "/variance_cast");
+      mean = constant(b, *o_.mean, x);
+      var = constant(b, *o_.variance, x);
     } else {
       mean = ops::reshape(b, ctx.variable(weights_[0]), Shape(bshape_));
       var = ops::reshape(b, ctx.variable(weights_[1]), Shape(bshape_));
@@ -100,6 +94,15 @@ class NormalizationLayer final : public Layer {
         ops::binary(b, BinaryFn::maximum, ops::unary(b, UnaryFn::sqrt, var), ops::scalar(b, kEpsilon, var));
     if (o_.invert) return ops::binary(b, BinaryFn::add, mean, ops::binary(b, BinaryFn::multiply, x, scale));
     return ops::binary(b, BinaryFn::divide, ops::binary(b, BinaryFn::subtract, x, mean), scale);
+  }
+
+  // Given statistics as graph constants (Fill nodes, so that any backend holds them; one per value: a few channels'
+  // worth, as Normalization(mean=[...]) is used), in (bshape_) and x's dtype.
+  int constant(graph::OpBuilder& b, const std::vector<float>& v, int like) const {
+    if (v.size() == 1) return ops::scalar(b, v[0], like);
+    std::vector<int> parts;
+    for (float f : v) parts.push_back(ops::scalar(b, f, like));
+    return ops::reshape(b, ops::stack(b, parts, 0), Shape(bshape_));
   }
 
   // Keras' adapt() of one array: the mean and the biased variance over every axis but the kept ones; count stays
