@@ -35,7 +35,8 @@ std::vector<LayerPtr> parse_model_spec(const std::string& spec) {
       return InvalidArgument("--model item " + std::to_string(i + 1) + " ('" + items[i] + "'): " + why +
                              " (expected dense:UNITS[:ACTIVATION], conv2d:FILTERS:KERNEL[:ACTIVATION[:PADDING]], "
                              "maxpool[:SIZE], avgpool[:SIZE], globalavgpool, globalmaxpool, batchnorm[:sync], "
-                             "dropout:RATE, activation:NAME, flatten, embedding:INPUT_DIM:OUTPUT_DIM, "
+                             "dropout:RATE, activation:NAME, relu[:MAX_VALUE], leakyrelu[:SLOPE], elu[:ALPHA], prelu, "
+                             "softmax[:AXIS], flatten, embedding:INPUT_DIM:OUTPUT_DIM, "
                              "conv1d:FILTERS:KERNEL[:ACTIVATION[:PADDING]], maxpool1d[:SIZE], avgpool1d[:SIZE], "
                              "globalavgpool1d or globalmaxpool1d, separated by commas)");
     };
@@ -101,6 +102,25 @@ std::vector<LayerPtr> parse_model_spec(const std::string& spec) {
       } else if (kind == "globalavgpool1d" || kind == "globalmaxpool1d") {
         arguments(0, 0);
         layers.push_back(kind == "globalavgpool1d" ? layers::GlobalAveragePooling1D() : layers::GlobalMaxPooling1D());
+      } else if (kind == "relu" || kind == "leakyrelu" || kind == "elu") {
+        // relu[:MAX_VALUE] (relu:6 is MobileNetV2's ReLU(6.0)), leakyrelu[:NEGATIVE_SLOPE], elu[:ALPHA]
+        arguments(0, 1);
+        float v = 0;
+        if (f.size() == 2 && !parse_number(f[1], v)) throw fail(kind + " takes a number");
+        if (kind == "relu")
+          layers.push_back(f.size() == 2 ? layers::ReLU({.max_value = v}) : layers::ReLU());
+        else if (kind == "leakyrelu")
+          layers.push_back(layers::LeakyReLU(f.size() == 2 ? v : 0.3f));
+        else
+          layers.push_back(layers::ELU(f.size() == 2 ? v : 1.0f));
+      } else if (kind == "prelu") {
+        arguments(0, 0);
+        layers.push_back(layers::PReLU());
+      } else if (kind == "softmax") {
+        arguments(0, 1);
+        int axis = -1;
+        if (f.size() == 2 && !parse_number(f[1], axis)) throw fail("softmax takes an integer axis");
+        layers.push_back(layers::Softmax(axis));
       } else if (kind == "flatten") {
         arguments(0, 0);
         layers.push_back(layers::Flatten());

@@ -23,6 +23,8 @@ namespace tk::cli {
 //   conv1d:FILTERS:KERNEL[:ACTIVATION[:PADDING]]  Conv1D, padding valid, same or causal
 //   maxpool1d[:SIZE], avgpool1d[:SIZE]     MaxPooling1D, AveragePooling1D (SIZE 2)
 //   globalavgpool1d, globalmaxpool1d       GlobalAveragePooling1D, GlobalMaxPooling1D
+//   relu[:MAX_VALUE], leakyrelu[:SLOPE], elu[:ALPHA], prelu, softmax[:AXIS]   ReLU (relu:6 = ReLU(max_value=6)),
+//                                          LeakyReLU (0.3), ELU (1.0), PReLU, Softmax (-1)
 // Throws InvalidArgument naming the item and its position.
 std::vector<LayerPtr> parse_model_spec(const std::string& spec);
 

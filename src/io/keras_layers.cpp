@@ -19,7 +19,9 @@ const char* const kSupported =
     "Conv2D, MaxPooling2D, AveragePooling2D, GlobalAveragePooling2D, GlobalMaxPooling2D, BatchNormalization, "
     "ZeroPadding2D, UpSampling2D, LayerNormalization, "
     "Embedding, Conv1D, MaxPooling1D, AveragePooling1D, GlobalAveragePooling1D, GlobalMaxPooling1D, ZeroPadding1D, "
-    "Cropping1D, UpSampling1D, SpatialDropout1D";
+    "Cropping1D, UpSampling1D, SpatialDropout1D, "
+    "ReLU, LeakyReLU, PReLU, ELU, Softmax, Subtract, Multiply, Average, Maximum, Minimum, Permute, RepeatVector, "
+    "Identity, Cropping2D, Normalization";
 
 // Keras initializer class names <-> trainkit's string names.
 const std::map<std::string, std::string>& initializer_classes() {
@@ -452,6 +454,96 @@ LayerPtr make_layer(const std::string& cls, Opts& o, const std::string& name, co
     const float rate = static_cast<float>(o.number("rate"));
     return SpatialDropout1D(rate, static_cast<uint64_t>(o.integer("seed", 0)), name);
   }
+  // ---- activation layers, elementwise merges and reshaping layers composed of the general ops
+  if (cls == "ReLU") {
+    ReLUOptions r;
+    if (const json* m = o.get("max_value")) {
+      if (!m->is_number()) o.bad("max_value", "must be a number or null, got " + m->dump());
+      r.max_value = m->get<float>();
+    }
+    r.negative_slope = static_cast<float>(o.number("negative_slope", 0.0));
+    r.threshold = static_cast<float>(o.number("threshold", 0.0));
+    r.name = name;
+    return ReLU(r);
+  }
+  if (cls == "LeakyReLU") {
+    // Keras 3 writes negative_slope; Keras 2 files (and Keras 3's deprecated argument) say alpha.
+    const double alpha = o.number("alpha", 0.3);
+    return LeakyReLU(static_cast<float>(o.number("negative_slope", alpha)), name);
+  }
+  if (cls == "PReLU") {
+    PReLUOptions p;
+    p.alpha_initializer = o.initializer("alpha_initializer", "zeros");
+    o.must_be_default("alpha_regularizer");
+    o.must_be_default("alpha_constraint");
+    if (const json* a = o.get("shared_axes"))
+      p.shared_axes = a->is_number_integer() ? std::vector<int64_t>{a->get<int64_t>()} : o.ints("shared_axes");
+    p.name = name;
+    return PReLU(p);
+  }
+  if (cls == "ELU") return ELU(static_cast<float>(o.number("alpha", 1.0)), name);
+  if (cls == "Softmax") {
+    const json* a = o.get("axis");
+    if (!a) return Softmax(-1, name);
+    if (a->is_number_integer()) return Softmax(static_cast<int>(a->get<int64_t>()), name);
+    std::vector<int> axes;
+    for (int64_t v : o.ints("axis")) axes.push_back(static_cast<int>(v));
+    return Softmax(axes, name);
+  }
+  if (cls == "Subtract") return Subtract(name);
+  if (cls == "Multiply") return Multiply(name);
+  if (cls == "Average") return Average(name);
+  if (cls == "Maximum") return Maximum(name);
+  if (cls == "Minimum") return Minimum(name);
+  if (cls == "Permute") return Permute(o.ints("dims"), name);
+  if (cls == "RepeatVector") return RepeatVector(o.integer("n"), name);
+  if (cls == "Identity") return Identity(name);
+  if (cls == "Cropping2D") {
+    o.channels_last();
+    const json* c = o.get("cropping");
+    if (!c) return Cropping2D(Size2(0), name);
+    if (c->is_number_integer()) return Cropping2D(Size2(c->get<int64_t>()), name);
+    auto bad = [&] { o.bad("cropping", "must be an int, (h, w) or ((top, bottom), (left, right)), got " + c->dump()); };
+    if (!c->is_array() || c->size() != 2) bad();
+    if ((*c)[0].is_number_integer() && (*c)[1].is_number_integer())
+      return Cropping2D(Size2((*c)[0].get<int64_t>(), (*c)[1].get<int64_t>()), name);
+    int64_t v[4];
+    for (int i = 0; i < 2; ++i) {
+      const json& pair = (*c)[static_cast<size_t>(i)];
+      if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number_integer() || !pair[1].is_number_integer()) bad();
+      v[2 * i] = pair[0].get<int64_t>(), v[2 * i + 1] = pair[1].get<int64_t>();
+    }
+    return Cropping2D(v[0], v[1], v[2], v[3], name);
+  }
+  if (cls == "Normalization") {
+    NormalizationOptions n;
+    const json* axis = o.get("axis");  // an int, a list, or null (Keras: one statistic for everything)
+    n.axis.clear();
+    if (axis && axis->is_number_integer()) {
+      n.axis = {static_cast<int>(axis->get<int64_t>())};
+    } else if (axis) {
+      for (int64_t a : o.ints("axis")) n.axis.push_back(static_cast<int>(a));
+    }
+    if (!config.contains("axis")) n.axis = {-1};  // absent: Keras' default; null: ()
+    n.invert = o.boolean("invert", false);
+    // Given statistics: a number or a flat list (nested lists, Keras' multi-axis form, are not read).
+    auto values = [&](const std::string& key) -> std::optional<std::vector<float>> {
+      const json* v = o.get(key);
+      if (!v) return std::nullopt;
+      if (v->is_number()) return std::vector<float>{v->get<float>()};
+      std::vector<float> out;
+      if (!v->is_array()) o.bad(key, "must be a number, a list of numbers or null, got " + v->dump());
+      for (const json& e : *v) {
+        if (!e.is_number()) o.unsupported(key, "a number or a flat list of numbers, one per element of the axis");
+        out.push_back(e.get<float>());
+      }
+      return out;
+    };
+    n.mean = values("mean");
+    n.variance = values("variance");
+    n.name = name;
+    return Normalization(n);
+  }
   throw Unsupported(o.where() + ": trainkit has no layer class '" + cls + "' (supported: " + kSupported + ")");
 }
 
@@ -527,12 +619,15 @@ json layer_to_json(const Layer& layer, const std::string& policy) {
       case LayerConfig::Value::integers:
         value = v.ints;
         break;
+      case LayerConfig::Value::numbers:
+        value = v.floats;
+        break;
     }
     if (key.size() > 12 && key.compare(key.size() - 12, 12, "_initializer") == 0) value = initializer_object(v.s);
     // trainkit's 0: from the global seed (Keras' None). Keras seeds are uint32: a drawn 64-bit seed is written
     // modulo 2^32 (dropout masks after a reload then differ from the original's; the weights do not).
     if (key == "seed") value = v.i == 0 ? json(nullptr) : json(static_cast<uint64_t>(v.i) & 0xFFFFFFFFu);
-    if (cls == "ZeroPadding2D" && key == "padding")
+    if ((cls == "ZeroPadding2D" && key == "padding") || (cls == "Cropping2D" && key == "cropping"))
       value = json::array({json::array({v.ints[0], v.ints[1]}), json::array({v.ints[2], v.ints[3]})});
     config[key] = value;
   }

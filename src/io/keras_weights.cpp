@@ -95,7 +95,8 @@ H5Tree weights_to_tree(const Model& model) {
     add_groups(t, vars);
     t.attrs[vars]["name"] = {layer->name};
     for (size_t i = 0; i < layer->weights().size(); ++i)
-      t.datasets[vars + "/" + std::to_string(i)] = layer->weights()[i].value;  // shares its memory: no copy
+      t.datasets[vars + "/" + std::to_string(i)] =  // float32 shares its memory: no copy
+          to_keras_dtype(layer->weights()[i].value, layer->weights()[i].file_dtype);
   }
   if (model.optimizer()) {
     const Optimizer& opt = *model.optimizer();
@@ -201,11 +202,15 @@ void weights_from_tree(Model& model, const H5Tree& tree, const std::string& labe
       }
     }
   }
-  for (const auto& [w, v] : assign)
-    if (v->shape() != w->value.shape() || v->dtype() != DType::f32)
+  for (const auto& [w, v] : assign) {
+    // float32, or an integer where Keras keeps one (Weight::file_dtype: Normalization's count), either width.
+    const bool dtype_ok =
+        w->file_dtype == DType::f32 ? v->dtype() == DType::f32 : v->dtype() == DType::i32 || v->dtype() == DType::i64;
+    if (v->shape() != w->value.shape() || !dtype_ok)
       throw FormatError(label + ": weight '" + w->name + "' is " + w->value.shape().to_string() +
-                        " float32 in the model but " + shape_str(*v) + (v->dtype() == DType::f32 ? "" : " integer") +
-                        " in the file");
+                        (w->file_dtype == DType::f32 ? " float32" : " integer") + " in the model but " + shape_str(*v) +
+                        (v->dtype() == DType::f32 ? "" : " integer") + " in the file");
+  }
   // Optimizer state: checked in full before anything is assigned.
   std::vector<std::vector<Tensor>> slots;
   std::vector<float> optimizer_vars;
@@ -296,7 +301,10 @@ void weights_from_tree(Model& model, const H5Tree& tree, const std::string& labe
           std::fill(t.data<float>(), t.data<float>() + t.numel(), init);
       }
   }
-  for (const auto& [w, v] : assign) std::memcpy(w->value.raw(), v->raw(), v->nbytes());
+  for (const auto& [w, v] : assign) {
+    const Tensor f = w->file_dtype == DType::f32 ? *v : from_keras_dtype(*v);
+    std::memcpy(w->value.raw(), f.raw(), f.nbytes());
+  }
   if (iterations >= 0) {
     model.set_optimizer_slots(slots, iterations);
     model.set_optimizer_variables(optimizer_vars);

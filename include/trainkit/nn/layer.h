@@ -27,12 +27,13 @@ class Layer;
 // besides name, trainable and dtype), in Keras' order. Saving (.keras files) writes them as JSON.
 struct LayerConfig {
   struct Value {
-    enum Kind { boolean, integer, number, string, integers } kind = boolean;
+    enum Kind { boolean, integer, number, string, integers, numbers } kind = boolean;
     bool b = false;
     int64_t i = 0;
     double d = 0.0;
     std::string s;
     std::vector<int64_t> ints;
+    std::vector<double> floats;  // float32 values as the decimals Keras would write (set_floats)
   };
   std::vector<std::pair<std::string, Value>> items;
   LayerConfig& set(const std::string& key, bool v);
@@ -42,6 +43,7 @@ struct LayerConfig {
   LayerConfig& set(const std::string& key, std::vector<int64_t> v);
   // A float32 option as the decimal Keras would write (0.99f -> 0.99, not 0.9900000095367432).
   LayerConfig& set_float(const std::string& key, float v);
+  LayerConfig& set_floats(const std::string& key, const std::vector<float>& v);
   const Value* find(const std::string& key) const {
     for (const auto& [k, v] : items)
       if (k == key) return &v;
@@ -66,6 +68,9 @@ struct Weight {
   Tensor value;      // e.g. (in, units) for a Dense kernel
   bool trainable;    // false for statistics that are not learned by gradient
   uint64_t id = 0;   // unique in the process: optimizer slots and accumulators are keyed by it
+  // The variable's dtype in Keras files where Keras' is not float32 (Normalization's int32 count): held as float32
+  // here, converted when read and written.
+  DType file_dtype = DType::f32;
 };
 
 class Layer : public std::enable_shared_from_this<Layer> {

@@ -37,7 +37,7 @@ LayerPtr Dropout(float rate, uint64_t seed = 0, std::string name = {});
 LayerPtr Flatten(std::string name = {});
 // Per-sample target shape (without the batch dimension).
 LayerPtr Reshape(Shape target_shape, std::string name = {});
-LayerPtr Add(std::string name = {});
+LayerPtr Add(std::string name = {});  // Keras' broadcasting, as Multiply below
 // x * scale + offset, e.g. Rescaling(1.0f / 255) for uint8 images. Reading a model input, it is applied while
 // each batch is staged, so the data can stay uint8 (or float16) in memory.
 LayerPtr Rescaling(float scale, float offset = 0.0f, std::string name = {});
@@ -154,5 +154,53 @@ LayerPtr UpSampling1D(int64_t size = 2, std::string name = {});                 
 // Drops whole channels: one draw per (sample, channel) of (N, steps, C).
 LayerPtr SpatialDropout1D(float rate, uint64_t seed = 0, std::string name = {});
 
+// ---------------------------------------------------------------- Keras layers composed of the general ops
+// Activation layers (Keras 3's classes, keys and defaults).
+struct ReLUOptions {
+  std::optional<float> max_value = std::nullopt;  // Keras' None: no upper bound (6: relu6, MobileNetV2's)
+  float negative_slope = 0.0f;
+  float threshold = 0.0f;  // values <= threshold map to 0 (NaN too, as Keras' where(x > threshold, x, 0))
+  std::string name = {};
+};
+LayerPtr ReLU(ReLUOptions options = {});
+LayerPtr LeakyReLU(float negative_slope = 0.3f, std::string name = {});  // Keras' default 0.3
+struct PReLUOptions {
+  std::string alpha_initializer = "zeros";
+  std::vector<int64_t> shared_axes = {};  // 1-based axes where alpha has size 1 (e.g. {1, 2} for images)
+  std::string name = {};
+};
+// relu(x) - alpha * relu(-x); alpha (trainable) has the sample shape with 1 on the shared axes.
+LayerPtr PReLU(PReLUOptions options = {});
+LayerPtr ELU(float alpha = 1.0f, std::string name = {});
+LayerPtr Softmax(int axis = -1, std::string name = {});
+LayerPtr Softmax(std::vector<int> axes, std::string name = {});  // exp(x - logsumexp(x, axes))
+// Elementwise merges with Keras' broadcasting: a lower-rank input gets size-1 axes after the batch axis, then the
+// shapes broadcast (size 1 against any). Subtract takes exactly two inputs; Average divides the sum by the count.
+LayerPtr Subtract(std::string name = {});
+LayerPtr Multiply(std::string name = {});
+LayerPtr Average(std::string name = {});
+LayerPtr Maximum(std::string name = {});
+LayerPtr Minimum(std::string name = {});
+// Permutes the axes after the batch: dims a permutation of 1..rank-1 (Keras' Permute((2, 1))).
+LayerPtr Permute(std::vector<int64_t> dims, std::string name = {});
+LayerPtr RepeatVector(int64_t n, std::string name = {});  // (N, F) -> (N, n, F)
+LayerPtr Identity(std::string name = {});
+LayerPtr Cropping2D(Size2 cropping = 0, std::string name = {});  // symmetric, channels_last
+LayerPtr Cropping2D(int64_t top, int64_t bottom, int64_t left, int64_t right, std::string name = {});
+
+// Keras 3's Normalization: y = (x - mean) / maximum(sqrt(variance), 1e-7) (invert: mean + x * that), mean and
+// variance over the kept `axis` (default the last), broadcast over the rest. Without a given mean/variance they are
+// non-trainable weights mean, variance and count (Keras' names; set by adapt() or read from a Keras file).
+struct NormalizationOptions {
+  std::vector<int> axis = {-1};  // the kept axes (Keras' axis=None: {}, one mean for everything)
+  std::optional<std::vector<float>> mean = std::nullopt;      // a scalar or one value per element of the kept axes
+  std::optional<std::vector<float>> variance = std::nullopt;  // given with mean
+  bool invert = false;
+  std::string name = {};
+};
+LayerPtr Normalization(NormalizationOptions options = {});
+// Keras' Normalization.adapt(data): mean and (biased) variance of `data` (batch first) over all axes but the kept
+// ones, into the layer's weights; builds the layer from data's shape if needed.
+void adapt(const LayerPtr& normalization, const Tensor& data);
 }  // namespace layers
 }  // namespace tk

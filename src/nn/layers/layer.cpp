@@ -33,12 +33,26 @@ LayerConfig& LayerConfig::set(const std::string& key, std::vector<int64_t> v) {
   items.emplace_back(key, std::move(x));
   return *this;
 }
-LayerConfig& LayerConfig::set_float(const std::string& key, float v) {
+namespace {
+double shortest_decimal(float v) {
   char buf[32];
   auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);  // the shortest decimal that reads back as v
+  double d = v;
+  if (ec == std::errc()) std::from_chars(buf, end, d);
+  return d;
+}
+}  // namespace
+
+LayerConfig& LayerConfig::set_float(const std::string& key, float v) {
   Value x;
-  x.kind = Value::number, x.d = v;
-  if (ec == std::errc()) std::from_chars(buf, end, x.d);
+  x.kind = Value::number, x.d = shortest_decimal(v);
+  items.emplace_back(key, std::move(x));
+  return *this;
+}
+LayerConfig& LayerConfig::set_floats(const std::string& key, const std::vector<float>& v) {
+  Value x;
+  x.kind = Value::numbers;
+  for (float f : v) x.floats.push_back(shortest_decimal(f));
   items.emplace_back(key, std::move(x));
   return *this;
 }
