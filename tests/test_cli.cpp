@@ -198,6 +198,18 @@ TEST(CliFit, ConvolutionalSpecWithSynchronizedBatchNormRunsOnReplicas) {
   EXPECT_CONTAINS(summary.out, "global_max_pooling2d");
 }
 
+// The convolution family's spec items (issue 31): a depthwise first layer still gets the channel axis.
+TEST(CliPlan, DepthwiseAndSeparableSpecItems) {
+  Result r = run_cli("plan --model dwconv2d:3:relu:same:2,sepconv2d:8:3:relu,globalavgpool,dense:10");
+  EXPECT_EQ(r.code, 0) << describe(r);
+  EXPECT_CONTAINS(r.out, "reshape");
+  EXPECT_CONTAINS(r.out, "depthwise_conv2d");
+  EXPECT_CONTAINS(r.out, "separable_conv2d");
+  Result bad = run_cli("plan --model dwconv2d:3:relu:same:0,dense:10");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_CONTAINS(bad.err, "positive depth multiplier");
+}
+
 TEST(CliFit, EveryOptimizerRuns) {
   for (const char* opt : {"sgd", "adam", "adamw", "rmsprop", "SGD"}) {
     Result r = run_cli("fit" + plain_data().args() + " --model dense:10 --optimizer " + opt + " --epochs 1 -v 0");

@@ -56,6 +56,22 @@ TEST(CudnnMapping, NhwcDescriptorsHaveChannelsInnermost) {
   EXPECT_EQ(d.n_stride, 5 * 7 * 3);
 }
 
+// A depthwise convolution (MobileNetV2's 3x3, 96 channels, depth_multiplier 1): groups = C, the filter descriptor
+// holds one channel per group (trainkit's (KH, KW, 1, F) kernel as KRSC), x and y keep every channel.
+TEST(CudnnMapping, DepthwiseConvolutionMapsOntoCudnnGroups) {
+  const graph::Window g = window({64, 16, 16, 96}, 3, 3, 1, 1, same(16, 3, 1));
+  ASSERT_EQ(cudnn_unsupported(g, 96), "");
+  const CudnnConvDims d = cudnn_dims(g, 96, 96);
+  EXPECT_EQ(d.groups, 96);
+  EXPECT_EQ(d.k, 96);
+  EXPECT_EQ(d.c, 1);
+  EXPECT_EQ(d.filter_elements(), 3 * 3 * 1 * 96);
+  EXPECT_EQ(d.x.c, 96);
+  EXPECT_EQ(d.y.c, 96);
+  EXPECT_EQ(cudnn_dims(g, 96).groups, 1);  // ungrouped by default
+  EXPECT_EQ(cudnn_dims(g, 96).c, 96);
+}
+
 // The tutorial CNN's first convolution: 28x28x1, 5x5 "same" (2 on every side), 32 filters, batch 128.
 TEST(CudnnMapping, TheTutorialConvolutionMapsOntoCudnn) {
   const graph::Window g = window({128, 28, 28, 1}, 5, 5, 1, 1, same(28, 5, 1));

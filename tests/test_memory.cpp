@@ -187,6 +187,16 @@ INSTANTIATE_TEST_SUITE_P(
                                              MaxPooling2D(2), Flatten(), Dense(10)}));
                  },
                  Shape{12, 12, 3}, 32},
+        // The convolution family (issue 31): oneDNN's grouped convolutions' workspace, Conv2DTranspose's.
+        PlanCase{"conv_family",
+                 [] {
+                   using namespace layers;
+                   return std::unique_ptr<Model>(std::make_unique<Sequential>(std::vector<LayerPtr>{
+                       layers::Input({12, 12, 8}), DepthwiseConv2D(3, "relu", {.padding = "same"}),
+                       Conv2D(8, 3, "relu", {.groups = 4}), SeparableConv2D(8, 3, "relu", {.depth_multiplier = 2}),
+                       Conv2DTranspose(4, 3, "relu", {.strides = 2}), GlobalAveragePooling2D(), Dense(10)}));
+                 },
+                 Shape{12, 12, 8}, 32},
         // Under each mixed policy: 16-bit activations, the weights' 16-bit copies, the 16-bit kernels'
         // workspace and (float16) the loss-scale state and the gradients kept for its finite check.
         PlanCase{"mlp_256_128_bf16", [] { return under("mixed_bfloat16", [] {

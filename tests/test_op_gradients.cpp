@@ -177,20 +177,30 @@ Shape shape_of(Op op, const std::vector<Shape>& inputs, const Attrs& at) {
   return g[g.add(op, in, at)].shape;
 }
 
+Attrs grouped(Attrs at, int64_t groups) {
+  at.groups = groups;
+  return at;
+}
+
 struct ConvWindow {
   const char* label;
   Shape x, w;
   Attrs at;
 };
 std::vector<ConvWindow> conv_windows() {
-  return {{"valid", Shape{2, 5, 4, 3}, Shape{3, 2, 3, 4}, window(3, 2, 1, 1, 1, 1, {0, 0, 0, 0})},
-          {"same odd pad", Shape{2, 5, 6, 2}, Shape{3, 2, 2, 3}, window(3, 2, 1, 1, 1, 1, {1, 1, 0, 1})},
-          {"stride2", Shape{2, 7, 6, 2}, Shape{3, 3, 2, 2}, window(3, 3, 2, 2, 1, 1, {1, 1, 0, 1})},
-          {"dilation2", Shape{1, 7, 7, 2}, Shape{3, 3, 2, 2}, window(3, 3, 1, 1, 2, 2, {2, 2, 2, 2})},
-          // Every number different between the axes (kernel, stride, dilation, size): a swapped h and w fails.
-          {"stride2x1 dilation1x2", Shape{2, 8, 7, 3}, Shape{3, 2, 3, 4}, window(3, 2, 2, 1, 1, 2, {1, 1, 1, 1})},
-          // One input channel: the direct kernels of backends/cpu/conv_c1.cpp (a multiple of 16 filters).
-          {"one channel", Shape{2, 6, 7, 1}, Shape{5, 5, 1, 16}, window(5, 5, 1, 1, 1, 1, {2, 2, 2, 2})}};
+  return {
+      {"valid", Shape{2, 5, 4, 3}, Shape{3, 2, 3, 4}, window(3, 2, 1, 1, 1, 1, {0, 0, 0, 0})},
+      {"same odd pad", Shape{2, 5, 6, 2}, Shape{3, 2, 2, 3}, window(3, 2, 1, 1, 1, 1, {1, 1, 0, 1})},
+      {"stride2", Shape{2, 7, 6, 2}, Shape{3, 3, 2, 2}, window(3, 3, 2, 2, 1, 1, {1, 1, 0, 1})},
+      {"dilation2", Shape{1, 7, 7, 2}, Shape{3, 3, 2, 2}, window(3, 3, 1, 1, 2, 2, {2, 2, 2, 2})},
+      // Every number different between the axes (kernel, stride, dilation, size): a swapped h and w fails.
+      {"stride2x1 dilation1x2", Shape{2, 8, 7, 3}, Shape{3, 2, 3, 4}, window(3, 2, 2, 1, 1, 2, {1, 1, 1, 1})},
+      // Grouped (attrs.groups): depthwise with depth_multiplier 2 (DepthwiseConv2D), and 2 groups of 2 channels.
+      {"depthwise m2 stride2", Shape{2, 7, 6, 3}, Shape{3, 3, 1, 6},
+       grouped(window(3, 3, 2, 2, 1, 1, {1, 1, 0, 1}), 3)},
+      {"groups2 dilation2", Shape{1, 7, 7, 4}, Shape{3, 3, 2, 4}, grouped(window(3, 3, 1, 1, 2, 2, {2, 2, 2, 2}), 2)},
+      // One input channel: the direct kernels of backends/cpu/conv_c1.cpp (a multiple of 16 filters).
+      {"one channel", Shape{2, 6, 7, 1}, Shape{5, 5, 1, 16}, window(5, 5, 1, 1, 1, 1, {2, 2, 2, 2})}};
 }
 
 struct PoolWindow {
@@ -289,6 +299,16 @@ std::vector<Case> gradient_cases() {
     Case cc{std::string("Conv2D ") + w.label, Op::Conv2D, {w.x, w.w}, {true, true}, w.at};
     cc.fd_step = 0.25f;
     c.push_back(cc);
+    // Conv2DGradInput as Conv2DTranspose's forward (its gradient rule: Conv2D and Conv2DGradFilter); bilinear too.
+    Attrs at = w.at;
+    at.shape = w.x;
+    Case tc{std::string("Conv2DGradInput (transpose) ") + w.label,
+            Op::Conv2DGradInput,
+            {shape_of(Op::Conv2D, {w.x, w.w}, w.at), w.w},
+            {true, true},
+            at};
+    tc.fd_step = 0.25f;
+    c.push_back(tc);
   }
   // FusedConv2D (the fusion pass's Conv2D + BiasAdd [+ Relu]) on the first window: with the relu, biases of +-100
   // keep every pre-activation away from the kink (|conv| <= 18 terms x 2 x 2 = 72 for inputs in [0.1, 2]).

@@ -88,7 +88,7 @@ RuleFn matmul_rule(bool bias, bool relu) {
 RuleFn conv_rule(Attrs at, bool relu) {
   return [=](const std::vector<Tensor>& in) {
     const Window g = Window::of(in[0].shape(), at);
-    const int64_t f = in[1].shape()[3];
+    const int64_t f = in[1].shape()[3], cg = g.c / at.groups, fg = f / at.groups;  // per group (attrs.groups)
     Tensor y = like(Shape{g.n, g.oh, g.ow, f});
     const float *x = in[0].data<float>(), *w = in[1].data<float>(), *b = in[2].data<float>();
     for (int64_t n = 0; n < g.n; ++n)
@@ -100,8 +100,9 @@ RuleFn conv_rule(Attrs at, bool relu) {
               for (int64_t j = 0; j < g.kw; ++j) {
                 const int64_t ih = oh * g.sh - g.pt + i * g.dh, iw = ow * g.sw - g.pl + j * g.dw;
                 if (ih < 0 || ih >= g.h || iw < 0 || iw >= g.w) continue;
-                for (int64_t c = 0; c < g.c; ++c)
-                  s += double(x[((n * g.h + ih) * g.w + iw) * g.c + c]) * w[((i * g.kw + j) * g.c + c) * f + o];
+                for (int64_t c = 0; c < cg; ++c)
+                  s += double(x[((n * g.h + ih) * g.w + iw) * g.c + o / fg * cg + c]) *
+                       w[((i * g.kw + j) * cg + c) * f + o];
               }
             y.data<float>()[((n * g.oh + oh) * g.ow + ow) * f + o] = static_cast<float>(relu ? relu_rule(s) : s);
           }
@@ -250,6 +251,16 @@ std::vector<NonFiniteCase> nonfinite_cases() {
          c1,
          nonfinite_init({0})},
         conv_rule(c1, relu), 6 * 7 * 16);
+    // Depthwise (groups = C, depth_multiplier 2; DepthwiseConv2D): a NaN pixel reaches only its own channel's outputs.
+    Attrs dw = window(3, 2, 2, 1, {1, 1, 0, 1});
+    dw.groups = 3, dw.epilogue = at.epilogue;
+    add({std::string("FusedConv2D depthwise bias") + (relu ? " relu" : ""),
+         Op::FusedConv2D,
+         {{2, 5, 4, 3}, {3, 2, 1, 6}, {6}},
+         {},
+         dw,
+         nonfinite_init({0})},
+        conv_rule(dw, relu), 3 * 4 * 6);
   }
   // Pooling: a NaN in a window gives NaN, +Inf gives +Inf; an average holding +Inf and -Inf is NaN.
   for (auto [label, at] : {std::pair{"2x2", window(2, 2, 2, 2, {0, 0, 0, 0})},

@@ -20,10 +20,10 @@ void add_fit_command(CLI::App& app, FitArgs& a) {
       "fit", "Train a model (default: MLP 784-256-128-10 on Fashion-MNIST) and report test accuracy");
   fit->add_option("-m,--model", a.model,
                   "Layers after the input, e.g. dense:256:relu,dropout:0.2,dense:10 or "
-                  "conv2d:32:3:relu,maxpool:2,batchnorm,flatten,dense:10 (conv2d, maxpool, avgpool, globalavgpool, "
-                  "globalmaxpool, batchnorm[:sync], dense, dropout, activation, relu[:max], leakyrelu, elu, prelu, "
-                  "softmax[:axis], flatten; on token ids embedding:INPUT_DIM:OUTPUT_DIM first, then conv1d, "
-                  "maxpool1d, avgpool1d, globalavgpool1d, globalmaxpool1d); \"cnn\"; or a model file "
+                  "conv2d:32:3:relu,maxpool:2,batchnorm,flatten,dense:10 (conv2d, dwconv2d, sepconv2d, maxpool, "
+                  "avgpool, globalavgpool, globalmaxpool, batchnorm[:sync], dense, dropout, activation, relu[:max], "
+                  "leakyrelu, elu, prelu, softmax[:axis], flatten; on token ids embedding:INPUT_DIM:OUTPUT_DIM first, "
+                  "then conv1d, maxpool1d, avgpool1d, globalavgpool1d, globalmaxpool1d); \"cnn\"; or a model file "
                   "(.keras, Keras 2 .h5) to train further with its compile config and optimizer state")
       ->capture_default_str();
   fit->add_option("--save", a.save, "Save the trained model as a Keras 3 .keras file");

@@ -34,6 +34,8 @@ std::vector<LayerPtr> parse_model_spec(const std::string& spec) {
     auto fail = [&](const std::string& why) -> InvalidArgument {
       return InvalidArgument("--model item " + std::to_string(i + 1) + " ('" + items[i] + "'): " + why +
                              " (expected dense:UNITS[:ACTIVATION], conv2d:FILTERS:KERNEL[:ACTIVATION[:PADDING]], "
+                             "dwconv2d:KERNEL[:ACTIVATION[:PADDING[:MULTIPLIER]]], "
+                             "sepconv2d:FILTERS:KERNEL[:ACTIVATION[:PADDING]], "
                              "maxpool[:SIZE], avgpool[:SIZE], globalavgpool, globalmaxpool, batchnorm[:sync], "
                              "dropout:RATE, activation:NAME, relu[:MAX_VALUE], leakyrelu[:SLOPE], elu[:ALPHA], prelu, "
                              "softmax[:AXIS], flatten, embedding:INPUT_DIM:OUTPUT_DIM, "
@@ -65,6 +67,20 @@ std::vector<LayerPtr> parse_model_spec(const std::string& spec) {
         layers::Conv2DOptions o;
         if (f.size() == 5) o.padding = f[4];
         layers.push_back(layers::Conv2D(filters, layers::Size2(kernel), f.size() >= 4 ? f[3] : "linear", o));
+      } else if (kind == "dwconv2d") {
+        arguments(1, 4);
+        layers::DepthwiseConv2DOptions o;
+        const int64_t kernel = positive(1, "a positive kernel size");
+        if (f.size() >= 4) o.padding = f[3];
+        if (f.size() == 5) o.depth_multiplier = positive(4, "a positive depth multiplier");
+        layers.push_back(layers::DepthwiseConv2D(layers::Size2(kernel), f.size() >= 3 ? f[2] : "linear", o));
+      } else if (kind == "sepconv2d") {
+        arguments(2, 4);
+        const int64_t filters = positive(1, "a positive filter count");
+        const int64_t kernel = positive(2, "a positive kernel size");
+        layers::SeparableConv2DOptions o;
+        if (f.size() == 5) o.padding = f[4];
+        layers.push_back(layers::SeparableConv2D(filters, layers::Size2(kernel), f.size() >= 4 ? f[3] : "linear", o));
       } else if (kind == "maxpool" || kind == "avgpool") {
         arguments(0, 1);
         const int64_t size = f.size() == 2 ? positive(1, "a positive pool size") : 2;
@@ -140,8 +156,8 @@ std::vector<LayerPtr> parse_model_spec(const std::string& spec) {
 bool model_spec_takes_images(const std::vector<LayerPtr>& layers) {
   if (layers.empty()) return false;
   const std::string c = layers.front()->class_name();
-  return c == "Conv2D" || c == "MaxPooling2D" || c == "AveragePooling2D" || c == "GlobalAveragePooling2D" ||
-         c == "GlobalMaxPooling2D";
+  return c == "Conv2D" || c == "DepthwiseConv2D" || c == "SeparableConv2D" || c == "MaxPooling2D" ||
+         c == "AveragePooling2D" || c == "GlobalAveragePooling2D" || c == "GlobalMaxPooling2D";
 }
 
 bool model_spec_takes_tokens(const std::vector<LayerPtr>& layers) {

@@ -14,6 +14,8 @@ namespace tk::cli {
 // Items (Keras' defaults where an argument is left out):
 //   dense:UNITS[:ACTIVATION]                Dense
 //   conv2d:FILTERS:KERNEL[:ACTIVATION[:PADDING]]  Conv2D, a square KERNEL, padding valid or same
+//   dwconv2d:KERNEL[:ACTIVATION[:PADDING[:MULTIPLIER]]]  DepthwiseConv2D (depth_multiplier MULTIPLIER, 1)
+//   sepconv2d:FILTERS:KERNEL[:ACTIVATION[:PADDING]]      SeparableConv2D
 //   maxpool[:SIZE], avgpool[:SIZE]         MaxPooling2D, AveragePooling2D (SIZE 2)
 //   globalavgpool, globalmaxpool           GlobalAveragePooling2D, GlobalMaxPooling2D
 //   batchnorm[:sync]                       BatchNormalization (sync: synchronized over the replicas)

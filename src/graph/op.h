@@ -192,10 +192,14 @@ struct Attrs {
   int64_t stride[2] = {1, 1};
   int64_t dilation[2] = {1, 1};
   int64_t pad[4] = {0, 0, 0, 0};  // top, bottom, left, right
-  bool spatial = false;           // DropoutMask: one draw per (sample, channel)
-  bool zero_grad = false;         // update ops: clear the gradient input after applying it
-  bool gated = false;             // update ops: the last input is the step's StepControl
-  bool split_ties = false;        // MaxPool2DGrad: share dy among tied maxima (GlobalMaxPooling2D)
+  // Conv2D, FusedConv2D and their gradients: channel groups (Keras' groups). The kernel is (KH, KW, C / groups, F);
+  // output channel o reads input channels [g * C/groups, (g + 1) * C/groups) with g = o / (F / groups).
+  // DepthwiseConv2D is groups = C, its (KH, KW, C, M) kernel viewed as (KH, KW, 1, C * M) with no copy.
+  int64_t groups = 1;
+  bool spatial = false;     // DropoutMask: one draw per (sample, channel)
+  bool zero_grad = false;   // update ops: clear the gradient input after applying it
+  bool gated = false;       // update ops: the last input is the step's StepControl
+  bool split_ties = false;  // MaxPool2DGrad: share dy among tied maxima (GlobalMaxPooling2D)
   // The fusion pass's bias gradient (graph/fuse.h). On FusedMatMul (ReluGrad epilogue), MaxPool2DGrad and ReluGrad:
   // the kernel also writes the column sums of its output (the sum over all but the last axis) to
   // KernelArgs::side_out, the storage of the BiasGrad reading it. On that BiasGrad: no kernel runs for it.

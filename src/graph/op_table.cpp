@@ -112,11 +112,32 @@ Shape shape_conv(const Graph& g, int node) {
   const Shape& x = rank4(g, node, 0, "input");
   const Shape& w = in_shape(g, node, 1);
   const Attrs& a = g[node].attrs;
-  if (w.rank() != 4 || w[0] != a.kernel[0] || w[1] != a.kernel[1] || w[2] != x[3])
-    shape_error(g, node, "kernel must be (kh, kw, in_channels, filters) with in_channels = " + std::to_string(x[3]));
+  if (a.groups < 1 || x[3] % a.groups != 0)
+    shape_error(g, node, "groups = " + std::to_string(a.groups) + " must divide the input channels");
+  if (w.rank() != 4 || w[0] != a.kernel[0] || w[1] != a.kernel[1] || w[2] != x[3] / a.groups || w[3] % a.groups != 0)
+    shape_error(g, node,
+                "kernel must be (kh, kw, in_channels / groups, filters) with in_channels = " + std::to_string(x[3]) +
+                    ", groups = " + std::to_string(a.groups) + " and filters a multiple of groups");
   Window win = Window::of(x, a);
   if (win.oh <= 0 || win.ow <= 0) shape_error(g, node, "the window does not fit in the padded input");
   return Shape{x[0], win.oh, win.ow, w[3]};
+}
+
+// (dy, w) -> attrs.shape (x): dy must be what Conv2D(x, w) over the window gives (Conv2DTranspose builds it directly).
+Shape shape_conv_grad_input(const Graph& g, int node) {
+  const Shape& dy = rank4(g, node, 0, "output gradient");
+  const Shape& w = in_shape(g, node, 1);
+  const Attrs& a = g[node].attrs;
+  const Shape& x = a.shape;
+  if (x.rank() != 4 || !x.fully_known()) shape_error(g, node, "needs the (N, H, W, C) shape to produce");
+  if (a.groups < 1 || x[3] % a.groups != 0 || w.rank() != 4 || w[0] != a.kernel[0] || w[1] != a.kernel[1] ||
+      w[2] != x[3] / a.groups || w[3] != dy[3])
+    shape_error(g, node,
+                "kernel must be (kh, kw, " + std::to_string(x[3]) + " / groups, " + std::to_string(dy[3]) + ")");
+  const Window win = Window::of(x, a);
+  if (win.oh != dy[1] || win.ow != dy[2] || dy[0] != x[0])
+    shape_error(g, node, "the window over " + x.to_string() + " does not give the output gradient's " + dy.to_string());
+  return x;
 }
 
 Shape shape_fused_conv(const Graph& g, int node) {
@@ -419,6 +440,19 @@ void grad_conv(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
   }
 }
 
+// Conv2DGradInput as an op of its own (Conv2DTranspose's forward): y = convᵀ(u, w) is bilinear, and <convᵀ(u, w), g> =
+// <u, conv(g, w)>, so du = Conv2D(dy, w) over the same window and dw = Conv2DGradFilter(dy, u) (dy in the place of
+// the convolution's input, u in that of its output gradient).
+void grad_conv_grad_input(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
+  Node n = b.node(node);
+  Attrs at = n.attrs;
+  if (need[0]) dx[0] = b.add(Op::Conv2D, {dy, n.inputs[1]}, at);
+  if (need[1]) {
+    at.shape = b.node(n.inputs[1]).shape;
+    dx[1] = b.add(Op::Conv2DGradFilter, {dy, n.inputs[0]}, at);
+  }
+}
+
 // Through the relu (from the output), then the convolution's rule; the bias gets the sums over N, H, W.
 void grad_fused_conv(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
   const int d = b.node(node).attrs.epilogue == Op::Relu ? b.add(Op::ReluGrad, {dy, node}) : dy;
@@ -500,7 +534,7 @@ constexpr std::array<OpInfo, kOpCount> kTable{{
     {Op::SoftmaxGrad, "SoftmaxGrad", 2, true, shape_dy_x, dtype_same_float, nullptr},
     {Op::DropoutMask, "DropoutMask", 0, true, shape_source, dtype_source, nullptr},
     {Op::Conv2D, "Conv2D", 2, true, shape_conv, dtype_same_float, grad_conv},
-    {Op::Conv2DGradInput, "Conv2DGradInput", 2, true, shape_attr, dtype_same_float, nullptr},
+    {Op::Conv2DGradInput, "Conv2DGradInput", 2, true, shape_conv_grad_input, dtype_same_float, grad_conv_grad_input},
     {Op::Conv2DGradFilter, "Conv2DGradFilter", 2, true, shape_attr, dtype_same_float, nullptr},
     {Op::FusedConv2D, "FusedConv2D", 3, true, shape_fused_conv, dtype_same_float, grad_fused_conv},
     {Op::MaxPool2D, "MaxPool2D", 1, true, shape_pool, dtype_same_float, grad_max_pool},

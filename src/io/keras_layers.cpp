@@ -21,7 +21,7 @@ const char* const kSupported =
     "Embedding, Conv1D, MaxPooling1D, AveragePooling1D, GlobalAveragePooling1D, GlobalMaxPooling1D, ZeroPadding1D, "
     "Cropping1D, UpSampling1D, SpatialDropout1D, "
     "ReLU, LeakyReLU, PReLU, ELU, Softmax, Subtract, Multiply, Average, Maximum, Minimum, Permute, RepeatVector, "
-    "Identity, Cropping2D, Normalization";
+    "Identity, Cropping2D, Normalization, DepthwiseConv2D, SeparableConv2D, Conv2DTranspose";
 
 // Keras initializer class names <-> trainkit's string names.
 const std::map<std::string, std::string>& initializer_classes() {
@@ -315,7 +315,7 @@ LayerPtr make_layer(const std::string& cls, Opts& o, const std::string& name, co
     c.padding = o.str("padding", "valid");
     o.channels_last();
     c.dilation_rate = o.pair("dilation_rate", Size2(1));
-    if (o.integer("groups", 1) != 1) o.unsupported("groups", "grouped convolutions are not built");
+    c.groups = o.integer("groups", 1);
     const std::string act = o.activation();
     c.use_bias = o.boolean("use_bias", true);
     c.kernel_initializer = o.initializer("kernel_initializer", "glorot_uniform");
@@ -543,6 +543,61 @@ LayerPtr make_layer(const std::string& cls, Opts& o, const std::string& name, co
     n.variance = values("variance");
     n.name = name;
     return Normalization(n);
+  }
+  // The convolution family (issue 31): grouped / depthwise convolutions.
+  if (cls == "DepthwiseConv2D") {
+    const Size2 k = o.pair("kernel_size");
+    DepthwiseConv2DOptions d;
+    d.strides = o.pair("strides", Size2(1));
+    d.padding = o.str("padding", "valid");
+    d.depth_multiplier = o.integer("depth_multiplier", 1);
+    o.channels_last();
+    d.dilation_rate = o.pair("dilation_rate", Size2(1));
+    const std::string act = o.activation();
+    d.use_bias = o.boolean("use_bias", true);
+    d.depthwise_initializer = o.initializer("depthwise_initializer", "glorot_uniform");
+    d.bias_initializer = o.initializer("bias_initializer", "zeros");
+    o.must_be_default("depthwise_regularizer");
+    o.must_be_default("depthwise_constraint");
+    d.name = name;
+    return DepthwiseConv2D(k, act, d);
+  }
+  if (cls == "SeparableConv2D") {
+    const int64_t filters = o.integer("filters");
+    const Size2 k = o.pair("kernel_size");
+    SeparableConv2DOptions sc;
+    sc.strides = o.pair("strides", Size2(1));
+    sc.padding = o.str("padding", "valid");
+    sc.depth_multiplier = o.integer("depth_multiplier", 1);
+    o.channels_last();
+    sc.dilation_rate = o.pair("dilation_rate", Size2(1));
+    const std::string act = o.activation();
+    sc.use_bias = o.boolean("use_bias", true);
+    sc.depthwise_initializer = o.initializer("depthwise_initializer", "glorot_uniform");
+    sc.pointwise_initializer = o.initializer("pointwise_initializer", "glorot_uniform");
+    sc.bias_initializer = o.initializer("bias_initializer", "zeros");
+    for (const char* key :
+         {"depthwise_regularizer", "pointwise_regularizer", "depthwise_constraint", "pointwise_constraint"})
+      o.must_be_default(key);
+    sc.name = name;
+    return SeparableConv2D(filters, k, act, sc);
+  }
+  if (cls == "Conv2DTranspose") {
+    const int64_t filters = o.integer("filters");
+    const Size2 k = o.pair("kernel_size");
+    Conv2DTransposeOptions t;
+    t.strides = o.pair("strides", Size2(1));
+    t.padding = o.str("padding", "valid");
+    const json* op = o.get("output_padding");
+    if (op && !op->is_null()) t.output_padding = o.pair("output_padding");
+    o.channels_last();
+    t.dilation_rate = o.pair("dilation_rate", Size2(1));
+    const std::string act = o.activation();
+    t.use_bias = o.boolean("use_bias", true);
+    t.kernel_initializer = o.initializer("kernel_initializer", "glorot_uniform");
+    t.bias_initializer = o.initializer("bias_initializer", "zeros");
+    t.name = name;
+    return Conv2DTranspose(filters, k, act, t);
   }
   throw Unsupported(o.where() + ": trainkit has no layer class '" + cls + "' (supported: " + kSupported + ")");
 }

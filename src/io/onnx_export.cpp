@@ -654,6 +654,7 @@ void Model::export_onnx(const std::string& path) {
           ins.push_back(kernel);
           attrs.push_back(attr_ints("kernel_shape", {w.shape[0], w.shape[1]}));
           attrs.push_back(attr_ints("dilations", {a.dilation[0], a.dilation[1]}));
+          if (a.groups != 1) attrs.push_back(attr_int("group", a.groups));  // ONNX's weight (F, C / group, KH, KW)
         } else {
           op = n.op == graph::Op::MaxPool2D ? "MaxPool" : "AveragePool";
           if (a.dilation[0] != 1 || a.dilation[1] != 1) fail(id, "a dilated pooling window");

@@ -55,14 +55,64 @@ struct Conv2DOptions {
   Size2 strides = 1;
   std::string padding = "valid";  // or "same" (Keras puts the odd pixel at the bottom/right)
   Size2 dilation_rate = 1;
+  int64_t groups = 1;  // Keras' groups: in_channels and filters both divisible; each group convolves its own channels
   bool use_bias = true;
   std::string kernel_initializer = "glorot_uniform";
   std::string bias_initializer = "zeros";
   std::string name = {};
   std::string dtype = {};  // the layer's own dtype policy (Keras' dtype=); empty: the global one
 };
-// kernel (kh, kw, in_channels, filters), bias (filters,).
+// kernel (kh, kw, in_channels / groups, filters), bias (filters,).
 LayerPtr Conv2D(int64_t filters, Size2 kernel_size, std::string activation = "linear", Conv2DOptions options = {});
+
+struct DepthwiseConv2DOptions {
+  Size2 strides = 1;
+  std::string padding = "valid";  // or "same"
+  int64_t depth_multiplier = 1;   // output channels = in_channels * depth_multiplier
+  Size2 dilation_rate = 1;
+  bool use_bias = true;
+  std::string depthwise_initializer = "glorot_uniform";
+  std::string bias_initializer = "zeros";
+  std::string name = {};
+  std::string dtype = {};
+};
+// Each input channel convolved with its own depth_multiplier filters (MobileNet's 3x3 blocks): kernel
+// (kh, kw, in_channels, depth_multiplier) (Keras 3 names it "kernel"), bias (in_channels * depth_multiplier,);
+// output channel c * depth_multiplier + m. One grouped convolution (groups = in_channels).
+LayerPtr DepthwiseConv2D(Size2 kernel_size, std::string activation = "linear", DepthwiseConv2DOptions options = {});
+
+struct SeparableConv2DOptions {
+  Size2 strides = 1;
+  std::string padding = "valid";  // or "same"
+  int64_t depth_multiplier = 1;
+  Size2 dilation_rate = 1;
+  bool use_bias = true;
+  std::string depthwise_initializer = "glorot_uniform";
+  std::string pointwise_initializer = "glorot_uniform";
+  std::string bias_initializer = "zeros";
+  std::string name = {};
+  std::string dtype = {};
+};
+// A depthwise convolution then a 1x1 one (Xception): depthwise_kernel (kh, kw, in_channels, depth_multiplier),
+// pointwise_kernel (1, 1, in_channels * depth_multiplier, filters), bias (filters,).
+LayerPtr SeparableConv2D(int64_t filters, Size2 kernel_size, std::string activation = "linear",
+                         SeparableConv2DOptions options = {});
+
+struct Conv2DTransposeOptions {
+  Size2 strides = 1;
+  std::string padding = "valid";                       // or "same"
+  std::optional<Size2> output_padding = std::nullopt;  // Keras' None: chosen by padding; else each < its stride
+  Size2 dilation_rate = 1;
+  bool use_bias = true;
+  std::string kernel_initializer = "glorot_uniform";
+  std::string bias_initializer = "zeros";
+  std::string name = {};
+  std::string dtype = {};
+};
+// The transpose (gradient) of a convolution, Keras 3's output shape (same: in * stride; valid: (in - 1) * stride +
+// max(extent, stride); output_padding adds rows at the end): kernel (kh, kw, filters, in_channels), bias (filters,).
+LayerPtr Conv2DTranspose(int64_t filters, Size2 kernel_size, std::string activation = "linear",
+                         Conv2DTransposeOptions options = {});
 
 struct PoolOptions {
   std::optional<Size2> strides = std::nullopt;  // default: pool_size

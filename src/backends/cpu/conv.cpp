@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backends/cpu/conv_grouped.h"
 #include "backends/cpu/gemm.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
@@ -28,6 +29,7 @@ int64_t conv_images_per_chunk(const Window& g) {
 
 size_t conv_workspace(const graph::Graph& gr, int node) {
   const graph::Node& n = gr[node];
+  if (n.attrs.groups != 1) return 0;  // conv_grouped.cpp: direct, no col buffer
   const Window g = Window::of(n.op == Op::Conv2DGradInput ? n.attrs.shape : gr[n.inputs[0]].shape, n.attrs);
   return static_cast<size_t>(conv_images_per_chunk(g) * g.pixels() * g.patch()) * sizeof(float);
 }
@@ -107,6 +109,7 @@ blasint bl(int64_t v) { return static_cast<blasint>(v); }
 
 // y(N, OH, OW, F) = conv(x(N, H, W, C), w(KH, KW, C, F))
 void conv2d(const KernelArgs& a) {
+  if (a.node.attrs.groups != 1) return grouped_conv2d(a);
   const Window g = Window::of(a.in_shape(0), a.node.attrs);
   const int64_t f = a.node.shape[3], chunk = conv_images_per_chunk(g);
   const float* x = a.input<float>(0);
@@ -135,6 +138,7 @@ void fused_conv2d(const KernelArgs& a) {
 
 // dx = col2im(dy(N·P, F) · wᵀ(F, K))
 void conv2d_grad_input(const KernelArgs& a) {
+  if (a.node.attrs.groups != 1) return grouped_conv2d_grad_input(a);
   const Window g = Window::of(a.node.shape, a.node.attrs);
   const int64_t f = a.in_shape(0)[3], chunk = conv_images_per_chunk(g);
   const float* dy = a.input<float>(0);
@@ -156,6 +160,7 @@ void conv2d_grad_input(const KernelArgs& a) {
 
 // dw(K, F) = sum over chunks of colᵀ(K, N·P) · dy(N·P, F)
 void conv2d_grad_filter(const KernelArgs& a) {
+  if (a.node.attrs.groups != 1) return grouped_conv2d_grad_filter(a);
   const Window g = Window::of(a.in_shape(0), a.node.attrs);
   const int64_t f = a.node.shape[3], chunk = conv_images_per_chunk(g);
   const float* x = a.input<float>(0);

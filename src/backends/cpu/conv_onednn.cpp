@@ -58,10 +58,10 @@ struct Conv {
   size_t workspace = 0;
 };
 
-using Key = std::array<int64_t, 20>;  // the geometry, and the thread (argument memories are per thread)
+using Key = std::array<int64_t, 21>;  // the geometry, groups, and the thread (argument memories are per thread)
 
 // relu: FusedConv2D with the relu epilogue (its own cache entry; the primitive is the same, run() adds the relu).
-Key key_of(Op op, const Window& g, int64_t f, bool relu, DType t) {
+Key key_of(Op op, const Window& g, int64_t f, int64_t groups, bool relu, DType t) {
   return {static_cast<int64_t>(op) * 2 + (relu ? 1 : 0),
           static_cast<int64_t>(t),
           g.n,
@@ -81,17 +81,23 @@ Key key_of(Op op, const Window& g, int64_t f, bool relu, DType t) {
           g.pr,
           g.oh,
           g.ow,
+          groups,
           thread_index()};
 }
 
 // t: float32, or bfloat16 where the CPU computes it natively (every operand, the bias and the result in
 // bfloat16; oneDNN accumulates in float32 and rounds once).
-Conv build(Op op, const Window& g, int64_t f, DType t) {
-  const memory::dims src{g.n, g.c, g.h, g.w}, wei{f, g.c, g.kh, g.kw}, dst{g.n, f, g.oh, g.ow};
+// groups > 1: oneDNN's grouped convolution (weights (G, F/G, C/G, KH, KW); our (KH, KW, C/G, F) is its hwigo).
+Conv build(Op op, const Window& g, int64_t f, int64_t groups, DType t) {
+  const memory::dims src{g.n, g.c, g.h, g.w}, dst{g.n, f, g.oh, g.ow};
+  const bool grouped = groups > 1;
+  const memory::dims wei =
+      grouped ? memory::dims{groups, f / groups, g.c / groups, g.kh, g.kw} : memory::dims{f, g.c, g.kh, g.kw};
   const memory::dims strides{g.sh, g.sw}, dilates{g.dh - 1, g.dw - 1}, pad_l{g.pt, g.pl}, pad_r{g.pb, g.pr};
   const dt type = t == DType::bf16 ? dt::bf16 : dt::f32;
   auto any = [type](const memory::dims& d) { return memory::desc(d, type, tag::any); };
-  const memory::desc user_src(src, type, tag::nhwc), user_wei(wei, type, tag::hwio), user_dst(dst, type, tag::nhwc);
+  const memory::desc user_src(src, type, tag::nhwc), user_wei(wei, type, grouped ? tag::hwigo : tag::hwio),
+      user_dst(dst, type, tag::nhwc);
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   const bool fused = op == Op::FusedConv2D;
@@ -184,8 +190,8 @@ Conv& conv_for(const graph::Node& n, const Window& g, int64_t f) {
   // float32 convolution sees float32 copies in the workspace, so its primitive must be float32 too.
   const DType t = n.dtype == DType::bf16 && onednn_bf16_native() ? DType::bf16 : DType::f32;
   std::lock_guard lock(cache_mutex());
-  auto& slot = cache()[key_of(n.op, g, f, relu, t)];
-  if (!slot) slot = std::make_unique<Conv>(build(n.op, g, f, t));
+  auto& slot = cache()[key_of(n.op, g, f, n.attrs.groups, relu, t)];
+  if (!slot) slot = std::make_unique<Conv>(build(n.op, g, f, n.attrs.groups, t));
   return *slot;
 }
 

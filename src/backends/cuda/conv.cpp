@@ -15,6 +15,7 @@
 #include "backends/cuda/launchers.h"
 #include "graph/kernel.h"
 #include "graph/window.h"
+#include "trainkit/core/error.h"
 
 namespace tk::cuda {
 using cpu::Epilogue;
@@ -84,6 +85,16 @@ struct Conv {
         sms(sm_count(a.ctx.device.index)) {}
 };
 
+// The im2col path multiplies one (K, F) kernel: a grouped convolution (attrs.groups > 1, DepthwiseConv2D) runs on
+// cuDNN only. Called where that path would start.
+void require_ungrouped(const KernelArgs& a) {
+  if (a.node.attrs.groups != 1)
+    throw Unsupported(
+        "node '" + a.node.name + "': a grouped convolution (groups = " + std::to_string(a.node.attrs.groups) +
+        ") runs on CUDA through cuDNN only, and cuDNN is not loaded, switched off (TK_CUDNN=0) or refused "
+        "it (the log says which); run it on the CPU or install cuDNN");
+}
+
 // The bytes conv_workspace planned for this node, which the cuDNN path divides its own way.
 size_t planned_workspace(const Conv& c) { return col_bytes(c.g, c.f) + gemm_workspace_bytes(); }
 
@@ -99,6 +110,7 @@ void convolve(const KernelArgs& a, Epilogue epilogue, const float* bias) {
       launch_activation(Activation::relu, a.output<float>(), a.output<float>(), rows * c.f, 0.0f, c.sms, a.ctx.stream);
     return;
   }
+  require_ungrouped(a);
   count_conv_path(false);
   for (int64_t n0 = 0; n0 < c.g.n; n0 += c.chunk) {
     const int64_t count = std::min(c.chunk, c.g.n - n0);
@@ -116,6 +128,7 @@ void fused_conv2d(const KernelArgs& a) {
 void conv2d_grad_input(const KernelArgs& a) {
   const Conv c(a);
   if (cudnn_convolution(a, ConvKind::backward_data, c.g, c.f, planned_workspace(c))) return;
+  require_ungrouped(a);
   count_conv_path(false);
   for (int64_t n0 = 0; n0 < c.g.n; n0 += c.chunk) {
     const int64_t count = std::min(c.chunk, c.g.n - n0);
@@ -130,6 +143,7 @@ void conv2d_grad_input(const KernelArgs& a) {
 void conv2d_grad_filter(const KernelArgs& a) {
   const Conv c(a);
   if (cudnn_convolution(a, ConvKind::backward_filter, c.g, c.f, planned_workspace(c))) return;
+  require_ungrouped(a);
   count_conv_path(false);
   for (int64_t n0 = 0; n0 < c.g.n; n0 += c.chunk) {
     const int64_t count = std::min(c.chunk, c.g.n - n0);

@@ -23,6 +23,7 @@ namespace tk::cuda {
   X(create_conv, cudnnCreateConvolutionDescriptor)                                 \
   X(set_conv_2d, cudnnSetConvolution2dDescriptor)                                  \
   X(set_conv_math_type, cudnnSetConvolutionMathType)                               \
+  X(set_conv_group_count, cudnnSetConvolutionGroupCount)                           \
   X(destroy_conv, cudnnDestroyConvolutionDescriptor)                               \
   X(forward_output_dim, cudnnGetConvolution2dForwardOutputDim)                     \
   X(forward_max_count, cudnnGetConvolutionForwardAlgorithmMaxCount)                \

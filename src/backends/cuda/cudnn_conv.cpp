@@ -194,6 +194,8 @@ std::unique_ptr<Plan> make_plan(const CudnnApi& api, cudnnHandle_t h, ConvKind k
             api.set_conv_2d(p->conv, d.pad_h, d.pad_w, d.stride_h, d.stride_w, d.dilation_h, d.dilation_w,
                             CUDNN_CROSS_CORRELATION, dnn_type(types.compute)),
             "cudnnSetConvolution2dDescriptor", at);
+  if (d.groups > 1)  // grouped / depthwise: one descriptor, cuDNN's own grouped kernels
+    check_dnn(api, api.set_conv_group_count(p->conv, d.groups), "cudnnSetConvolutionGroupCount", at);
   // 16-bit: tensor cores (CUDNN_TENSOR_OP_MATH; the heuristics then also rank FMA kernels); float32: FMA, or cuDNN's
   // default (TF32 allowed) under TK_ALLOW_TF32=1.
   const cudnnMathType_t math = types.tensor_math ? CUDNN_TENSOR_OP_MATH
@@ -296,7 +298,8 @@ bool cudnn_convolution(const graph::KernelArgs& a, ConvKind kind, const graph::W
   for (size_t i = 0; i < 2; ++i)  // x, w or dy: the descriptors take one dtype (conv_native16.cpp checked it)
     if (a.in_dtypes[i] != dtype) return false;
   const CudnnConvTypes types = cudnn_conv_types(dtype);
-  const CudnnConvDims d = cudnn_dims(g, filters);
+  const int64_t groups = a.node.attrs.groups;
+  const CudnnConvDims d = cudnn_dims(g, filters, groups);
   const CudnnWorkspace ws = cudnn_workspace(planned, d.filter_elements(), types.element_bytes);
   if (!ws.fits) return false;
   const CudnnApi& api = CudnnLibrary::instance().api();
@@ -313,10 +316,10 @@ bool cudnn_convolution(const graph::KernelArgs& a, ConvKind kind, const graph::W
   const bool tensor_math = types.tensor_math || tf32;
 
   using Key = std::tuple<int, ConvKind, DType, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                         int64_t, int64_t, int64_t, int64_t, int64_t, size_t, bool, bool>;
+                         int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, size_t, bool, bool>;
   thread_local std::map<Key, std::unique_ptr<Plan>> plans;
-  auto& slot = plans[Key{device, kind, dtype, g.n, g.h, g.w, g.c, g.kh, g.kw, g.sh, g.sw, g.dh, g.dw, g.pt, g.pl,
-                         filters, ws.cudnn_bytes, deterministic, tensor_math}];
+  auto& slot = plans[Key{device, kind, dtype, g.n,  g.h,  g.w,     g.c,    g.kh,           g.kw,          g.sh,
+                         g.sw,   g.dh, g.dw,  g.pt, g.pl, filters, groups, ws.cudnn_bytes, deterministic, tensor_math}];
   if (!slot) {
     try {
       slot = make_plan(api, h, kind, d, types, ws, deterministic, tensor_math, where(a.node));
@@ -332,10 +335,10 @@ bool cudnn_convolution(const graph::KernelArgs& a, ConvKind kind, const graph::W
 
   const auto u = reinterpret_cast<uintptr_t>(a.workspace);
   char* base = reinterpret_cast<char*>((u + kCudnnAlignment - 1) & ~uintptr_t{kCudnnAlignment - 1});
-  void* filter = base;  // the filter (or its gradient) in KRSC: (F, KH·KW·C) in the convolution's dtype
+  void* filter = base;  // the filter (or its gradient) in KRSC: (F, KH·KW·C/G) in the convolution's dtype
   void* scratch = base + ws.cudnn_offset;
   const int sms = sm_count(device);
-  const int64_t patch = g.kh * g.kw * g.c;
+  const int64_t patch = g.kh * g.kw * (g.c / groups);
   const size_t eb = types.element_bytes;
   // alpha and beta are float for float, half and bfloat16 data (cuDNN's scaling-parameter rule). beta 1: y's prior
   // value (the broadcast bias) is added in the float32 compute before y's one rounding.

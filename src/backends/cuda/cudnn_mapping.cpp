@@ -36,12 +36,13 @@ std::string cudnn_unsupported(const graph::Window& g, int64_t filters) {
   return "";
 }
 
-CudnnConvDims cudnn_dims(const graph::Window& g, int64_t filters) {
+CudnnConvDims cudnn_dims(const graph::Window& g, int64_t filters, int64_t groups) {
   CudnnConvDims d;
   d.x = nhwc_descriptor(g.n, g.c, g.h, g.w);
   d.y = nhwc_descriptor(g.n, filters, g.oh, g.ow);
   d.k = narrow(filters);
-  d.c = narrow(g.c);
+  d.c = narrow(g.c / groups);
+  d.groups = narrow(groups);
   d.r = narrow(g.kh);
   d.s = narrow(g.kw);
   d.pad_h = narrow(g.pt);

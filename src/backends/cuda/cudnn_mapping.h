@@ -35,6 +35,7 @@ CudnnTensor4d nhwc_descriptor(int64_t n, int64_t c, int64_t h, int64_t w);
 struct CudnnConvDims {
   CudnnTensor4d x, y;
   int k = 0, c = 0, r = 0, s = 0;  // the filter, cudnnSetFilter4dDescriptor(..., CUDNN_TENSOR_NHWC, k, c, r, s): KRSC
+  int groups = 1;  // cudnnSetConvolutionGroupCount; c is then the channels per group (trainkit's (KH, KW, C/G, F))
   int pad_h = 0, pad_w = 0, stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
   int64_t filter_elements() const { return int64_t{k} * c * r * s; }
 };
@@ -43,7 +44,8 @@ struct CudnnConvDims {
 // alike; TensorFlow's "same" padding puts the odd pixel at the bottom/right (e.g. stride 2, even input), which stays
 // on im2col. Empty convolutions and tensors beyond int32 indexing stay there too.
 std::string cudnn_unsupported(const graph::Window& g, int64_t filters);
-CudnnConvDims cudnn_dims(const graph::Window& g, int64_t filters);  // when cudnn_unsupported(g, f) is ""
+CudnnConvDims cudnn_dims(const graph::Window& g, int64_t filters,
+                         int64_t groups = 1);  // when cudnn_unsupported(g, f) is ""
 
 // The descriptors' types for a convolution whose tensors are all `t` (f32, f16 or bf16): the x, y and filter
 // descriptors in `t`, the convolution descriptor's compute type always float (cuDNN's FLOAT_CONFIG, and for 16 bits

@@ -1,4 +1,4 @@
-// Conv2D (channels_last, Keras 3 semantics): kernel (kh, kw, in, filters), bias (filters,).
+// Conv2D (channels_last, Keras 3 semantics): kernel (kh, kw, in / groups, filters), bias (filters,).
 #include "nn/layers/context.h"
 #include "nn/layers/image_layer_util.h"
 #include "trainkit/core/error.h"
@@ -21,6 +21,9 @@ class Conv2DLayer final : public Layer {
     if ((o_.strides.h > 1 || o_.strides.w > 1) && (o_.dilation_rate.h > 1 || o_.dilation_rate.w > 1))
       throw InvalidArgument("Conv2D '" + name +
                             "': strides > 1 together with dilation_rate > 1 is not supported (as Keras)");
+    if (o_.groups <= 0 || filters % o_.groups != 0)
+      throw InvalidArgument("Conv2D '" + name + "': groups = " + std::to_string(o_.groups) +
+                            " must be positive and divide filters = " + std::to_string(filters) + " (as Keras)");
     same_ = nn::parse_padding(*this, o_.padding);
     nn::check_activation(activation_);
     nn::check_initializer(o_.kernel_initializer);
@@ -35,7 +38,7 @@ class Conv2DLayer final : public Layer {
         .set("padding", std::string(same_ ? "same" : "valid"))
         .set("data_format", std::string("channels_last"))
         .set("dilation_rate", std::vector<int64_t>{o_.dilation_rate.h, o_.dilation_rate.w})
-        .set("groups", int64_t{1})
+        .set("groups", o_.groups)
         .set("activation", activation_)
         .set("use_bias", o_.use_bias)
         .set("kernel_initializer", o_.kernel_initializer)
@@ -44,8 +47,11 @@ class Conv2DLayer final : public Layer {
   Shape build(const std::vector<Shape>& in) override {
     const Shape& x = nn::image_input(*this, in);
     if (!built_) {
+      if (x[3] % o_.groups != 0)
+        throw InvalidArgument("Conv2D '" + name + "': groups = " + std::to_string(o_.groups) +
+                              " must divide the input channels of " + x.to_string() + " (as Keras)");
       in_channels_ = x[3];
-      add_weight("kernel", Shape{k_.h, k_.w, in_channels_, filters_}, o_.kernel_initializer);
+      add_weight("kernel", Shape{k_.h, k_.w, in_channels_ / o_.groups, filters_}, o_.kernel_initializer);
       if (o_.use_bias) add_weight("bias", Shape{filters_}, o_.bias_initializer);
     } else if (x[3] != in_channels_) {
       throw InvalidArgument("Conv2D '" + name + "' was built for " + std::to_string(in_channels_) +
@@ -60,7 +66,11 @@ class Conv2DLayer final : public Layer {
   }
 
  private:
-  Attrs attrs(const Shape& x) const { return nn::window_attrs(x, k_, o_.strides, o_.dilation_rate, same_); }
+  Attrs attrs(const Shape& x) const {
+    Attrs a = nn::window_attrs(x, k_, o_.strides, o_.dilation_rate, same_);
+    a.groups = o_.groups;
+    return a;
+  }
   int64_t filters_, in_channels_ = 0;
   layers::Size2 k_;
   std::string activation_;
