@@ -25,9 +25,24 @@ echo "== Release build, warnings as errors"
 cuda=AUTO
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then cuda=ON; fi
 echo "   (TK_CUDA=$cuda)"
+# ccache: the Python package's build (below) compiles the same library objects with the same flags, and takes them
+# from the cache this build fills.
+export CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_CUDA_COMPILER_LAUNCHER=ccache
 cmake -S . -B build-ci -DCMAKE_BUILD_TYPE=Release -DTK_WERROR=ON -DTK_CUDA="$cuda" >/dev/null
 cmake --build build-ci -j"$jobs"
 (cd build-ci && ctest --output-on-failure -j"$jobs")
+
+echo "== Python package: pip install . into a virtual environment, then its tests (pytest, Keras 3's numpy backend)"
+# As README.md says (pip install .), plus: the build folder build-py kept between runs, warnings as errors and the
+# CUDA setting of build-ci, so that ccache has every library object from the build above. Keras' numpy backend
+# imports jax and scipy; never TensorFlow or PyTorch here.
+step_start=$SECONDS
+rm -rf build-py-venv
+python3 -m venv build-py-venv
+build-py-venv/bin/pip install -q pytest keras jax scipy
+build-py-venv/bin/pip install -q -C build-dir=build-py -C cmake.define.TK_WERROR=ON -C cmake.define.TK_CUDA="$cuda" .
+KERAS_BACKEND=numpy build-py-venv/bin/python -m pytest -q python/tests
+echo "   (Python package and its tests: $((SECONDS - step_start)) s)"
 
 echo "== install and build examples/ as an outside project"
 step_start=$SECONDS
