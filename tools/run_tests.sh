@@ -40,7 +40,11 @@ step_start=$SECONDS
 rm -rf build-py-venv
 python3 -m venv build-py-venv
 build-py-venv/bin/pip install -q pytest keras jax scipy
-build-py-venv/bin/pip install -q -C build-dir=build-py -C cmake.define.TK_WERROR=ON -C cmake.define.TK_CUDA="$cuda" .
+# The compiler build-ci used, by the same name: scikit-build-core would take Python's (x86_64-linux-gnu-g++ on
+# Debian), the same binary, but ccache keys on the name too.
+cxx="$(sed -n 's/^CMAKE_CXX_COMPILER:FILEPATH=//p' build-ci/CMakeCache.txt)"
+build-py-venv/bin/pip install -q -C build-dir=build-py -C cmake.define.CMAKE_CXX_COMPILER="$cxx" \
+  -C cmake.define.TK_WERROR=ON -C cmake.define.TK_CUDA="$cuda" .
 KERAS_BACKEND=numpy build-py-venv/bin/python -m pytest -q python/tests
 echo "   (Python package and its tests: $((SECONDS - step_start)) s)"
 
