@@ -166,3 +166,25 @@ def test_second_fit_continues_the_optimizer_state():
     assert int(np.asarray(a.optimizer.iterations)) == int(np.asarray(b.optimizer.iterations)) == 12
     for wa, wb in zip(a.get_weights(), b.get_weights()):
         np.testing.assert_allclose(wa, wb, rtol=0, atol=1e-6)
+
+
+def test_ctrl_c_stops_at_a_step_boundary_with_the_trained_weights():
+    import os
+    import signal
+    import threading
+
+    model = make_mlp()
+    x, y = make_data()
+    before = [w.copy() for w in model.get_weights()]
+    timer = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            tk.fit(model, x, y, batch_size=16, epochs=100000, verbose=0)  # far longer than 0.5 s
+    finally:
+        timer.cancel()
+    steps = int(np.asarray(model.optimizer.iterations))
+    assert steps > 0, "the steps that ran before the interrupt were written back"
+    assert any(not np.array_equal(a, b) for a, b in zip(model.get_weights(), before))
+    # Consistent: the weights are those of `steps` steps, which Keras and trainkit predict alike.
+    np.testing.assert_allclose(model.predict(x, verbose=0), tk.predict(model, x), rtol=0, atol=1e-6)
