@@ -33,7 +33,7 @@ cmake --build build-ci -j"$jobs"
 (cd build-ci && ctest --output-on-failure -j"$jobs")
 
 echo "== Python package: pip install . into a virtual environment, then its tests (pytest, Keras 3's numpy backend)"
-# As README.md says (pip install .), plus: the build folder build-py kept between runs, warnings as errors and the
+# As README.md says (pip install .), plus (--config-settings: Debian 12's pip 23.0 has no -C): the build folder build-py kept between runs, warnings as errors and the
 # CUDA setting of build-ci, so that ccache has every library object from the build above. Keras' numpy backend
 # imports jax and scipy; never TensorFlow or PyTorch here.
 step_start=$SECONDS
@@ -43,8 +43,8 @@ build-py-venv/bin/pip install -q pytest keras jax scipy
 # The compiler build-ci used, by the same name: scikit-build-core would take Python's (x86_64-linux-gnu-g++ on
 # Debian), the same binary, but ccache keys on the name too.
 cxx="$(sed -n 's/^CMAKE_CXX_COMPILER:FILEPATH=//p' build-ci/CMakeCache.txt)"
-build-py-venv/bin/pip install -q -C build-dir=build-py -C cmake.define.CMAKE_CXX_COMPILER="$cxx" \
-  -C cmake.define.TK_WERROR=ON -C cmake.define.TK_CUDA="$cuda" .
+build-py-venv/bin/pip install -q --config-settings=build-dir=build-py --config-settings=cmake.define.CMAKE_CXX_COMPILER="$cxx" \
+  --config-settings=cmake.define.TK_WERROR=ON --config-settings=cmake.define.TK_CUDA="$cuda" .
 KERAS_BACKEND=numpy build-py-venv/bin/python -m pytest -q python/tests
 echo "   (Python package and its tests: $((SECONDS - step_start)) s)"
 
