@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Sets everything up and runs the test suite: a Release build with warnings as errors, an AddressSanitizer +
+# Sets everything up and runs the test suite: a Release build with warnings as errors, the Python package (pip install
+# ., pytest), an AddressSanitizer +
 # UndefinedBehaviorSanitizer build, the input pipeline's tests under ThreadSanitizer, and every parser's
 # fuzz target for a bounded time (tools/run_fuzz.sh). Also checks formatting.
 set -euo pipefail
