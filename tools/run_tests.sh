@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Sets everything up and runs the test suite: a Release build with warnings as errors, an AddressSanitizer +
+# Sets everything up and runs the test suite: a Release build with warnings as errors, the Python package (pip install
+# ., pytest), an AddressSanitizer +
 # UndefinedBehaviorSanitizer build, the input pipeline's tests under ThreadSanitizer, and every parser's
 # fuzz target for a bounded time (tools/run_fuzz.sh). Also checks formatting.
 set -euo pipefail
@@ -25,9 +26,28 @@ echo "== Release build, warnings as errors"
 cuda=AUTO
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then cuda=ON; fi
 echo "   (TK_CUDA=$cuda)"
+# ccache: the Python package's build (below) compiles the same library objects with the same flags, and takes them
+# from the cache this build fills.
+export CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_CUDA_COMPILER_LAUNCHER=ccache
 cmake -S . -B build-ci -DCMAKE_BUILD_TYPE=Release -DTK_WERROR=ON -DTK_CUDA="$cuda" >/dev/null
 cmake --build build-ci -j"$jobs"
 (cd build-ci && ctest --output-on-failure -j"$jobs")
+
+echo "== Python package: pip install . into a virtual environment, then its tests (pytest, Keras 3's numpy backend)"
+# As README.md says (pip install .), plus (--config-settings: Debian 12's pip 23.0 has no -C): the build folder build-py kept between runs, warnings as errors and the
+# CUDA setting of build-ci, so that ccache has every library object from the build above. Keras' numpy backend
+# imports jax and scipy; never TensorFlow or PyTorch here.
+step_start=$SECONDS
+rm -rf build-py-venv
+python3 -m venv build-py-venv
+build-py-venv/bin/pip install -q pytest keras jax scipy
+# The compiler build-ci used, by the same name: scikit-build-core would take Python's (x86_64-linux-gnu-g++ on
+# Debian), the same binary, but ccache keys on the name too.
+cxx="$(sed -n 's/^CMAKE_CXX_COMPILER:FILEPATH=//p' build-ci/CMakeCache.txt)"
+build-py-venv/bin/pip install -q --config-settings=build-dir=build-py --config-settings=cmake.define.CMAKE_CXX_COMPILER="$cxx" \
+  --config-settings=cmake.define.TK_WERROR=ON --config-settings=cmake.define.TK_CUDA="$cuda" .
+KERAS_BACKEND=numpy build-py-venv/bin/python -m pytest -q python/tests
+echo "   (Python package and its tests: $((SECONDS - step_start)) s)"
 
 echo "== install and build examples/ as an outside project"
 step_start=$SECONDS

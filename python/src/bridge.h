@@ -1,0 +1,61 @@
+// A trainkit model made from a Keras model's config (the JSON a .keras file's config.json holds: model.to_json()),
+// with what the Python bridge (trainkit/keras_bridge.py) needs: weights in and out in trainkit's layer order, the
+// optimizer's variables in Keras' order, fit / evaluate / predict on NumPy arrays, and the memory plan.
+#pragma once
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "arrays.h"
+#include "trainkit/nn/model.h"
+
+namespace tkpy {
+
+struct FitArgs {
+  int64_t batch_size = 32;  // tk::kAutoBatchSize for "auto"
+  int epochs = 1;
+  int verbose = -1;
+  float validation_split = 0.0f;
+  bool shuffle = true;
+  int initial_epoch = 0;
+  uint64_t seed = 0;
+};
+
+class Bridge {
+ public:
+  // Builds the model, and compiles it from the config's compile_config when `compile` (InvalidArgument when the
+  // config has none: an uncompiled Keras model). `label` names the model in every error.
+  Bridge(const std::string& config_json, const std::string& label, bool compile);
+  void set_device(const std::string& device);
+  void set_dtype_policy(const std::string& policy) { model_->set_dtype_policy(policy); }
+  bool compiled() const { return model_->optimizer() != nullptr; }
+  // Per layer with weights, in trainkit's order (Model::get_weights): (layer name, [weight shapes]).
+  nb::list weight_layout() const;
+  std::vector<nb::object> get_weights() const;
+  void set_weights(const std::vector<HostArray>& weights);
+  // The optimizer's variables as Keras 3 lists them (optimizer.variables: iterations, learning_rate, then the slots
+  // in Keras' order), as a .keras file's optimizer/vars hold them; None under loss scaling (not bridged).
+  nb::object optimizer_variables() const;
+  // The other way: Keras' optimizer.variables into the trainkit optimizer (so a second tk.fit continues the first's
+  // Adam moments and iteration count), checked as a .keras file's optimizer state is (FormatError names what differs).
+  void set_optimizer_variables(const std::vector<HostArray>& values);
+  // The History's (epoch list, history dict, params dict). Interrupted (KeyboardInterrupt) when a signal arrived:
+  // training stops after the step in progress, the model holds that step's weights.
+  nb::tuple fit(const std::vector<HostArray>& x, const std::vector<HostArray>& y, const FitArgs& args,
+                const std::optional<std::pair<std::vector<HostArray>, std::vector<HostArray>>>& validation_data);
+  nb::dict evaluate(const std::vector<HostArray>& x, const std::vector<HostArray>& y, int64_t batch_size);
+  std::vector<nb::object> predict(const std::vector<HostArray>& x, int64_t batch_size);
+  tk::MemoryPlan memory_plan(int64_t batch_size) { return model_->memory_plan(batch_size); }
+  int64_t largest_batch_that_fits(size_t bytes, int64_t cap) { return model_->largest_batch_that_fits(bytes, cap); }
+  std::string summary() const;
+
+ private:
+  std::unique_ptr<tk::Model> model_;
+};
+
+}  // namespace tkpy

@@ -1,0 +1,63 @@
+// trainkit._trainkit: the native half of the Python package (python/trainkit/ is the other half). The Keras bridge
+// (Bridge), the memory plan, byte sizes and trainkit's errors as Python exceptions.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "bridge.h"
+#include "errors.h"
+#include "trainkit/runtime/memory.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+NB_MODULE(_trainkit, m) {
+  m.doc() = "trainkit's native module (use the trainkit package: import trainkit as tk)";
+  tkpy::register_errors(m);
+  m.attr("AUTO_BATCH_SIZE") = tk::kAutoBatchSize;
+
+  m.def("parse_bytes", &tk::config::parse_bytes, "text"_a,
+        "Bytes from '1.5GiB', '512MB' or '1024' (KB/MB/GB: powers of 1000; KiB/MiB/GiB: of 1024).");
+  m.def("format_bytes", &tk::config::format_bytes, "bytes"_a);
+
+  nb::class_<tk::MemoryPlan>(m, "MemoryPlan", "The memory one training step takes, planned before anything runs.")
+      .def_ro("batch_size", &tk::MemoryPlan::batch_size)
+      .def_ro("weights", &tk::MemoryPlan::weights)
+      .def_ro("optimizer_state", &tk::MemoryPlan::optimizer_state)
+      .def_ro("arena", &tk::MemoryPlan::arena)
+      .def_ro("workspace", &tk::MemoryPlan::workspace)
+      .def_ro("total", &tk::MemoryPlan::total)
+      .def_ro("dtype_policy", &tk::MemoryPlan::dtype_policy)
+      .def("to_string", &tk::MemoryPlan::to_string)
+      .def("svg", &tk::MemoryPlan::svg)
+      .def("__str__", &tk::MemoryPlan::to_string);
+
+  nb::class_<tkpy::FitArgs>(m, "FitArgs")
+      .def(nb::init<>())
+      .def_rw("batch_size", &tkpy::FitArgs::batch_size)
+      .def_rw("epochs", &tkpy::FitArgs::epochs)
+      .def_rw("verbose", &tkpy::FitArgs::verbose)
+      .def_rw("validation_split", &tkpy::FitArgs::validation_split)
+      .def_rw("shuffle", &tkpy::FitArgs::shuffle)
+      .def_rw("initial_epoch", &tkpy::FitArgs::initial_epoch)
+      .def_rw("seed", &tkpy::FitArgs::seed);
+
+  nb::class_<tkpy::Bridge>(m, "Bridge", "A trainkit model built from a Keras model's config (model.to_json()).")
+      .def(nb::init<const std::string&, const std::string&, bool>(), "config_json"_a, "label"_a, "compile"_a)
+      .def("set_device", &tkpy::Bridge::set_device, "device"_a)
+      .def("set_dtype_policy", &tkpy::Bridge::set_dtype_policy, "policy"_a)
+      .def_prop_ro("compiled", &tkpy::Bridge::compiled)
+      .def("weight_layout", &tkpy::Bridge::weight_layout)
+      .def("get_weights", &tkpy::Bridge::get_weights)
+      .def("set_weights", &tkpy::Bridge::set_weights, "weights"_a)
+      .def("optimizer_variables", &tkpy::Bridge::optimizer_variables)
+      .def("set_optimizer_variables", &tkpy::Bridge::set_optimizer_variables, "values"_a)
+      .def("fit", &tkpy::Bridge::fit, "x"_a, "y"_a, "args"_a, "validation_data"_a = nb::none())
+      .def("evaluate", &tkpy::Bridge::evaluate, "x"_a, "y"_a, "batch_size"_a)
+      .def("predict", &tkpy::Bridge::predict, "x"_a, "batch_size"_a)
+      .def("memory_plan", &tkpy::Bridge::memory_plan, "batch_size"_a)
+      .def("largest_batch_that_fits", &tkpy::Bridge::largest_batch_that_fits, "bytes"_a, "cap"_a)
+      .def("summary", &tkpy::Bridge::summary);
+}

@@ -1,0 +1,44 @@
+"""trainkit from Python.
+
+    import keras, trainkit as tk
+    history = tk.fit(keras_model, x_train, y_train, batch_size=128, epochs=10, validation_split=0.1)
+    keras_model.predict(x_test)          # the Keras model holds the weights trainkit trained
+
+docs/python.md says what each function does (and what it does not do yet).
+"""
+
+import os as _os
+from pathlib import Path as _Path
+
+# The process libhdf5 reads files in (src/data/hdf5_isolation.h) is installed beside the CLI, not beside Python.
+_helper = _Path(__file__).resolve().parent / "bin" / "trainkit-hdf5-helper"
+if _helper.is_file():
+    _os.environ.setdefault("TK_HDF5_HELPER", str(_helper))
+
+from ._trainkit import (  # noqa: E402
+    Error,
+    FormatError,
+    MemoryPlan,
+    OutOfMemoryError,
+    UnsupportedError,
+    format_bytes,
+    parse_bytes,
+)
+from .keras_bridge import Plan, evaluate, fit, plan, predict  # noqa: E402
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Error",
+    "FormatError",
+    "MemoryPlan",
+    "OutOfMemoryError",
+    "Plan",
+    "UnsupportedError",
+    "evaluate",
+    "fit",
+    "format_bytes",
+    "parse_bytes",
+    "plan",
+    "predict",
+]
