@@ -547,9 +547,11 @@ TEST(CliMemory, PlanBatchSizeAutoPlansTheLargestBatchThatFits) {
   EXPECT_CONTAINS(r.out, "Memory plan of one training step, batch size " + std::to_string(best));
   EXPECT_CONTAINS(
       r.out, "Batch " + std::to_string(best) + " fits; the largest batch that fits is " + std::to_string(best) + ".");
-  const Result bad = run_cli("plan --batch-size lots");
-  EXPECT_NE(bad.code, 0);
-  EXPECT_CONTAINS(bad.err, "--batch-size must be a positive integer or \"auto\", got lots");
+  expect_usage_error(run_cli("plan --batch-size lots"), {"--batch-size: 'lots' is not an integer (or \"auto\")"},
+                     "trainkit plan");
+  const Result zero = run_cli("plan --batch-size 0");
+  EXPECT_NE(zero.code, 0);
+  EXPECT_CONTAINS(zero.err, "--batch-size must be a positive integer or \"auto\", got 0");
 }
 
 TEST(CliMemory, TwoProcessesWithFractionBudgetsBothFinishUnderBudget) {

@@ -140,6 +140,26 @@ std::unique_ptr<Model> zoo_model(const std::string& name) {
   return model;
 }
 
+// keras.applications' EfficientNet initializes with VarianceScaling(2, fan_out, truncated_normal): read from a config
+// as written by Keras 3.15.1, and written back as the same object.
+TEST(KerasInitializers, VarianceScalingRoundTripsThroughAConfig) {
+  const io::keras::json conv = io::keras::json::parse(R"({"module": "keras.layers", "class_name": "Conv2D",
+    "config": {"name": "stem_conv", "trainable": true, "dtype": {"module": "keras", "class_name": "DTypePolicy",
+    "config": {"name": "float32"}, "registered_name": null}, "filters": 32, "kernel_size": [3, 3], "strides": [2, 2],
+    "padding": "valid", "data_format": "channels_last", "dilation_rate": [1, 1], "groups": 1, "activation": "linear",
+    "use_bias": false, "kernel_initializer": {"module": "keras.initializers", "class_name": "VarianceScaling",
+    "config": {"scale": 2.0, "mode": "fan_out", "distribution": "truncated_normal", "seed": null},
+    "registered_name": null}, "bias_initializer": {"module": "keras.initializers", "class_name": "Zeros", "config": {},
+    "registered_name": null}, "kernel_regularizer": null, "bias_regularizer": null, "activity_regularizer": null,
+    "kernel_constraint": null, "bias_constraint": null}, "registered_name": null})");
+  const LayerPtr layer = io::keras::layer_from_json(conv, "test");
+  const io::keras::json back = io::keras::layer_to_json(*layer);
+  EXPECT_EQ(back.at("config").at("kernel_initializer"), conv.at("config").at("kernel_initializer"));
+  io::keras::json bad = conv;
+  bad["config"]["kernel_initializer"]["config"]["mode"] = "fan_sideways";
+  EXPECT_THROW(io::keras::layer_from_json(bad, "test"), FormatError);
+}
+
 // ~1 min in Release for the four models: ctest runs it once, as keras_model_zoo (label slow: Release CI only; the
 // sanitizer pass skips it), and the copy gtest_discover_tests registers skips unless TK_SLOW_TESTS is set.
 class ModelZoo : public ::testing::TestWithParam<std::string> {};
@@ -198,7 +218,8 @@ TEST_P(ModelZoo, MatchesThePeerTrainsAndRoundTrips) {
   EXPECT_EQ(verdict[name].at("keras_loaded_trainkit_file"), "ok") << name;
 }
 
-INSTANTIATE_TEST_SUITE_P(Applications, ModelZoo, ::testing::Values("resnet50", "resnet50v2", "densenet121", "vgg16"),
+INSTANTIATE_TEST_SUITE_P(Applications, ModelZoo,
+                         ::testing::Values("resnet50", "resnet50v2", "densenet121", "vgg16", "mobilenetv2"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -262,6 +262,32 @@ TEST(ModelApiInit, NamedInitializers) {
   EXPECT_THROW(layers::Dense(3, "linear", {.kernel_initializer = "nope"}), tk::InvalidArgument);
 }
 
+// Keras' VarianceScaling (keras.applications' EfficientNet: scale 2, fan_out, truncated_normal), as
+// "variance_scaling:SCALE:MODE:DISTRIBUTION": the kernel's variance is scale / fan, each distribution its own shape.
+TEST(ModelApiInit, VarianceScalingHasKerasVariance) {
+  struct Case {
+    const char* name;
+    double variance;  // scale / fan for Dense(400) on 200 inputs: fan_in 200, fan_out 400, fan_avg 300
+    double max_over_std;
+  };
+  for (const Case& c : {Case{"variance_scaling:2:fan_out:truncated_normal", 2.0 / 400, 2.0 / 0.8796},
+                        Case{"variance_scaling:0.3333333333333333:fan_out:uniform", 1.0 / 1200, std::sqrt(3.0)},
+                        Case{"variance_scaling:1:fan_avg:untruncated_normal", 1.0 / 300, 10.0},
+                        Case{"variance_scaling:1:fan_in:uniform", 1.0 / 200, std::sqrt(3.0)}}) {
+    Sequential m({layers::Input({200}), layers::Dense(400, "linear", {.kernel_initializer = c.name})});
+    const std::vector<float> k = values(m.get_weights()[0]);
+    double sum = 0, sq = 0, max_abs = 0;
+    for (float v : k) sum += v, sq += double(v) * v, max_abs = std::max(max_abs, double(std::fabs(v)));
+    const double n = double(k.size()), var = sq / n - (sum / n) * (sum / n);
+    EXPECT_NEAR(var, c.variance, 0.02 * c.variance) << c.name;                      // 80,000 draws: ~0.5% noise
+    EXPECT_LE(max_abs, c.max_over_std * std::sqrt(c.variance) * 1.0001) << c.name;  // bounded where it should be
+    EXPECT_GT(max_abs, 0.9 * std::min(c.max_over_std, 4.0) * std::sqrt(c.variance)) << c.name;
+  }
+  for (const char* bad : {"variance_scaling:0:fan_in:uniform", "variance_scaling:1:fan_x:uniform",
+                          "variance_scaling:1:fan_in:normal", "variance_scaling:2:fan_in"})
+    EXPECT_THROW(layers::Dense(3, "linear", {.kernel_initializer = bad}), tk::InvalidArgument) << bad;
+}
+
 TEST(ModelApiInit, SeedMakesWeightsReproducible) {
   auto build = [](uint64_t seed) {
     tk::utils::set_random_seed(seed);

@@ -1,6 +1,7 @@
 // trainkit plan: the memory a training step will take, and the largest batch that fits the budget.
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 
 #include "cli/commands.h"
@@ -21,6 +22,11 @@ void add_plan_command(CLI::App& app, PlanArgs& a) {
   plan->add_option("-b,--batch-size", a.batch_size,
                    "Samples per step, or \"auto\": the plan of the largest batch that fits the budget (what `trainkit "
                    "fit --batch-size auto` trains with)")
+      ->check(choice_of([](const std::string& v) {
+        char* end = nullptr;
+        if (v != "auto" && (std::strtoll(v.c_str(), &end, 10), v.empty() || *end != '\0'))
+          throw InvalidArgument("'" + v + "' is not an integer (or \"auto\")");
+      }))
       ->capture_default_str();
   plan->add_option("-o,--optimizer", a.optimizer, optimizer_names() + " (slots per weight differ)")
       ->check(choice_of([](const std::string& name) { optimizers::get(name); }))

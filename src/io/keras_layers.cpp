@@ -3,8 +3,10 @@
 // hold Keras' default (null regularizers, channels_last, ...); anything else is one error naming the layer.
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "io/keras_internal.h"
+#include "nn/layers/context.h"
 #include "nn/layers/input_layer.h"
 #include "trainkit/core/error.h"
 #include "trainkit/nn/layers.h"
@@ -48,6 +50,17 @@ json dtype_policy_json(const std::string& policy) {
 namespace {
 
 json initializer_object(const std::string& name) {
+  if (name.rfind("variance_scaling:", 0) == 0) {  // variance_scaling:SCALE:MODE:DISTRIBUTION (nn/layers/initializers)
+    const size_t a = name.find(':'), b = name.find(':', a + 1), c = name.find(':', b + 1);
+    const json config = {{"scale", std::stod(name.substr(a + 1, b - a - 1))},
+                         {"mode", name.substr(b + 1, c - b - 1)},
+                         {"distribution", name.substr(c + 1)},
+                         {"seed", nullptr}};
+    return {{"module", "keras.initializers"},
+            {"class_name", "VarianceScaling"},
+            {"config", config},
+            {"registered_name", nullptr}};
+  }
   for (const auto& [cls, n] : initializer_classes())
     if (n == name) {
       json config = json::object();
@@ -163,11 +176,28 @@ class Opts {
     if (!v->is_object() || !v->contains("class_name") || !(*v)["class_name"].is_string())
       bad(key, "must be an initializer object, got " + v->dump());
     const std::string cls = (*v)["class_name"].get<std::string>();
+    if (cls == "VarianceScaling") {  // keras.applications' EfficientNet: scale 2, fan_out, truncated_normal
+      const json c = v->contains("config") ? (*v)["config"] : json::object();
+      const json scale = c.value("scale", json(1.0));
+      const std::string mode = c.value("mode", std::string("fan_in"));
+      const std::string dist = c.value("distribution", std::string("truncated_normal"));
+      if (!scale.is_number()) bad(key, "VarianceScaling's scale must be a number, got " + scale.dump());
+      std::ostringstream name;
+      name.precision(17);
+      name << "variance_scaling:" << scale.get<double>() << ":" << mode << ":"
+           << (dist == "normal" ? "truncated_normal" : dist);  // Keras 2 spelled the truncated one "normal"
+      try {
+        nn::check_initializer(name.str());
+      } catch (const InvalidArgument& e) {
+        bad(key, e.what());
+      }
+      return name.str();
+    }
     auto it = initializer_classes().find(cls);
     if (it == initializer_classes().end())
       unsupported(key,
                   "initializers: GlorotUniform, GlorotNormal, HeNormal, HeUniform, LecunNormal, LecunUniform, "
-                  "Zeros, Ones, RandomNormal, RandomUniform");
+                  "Zeros, Ones, RandomNormal, RandomUniform, VarianceScaling");
     return it->second;
   }
   void channels_last() {

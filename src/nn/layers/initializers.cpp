@@ -1,9 +1,15 @@
 // Keras initializers. Variance-scaling ones use Keras' truncated normal (resampled beyond 2 stddev,
-// stddev corrected by 0.87962566103423978 so the variance is the requested one).
+// stddev corrected by 0.87962566103423978 so the variance is the requested one). Keras' VarianceScaling with its
+// own parameters is the name "variance_scaling:SCALE:MODE:DISTRIBUTION" (e.g. EfficientNet's
+// "variance_scaling:2:fan_out:truncated_normal"; MODE fan_in, fan_out or fan_avg; DISTRIBUTION truncated_normal,
+// untruncated_normal or uniform).
 #include <cmath>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "nn/layers/context.h"
 #include "trainkit/core/error.h"
@@ -38,14 +44,44 @@ void uniform(float* p, int64_t n, double limit, std::mt19937_64& gen) {
 
 const char* const kNames[] = {"glorot_uniform", "glorot_normal", "he_normal", "he_uniform",    "lecun_normal",
                               "lecun_uniform",  "zeros",         "ones",      "random_normal", "random_uniform"};
+struct VarianceScaling {
+  double scale;
+  std::string mode, distribution;
+};
+
+// "variance_scaling:SCALE:MODE:DISTRIBUTION", or nullopt for another name; malformed: InvalidArgument.
+std::optional<VarianceScaling> variance_scaling(const std::string& name) {
+  const std::string prefix = "variance_scaling:";
+  if (name.rfind(prefix, 0) != 0) return std::nullopt;
+  std::vector<std::string> f;
+  for (size_t at = prefix.size();;) {
+    const size_t colon = name.find(':', at);
+    f.push_back(name.substr(at, colon == std::string::npos ? std::string::npos : colon - at));
+    if (colon == std::string::npos) break;
+    at = colon + 1;
+  }
+  char* end = nullptr;
+  const double scale = f.empty() ? 0.0 : std::strtod(f[0].c_str(), &end);
+  const bool ok = f.size() == 3 && !f[0].empty() && *end == '\0' && scale > 0.0 &&
+                  (f[1] == "fan_in" || f[1] == "fan_out" || f[1] == "fan_avg") &&
+                  (f[2] == "truncated_normal" || f[2] == "untruncated_normal" || f[2] == "uniform");
+  if (!ok)
+    throw InvalidArgument("initializer '" + name +
+                          "': expected variance_scaling:SCALE:MODE:DISTRIBUTION with SCALE > 0, MODE fan_in, fan_out "
+                          "or fan_avg, DISTRIBUTION truncated_normal, untruncated_normal or uniform");
+  return VarianceScaling{scale, f[1], f[2]};
+}
+
 }  // namespace
 
 void check_initializer(const std::string& name) {
+  if (variance_scaling(name)) return;
   for (const char* k : kNames)
     if (name == k) return;
   throw InvalidArgument("unknown initializer '" + name +
                         "' (expected one of glorot_uniform, glorot_normal, he_normal, he_uniform, lecun_normal, "
-                        "lecun_uniform, zeros, ones, random_normal, random_uniform)");
+                        "lecun_uniform, zeros, ones, random_normal, random_uniform, or "
+                        "variance_scaling:SCALE:MODE:DISTRIBUTION)");
 }
 
 void initialize(Tensor& t, const std::string& name, int64_t fan_in, int64_t fan_out, uint64_t seed) {
@@ -56,7 +92,18 @@ void initialize(Tensor& t, const std::string& name, int64_t fan_in, int64_t fan_
   const double fi = static_cast<double>(std::max<int64_t>(fan_in, 1));
   const double fo = static_cast<double>(std::max<int64_t>(fan_out, 1));
   constexpr double kTruncCorrection = 0.87962566103423978;
-  if (name == "zeros" || name == "ones") {
+  if (const std::optional<VarianceScaling> vs = variance_scaling(name)) {  // Keras 3's VarianceScaling.__call__
+    const double fan = vs->mode == "fan_in" ? fi : vs->mode == "fan_out" ? fo : (fi + fo) / 2.0;
+    const double scale = vs->scale / std::max(1.0, fan);
+    if (vs->distribution == "truncated_normal") {
+      truncated_normal(p, n, std::sqrt(scale) / kTruncCorrection, gen);
+    } else if (vs->distribution == "untruncated_normal") {
+      std::normal_distribution<double> d(0.0, std::sqrt(scale));
+      for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(d(gen));
+    } else {
+      uniform(p, n, std::sqrt(3.0 * scale), gen);
+    }
+  } else if (name == "zeros" || name == "ones") {
     for (int64_t i = 0; i < n; ++i) p[i] = name == "ones" ? 1.0f : 0.0f;
   } else if (name == "glorot_uniform") {
     uniform(p, n, std::sqrt(6.0 / (fi + fo)), gen);
