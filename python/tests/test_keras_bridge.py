@@ -205,11 +205,17 @@ def test_ctrl_c_stops_at_a_step_boundary_with_the_trained_weights(monkeypatch):
             time.sleep(0.3)
             os.kill(os.getpid(), signal.SIGINT)
 
+    # A process started in the background by a non-interactive shell inherits SIGINT ignored (as CI may start this
+    # one), and Python then installs no handler: give SIGINT Python's own for this test.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     sender = threading.Thread(target=interrupt, daemon=True)
     sender.start()
-    with pytest.raises(KeyboardInterrupt):
-        tk.fit(model, x, y, batch_size=16, epochs=100000, verbose=0)  # far longer than 0.3 s
-    sender.join()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            tk.fit(model, x, y, batch_size=16, epochs=100000, verbose=0)  # far longer than 0.3 s
+    finally:
+        sender.join()
+        signal.signal(signal.SIGINT, previous)
     steps = int(np.asarray(model.optimizer.iterations))
     assert steps > 0, "the steps that ran before the interrupt were written back"
     assert any(not np.array_equal(a, b) for a, b in zip(model.get_weights(), before))
