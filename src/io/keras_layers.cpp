@@ -1,6 +1,7 @@
 // Layers <-> Keras 3 layer objects ({"module": "keras.layers", "class_name", "config", "registered_name"}).
 // Loading accepts exactly what trainkit implements: every key of a layer's config is either read, or must
 // hold Keras' default (null regularizers, channels_last, ...); anything else is one error naming the layer.
+#include <array>
 #include <map>
 #include <set>
 #include <sstream>
@@ -161,6 +162,28 @@ class Opts {
     std::vector<int64_t> p = ints(key);
     if (p.size() != 2) bad(key, "must be an integer or a (before, after) pair, got " + v->dump());
     return {p[0], p[1]};
+  }
+  // Keras' 2D padding / cropping spec: an int, (h, w), or ((top, bottom), (left, right)) -> {top, bottom, left, right}.
+  std::array<int64_t, 4> sides(const std::string& key, int64_t def) {
+    const json* p = get(key);
+    if (!p) return {def, def, def, def};
+    if (p->is_number_integer()) {
+      const int64_t v = p->get<int64_t>();
+      return {v, v, v, v};
+    }
+    auto fail = [&] { bad(key, "must be an int, (h, w) or ((top, bottom), (left, right)), got " + p->dump()); };
+    if (!p->is_array() || p->size() != 2) fail();
+    if ((*p)[0].is_number_integer() && (*p)[1].is_number_integer()) {
+      const int64_t h = (*p)[0].get<int64_t>(), w = (*p)[1].get<int64_t>();
+      return {h, h, w, w};
+    }
+    std::array<int64_t, 4> v{};
+    for (int i = 0; i < 2; ++i) {
+      const json& pair = (*p)[static_cast<size_t>(i)];
+      if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number_integer() || !pair[1].is_number_integer()) fail();
+      v[2 * i] = pair[0].get<int64_t>(), v[2 * i + 1] = pair[1].get<int64_t>();
+    }
+    return v;
   }
   std::string activation(const std::string& key = "activation") {
     const json* v = get(key);
@@ -406,20 +429,8 @@ LayerPtr make_layer(const std::string& cls, Opts& o, const std::string& name, co
   }
   if (cls == "ZeroPadding2D") {
     o.channels_last();
-    const json* p = o.get("padding");
-    if (!p) return ZeroPadding2D(Size2(1), name);
-    if (p->is_number_integer()) return ZeroPadding2D(Size2(p->get<int64_t>()), name);
-    auto bad = [&] { o.bad("padding", "must be an int, (h, w) or ((top, bottom), (left, right)), got " + p->dump()); };
-    if (!p->is_array() || p->size() != 2) bad();
-    if ((*p)[0].is_number_integer() && (*p)[1].is_number_integer())
-      return ZeroPadding2D(Size2((*p)[0].get<int64_t>(), (*p)[1].get<int64_t>()), name);
-    int64_t v[4];
-    for (int i = 0; i < 2; ++i) {
-      const json& pair = (*p)[static_cast<size_t>(i)];
-      if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number_integer() || !pair[1].is_number_integer()) bad();
-      v[2 * i] = pair[0].get<int64_t>(), v[2 * i + 1] = pair[1].get<int64_t>();
-    }
-    return ZeroPadding2D(v[0], v[1], v[2], v[3], name);
+    const auto [top, bottom, left, right] = o.sides("padding", 1);
+    return ZeroPadding2D(top, bottom, left, right, name);
   }
   if (cls == "UpSampling2D") {
     const Size2 size = o.pair("size", Size2(2));
@@ -530,20 +541,8 @@ LayerPtr make_layer(const std::string& cls, Opts& o, const std::string& name, co
   if (cls == "Identity") return Identity(name);
   if (cls == "Cropping2D") {
     o.channels_last();
-    const json* c = o.get("cropping");
-    if (!c) return Cropping2D(Size2(0), name);
-    if (c->is_number_integer()) return Cropping2D(Size2(c->get<int64_t>()), name);
-    auto bad = [&] { o.bad("cropping", "must be an int, (h, w) or ((top, bottom), (left, right)), got " + c->dump()); };
-    if (!c->is_array() || c->size() != 2) bad();
-    if ((*c)[0].is_number_integer() && (*c)[1].is_number_integer())
-      return Cropping2D(Size2((*c)[0].get<int64_t>(), (*c)[1].get<int64_t>()), name);
-    int64_t v[4];
-    for (int i = 0; i < 2; ++i) {
-      const json& pair = (*c)[static_cast<size_t>(i)];
-      if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number_integer() || !pair[1].is_number_integer()) bad();
-      v[2 * i] = pair[0].get<int64_t>(), v[2 * i + 1] = pair[1].get<int64_t>();
-    }
-    return Cropping2D(v[0], v[1], v[2], v[3], name);
+    const auto [top, bottom, left, right] = o.sides("cropping", 0);
+    return Cropping2D(top, bottom, left, right, name);
   }
   if (cls == "Normalization") {
     NormalizationOptions n;
