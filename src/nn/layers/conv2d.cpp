@@ -15,12 +15,7 @@ class Conv2DLayer final : public Layer {
       : Layer("conv2d", o.name), filters_(filters), k_(k), activation_(std::move(activation)), o_(std::move(o)) {
     if (filters <= 0)
       throw InvalidArgument("Conv2D '" + name + "': filters must be positive, got " + std::to_string(filters));
-    nn::check_positive(*this, "kernel_size", k);
-    nn::check_positive(*this, "strides", o_.strides);
-    nn::check_positive(*this, "dilation_rate", o_.dilation_rate);
-    if ((o_.strides.h > 1 || o_.strides.w > 1) && (o_.dilation_rate.h > 1 || o_.dilation_rate.w > 1))
-      throw InvalidArgument("Conv2D '" + name +
-                            "': strides > 1 together with dilation_rate > 1 is not supported (as Keras)");
+    nn::check_conv_window(*this, k, o_.strides, o_.dilation_rate);
     if (o_.groups <= 0 || filters % o_.groups != 0)
       throw InvalidArgument("Conv2D '" + name + "': groups = " + std::to_string(o_.groups) +
                             " must be positive and divide filters = " + std::to_string(filters) + " (as Keras)");

@@ -24,6 +24,17 @@ inline void check_positive(const Layer& l, const char* what, layers::Size2 s) {
                           std::to_string(s.h) + ", " + std::to_string(s.w) + ")");
 }
 
+// A convolution's window options, checked as Keras checks them: kernel_size, strides and dilation_rate positive, and
+// not strides > 1 together with dilation_rate > 1.
+inline void check_conv_window(const Layer& l, layers::Size2 k, layers::Size2 strides, layers::Size2 dilation) {
+  check_positive(l, "kernel_size", k);
+  check_positive(l, "strides", strides);
+  check_positive(l, "dilation_rate", dilation);
+  if ((strides.h > 1 || strides.w > 1) && (dilation.h > 1 || dilation.w > 1))
+    throw InvalidArgument(l.class_name() + " '" + l.name +
+                          "': strides > 1 together with dilation_rate > 1 is not supported (as Keras)");
+}
+
 inline bool parse_padding(const Layer& l, const std::string& p) {
   if (p == "same") return true;
   if (p == "valid") return false;

@@ -25,12 +25,7 @@ class SeparableConv2DLayer final : public Layer {
     if (o_.depth_multiplier <= 0)
       throw InvalidArgument("SeparableConv2D '" + name + "': depth_multiplier must be positive, got " +
                             std::to_string(o_.depth_multiplier));
-    nn::check_positive(*this, "kernel_size", k);
-    nn::check_positive(*this, "strides", o_.strides);
-    nn::check_positive(*this, "dilation_rate", o_.dilation_rate);
-    if ((o_.strides.h > 1 || o_.strides.w > 1) && (o_.dilation_rate.h > 1 || o_.dilation_rate.w > 1))
-      throw InvalidArgument("SeparableConv2D '" + name +
-                            "': strides > 1 together with dilation_rate > 1 is not supported (as Keras)");
+    nn::check_conv_window(*this, k, o_.strides, o_.dilation_rate);
     same_ = nn::parse_padding(*this, o_.padding);
     nn::check_activation(activation_);
     nn::check_initializer(o_.depthwise_initializer);
