@@ -17,6 +17,7 @@
 
 #include "fixture.h"
 #include "io/keras_internal.h"
+#include "keras_weights_compare.h"
 #include "trainkit/io/keras.h"
 #include "trainkit/nn/model.h"
 
@@ -24,6 +25,7 @@ namespace tk {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::max_abs_diff;
 
 const std::string kDir = std::string(TK_SOURCE_DIR) + "/tests/fixtures/keras/zoo/";
 constexpr uint32_t kInputSeed = 1000003;  // gen_zoo.py's X_SEED
@@ -92,13 +94,6 @@ Tensor zoo_inputs(const Shape& shape) {
 float max_abs(const Tensor& t) {
   float m = 0;
   for (int64_t i = 0; i < t.numel(); ++i) m = std::max(m, std::fabs(t.data<float>()[i]));
-  return m;
-}
-
-float max_abs_diff(const Tensor& a, const Tensor& b) {
-  EXPECT_EQ(a.shape(), b.shape());
-  float m = 0;
-  for (int64_t i = 0; i < a.numel(); ++i) m = std::max(m, std::fabs(a.data<float>()[i] - b.data<float>()[i]));
   return m;
 }
 
