@@ -7,6 +7,7 @@
 // (Keras' LossScaleOptimizer, which Keras' compile adds under mixed_float16): optimizer/vars is the wrapper's, named
 // "loss_scale_optimizer" (0 its own iterations, always 0; 1 its learning rate, 0.0; 2 step_counter; 3
 // dynamic_scale; then the inner optimizer's list), and optimizer/inner_optimizer/vars the inner optimizer's list.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -91,12 +92,20 @@ H5Tree weights_to_tree(const Model& model) {
   t.attrs["vars"]["name"] = {model.name()};
   add_groups(t, "layers");
   for (const auto& [key, layer] : walk(model)) {
-    const std::string vars = "layers/" + key + "/vars";
-    add_groups(t, vars);
-    t.attrs[vars]["name"] = {layer->name};
-    for (size_t i = 0; i < layer->weights().size(); ++i)
-      t.datasets[vars + "/" + std::to_string(i)] =  // float32 shares its memory: no copy
-          to_keras_dtype(layer->weights()[i].value, layer->weights()[i].file_dtype);
+    for (const KerasGroup& g : layer->keras_groups()) {
+      const std::string vars = "layers/" + key + "/" + g.path;
+      add_groups(t, vars);
+      t.attrs[vars]["name"] = {g.name};
+    }
+    std::map<std::string, int> index;  // per group
+    for (const Weight& w : layer->weights()) {
+      const std::string vars = "layers/" + key + "/" + w.keras_vars;
+      if (!t.groups.count(vars))
+        throw Error("layer '" + layer->name + "': weight '" + w.name + "' is in group '" + w.keras_vars +
+                    "', which keras_groups() does not list");
+      t.datasets[vars + "/" + std::to_string(index[w.keras_vars]++)] =  // float32 shares its memory: no copy
+          to_keras_dtype(w.value, w.file_dtype);
+    }
   }
   if (model.optimizer()) {
     const Optimizer& opt = *model.optimizer();
@@ -184,21 +193,31 @@ void weights_from_tree(Model& model, const H5Tree& tree, const std::string& labe
   } else {
     if (!tree.groups.count("layers")) throw FormatError(label + ": no 'layers' group (not a Keras 3 weights file)");
     for (const auto& [key, layer] : walk(model)) {
-      const std::string vars = "layers/" + key + "/vars";
-      const std::vector<std::string> have = tree.children(vars);
-      const size_t want = layer->weights().size();
-      if (!tree.groups.count(vars) && want == 0) continue;
-      if (!tree.groups.count(vars))
-        throw FormatError(label + ": layer '" + layer->name + "' (" + layer->class_name() + ") has no group '/" + vars +
-                          "' (the file is for another architecture, or damaged)");
-      if (have.size() != want)
-        throw FormatError(label + ": '/" + vars + "' holds " + std::to_string(have.size()) + " variables, layer '" +
-                          layer->name + "' (" + layer->class_name() + ") has " + std::to_string(want));
-      for (size_t i = 0; i < want; ++i) {
-        const std::string path = vars + "/" + std::to_string(i);
-        const Tensor* v = tree.dataset(path);
-        if (!v) throw FormatError(label + ": variable '/" + path + "' of layer '" + layer->name + "' is missing");
-        assign.emplace_back(&layer->weights()[i], v);
+      // Weights per Keras group, in order ("vars", or a sub-object's such as "cell/vars").
+      std::vector<std::pair<std::string, std::vector<Weight*>>> groups;
+      for (Weight& w : layer->weights()) {
+        auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& p) { return p.first == w.keras_vars; });
+        if (g == groups.end()) g = groups.insert(groups.end(), {w.keras_vars, {}});
+        g->second.push_back(&w);
+      }
+      if (groups.empty()) groups.push_back({"vars", {}});  // no weights: the file must hold none either
+      for (const auto& [sub, ws] : groups) {
+        if (ws.empty() && !tree.groups.count("layers/" + key + "/" + sub)) continue;
+        const std::string vars = "layers/" + key + "/" + sub;
+        const std::vector<std::string> have = tree.children(vars);
+        if (!tree.groups.count(vars))
+          throw FormatError(label + ": layer '" + layer->name + "' (" + layer->class_name() + ") has no group '/" +
+                            vars + "' (the file is for another architecture, or damaged)");
+        if (have.size() != ws.size())
+          throw FormatError(label + ": '/" + vars + "' holds " + std::to_string(have.size()) + " variables, layer '" +
+                            layer->name + "' (" + layer->class_name() + ") has " + std::to_string(ws.size()) +
+                            (sub == "vars" ? "" : " there"));
+        for (size_t i = 0; i < ws.size(); ++i) {
+          const std::string path = vars + "/" + std::to_string(i);
+          const Tensor* v = tree.dataset(path);
+          if (!v) throw FormatError(label + ": variable '/" + path + "' of layer '" + layer->name + "' is missing");
+          assign.emplace_back(ws[i], v);
+        }
       }
     }
   }

@@ -71,6 +71,16 @@ struct Weight {
   // The variable's dtype in Keras files where Keras' is not float32 (Normalization's int32 count): held as float32
   // here, converted when read and written.
   DType file_dtype = DType::f32;
+  // The group under the layer's own group in Keras 3 weights files: "vars", or a sub-object's
+  // ("cell/vars" for an LSTM, "query_dense/vars" for MultiHeadAttention). Index = order among the layer's weights
+  // of the same group.
+  std::string keras_vars = "vars";
+};
+
+// A group Keras writes under a layer's group for one of its (sub-)objects, with its "name" attribute.
+struct KerasGroup {
+  std::string path;  // "vars", "cell/vars", "forward_layer/cell/vars"
+  std::string name;  // "lstm_cell"
 };
 
 class Layer : public std::enable_shared_from_this<Layer> {
@@ -96,6 +106,10 @@ class Layer : public std::enable_shared_from_this<Layer> {
   virtual std::string class_name() const = 0;
   // Keras' config of this layer (layer-specific keys only); empty for layers without options.
   virtual LayerConfig get_config() const { return {}; }
+  // Every "vars" group Keras 3 writes for this layer, its sub-layers' too (empty ones included: Keras' loader
+  // looks for them); the first is the layer's own "vars". Layers with nested Keras objects (LSTM's cell,
+  // MultiHeadAttention's dense layers) override it and set Weight::keras_vars.
+  virtual std::vector<KerasGroup> keras_groups() const { return {{"vars", name}}; }
   // Number of inputs the layer takes (-1 = two or more, e.g. Add).
   virtual int arity() const { return 1; }
   // Checks input shapes (batch None), creates weights on first call, returns the output shape.
