@@ -295,16 +295,21 @@ std::string cache_file() {
   return path;
 }
 
+// Reads the cache file into the registry; choices made or restored here win (caller holds the registry lock).
+void read_cache() {
+  const std::string path = cache_file();
+  if (path.empty()) return;
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  apply_choices(text, /*listed=*/true, /*override=*/false);
+}
+
 // Loads the cache once (caller holds the registry lock).
 void load_cache() {
   static bool loaded = false;
   if (loaded) return;
   loaded = true;
-  const std::string path = cache_file();
-  if (path.empty()) return;
-  std::ifstream in(path);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  apply_choices(text, /*listed=*/true, /*override=*/false);  // choices made or restored here win
+  read_cache();
 }
 
 // Appends one measured choice: a single write of a short line with O_APPEND, so concurrent processes never
@@ -458,6 +463,9 @@ void gemm(const GemmShape& s, const float* a, const float* b, const float* bias,
     std::lock_guard lock(registry_mutex());
     if (!forced_engine()) load_cache();
     entry = &registry()[key];  // std::map: stable address
+    // A shape new to this process: another process sharing the cache (a CLI child, a replica, a test) may have
+    // measured it since this one started; take its choice, so both compute the same bits.
+    if (!entry->decided && !forced_engine()) read_cache();
     if (!entry->decided) decide(key, *entry, a, b, bias, y, c, workspace);
 #ifdef TK_HAVE_ONEDNN
     if (entry->engine == GemmEngine::onednn && !entry->dnnl) {  // restored choice: build it now
