@@ -30,8 +30,12 @@ echo "   (TK_CUDA=$cuda)"
 # from the cache this build fills.
 export CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_CUDA_COMPILER_LAUNCHER=ccache
 cmake -S . -B build-ci -DCMAKE_BUILD_TYPE=Release -DTK_WERROR=ON -DTK_CUDA="$cuda" >/dev/null
+step_start=$SECONDS
 cmake --build build-ci -j"$jobs"
+echo "   (Release build: $((SECONDS - step_start)) s)"
+step_start=$SECONDS
 (cd build-ci && ctest --output-on-failure -j"$jobs")
+echo "   (Release tests: $((SECONDS - step_start)) s)"
 
 echo "== Python package: pip install . into a virtual environment, then its tests (pytest, Keras 3's numpy backend)"
 # As README.md says (pip install .), plus (--config-settings: Debian 12's pip 23.0 has no -C): the build folder build-py kept between runs, warnings as errors and the
@@ -80,13 +84,22 @@ TK_MUTATION_BUILD=build-ci TK_MUTATION_SUBSET="${TK_MUTATION_SUBSET:-3}" TK_MUTA
 echo "   (mutation check: $((SECONDS - step_start)) s)"
 
 echo "== ASan + UBSan build"
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTK_SANITIZE=ON -DTK_WERROR=ON -DTK_BUILD_BENCH=OFF >/dev/null
+# Line tables only (-g1: file and line in every report, half the compile time of full -g), the tests themselves at
+# -O1 (tests/CMakeLists.txt), and trainkit_tests as 8 gtest shards, one process each (TK_TEST_SHARDS: a sanitized
+# process start costs more than most tests).
+step_start=$SECONDS
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
+  -DTK_SANITIZE=ON -DTK_WERROR=ON -DTK_BUILD_BENCH=OFF -DTK_TEST_SHARDS=8 >/dev/null
 cmake --build build-asan -j"$jobs"
+echo "   (ASan + UBSan build: $((SECONDS - step_start)) s)"
+step_start=$SECONDS
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # (MPI tests: Open MPI's own allocations at MPI_Init read as leaks to LeakSanitizer; they run in the Release stage.)
 (cd build-asan && ctest --output-on-failure -j"$jobs" -LE "slow|mpi")
+echo "   (ASan + UBSan tests: $((SECONDS - step_start)) s)"
 
 echo "== ThreadSanitizer build: input pipeline, readers, data-parallel collectives"
+step_start=$SECONDS
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTK_TSAN=ON -DTK_WERROR=ON -DTK_BUILD_BENCH=OFF \
   -DTK_CUDA=OFF >/dev/null  # also compiles the no-CUDA branch
 cmake --build build-tsan -j"$jobs" --target trainkit_data_tests trainkit_collective_tests
@@ -94,6 +107,10 @@ TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ./build-tsan/tests/trainkit
 # Data parallel: the replicas' all-reduce group and their threads (nn/distribute/).
 TK_THREADS=1 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ./build-tsan/tests/trainkit_collective_tests
 
+echo "   (ThreadSanitizer build and tests: $((SECONDS - step_start)) s)"
+
 echo "== fuzzing every parser (${FUZZ_SECONDS:-20} s each)"
+step_start=$SECONDS
 bash tools/run_fuzz.sh
-echo "== all tests passed"
+echo "   (fuzzing: $((SECONDS - step_start)) s)"
+echo "== all tests passed in $SECONDS s"
