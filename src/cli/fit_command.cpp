@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -142,6 +143,13 @@ std::unique_ptr<Model> make_model(const std::string& model, const Shape& sample,
 }
 
 namespace {
+
+// The test line after training; a NaN prints "nan" as Keras does (printf would keep a sign bit: "-nan").
+void print_test(const Logs& test) {
+  const double loss = test.get("loss"), accuracy = test.get("accuracy");
+  std::printf("test_loss: %.4f - test_accuracy: %.4f\n", std::isnan(loss) ? std::fabs(loss) : loss,
+              std::isnan(accuracy) ? std::fabs(accuracy) : accuracy);
+}
 
 // Under an MPI launcher (`mpirun -np N trainkit fit ...`, mpiexec, srun): data parallel over the ranks, one replica
 // per process (MultiWorkerMirroredStrategy). Every rank loads the same data and trains on its rows of each global
@@ -348,7 +356,7 @@ int run_fit_data(const FitArgs& a, OptimizerPtr optimizer, int64_t batch_size, i
   if (!chief) return 0;
   if (!a.dump_weights.empty()) dump_weights(model, a.dump_weights);
   if (!a.history_json.empty()) write_history_json(history, a.history_json);
-  if (test) std::printf("test_loss: %.4f - test_accuracy: %.4f\n", test->get("loss"), test->get("accuracy"));
+  if (test) print_test(*test);
   save_model_file(model, a.save, a.verbose);
   print_peak_memory(model);
   return 0;
@@ -451,7 +459,7 @@ int run_fit(const FitArgs& a) {
   if (!chief) return 0;
   if (!a.dump_weights.empty()) dump_weights(model, a.dump_weights);
   if (!a.history_json.empty()) write_history_json(history, a.history_json);
-  std::printf("test_loss: %.4f - test_accuracy: %.4f\n", test.get("loss"), test.get("accuracy"));
+  print_test(test);
   save_model_file(model, a.save, a.verbose);
   print_peak_memory(model);
   return 0;

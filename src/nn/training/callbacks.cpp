@@ -68,7 +68,9 @@ void append_logs(char* buf, size_t cap, const Logs& logs, bool with_val) {
     if (k.rfind("input_", 0) == 0) continue;                  // stall accounting: summarized at the end of the line
     if (k.rfind("allreduce_", 0) == 0) continue;              // data parallel: summarized at the end of the line
     if (k == "loss_scale" || k == "skipped_steps") continue;  // loss scaling: shown below once a step was skipped
-    if (std::abs(v) > 1e-3 || v == 0.0)
+    if (std::isnan(v))  // "nan" as Keras prints it (printf would keep a sign bit: "-nan")
+      append(buf, cap, " - %s: nan", k.c_str());
+    else if (std::abs(v) > 1e-3 || v == 0.0)
       append(buf, cap, " - %s: %.4f", k.c_str(), v);
     else
       append(buf, cap, " - %s: %.4e", k.c_str(), v);
