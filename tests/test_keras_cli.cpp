@@ -114,6 +114,35 @@ TEST_F(KerasCli, EvaluateMatchesTheApi) {
   EXPECT_NE(r.out.find(want), std::string::npos) << "want '" << want << "' in:\n" << r.out;
 }
 
+// A model file keeps its own dtype policy in `trainkit evaluate` (and fit, predict, plan) unless --dtype-policy is
+// given: a mixed_bfloat16 file evaluates as in-process mixed_bfloat16 (its inputs staged as bfloat16), and as float32
+// only when asked.
+TEST_F(KerasCli, EvaluateKeepsTheFilesDtypePolicyUnlessOneIsGiven) {
+  std::unique_ptr<tk::Model> m = tk::models::load_model(fixture("mlp.keras"));
+  m->set_dtype_policy("mixed_bfloat16");
+  m->save(path("mlp_bf16.keras"));
+  auto line = [](const tk::Logs& logs) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "loss: %.4f - accuracy: %.4f", logs.get("loss"), logs.get("accuracy"));
+    return std::string(buf);
+  };
+  std::unique_ptr<tk::Model> bf16 = tk::models::load_model(path("mlp_bf16.keras"));
+  const std::string want_bf16 = line(bf16->evaluate(x_, y_, {.batch_size = 8}));
+  std::unique_ptr<tk::Model> f32 = tk::models::load_model(path("mlp_bf16.keras"));
+  f32->set_dtype_policy("float32");
+  const std::string want_f32 = line(f32->evaluate(x_, y_, {.batch_size = 8}));
+  const std::string staged = "each batch is converted to bfloat16 as it is staged";
+  const std::string cmd = "evaluate " + path("mlp_bf16.keras") + " --data " + path("data.csv") + " --y label -b 8";
+  CliRun r = run_cli(cmd);
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find(want_bf16), std::string::npos) << "want '" << want_bf16 << "' in:\n" << r.out;
+  EXPECT_NE(r.out.find(staged), std::string::npos) << "the file's mixed_bfloat16 is kept:\n" << r.out;
+  r = run_cli(cmd + " --dtype-policy float32");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find(want_f32), std::string::npos) << "want '" << want_f32 << "' in:\n" << r.out;
+  EXPECT_EQ(r.out.find(staged), std::string::npos) << "--dtype-policy float32 wins:\n" << r.out;
+}
+
 TEST_F(KerasCli, BadFilesAreOneErrorLine) {
   // A truncated .keras: the zip's central directory is gone.
   {

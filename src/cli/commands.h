@@ -131,7 +131,6 @@ struct PredictArgs {
   int64_t batch_size = 32;  // Keras' predict default
   int verbose = -1;         // -1: a progress bar on a terminal, one line at the end otherwise
   RunOptions run;
-  bool dtype_policy_given = false;  // else the model file's own policy
 };
 void add_predict_command(CLI::App& app, PredictArgs& args);
 int run_predict(const PredictArgs& args);

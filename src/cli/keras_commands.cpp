@@ -1,5 +1,6 @@
 // Keras files on the command line: `trainkit summary m.keras`, `trainkit evaluate m.keras --data FILE`, and
 // the helpers `trainkit fit --model m.keras` / `--save m.keras` use.
+#include <cmath>
 #include <cstdio>
 
 #include "cli/commands.h"
@@ -135,7 +136,7 @@ int run_evaluate(const EvaluateArgs& a) {
   std::string line;
   for (const auto& [k, v] : logs.items()) {
     char buf[64];
-    std::snprintf(buf, sizeof buf, "%s: %.4f", k.c_str(), v);
+    std::snprintf(buf, sizeof buf, "%s: %.4f", k.c_str(), std::isnan(v) ? std::fabs(v) : v);  // "nan", never "-nan"
     line += (line.empty() ? "" : " - ") + std::string(buf);
   }
   std::printf("%s\n", line.c_str());

@@ -86,8 +86,6 @@ void add_predict_command(CLI::App& app, PredictArgs& a) {
                 "0 silent, 1 progress bar, 2 one line at the end (default: bar on a "
                 "terminal)");
   add_run_options(p, a.run);
-  // The model's own policy (from its file) unless --dtype-policy is given.
-  p->get_option("--dtype-policy")->each([&a](const std::string&) { a.dtype_policy_given = true; });
 }
 
 int run_predict(const PredictArgs& a) {
@@ -101,8 +99,7 @@ int run_predict(const PredictArgs& a) {
   if (m->outputs().size() != 1)
     throw Unsupported("predict: " + a.model + " has " + std::to_string(m->outputs().size()) +
                       " outputs; trainkit predict writes one .npy (use Model::predict from C++ for several)");
-  m->set_device(device);
-  if (a.dtype_policy_given) m->set_dtype_policy(a.run.dtype_policy);
+  configure_model(*m, a.run, device);  // the file's own policy unless --dtype-policy is given
   const data::Dataset features = open_features_file(a.data, DataArgs{a.format, a.x, ""}, "--data");
   const int64_t samples = features.cardinality();
   const int64_t steps = samples >= 0 ? (samples + a.batch_size - 1) / a.batch_size : -1;

@@ -34,8 +34,9 @@ void add_run_options(CLI::App* command, RunOptions& o) {
   command
       ->add_option("--dtype-policy", o.dtype_policy,
                    "Keras dtype policy: float32, mixed_float16 (with dynamic loss scaling) or mixed_bfloat16: "
-                   "float32 weights, 16-bit activations")
-      ->capture_default_str();
+                   "float32 weights, 16-bit activations; a model file keeps its own unless this is given")
+      ->capture_default_str()
+      ->each([&o](const std::string&) { o.dtype_policy_given = true; });
   command->add_option(
       "--memory-limit", o.memory_limit,
       "Memory budget of the device, e.g. 512MiB or 1.5GiB (the same as TK_MEMORY_LIMIT, which it overrides)");
@@ -64,7 +65,7 @@ Device apply_run_options(const RunOptions& o) {
 
 void configure_model(Model& model, const RunOptions& o, Device device) {
   model.set_device(device);
-  model.set_dtype_policy(o.dtype_policy);
+  if (o.dtype_policy_given) model.set_dtype_policy(o.dtype_policy);
 }
 
 distribute::MirroredStrategy replicas_over(Device device, int replicas, const std::string& command,

@@ -16,6 +16,7 @@ struct RunOptions {
   std::string dtype_policy = "float32";  // Keras' policy names
   std::string memory_limit;              // e.g. 1.5GiB; the same as TK_MEMORY_LIMIT, which it overrides
   LeaseOptions lease;                    // --no-wait, --wait-timeout (cli/lease_options.h)
+  bool dtype_policy_given = false;       // --dtype-policy on the command line (else a model file keeps its own)
 };
 
 void add_run_options(CLI::App* command, RunOptions& options);
@@ -27,7 +28,8 @@ Device apply_run_options(const RunOptions& options);
 Device parse_device(const std::string& text);
 // --memory-limit's bytes ("24GiB", "1.5GB", "512MiB"); InvalidArgument naming the flag otherwise.
 size_t parse_memory_limit(const std::string& text);
-// Puts the model on the device, in the policy.
+// Puts the model on the device; in --dtype-policy's policy when it is given (a model made from a layer spec already
+// has the global policy apply_run_options set; a model file keeps its own).
 void configure_model(Model& model, const RunOptions& options, Device device);
 // --replicas N (fit, plan): the cpu split into N logical devices with equal shares of its budget, and a
 // MirroredStrategy over them (what a program that calls set_logical_device_configuration and MirroredStrategy runs);

@@ -11,6 +11,7 @@
 #include "nn/layers/input_layer.h"
 #include "nn/optimizer_rule.h"
 #include "trainkit/core/error.h"
+#include "trainkit/nn/mixed_precision.h"
 
 namespace tk::io::keras {
 
@@ -436,6 +437,16 @@ std::unique_ptr<Model> model_from_json(const json& obj, const std::string& label
       !obj["config"].is_object())
     throw FormatError(label + ": the model config has no class_name/config (not a Keras model config)");
   const std::string cls = obj["class_name"].get<std::string>();
+  // The model's own policy (Keras writes the global policy it was built under) is the global one while its layers
+  // are made: a layer that names the same policy inherits it from the model, so a later Model::set_dtype_policy
+  // (`--dtype-policy`) changes it, and only a layer that names another one (a float32 output under a mixed policy)
+  // keeps its own, as Keras' dtype= argument.
+  struct GlobalPolicy {
+    std::string before = mixed_precision::global_policy();
+    ~GlobalPolicy() { mixed_precision::set_global_policy(before); }
+  } restore;
+  const std::string policy = policy_in_config(obj["config"], label + ": the model's config");
+  if (!policy.empty()) mixed_precision::set_global_policy(policy);
   try {
     if (cls == "Sequential") return sequential_from_json(obj["config"], label);
     if (cls == "Functional" || cls == "Model") return functional_from_json(obj["config"], label);

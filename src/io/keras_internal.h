@@ -22,6 +22,9 @@ json dtype_policy_json(const std::string& policy);
 // Everything is checked (class, every option, dtype policy) before the layer is created; a layer whose policy in
 // the file differs from the global one gets it as its own (Layer::set_dtype_policy).
 LayerPtr layer_from_json(const json& obj, const std::string& label);
+// The dtype policy a layer's or model's config names ("dtype": a DTypePolicy object or a name); empty when it names
+// none. FormatError for another shape, Unsupported for a policy trainkit does not run.
+std::string policy_in_config(const json& config, const std::string& where);
 // Keras' snake_case of a class name: "BatchNormalization" -> "batch_normalization", "Conv2D" -> "conv2d".
 std::string snake_case(const std::string& class_name);
 

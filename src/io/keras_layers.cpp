@@ -756,4 +756,6 @@ LayerPtr layer_from_json(const json& obj, const std::string& label) {
   return layer;
 }
 
+std::string policy_in_config(const json& config, const std::string& where) { return check_dtype(config, where); }
+
 }  // namespace tk::io::keras
