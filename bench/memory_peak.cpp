@@ -160,12 +160,13 @@ int run_variant(const Variant& v) {
   std::printf(
       "{\"runtime\":\"trainkit\",\"model\":\"%s\",\"params\":%lld,\"batch_size\":%lld,\"steps\":%d,"
       "\"loss\":%.4f,\"plan_bytes\":%zu,\"plan\":{\"weights\":%zu,\"optimizer_state\":%zu,\"arena\":%zu,"
-      "\"gradients\":%zu,\"workspace\":%zu,\"unshared\":%zu,\"rematerialized\":%s,\"recomputed_ops\":%d},"
+      "\"gradients\":%zu,\"workspace\":%zu,\"unshared\":%zu,\"file_staging\":%zu,\"rematerialized\":%s,"
+      "\"recomputed_ops\":%d},"
       "\"measured_bytes\":%zu,\"reserved_bytes_after\":%zu,\"rss_delta_bytes\":%s,"
       "\"theoretical_min_bytes\":%zu,"
       "\"theoretical_min_formula\":\"4*(4*%lld params) + 4*(%lld*(784+sum widths) = %lld floats)\"}\n",
       v.name, static_cast<long long>(th.params), static_cast<long long>(kBatch), kSteps, loss, plan.total, plan.weights,
-      plan.optimizer_state, plan.arena, plan.gradients, plan.workspace, plan.unshared,
+      plan.optimizer_state, plan.arena, plan.gradients, plan.workspace, plan.unshared, plan.file_staging,
       plan.rematerialized ? "true" : "false", plan.recomputed_ops, measured, after.reserved,
       hwm_ok ? std::to_string(rss_delta).c_str() : "null", th.bytes, static_cast<long long>(th.params),
       static_cast<long long>(kBatch), static_cast<long long>(th.activation_floats));

@@ -2,6 +2,7 @@
 // an <svg> root in the SVG namespace, and one box per planned value at its offset over its lifetime.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -127,6 +128,11 @@ TEST(PlanSvg, TheCnnPlanHasABoxForEveryPlannedValue) {
   }
   EXPECT_EQ(boxes.size(), plan.values.size());
   for (const char* b : {"weights", "optimizer_state", "arena", "workspace"}) EXPECT_TRUE(bands.count(b)) << b;
+  // The text plan's "file staging" row, in the legend (0 on the cpu: saves and loads use each tensor's own memory).
+  const std::string staging = "file staging " + config::format_bytes(plan.file_staging);
+  EXPECT_TRUE(std::any_of(svg.begin(), svg.end(), [&](const Element& e) {
+    return e.name == "text" && e.text.rfind(staging, 0) == 0;
+  })) << staging;
   // Each box inside the arena band, its height proportional to its bytes, later lifetimes further right.
   const Element& arena = *bands.at("arena");
   const double arena_top = std::stod(arena.attrs.at("y")), arena_h = std::stod(arena.attrs.at("height"));

@@ -29,6 +29,7 @@ NB_MODULE(_trainkit, m) {
       .def_ro("arena", &tk::MemoryPlan::arena)
       .def_ro("workspace", &tk::MemoryPlan::workspace)
       .def_ro("total", &tk::MemoryPlan::total)
+      .def_ro("file_staging", &tk::MemoryPlan::file_staging)
       .def_ro("dtype_policy", &tk::MemoryPlan::dtype_policy)
       .def("to_string", &tk::MemoryPlan::to_string)
       .def("svg", &tk::MemoryPlan::svg)

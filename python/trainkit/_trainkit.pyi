@@ -22,6 +22,7 @@ class MemoryPlan:
     arena: int
     workspace: int
     total: int
+    file_staging: int
     dtype_policy: str
     def to_string(self) -> str: ...
     def svg(self) -> str: ...

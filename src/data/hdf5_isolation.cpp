@@ -156,8 +156,8 @@ std::string encode_error(const std::exception& e) {
   return std::string(1, kind) + "\n" + e.what();
 }
 
-std::string fetch_tree(const std::string& file, const std::string& label) {
-  Result r = run({"tree", file, label});
+std::string fetch_tree(const std::string& file, const std::string& label, const std::string& data_file) {
+  Result r = run({"tree", file, label, data_file});
   if (r.exit_code != 0 || r.signal != 0) rethrow(r, label);
   return std::move(r.out);
 }

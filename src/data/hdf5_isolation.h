@@ -2,7 +2,10 @@
 // files (fuzz/known_crashes/hdf5_old_format/). So libhdf5 first meets a file in `trainkit-hdf5-helper`,
 // started with posix_spawn (a fresh process image: safe however many threads the caller has):
 //   - Keras weights (.weights.h5, a .keras file's model.weights.h5, Keras 2 .h5) are read entirely in the
-//     helper, which hands back the whole tree (fetch_tree): the caller's process never calls libhdf5 on them.
+//     helper (fetch_tree): it reads each dataset through one staging buffer into a data file the caller names and
+//     answers with the tree's groups, attributes, shapes and offsets; the caller reads each dataset from that
+//     plain file into its destination and never calls libhdf5 on the weights file. The helper inherits
+//     TK_MEMORY_LIMIT and holds at most one staging buffer (io/file_staging.h) of it.
 //   - The dataset reader (hdf5.cpp) streams rows from files of any size, so it cannot be handed back whole;
 //     before the reader opens a file, the helper makes the calls the reading makes on it (open, walk every
 //     link, open and describe every dataset, check its storage, read its first and last row: preflight).
@@ -18,8 +21,9 @@
 
 namespace tk::data::hdf5_isolation {
 
-// Runs `trainkit-hdf5-helper tree <file>` and returns its output (an H5Tree, src/io/hdf5_tree.h).
-std::string fetch_tree(const std::string& file, const std::string& label);
+// Runs `trainkit-hdf5-helper tree <file> <label> <data_file>` and returns its answer (an H5Tree whose datasets are
+// in `data_file`, src/io/hdf5_tree.h).
+std::string fetch_tree(const std::string& file, const std::string& label, const std::string& data_file);
 // Checks that the dataset reader's calls on `file` do not crash libhdf5 (see above); throws what the helper
 // threw (or FormatError for a crash). Cached per (path, size, mtime, inode).
 void preflight(const std::string& file);

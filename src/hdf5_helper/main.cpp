@@ -1,5 +1,6 @@
 // trainkit-hdf5-helper: the process libhdf5 meets files in first (src/data/hdf5_isolation.h).
-//   trainkit-hdf5-helper tree FILE LABEL   the whole tree (src/io/hdf5_tree.h) on stdout, for Keras weights
+//   trainkit-hdf5-helper tree FILE LABEL DATA   the tree (src/io/hdf5_tree.h) on stdout, each dataset read through
+//                                               one staging buffer and appended to DATA: Keras weights
 //   trainkit-hdf5-helper check FILE        the dataset reader's calls on FILE; exit 0 when none crashed
 // A tk::Error is printed as the caller's protocol says (exit status 3); a crash kills only this process.
 #include <unistd.h>
@@ -70,8 +71,8 @@ int run(int argc, char** argv) {
   ::dup2(STDERR_FILENO, STDOUT_FILENO);
   const std::string mode = argc > 1 ? argv[1] : "";
   try {
-    if (mode == "tree" && argc == 4)
-      return write_all(tk::io::serialize_h5_tree(tk::io::read_h5_tree_file_in_process(argv[2], argv[3])));
+    if (mode == "tree" && argc == 5)
+      return write_all(tk::io::serialize_h5_tree(tk::io::read_h5_tree_file_in_process(argv[2], argv[3], argv[4])));
     if (mode == "check" && argc == 3) {
       try {
         check(argv[2]);
@@ -79,7 +80,7 @@ int run(int argc, char** argv) {
       }
       return 0;
     }
-    std::fprintf(stderr, "usage: trainkit-hdf5-helper tree FILE LABEL | check FILE (run by trainkit)\n");
+    std::fprintf(stderr, "usage: trainkit-hdf5-helper tree FILE LABEL DATA | check FILE (run by trainkit)\n");
     return 2;
   } catch (const std::exception& e) {
     write_all(tk::data::hdf5_isolation::encode_error(e));

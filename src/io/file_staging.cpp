@@ -1,8 +1,12 @@
 // for_each_piece: a tensor's bytes from its own memory, or through one bounded staging buffer (file_staging.h).
 #include "io/file_staging.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 
 #include "core/device_bytes.h"
 
@@ -59,6 +63,40 @@ void for_each_piece(const Tensor& t, const std::string& file, const std::string&
   for (size_t done = 0; done < total; done += bytes.capacity()) {
     const size_t n = std::min(bytes.capacity(), total - done);
     piece(bytes.range(done, n), n);
+  }
+}
+
+namespace {
+
+void pread_all(int fd, uint64_t offset, void* dst, size_t n, const std::string& file, const std::string& tensor) {
+  char* p = static_cast<char*>(dst);
+  for (size_t done = 0; done < n;) {
+    const ssize_t got = ::pread(fd, p + done, n - done, static_cast<off_t>(offset + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0)
+      throw IoError(file + ": cannot read " + tensor + " back from trainkit's temporary data file (" +
+                    (got < 0 ? std::string(std::strerror(errno)) : std::string("it ends early")) +
+                    "; check the temporary directory, TMPDIR)");
+    done += static_cast<size_t>(got);
+  }
+}
+
+}  // namespace
+
+void read_file_into(int fd, uint64_t offset, Tensor& dst, const std::string& file, const std::string& tensor) {
+  const size_t total = dst.nbytes();
+  if (total == 0) return;
+  if (dst.on_host()) {
+    pread_all(fd, offset, dst.raw(), total, file, tensor);
+    return;
+  }
+  const size_t capacity = std::min(total, file_staging_capacity());
+  Tensor staging(Shape{static_cast<int64_t>(capacity)}, DType::u8, Device::cpu(),
+                 file_owner(file, "staging for", tensor));
+  for (size_t done = 0; done < total; done += capacity) {
+    const size_t n = std::min(capacity, total - done);
+    pread_all(fd, offset + done, staging.raw(), n, file, tensor);
+    device_copy(static_cast<char*>(dst.raw()) + done, dst.device(), staging.raw(), Device::cpu(), n);
   }
 }
 

@@ -3,10 +3,13 @@
 // the cpu's budget under an owner tag naming the file and the tensor ("m.keras: staging for dense/kernel"). Saves
 // (.keras, .weights.h5, training-state backups, checkpoints) write through it, so a save needs no copy of all
 // weights or optimizer state, and an OOM while saving names the file (docs/memory.md, "Saving and loading").
+// Loading goes the other way (read_file_into): a dataset's bytes from the HDF5 helper's data file straight into its
+// destination, or through one staging buffer into a GPU's memory.
 //
 //   tk::io::for_each_piece(slot, "m.keras", "dense/kernel/slot0", [&](const void* p, size_t n) { write(p, n); });
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -53,5 +56,10 @@ class TensorBytes {
 // `piece_bytes` 0: file_staging_capacity().
 void for_each_piece(const Tensor& t, const std::string& file, const std::string& tensor,
                     const std::function<void(const void*, size_t)>& piece, size_t piece_bytes = 0);
+
+// Fills `dst` with dst.nbytes() bytes of the file `fd` from `offset`: straight into a host tensor's own memory, or
+// in pieces through one staging buffer of min(its bytes, file_staging_capacity()) into a device tensor (owner tag
+// "<file>: staging for <tensor>"). IoError naming `file` and `tensor` when the file cannot be read or ends early.
+void read_file_into(int fd, uint64_t offset, Tensor& dst, const std::string& file, const std::string& tensor);
 
 }  // namespace tk::io

@@ -1,6 +1,7 @@
-// Reads and writes whole HDF5 trees through the HDF5 C library (see hdf5_tree.h).
+// Reads HDF5 trees through the HDF5 C library, and the helper's answer (see hdf5_tree.h).
 #include "io/hdf5_tree.h"
 
+#include <fcntl.h>
 #include <hdf5.h>
 #include <unistd.h>
 
@@ -11,8 +12,12 @@
 #include <functional>
 #include <mutex>
 
+#include "core/device_bytes.h"
 #include "data/hdf5_isolation.h"
+#include "io/file_staging.h"
+#include "io/hdf5_blocks.h"
 #include "io/hdf5_handle.h"
+#include "io/temp_file.h"
 #include "runtime/device_memory.h"
 #include "trainkit/core/error.h"
 
@@ -35,7 +40,50 @@ std::vector<std::string> H5Tree::children(const std::string& group) const {
   };
   for (const std::string& g : groups) take(g);
   for (const auto& [p, t] : datasets) take(p);
+  for (const auto& [p, d] : stored) take(p);
   return {out.begin(), out.end()};
+}
+
+H5DataFile::~H5DataFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::optional<H5DatasetInfo> H5Tree::info(const std::string& path) const {
+  if (const Tensor* t = dataset(path)) return H5DatasetInfo{t->shape(), t->dtype()};
+  auto it = stored.find(path);
+  if (it == stored.end()) return std::nullopt;
+  return it->second.info;
+}
+
+void H5Tree::read_into(const std::string& path, Tensor& dst, const std::string& label) const {
+  const std::optional<H5DatasetInfo> have = info(path);
+  if (!have) throw FormatError(label + ": dataset '/" + path + "' is missing");
+  if (have->shape != dst.shape() || have->dtype != dst.dtype())
+    throw FormatError(label + ": dataset '/" + path + "' is " + have->shape.to_string() + " " +
+                      std::string(dtype_name(have->dtype)) + ", its destination " + dst.shape().to_string() + " " +
+                      std::string(dtype_name(dst.dtype())));
+  if (const Tensor* t = dataset(path)) {
+    device_copy(dst.raw(), dst.device(), t->raw(), t->device(), t->nbytes());
+    return;
+  }
+  if (!data_file) throw FormatError(label + ": dataset '/" + path + "' has no data file");
+  read_file_into(data_file->fd(), stored.at(path).offset, dst, label, path);
+}
+
+Tensor H5Tree::load(const std::string& path, const std::string& label) const {
+  if (const Tensor* t = dataset(path)) return *t;
+  const std::optional<H5DatasetInfo> have = info(path);
+  if (!have) throw FormatError(label + ": dataset '/" + path + "' is missing");
+  Tensor t(have->shape, have->dtype, Device::cpu(),
+           label + ": read of " + path);  // the owner tag names file and tensor
+  read_into(path, t, label);
+  return t;
+}
+
+void H5Tree::materialize(const std::string& label) {
+  for (const auto& [path, d] : stored) datasets[path] = load(path, label);
+  stored.clear();
+  data_file.reset();
 }
 
 std::mutex& hdf5_library_mutex() {
@@ -76,7 +124,8 @@ namespace {
 
 class Reader {
  public:
-  Reader(std::string label, H5Tree& out) : label_(std::move(label)), out_(out) {}
+  // data_fd >= 0: each dataset is read through one staging buffer and appended there (H5Tree::stored).
+  Reader(std::string label, H5Tree& out, int data_fd = -1) : label_(std::move(label)), out_(out), data_fd_(data_fd) {}
 
   void group(hid_t gid, const std::string& path) {
     out_.groups.insert(path);
@@ -195,11 +244,46 @@ class Reader {
     total_ += numel * (dt == DType::f32 ? 4 : 8);
     if (numel > kMaxTotalBytes || total_ > kMaxTotalBytes)
       throw FormatError(label_ + ": dataset '/" + path + "' would take the file's weights past 1 GiB (damaged?)");
-    Tensor t(Shape(shape), dt, Device::cpu(), label_ + ": read of " + path);  // the owner tag names file and tensor
-    if (numel > 0 &&
-        H5Dread(d, dt == DType::f32 ? H5T_NATIVE_FLOAT : H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.raw()) < 0)
-      damaged(label_, "cannot read dataset '/" + path + "'");
-    out_.datasets[path] = std::move(t);
+    const hid_t mem_type = dt == DType::f32 ? H5T_NATIVE_FLOAT : H5T_NATIVE_INT64;
+    if (data_fd_ < 0) {
+      Tensor t(Shape(shape), dt, Device::cpu(), label_ + ": read of " + path);  // the owner tag names file and tensor
+      if (numel > 0 && H5Dread(d, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.raw()) < 0)
+        damaged(label_, "cannot read dataset '/" + path + "'");
+      out_.datasets[path] = std::move(t);
+      return;
+    }
+    // Streaming: blocks of at most one staging buffer, read by hyperslab and appended to the data file.
+    out_.stored[path] = {{Shape(shape), dt}, data_size_};
+    const size_t element = dt == DType::f32 ? 4 : 8;
+    const size_t capacity = std::max(element, std::min<size_t>(numel * element, file_staging_capacity()));
+    std::vector<hsize_t> hdims(dims, dims + rank);
+    Tensor staging;  // (capacity) u8, made when the dataset has elements
+    for_each_block(hdims, element, capacity, [&](const hsize_t* start, const hsize_t* count, size_t, size_t n) {
+      if (!staging.defined())
+        staging = Tensor(Shape{static_cast<int64_t>(capacity)}, DType::u8, Device::cpu(),
+                         file_owner(label_, "staging for", path));
+      const hsize_t hn = n;
+      Handle mem(H5Screate_simple(1, &hn, nullptr), H5Sclose);
+      if (rank > 0 && H5Sselect_hyperslab(space.id, H5S_SELECT_SET, start, nullptr, count, nullptr) < 0)
+        damaged(label_, "cannot select part of dataset '/" + path + "'");
+      if (H5Dread(d, mem_type, rank > 0 ? mem.id : H5S_ALL, rank > 0 ? space.id : H5S_ALL, H5P_DEFAULT, staging.raw()) <
+          0)
+        damaged(label_, "cannot read dataset '/" + path + "'");
+      append(staging.raw(), n * element);
+    });
+  }
+
+  void append(const void* data, size_t n) {
+    const char* p = static_cast<const char*>(data);
+    for (size_t done = 0; done < n;) {
+      const ssize_t put = ::write(data_fd_, p + done, n - done);
+      if (put < 0 && errno == EINTR) continue;
+      if (put <= 0)
+        throw IoError(label_ + ": cannot write trainkit's temporary data file: " + std::strerror(errno) +
+                      " (loading needs free disk space for the file's weights in the temporary directory, TMPDIR)");
+      done += static_cast<size_t>(put);
+    }
+    data_size_ += n;
   }
 
   std::string label_;
@@ -207,19 +291,21 @@ class Reader {
   int depth_ = 0;
   int objects_ = 0;
   uint64_t total_ = 0;
+  int data_fd_ = -1;
+  uint64_t data_size_ = 0;
 };
 
-H5Tree read_open_file(const std::string& label, hid_t file) {
+H5Tree read_open_file(const std::string& label, hid_t file, int data_fd) {
   H5Tree t;
   Handle root(H5Gopen2(file, "/", H5P_DEFAULT), H5Gclose);
   if (root.id < 0) damaged(label, "cannot open the root group");
-  Reader(label, t).group(root.id, "");
+  Reader(label, t, data_fd).group(root.id, "");
   return t;
 }
 
 }  // namespace
 
-H5Tree read_h5_tree_file_in_process(const std::string& path, const std::string& label) {
+H5Tree read_h5_tree_file_in_process(const std::string& path, const std::string& label, const std::string& data_path) {
   const runtime::FileOperation op("loading " + label);  // an OOM here (the helper has the budget too) is about the file
   std::lock_guard lock(hdf5_library_mutex());
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
@@ -233,14 +319,42 @@ H5Tree read_h5_tree_file_in_process(const std::string& path, const std::string& 
   } else {
     throw IoError(label + ": cannot open: " + std::strerror(errno) + " (check the path)");
   }
+  int data_fd = -1;
+  if (!data_path.empty()) {
+    data_fd = ::open(data_path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+    if (data_fd < 0) throw IoError(label + ": cannot open the data file " + data_path + ": " + std::strerror(errno));
+  }
+  struct Close {
+    int fd;
+    ~Close() {
+      if (fd >= 0) ::close(fd);
+    }
+  } close_data{data_fd};
   Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   if (file.id < 0) damaged(label, "cannot open");
-  return read_open_file(label, file.id);
+  return read_open_file(label, file.id, data_fd);
+}
+
+H5Tree open_h5_tree_file(const std::string& path, const std::string& label) {
+  if (data::hdf5_isolation::in_process()) return read_h5_tree_file_in_process(path, label);
+  // The helper appends each dataset to this file; it is unlinked once the answer is in, and read from its open
+  // descriptor (H5DataFile) until the tree goes.
+  TempFile data("tk-h5-data", label);
+  H5Tree t = parse_h5_tree(data::hdf5_isolation::fetch_tree(path, label, data.path()), label);
+  const off_t size = ::lseek(data.fd(), 0, SEEK_END);
+  for (const auto& [p, d] : t.stored)
+    if (size < 0 || d.offset > static_cast<uint64_t>(size) ||
+        d.info.shape.numel() * static_cast<int64_t>(dtype_size(d.info.dtype)) >
+            static_cast<int64_t>(static_cast<uint64_t>(size) - d.offset))
+      throw FormatError(label + ": the HDF5 helper's answer places dataset '/" + p + "' past the end of its data file");
+  t.data_file = std::make_shared<const H5DataFile>(data.release_fd(), static_cast<uint64_t>(size < 0 ? 0 : size));
+  return t;
 }
 
 H5Tree read_h5_tree_file(const std::string& path) {
-  if (data::hdf5_isolation::in_process()) return read_h5_tree_file_in_process(path, path);
-  return parse_h5_tree(data::hdf5_isolation::fetch_tree(path, path), path);
+  H5Tree t = open_h5_tree_file(path, path);
+  t.materialize(path);
+  return t;
 }
 
 H5Tree read_h5_tree_image(const std::string& label, const void* data, size_t size) {
@@ -248,25 +362,11 @@ H5Tree read_h5_tree_image(const std::string& label, const void* data, size_t siz
   if (size < 8 || std::memcmp(data, kSignature, 8) != 0)
     throw FormatError(label + ": not an HDF5 file (no HDF5 signature at byte 0)");
   // The helper reads files: the image goes to a private temporary first.
-  std::string tmp = (std::filesystem::temp_directory_path() / "tk-h5-XXXXXX").string();
-  const int fd = ::mkstemp(tmp.data());
-  if (fd < 0) throw IoError(label + ": cannot create a temporary file: " + std::strerror(errno));
-  struct Remove {
-    std::string p;
-    ~Remove() { std::remove(p.c_str()); }
-  } remove{tmp};
-  const char* p = static_cast<const char*>(data);
-  for (size_t done = 0; done < size;) {
-    const ssize_t n = ::write(fd, p + done, size - done);
-    if (n <= 0) {
-      ::close(fd);
-      throw IoError(label + ": cannot write a temporary file " + tmp + ": " + std::strerror(errno));
-    }
-    done += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  if (data::hdf5_isolation::in_process()) return read_h5_tree_file_in_process(tmp, label);
-  return parse_h5_tree(data::hdf5_isolation::fetch_tree(tmp, label), label);
+  TempFile tmp("tk-h5", label);
+  tmp.write_all(data, size);
+  H5Tree t = open_h5_tree_file(tmp.path(), label);
+  t.materialize(label);
+  return t;
 }
 
 namespace {
@@ -279,7 +379,7 @@ void put_str(std::string& out, const std::string& s) {
 
 class In {
  public:
-  In(const std::string& b, const std::string& label) : b_(b), label_(label) {}
+  In(const std::string& b, const std::string& label, size_t start) : b_(b), label_(label), pos_(start) {}
   uint64_t u64() {
     need(8);
     uint64_t v;
@@ -317,7 +417,7 @@ class In {
   }
   const std::string& b_;
   const std::string& label_;
-  size_t pos_ = 0;
+  size_t pos_;
 };
 
 constexpr const char* kTreeMagic = "TKH5TREE1";
@@ -328,14 +428,23 @@ std::string serialize_h5_tree(const H5Tree& t) {
   std::string out = kTreeMagic;
   put_u64(out, t.groups.size());
   for (const std::string& g : t.groups) put_str(out, g);
-  put_u64(out, t.datasets.size());
-  for (const auto& [path, v] : t.datasets) {
+  // Per dataset: path, kind (0 f32 / 1 i64 with its bytes here; 2 f32 / 3 i64 stored in the data file), shape,
+  // byte count, then the bytes (held) or the offset in the data file (stored).
+  put_u64(out, t.datasets.size() + t.stored.size());
+  auto head = [&](const std::string& path, const H5DatasetInfo& info, bool stored, uint64_t nbytes) {
     put_str(out, path);
-    put_u64(out, v.dtype() == DType::i64 ? 1 : 0);
-    put_u64(out, static_cast<uint64_t>(v.shape().rank()));
-    for (int i = 0; i < v.shape().rank(); ++i) put_u64(out, static_cast<uint64_t>(v.shape()[i]));
-    put_u64(out, v.nbytes());
+    put_u64(out, (info.dtype == DType::i64 ? 1 : 0) + (stored ? 2 : 0));
+    put_u64(out, static_cast<uint64_t>(info.shape.rank()));
+    for (int i = 0; i < info.shape.rank(); ++i) put_u64(out, static_cast<uint64_t>(info.shape[i]));
+    put_u64(out, nbytes);
+  };
+  for (const auto& [path, v] : t.datasets) {
+    head(path, {v.shape(), v.dtype()}, false, v.nbytes());
     out.append(static_cast<const char*>(v.raw()), v.nbytes());
+  }
+  for (const auto& [path, d] : t.stored) {
+    head(path, d.info, true, static_cast<uint64_t>(d.info.shape.numel()) * dtype_size(d.info.dtype));
+    put_u64(out, d.offset);
   }
   put_u64(out, t.attrs.size());
   for (const auto& [object, named] : t.attrs) {
@@ -354,15 +463,15 @@ H5Tree parse_h5_tree(const std::string& bytes, const std::string& label) {
   const size_t m = std::strlen(kTreeMagic);
   if (bytes.compare(0, m, kTreeMagic) != 0)
     throw FormatError(label + ": the HDF5 helper's answer does not start with " + kTreeMagic);
-  const std::string body = bytes.substr(m);
-  In in(body, label);
+  In in(bytes, label, m);
   H5Tree t;
   for (uint64_t n = in.count(8); n > 0; --n) t.groups.insert(in.str());
   for (uint64_t n = in.count(32); n > 0; --n) {
     std::string path = in.str();
     const uint64_t kind = in.u64();
     const uint64_t rank = in.u64();
-    if (kind > 1 || rank > 8) in.bad("a dataset kind or rank out of range");
+    if (kind > 3 || rank > 8) in.bad("a dataset kind or rank out of range");
+    const bool integer = kind % 2 == 1, stored = kind >= 2;
     std::vector<int64_t> dims;
     uint64_t numel = 1;
     for (uint64_t i = 0; i < rank; ++i) {
@@ -371,9 +480,16 @@ H5Tree parse_h5_tree(const std::string& bytes, const std::string& label) {
       numel *= d;
       dims.push_back(static_cast<int64_t>(d));
     }
-    const DType dt = kind == 1 ? DType::i64 : DType::f32;
+    const DType dt = integer ? DType::i64 : DType::f32;
     const uint64_t nbytes = in.u64();
-    if (nbytes != numel * (kind == 1 ? 8 : 4)) in.bad("a dataset's byte count does not match its shape");
+    if (nbytes != numel * (integer ? 8 : 4)) in.bad("a dataset's byte count does not match its shape");
+    if (t.datasets.count(path) || t.stored.count(path)) in.bad("a dataset named twice");
+    if (stored) {  // its bytes are in the data file: the caller checks the offset against the file's size
+      const uint64_t offset = in.u64();
+      if (offset > (uint64_t{1} << 40) || nbytes > (uint64_t{1} << 40)) in.bad("a data file offset out of range");
+      t.stored[path] = {{Shape(dims), dt}, offset};
+      continue;
+    }
     if (nbytes > bytes.size()) in.bad("a dataset larger than the answer");
     Tensor v(Shape(dims), dt, Device::cpu(), label + ": read of " + path);  // the owner tag names file and tensor
     in.raw(v.raw(), nbytes);

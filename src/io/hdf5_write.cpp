@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "io/file_staging.h"
+#include "io/hdf5_blocks.h"
 #include "io/hdf5_handle.h"
 #include "io/hdf5_tree.h"
 #include "trainkit/core/error.h"
@@ -71,33 +72,15 @@ class TreeWriter {
       if (H5Dwrite(d.id, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.range(0, t.nbytes())) < 0) fail(path);
       return;
     }
-    // The first dimension k whose trailing block (d[k:]) fits the buffer; blocks of m rows along d[k-1].
-    const int rank = static_cast<int>(dims.size());
-    int k = rank;
-    size_t inner = 1;  // elements of d[k:]
-    while (k > 0 && (inner * dims[static_cast<size_t>(k - 1)]) * element <= bytes.capacity())
-      inner *= dims[static_cast<size_t>(--k)];
-    const size_t along = dims[static_cast<size_t>(k - 1)];
-    const size_t m = std::max<size_t>(1, bytes.capacity() / (inner * element));
-    size_t outer = 1;  // index tuples over d[0 : k-1]
-    for (int i = 0; i < k - 1; ++i) outer *= dims[static_cast<size_t>(i)];
-    std::vector<hsize_t> start(dims.size(), 0), count(dims.size(), 1);
-    for (int i = k; i < rank; ++i) count[static_cast<size_t>(i)] = dims[static_cast<size_t>(i)];
-    for (size_t o = 0; o < outer; ++o) {
-      for (size_t rest = o, i = static_cast<size_t>(k - 1); i-- > 0;)  // o as an index tuple over d[0 : k-1]
-        start[i] = rest % dims[i], rest /= dims[i];
-      for (size_t j = 0; j < along; j += m) {
-        const size_t rows = std::min(m, along - j);
-        start[static_cast<size_t>(k - 1)] = j;
-        count[static_cast<size_t>(k - 1)] = rows;
-        const hsize_t n = rows * inner;
-        Handle mem(H5Screate_simple(1, &n, nullptr), H5Sclose);
-        if (H5Sselect_hyperslab(space.id, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr) < 0)
-          fail(path + " (selection)");
-        const size_t offset = (o * along + j) * inner * element;
-        if (H5Dwrite(d.id, mem_type, mem.id, space.id, H5P_DEFAULT, bytes.range(offset, n * element)) < 0) fail(path);
-      }
-    }
+    for_each_block(dims, element, bytes.capacity(),
+                   [&](const hsize_t* start, const hsize_t* count, size_t offset, size_t elements) {
+                     const hsize_t n = elements;
+                     Handle mem(H5Screate_simple(1, &n, nullptr), H5Sclose);
+                     if (H5Sselect_hyperslab(space.id, H5S_SELECT_SET, start, nullptr, count, nullptr) < 0)
+                       fail(path + " (selection)");
+                     if (H5Dwrite(d.id, mem_type, mem.id, space.id, H5P_DEFAULT, bytes.range(offset, n * element)) < 0)
+                       fail(path);
+                   });
   }
 
   // One value everywhere: HDF5 writes the fill value when it allocates the dataset's space.

@@ -1,7 +1,9 @@
 // The .keras zip through libzip: read from a file or from memory, written in memory (then atomically).
 #include <zip.h>
 
+#include <algorithm>
 #include <memory>
+#include <vector>
 
 #include "io/keras_internal.h"
 #include "trainkit/core/error.h"
@@ -11,6 +13,7 @@ namespace tk::io::keras {
 namespace {
 
 constexpr zip_uint64_t kMaxMemberBytes = zip_uint64_t{1} << 31;
+constexpr zip_uint64_t kPieceBytes = zip_uint64_t{1} << 16;
 
 std::string zip_message(int code) {
   zip_error_t e;
@@ -20,11 +23,14 @@ std::string zip_message(int code) {
   return msg;
 }
 
-std::string read_member(zip_t* za, const char* name, const std::string& label, bool required) {
+// Calls `piece(bytes, n)` over a member's bytes in order, at most 64 KiB at a time; false when the member is absent
+// and not required. Checks its size, its end and its CRC.
+template <typename Piece>
+bool read_member_pieces(zip_t* za, const char* name, const std::string& label, bool required, Piece&& piece) {
   zip_stat_t st;
   zip_stat_init(&st);
   if (zip_stat(za, name, 0, &st) != 0) {
-    if (!required) return {};
+    if (!required) return false;
     throw FormatError(label + ": the archive has no member '" + name +
                       "' (a .keras file holds metadata.json, config.json and model.weights.h5)");
   }
@@ -35,15 +41,16 @@ std::string read_member(zip_t* za, const char* name, const std::string& label, b
     throw FormatError(label + ": cannot open member '" + name + "': " + zip_error_strerror(zip_get_error(za)) +
                       " (the file is damaged; save it again)");
   std::unique_ptr<zip_file_t, int (*)(zip_file_t*)> guard(f, zip_fclose);
-  std::string out(static_cast<size_t>(st.size), '\0');
+  std::vector<char> buf(static_cast<size_t>(std::min<zip_uint64_t>(st.size, kPieceBytes)) + 1);
   zip_uint64_t total = 0;
   while (total < st.size) {
-    const zip_int64_t got = zip_fread(f, out.data() + total, st.size - total);
+    const zip_int64_t got = zip_fread(f, buf.data(), std::min<zip_uint64_t>(st.size - total, buf.size() - 1));
     if (got < 0)
       throw FormatError(label + ": cannot read member '" + name + "' at byte " + std::to_string(total) + ": " +
                         zip_error_strerror(zip_file_get_error(f)) +
                         " (the file is damaged or truncated; save it again)");
     if (got == 0) break;
+    piece(buf.data(), static_cast<size_t>(got));
     total += static_cast<zip_uint64_t>(got);
   }
   if (total != st.size)
@@ -53,6 +60,12 @@ std::string read_member(zip_t* za, const char* name, const std::string& label, b
   if (zip_fread(f, &extra, 1) != 0)
     throw FormatError(label + ": cannot read member '" + name + "' to its end: " +
                       zip_error_strerror(zip_file_get_error(f)) + " (the file is damaged; save it again)");
+  return true;
+}
+
+std::string read_member(zip_t* za, const char* name, const std::string& label, bool required) {
+  std::string out;
+  read_member_pieces(za, name, label, required, [&](const char* p, size_t n) { out.append(p, n); });
   return out;
 }
 
@@ -72,7 +85,9 @@ Archive read_open(zip_t* za, const std::string& label, bool with_weights = true)
 
 }  // namespace
 
-Archive read_archive(const std::string& path, bool with_weights) {
+namespace {
+
+zip_t* open_file(const std::string& path) {
   if (FILE* f = std::fopen(path.c_str(), "rb")) {
     std::fclose(f);
   } else {
@@ -81,7 +96,18 @@ Archive read_archive(const std::string& path, bool with_weights) {
   int code = 0;
   zip_t* za = zip_open(path.c_str(), ZIP_RDONLY | ZIP_CHECKCONS, &code);
   if (!za) not_zip(path, zip_message(code));
-  return read_open(za, path, with_weights);
+  return za;
+}
+
+}  // namespace
+
+Archive read_archive(const std::string& path, bool with_weights) {
+  return read_open(open_file(path), path, with_weights);
+}
+
+void extract_weights_member(const std::string& path, TempFile& out) {
+  std::unique_ptr<zip_t, void (*)(zip_t*)> za(open_file(path), zip_discard);
+  read_member_pieces(za.get(), "model.weights.h5", path, true, [&](const char* p, size_t n) { out.write_all(p, n); });
 }
 
 Archive read_archive_bytes(const std::string& label, const void* data, size_t size) {

@@ -32,8 +32,12 @@ std::string metadata_json() {
   return m.dump();
 }
 
-io::H5Tree read_weights_member(const io::keras::Archive& a, const std::string& path) {
-  return io::read_h5_tree_image(path + ": model.weights.h5", a.weights.data(), a.weights.size());
+// The archive's model.weights.h5, streamed to a temporary file and read there by the HDF5 helper: the tree's datasets
+// stay in the helper's data file until weights_from_tree reads each into its destination.
+io::H5Tree open_weights_member(const std::string& path) {
+  io::TempFile member("tk-keras-weights", path);
+  io::keras::extract_weights_member(path, member);
+  return io::open_h5_tree_file(member.path(), path + ": model.weights.h5");
 }
 
 }  // namespace
@@ -67,14 +71,14 @@ void save_keras_weights(const Model& model, const std::string& path) {
 void load_keras_weights(Model& model, const std::string& path) {
   const runtime::FileOperation op("loading " + path);
   if (ends_with(path, ".keras")) {
-    keras::Archive a = keras::read_archive(path);
+    keras::Archive a = keras::read_archive(path, /*with_weights=*/false);
     keras::check_metadata(a.metadata, path);
-    keras::weights_from_tree(model, read_weights_member(a, path), path + ": model.weights.h5");
+    keras::weights_from_tree(model, open_weights_member(path), path + ": model.weights.h5");
     return;
   }
   if (!ends_with(path, ".h5"))
     throw InvalidArgument("load_weights: '" + path + "' must end in .weights.h5, .h5 or .keras");
-  keras::weights_from_tree(model, read_h5_tree_file(path), path);
+  keras::weights_from_tree(model, open_h5_tree_file(path, path), path);
 }
 
 }  // namespace io
@@ -97,11 +101,11 @@ namespace models {
 std::unique_ptr<Model> load_model(const std::string& path, bool compile) {
   const runtime::FileOperation op("loading " + path);
   if (ends_with(path, ".keras")) {
-    io::keras::Archive a = io::keras::read_archive(path);
+    io::keras::Archive a = io::keras::read_archive(path, /*with_weights=*/false);
     io::keras::check_metadata(a.metadata, path);
     const std::string label = path + ": config.json";
     const io::keras::json config = io::keras::parse_json(a.config, label);
-    io::H5Tree weights = read_weights_member(a, path);  // read (and checked) before anything is built
+    io::H5Tree weights = open_weights_member(path);  // read (and checked) by the helper before anything is built
     std::unique_ptr<Model> model = io::keras::model_from_json(config, label);
     // Keras writes `"compile_config": {}` (or null) for a model that was never compiled: load it uncompiled.
     if (compile && config.contains("compile_config") && !config["compile_config"].is_null() &&
@@ -111,7 +115,7 @@ std::unique_ptr<Model> load_model(const std::string& path, bool compile) {
     return model;
   }
   if (ends_with(path, ".h5")) {
-    io::H5Tree tree = io::read_h5_tree_file(path);
+    io::H5Tree tree = io::open_h5_tree_file(path, path);
     const std::string* config = tree.attr("", "model_config");
     if (!config)
       throw FormatError(path +

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "io/hdf5_tree.h"
+#include "io/temp_file.h"
 #include "trainkit/nn/model.h"
 
 namespace tk::io::keras {
@@ -55,8 +56,10 @@ void weights_from_tree(Model& model, const H5Tree& tree, const std::string& labe
 struct Archive {
   std::string metadata, config, weights;  // the three members' bytes
 };
-// with_weights false: model.weights.h5 is not read (planning: the config is all it needs).
+// with_weights false: model.weights.h5 is not read (planning, and loading: extract_weights_member streams it).
 Archive read_archive(const std::string& path, bool with_weights = true);
+// The archive's model.weights.h5 copied into `out` in 64 KiB pieces (no copy of it in memory), its CRC checked.
+void extract_weights_member(const std::string& path, TempFile& out);
 Archive read_archive_bytes(const std::string& label, const void* data, size_t size);
 // Keras version in metadata.json must be 3.x: FormatError/Unsupported otherwise.
 void check_metadata(const std::string& metadata, const std::string& label);

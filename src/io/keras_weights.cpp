@@ -12,8 +12,10 @@
 #include <cstring>
 #include <map>
 
+#include "core/device_bytes.h"
 #include "graph/op.h"
 #include "io/keras_internal.h"
+#include "nn/compiler/programs.h"
 #include "nn/layers/input_layer.h"
 #include "nn/optimizer_rule.h"
 #include "trainkit/core/error.h"
@@ -72,8 +74,6 @@ void add_groups(H5Tree& t, const std::string& path) {
     t.groups.insert(path.substr(0, pos));
   }
 }
-
-std::string shape_str(const Tensor& t) { return t.shape().to_string(); }
 
 // A scalar for a file, in memory of its own (not the device budget's: a save allocates nothing there).
 template <typename T>
@@ -158,7 +158,8 @@ void weights_from_tree(Model& model, const H5Tree& tree, const std::string& labe
     throw InvalidArgument("load_weights: model '" + model.name() + "' is not built yet (fit it once or give an Input)");
   // Keras 2 files keep the weights under model_weights/<layer name>/ (or at the root for weights-only).
   const bool keras2 = tree.attr("", "layer_names") || tree.attr("model_weights", "layer_names");
-  std::vector<std::pair<Weight*, const Tensor*>> assign;
+  // Each weight and the dataset it is read from; checked (H5Tree::info) before anything is read or assigned.
+  std::vector<std::pair<Weight*, std::string>> assign;
   if (keras2) {
     const std::string root = tree.attr("model_weights", "layer_names") ? "model_weights" : "";
     const auto& names = tree.attrs.at(root).at("layer_names");
@@ -185,9 +186,8 @@ void weights_from_tree(Model& model, const H5Tree& tree, const std::string& labe
                           std::to_string(mine[i]->weights().size()));
       for (size_t j = 0; j < wn.size(); ++j) {
         const std::string path = g + "/" + wn[j];
-        const Tensor* v = tree.dataset(path);
-        if (!v) throw FormatError(label + ": weight '/" + path + "' named in weight_names is missing");
-        assign.emplace_back(&mine[i]->weights()[j], v);
+        if (!tree.info(path)) throw FormatError(label + ": weight '/" + path + "' named in weight_names is missing");
+        assign.emplace_back(&mine[i]->weights()[j], path);
       }
     }
   } else {
@@ -214,24 +214,25 @@ void weights_from_tree(Model& model, const H5Tree& tree, const std::string& labe
                             (sub == "vars" ? "" : " there"));
         for (size_t i = 0; i < ws.size(); ++i) {
           const std::string path = vars + "/" + std::to_string(i);
-          const Tensor* v = tree.dataset(path);
-          if (!v) throw FormatError(label + ": variable '/" + path + "' of layer '" + layer->name + "' is missing");
-          assign.emplace_back(ws[i], v);
+          if (!tree.info(path))
+            throw FormatError(label + ": variable '/" + path + "' of layer '" + layer->name + "' is missing");
+          assign.emplace_back(ws[i], path);
         }
       }
     }
   }
-  for (const auto& [w, v] : assign) {
+  for (const auto& [w, path] : assign) {
+    const H5DatasetInfo v = *tree.info(path);
     // float32, or an integer where Keras keeps one (Weight::file_dtype: Normalization's count), either width.
     const bool dtype_ok =
-        w->file_dtype == DType::f32 ? v->dtype() == DType::f32 : v->dtype() == DType::i32 || v->dtype() == DType::i64;
-    if (v->shape() != w->value.shape() || !dtype_ok)
+        w->file_dtype == DType::f32 ? v.dtype == DType::f32 : v.dtype == DType::i32 || v.dtype == DType::i64;
+    if (v.shape != w->value.shape() || !dtype_ok)
       throw FormatError(label + ": weight '" + w->name + "' is " + w->value.shape().to_string() +
-                        (w->file_dtype == DType::f32 ? " float32" : " integer") + " in the model but " + shape_str(*v) +
-                        (v->dtype() == DType::f32 ? "" : " integer") + " in the file");
+                        (w->file_dtype == DType::f32 ? " float32" : " integer") + " in the model but " +
+                        v.shape.to_string() + (v.dtype == DType::f32 ? "" : " integer") + " in the file");
   }
   // Optimizer state: checked in full before anything is assigned.
-  std::vector<std::vector<Tensor>> slots;
+  std::vector<std::vector<std::string>> slot_paths;  // per trainable weight and slot: its dataset ("": not in the file)
   std::vector<float> optimizer_vars;
   int64_t iterations = -1;
   float lr = 0.0f;
@@ -242,15 +243,15 @@ void weights_from_tree(Model& model, const H5Tree& tree, const std::string& labe
   float scale = 0.0f;
   int64_t scale_counter = 0;
   if (scaled) {
-    const Tensor* counter = tree.dataset("optimizer/vars/2");
-    const Tensor* dynamic = tree.dataset("optimizer/vars/3");
-    if (!counter || counter->numel() != 1 || counter->dtype() != DType::i64 || !dynamic || dynamic->numel() != 1 ||
-        dynamic->dtype() != DType::f32)
+    const std::optional<H5DatasetInfo> counter = tree.info("optimizer/vars/2");
+    const std::optional<H5DatasetInfo> dynamic = tree.info("optimizer/vars/3");
+    if (!counter || counter->shape.numel() != 1 || counter->dtype != DType::i64 || !dynamic ||
+        dynamic->shape.numel() != 1 || dynamic->dtype != DType::f32)
       throw FormatError(label +
                         ": '/optimizer/vars/2' and '/optimizer/vars/3' must be LossScaleOptimizer's "
                         "step_counter (int64) and dynamic_scale (float32)");
-    scale_counter = counter->data<int64_t>()[0];
-    scale = dynamic->data<float>()[0];
+    scale_counter = tree.load("optimizer/vars/2", label).data<int64_t>()[0];
+    scale = tree.load("optimizer/vars/3", label).data<float>()[0];
     if (!(scale > 0.0f) || !std::isfinite(scale) || scale_counter < 0)
       throw FormatError(label + ": LossScaleOptimizer's dynamic_scale " + std::to_string(scale) + " / step_counter " +
                         std::to_string(scale_counter) + " are not a positive scale and a count");
@@ -275,57 +276,76 @@ void weights_from_tree(Model& model, const H5Tree& tree, const std::string& labe
       throw FormatError(label + ": the file holds " + std::to_string(have) + " optimizer variables; " + opt.name() +
                         " over this model's " + std::to_string(tw.size()) + " trainable weights has " +
                         std::to_string(full) + " (compile with the optimizer the file was saved with)");
-    const Tensor* it = tree.dataset(paths[0]);
-    const Tensor* lrt = tree.dataset(paths[1]);
-    if (!it || it->numel() != 1 || it->dtype() != DType::i64 || !lrt || lrt->numel() != 1 || lrt->dtype() != DType::f32)
+    const std::optional<H5DatasetInfo> it = tree.info(paths[0]);
+    const std::optional<H5DatasetInfo> lrt = tree.info(paths[1]);
+    if (!it || it->shape.numel() != 1 || it->dtype != DType::i64 || !lrt || lrt->shape.numel() != 1 ||
+        lrt->dtype != DType::f32)
       throw FormatError(label + ": '/" + paths[0] + "' and '/" + paths[1] +
                         "' must be the optimizer's iteration count and learning rate");
-    iterations = it->data<int64_t>()[0];
-    lr = lrt->data<float>()[0];
+    iterations = tree.load(paths[0], label).data<int64_t>()[0];
+    lr = tree.load(paths[1], label).data<float>()[0];
     if (iterations < 0) throw FormatError(label + ": the optimizer's iteration count is negative");
-    slots.assign(tw.size(), std::vector<Tensor>(static_cast<size_t>(opt.slots_per_variable())));
+    slot_paths.assign(tw.size(), std::vector<std::string>(static_cast<size_t>(opt.slots_per_variable())));
     if (have > 2) {
       size_t i = 2;
       for (const auto& [k, s] : order) {
         const std::string& path = paths[i++];
-        const Tensor* v = tree.dataset(path);
+        const std::optional<H5DatasetInfo> v = tree.info(path);
         const Shape want = nn::slot_shape(opt, static_cast<int>(s), tw[k]->value.shape());
         const DType dtype = nn::slot_keras_dtype(opt, static_cast<int>(s), tw[k]->value.shape());
-        const bool integer = dtype != DType::f32 && v && (v->dtype() == DType::i32 || v->dtype() == DType::i64);
-        if (!v || v->shape() != want || (v->dtype() != DType::f32 && !integer))
+        const bool integer = dtype != DType::f32 && v && (v->dtype == DType::i32 || v->dtype == DType::i64);
+        if (!v || v->shape != want || (v->dtype != DType::f32 && !integer) || tw[k]->value.dtype() != DType::f32)
           throw FormatError(label + ": optimizer variable '/" + path + "' should be " + want.to_string() + " " +
                             std::string(dtype_name(dtype)) + " (" + opt.name() + "'s " +
                             nn::rule_state(opt).rule->slots[s].name + " of '" + tw[k]->name + "'), got " +
-                            (v ? shape_str(*v) : std::string("nothing")));
-        // float32 shares the tree's tensor (set_optimizer_slots copies it into place); an integer slot is converted.
-        slots[k][s] = v->dtype() == DType::f32 ? *v : from_keras_dtype(*v);
+                            (v ? v->shape.to_string() : std::string("nothing")));
+        slot_paths[k][s] = path;  // read into the slot's own memory once everything is checked
       }
       for (size_t j = 0; j < optimizer_vars.size(); ++j) {
         const std::string& path = paths[i++];
-        const Tensor* v = tree.dataset(path);
-        if (!v || v->numel() != 1 || v->dtype() != DType::f32 || !std::isfinite(v->data<float>()[0]))
+        const std::optional<H5DatasetInfo> v = tree.info(path);
+        const bool scalar = v && v->shape.numel() == 1 && v->dtype == DType::f32;
+        const float value = scalar ? tree.load(path, label).data<float>()[0] : 0.0f;
+        if (!scalar || !std::isfinite(value))
           throw FormatError(label + ": optimizer variable '/" + path + "' should be " + opt.name() + "'s " +
                             nn::rule_state(opt).rule->variables[j].name + " (a finite float32 scalar), got " +
-                            (v ? shape_str(*v) : std::string("nothing")));
-        optimizer_vars[j] = v->data<float>()[0];
+                            (v ? v->shape.to_string() : std::string("nothing")));
+        optimizer_vars[j] = value;
       }
     }
-    for (size_t k = 0; k < tw.size(); ++k)  // absent from the file: initial values
-      for (size_t s = 0; s < slots[k].size(); ++s) {
-        if (slots[k][s].defined()) continue;
-        Tensor& t = slots[k][s] =
-            Tensor(nn::slot_shape(opt, static_cast<int>(s), tw[k]->value.shape()), DType::f32, Device::cpu(),
-                   label + ": read of " + tw[k]->name + " slot " + std::to_string(s));
-        if (const float init = nn::slot_initial_value(opt, static_cast<int>(s)); init != 0.0f)
-          std::fill(t.data<float>(), t.data<float>() + t.numel(), init);
-      }
   }
-  for (const auto& [w, v] : assign) {
-    const Tensor f = w->file_dtype == DType::f32 ? *v : from_keras_dtype(*v);
+  // Everything checked: each weight read straight into its own memory.
+  for (const auto& [w, path] : assign) {
+    if (w->file_dtype == DType::f32) {
+      tree.read_into(path, w->value, label);
+      continue;
+    }
+    const Tensor f = from_keras_dtype(tree.load(path, label));  // a small integer weight (Normalization's count)
     std::memcpy(w->value.raw(), f.raw(), f.nbytes());
   }
   if (iterations >= 0) {
-    model.set_optimizer_slots(slots, iterations);
+    // Each slot read straight into the optimizer's own slot (made where it does not exist yet: ProgramCache), or,
+    // when the file holds none, set to the optimizer's initial values.
+    nn::ProgramCache& programs = nn::ProgramCache::made_for(model);
+    programs.synchronize();  // queued steps read and write the slots
+    const Optimizer& opt = *model.optimizer();
+    const std::vector<const Weight*> tw = model.trainable_weights();
+    for (size_t k = 0; k < tw.size(); ++k) {
+      std::vector<Tensor>& live = *programs.slots_of(*tw[k], /*create=*/true);
+      for (size_t s = 0; s < live.size(); ++s) {
+        const std::string& path = slot_paths[k][s];
+        if (path.empty()) {  // absent from the file
+          Tensor init = Tensor::full(live[s].shape(), nn::slot_initial_value(opt, static_cast<int>(s)));
+          device_copy(live[s].raw(), live[s].device(), init.raw(), Device::cpu(), init.nbytes());
+        } else if (tree.info(path)->dtype == DType::f32) {
+          tree.read_into(path, live[s], label);
+        } else {  // Keras keeps this slot as an integer (Adafactor's placeholders): small, converted
+          const Tensor f = from_keras_dtype(tree.load(path, label));
+          device_copy(live[s].raw(), live[s].device(), f.raw(), Device::cpu(), f.nbytes());
+        }
+      }
+    }
+    model.optimizer()->config().iterations = iterations;
     model.set_optimizer_variables(optimizer_vars);
     model.optimizer()->set_learning_rate(lr);
     // A model that trains without loss scaling takes the inner optimizer's state alone.

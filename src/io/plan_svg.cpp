@@ -162,6 +162,10 @@ std::string MemoryPlan::svg() const {
   legend("#e8dcf2", "optimizer slots " + format_bytes(optimizer_state));
   legend("#f7f7f7", "arena " + format_bytes(arena));
   legend("#fde7c8", "workspace " + format_bytes(workspace));
+  // Not a band: saves and loads happen between steps, never beside one (the text plan's "file staging" row).
+  legend("#ffffff", "file staging " + format_bytes(file_staging) +
+                        (file_staging == 0 ? " (saves and loads use each tensor's own memory)"
+                                           : " (saves and loads, between steps: one staging buffer)"));
   s += "</svg>\n";
   return s;
 }

@@ -257,8 +257,8 @@ std::string MemoryPlan::to_string() const {
   row("workspace", workspace, "scratch shared by all ops");
   row("total (peak)", total, "weights + optimizer state + arena + workspace");
   row("file staging", file_staging,
-      file_staging == 0 ? "saves and checkpoints write each tensor from its own memory: nothing more"
-                        : "host memory a save or checkpoint holds (one staging buffer for device tensors)");
+      file_staging == 0 ? "saves, checkpoints and loads use each tensor's own memory: nothing more"
+                        : "host memory a save, checkpoint or load holds (one staging buffer for device tensors)");
   if (alternative_total > 0) {
     const bool saves = alternative_total < total;
     const size_t d = saves ? total - alternative_total : alternative_total - total;

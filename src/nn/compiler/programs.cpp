@@ -120,6 +120,10 @@ void fuse_input_scaling(graph::Graph& g, Compiled& c, const std::vector<int>& ke
 }
 
 const ProgramCache* ProgramCache::of(const Model& m) { return m.programs_.get(); }
+ProgramCache& ProgramCache::made_for(Model& m) {
+  if (!m.programs_) m.programs_ = std::make_unique<ProgramCache>(m);
+  return *m.programs_;
+}
 
 std::vector<const graph::Program*> ProgramCache::programs() const {
   std::vector<const graph::Program*> out;

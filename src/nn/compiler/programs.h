@@ -108,6 +108,8 @@ class ProgramCache {
   // A model's own cache (null before its first fit, evaluate, predict or train_on_batch): tests and diagnostics read
   // its programs (their CUDA Graph captures).
   static const ProgramCache* of(const Model& m);
+  // The model's programs, made when it has none yet (loading optimizer state into place: io/keras_weights.cpp).
+  static ProgramCache& made_for(Model& m);
   // Bytes this cache holds on the device: optimizer slots and the shared arena.
   size_t persistent_bytes() const;
   // persistent_bytes and this cache's copies of the weights (a replica > 0, a GPU): all it holds on its device.
