@@ -17,6 +17,8 @@
 #include <string>
 
 #include "fixture.h"
+#include "graph/autodiff.h"
+#include "graph/tensor_ops.h"
 #include "io/hdf5_tree.h"
 #include "io/keras_internal.h"
 #include "keras_weights_compare.h"
@@ -212,6 +214,33 @@ TEST(RecurrentLayers, GradientsMatchFiniteDifferences) {
       ++k;
     }
   EXPECT_GT(checked, 40);
+}
+
+// The gradients of T slices of one value (an RNN's per-step slices of its input projection) are joined into one Concat
+// (zeros in the gap), not T full-size pads summed by T - 1 Adds; overlapping slices still add.
+TEST(RecurrentLayers, SliceGradientsJoinIntoOneConcat) {
+  for (const bool overlap : {false, true}) {
+    graph::Graph g;
+    Tensor storage = Tensor::zeros(Shape{7, 3});
+    const int v = g.variable("w", storage);
+    graph::OpBuilder b{g, nullptr, "t"};
+    int loss = -1;
+    for (int64_t t = 0; t < 6; ++t) {  // rows 0..5 (row 6 unused: a zero block); with overlap rows t..t+1
+      const int s = graph::ops::slice(b, v, 0, t, overlap ? 2 : 1);
+      const int r =
+          graph::ops::reduce(b, graph::ReduceFn::sum, graph::ops::unary(b, graph::UnaryFn::square, s), {0, 1}, false);
+      loss = loss < 0 ? r : graph::ops::binary(b, graph::BinaryFn::add, loss, r);
+    }
+    const int n = g.size();
+    const int grad = graph::gradients(g, {loss}, {v})[0];
+    int adds = 0;
+    for (int i = n; i < g.size(); ++i) adds += g[i].op == graph::Op::Add && g[i].name == "grad/accumulate";
+    EXPECT_EQ(g[grad].op, overlap ? graph::Op::Add : graph::Op::Concat) << overlap;
+    EXPECT_EQ(adds, overlap ? 5 : 0) << overlap;
+    if (!overlap) {
+      EXPECT_EQ(g[grad].inputs.size(), 7u);  // six pieces and the zero row
+    }
+  }
 }
 
 std::string what_of(const std::function<void()>& f) {
