@@ -243,6 +243,28 @@ TEST(RecurrentLayers, SliceGradientsJoinIntoOneConcat) {
   }
 }
 
+// Keras' defaults for fresh weights: the recurrent kernel (units, 4 * units) orthogonal (its rows orthonormal), the
+// LSTM bias zeros but the forget gate's ones (unit_forget_bias), the kernel glorot_uniform (within its limit).
+TEST(RecurrentLayers, FreshWeightsFollowKerasInitializers) {
+  using namespace layers;
+  clear_session();
+  LayerPtr lstm = LSTM(5);
+  (*lstm)(tk::Input({3, 7}));
+  const Tensor& k = lstm->weights()[0].value;  // (7, 20)
+  const Tensor& u = lstm->weights()[1].value;  // (5, 20)
+  const Tensor& bias = lstm->weights()[2].value;
+  ASSERT_EQ(u.shape(), Shape({5, 20}));
+  for (int64_t i = 0; i < 5; ++i)
+    for (int64_t j = 0; j < 5; ++j) {
+      double dot = 0;
+      for (int64_t c = 0; c < 20; ++c) dot += double(u.data<float>()[i * 20 + c]) * u.data<float>()[j * 20 + c];
+      EXPECT_NEAR(dot, i == j ? 1.0 : 0.0, 1e-5) << i << "," << j;
+    }
+  const float limit = std::sqrt(6.0f / (7 + 20));
+  for (int64_t i = 0; i < k.numel(); ++i) EXPECT_LE(std::abs(k.data<float>()[i]), limit);
+  for (int64_t i = 0; i < 20; ++i) EXPECT_EQ(bias.data<float>()[i], i >= 5 && i < 10 ? 1.0f : 0.0f) << i;
+}
+
 std::string what_of(const std::function<void()>& f) {
   try {
     f();
