@@ -36,4 +36,13 @@ TEST(CliTokens, FitsAnEmbeddingSpecAndRefusesIdsBeyondTheVocabulary) {
                     {"--model", "embedding"});
 }
 
+// The recurrent spec items (issue 32): a Bidirectional LSTM over every step, then a GRU; a bad one names its item.
+TEST(CliTokens, FitsARecurrentSpec) {
+  const Result r = run_cli("fit --model embedding:200:8,bilstm:8:seq,gru:6,dense:3 --data " + quote(kTokens) +
+                           " --epochs 1 --batch-size 8 -v 0 --no-summary");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  expect_user_error(run_cli("fit --model embedding:200:8,lstm:4:last,dense:3 --data " + quote(kTokens) + " --epochs 1"),
+                    {"--model", "lstm", "seq"});
+}
+
 }  // namespace

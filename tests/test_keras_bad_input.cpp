@@ -121,9 +121,12 @@ TEST_F(KerasBadInput, UnknownKerasVersion) {
 }
 
 TEST_F(KerasBadInput, UnknownLayerClassNamesLayerClassAndWhatIsSupported) {
-  const std::string p = with_config("lstm.keras", [](json& c) { c["config"]["layers"][3]["class_name"] = "LSTM"; });
+  // (LSTM was this example until trainkit had it; ConvLSTM2D it has not.)
+  const std::string p =
+      with_config("convlstm.keras", [](json& c) { c["config"]["layers"][3]["class_name"] = "ConvLSTM2D"; });
   const std::string e = error_of<Unsupported>(p);
-  EXPECT_HAS(e, "layer 'activation' (LSTM): trainkit has no layer class 'LSTM' (supported: InputLayer, Dense");
+  EXPECT_HAS(e,
+             "layer 'activation' (ConvLSTM2D): trainkit has no layer class 'ConvLSTM2D' (supported: InputLayer, Dense");
 }
 
 TEST_F(KerasBadInput, UnknownOrUnsupportedOptionNamesIt) {

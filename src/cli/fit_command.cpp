@@ -24,7 +24,8 @@ void add_fit_command(CLI::App& app, FitArgs& a) {
                   "conv2d:32:3:relu,maxpool:2,batchnorm,flatten,dense:10 (conv2d, dwconv2d, sepconv2d, maxpool, "
                   "avgpool, globalavgpool, globalmaxpool, batchnorm[:sync], dense, dropout, activation, relu[:max], "
                   "leakyrelu, elu, prelu, softmax[:axis], flatten; on token ids embedding:INPUT_DIM:OUTPUT_DIM first, "
-                  "then conv1d, maxpool1d, avgpool1d, globalavgpool1d, globalmaxpool1d); \"cnn\"; or a model file "
+                  "then conv1d, maxpool1d, avgpool1d, globalavgpool1d, globalmaxpool1d, lstm:UNITS[:seq], gru, "
+                  "simplernn, bilstm, bigru); \"cnn\"; or a model file "
                   "(.keras, Keras 2 .h5) to train further with its compile config and optimizer state")
       ->capture_default_str();
   fit->add_option("--save", a.save, "Save the trained model as a Keras 3 .keras file");

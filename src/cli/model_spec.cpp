@@ -40,7 +40,8 @@ std::vector<LayerPtr> parse_model_spec(const std::string& spec) {
                              "dropout:RATE, activation:NAME, relu[:MAX_VALUE], leakyrelu[:SLOPE], elu[:ALPHA], prelu, "
                              "softmax[:AXIS], flatten, embedding:INPUT_DIM:OUTPUT_DIM, "
                              "conv1d:FILTERS:KERNEL[:ACTIVATION[:PADDING]], maxpool1d[:SIZE], avgpool1d[:SIZE], "
-                             "globalavgpool1d or globalmaxpool1d, separated by commas)");
+                             "globalavgpool1d, globalmaxpool1d, lstm:UNITS[:seq], gru:UNITS[:seq], "
+                             "simplernn:UNITS[:seq], bilstm:UNITS[:seq] or bigru:UNITS[:seq], separated by commas)");
     };
     auto positive = [&](size_t k, const char* what) {
       int64_t v = 0;
@@ -118,6 +119,16 @@ std::vector<LayerPtr> parse_model_spec(const std::string& spec) {
       } else if (kind == "globalavgpool1d" || kind == "globalmaxpool1d") {
         arguments(0, 0);
         layers.push_back(kind == "globalavgpool1d" ? layers::GlobalAveragePooling1D() : layers::GlobalMaxPooling1D());
+      } else if (kind == "lstm" || kind == "gru" || kind == "simplernn" || kind == "bilstm" || kind == "bigru") {
+        // UNITS[:seq]: seq keeps every step's output (return_sequences) for a following recurrent or 1D layer
+        arguments(1, 2);
+        const int64_t units = positive(1, "a positive unit count");
+        if (f.size() == 3 && f[2] != "seq") throw fail(kind + " takes only 'seq' (return_sequences) after the units");
+        const bool seq = f.size() == 3;
+        LayerPtr rnn = kind == "gru" || kind == "bigru" ? layers::GRU(units, {.return_sequences = seq})
+                       : kind == "simplernn"            ? layers::SimpleRNN(units, {.return_sequences = seq})
+                                                        : layers::LSTM(units, {.return_sequences = seq});
+        layers.push_back(kind.rfind("bi", 0) == 0 ? layers::Bidirectional(rnn) : rnn);
       } else if (kind == "relu" || kind == "leakyrelu" || kind == "elu") {
         // relu[:MAX_VALUE] (relu:6 is MobileNetV2's ReLU(6.0)), leakyrelu[:NEGATIVE_SLOPE], elu[:ALPHA]
         arguments(0, 1);

@@ -32,9 +32,77 @@ std::vector<int> gradients(Graph& g, const std::vector<int>& losses, const std::
       if (depends[static_cast<size_t>(in)]) depends[static_cast<size_t>(i)] = 1;
 
   std::vector<int> grad(static_cast<size_t>(n), -1);
+  // Gradients of slices (grad_slice's zero Pads along one axis) that arrive first are held back: when the value's
+  // gradient is read, disjoint pieces along one axis become one Concat (zeros in the gaps) instead of a full-size pad
+  // and an Add per slice — an RNN's T per-step slices of its (T, N, 4u) input projection cost one copy, not T^2/2.
+  // Anything else (overlapping pieces, another contribution) is added in arrival order, as without the hold.
+  std::vector<std::vector<int>> held(static_cast<size_t>(n));
+  auto pad_axis = [&](int v) {  // the one axis a zero Pad pads, or -1
+    const Node& p = g[v];
+    if (p.op != Op::Pad || p.attrs.value != 0.0f) return -1;
+    int axis = -1;
+    for (int i = 0; i < p.shape.rank(); ++i)
+      if (p.attrs.pad_before[i] != 0 || p.attrs.pad_after[i] != 0) {
+        if (axis >= 0) return -1;
+        axis = i;
+      }
+    return axis;
+  };
+  auto add_to = [&](int& slot, int dv) { slot = slot < 0 ? dv : g.add(Op::Add, {slot, dv}, {}, "grad/accumulate"); };
+  auto release = [&](int value) {  // the held pieces into grad[value]
+    std::vector<int> pieces = std::move(held[static_cast<size_t>(value)]);
+    held[static_cast<size_t>(value)].clear();
+    int& slot = grad[static_cast<size_t>(value)];
+    const int axis = pieces.empty() ? -1 : pad_axis(pieces[0]);
+    bool disjoint = pieces.size() > 1 && slot < 0;
+    std::vector<int> order = pieces;
+    if (disjoint) {
+      std::sort(order.begin(), order.end(),
+                [&](int a, int b) { return g[a].attrs.pad_before[axis] < g[b].attrs.pad_before[axis]; });
+      int64_t at = 0;
+      for (int p : order) {
+        disjoint &= pad_axis(p) == axis && g[p].shape == g[pieces[0]].shape && g[p].attrs.pad_before[axis] >= at;
+        at = g[p].attrs.pad_before[axis] + g[g[p].inputs[0]].shape[axis];
+      }
+    }
+    if (!disjoint) {
+      for (int p : pieces) add_to(slot, p);
+      return;
+    }
+    const Shape full = g[pieces[0]].shape;
+    const DType dtype = g[pieces[0]].dtype;
+    std::vector<int> parts;
+    int64_t at = 0;
+    auto zeros = [&](int64_t size) {
+      Shape s = full;
+      s[axis] = size;
+      parts.push_back(g.fill(0.0f, s, dtype));
+    };
+    for (int p : order) {
+      if (g[p].attrs.pad_before[axis] > at) zeros(g[p].attrs.pad_before[axis] - at);
+      parts.push_back(g[p].inputs[0]);
+      at = g[p].attrs.pad_before[axis] + g[g[p].inputs[0]].shape[axis];
+    }
+    if (full[axis] > at) zeros(full[axis] - at);
+    Attrs at_concat;
+    at_concat.axis = axis;
+    slot = g.add(Op::Concat, parts, at_concat, "grad/accumulate");
+  };
   auto accumulate = [&](int value, int dv) {
     int& slot = grad[static_cast<size_t>(value)];
-    slot = slot < 0 ? dv : g.add(Op::Add, {slot, dv}, {}, "grad/accumulate");
+    if (slot < 0 && pad_axis(dv) >= 0) {
+      held[static_cast<size_t>(value)].push_back(dv);
+      return;
+    }
+    if (!held[static_cast<size_t>(value)].empty()) {  // something else arrived: the held pieces first, in order
+      for (int p : held[static_cast<size_t>(value)]) add_to(slot, p);
+      held[static_cast<size_t>(value)].clear();
+    }
+    add_to(grad[static_cast<size_t>(value)], dv);
+  };
+  auto take = [&](int value) {
+    if (!held[static_cast<size_t>(value)].empty()) release(value);
+    return grad[static_cast<size_t>(value)];
   };
   for (int loss : losses) {
     if (g[loss].shape.rank() != 0) throw InvalidArgument("gradients: loss '" + g[loss].name + "' is not a scalar");
@@ -77,7 +145,7 @@ std::vector<int> gradients(Graph& g, const std::vector<int>& losses, const std::
     builder.remap = [&recompute](int v) { return recompute(v); };
   }
   for (int id = last; id >= 0; --id) {
-    int dy = grad[static_cast<size_t>(id)];
+    int dy = take(id);
     if (dy < 0 || !depends[static_cast<size_t>(id)]) continue;
     const Node& node = g[id];
     if (node.inputs.empty()) continue;
@@ -98,7 +166,7 @@ std::vector<int> gradients(Graph& g, const std::vector<int>& losses, const std::
 
   std::vector<int> out;
   out.reserve(wrt.size());
-  for (int w : wrt) out.push_back(grad[static_cast<size_t>(w)]);
+  for (int w : wrt) out.push_back(take(w));
   return out;
 }
 

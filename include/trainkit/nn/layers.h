@@ -204,6 +204,66 @@ LayerPtr UpSampling1D(int64_t size = 2, std::string name = {});                 
 // Drops whole channels: one draw per (sample, channel) of (N, steps, C).
 LayerPtr SpatialDropout1D(float rate, uint64_t seed = 0, std::string name = {});
 
+// ---------------------------------------------------------------- recurrent layers, (N, steps, features)
+// Keras 3's SimpleRNN, LSTM and GRU: weights kernel (features, G*units), recurrent_kernel (units, G*units), bias
+// (G*units) — GRU with reset_after: (2, 3*units), input and recurrent biases — gates in Keras' order (LSTM i, f, c, o;
+// GRU z, r, h). The time axis is unrolled (its length must be known). Output (N, units), or (N, steps, units) with
+// return_sequences (in the order processed: reversed with go_backwards, as Keras). dropout: one mask per sequence on
+// the inputs (Keras' implementation 2). Refused (Unsupported): return_state, stateful, recurrent_dropout in training.
+//
+//   auto h = Bidirectional(LSTM(64, {.return_sequences = true}))(Embedding(10000, 128)(tokens));   // (N, T, 128)
+struct SimpleRNNOptions {
+  std::string activation = "tanh";
+  bool use_bias = true;
+  std::string kernel_initializer = "glorot_uniform";
+  std::string recurrent_initializer = "orthogonal";
+  std::string bias_initializer = "zeros";
+  float dropout = 0.0f, recurrent_dropout = 0.0f;
+  uint64_t seed = 0;  // dropout masks; 0: from the global seed stream
+  bool return_sequences = false, return_state = false, go_backwards = false, stateful = false, unroll = false;
+  std::string name = {};
+  std::string dtype = {};
+};
+struct LSTMOptions {
+  std::string activation = "tanh";
+  std::string recurrent_activation = "sigmoid";
+  bool use_bias = true;
+  std::string kernel_initializer = "glorot_uniform";
+  std::string recurrent_initializer = "orthogonal";
+  std::string bias_initializer = "zeros";
+  bool unit_forget_bias = true;  // the forget gate's bias starts at 1
+  float dropout = 0.0f, recurrent_dropout = 0.0f;
+  uint64_t seed = 0;
+  bool return_sequences = false, return_state = false, go_backwards = false, stateful = false, unroll = false;
+  std::string name = {};
+  std::string dtype = {};
+};
+struct GRUOptions {
+  std::string activation = "tanh";
+  std::string recurrent_activation = "sigmoid";
+  bool use_bias = true;
+  std::string kernel_initializer = "glorot_uniform";
+  std::string recurrent_initializer = "orthogonal";
+  std::string bias_initializer = "zeros";
+  bool reset_after = true;  // Keras 3's default: the reset gate multiplies h @ U_h + b_h (cuDNN's form)
+  float dropout = 0.0f, recurrent_dropout = 0.0f;
+  uint64_t seed = 0;
+  bool return_sequences = false, return_state = false, go_backwards = false, stateful = false, unroll = false;
+  std::string name = {};
+  std::string dtype = {};
+};
+LayerPtr SimpleRNN(int64_t units, SimpleRNNOptions options = {});
+LayerPtr LSTM(int64_t units, LSTMOptions options = {});
+LayerPtr GRU(int64_t units, GRUOptions options = {});
+struct BidirectionalOptions {
+  std::string merge_mode = "concat";  // "sum", "ave", "mul" (Keras' None, two outputs, is not supported)
+  LayerPtr backward_layer = {};       // default: a copy of `layer` with go_backwards flipped
+  std::string name = {};
+};
+// Runs `layer` (a SimpleRNN, LSTM or GRU, unbuilt) forward and a copy of it backward (names forward_<name>,
+// backward_<name>, as Keras) and merges their outputs (the backward sequence flipped back to time order).
+LayerPtr Bidirectional(LayerPtr layer, BidirectionalOptions options = {});
+
 // ---------------------------------------------------------------- Keras layers composed of the general ops
 // Activation layers (Keras 3's classes, keys and defaults).
 struct ReLUOptions {

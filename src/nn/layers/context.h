@@ -69,7 +69,7 @@ int apply_activation(CallContext& ctx, const std::string& activation, int x, con
 void check_activation(const std::string& activation);
 
 // Initializers by Keras name: glorot_uniform, glorot_normal, he_normal, he_uniform, lecun_normal,
-// lecun_uniform, zeros, ones, random_normal, random_uniform.
+// lecun_uniform, zeros, ones, random_normal, random_uniform, orthogonal.
 void check_initializer(const std::string& name);
 void initialize(Tensor& t, const std::string& name, int64_t fan_in, int64_t fan_out, uint64_t seed);
 

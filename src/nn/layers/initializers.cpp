@@ -42,8 +42,35 @@ void uniform(float* p, int64_t n, double limit, std::mt19937_64& gen) {
   for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(d(gen));
 }
 
-const char* const kNames[] = {"glorot_uniform", "glorot_normal", "he_normal", "he_uniform",    "lecun_normal",
-                              "lecun_uniform",  "zeros",         "ones",      "random_normal", "random_uniform"};
+const char* const kNames[] = {"glorot_uniform", "glorot_normal",  "he_normal", "he_uniform",
+                              "lecun_normal",   "lecun_uniform",  "zeros",     "ones",
+                              "random_normal",  "random_uniform", "orthogonal"};
+
+// Keras 3's Orthogonal (gain 1): the (rows, cols) view of the shape (cols its last axis); Q of the QR of a
+// (max, min) standard normal matrix with R's diagonal made positive (Gram-Schmidt gives that Q), transposed when
+// rows < cols (RNNs' recurrent_kernel (units, G*units)).
+void orthogonal(Tensor& t, std::mt19937_64& gen) {
+  const int64_t cols = t.shape().rank() ? t.shape()[-1] : 1, rows = t.numel() / std::max<int64_t>(cols, 1);
+  const int64_t m = std::max(rows, cols), k = std::min(rows, cols);
+  std::normal_distribution<double> d(0.0, 1.0);
+  std::vector<double> a(static_cast<size_t>(m * k));  // (m, k), column j at a[i * k + j]
+  for (double& v : a) v = d(gen);
+  for (int64_t j = 0; j < k; ++j) {  // modified Gram-Schmidt: column j minus its projections, normalized
+    for (int64_t p = 0; p < j; ++p) {
+      double dot = 0;
+      for (int64_t i = 0; i < m; ++i) dot += a[size_t(i * k + p)] * a[size_t(i * k + j)];
+      for (int64_t i = 0; i < m; ++i) a[size_t(i * k + j)] -= dot * a[size_t(i * k + p)];
+    }
+    double norm = 0;
+    for (int64_t i = 0; i < m; ++i) norm += a[size_t(i * k + j)] * a[size_t(i * k + j)];
+    norm = std::sqrt(norm);
+    for (int64_t i = 0; i < m; ++i) a[size_t(i * k + j)] /= norm;
+  }
+  float* p = t.data<float>();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      p[r * cols + c] = static_cast<float>(rows >= cols ? a[size_t(r * k + c)] : a[size_t(c * k + r)]);
+}
 struct VarianceScaling {
   double scale;
   std::string mode, distribution;
@@ -80,7 +107,7 @@ void check_initializer(const std::string& name) {
     if (name == k) return;
   throw InvalidArgument("unknown initializer '" + name +
                         "' (expected one of glorot_uniform, glorot_normal, he_normal, he_uniform, lecun_normal, "
-                        "lecun_uniform, zeros, ones, random_normal, random_uniform, or "
+                        "lecun_uniform, zeros, ones, random_normal, random_uniform, orthogonal, or "
                         "variance_scaling:SCALE:MODE:DISTRIBUTION)");
 }
 
@@ -103,6 +130,8 @@ void initialize(Tensor& t, const std::string& name, int64_t fan_in, int64_t fan_
     } else {
       uniform(p, n, std::sqrt(3.0 * scale), gen);
     }
+  } else if (name == "orthogonal") {
+    orthogonal(t, gen);
   } else if (name == "zeros" || name == "ones") {
     for (int64_t i = 0; i < n; ++i) p[i] = name == "ones" ? 1.0f : 0.0f;
   } else if (name == "glorot_uniform") {

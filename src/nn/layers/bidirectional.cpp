@@ -1,0 +1,115 @@
+// Keras 3's Bidirectional (keras/src/layers/rnn/bidirectional.py): a forward copy of the wrapped recurrent layer and
+// a backward one (go_backwards flipped, or the given backward_layer), both on the same input; with return_sequences
+// the backward output is flipped back to time order (here: its steps are concatenated in time order, no flip op),
+// then merged: concat (last axis), sum, ave ((y + y_rev) / 2) or mul. Keras 3 files keep each direction's weights
+// under forward_layer/cell/vars and backward_layer/cell/vars.
+#include "graph/tensor_ops.h"
+#include "nn/layers/recurrent.h"
+#include "trainkit/core/error.h"
+#include "trainkit/nn/layers.h"
+
+namespace tk::nn {
+namespace {
+
+// Keras' utils.removeprefix.
+std::string without_prefix(const std::string& s, const std::string& prefix) {
+  return s.rfind(prefix, 0) == 0 ? s.substr(prefix.size()) : s;
+}
+
+}  // namespace
+
+BidirectionalLayer::BidirectionalLayer(const LayerPtr& layer, const LayerPtr& backward, std::string merge_mode,
+                                       std::string given_name)
+    : Layer("bidirectional", std::move(given_name)), merge_mode_(std::move(merge_mode)) {
+  auto* f = dynamic_cast<const RecurrentLayer*>(layer.get());
+  if (!f)
+    throw InvalidArgument("Bidirectional '" + name + "': wraps a SimpleRNN, LSTM or GRU, got " +
+                          (layer ? layer->class_name() : std::string("nothing")));
+  if (merge_mode_ != "concat" && merge_mode_ != "sum" && merge_mode_ != "ave" && merge_mode_ != "mul")
+    throw InvalidArgument("Bidirectional '" + name +
+                          "': merge_mode must be \"concat\", \"sum\", \"ave\" or \"mul\", got \"" + merge_mode_ +
+                          "\" (None, two outputs, is not supported)");
+  if (f->built())
+    throw InvalidArgument("Bidirectional '" + name + "': the wrapped layer '" + f->name +
+                          "' is already built; wrap a new layer (Keras copies it through its config)");
+  RecurrentSpec fs = f->spec();
+  fs.name = "forward_" + without_prefix(f->name, "forward_");
+  fs.zero_output_for_mask = fs.return_sequences;  // Keras' force_zero_output_for_mask
+  forward_ = std::make_shared<RecurrentLayer>(fs);
+  if (backward) {
+    auto* bl = dynamic_cast<const RecurrentLayer*>(backward.get());
+    if (!bl)
+      throw InvalidArgument("Bidirectional '" + name + "': backward_layer must be a SimpleRNN, LSTM or GRU, got " +
+                            backward->class_name());
+    if (bl->spec().go_backwards == fs.go_backwards || bl->spec().return_sequences != fs.return_sequences)
+      throw InvalidArgument("Bidirectional '" + name + "': backward_layer '" + bl->name +
+                            "' must have the other go_backwards and the same return_sequences as '" + f->name + "'");
+    RecurrentSpec bs = bl->spec();
+    bs.zero_output_for_mask = bs.return_sequences;
+    backward_ = std::make_shared<RecurrentLayer>(bs);
+  } else {
+    RecurrentSpec bs = f->spec();
+    bs.go_backwards = !bs.go_backwards;
+    bs.name = "backward_" + without_prefix(f->name, "backward_");
+    bs.zero_output_for_mask = bs.return_sequences;
+    if (bs.dropout > 0.0f) bs.seed = next_seed();  // its own masks
+    backward_ = std::make_shared<RecurrentLayer>(bs);
+  }
+}
+
+std::vector<KerasGroup> BidirectionalLayer::keras_groups() const {
+  return {{"vars", name},
+          {"forward_layer/vars", forward_->name},
+          {"forward_layer/cell/vars", forward_->cell_name()},
+          {"backward_layer/vars", backward_->name},
+          {"backward_layer/cell/vars", backward_->cell_name()}};
+}
+
+Shape BidirectionalLayer::build(const std::vector<Shape>& in) {
+  const std::string owner = "Bidirectional '" + name + "'";
+  Shape out = forward_->output_shape(in[0], owner);
+  const Shape back = backward_->output_shape(in[0], owner);
+  if (back != out && merge_mode_ != "concat")
+    throw InvalidArgument(owner + ": the forward output " + out.to_string() + " and the backward " + back.to_string() +
+                          " cannot be merged by " + merge_mode_);
+  if (back.rank() != out.rank())
+    throw InvalidArgument(owner + ": the forward output " + out.to_string() + " and the backward " + back.to_string() +
+                          " have different ranks");
+  if (!built_) {
+    features_ = in[0][2];
+    auto adder = [this](const std::string& prefix) {
+      return [this, prefix](const std::string& what, Shape s, const std::string& init) -> Weight& {
+        return add_weight(prefix + "/" + what, std::move(s), init);
+      };
+    };
+    forward_->create_weights(adder(forward_->name), features_, "forward_layer/cell/vars");
+    backward_->create_weights(adder(backward_->name), features_, "backward_layer/cell/vars");
+  } else if (in[0][2] != features_) {
+    throw InvalidArgument(owner + " was built for " + std::to_string(features_) + " features per step, called on " +
+                          in[0].to_string());
+  }
+  if (merge_mode_ == "concat") out[-1] += back[-1];
+  return out;
+}
+
+int BidirectionalLayer::call(CallContext& ctx, const std::vector<int>& in) const {
+  const int y = forward_->run(ctx, in[0], weights_.data(), name + "/" + forward_->name, false);
+  const int y_rev =
+      backward_->run(ctx, in[0], weights_.data() + forward_->weight_count(), name + "/" + backward_->name, true);
+  graph::OpBuilder b{ctx.g, nullptr, name + "/merge"};
+  if (merge_mode_ == "concat") return graph::ops::concat(b, {y, y_rev}, -1);
+  if (merge_mode_ == "mul") return b.add(graph::Op::Mul, {y, y_rev});
+  const int sum = b.add(graph::Op::Add, {y, y_rev});
+  if (merge_mode_ == "sum") return sum;
+  return graph::ops::mul_scalar(b, sum, 0.5f);  // ave: (y + y_rev) / 2, exactly
+}
+
+}  // namespace tk::nn
+
+namespace tk::layers {
+LayerPtr Bidirectional(LayerPtr layer, BidirectionalOptions o) {
+  auto l = std::make_shared<nn::BidirectionalLayer>(layer, o.backward_layer, o.merge_mode, o.name);
+  if (layer && layer->has_own_dtype_policy()) l->set_dtype_policy(layer->dtype_policy());
+  return l;
+}
+}  // namespace tk::layers

@@ -1,0 +1,257 @@
+// SimpleRNN, LSTM and GRU (Keras 3.15.1's cells, implementation 2), unrolled over the static time axis from the
+// general ops; autodiff gives the gradient and the planner sees every step. The input projection x @ kernel (+ bias)
+// of all steps is one GEMM over (T * N) rows, time-major so a step's slice is contiguous; each step then runs only
+// h @ recurrent_kernel and the gates (keras/src/layers/rnn/{simple_rnn,lstm,gru}.py):
+//   SimpleRNN  h = act(x W + b + h U)
+//   LSTM       z = x W + b + h U;  i, f, c~, o = ract(z0), ract(z1), act(z2), ract(z3)
+//              c = f * c + i * c~;  h = o * act(c)                                 (Keras: (x W + h U) + b)
+//   GRU        reset_after (Keras 3's default): m = h U + b_rec; z, r = ract(x_z + m_z), ract(x_r + m_r)
+//              hh = act(x_h + r * m_h);  h = z * h + (1 - z) * hh
+//              reset_after=False: m = h U[:, :2u]; hh = act(x_h + (r * h) U[:, 2u:])
+// h and c start at zero. dropout: one mask (N, features) drawn per batch and applied at every step, as Keras.
+#include "nn/layers/recurrent.h"
+
+#include <algorithm>
+
+#include "graph/tensor_ops.h"
+#include "trainkit/core/error.h"
+#include "trainkit/nn/layers.h"
+
+namespace tk::nn {
+namespace {
+using graph::Attrs;
+using graph::BinaryFn;
+using graph::Op;
+namespace ops = graph::ops;
+
+const char* class_of(RecurrentSpec::Kind k) {
+  switch (k) {
+    case RecurrentSpec::Kind::simple_rnn:
+      return "SimpleRNN";
+    case RecurrentSpec::Kind::lstm:
+      return "LSTM";
+    case RecurrentSpec::Kind::gru:
+      return "GRU";
+  }
+  return "?";
+}
+const char* prefix_of(RecurrentSpec::Kind k) {
+  return k == RecurrentSpec::Kind::simple_rnn ? "simple_rnn" : k == RecurrentSpec::Kind::lstm ? "lstm" : "gru";
+}
+
+}  // namespace
+
+RecurrentLayer::RecurrentLayer(RecurrentSpec spec) : Layer(prefix_of(spec.kind), spec.name), spec_(std::move(spec)) {
+  spec_.name = name;
+  const std::string where = class_name() + " '" + name + "'";
+  if (spec_.units <= 0) throw InvalidArgument(where + ": units must be positive, got " + std::to_string(spec_.units));
+  check_activation(spec_.activation);
+  if (spec_.kind != RecurrentSpec::Kind::simple_rnn) check_activation(spec_.recurrent_activation);
+  check_initializer(spec_.kernel_initializer);
+  check_initializer(spec_.recurrent_initializer);
+  check_initializer(spec_.bias_initializer);
+  for (const auto& [key, rate] : {std::pair{"dropout", spec_.dropout}, {"recurrent_dropout", spec_.recurrent_dropout}})
+    if (!(rate >= 0.0f && rate < 1.0f))
+      throw InvalidArgument(where + ": " + key + " must be in [0, 1), got " + std::to_string(rate));
+  if (spec_.return_state)
+    throw Unsupported(where +
+                      ": return_state=True is not supported (trainkit's layers have one output); use "
+                      "return_sequences=True and slice the last step, or leave it False");
+  if (spec_.stateful)
+    throw Unsupported(where +
+                      ": stateful=True is not supported (every batch starts from zero states); use "
+                      "stateful=False");
+  if (spec_.dropout > 0.0f && spec_.seed == 0) spec_.seed = next_seed();
+}
+
+int64_t RecurrentLayer::gates() const {
+  return spec_.kind == RecurrentSpec::Kind::lstm ? 4 : spec_.kind == RecurrentSpec::Kind::gru ? 3 : 1;
+}
+std::string RecurrentLayer::cell_name() const { return std::string(prefix_of(spec_.kind)) + "_cell"; }
+std::string RecurrentLayer::class_name() const { return class_of(spec_.kind); }
+
+LayerConfig RecurrentLayer::get_config() const {
+  // Keras' order: the RNN base's keys, then the cell's.
+  LayerConfig c;
+  c.set("return_sequences", spec_.return_sequences)
+      .set("return_state", spec_.return_state)
+      .set("go_backwards", spec_.go_backwards)
+      .set("stateful", spec_.stateful)
+      .set("unroll", spec_.unroll)
+      .set("zero_output_for_mask", spec_.zero_output_for_mask)
+      .set("units", spec_.units)
+      .set("activation", spec_.activation);
+  if (spec_.kind != RecurrentSpec::Kind::simple_rnn) c.set("recurrent_activation", spec_.recurrent_activation);
+  c.set("use_bias", spec_.use_bias);
+  if (spec_.kind == RecurrentSpec::Kind::lstm) c.set("unit_forget_bias", spec_.unit_forget_bias);
+  c.set("kernel_initializer", spec_.kernel_initializer)
+      .set("recurrent_initializer", spec_.recurrent_initializer)
+      .set("bias_initializer", spec_.bias_initializer)
+      .set_float("dropout", spec_.dropout)
+      .set_float("recurrent_dropout", spec_.recurrent_dropout);
+  if (spec_.kind == RecurrentSpec::Kind::gru) c.set("reset_after", spec_.reset_after);
+  c.set("seed", static_cast<int64_t>(spec_.seed));
+  return c;
+}
+
+Shape RecurrentLayer::output_shape(const Shape& x, const std::string& owner) const {
+  if (x.rank() != 3 || !x.sample_shape().fully_known())
+    throw InvalidArgument(owner + ": expects (batch, steps, features) with known steps and features, got " +
+                          x.to_string() + " (an Embedding's output, or Reshape({steps, features}) first)");
+  if (features_ > 0 && x[2] != features_)
+    throw InvalidArgument(owner + " was built for " + std::to_string(features_) + " features per step, called on " +
+                          x.to_string());
+  return spec_.return_sequences ? Shape{-1, x[1], spec_.units} : Shape{-1, spec_.units};
+}
+
+void RecurrentLayer::create_weights(const AddWeight& add, int64_t features, const std::string& group) const {
+  const int64_t u = spec_.units, gu = gates() * u;
+  add("kernel", Shape{features, gu}, spec_.kernel_initializer).keras_vars = group;
+  add("recurrent_kernel", Shape{u, gu}, spec_.recurrent_initializer).keras_vars = group;
+  if (!spec_.use_bias) return;
+  const bool two = spec_.kind == RecurrentSpec::Kind::gru && spec_.reset_after;
+  Weight& bias = add("bias", two ? Shape{2, gu} : Shape{gu}, spec_.bias_initializer);
+  bias.keras_vars = group;
+  if (spec_.kind == RecurrentSpec::Kind::lstm && spec_.unit_forget_bias)  // Keras: [init(u), ones(u), init(2u)]
+    std::fill(bias.value.data<float>() + u, bias.value.data<float>() + 2 * u, 1.0f);
+}
+
+Shape RecurrentLayer::build(const std::vector<Shape>& in) {
+  const Shape out = output_shape(in[0], class_name() + " '" + name + "'");
+  if (!built_) {
+    features_ = in[0][2];
+    create_weights([this](const std::string& what, Shape s,
+                          const std::string& init) -> Weight& { return add_weight(what, std::move(s), init); },
+                   features_, "cell/vars");
+  }
+  return out;
+}
+
+int RecurrentLayer::call(CallContext& ctx, const std::vector<int>& in) const {
+  return run(ctx, in[0], weights_.data(), name, false);
+}
+
+int RecurrentLayer::run(CallContext& ctx, int x, const Weight* w, const std::string& owner, bool flip) const {
+  graph::OpBuilder b{ctx.g, nullptr, owner};
+  const Shape xs = ctx.g[x].shape;  // (N, T, D)
+  const int64_t n = xs[0], steps = xs[1], d = xs[2], u = spec_.units, gu = gates() * u;
+  const DType dtype = ctx.g[x].dtype;
+  if (ctx.training && spec_.recurrent_dropout > 0.0f)
+    throw Unsupported(class_name() + " '" + owner + "': recurrent_dropout > 0 is not supported in training (Keras' " +
+                      "implementation 1 with per-gate masks); set recurrent_dropout=0");
+  const std::string& act = spec_.activation;
+  const std::string& ract = spec_.recurrent_activation;
+  const int kernel = ctx.variable(w[0]);                      // (D, G*u)
+  const int recurrent = ctx.variable(w[1]);                   // (u, G*u)
+  const int bias = spec_.use_bias ? ctx.variable(w[2]) : -1;  // (G*u) or (2, G*u)
+  const bool gru = spec_.kind == RecurrentSpec::Kind::gru, lstm = spec_.kind == RecurrentSpec::Kind::lstm;
+  const bool two_biases = gru && spec_.reset_after && bias >= 0;
+
+  int seq = x;
+  if (ctx.training && spec_.dropout > 0.0f) {  // one mask per sample and feature, the same at every step
+    Attrs at;
+    at.rate = spec_.dropout;
+    at.seed = spec_.seed;
+    at.shape = Shape{n, 1, d};
+    at.dtype = dtype;
+    seq = ops::binary(b, BinaryFn::multiply, seq, ctx.g.add(Op::DropoutMask, {}, at, owner + "/dropout_mask"));
+  }
+  // All steps' input projections in one GEMM, time-major: (T * N, D) @ (D, G*u).
+  const int rows = ops::reshape(b, ops::transpose(b, seq, {1, 0, 2}), Shape{steps * n, d});
+  int proj = b.add(Op::MatMul, {rows, kernel});
+  if (bias >= 0) {
+    const int input_bias = two_biases ? ops::reshape(b, ops::slice(b, bias, 0, 0, 1), Shape{gu}) : bias;
+    proj = b.add(Op::BiasAdd, {proj, input_bias});
+  }
+  proj = ops::reshape(b, proj, Shape{steps, n, gu});  // (T, N, G*u)
+  const int recurrent_bias = two_biases ? ops::reshape(b, ops::slice(b, bias, 0, 1, 1), Shape{gu}) : -1;
+  // GRU reset_after=False: U's z and r columns multiply h, its h columns multiply r * h.
+  const int u_zr = gru && !spec_.reset_after ? ops::slice(b, recurrent, 1, 0, 2 * u) : -1;
+  const int u_h = gru && !spec_.reset_after ? ops::slice(b, recurrent, 1, 2 * u, u) : -1;
+
+  auto gate = [&](int v, int64_t k) { return ops::slice(b, v, 1, k * u, u); };  // (N, u) of (N, G*u)
+  auto add = [&](int a, int c) { return b.add(Op::Add, {a, c}); };
+  auto mul = [&](int a, int c) { return b.add(Op::Mul, {a, c}); };
+  auto matmul = [&](int a, int c) { return b.add(Op::MatMul, {a, c}); };
+  auto activate = [&](const std::string& f, int v) { return apply_activation(ctx, f, v, owner); };
+
+  int h = ctx.g.fill(0.0f, Shape{n, u}, dtype);  // (N, u)
+  int c = lstm ? ctx.g.fill(0.0f, Shape{n, u}, dtype) : -1;
+  std::vector<int> outputs(spec_.return_sequences ? static_cast<size_t>(steps) : 0);
+  for (int64_t s = 0; s < steps; ++s) {
+    const int64_t t = spec_.go_backwards ? steps - 1 - s : s;
+    const int xt = ops::reshape(b, ops::slice(b, proj, 0, t, 1), Shape{n, gu});  // (N, G*u)
+    if (spec_.kind == RecurrentSpec::Kind::simple_rnn) {
+      h = activate(act, add(xt, matmul(h, recurrent)));
+    } else if (lstm) {
+      const int z = add(xt, matmul(h, recurrent));
+      const int i = activate(ract, gate(z, 0)), f = activate(ract, gate(z, 1));
+      const int cc = activate(act, gate(z, 2)), o = activate(ract, gate(z, 3));
+      c = add(mul(f, c), mul(i, cc));
+      h = mul(o, activate(act, c));
+    } else {
+      int inner = matmul(h, spec_.reset_after ? recurrent : u_zr);  // (N, 3u) or (N, 2u)
+      if (recurrent_bias >= 0) inner = b.add(Op::BiasAdd, {inner, recurrent_bias});
+      const int z = activate(ract, add(gate(xt, 0), gate(inner, 0)));
+      const int r = activate(ract, add(gate(xt, 1), gate(inner, 1)));
+      const int rh = spec_.reset_after ? mul(r, gate(inner, 2)) : matmul(mul(r, h), u_h);
+      const int hh = activate(act, add(gate(xt, 2), rh));
+      Attrs one_minus;  // 1 - z
+      one_minus.scale = -1.0f;
+      one_minus.offset = 1.0f;
+      h = add(mul(z, h), mul(b.add(Op::Scale, {z}, one_minus), hh));
+    }
+    if (spec_.return_sequences)
+      outputs[static_cast<size_t>(flip ? steps - 1 - s : s)] = ops::reshape(b, h, Shape{n, 1, u});
+  }
+  return spec_.return_sequences ? ops::concat(b, outputs, 1) : h;  // (N, T, u) or (N, u)
+}
+
+}  // namespace tk::nn
+
+namespace tk::layers {
+namespace {
+template <typename O>
+nn::RecurrentSpec common(nn::RecurrentSpec::Kind kind, int64_t units, const O& o) {
+  nn::RecurrentSpec s;
+  s.kind = kind;
+  s.units = units;
+  s.activation = o.activation;
+  s.use_bias = o.use_bias;
+  s.kernel_initializer = o.kernel_initializer;
+  s.recurrent_initializer = o.recurrent_initializer;
+  s.bias_initializer = o.bias_initializer;
+  s.dropout = o.dropout;
+  s.recurrent_dropout = o.recurrent_dropout;
+  s.seed = o.seed;
+  s.return_sequences = o.return_sequences;
+  s.return_state = o.return_state;
+  s.go_backwards = o.go_backwards;
+  s.stateful = o.stateful;
+  s.unroll = o.unroll;
+  s.name = o.name;
+  s.dtype = o.dtype;
+  return s;
+}
+LayerPtr make(nn::RecurrentSpec s) {
+  const std::string dtype = s.dtype;
+  return with_dtype(std::make_shared<nn::RecurrentLayer>(std::move(s)), dtype);
+}
+}  // namespace
+
+LayerPtr SimpleRNN(int64_t units, SimpleRNNOptions o) {
+  return make(common(nn::RecurrentSpec::Kind::simple_rnn, units, o));
+}
+LayerPtr LSTM(int64_t units, LSTMOptions o) {
+  nn::RecurrentSpec s = common(nn::RecurrentSpec::Kind::lstm, units, o);
+  s.recurrent_activation = o.recurrent_activation;
+  s.unit_forget_bias = o.unit_forget_bias;
+  return make(std::move(s));
+}
+LayerPtr GRU(int64_t units, GRUOptions o) {
+  nn::RecurrentSpec s = common(nn::RecurrentSpec::Kind::gru, units, o);
+  s.recurrent_activation = o.recurrent_activation;
+  s.reset_after = o.reset_after;
+  return make(std::move(s));
+}
+}  // namespace tk::layers
