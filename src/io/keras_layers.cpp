@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "io/keras_internal.h"
+#include "io/keras_layer_opts.h"
 #include "nn/layers/context.h"
 #include "nn/layers/input_layer.h"
 #include "trainkit/core/error.h"
@@ -24,22 +25,7 @@ const char* const kSupported =
     "Embedding, Conv1D, MaxPooling1D, AveragePooling1D, GlobalAveragePooling1D, GlobalMaxPooling1D, ZeroPadding1D, "
     "Cropping1D, UpSampling1D, SpatialDropout1D, "
     "ReLU, LeakyReLU, PReLU, ELU, Softmax, Subtract, Multiply, Average, Maximum, Minimum, Permute, RepeatVector, "
-    "Identity, Cropping2D, Normalization, DepthwiseConv2D, SeparableConv2D, Conv2DTranspose";
-
-// Keras initializer class names <-> trainkit's string names.
-const std::map<std::string, std::string>& initializer_classes() {
-  static const std::map<std::string, std::string> m = {{"GlorotUniform", "glorot_uniform"},
-                                                       {"GlorotNormal", "glorot_normal"},
-                                                       {"HeNormal", "he_normal"},
-                                                       {"HeUniform", "he_uniform"},
-                                                       {"LecunNormal", "lecun_normal"},
-                                                       {"LecunUniform", "lecun_uniform"},
-                                                       {"Zeros", "zeros"},
-                                                       {"Ones", "ones"},
-                                                       {"RandomNormal", "random_normal"},
-                                                       {"RandomUniform", "random_uniform"}};
-  return m;
-}
+    "Identity, Cropping2D, Normalization, DepthwiseConv2D, SeparableConv2D, Conv2DTranspose, MultiHeadAttention";
 
 }  // namespace
 
@@ -70,196 +56,6 @@ json initializer_object(const std::string& name) {
     }
   return name;  // unreachable for a constructed layer (its initializer was validated)
 }
-
-// One layer's config being read: every key must be consumed or be one Keras writes with its default.
-class Opts {
- public:
-  Opts(const json& config, std::string cls, std::string name, std::string label)
-      : c_(config), cls_(std::move(cls)), name_(std::move(name)), label_(std::move(label)) {}
-
-  std::string where() const { return label_ + ": layer '" + name_ + "' (" + cls_ + ")"; }
-  [[noreturn]] void bad(const std::string& key, const std::string& what) const {
-    throw FormatError(where() + ": option '" + key + "' " + what + " (the config is damaged or not from Keras 3)");
-  }
-  [[noreturn]] void unsupported(const std::string& key, const std::string& what) const {
-    throw Unsupported(where() + ": option '" + key + "' = " + c_.at(key).dump() + " is not supported by trainkit (" +
-                      what + ")");
-  }
-  const json* get(const std::string& key) {
-    used_.insert(key);
-    auto it = c_.find(key);
-    return it == c_.end() || it->is_null() ? nullptr : &*it;
-  }
-  int64_t integer(const std::string& key, std::optional<int64_t> def = std::nullopt) {
-    const json* v = get(key);
-    if (!v) {
-      if (def) return *def;
-      bad(key, "is missing");
-    }
-    if (!v->is_number_integer()) bad(key, "must be an integer, got " + v->dump());
-    return v->get<int64_t>();
-  }
-  double number(const std::string& key, std::optional<double> def = std::nullopt) {
-    const json* v = get(key);
-    if (!v) {
-      if (def) return *def;
-      bad(key, "is missing");
-    }
-    if (!v->is_number()) bad(key, "must be a number, got " + v->dump());
-    return v->get<double>();
-  }
-  bool boolean(const std::string& key, bool def) {
-    const json* v = get(key);
-    if (!v) return def;
-    if (!v->is_boolean()) bad(key, "must be true or false, got " + v->dump());
-    return v->get<bool>();
-  }
-  std::string str(const std::string& key, const std::string& def) {
-    const json* v = get(key);
-    if (!v) return def;
-    if (!v->is_string()) bad(key, "must be a string, got " + v->dump());
-    return v->get<std::string>();
-  }
-  std::vector<int64_t> ints(const std::string& key) {
-    const json* v = get(key);
-    if (!v || !v->is_array()) bad(key, "must be a list of integers");
-    std::vector<int64_t> out;
-    for (const json& e : *v) {
-      if (!e.is_number_integer()) bad(key, "must be a list of integers, got " + v->dump());
-      out.push_back(e.get<int64_t>());
-    }
-    return out;
-  }
-  // An int or an (h, w) pair, as Keras' kernel_size.
-  layers::Size2 pair(const std::string& key, std::optional<layers::Size2> def = std::nullopt) {
-    const json* v = get(key);
-    if (!v) {
-      if (def) return *def;
-      bad(key, "is missing");
-    }
-    if (v->is_number_integer()) return layers::Size2(v->get<int64_t>());
-    std::vector<int64_t> p = ints(key);
-    if (p.size() != 2) bad(key, "must be an integer or a pair, got " + v->dump());
-    return layers::Size2(p[0], p[1]);
-  }
-  // An int or a one-element list, as Keras' 1D kernel_size / strides / pool_size.
-  int64_t single(const std::string& key, std::optional<int64_t> def = std::nullopt) {
-    const json* v = get(key);
-    if (!v) {
-      if (def) return *def;
-      bad(key, "is missing");
-    }
-    if (v->is_number_integer()) return v->get<int64_t>();
-    std::vector<int64_t> p = ints(key);
-    if (p.size() != 1) bad(key, "must be an integer or a one-element list, got " + v->dump());
-    return p[0];
-  }
-  // An int (both ends) or a (before, after) pair, as Keras' ZeroPadding1D padding / Cropping1D cropping.
-  std::pair<int64_t, int64_t> ends(const std::string& key, int64_t def) {
-    const json* v = get(key);
-    if (!v) return {def, def};
-    if (v->is_number_integer()) return {v->get<int64_t>(), v->get<int64_t>()};
-    std::vector<int64_t> p = ints(key);
-    if (p.size() != 2) bad(key, "must be an integer or a (before, after) pair, got " + v->dump());
-    return {p[0], p[1]};
-  }
-  // Keras' 2D padding / cropping spec: an int, (h, w), or ((top, bottom), (left, right)) -> {top, bottom, left, right}.
-  std::array<int64_t, 4> sides(const std::string& key, int64_t def) {
-    const json* p = get(key);
-    if (!p) return {def, def, def, def};
-    if (p->is_number_integer()) {
-      const int64_t v = p->get<int64_t>();
-      return {v, v, v, v};
-    }
-    auto fail = [&] { bad(key, "must be an int, (h, w) or ((top, bottom), (left, right)), got " + p->dump()); };
-    if (!p->is_array() || p->size() != 2) fail();
-    if ((*p)[0].is_number_integer() && (*p)[1].is_number_integer()) {
-      const int64_t h = (*p)[0].get<int64_t>(), w = (*p)[1].get<int64_t>();
-      return {h, h, w, w};
-    }
-    std::array<int64_t, 4> v{};
-    for (int i = 0; i < 2; ++i) {
-      const json& pair = (*p)[static_cast<size_t>(i)];
-      if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number_integer() || !pair[1].is_number_integer()) fail();
-      v[2 * i] = pair[0].get<int64_t>(), v[2 * i + 1] = pair[1].get<int64_t>();
-    }
-    return v;
-  }
-  std::string activation(const std::string& key = "activation") {
-    const json* v = get(key);
-    if (!v) return "linear";
-    if (!v->is_string()) unsupported(key, "activations are Keras' names (relu, gelu, silu, ...), not objects");
-    return v->get<std::string>();
-  }
-  // An initializer object or name; its own config (seed, ...) only affects fresh weights and is not kept.
-  std::string initializer(const std::string& key, const std::string& def) {
-    const json* v = get(key);
-    if (!v) return def;
-    if (v->is_string()) return v->get<std::string>();
-    if (!v->is_object() || !v->contains("class_name") || !(*v)["class_name"].is_string())
-      bad(key, "must be an initializer object, got " + v->dump());
-    const std::string cls = (*v)["class_name"].get<std::string>();
-    if (cls == "VarianceScaling") {  // keras.applications' EfficientNet: scale 2, fan_out, truncated_normal
-      const json c = v->contains("config") ? (*v)["config"] : json::object();
-      const json scale = c.value("scale", json(1.0));
-      const std::string mode = c.value("mode", std::string("fan_in"));
-      const std::string dist = c.value("distribution", std::string("truncated_normal"));
-      if (!scale.is_number()) bad(key, "VarianceScaling's scale must be a number, got " + scale.dump());
-      std::ostringstream name;
-      name.precision(17);
-      name << "variance_scaling:" << scale.get<double>() << ":" << mode << ":"
-           << (dist == "normal" ? "truncated_normal" : dist);  // Keras 2 spelled the truncated one "normal"
-      try {
-        nn::check_initializer(name.str());
-      } catch (const InvalidArgument& e) {
-        bad(key, e.what());
-      }
-      return name.str();
-    }
-    auto it = initializer_classes().find(cls);
-    if (it == initializer_classes().end())
-      unsupported(key,
-                  "initializers: GlorotUniform, GlorotNormal, HeNormal, HeUniform, LecunNormal, LecunUniform, "
-                  "Zeros, Ones, RandomNormal, RandomUniform, VarianceScaling");
-    return it->second;
-  }
-  void channels_last() {
-    const std::string f = str("data_format", "channels_last");
-    if (f != "channels_last") unsupported("data_format", "trainkit's image layers are channels_last");
-  }
-  // Keys Keras writes with a default trainkit matches: absent, null, false, or the given value.
-  void must_be_default(const std::string& key, const json& def = nullptr) {
-    used_.insert(key);
-    auto it = c_.find(key);
-    if (it == c_.end() || it->is_null() || *it == def || (it->is_boolean() && !it->get<bool>())) return;
-    unsupported(key, "trainkit implements only Keras' default " + def.dump());
-  }
-  // Every key not read is an option trainkit does not know.
-  void finish() {
-    static const std::set<std::string> kNullDefaults = {
-        "kernel_regularizer", "bias_regularizer", "activity_regularizer",
-        "kernel_constraint",  "bias_constraint",  "quantization_config",
-        "lora_rank",          "lora_alpha",       "beta_regularizer",
-        "gamma_regularizer",  "beta_constraint",  "gamma_constraint",
-        "noise_shape",        "renorm",           "renorm_clipping",
-        "input_axes",         "output_axes",      "autocast",
-        "input_shape",        "batch_input_shape"};
-    for (const auto& [key, value] : c_.items()) {
-      if (used_.count(key)) continue;
-      if (kNullDefaults.count(key)) {
-        must_be_default(key, nullptr);
-        continue;
-      }
-      throw Unsupported(where() + ": option '" + key + "' = " + value.dump() + " is not one trainkit knows for " +
-                        cls_ + " (remove it, or use a layer trainkit supports)");
-    }
-  }
-
- private:
-  const json& c_;
-  std::string cls_, name_, label_;
-  std::set<std::string> used_ = {"name", "trainable", "dtype"};
-};
 
 // The layer's policy in the file; empty when the file gives none.
 std::string check_dtype(const json& config, const std::string& where) {
@@ -628,6 +424,7 @@ LayerPtr make_layer(const std::string& cls, Opts& o, const std::string& name, co
     t.name = name;
     return Conv2DTranspose(filters, k, act, t);
   }
+  if (LayerPtr l = attention_layer_from_json(cls, o, name)) return l;  // keras_layers_attention.cpp
   throw Unsupported(o.where() + ": trainkit has no layer class '" + cls + "' (supported: " + kSupported + ")");
 }
 
@@ -668,6 +465,24 @@ std::string snake_case(const std::string& class_name) {
   return s;
 }
 
+json config_value_json(const LayerConfig::Value& v) {
+  switch (v.kind) {
+    case LayerConfig::Value::boolean:
+      return v.b;
+    case LayerConfig::Value::integer:
+      return v.i;
+    case LayerConfig::Value::number:
+      return v.d;
+    case LayerConfig::Value::string:
+      return v.s;
+    case LayerConfig::Value::integers:
+      return v.ints;
+    case LayerConfig::Value::numbers:
+      return v.floats;
+  }
+  return nullptr;
+}
+
 json layer_to_json(const Layer& layer, const std::string& policy) {
   json config = json::object();
   if (auto* in = dynamic_cast<const nn::InputLayer*>(&layer)) {
@@ -686,27 +501,7 @@ json layer_to_json(const Layer& layer, const std::string& policy) {
   if (cls != "SpatialDropout2D" && cls != "SpatialDropout1D") config["trainable"] = layer.trainable;
   config["dtype"] = dtype_policy_json(policy);
   for (const auto& [key, v] : layer.get_config().items) {
-    json value;
-    switch (v.kind) {
-      case LayerConfig::Value::boolean:
-        value = v.b;
-        break;
-      case LayerConfig::Value::integer:
-        value = v.i;
-        break;
-      case LayerConfig::Value::number:
-        value = v.d;
-        break;
-      case LayerConfig::Value::string:
-        value = v.s;
-        break;
-      case LayerConfig::Value::integers:
-        value = v.ints;
-        break;
-      case LayerConfig::Value::numbers:
-        value = v.floats;
-        break;
-    }
+    json value = config_value_json(v);
     if (key.size() > 12 && key.compare(key.size() - 12, 12, "_initializer") == 0) value = initializer_object(v.s);
     // trainkit's 0: from the global seed (Keras' None). Keras seeds are uint32: a drawn 64-bit seed is written
     // modulo 2^32 (dropout masks after a reload then differ from the original's; the weights do not).
