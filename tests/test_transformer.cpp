@@ -269,6 +269,35 @@ TEST(MultiHeadAttention, GradientsMatchFiniteDifferences) {
   }
 }
 
+// dropout acts on the attention probabilities in training programs only: inference is the dropout-free layer's output,
+// a training program's differs from it (and stays finite), and the same seed draws the same masks.
+TEST(MultiHeadAttention, DropoutOnTheProbabilitiesInTrainingOnly) {
+  auto run = [](float rate, bool training) {
+    clear_session();
+    utils::set_random_seed(9);
+    LayerPtr layer = layers::MultiHeadAttention(2, 4, {.dropout = rate, .seed = 17});
+    (*layer)({tk::Input({5, 6}), tk::Input({5, 6})});
+    Tensor x(Shape{3, 5, 6}, DType::f32);
+    for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = std::cos(0.3f * static_cast<float>(i));
+    graph::Graph g;
+    nn::CallContext ctx{g, training, DType::f32, {}, {}, {}};
+    const int xi = g.variable("x", x);
+    const int y = layer->call(ctx, {xi, xi});
+    graph::Program p(std::move(g), {y}, {}, Device::cpu());
+    p.run(graph::ExecContext{});
+    return p.output(y).clone();
+  };
+  const Tensor plain = run(0.0f, false), inference = run(0.5f, false), train = run(0.5f, true);
+  expect_near(inference, plain, 0.0, "dropout outside training");
+  double differs = 0;
+  for (int64_t i = 0; i < plain.numel(); ++i) {
+    ASSERT_TRUE(std::isfinite(train.data<float>()[i]));
+    differs = std::max(differs, double(std::abs(train.data<float>()[i] - plain.data<float>()[i])));
+  }
+  EXPECT_GT(differs, 1e-3);
+  expect_near(run(0.5f, true), train, 0.0, "the same seed, the same masks");
+}
+
 std::string what_of(const std::function<void()>& f) {
   try {
     f();
