@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "io/keras_internal.h"
-#include "io/keras_layer_opts.h"
+#include "io/keras_opts.h"
 #include "nn/layers/context.h"
 #include "nn/layers/input_layer.h"
 #include "trainkit/core/error.h"

@@ -1,6 +1,6 @@
 // Keras 3 configs of the attention layers -> trainkit layers (the dispatch in keras_layers.cpp's make_layer asks here
 // for classes it does not know). Every key is read or checked to be Keras' default (Opts::finish).
-#include "io/keras_layer_opts.h"
+#include "io/keras_opts.h"
 
 namespace tk::io::keras {
 
