@@ -254,14 +254,16 @@ json model_to_json(const Model& model) {
       for (const KerasTensor::NodeData* n : calls[l.get()]) {
         if (n->inputs.empty()) continue;  // an Input
         json args = json::array();
-        if (n->inputs.size() == 1) {
-          args.push_back(ref(n->inputs[0]));
+        if (n->inputs.size() == 1 || !l->call_arguments().empty()) {  // named tensors: positional, in call order
+          for (const KerasTensor& x : n->inputs) args.push_back(ref(x));
         } else {
           json list = json::array();
           for (const KerasTensor& x : n->inputs) list.push_back(ref(x));
           args.push_back(list);
         }
-        inbound.push_back({{"args", args}, {"kwargs", json::object()}});
+        json kwargs = json::object();  // the call's options (use_causal_mask)
+        for (const auto& [key, v] : n->call_options.items) kwargs[key] = config_value_json(v);
+        inbound.push_back({{"args", args}, {"kwargs", kwargs}});
       }
       j["inbound_nodes"] = inbound;
       layers.push_back(j);
@@ -343,6 +345,67 @@ std::unique_ptr<Model> sequential_from_json(const json& config, const std::strin
   }
 }
 
+bool is_keras_tensor(const json& t) { return t.is_object() && t.value("class_name", "") == "__keras_tensor__"; }
+
+// The tensors of a call whose arguments are named (Layer::call_arguments: MultiHeadAttention's query, value, key), from
+// the node's positional args and kwargs; they must be a prefix of the names (key only after value).
+std::vector<KerasTensor> named_call_tensors(
+    const Layer& layer, const std::vector<std::string>& named, const json& args, const json& kwargs,
+    const std::string& label, const std::function<KerasTensor(const json&, const std::string&)>& resolve) {
+  const std::string who = layer_label(label, layer.name);
+  if (args.size() > named.size())
+    throw FormatError(who + ": an inbound node passes " + std::to_string(args.size()) + " positional arguments, " +
+                      layer.class_name() + " takes " + std::to_string(named.size()) + " tensors");
+  std::vector<const json*> given(named.size(), nullptr);
+  for (size_t i = 0; i < args.size(); ++i) given[i] = &args[i];
+  for (size_t i = 0; i < named.size(); ++i) {
+    auto it = kwargs.find(named[i]);
+    if (it == kwargs.end() || it->is_null()) continue;
+    if (given[i]) throw FormatError(who + ": an inbound node passes '" + named[i] + "' twice");
+    given[i] = &*it;
+  }
+  std::vector<KerasTensor> xs;
+  for (size_t i = 0; i < named.size(); ++i) {
+    if (!given[i] || given[i]->is_null()) {
+      for (size_t j = i + 1; j < named.size(); ++j)
+        if (given[j] && !given[j]->is_null())
+          throw FormatError(who + ": an inbound node passes '" + named[j] + "' without '" + named[i] + "'");
+      break;
+    }
+    xs.push_back(resolve(*given[i], layer.name));
+  }
+  if (xs.empty()) throw FormatError(who + ": an inbound node passes no '" + named[0] + "'");
+  return xs;
+}
+
+// A call's keyword options that are not its named tensors: null ones are Keras' defaults (mask: None) and skipped;
+// another tensor (attention_mask, a mask) or an option the layer does not take is Unsupported naming it.
+LayerConfig call_options_from_json(const Layer& layer, const std::vector<std::string>& named, const json& kwargs,
+                                   const std::string& label) {
+  const std::string who = layer_label(label, layer.name);
+  LayerConfig options;
+  for (const auto& [key, v] : kwargs.items()) {
+    if (v.is_null() || std::find(named.begin(), named.end(), key) != named.end()) continue;
+    if (is_keras_tensor(v) || v.is_array() || v.is_object())
+      throw Unsupported(who + ": the call argument '" + key + "' = " + v.dump().substr(0, 120) +
+                        " is not supported by trainkit");
+    if (v.is_boolean())
+      options.set(key, v.get<bool>());
+    else if (v.is_number_integer())
+      options.set(key, v.get<int64_t>());
+    else if (v.is_number())
+      options.set_float(key, v.get<float>());
+    else
+      options.set(key, v.get<std::string>());
+  }
+  try {
+    layer.check_call_options(options);
+  } catch (const InvalidArgument& e) {
+    throw Unsupported(who + ": " + e.what());
+  }
+  return options;
+}
+
 std::unique_ptr<Model> functional_from_json(const json& config, const std::string& label) {
   if (!config.contains("layers") || !config["layers"].is_array())
     throw FormatError(label + ": Functional config has no 'layers' list");
@@ -395,16 +458,25 @@ std::unique_ptr<Model> functional_from_json(const json& config, const std::strin
         continue;
       }
       const json* args = node.is_object() && node.contains("args") ? &node["args"] : nullptr;
-      if (!args || !args->is_array() || args->empty())
+      const std::vector<std::string> named = layer->call_arguments();
+      if (!args || !args->is_array() || (args->empty() && named.empty()))
         throw FormatError(layer_label(label, layer->name) + ": an inbound node has no args");
+      const json no_kwargs = json::object();
+      const json& kwargs = node.contains("kwargs") && node["kwargs"].is_object() ? node["kwargs"] : no_kwargs;
       std::vector<KerasTensor> xs;
-      const json& first = (*args)[0];
-      if (first.is_array())
-        for (const json& t : first) xs.push_back(resolve(t, layer->name));
-      else
-        for (const json& t : *args) xs.push_back(resolve(t, layer->name));
+      if (named.empty()) {
+        const json& first = (*args)[0];
+        if (first.is_array())
+          for (const json& t : first) xs.push_back(resolve(t, layer->name));
+        else
+          for (const json& t : *args) xs.push_back(resolve(t, layer->name));
+      } else {
+        xs = named_call_tensors(*layer, named, *args, kwargs, label, resolve);
+      }
+      const LayerConfig options = call_options_from_json(*layer, named, kwargs, label);
       try {
-        outputs[layer->name].push_back(xs.size() == 1 ? (*layer)(xs[0]) : (*layer)(xs));
+        outputs[layer->name].push_back(xs.size() == 1 && options.items.empty() ? (*layer)(xs[0])
+                                                                               : (*layer)(xs, options));
       } catch (const InvalidArgument& e) {
         throw FormatError(layer_label(label, layer->name) + ": " + e.what());
       }

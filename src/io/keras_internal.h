@@ -18,6 +18,8 @@ using json = nlohmann::json;
 // DTypePolicy object.
 json layer_to_json(const Layer& layer, const std::string& policy = "float32");
 json dtype_policy_json(const std::string& policy);
+// One LayerConfig value as Keras writes it (a layer's option, or a call's keyword option in an inbound node).
+json config_value_json(const LayerConfig::Value& v);
 // The dtype policy a layer is made with on load (the file's: a DTypePolicy object or a name; the global policy
 // when absent). Unsupported for a policy trainkit does not run.
 // Everything is checked (class, every option, dtype policy) before the layer is created; a layer whose policy in

@@ -26,7 +26,7 @@ const char* const kSupported =
     "Cropping1D, UpSampling1D, SpatialDropout1D, "
     "SimpleRNN, LSTM, GRU, Bidirectional, "
     "ReLU, LeakyReLU, PReLU, ELU, Softmax, Subtract, Multiply, Average, Maximum, Minimum, Permute, RepeatVector, "
-    "Identity, Cropping2D, Normalization, DepthwiseConv2D, SeparableConv2D, Conv2DTranspose";
+    "Identity, Cropping2D, Normalization, DepthwiseConv2D, SeparableConv2D, Conv2DTranspose, MultiHeadAttention";
 
 }  // namespace
 
@@ -427,6 +427,7 @@ LayerPtr make_layer(const std::string& cls, Opts& o, const std::string& name, co
     t.name = name;
     return Conv2DTranspose(filters, k, act, t);
   }
+  if (LayerPtr l = attention_layer_from_json(cls, o, name)) return l;  // keras_layers_attention.cpp
   throw Unsupported(o.where() + ": trainkit has no layer class '" + cls + "' (supported: " + kSupported + ")");
 }
 
@@ -467,6 +468,24 @@ std::string snake_case(const std::string& class_name) {
   return s;
 }
 
+json config_value_json(const LayerConfig::Value& v) {
+  switch (v.kind) {
+    case LayerConfig::Value::boolean:
+      return v.b;
+    case LayerConfig::Value::integer:
+      return v.i;
+    case LayerConfig::Value::number:
+      return v.d;
+    case LayerConfig::Value::string:
+      return v.s;
+    case LayerConfig::Value::integers:
+      return v.ints;
+    case LayerConfig::Value::numbers:
+      return v.floats;
+  }
+  return nullptr;
+}
+
 json layer_to_json(const Layer& layer, const std::string& policy) {
   json config = json::object();
   if (auto* in = dynamic_cast<const nn::InputLayer*>(&layer)) {
@@ -486,27 +505,7 @@ json layer_to_json(const Layer& layer, const std::string& policy) {
   if (cls != "SpatialDropout2D" && cls != "SpatialDropout1D") config["trainable"] = layer.trainable;
   config["dtype"] = dtype_policy_json(policy);
   for (const auto& [key, v] : layer.get_config().items) {
-    json value;
-    switch (v.kind) {
-      case LayerConfig::Value::boolean:
-        value = v.b;
-        break;
-      case LayerConfig::Value::integer:
-        value = v.i;
-        break;
-      case LayerConfig::Value::number:
-        value = v.d;
-        break;
-      case LayerConfig::Value::string:
-        value = v.s;
-        break;
-      case LayerConfig::Value::integers:
-        value = v.ints;
-        break;
-      case LayerConfig::Value::numbers:
-        value = v.floats;
-        break;
-    }
+    json value = config_value_json(v);
     if (key.size() > 12 && key.compare(key.size() - 12, 12, "_initializer") == 0) value = initializer_object(v.s);
     // trainkit's 0: from the global seed (Keras' None). Keras seeds are uint32: a drawn 64-bit seed is written
     // modulo 2^32 (dropout masks after a reload then differ from the original's; the weights do not).

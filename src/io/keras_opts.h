@@ -1,5 +1,8 @@
-// Reading one Keras layer config (src/io/keras_layers*.cpp): every key is read or checked to hold Keras' default.
+// Reading one Keras layer config (keras_layers.cpp and the layer families' readers beside it, e.g.
+// keras_layers_rnn.cpp, keras_layers_attention.cpp): Opts hands out each key once, checks its type, and finish()
+// refuses any key left unread that is not at Keras' default.
 #pragma once
+#include <array>
 #include <map>
 #include <optional>
 #include <set>
@@ -185,7 +188,9 @@ class Opts {
       unsupported(key,
                   "initializers: GlorotUniform, GlorotNormal, HeNormal, HeUniform, LecunNormal, LecunUniform, "
                   "Zeros, Ones, RandomNormal, RandomUniform, Orthogonal, VarianceScaling");
-    return it->second;
+
+                  "Zeros, Ones, RandomNormal, RandomUniform, VarianceScaling");
+                  return it->second;
   }
   void channels_last() {
     const std::string f = str("data_format", "channels_last");

@@ -57,6 +57,9 @@ struct KerasTensor {
     std::shared_ptr<Layer> layer;     // the layer that produced it (an InputLayer for inputs)
     std::vector<KerasTensor> inputs;  // what the layer was called on
     Shape shape;                      // (None, ...)
+    // The call's keyword options that are not tensors (MultiHeadAttention's use_causal_mask), as Keras' inbound
+    // node records them; Layer::check_call_options accepted them.
+    LayerConfig call_options;
   };
   std::shared_ptr<NodeData> node;
   const Shape& shape() const { return node->shape; }
@@ -112,6 +115,13 @@ class Layer : public std::enable_shared_from_this<Layer> {
   virtual std::vector<KerasGroup> keras_groups() const { return {{"vars", name}}; }
   // Number of inputs the layer takes (-1 = two or more, e.g. Add).
   virtual int arity() const { return 1; }
+  // The names of the tensor arguments of the layer's Keras call, in its signature's order, for layers whose call
+  // takes named tensors (MultiHeadAttention: query, value, key); the inputs are a prefix of them. Empty: Keras' one
+  // `inputs` argument (a tensor or a list). Keras' inbound nodes pass these as args or kwargs.
+  virtual std::vector<std::string> call_arguments() const { return {}; }
+  // Checks a call's keyword options (Keras' call kwargs that are not tensors): InvalidArgument naming the layer for
+  // one it does not take. By default a layer takes none.
+  virtual void check_call_options(const LayerConfig& options) const;
   // Checks input shapes (batch None), creates weights on first call, returns the output shape.
   virtual Shape build(const std::vector<Shape>& input_shapes) = 0;
   // Emits the layer's ops for concrete shapes; returns the output value id.
@@ -119,6 +129,9 @@ class Layer : public std::enable_shared_from_this<Layer> {
 
   KerasTensor operator()(const KerasTensor& x);
   KerasTensor operator()(const std::vector<KerasTensor>& xs);
+  // Called with keyword options (Keras' `mha(q, v, use_causal_mask=True)`), checked by check_call_options; the
+  // layer's call() reads them from its CallContext.
+  KerasTensor operator()(const std::vector<KerasTensor>& xs, const LayerConfig& call_options);
 
   std::vector<Weight>& weights() { return weights_; }
   const std::vector<Weight>& weights() const { return weights_; }
@@ -145,6 +158,9 @@ class LayerPtr : public std::shared_ptr<Layer> {
       : std::shared_ptr<Layer>(std::move(p)) {}  // NOLINT: implicit like shared_ptr
   KerasTensor operator()(const KerasTensor& x) const { return (**this)(x); }
   KerasTensor operator()(const std::vector<KerasTensor>& xs) const { return (**this)(xs); }
+  KerasTensor operator()(const std::vector<KerasTensor>& xs, const LayerConfig& call_options) const {
+    return (**this)(xs, call_options);
+  }
 };
 
 // Gives `layer` its own dtype policy and returns it, for lists: Sequential({..., with_dtype(Dense(10), "float32")}).

@@ -264,6 +264,23 @@ struct BidirectionalOptions {
 // backward_<name>, as Keras) and merges their outputs (the backward sequence flipped back to time order).
 LayerPtr Bidirectional(LayerPtr layer, BidirectionalOptions options = {});
 
+// ---------------------------------------------------------------- attention (N, steps, features)
+struct MultiHeadAttentionOptions {
+  int64_t value_dim = 0;  // 0: key_dim (Keras' None)
+  float dropout = 0.0f;   // on the attention probabilities, in training only
+  bool use_bias = true;
+  std::vector<int64_t> output_shape = {};  // empty: the query's features (Keras' None)
+  std::string kernel_initializer = "glorot_uniform";
+  std::string bias_initializer = "zeros";
+  uint64_t seed = 0;  // dropout's; 0: from the global seed stream
+  std::string name = {};
+};
+// Keras 3's MultiHeadAttention over the steps of (N, T, d) inputs, called on {query, value} or {query, value, key}
+// (key defaults to value); causal self-attention: layer({x, x}, LayerConfig{}.set("use_causal_mask", true)).
+// Weights in Keras' layout (query/kernel (d, H, key_dim), ..., attention_output/kernel (H, value_dim, out)).
+// attention_mask and return_attention_scores are not built.
+LayerPtr MultiHeadAttention(int64_t num_heads, int64_t key_dim, MultiHeadAttentionOptions options = {});
+
 // ---------------------------------------------------------------- Keras layers composed of the general ops
 // Activation layers (Keras 3's classes, keys and defaults).
 struct ReLUOptions {

@@ -640,7 +640,9 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
     ctx.compute = model_.layer_compute_dtype(layer);
     for (int& in : ins)
       if (is_floating(g[in].dtype)) in = ctx.cast(in, ctx.compute, layer.name + "/cast_input");
+    ctx.call_options = &t.node->call_options;
     int id = layer.call(ctx, ins);
+    ctx.call_options = nullptr;
     const DType policy = mixed_precision::compute_dtype(model_.layer_dtype_policy(layer));
     if (layer.computes_in_float32() && is_floating(g[id].dtype)) id = ctx.cast(id, policy, layer.name + "/cast_output");
     ctx.compute = DType::f32;

@@ -57,6 +57,8 @@ struct CallContext {
   int replica = 0;
   bool micro_batch = false;
   int64_t layer_collectives = 0;
+  // The keyword options of the layer call being traced (KerasTensor::NodeData::call_options); null: none.
+  const LayerConfig* call_options = nullptr;
 };
 
 // Collective numbers (graph/collective.h's `sequence`) of the collectives layers add in the forward and backward

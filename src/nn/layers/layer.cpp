@@ -78,7 +78,16 @@ LayerPtr with_dtype(LayerPtr layer, const std::string& policy) {
 
 KerasTensor Layer::operator()(const KerasTensor& x) { return (*this)(std::vector<KerasTensor>{x}); }
 
-KerasTensor Layer::operator()(const std::vector<KerasTensor>& xs) {
+KerasTensor Layer::operator()(const std::vector<KerasTensor>& xs) { return (*this)(xs, LayerConfig{}); }
+
+void Layer::check_call_options(const LayerConfig& options) const {
+  if (!options.items.empty())
+    throw InvalidArgument("layer '" + name + "' (" + class_name() + ") takes no call option '" +
+                          options.items.front().first + "'");
+}
+
+KerasTensor Layer::operator()(const std::vector<KerasTensor>& xs, const LayerConfig& call_options) {
+  check_call_options(call_options);
   const int n = static_cast<int>(xs.size());
   if ((arity() >= 0 && n != arity()) || (arity() < 0 && n < 2))
     throw InvalidArgument("layer '" + name + "' (" + class_name() + ") expects " +
@@ -95,6 +104,7 @@ KerasTensor Layer::operator()(const std::vector<KerasTensor>& xs) {
   node->layer = shared_from_this();
   node->inputs = xs;
   node->shape = std::move(out);
+  node->call_options = call_options;
   return KerasTensor{node};
 }
 
