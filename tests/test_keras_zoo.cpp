@@ -1,8 +1,9 @@
-// The Keras model zoo (issue 31): keras.applications models, built and compiled by Keras 3.15.1 at 32x32, load from
-// their config.json, predict and evaluate as Keras does on the same weights and inputs, train one epoch, save a file
-// trainkit loads back bit for bit and that Keras 3 loads with trainkit's predictions (the generator checks it and
-// writes keras_loaded_trainkit_zoo.json). The weights are not committed: the generator and this test set each one by
-// the same formula. Fixtures and the procedure: tests/fixtures/keras/zoo/gen_zoo.py.
+// The Keras model zoo (issue 31): keras.applications models, built and compiled by Keras 3.15.1 at 32x32 (Xception at
+// 71x71, its smallest), and keras.io's convolutional autoencoder, load from their config.json, predict and evaluate
+// as Keras does on the same weights and inputs, train one epoch, save a file trainkit loads back bit for bit and that
+// Keras 3 loads with trainkit's predictions (the generator checks it and writes keras_loaded_trainkit_zoo.json). The
+// weights are not committed: the generator and this test set each one by the same formula. Fixtures and the
+// procedure: tests/fixtures/keras/zoo/gen_zoo.py.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -54,6 +55,8 @@ Tensor zoo_weight(uint32_t seed, const std::string& kind, const Shape& shape) {
   } else if (kind == "moving_variance") {
     scale = 0.25;
     offset = 1.25;
+  } else if (kind == "count") {  // Normalization's count of adapted samples: Keras' initial 0
+    scale = 0.0;
   }
   for (int64_t i = 0; i < t.numel(); ++i)
     t.data<float>()[i] = static_cast<float>(zoo_uniform(seed, static_cast<uint64_t>(i)) * scale + offset);
@@ -84,10 +87,13 @@ std::map<std::string, KerasWeight> keras_weights(const std::string& path) {
   return out;
 }
 
-Tensor zoo_inputs(const Shape& shape) {
+// gen_zoo.py's inputs(): the formula's values in [-1, 1), or (u + 1) / 2 in [0, 1) for an autoencoder (exact).
+Tensor zoo_inputs(const Shape& shape, bool autoencoder) {
   Tensor x(shape, DType::f32);
-  for (int64_t i = 0; i < x.numel(); ++i)
-    x.data<float>()[i] = static_cast<float>(zoo_uniform(kInputSeed, static_cast<uint64_t>(i)));
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const double u = zoo_uniform(kInputSeed, static_cast<uint64_t>(i));
+    x.data<float>()[i] = static_cast<float>(autoencoder ? (u + 1.0) * 0.5 : u);
+  }
   return x;
 }
 
@@ -108,13 +114,29 @@ void write_predictions(const std::string& path, const Tensor& pred) {
   f << "\n";
 }
 
-// The model of <name>.config.json, compiled as Keras compiled it, every weight set by the formula.
-std::unique_ptr<Model> zoo_model(const std::string& name) {
+io::keras::json zoo_config(const std::string& name) {
   const std::string label = kDir + name + ".config.json";
   std::ifstream in(label);
   std::stringstream text;
   text << in.rdbuf();
-  const io::keras::json config = io::keras::parse_json(text.str(), label);
+  return io::keras::parse_json(text.str(), label);
+}
+
+// Whether a Dropout layer of the config drops anything (EfficientNet's stochastic depth and top dropout).
+bool has_dropout(const io::keras::json& config) {
+  for (const io::keras::json& layer : config.at("config").at("layers"))
+    if (layer.at("class_name") == "Dropout" && layer.at("config").at("rate").get<double>() > 0) return true;
+  return false;
+}
+
+// The model of <name>.config.json, compiled as Keras compiled it, every weight set by the formula. dropout_off: every
+// Dropout rate 0, the model of the fit references (gen_zoo.py: jax's masks are not reproducible).
+std::unique_ptr<Model> zoo_model(const std::string& name, bool dropout_off = false) {
+  const std::string label = kDir + name + ".config.json";
+  io::keras::json config = zoo_config(name);
+  if (dropout_off)
+    for (io::keras::json& layer : config.at("config").at("layers"))
+      if (layer.at("class_name") == "Dropout") layer["config"]["rate"] = 0.0;
   std::unique_ptr<Model> model = io::keras::model_from_json(config, label);
   io::keras::compile_from_json(*model, config.at("compile_config"), label);
   const std::map<std::string, KerasWeight> keras = keras_weights(kDir + name + "_expect.txt");
@@ -155,7 +177,7 @@ TEST(KerasInitializers, VarianceScalingRoundTripsThroughAConfig) {
   EXPECT_THROW(io::keras::layer_from_json(bad, "test"), FormatError);
 }
 
-// ~1 min in Release for the four models: ctest runs it once, as keras_model_zoo (label slow: Release CI only; the
+// ~1 min in Release for the eight models: ctest runs it once, as keras_model_zoo (label slow: Release CI only; the
 // sanitizer pass skips it), and the copy gtest_discover_tests registers skips unless TK_SLOW_TESTS is set.
 class ModelZoo : public ::testing::TestWithParam<std::string> {};
 
@@ -165,8 +187,9 @@ TEST_P(ModelZoo, MatchesThePeerTrainsAndRoundTrips) {
   auto expect = testing::load_fixture(kDir + name + "_expect.txt");
   std::unique_ptr<Model> model = zoo_model(name);
   const Tensor& want = expect.at("predict");
-  const Tensor x = zoo_inputs(Shape{want.shape()[0], 32, 32, 3});
-  const Tensor& y = expect.at("y");
+  const bool autoencoder = !expect.count("y");  // its target is its input
+  const Tensor x = zoo_inputs(model->inputs()[0].shape().with_batch(want.shape()[0]), autoencoder);
+  const Tensor& y = autoencoder ? x : expect.at("y");
 
   // predict within 1e-4 of Keras' largest output; evaluate's loss within 1e-4 relative.
   const Tensor pred = model->predict(x, 4);
@@ -180,17 +203,27 @@ TEST_P(ModelZoo, MatchesThePeerTrainsAndRoundTrips) {
   // loss, 1e-3 of the largest output for the predictions after it. Why the float64 anchor: the ResNets' last
   // BatchNormalization normalizes 4 values, so rounding is amplified; ResNet50's fit loss is 4.83898 in float64,
   // 4.83880 in Keras' float32, 4.83803 / 4.83759 in trainkit's oneDNN AVX-512 / AVX2 convolutions (gen_zoo.py).
-  History h = model->fit(x, y, {.batch_size = 4, .epochs = 1, .verbose = 0, .shuffle = false});
+  // A model with Dropout trains as it is (EfficientNet's noise_shape masks drawn by trainkit), and a copy with every
+  // Dropout rate 0 is held to Keras' step on the same copy.
+  std::unique_ptr<Model> dropout_off;
+  if (has_dropout(zoo_config(name))) {
+    History real = model->fit(x, y, {.batch_size = 4, .epochs = 1, .verbose = 0, .shuffle = false});
+    ASSERT_EQ(real.history.at("loss").size(), 1u);
+    EXPECT_TRUE(std::isfinite(real.history.at("loss")[0])) << name << ": fit with its Dropout layers";
+    dropout_off = zoo_model(name, true);
+  }
+  Model& stepped = dropout_off ? *dropout_off : *model;
+  History h = stepped.fit(x, y, {.batch_size = 4, .epochs = 1, .verbose = 0, .shuffle = false});
   ASSERT_EQ(h.history.at("loss").size(), 1u);
   const float truth_loss = expect.at("fit_loss_f64").data<float>()[0];
   const float keras_loss_error = std::fabs(expect.at("fit_loss").data<float>()[0] - truth_loss);
   EXPECT_NEAR(h.history.at("loss")[0], truth_loss, std::max(10 * keras_loss_error, 1e-4f * std::fabs(truth_loss)))
       << name << ": fit loss (Keras float32: " << expect.at("fit_loss").data<float>()[0] << ")";
-  const Tensor trained = model->predict(x, 4);
   const Tensor& truth = expect.at("predict_after_fit_f64");
   const float keras_error = max_abs_diff(expect.at("predict_after_fit"), truth);
-  EXPECT_LE(max_abs_diff(trained, truth), std::max(10 * keras_error, 1e-3f * max_abs(truth)))
+  EXPECT_LE(max_abs_diff(stepped.predict(x, 4), truth), std::max(10 * keras_error, 1e-3f * max_abs(truth)))
       << name << ": predict after fit (Keras float32 is " << keras_error << " from float64)";
+  const Tensor trained = model->predict(x, 4);
   EXPECT_GT(max_abs_diff(trained, pred), 0.0f) << name << ": fit changed nothing";
 
   // Saved and loaded back: the same predictions, bit for bit; Keras 3 loads the file (the generator's verdict).
@@ -214,7 +247,11 @@ TEST_P(ModelZoo, MatchesThePeerTrainsAndRoundTrips) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Applications, ModelZoo,
-                         ::testing::Values("resnet50", "resnet50v2", "densenet121", "vgg16", "mobilenetv2"),
+                         ::testing::Values("resnet50", "resnet50v2", "densenet121", "vgg16", "mobilenetv2",
+                                           "efficientnetb0", "xception"),
+                         [](const auto& info) { return info.param; });
+// keras.io's convolutional autoencoder (Conv2D / MaxPooling2D, Conv2DTranspose, sigmoid, binary_crossentropy).
+INSTANTIATE_TEST_SUITE_P(Examples, ModelZoo, ::testing::Values("conv_autoencoder"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -142,8 +142,17 @@ LayerPtr make_layer(const std::string& cls, Opts& o, const std::string& name, co
     const float rate = static_cast<float>(o.number("rate"));
     const int64_t seed = o.integer("seed", 0);
     if (cls == "SpatialDropout2D") o.channels_last();
-    return cls == "Dropout" ? Dropout(rate, static_cast<uint64_t>(seed), name)
-                            : SpatialDropout2D(rate, static_cast<uint64_t>(seed), name);
+    if (cls == "SpatialDropout2D") return SpatialDropout2D(rate, static_cast<uint64_t>(seed), name);
+    const json* ns = o.get("noise_shape");  // EfficientNet's stochastic depth: [null, 1, 1, 1]
+    if (!ns) return Dropout(rate, static_cast<uint64_t>(seed), name);
+    if (!ns->is_array() || ns->empty()) o.bad("noise_shape", "must be null or a list of integers / nulls");
+    std::vector<int64_t> noise;
+    for (const json& d : *ns) {
+      if (!d.is_null() && !d.is_number_integer())
+        o.bad("noise_shape", "must be null or a list of integers / nulls, got " + ns->dump());
+      noise.push_back(d.is_null() ? -1 : d.get<int64_t>());
+    }
+    return Dropout(rate, std::move(noise), static_cast<uint64_t>(seed), name);
   }
   if (cls == "Flatten") {
     o.channels_last();
@@ -510,6 +519,9 @@ json layer_to_json(const Layer& layer, const std::string& policy) {
     // trainkit's 0: from the global seed (Keras' None). Keras seeds are uint32: a drawn 64-bit seed is written
     // modulo 2^32 (dropout masks after a reload then differ from the original's; the weights do not).
     if (key == "seed") value = v.i == 0 ? json(nullptr) : json(static_cast<uint64_t>(v.i) & 0xFFFFFFFFu);
+    if (cls == "Dropout" && key == "noise_shape")  // trainkit's -1: Keras' None (the input's dimension)
+      for (json& d : value)
+        if (d == -1) d = nullptr;
     if ((cls == "ZeroPadding2D" && key == "padding") || (cls == "Cropping2D" && key == "cropping"))
       value = json::array({json::array({v.ints[0], v.ints[1]}), json::array({v.ints[2], v.ints[3]})});
     config[key] = value;

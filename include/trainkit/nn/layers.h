@@ -34,6 +34,10 @@ LayerPtr Dense(int64_t units, std::string activation = "linear", DenseOptions op
 LayerPtr Activation(std::string activation, std::string name = {});
 // Zeroes inputs with probability `rate` during training and scales the rest by 1/(1-rate).
 LayerPtr Dropout(float rate, uint64_t seed = 0, std::string name = {});
+// Keras' noise_shape: the mask's shape, one entry per input axis (batch first); -1 (None) takes the input's
+// dimension, 1 shares one draw along that axis. EfficientNet's stochastic depth is Dropout(rate, {-1, 1, 1, 1}):
+// one draw per sample, broadcast over H, W and C.
+LayerPtr Dropout(float rate, std::vector<int64_t> noise_shape, uint64_t seed = 0, std::string name = {});
 LayerPtr Flatten(std::string name = {});
 // Per-sample target shape (without the batch dimension).
 LayerPtr Reshape(Shape target_shape, std::string name = {});
