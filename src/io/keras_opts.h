@@ -188,9 +188,7 @@ class Opts {
       unsupported(key,
                   "initializers: GlorotUniform, GlorotNormal, HeNormal, HeUniform, LecunNormal, LecunUniform, "
                   "Zeros, Ones, RandomNormal, RandomUniform, Orthogonal, VarianceScaling");
-
-                  "Zeros, Ones, RandomNormal, RandomUniform, VarianceScaling");
-                  return it->second;
+    return it->second;
   }
   void channels_last() {
     const std::string f = str("data_format", "channels_last");
@@ -235,5 +233,8 @@ class Opts {
 LayerPtr rnn_layer_from_json(const std::string& cls, Opts& o, const std::string& name, const json& config);
 std::optional<json> rnn_layer_to_json(const Layer& layer, const std::string& policy);
 json initializer_object(const std::string& name);
+// The attention layers' readers (keras_layers_attention.cpp): the layer for `cls`, or null when `cls` is not one of
+// theirs.
+LayerPtr attention_layer_from_json(const std::string& cls, Opts& o, const std::string& name);
 
 }  // namespace tk::io::keras
