@@ -379,13 +379,15 @@ std::vector<KerasTensor> named_call_tensors(
 }
 
 // A call's keyword options that are not its named tensors: null ones are Keras' defaults (mask: None) and skipped;
-// another tensor (attention_mask, a mask) or an option the layer does not take is Unsupported naming it.
+// `training` too: Keras records the call's default (Dropout's training=False, as keras.applications' EfficientNet
+// nodes hold) and overrides it with the model call's mode when it runs the graph, as trainkit's fit/predict do.
+// Another tensor (attention_mask, a mask) or an option the layer does not take is Unsupported naming it.
 LayerConfig call_options_from_json(const Layer& layer, const std::vector<std::string>& named, const json& kwargs,
                                    const std::string& label) {
   const std::string who = layer_label(label, layer.name);
   LayerConfig options;
   for (const auto& [key, v] : kwargs.items()) {
-    if (v.is_null() || std::find(named.begin(), named.end(), key) != named.end()) continue;
+    if (v.is_null() || key == "training" || std::find(named.begin(), named.end(), key) != named.end()) continue;
     if (is_keras_tensor(v) || v.is_array() || v.is_object())
       throw Unsupported(who + ": the call argument '" + key + "' = " + v.dump().substr(0, 120) +
                         " is not supported by trainkit");
