@@ -18,6 +18,7 @@
 #include "graph/program.h"
 #include "io/hdf5_tree.h"
 #include "io/keras_internal.h"
+#include "keras_fixture_files.h"
 #include "keras_weights_compare.h"
 #include "nn/layers/context.h"
 #include "trainkit/io/keras.h"
@@ -32,21 +33,8 @@ namespace fs = std::filesystem;
 
 const std::string kDir = std::string(TK_SOURCE_DIR) + "/tests/fixtures/keras/text_cnn/";
 
-// |got - want| <= tol * max(1, |want|) elementwise.
-void expect_near(const Tensor& got, const Tensor& want, double tol, const std::string& what) {
-  ASSERT_EQ(got.shape(), want.shape()) << what;
-  double worst = 0;
-  int64_t at = 0;
-  for (int64_t i = 0; i < got.numel(); ++i) {
-    const double w = want.data<float>()[i];
-    const double d = std::abs(got.data<float>()[i] - w) / std::max(1.0, std::abs(w));
-    if (d > worst) worst = d, at = i;
-  }
-  EXPECT_LE(worst, tol) << what << " (worst at " << at << ")";
-  if (tol > 0) std::printf("  %-40s max |trainkit - keras| / max(1, |keras|) = %.3g\n", what.c_str(), worst);
-}
-
-double rel(double got, double want) { return std::abs(got - want) / std::max(1e-12, std::abs(want)); }
+using testing::rel;
+constexpr auto expect_near = testing::expect_near_keras;
 
 struct Case {
   const char* name;
@@ -119,42 +107,11 @@ TEST(KerasTextCnnFiles, TrainkitWrittenFilesKerasLoadedAreStillWhatTrainkitWrite
     if (!c.dropout) model->fit(r["x"], r["y"], {.batch_size = 8, .epochs = 1, .verbose = 0, .shuffle = false});
     const std::string name = std::string("trainkit_") + c.name;
     if (out) {
-      model->save(std::string(out) + "/" + name + ".keras");
-      std::ofstream f(std::string(out) + "/" + name + "_predict.txt");
-      f << "# trainkit's predictions (tests/test_text_cnn.cpp; checked in Keras by gen_text_cnn.py)\n";
-      f.precision(9);
-      const Tensor pred = model->predict(r["x"]);
-      for (const auto& [n, t] : std::vector<std::pair<std::string, Tensor>>{{"x", r["x"]}, {"predict", pred}}) {
-        const bool ints = t.dtype() == DType::i32;
-        f << "tensor " << n << (ints ? " int32 " : " float32 ") << t.shape().rank();
-        for (int i = 0; i < t.shape().rank(); ++i) f << " " << t.shape()[i];
-        f << "\n";
-        for (int64_t i = 0; i < t.numel(); ++i)
-          f << (i ? " " : "") << (ints ? double(t.data<int32_t>()[i]) : double(t.data<float>()[i]));
-        f << "\n";
-      }
+      testing::write_trainkit_fixture(*model, r["x"], out, name, "tests/test_text_cnn.cpp", "gen_text_cnn.py");
       continue;
     }
-    std::ifstream in(kDir + "keras_loaded_trainkit_text_cnn.json");
-    ASSERT_TRUE(in) << "keras_loaded_trainkit_text_cnn.json is missing: run gen_text_cnn.py --check-trainkit";
-    std::stringstream ss;
-    ss << in.rdbuf();
-    const auto verdict = io::keras::json::parse(ss.str())[c.name];
-    EXPECT_EQ(verdict["keras_loaded_trainkit_file"], "ok");
-    EXPECT_EQ(verdict["trainkit_format"], io::kKerasFormatVersion);
-    EXPECT_LE(verdict["max_abs_diff_predict"].get<double>(), 1e-5);
-    const fs::path dir = fs::temp_directory_path() / ("tk_text_cnn_now_" + std::to_string(::getpid()));
-    fs::create_directories(dir);
-    model->save((dir / "now.keras").string());
-    const auto committed = io::keras::read_archive(kDir + name + ".keras");
-    const auto now = io::keras::read_archive((dir / "now.keras").string());
-    EXPECT_EQ(io::keras::json::parse(committed.config), io::keras::json::parse(now.config));
-    io::H5Tree a = io::read_h5_tree_image("committed", committed.weights.data(), committed.weights.size());
-    io::H5Tree b = io::read_h5_tree_image("now", now.weights.data(), now.weights.size());
-    EXPECT_EQ(a.groups, b.groups);
-    ASSERT_EQ(a.datasets.size(), b.datasets.size());
-    testing::expect_same_weights(a, b, 1e-6f);
-    fs::remove_all(dir);
+    testing::keras_verdict(kDir, "keras_loaded_trainkit_text_cnn.json", "gen_text_cnn.py", c.name);
+    testing::expect_saves_as_committed(*model, kDir + name + ".keras");
   }
   if (out) GTEST_SKIP() << "wrote the trainkit_*.keras files into " << out;
 }
