@@ -13,7 +13,7 @@ KERAS_VENV="${TK_KERAS_VENV:-.venv-keras}"
 source bench/_setup.sh
 bench_setup tk_bench_bilstm
 for round in $(seq "$ROUNDS"); do
-  tk=$(./build/bench/tk_bench_bilstm --steps "$STEPS")
+  tk=$(./build/bench/tk_bench_bilstm --steps "$STEPS" | tail -1)  # the JSON line (the device line goes first)
   torch=$("$VENV/bin/python" bench/peers/torch_bilstm.py --steps "$STEPS" --threads 2)
   keras=$(KERAS_BACKEND=jax "$KERAS_VENV/bin/python" bench/peers/keras_bilstm.py --steps "$STEPS" 2>/dev/null | tail -1)
   printf '%s\n%s\n%s\n' "$tk" "$torch" "$keras"
