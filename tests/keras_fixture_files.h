@@ -3,6 +3,7 @@
 //   if (out) { write_trainkit_fixture(*model, r["x"], out, "trainkit_lstm", "tests/test_rnn.cpp", "gen_rnn.py"); }
 //   const json v = keras_verdict(kDir, "keras_loaded_trainkit_rnn.json", "gen_rnn.py", "lstm");  // Keras' word
 //   expect_saves_as_committed(*model, kDir + "trainkit_lstm.keras");         // config equal, weights within 1e-6
+//   std::unique_ptr<Model> back = saved_and_loaded(*model);                 // saved as .keras, loaded back
 #pragma once
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -91,6 +93,18 @@ inline void expect_saves_as_committed(Model& model, const std::string& committed
   io::H5Tree b = io::read_h5_tree_image("now", now.weights.data(), now.weights.size());
   expect_same_weights(a, b, 1e-6f);
   fs::remove_all(dir);
+}
+
+// The model saved as .keras into a temporary folder and loaded back (the folder removed): the round trip.
+inline std::unique_ptr<Model> saved_and_loaded(const Model& model) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("tk_round_trip_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string path = (dir / "back.keras").string();
+  model.save(path);
+  std::unique_ptr<Model> back = models::load_model(path);
+  fs::remove_all(dir);
+  return back;
 }
 
 }  // namespace tk::testing

@@ -88,13 +88,8 @@ TEST_P(KerasRnn, LoadsMatchesKerasTrainsAndSavesBack) {
   expect_weights(*resumed, r, "epoch2", 1e-4);
 
   // Saved back: the same predictions.
-  const fs::path dir = fs::temp_directory_path() / ("tk_rnn_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  const std::string path = (dir / "back.keras").string();
-  fresh->save(path);
-  std::unique_ptr<Model> back = models::load_model(path);
+  std::unique_ptr<Model> back = testing::saved_and_loaded(*fresh);
   expect_near(back->predict(x), fresh->predict(x), 0.0, "predict after the round trip");
-  fs::remove_all(dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, KerasRnn, ::testing::ValuesIn(kModels),

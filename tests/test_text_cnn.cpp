@@ -81,14 +81,9 @@ TEST_P(KerasTextCnn, LoadsMatchesKerasTrainsAndSavesBack) {
   }
 
   // Saved back: the same input dtype and predictions.
-  const fs::path dir = fs::temp_directory_path() / ("tk_text_cnn_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  const std::string path = (dir / "back.keras").string();
-  model->save(path);
-  std::unique_ptr<Model> back = models::load_model(path);
+  std::unique_ptr<Model> back = testing::saved_and_loaded(*model);
   EXPECT_EQ(back->input_dtype(0), c.input);
   expect_near(back->predict(x), model->predict(x), 0.0, "predict after the round trip");
-  fs::remove_all(dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, KerasTextCnn, ::testing::ValuesIn(kCases),

@@ -93,13 +93,8 @@ TEST_P(KerasTransformer, LoadsMatchesKerasTrainsAndSavesBack) {
     for (const Weight& w : layer->weights()) expect_near(w.value, r["epoch/" + w.name], 1e-4, "epoch/" + w.name);
 
   // Saved back: the same predictions, and the same config (the call's use_causal_mask and key kept).
-  const fs::path dir = fs::temp_directory_path() / ("tk_transformer_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  const std::string path = (dir / "back.keras").string();
-  fresh->save(path);
-  std::unique_ptr<Model> back = models::load_model(path);
+  std::unique_ptr<Model> back = testing::saved_and_loaded(*fresh);
   expect_near(back->predict(x), fresh->predict(x), 0.0, "predict after the round trip");
-  fs::remove_all(dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, KerasTransformer, ::testing::ValuesIn(kModels),
