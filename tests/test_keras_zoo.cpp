@@ -250,8 +250,9 @@ INSTANTIATE_TEST_SUITE_P(Applications, ModelZoo,
                          ::testing::Values("resnet50", "resnet50v2", "densenet121", "vgg16", "mobilenetv2",
                                            "efficientnetb0", "xception"),
                          [](const auto& info) { return info.param; });
-// keras.io's convolutional autoencoder (Conv2D / MaxPooling2D, Conv2DTranspose, sigmoid, binary_crossentropy).
-INSTANTIATE_TEST_SUITE_P(Examples, ModelZoo, ::testing::Values("conv_autoencoder"),
+// keras.io's convolutional autoencoder (Conv2D / MaxPooling2D, Conv2DTranspose, sigmoid, binary_crossentropy), and
+// a frozen MobileNetV2 base nested in a new model, called with training=False (keras.io's transfer-learning guide).
+INSTANTIATE_TEST_SUITE_P(Examples, ModelZoo, ::testing::Values("conv_autoencoder", "finetune_mobilenetv2"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -187,11 +187,11 @@ OptimizerPtr optimizer_from_json(const json& j, const std::string& label) {
   return nn::make_rule_optimizer(*rule, hyper, number_or(config, "learning_rate", rule->learning_rate, label), common);
 }
 
-json tensor_ref(const std::string& layer, int node, const Shape& shape) {
+json tensor_ref(const std::string& layer, int node, const Shape& shape, int index = 0) {
   json s = json::array();
   for (int i = 0; i < shape.rank(); ++i) s.push_back(i == 0 ? json(nullptr) : json(shape[i]));
   return {{"class_name", "__keras_tensor__"},
-          {"config", {{"shape", s}, {"dtype", "float32"}, {"keras_history", json::array({layer, node, 0})}}}};
+          {"config", {{"shape", s}, {"dtype", "float32"}, {"keras_history", json::array({layer, node, index})}}}};
 }
 
 std::string layer_label(const std::string& label, const std::string& name) { return label + ": layer '" + name + "'"; }
@@ -235,19 +235,60 @@ json model_to_json(const Model& model) {
     // Inbound nodes: each layer's calls in the order they appear walking from the outputs (call order).
     std::map<const Layer*, std::vector<const KerasTensor::NodeData*>> calls;
     std::set<const KerasTensor::NodeData*> seen;
+    // A nested model's calls (tk::call_model), per model, in call order: written as the model's inbound nodes.
+    std::map<const Model*, std::vector<const NestedCall*>> nested_calls;
     std::function<void(const KerasTensor&)> visit = [&](const KerasTensor& t) {
       if (!seen.insert(t.node.get()).second) return;
       for (const KerasTensor& x : t.node->inputs) visit(x);
+      if (const NestedCall* call = t.node->nested.get()) {
+        auto& list = nested_calls[call->model.get()];
+        if (std::find(list.begin(), list.end(), call) == list.end()) list.push_back(call);
+        return;
+      }
       calls[t.node->layer.get()].push_back(t.node.get());
     };
     for (const KerasTensor& t : model.inputs()) visit(t);
     for (const KerasTensor& t : model.outputs()) visit(t);
     auto ref = [&](const KerasTensor& t) {
+      if (const NestedCall* call = t.node->nested.get()) {  // an output of a nested model's call
+        const auto& list = nested_calls[call->model.get()];
+        const auto& outs = call->outputs;
+        return tensor_ref(call->model->name(),
+                          static_cast<int>(std::find(list.begin(), list.end(), call) - list.begin()), t.shape(),
+                          static_cast<int>(std::find(outs.begin(), outs.end(), t.node.get()) - outs.begin()));
+      }
       const auto& nodes = calls[t.node->layer.get()];
       const int index = static_cast<int>(std::find(nodes.begin(), nodes.end(), t.node.get()) - nodes.begin());
       return tensor_ref(t.node->layer->name, index, t.shape());
     };
+    std::set<const Model*> written;
     for (const LayerPtr& l : model.layers()) {
+      if (const Model* inner = model.nested_model_of(*l)) {
+        if (!written.insert(inner).second) continue;
+        json j = model_to_json(*inner);
+        j.erase("compile_config");
+        bool trainable = false;
+        for (const LayerPtr& m : inner->layers()) trainable = trainable || m->trainable;
+        j["config"]["trainable"] = trainable;
+        j["name"] = inner->name();
+        json inbound = json::array();
+        for (const NestedCall* call : nested_calls[inner]) {
+          json args = json::array();
+          if (call->inputs.size() == 1) {
+            args.push_back(ref(call->inputs[0]));
+          } else {
+            json list = json::array();
+            for (const KerasTensor& x : call->inputs) list.push_back(ref(x));
+            args.push_back(list);
+          }
+          json kwargs = {{"mask", nullptr}};
+          if (call->training) kwargs["training"] = *call->training;
+          inbound.push_back({{"args", args}, {"kwargs", kwargs}});
+        }
+        j["inbound_nodes"] = inbound;
+        layers.push_back(j);
+        continue;
+      }
       json j = layer_to_json(*l, written_policy(model, *l));
       j["name"] = l->name;
       json inbound = json::array();
@@ -270,11 +311,7 @@ json model_to_json(const Model& model) {
     }
     json ins = json::array(), outs = json::array();
     for (const KerasTensor& t : model.inputs()) ins.push_back(json::array({t.node->layer->name, 0, 0}));
-    for (const KerasTensor& t : model.outputs()) {
-      const auto& nodes = calls[t.node->layer.get()];
-      const int index = static_cast<int>(std::find(nodes.begin(), nodes.end(), t.node.get()) - nodes.begin());
-      outs.push_back(json::array({t.node->layer->name, index, 0}));
-    }
+    for (const KerasTensor& t : model.outputs()) outs.push_back(ref(t)["config"]["keras_history"]);
     out = {{"module", "keras.src.models.functional"},
            {"class_name", "Functional"},
            {"config",
@@ -411,15 +448,28 @@ LayerConfig call_options_from_json(const Layer& layer, const std::vector<std::st
 std::unique_ptr<Model> functional_from_json(const json& config, const std::string& label) {
   if (!config.contains("layers") || !config["layers"].is_array())
     throw FormatError(label + ": Functional config has no 'layers' list");
-  std::map<std::string, LayerPtr> by_name;
+  std::set<std::string> names;
   std::map<std::string, std::vector<KerasTensor>> outputs;  // per layer: one output per call (node)
-  std::vector<std::pair<LayerPtr, const json*>> order;
+  struct Entry {
+    LayerPtr layer;                      // a layer, or
+    std::shared_ptr<const Model> model;  // a model called like a layer (the fine-tuning base)
+    std::string name;
+    const json* inbound;
+  };
+  std::vector<Entry> order;
   for (const json& l : config["layers"]) {
-    LayerPtr layer = layer_from_json(l, label);
-    if (by_name.count(layer->name)) throw FormatError(layer_label(label, layer->name) + " appears twice");
-    by_name[layer->name] = layer;
+    Entry e;
+    if (is_nested_model(l)) {
+      e.model = nested_model_from_json(l, label);
+      e.name = e.model->name();
+    } else {
+      e.layer = layer_from_json(l, label);
+      e.name = e.layer->name;
+    }
+    if (!names.insert(e.name).second) throw FormatError(layer_label(label, e.name) + " appears twice");
     auto it = l.find("inbound_nodes");
-    order.emplace_back(layer, it == l.end() ? nullptr : &*it);
+    e.inbound = it == l.end() ? nullptr : &*it;
+    order.push_back(std::move(e));
   }
   auto resolve = [&](const json& t, const std::string& who) -> KerasTensor {
     const json* hist = nullptr;
@@ -440,8 +490,14 @@ std::unique_ptr<Model> functional_from_json(const json& config, const std::strin
                         ", which does not exist before it in the config");
     return it->second[static_cast<size_t>(node)];
   };
-  for (auto& [layer, inbound] : order) {
-    if (auto il = std::dynamic_pointer_cast<nn::InputLayer>(static_cast<std::shared_ptr<Layer>&>(layer))) {
+  for (const Entry& entry : order) {
+    if (entry.model) {
+      outputs[entry.name] = call_nested_model(entry.model, entry.inbound, label, resolve);
+      continue;
+    }
+    const LayerPtr& layer = entry.layer;
+    const json* inbound = entry.inbound;
+    if (auto il = std::dynamic_pointer_cast<nn::InputLayer>(static_cast<const std::shared_ptr<Layer>&>(layer))) {
       outputs[layer->name].push_back(nn::input_tensor(il));
       continue;
     }

@@ -1,6 +1,7 @@
 // The pieces of Keras 3 serialization (src/io/keras_*.cpp): model and compile configs as JSON, and the
 // weights layout as an H5Tree. `label` names the file (and member) in every error.
 #pragma once
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -35,6 +36,15 @@ std::string snake_case(const std::string& class_name);
 json model_to_json(const Model& model);  // with compile_config when compiled
 std::unique_ptr<Model> model_from_json(const json& obj, const std::string& label);
 void compile_from_json(Model& model, const json& compile_config, const std::string& label);
+
+// ---- keras_nested.cpp: a model in a Functional model's layer list (called like a layer: tk::call_model)
+bool is_nested_model(const json& layer);
+// Built from its config; trainable=False in it freezes all its layers, as Keras.
+std::shared_ptr<const Model> nested_model_from_json(const json& obj, const std::string& label);
+// Its calls from the entry's inbound_nodes: one output per call; `training` read from the call's kwargs.
+std::vector<KerasTensor> call_nested_model(const std::shared_ptr<const Model>& model, const json* inbound,
+                                           const std::string& label,
+                                           const std::function<KerasTensor(const json&, const std::string&)>& resolve);
 
 // ---- slot_views.cpp: the optimizer's state as it is, for streaming saves
 // One optimizer slot: its live tensor (shared, not copied; on the model's device), or, before the slot exists,

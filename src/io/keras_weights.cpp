@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <set>
 
 #include "core/device_bytes.h"
 #include "graph/op.h"
@@ -24,16 +25,33 @@ namespace tk::io::keras {
 
 namespace {
 
-// The layers Keras walks, each with its group name.
-std::vector<std::pair<std::string, Layer*>> walk(const Model& model) {
+// The layers Keras walks, each with its group name. A nested model (tk::call_model) is one entry of the walk with
+// layer null (its own empty "vars" group, named after the model), followed by its layers under "<key>/layers/".
+struct WalkEntry {
+  std::string key;
+  Layer* layer;
+  std::string model_name;  // layer null: the nested model's name
+};
+std::vector<WalkEntry> walk(const Model& model) {
   const bool sequential = dynamic_cast<const Sequential*>(&model) != nullptr;
   std::map<std::string, int> counters;
-  std::vector<std::pair<std::string, Layer*>> out;
+  auto next_key = [&](const std::string& class_name) {
+    const std::string base = snake_case(class_name);
+    const int k = counters[base]++;
+    return k == 0 ? base : base + "_" + std::to_string(k);
+  };
+  std::vector<WalkEntry> out;
+  std::set<const Model*> nested;
   for (const LayerPtr& l : model.layers()) {
     if (sequential && dynamic_cast<nn::InputLayer*>(l.get())) continue;
-    const std::string base = snake_case(l->class_name());
-    const int k = counters[base]++;
-    out.emplace_back(k == 0 ? base : base + "_" + std::to_string(k), l.get());
+    if (const Model* inner = model.nested_model_of(*l)) {
+      if (!nested.insert(inner).second) continue;
+      const std::string key = next_key(dynamic_cast<const Sequential*>(inner) ? "Sequential" : "Functional");
+      out.push_back({key, nullptr, inner->name()});
+      for (const WalkEntry& e : walk(*inner)) out.push_back({key + "/layers/" + e.key, e.layer, e.model_name});
+      continue;
+    }
+    out.push_back({next_key(l->class_name()), l.get(), {}});
   }
   return out;
 }
@@ -91,7 +109,12 @@ H5Tree weights_to_tree(const Model& model) {
   add_groups(t, "vars");
   t.attrs["vars"]["name"] = {model.name()};
   add_groups(t, "layers");
-  for (const auto& [key, layer] : walk(model)) {
+  for (const auto& [key, layer, model_name] : walk(model)) {
+    if (!layer) {  // a nested model's own group
+      add_groups(t, "layers/" + key + "/vars");
+      t.attrs["layers/" + key + "/vars"]["name"] = {model_name};
+      continue;
+    }
     for (const KerasGroup& g : layer->keras_groups()) {
       const std::string vars = "layers/" + key + "/" + g.path;
       add_groups(t, vars);
@@ -192,7 +215,8 @@ void weights_from_tree(Model& model, const H5Tree& tree, const std::string& labe
     }
   } else {
     if (!tree.groups.count("layers")) throw FormatError(label + ": no 'layers' group (not a Keras 3 weights file)");
-    for (const auto& [key, layer] : walk(model)) {
+    for (const auto& [key, layer, model_name] : walk(model)) {
+      if (!layer) continue;  // a nested model's own group holds nothing
       // Weights per Keras group, in order ("vars", or a sub-object's such as "cell/vars").
       std::vector<std::pair<std::string, std::vector<Weight*>>> groups;
       for (Weight& w : layer->weights()) {

@@ -83,13 +83,42 @@ void Model::init_graph(std::vector<KerasTensor> inputs, std::vector<KerasTensor>
       dfs_index[in.node->layer.get()] = -1;
       owner.emplace(in.node->layer.get(), in.node->layer);
     }
-  std::vector<const Layer*> order;
-  for (const auto& [l, d] : layer_depth) order.push_back(l);
-  std::sort(order.begin(), order.end(), [&](const Layer* a, const Layer* b) {
-    if (layer_depth[a] != layer_depth[b]) return layer_depth[a] > layer_depth[b];
-    return dfs_index[a] < dfs_index[b];
+  // A model called like a layer (tk::call_model) is one layer to Keras: its depth is that of its output nodes, its
+  // DFS number the first of theirs, and its layers follow in its own order where it sorts.
+  std::map<const Model*, std::shared_ptr<const Model>> nested;
+  std::map<const Model*, std::pair<int, int>> nested_key;  // (depth, dfs)
+  for (const Node n : post_order) {
+    if (!n->nested) continue;
+    const Model* m = n->nested->model.get();
+    nested.emplace(m, n->nested->model);
+    nested_member_[n->layer.get()] = m;
+    if (std::find(n->nested->outputs.begin(), n->nested->outputs.end(), n) == n->nested->outputs.end()) continue;
+    auto [it, fresh] = nested_key.emplace(m, std::make_pair(node_depth[n], dfs_index[n->layer.get()]));
+    if (!fresh)
+      it->second = {std::max(it->second.first, node_depth[n]), std::min(it->second.second, dfs_index[n->layer.get()])};
+  }
+  struct Unit {
+    const Layer* layer;  // or
+    const Model* model;
+    std::pair<int, int> key;
+  };
+  std::vector<Unit> units;
+  for (const auto& [l, d] : layer_depth)
+    if (!nested_member_.count(l)) units.push_back({l, nullptr, {d, dfs_index[l]}});
+  for (const auto& [m, key] : nested_key) units.push_back({nullptr, m, key});
+  std::sort(units.begin(), units.end(), [](const Unit& a, const Unit& b) {
+    if (a.key.first != b.key.first) return a.key.first > b.key.first;
+    return a.key.second < b.key.second;
   });
-  for (const Layer* l : order) layers_.push_back(owner[l]);
+  for (const Unit& u : units) {
+    if (u.layer) {
+      layers_.push_back(owner[u.layer]);
+      continue;
+    }
+    nested_models_.push_back(nested[u.model]);
+    for (const LayerPtr& l : u.model->layers())  // its Inputs are not called here
+      if (nested_member_.count(l.get())) layers_.push_back(l);
+  }
   inputs_ = std::move(inputs);
   outputs_ = std::move(outputs);
   has_graph_ = true;
@@ -311,6 +340,11 @@ void Model::check_data(const std::vector<Tensor>& x, const std::vector<Tensor>* 
       throw InvalidArgument(std::string(what) + ": x has " + std::to_string(n) + " samples but y " + std::to_string(j) +
                             " has " + std::to_string(t.dim(0)));
   }
+}
+
+const Model* Model::nested_model_of(const Layer& layer) const {
+  auto it = nested_member_.find(&layer);
+  return it == nested_member_.end() ? nullptr : it->second;
 }
 
 LayerPtr Model::get_layer(const std::string& n) const {

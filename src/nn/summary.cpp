@@ -65,17 +65,34 @@ void Model::summary(std::ostream& os) const {
   os << "┡" << repeat("━", w1) << "╇" << repeat("━", w2) << "╇" << repeat("━", w3) << "┩\n";
   int64_t trainable = 0, frozen = 0;
   bool first = true;
+  std::set<const Model*> nested_shown;
   for (const LayerPtr& l : layers_) {
     const bool is_input = dynamic_cast<const nn::InputLayer*>(l.get()) != nullptr;
     for (const Weight& w : l->weights()) (l->trainable && w.trainable ? trainable : frozen) += w.value.numel();
     if (sequential && is_input) continue;
+    const Model* inner = nested_model_of(*l);
+    if (inner && !nested_shown.insert(inner).second) continue;  // a nested model is one row, as in Keras
     if (!first) os << "├" << repeat("─", w1) << "┼" << repeat("─", w2) << "┼" << repeat("─", w3) << "┤\n";
     first = false;
-    std::string label =
-        l->name + " (" + l->class_name() + ")" + (l->trainable || l->weights().empty() ? "" : " [frozen]");
-    auto it = shapes.find(l.get());
-    os << "│ " << pad(label, w1 - 1) << "│ " << pad(it == shapes.end() ? "?" : it->second.to_string(), w2 - 1) << "│ "
-       << pad(with_commas(l->count_params()), w3 - 2, true) << " │\n";
+    std::string label, shape = "?";
+    int64_t params = 0;
+    if (inner) {
+      bool any_trainable = false;
+      for (const LayerPtr& m : inner->layers()) {
+        params += m->count_params();
+        any_trainable = any_trainable || (m->trainable && !m->weights().empty());
+      }
+      label = inner->name() + " (" + (dynamic_cast<const Sequential*>(inner) ? "Sequential" : "Functional") + ")" +
+              (any_trainable || params == 0 ? "" : " [frozen]");
+      shape = inner->outputs().size() == 1 ? inner->outputs()[0].shape().to_string() : "(several)";
+    } else {
+      label = l->name + " (" + l->class_name() + ")" + (l->trainable || l->weights().empty() ? "" : " [frozen]");
+      auto it = shapes.find(l.get());
+      if (it != shapes.end()) shape = it->second.to_string();
+      params = l->count_params();
+    }
+    os << "│ " << pad(label, w1 - 1) << "│ " << pad(shape, w2 - 1) << "│ " << pad(with_commas(params), w3 - 2, true)
+       << " │\n";
   }
   os << "└" << repeat("─", w1) << "┴" << repeat("─", w2) << "┴" << repeat("─", w3) << "┘\n";
   os << " Total params: " << with_commas(trainable + frozen) << " (" << human_bytes(4.0 * double(trainable + frozen))

@@ -8,6 +8,7 @@
 //   model.get_layer("dense")->trainable = false;   // freeze
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -22,6 +23,8 @@ struct CallContext;  // graph-building state; defined in src/nn (layers emit gra
 }
 
 class Layer;
+class Model;
+struct NestedCall;
 
 // A layer's constructor arguments under Keras' config names and value types (what Keras' get_config() holds
 // besides name, trainable and dtype), in Keras' order. Saving (.keras files) writes them as JSON.
@@ -60,9 +63,26 @@ struct KerasTensor {
     // The call's keyword options that are not tensors (MultiHeadAttention's use_causal_mask), as Keras' inbound
     // node records them; Layer::check_call_options accepted them.
     LayerConfig call_options;
+    // Set on the nodes a model called like a layer made (tk::call_model): which call they belong to.
+    std::shared_ptr<const NestedCall> nested;
   };
   std::shared_ptr<NodeData> node;
   const Shape& shape() const { return node->shape; }
+};
+
+// A model called like a layer on symbolic tensors (Keras: `x = base_model(inputs, training=False)`, the fine-tuning
+// pattern). trainkit calls the model's own layers on the caller's tensors, so the calling model's graph holds every
+// op (planning, autodiff and fusion see them all) and trains the same weights; this record, shared by the nodes the
+// call made, says which model they came from, so that a saved file nests them again as Keras does.
+struct NestedCall {
+  std::shared_ptr<const Model> model;                 // the model called (its own Inputs and graph stay as they were)
+  std::vector<KerasTensor> inputs;                    // what it was called on
+  std::vector<const KerasTensor::NodeData*> outputs;  // what the call returned, one per model output
+  // Keras' training= argument of the call, recorded and written back. Like Keras 3, which runs a graph with the
+  // calling model's mode over a recorded one (keras/src/models/functional.py, operation_fn), the layers run as the
+  // calling model does: what keeps a fine-tuned base's BatchNormalization in inference mode is freezing it
+  // (trainable = false), as in Keras 3.
+  std::optional<bool> training;
 };
 
 // A weight of a layer: persistent storage the programs read and the optimizer updates in place.

@@ -144,6 +144,11 @@ class Model {
   std::string name() const { return name_; }
   const std::vector<LayerPtr>& layers() const { return layers_; }
   LayerPtr get_layer(const std::string& name) const;
+  // The models this one calls like layers (tk::call_model), each once, in Keras' layer order: their layers are
+  // among layers(), contiguous, where Keras lists the nested model. And the model `layer` belongs to when it is one
+  // of theirs (null: this model's own layer).
+  const std::vector<std::shared_ptr<const Model>>& nested_models() const { return nested_models_; }
+  const Model* nested_model_of(const Layer& layer) const;
   std::vector<Tensor> get_weights() const;               // copies, in layer order
   void set_weights(const std::vector<Tensor>& weights);  // shapes must match get_weights()
   int64_t count_params() const;
@@ -286,6 +291,8 @@ class Model {
   std::string name_;
   std::vector<KerasTensor> inputs_, outputs_;
   std::vector<LayerPtr> layers_;  // distinct layers in call order (inputs first)
+  std::vector<std::shared_ptr<const Model>> nested_models_;
+  std::map<const Layer*, const Model*> nested_member_;  // the layers of nested_models_, each to its model
   OptimizerPtr optimizer_;
   std::vector<Loss> losses_;
   std::vector<std::string> metrics_;
@@ -308,6 +315,23 @@ class Model {
  protected:
   bool has_graph_ = false;
 };
+
+// Calls `model` like a layer on symbolic tensors, as Keras' `base_model(x, training=False)` (fine-tuning a frozen
+// base inside a new model):
+//   auto base = std::shared_ptr<tk::Model>(tk::models::load_model("base.keras"));
+//   for (const tk::LayerPtr& l : base->layers()) l->trainable = false;
+//   tk::KerasTensor in = tk::Input({32, 32, 3});
+//   tk::KerasTensor h = tk::call_model(base, in, /*training=*/false);
+//   tk::Model model(in, tk::layers::Dense(10)(tk::layers::GlobalAveragePooling2D()(h)));
+// The model's layers are called on `inputs` (they are shared: training the new model trains them), and their nodes
+// record the call (NestedCall), so model.save() writes `base` nested, as Keras does. `training` is recorded (Keras 3
+// runs the layers in the calling model's mode whatever it says; a frozen BatchNormalization stays in inference mode).
+// InvalidArgument when the inputs do not match the model's in count or shape; Unsupported for a model that itself
+// calls a model (one level of nesting).
+std::vector<KerasTensor> call_model(const std::shared_ptr<const Model>& model, const std::vector<KerasTensor>& inputs,
+                                    std::optional<bool> training = std::nullopt);
+KerasTensor call_model(const std::shared_ptr<const Model>& model, const KerasTensor& input,
+                       std::optional<bool> training = std::nullopt);
 
 // Unsupported, naming the device, when this build cannot run programs there (no compute backend for it).
 void require_compute_device(Device device);
