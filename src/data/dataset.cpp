@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "data/node.h"
+#include "data/padding.h"
 #include "trainkit/core/error.h"
 
 namespace tk::data {
@@ -282,6 +283,58 @@ Dataset Dataset::shuffle(int64_t buffer_size, uint64_t seed, bool reshuffle_each
 Dataset Dataset::batch(int64_t batch_size, bool drop_remainder) const {
   require(batch_size > 0, "Dataset::batch: batch_size must be positive, got " + std::to_string(batch_size));
   return Dataset(make_batch_node(node_, batch_size, drop_remainder));
+}
+Dataset Dataset::padded_batch(int64_t batch_size, PaddedShapes padded_shapes, std::vector<double> padding_values,
+                              bool drop_remainder) const {
+  require(batch_size > 0, "Dataset::padded_batch: batch_size must be positive, got " + std::to_string(batch_size));
+  PadSpec spec{std::move(padded_shapes), std::move(padding_values)};
+  check_pad_spec(spec, "Dataset::padded_batch");
+  return Dataset(make_padded_batch_node(node_, batch_size, std::move(spec), drop_remainder));
+}
+Dataset Dataset::bucket_by_sequence_length(std::function<int64_t(const Element&)> element_length_func,
+                                           std::vector<int64_t> bucket_boundaries,
+                                           std::vector<int64_t> bucket_batch_sizes, PaddedShapes padded_shapes,
+                                           std::vector<double> padding_values, bool pad_to_bucket_boundary,
+                                           bool no_padding, bool drop_remainder) const {
+  const std::string op = "Dataset::bucket_by_sequence_length";
+  require(static_cast<bool>(element_length_func), op + ": element_length_func is empty");
+  require(bucket_batch_sizes.size() == bucket_boundaries.size() + 1,
+          op + ": len(bucket_batch_sizes) must equal len(bucket_boundaries) + 1, got len(bucket_batch_sizes)=" +
+              std::to_string(bucket_batch_sizes.size()) +
+              " and len(bucket_boundaries)=" + std::to_string(bucket_boundaries.size()));
+  for (size_t i = 0; i < bucket_batch_sizes.size(); ++i)
+    require(bucket_batch_sizes[i] > 0, op + ": bucket_batch_sizes[" + std::to_string(i) + "] must be positive, got " +
+                                           std::to_string(bucket_batch_sizes[i]));
+  for (size_t i = 1; i < bucket_boundaries.size(); ++i)
+    require(bucket_boundaries[i - 1] < bucket_boundaries[i],
+            op + ": bucket_boundaries must be strictly increasing, but [" + std::to_string(i - 1) +
+                "] = " + std::to_string(bucket_boundaries[i - 1]) + " >= [" + std::to_string(i) +
+                "] = " + std::to_string(bucket_boundaries[i]));
+  if (pad_to_bucket_boundary) {
+    require(!no_padding, op + ": pad_to_bucket_boundary and no_padding exclude each other");
+    require(!bucket_boundaries.empty(), op + ": pad_to_bucket_boundary needs at least one bucket boundary");
+    require(bucket_boundaries.front() >= 1,
+            op + ": pad_to_bucket_boundary pads to boundary - 1, so boundaries must be >= 1, got " +
+                std::to_string(bucket_boundaries.front()));
+    require(!padded_shapes.empty(), op + ": pad_to_bucket_boundary needs padded_shapes, with -1 in the sequence "
+                                         "dimensions (they are padded to the bucket's boundary - 1), e.g. {{-1}, {}}");
+  }
+  BucketSpec spec;
+  spec.length = std::move(element_length_func);
+  spec.boundaries = std::move(bucket_boundaries);
+  spec.batch_sizes = std::move(bucket_batch_sizes);
+  spec.pad = {std::move(padded_shapes), std::move(padding_values)};
+  spec.pad_to_bucket_boundary = pad_to_bucket_boundary;
+  spec.no_padding = no_padding;
+  spec.drop_remainder = drop_remainder;
+  check_pad_spec(spec.pad, op);
+  return Dataset(make_bucket_node(node_, std::move(spec)));
+}
+Dataset Dataset::window(int64_t size, int64_t shift, int64_t stride, bool drop_remainder) const {
+  require(size > 0, "Dataset::window: size must be positive, got " + std::to_string(size));
+  require(shift >= 0, "Dataset::window: shift must be positive (0: size), got " + std::to_string(shift));
+  require(stride > 0, "Dataset::window: stride must be positive, got " + std::to_string(stride));
+  return Dataset(make_window_node(node_, size, shift == 0 ? size : shift, stride, drop_remainder));
 }
 Dataset Dataset::unbatch() const { return Dataset(make_unbatch_node(node_)); }
 Dataset Dataset::repeat(int64_t count) const {

@@ -161,6 +161,13 @@ std::shared_ptr<Node> make_zip_node(std::vector<std::shared_ptr<Node>> inputs);
 std::shared_ptr<Node> make_filter_node(std::shared_ptr<Node> in, std::function<bool(const Element&)> predicate);
 std::shared_ptr<Node> make_shuffle_node(std::shared_ptr<Node> in, int64_t buffer, uint64_t seed, bool reshuffle);
 std::shared_ptr<Node> make_batch_node(std::shared_ptr<Node> in, int64_t batch, bool drop_remainder);
+struct PadSpec;
+struct BucketSpec;
+std::shared_ptr<Node> make_padded_batch_node(std::shared_ptr<Node> in, int64_t batch, PadSpec spec,
+                                             bool drop_remainder);
+std::shared_ptr<Node> make_bucket_node(std::shared_ptr<Node> in, BucketSpec spec);
+std::shared_ptr<Node> make_window_node(std::shared_ptr<Node> in, int64_t size, int64_t shift, int64_t stride,
+                                       bool drop_remainder);
 std::shared_ptr<Node> make_unbatch_node(std::shared_ptr<Node> in);
 std::shared_ptr<Node> make_repeat_node(std::shared_ptr<Node> in, int64_t count);
 std::shared_ptr<Node> make_take_node(std::shared_ptr<Node> in, int64_t count);

@@ -81,6 +81,10 @@ struct StageStats {
   bool autotuned = false;
 };
 
+// padded_batch's padded_shapes: one shape per component; -1 in a dimension pads it to the batch's longest
+// (tf.data's None). Empty: every dimension of every component -1.
+using PaddedShapes = std::vector<std::vector<int64_t>>;
+
 class Node;  // a stage of a pipeline definition (src/data/node.h)
 class IteratorImpl;
 
@@ -123,6 +127,13 @@ class Dataset {
   // Elements of open(files[i]) for every file, interleaved (tf.data's list_files + interleave).
   static Dataset from_files(std::vector<std::string> files, std::function<Dataset(const std::string&)> open,
                             InterleaveOptions options = {});
+  // Byte-level language-model data from a text file (the TensorFlow text-generation tutorial's layout):
+  // element i = (x = bytes[s, s+T), y = bytes[s+1, s+T+1)) with s = i * sequence_stride, both int32 (T,)
+  // holding byte values 0..255 (vocabulary 256), y being x shifted by one (next-byte targets). The default
+  // stride (0: T) makes every byte after the first a target exactly once. The file is read once, here;
+  // the dataset has random access (fast shuffle / batch). InvalidArgument naming the file and both lengths
+  // when it is empty or shorter than T + 1 bytes.
+  static Dataset from_text_file(const std::string& path, int64_t sequence_length, int64_t sequence_stride = 0);
   // Element i = (first[i], second[i], ...) flattened; ends with the shortest input.
   static Dataset zip(const std::vector<Dataset>& datasets);
 
@@ -132,6 +143,32 @@ class Dataset {
   Dataset filter(std::function<bool(const Element&)> predicate) const;
   Dataset shuffle(int64_t buffer_size, uint64_t seed = 0, bool reshuffle_each_iteration = true) const;
   Dataset batch(int64_t batch_size, bool drop_remainder = false) const;
+  // batch for elements of different shapes (tf.data's padded_batch): each component is padded, at the end of
+  // every dimension, to padded_shapes[c] (-1 dims: the longest in this batch; empty: all -1) with
+  // padding_values (empty: 0; one value: every component; else one per component, converted to each
+  // component's dtype, which is kept). An element larger than a fixed padded dimension is an InvalidArgument
+  // naming the input element, the component and both shapes.
+  Dataset padded_batch(int64_t batch_size, PaddedShapes padded_shapes = {}, std::vector<double> padding_values = {},
+                       bool drop_remainder = false) const;
+  // tf.data's bucket_by_sequence_length: element e goes to bucket i where boundaries[i-1] <= length(e) <
+  // boundaries[i] (bucket 0 below the first boundary, the last at or above the last one); a bucket's batch
+  // of bucket_batch_sizes[i] elements is yielded, padded_batch'ed, as soon as it fills; at the end of the
+  // input the partly filled buckets are yielded in increasing bucket order (none with drop_remainder). So
+  // the order is a function of the input order alone (tf.data's group_by_window does the same).
+  // pad_to_bucket_boundary pads the -1 dims of padded_shapes to boundaries[i] - 1 (padded_shapes must be
+  // given: elements here carry no static shape to say which dims vary) and needs every length <
+  // max(bucket_boundaries); no_padding batches with batch (equal shapes within a bucket).
+  Dataset bucket_by_sequence_length(std::function<int64_t(const Element&)> element_length_func,
+                                    std::vector<int64_t> bucket_boundaries, std::vector<int64_t> bucket_batch_sizes,
+                                    PaddedShapes padded_shapes = {}, std::vector<double> padding_values = {},
+                                    bool pad_to_bucket_boundary = false, bool no_padding = false,
+                                    bool drop_remainder = false) const;
+  // Sliding windows for time series. tf.data's window yields datasets; here window k is one element whose
+  // components stack input elements k*shift + j*stride (j < size): a leading axis of the window length, the
+  // same as tf's `ds.window(size, shift, stride, drop_remainder).flat_map(lambda w: w.batch(size))` (zip of
+  // each component's batch for tuples). shift 0 means size. Without drop_remainder the last windows may be
+  // shorter (a window is yielded while its start is inside the input).
+  Dataset window(int64_t size, int64_t shift = 0, int64_t stride = 1, bool drop_remainder = false) const;
   Dataset unbatch() const;
   Dataset repeat(int64_t count = -1) const;  // -1: forever
   Dataset take(int64_t count) const;         // -1: all
@@ -155,6 +192,23 @@ class Dataset {
  private:
   std::shared_ptr<Node> node_;
 };
+
+// keras.utils.timeseries_dataset_from_array: windows of `sequence_length` rows of `data` taken every
+// `sampling_rate` rows, starting every `sequence_stride` rows within [start_index, end_index) (end_index -1:
+// all rows), batched by `batch_size`; element (window (batch, sequence_length, ...), targets[start]) when
+// `targets` is defined, else (window). shuffle draws the windows' order from `seed` (Keras shuffles the
+// start positions once per call; here once per pass, reproducibly from the seed).
+struct TimeseriesOptions {
+  int64_t sequence_stride = 1;
+  int64_t sampling_rate = 1;
+  int64_t batch_size = 128;
+  bool shuffle = false;
+  uint64_t seed = 0;
+  int64_t start_index = 0;
+  int64_t end_index = -1;
+};
+Dataset timeseries_dataset_from_array(const Tensor& data, const Tensor& targets, int64_t sequence_length,
+                                      TimeseriesOptions options = {});
 
 // Seed for every shuffle / random map without its own seed (tk::utils::set_random_seed calls this).
 void set_global_seed(uint64_t seed);
