@@ -35,6 +35,12 @@ class FitArgs:
     shuffle: bool
     initial_epoch: int
     seed: int
+    backup_dir: str
+    backup_save_freq: int
+    keep_backup: bool
+    tensorboard_dir: str
+    tensorboard_histogram_freq: int
+    tensorboard_update_freq: int
     def __init__(self) -> None: ...
 
 class Bridge:
@@ -54,9 +60,13 @@ class Bridge:
         y: Sequence[np.ndarray],
         args: FitArgs,
         validation_data: Optional[Tuple[Sequence[np.ndarray], Sequence[np.ndarray]]] = None,
+        callbacks: Optional[object] = None,  # trainkit._callbacks.KerasCallbacks
     ) -> Tuple[List[int], Dict[str, List[float]], Dict[str, int]]: ...
     def evaluate(self, x: Sequence[np.ndarray], y: Sequence[np.ndarray], batch_size: int) -> Dict[str, float]: ...
     def predict(self, x: Sequence[np.ndarray], batch_size: int) -> List[np.ndarray]: ...
     def memory_plan(self, batch_size: int) -> MemoryPlan: ...
     def largest_batch_that_fits(self, bytes: int, cap: int) -> int: ...
     def summary(self) -> str: ...
+    learning_rate: float
+    @property
+    def has_learning_rate_schedule(self) -> bool: ...
