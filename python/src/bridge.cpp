@@ -8,6 +8,7 @@
 #include "callbacks.h"
 #include "errors.h"
 #include "io/keras_internal.h"
+#include "runtime.h"
 #include "trainkit/io/tensorboard.h"
 #include "trainkit/nn/keras_callbacks.h"
 
@@ -26,22 +27,6 @@ class SignalCheck : public tk::Callback {
     if (PyErr_CheckSignals() != 0) throw Interrupted();  // the KeyboardInterrupt is set: the translator raises it
   }
 };
-
-tk::Device parse_device(const std::string& text) {
-  const auto colon = text.find(':');
-  const std::string kind = text.substr(0, colon);
-  int index = 0;
-  if (colon != std::string::npos) {
-    try {
-      index = std::stoi(text.substr(colon + 1));
-    } catch (const std::exception&) {
-      throw tk::InvalidArgument("device '" + text + "': the index after ':' is not a number (cpu, cuda, cuda:1)");
-    }
-  }
-  if (kind == "cpu") return tk::Device::cpu(index);
-  if (kind == "cuda" || kind == "gpu") return tk::Device::cuda(index);
-  throw tk::InvalidArgument("device '" + text + "' is not one trainkit knows (cpu, cuda, cuda:N)");
-}
 
 }  // namespace
 

@@ -8,6 +8,7 @@
 
 #include "bridge.h"
 #include "errors.h"
+#include "runtime.h"
 #include "trainkit/runtime/memory.h"
 
 namespace nb = nanobind;
@@ -16,6 +17,7 @@ using namespace nb::literals;
 NB_MODULE(_trainkit, m) {
   m.doc() = "trainkit's native module (use the trainkit package: import trainkit as tk)";
   tkpy::register_errors(m);
+  tkpy::register_runtime(m);
   m.attr("AUTO_BATCH_SIZE") = tk::kAutoBatchSize;
 
   m.def("parse_bytes", &tk::config::parse_bytes, "text"_a,

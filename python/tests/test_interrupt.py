@@ -13,7 +13,7 @@ pytest.importorskip("keras")
 
 CHILD = textwrap.dedent(
     """
-    import signal, sys
+    import os, signal, sys
     import numpy as np
     # A process started in the background by a non-interactive shell (as CI may start pytest) inherits SIGINT
     # ignored, and Python then installs no handler; an interactive Python has this one.
@@ -31,12 +31,13 @@ CHILD = textwrap.dedent(
                 print("training", flush=True)  # the parent sends SIGINT now
 
     try:
-        tk.fit(model, x, y, batch_size=16, epochs=10**7, verbose=0, callbacks=[Ready()])
+        tk.fit(model, x, y, batch_size=16, epochs=10**7, verbose=0, callbacks=[Ready()], backup_dir=sys.argv[1])
     except KeyboardInterrupt:
         steps = int(np.asarray(model.optimizer.iterations))
         changed = any(not np.array_equal(a, b) for a, b in zip(model.get_weights(), before))
         agree = np.abs(model.predict(x, verbose=0) - tk.predict(model, x)).max() <= 1e-6
-        print(f"interrupted steps={steps} changed={changed} agree={agree}", flush=True)
+        kept = os.path.isfile(os.path.join(sys.argv[1], "latest.tkstate"))
+        print(f"interrupted steps={steps} changed={changed} agree={agree} backup={kept}", flush=True)
         sys.exit(0)
     sys.exit(3)
     """
@@ -49,7 +50,7 @@ def test_sigint_stops_fit_at_a_step_boundary_with_a_consistent_model(tmp_path):
     env.setdefault("KERAS_BACKEND", "numpy")
     stderr = tmp_path / "stderr.txt"
     with open(stderr, "w") as err_file:
-        child = subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE, stderr=err_file, text=True, env=env)
+        child = subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path / "backup")], stdout=subprocess.PIPE, stderr=err_file, text=True, env=env)
     try:
         for line in child.stdout:  # trainkit may print a line of its own first (the device it created)
             if line.strip() == "training":
@@ -68,3 +69,5 @@ def test_sigint_stops_fit_at_a_step_boundary_with_a_consistent_model(tmp_path):
     # finished step, and predicts what trainkit predicts on them.
     assert int(words["steps"]) >= 3 * 6
     assert words["changed"] == "True" and words["agree"] == "True"
+    # backup_dir keeps the last epoch's backup (a normal end removes it): the same call resumes from there.
+    assert words["backup"] == "True"
