@@ -51,8 +51,7 @@ def keras_weights(model: Any, layout: Sequence[Any]) -> List[np.ndarray]:
 class KerasCallbacks:
     """The dispatcher trainkit's loop calls (PyCallbacks): each method returns True when training should stop."""
 
-    def __init__(self, keras_model: Any, bridge: "_trainkit.Bridge", callbacks: List[Any],
-                 write_back: Any, label: str) -> None:
+    def __init__(self, keras_model: Any, bridge: "_trainkit.Bridge", callbacks: List[Any], write_back: Any) -> None:
         import keras
 
         base = keras.callbacks.Callback
@@ -86,7 +85,6 @@ class KerasCallbacks:
         self._written: Optional[List[np.ndarray]] = None  # the weights last written into the Keras model
         self._lr: Optional[float] = None  # the learning rate last put into model.optimizer
         self.raised = False  # a callback raised: the trained steps are written back all the same
-        self._label = label
 
     # ---------------------------------------------------------------- keeping the Keras model in step
     def _sync_weights(self) -> None:

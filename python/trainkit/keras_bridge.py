@@ -216,7 +216,7 @@ def fit(
         if not isinstance(validation_data, (tuple, list)) or len(validation_data) != 2:
             raise ValueError("fit: validation_data must be a tuple (x_val, y_val)")
         val = (as_arrays(validation_data[0], "fit: validation_data x"), as_arrays(validation_data[1], "fit: validation_data y"))
-    dispatcher = KerasCallbacks(model, bridge, split["python"], _write_back, _label(model))
+    dispatcher = KerasCallbacks(model, bridge, split["python"], _write_back)
     try:
         bridge.fit(xs, ys, args, val, dispatcher)
     except KeyboardInterrupt:
