@@ -99,6 +99,28 @@ def test_model_checkpoint_best_weights_only(tmp_path):
     assert_weights_equal(best.get_weights(), trained(1))  # only the first epoch "improved"
 
 
+class StopAfter(keras.callbacks.Callback):
+    def __init__(self, steps):
+        super().__init__()
+        self.steps = steps
+
+    def on_train_batch_end(self, batch, logs=None):
+        if batch + 1 == self.steps:
+            self.model.stop_training = True
+
+
+def test_model_checkpoint_every_n_steps_saves_that_steps_weights(tmp_path):
+    model = make_mlp()
+    x, y = make_data()
+    ckpt = keras.callbacks.ModelCheckpoint(str(tmp_path / "m_{epoch}.keras"), save_freq=4)
+    fit(model, x, y, epochs=1, callbacks=[ckpt])  # 6 steps: saved after the 4th alone
+    saved = keras.models.load_model(tmp_path / "m_1.keras")
+    four = make_mlp()
+    fit(four, x, y, epochs=1, callbacks=[StopAfter(4)])
+    assert int(np.asarray(four.optimizer.iterations)) == 4
+    assert_weights_equal(saved.get_weights(), four.get_weights())
+
+
 def test_reduce_lr_on_plateau_reaches_trainkits_optimizer():
     x, y = make_data()
     model = make_mlp()
@@ -181,14 +203,9 @@ def test_custom_callback_and_lambda_callback():
 
 
 def test_callback_stopping_mid_epoch():
-    class StopAtStep(keras.callbacks.Callback):
-        def on_train_batch_end(self, batch, logs=None):
-            if batch == 2:
-                self.model.stop_training = True
-
     model = make_mlp()
     x, y = make_data()
-    history = fit(model, x, y, epochs=5, callbacks=[StopAtStep()])
+    history = fit(model, x, y, epochs=5, callbacks=[StopAfter(3)])
     assert history.epoch == [0] and int(np.asarray(model.optimizer.iterations)) == 3
 
 
