@@ -5,48 +5,28 @@
 
 #include <sstream>
 
+#include "callbacks.h"
 #include "errors.h"
 #include "io/keras_internal.h"
+#include "runtime.h"
+#include "trainkit/io/tensorboard.h"
+#include "trainkit/nn/keras_callbacks.h"
 
 namespace tkpy {
 
 namespace {
 
-// Checks for Ctrl-C at each step boundary (the GIL is taken for the check alone). A pending signal stops training
-// after this step, as a callback's stop_training does; fit then raises the KeyboardInterrupt.
+// Checks for Ctrl-C at each step boundary (the GIL is taken for the check alone). A pending signal ends fit there,
+// as a KeyboardInterrupt ends Keras' fit: no validation, no further callback (BackupAndRestore keeps its last backup
+// instead of deleting it at on_train_end); the model holds the weights of the steps that finished. It is the first
+// callback, so it runs before the Keras callbacks' batch hooks.
 class SignalCheck : public tk::Callback {
  public:
-  bool interrupted = false;
   void on_train_batch_end(int64_t, const tk::Logs&) override {
     nb::gil_scoped_acquire gil;
-    if (PyErr_CheckSignals() != 0) {
-      interrupted = true;
-      model->stop_training = true;
-    }
+    if (PyErr_CheckSignals() != 0) throw Interrupted();  // the KeyboardInterrupt is set: the translator raises it
   }
 };
-
-tk::Device parse_device(const std::string& text) {
-  const auto colon = text.find(':');
-  const std::string kind = text.substr(0, colon);
-  int index = 0;
-  if (colon != std::string::npos) {
-    try {
-      index = std::stoi(text.substr(colon + 1));
-    } catch (const std::exception&) {
-      throw tk::InvalidArgument("device '" + text + "': the index after ':' is not a number (cpu, cuda, cuda:1)");
-    }
-  }
-  if (kind == "cpu") return tk::Device::cpu(index);
-  if (kind == "cuda" || kind == "gpu") return tk::Device::cuda(index);
-  throw tk::InvalidArgument("device '" + text + "' is not one trainkit knows (cpu, cuda, cuda:N)");
-}
-
-nb::dict logs_dict(const tk::Logs& logs) {
-  nb::dict d;
-  for (const auto& [k, v] : logs.items()) d[k.c_str()] = v;
-  return d;
-}
 
 }  // namespace
 
@@ -127,7 +107,8 @@ void Bridge::set_optimizer_variables(const std::vector<HostArray>& values) {
 }
 
 nb::tuple Bridge::fit(const std::vector<HostArray>& x, const std::vector<HostArray>& y, const FitArgs& args,
-                      const std::optional<std::pair<std::vector<HostArray>, std::vector<HostArray>>>& validation_data) {
+                      const std::optional<std::pair<std::vector<HostArray>, std::vector<HostArray>>>& validation_data,
+                      nb::object callbacks) {
   tk::FitOptions o;
   o.batch_size = args.batch_size;
   o.epochs = args.epochs;
@@ -141,13 +122,32 @@ nb::tuple Bridge::fit(const std::vector<HostArray>& x, const std::vector<HostArr
                               tensor_views(validation_data->second, "validation_data"));
   auto signals = std::make_shared<SignalCheck>();
   o.callbacks.push_back(signals);
+  // A backup is saved before the Keras callbacks see the epoch: one of them raising leaves that epoch's backup.
+  if (!args.backup_dir.empty()) {
+    if (args.backup_save_freq < 0)
+      throw tk::InvalidArgument("backup_save_freq must be \"epoch\" or a positive number of steps, got " +
+                                std::to_string(args.backup_save_freq));
+    o.callbacks.push_back(std::make_shared<tk::callbacks::BackupAndRestore>(
+        args.backup_dir, tk::callbacks::BackupAndRestoreOptions{.save_freq = args.backup_save_freq,
+                                                                .delete_checkpoint = !args.keep_backup}));
+  }
+  // Kept here as well as in `o`: the dispatcher is released with the GIL held, when this function returns.
+  std::shared_ptr<PyCallbacks> keras_callbacks;
+  if (!callbacks.is_none()) {
+    keras_callbacks = std::make_shared<PyCallbacks>(callbacks, nb::cast<bool>(callbacks.attr("batch_begin")),
+                                                    nb::cast<bool>(callbacks.attr("batch_end")));
+    o.callbacks.push_back(keras_callbacks);
+  }
+  if (!args.tensorboard_dir.empty())
+    o.callbacks.push_back(std::make_shared<tk::callbacks::TensorBoard>(
+        args.tensorboard_dir, tk::callbacks::TensorBoardOptions{.histogram_freq = args.tensorboard_histogram_freq,
+                                                                .update_freq = args.tensorboard_update_freq}));
   const std::vector<tk::Tensor> xs = tensor_views(x, "fit: x"), ys = tensor_views(y, "fit: y");
   tk::History h;
   {
     nb::gil_scoped_release release;
     h = model_->fit(xs, ys, o);
   }
-  if (signals->interrupted) throw Interrupted();
   nb::dict history;
   for (const auto& [k, v] : h.history) history[k.c_str()] = nb::cast(v);
   nb::dict params;
@@ -177,6 +177,20 @@ std::vector<nb::object> Bridge::predict(const std::vector<HostArray>& x, int64_t
   std::vector<nb::object> out;
   for (const tk::Tensor& t : outs) out.push_back(to_numpy(t));
   return out;
+}
+
+float Bridge::learning_rate() const {
+  if (!model_->optimizer()) throw tk::InvalidArgument("learning_rate: the model is not compiled");
+  return model_->optimizer()->learning_rate();
+}
+
+void Bridge::set_learning_rate(float lr) {
+  if (!model_->optimizer()) throw tk::InvalidArgument("set_learning_rate: the model is not compiled");
+  model_->optimizer()->set_learning_rate(lr);
+}
+
+bool Bridge::has_learning_rate_schedule() const {
+  return model_->optimizer() && model_->optimizer()->learning_rate_schedule() != nullptr;
 }
 
 std::string Bridge::summary() const {

@@ -24,6 +24,15 @@ struct FitArgs {
   bool shuffle = true;
   int initial_epoch = 0;
   uint64_t seed = 0;
+  // backup_dir=: trainkit's BackupAndRestore there (the CLI's --backup-dir / --backup-freq / --keep-backup).
+  std::string backup_dir;
+  int64_t backup_save_freq = 0;  // 0: every epoch; N: every N optimizer steps
+  bool keep_backup = false;
+  // keras.callbacks.TensorBoard(log_dir, histogram_freq, update_freq): trainkit's TensorBoard writer (scalars and
+  // histograms as Keras writes them; Keras' own needs TensorFlow).
+  std::string tensorboard_dir;
+  int tensorboard_histogram_freq = 0;
+  int64_t tensorboard_update_freq = 0;  // 0: "epoch"; N: every N steps
 };
 
 class Bridge {
@@ -45,14 +54,24 @@ class Bridge {
   // Adam moments and iteration count), checked as a .keras file's optimizer state is (FormatError names what differs).
   void set_optimizer_variables(const std::vector<HostArray>& values);
   // The History's (epoch list, history dict, params dict). Interrupted (KeyboardInterrupt) when a signal arrived:
-  // training stops after the step in progress, the model holds that step's weights.
+  // training stops at the next step boundary (no further callback runs, as a KeyboardInterrupt leaves Keras' fit),
+  // the model holds the weights of the steps that finished. `callbacks`: None, or the Python dispatcher of the Keras
+  // callbacks (trainkit/_callbacks.py: its batch_begin / batch_end say whether it has batch hooks); an exception one
+  // of them raises leaves fit as is.
   nb::tuple fit(const std::vector<HostArray>& x, const std::vector<HostArray>& y, const FitArgs& args,
-                const std::optional<std::pair<std::vector<HostArray>, std::vector<HostArray>>>& validation_data);
+                const std::optional<std::pair<std::vector<HostArray>, std::vector<HostArray>>>& validation_data,
+                nb::object callbacks);
   nb::dict evaluate(const std::vector<HostArray>& x, const std::vector<HostArray>& y, int64_t batch_size);
   std::vector<nb::object> predict(const std::vector<HostArray>& x, int64_t batch_size);
   tk::MemoryPlan memory_plan(int64_t batch_size) { return model_->memory_plan(batch_size); }
   int64_t largest_batch_that_fits(size_t bytes, int64_t cap) { return model_->largest_batch_that_fits(bytes, cap); }
   std::string summary() const;
+  // The optimizer's current learning rate; set_learning_rate takes effect at the next step (ReduceLROnPlateau and
+  // the other Keras callbacks that assign model.optimizer.learning_rate). Under a schedule the rate is the
+  // schedule's, and setting it is a ValueError.
+  float learning_rate() const;
+  void set_learning_rate(float lr);
+  bool has_learning_rate_schedule() const;
 
  private:
   std::unique_ptr<tk::Model> model_;

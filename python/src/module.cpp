@@ -8,6 +8,7 @@
 
 #include "bridge.h"
 #include "errors.h"
+#include "runtime.h"
 #include "trainkit/runtime/memory.h"
 
 namespace nb = nanobind;
@@ -16,6 +17,7 @@ using namespace nb::literals;
 NB_MODULE(_trainkit, m) {
   m.doc() = "trainkit's native module (use the trainkit package: import trainkit as tk)";
   tkpy::register_errors(m);
+  tkpy::register_runtime(m);
   m.attr("AUTO_BATCH_SIZE") = tk::kAutoBatchSize;
 
   m.def("parse_bytes", &tk::config::parse_bytes, "text"_a,
@@ -43,7 +45,13 @@ NB_MODULE(_trainkit, m) {
       .def_rw("validation_split", &tkpy::FitArgs::validation_split)
       .def_rw("shuffle", &tkpy::FitArgs::shuffle)
       .def_rw("initial_epoch", &tkpy::FitArgs::initial_epoch)
-      .def_rw("seed", &tkpy::FitArgs::seed);
+      .def_rw("seed", &tkpy::FitArgs::seed)
+      .def_rw("backup_dir", &tkpy::FitArgs::backup_dir)
+      .def_rw("backup_save_freq", &tkpy::FitArgs::backup_save_freq)
+      .def_rw("keep_backup", &tkpy::FitArgs::keep_backup)
+      .def_rw("tensorboard_dir", &tkpy::FitArgs::tensorboard_dir)
+      .def_rw("tensorboard_histogram_freq", &tkpy::FitArgs::tensorboard_histogram_freq)
+      .def_rw("tensorboard_update_freq", &tkpy::FitArgs::tensorboard_update_freq);
 
   nb::class_<tkpy::Bridge>(m, "Bridge", "A trainkit model built from a Keras model's config (model.to_json()).")
       .def(nb::init<const std::string&, const std::string&, bool>(), "config_json"_a, "label"_a, "compile"_a)
@@ -55,10 +63,13 @@ NB_MODULE(_trainkit, m) {
       .def("set_weights", &tkpy::Bridge::set_weights, "weights"_a)
       .def("optimizer_variables", &tkpy::Bridge::optimizer_variables)
       .def("set_optimizer_variables", &tkpy::Bridge::set_optimizer_variables, "values"_a)
-      .def("fit", &tkpy::Bridge::fit, "x"_a, "y"_a, "args"_a, "validation_data"_a = nb::none())
+      .def("fit", &tkpy::Bridge::fit, "x"_a, "y"_a, "args"_a, "validation_data"_a = nb::none(),
+           "callbacks"_a = nb::none())
       .def("evaluate", &tkpy::Bridge::evaluate, "x"_a, "y"_a, "batch_size"_a)
       .def("predict", &tkpy::Bridge::predict, "x"_a, "batch_size"_a)
       .def("memory_plan", &tkpy::Bridge::memory_plan, "batch_size"_a)
       .def("largest_batch_that_fits", &tkpy::Bridge::largest_batch_that_fits, "bytes"_a, "cap"_a)
-      .def("summary", &tkpy::Bridge::summary);
+      .def("summary", &tkpy::Bridge::summary)
+      .def_prop_rw("learning_rate", &tkpy::Bridge::learning_rate, &tkpy::Bridge::set_learning_rate)
+      .def_prop_ro("has_learning_rate_schedule", &tkpy::Bridge::has_learning_rate_schedule);
 }

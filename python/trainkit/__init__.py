@@ -16,6 +16,7 @@ if _helper.is_file():
     _os.environ.setdefault("TK_HDF5_HELPER", str(_helper))
 
 from ._trainkit import (  # noqa: E402
+    DeviceInfo,
     Error,
     FormatError,
     MemoryPlan,
@@ -24,17 +25,30 @@ from ._trainkit import (  # noqa: E402
     format_bytes,
     parse_bytes,
 )
+from . import _trainkit, config  # noqa: E402
 from .keras_bridge import Plan, evaluate, fit, plan, predict  # noqa: E402
+
+
+def devices() -> "list[DeviceInfo]":
+    """The devices this process may use: cpu:0 (and its logical devices), then cuda:0, cuda:1, ... where the CUDA
+    backend is built and a GPU is present (CUDA_VISIBLE_DEVICES and TK_VISIBLE_DEVICES applied). `name` ("cuda:0"),
+    `device_type` ("CPU"/"GPU"), `description` (the CPU model or GPU name), `total` bytes, and for a GPU `uuid`,
+    `pci_bus_id`, `compute_capability`, `free`."""
+    return _trainkit.list_devices()
+
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "DeviceInfo",
     "Error",
     "FormatError",
     "MemoryPlan",
     "OutOfMemoryError",
     "Plan",
     "UnsupportedError",
+    "config",
+    "devices",
     "evaluate",
     "fit",
     "format_bytes",

@@ -6,13 +6,15 @@ name. fit writes the trained weights (and the optimizer's variables, where their
 into the Keras model, which then predicts, evaluates and saves with Keras as usual.
 """
 
+import os
 import warnings
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from . import _trainkit
 from ._arrays import Arrays, as_arrays
+from ._callbacks import KerasCallbacks, split_callbacks, tensorboard_args
 
 BatchSize = Union[int, str, None]
 
@@ -151,18 +153,6 @@ def _check_memory_limit(
     return batch
 
 
-def _history(model: Any, epochs: List[int], history: Dict[str, List[float]], params: Dict[str, Any]) -> Any:
-    """A keras.callbacks.History holding trainkit's per-epoch logs (as model.fit returns)."""
-    import keras
-
-    h = keras.callbacks.History()
-    h.set_model(model)
-    h.set_params(dict(params))
-    h.epoch = list(epochs)
-    h.history = {k: list(v) for k, v in history.items()}
-    return h
-
-
 def fit(
     model: Any,
     x: Arrays,
@@ -178,16 +168,25 @@ def fit(
     dtype_policy: Optional[str] = None,
     memory_limit: Union[int, str, None] = None,
     seed: int = 0,
+    callbacks: Optional[Sequence[Any]] = None,
+    backup_dir: Union[str, "os.PathLike[str]", None] = None,
+    backup_freq: Union[str, int] = "epoch",
+    keep_backup: bool = False,
 ) -> Any:
     """Trains the compiled Keras model `model` with trainkit, as model.fit would; returns a keras History.
 
     The Keras model is changed only when training ran: it then holds the trained weights and optimizer state.
     memory_limit (bytes or '8GiB'): the planned training step must fit in it, checked before anything trains
     (tk.OutOfMemoryError carrying the plan otherwise); with batch_size='auto' the largest batch that fits.
-    Ctrl-C stops after the step in progress: the Keras model gets the weights trained so far, then
-    KeyboardInterrupt is raised.
+    callbacks: Keras callbacks, called as model.fit calls them (docs/python.md, "Callbacks", says when the Keras
+    model holds the current weights). backup_dir: crash-safe resume, as `trainkit fit --backup-dir`: the training
+    state is saved there every epoch (or every backup_freq steps) and a later tk.fit with the same model, data and
+    seed continues where it stopped; the backup is removed when training ends unless keep_backup.
+    Ctrl-C stops at the next step boundary: the Keras model gets the weights of the steps that finished, then
+    KeyboardInterrupt is raised. A callback raising leaves the same way, with its exception.
     """
     xs, ys = as_arrays(x, "fit: x"), as_arrays(y, "fit: y")
+    split = split_callbacks(callbacks, _label(model))
     bridge = _bridge(model, device, dtype_policy, need_compile=True)
     batch = _batch_size(batch_size)
     if memory_limit is not None:
@@ -201,18 +200,34 @@ def fit(
     args.shuffle = bool(shuffle)
     args.initial_epoch = int(initial_epoch)
     args.seed = int(seed)
+    if split["tensorboard"] is not None:
+        tensorboard_args(split["tensorboard"], args, _label(model))
+    if backup_dir is not None:
+        args.backup_dir = os.fspath(backup_dir)
+        if backup_freq != "epoch":
+            if isinstance(backup_freq, bool) or not isinstance(backup_freq, int) or backup_freq < 1:
+                raise ValueError(f"fit: backup_freq={backup_freq!r}: 'epoch' or a positive number of steps")
+            args.backup_save_freq = backup_freq
+        args.keep_backup = bool(keep_backup)
+    elif keep_backup or backup_freq != "epoch":
+        raise ValueError("fit: backup_freq and keep_backup need backup_dir")
     val = None
     if validation_data is not None:
         if not isinstance(validation_data, (tuple, list)) or len(validation_data) != 2:
             raise ValueError("fit: validation_data must be a tuple (x_val, y_val)")
         val = (as_arrays(validation_data[0], "fit: validation_data x"), as_arrays(validation_data[1], "fit: validation_data y"))
+    dispatcher = KerasCallbacks(model, bridge, split["python"], _write_back)
     try:
-        epochs_run, history, params = bridge.fit(xs, ys, args, val)
+        bridge.fit(xs, ys, args, val, dispatcher)
     except KeyboardInterrupt:
         _write_back(model, bridge)  # the steps that ran: the model is consistent, as after Keras' own interrupt
         raise
+    except BaseException:
+        if dispatcher.raised:  # a callback raised: as in Keras, the model keeps the steps that ran
+            _write_back(model, bridge)
+        raise
     _write_back(model, bridge)
-    return _history(model, epochs_run, history, params)
+    return split["history"]
 
 
 def evaluate(
