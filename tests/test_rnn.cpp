@@ -52,7 +52,7 @@ int expect_weights(const Model& model, std::map<std::string, Tensor>& r, const s
   return checked;
 }
 
-const char* const kModels[] = {"bilstm", "gru", "simple_rnn", "forecaster"};
+const char* const kModels[] = {"bilstm", "gru", "simple_rnn", "forecaster", "masked_bilstm", "masked_forecaster"};
 
 class KerasRnn : public ::testing::TestWithParam<const char*> {};
 

@@ -41,7 +41,7 @@ const std::string kDir = std::string(TK_SOURCE_DIR) + "/tests/fixtures/keras/tra
 using testing::rel;
 constexpr auto expect_near = testing::expect_near_keras;
 
-const char* const kModels[] = {"encoder", "causal_lm"};
+const char* const kModels[] = {"encoder", "causal_lm", "masked_encoder"};
 
 class KerasTransformer : public ::testing::TestWithParam<const char*> {};
 

@@ -419,12 +419,26 @@ std::vector<KerasTensor> named_call_tensors(
 // `training` too: Keras records the call's default (Dropout's training=False, as keras.applications' EfficientNet
 // nodes hold) and overrides it with the model call's mode when it runs the graph, as trainkit's fit/predict do.
 // Another tensor (attention_mask, a mask) or an option the layer does not take is Unsupported naming it.
+// Keras masks: Keras 3 writes the masks it propagated as the calls' `mask` (MultiHeadAttention: query_mask,
+// value_mask, key_mask) kwargs, computed by operation nodes (keras.src.ops: not_equal, logical_or, ...) from the
+// model's inputs; trainkit propagates the same masks itself (nn::MaskSupport), so such a kwarg is skipped when its
+// tensor comes from one of those operation nodes (`mask_ops`).
+bool is_propagated_mask(const std::string& key, const json& v, const std::set<std::string>& mask_ops) {
+  if (key != "mask" && key != "query_mask" && key != "value_mask" && key != "key_mask") return false;
+  if (!is_keras_tensor(v) || !v.contains("config") || !v["config"].is_object() ||
+      !v["config"].contains("keras_history"))
+    return false;
+  const json& hist = v["config"]["keras_history"];
+  return hist.is_array() && !hist.empty() && hist[0].is_string() && mask_ops.count(hist[0].get<std::string>()) > 0;
+}
+
 LayerConfig call_options_from_json(const Layer& layer, const std::vector<std::string>& named, const json& kwargs,
-                                   const std::string& label) {
+                                   const std::string& label, const std::set<std::string>& mask_ops) {
   const std::string who = layer_label(label, layer.name);
   LayerConfig options;
   for (const auto& [key, v] : kwargs.items()) {
     if (v.is_null() || key == "training" || std::find(named.begin(), named.end(), key) != named.end()) continue;
+    if (is_propagated_mask(key, v, mask_ops)) continue;
     if (is_keras_tensor(v) || v.is_array() || v.is_object())
       throw Unsupported(who + ": the call argument '" + key + "' = " + v.dump().substr(0, 120) +
                         " is not supported by trainkit");
@@ -457,7 +471,15 @@ std::unique_ptr<Model> functional_from_json(const json& config, const std::strin
     const json* inbound;
   };
   std::vector<Entry> order;
+  std::set<std::string> mask_ops;  // operation nodes (keras.src.ops.*): only read as masks (is_propagated_mask)
   for (const json& l : config["layers"]) {
+    if (l.is_object() && l.contains("module") && l["module"].is_string() &&
+        l["module"].get<std::string>().rfind("keras.src.ops.", 0) == 0) {
+      const json& c = l.contains("config") && l["config"].is_object() ? l["config"] : l;
+      mask_ops.insert(l.contains("name") && l["name"].is_string() ? l["name"].get<std::string>()
+                                                                  : c.value("name", std::string()));
+      continue;
+    }
     Entry e;
     if (is_nested_model(l)) {
       e.model = nested_model_from_json(l, label);
@@ -481,6 +503,9 @@ std::unique_ptr<Model> functional_from_json(const json& config, const std::strin
       throw FormatError(layer_label(label, who) + ": an inbound tensor is not a keras tensor: " + t.dump());
     const std::string src = (*hist)[0].get<std::string>();
     const int64_t node = (*hist)[1].get<int64_t>();
+    if (mask_ops.count(src))
+      throw Unsupported(layer_label(label, who) + ": reads the operation '" + src +
+                        "' (keras.src.ops): trainkit reads operation nodes only as the Keras masks of calls");
     if (hist->size() > 2 && (!(*hist)[2].is_number_integer() || (*hist)[2].get<int64_t>() != 0))
       throw Unsupported(layer_label(label, who) + ": reads output " + (*hist)[2].dump() + " of layer '" + src +
                         "' (trainkit layers have one output)");
@@ -531,7 +556,7 @@ std::unique_ptr<Model> functional_from_json(const json& config, const std::strin
       } else {
         xs = named_call_tensors(*layer, named, *args, kwargs, label, resolve);
       }
-      const LayerConfig options = call_options_from_json(*layer, named, kwargs, label);
+      const LayerConfig options = call_options_from_json(*layer, named, kwargs, label, mask_ops);
       try {
         outputs[layer->name].push_back(xs.size() == 1 && options.items.empty() ? (*layer)(xs[0])
                                                                                : (*layer)(xs, options));

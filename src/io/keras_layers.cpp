@@ -10,6 +10,7 @@
 #include "io/keras_opts.h"
 #include "nn/layers/context.h"
 #include "nn/layers/input_layer.h"
+#include "nn/layers/masks.h"
 #include "trainkit/core/error.h"
 #include "trainkit/nn/layers.h"
 #include "trainkit/nn/mixed_precision.h"
@@ -254,10 +255,11 @@ LayerPtr make_layer(const std::string& cls, Opts& o, const std::string& name, co
     e.embeddings_initializer = o.initializer("embeddings_initializer", "uniform");
     o.must_be_default("embeddings_regularizer");
     o.must_be_default("embeddings_constraint");
-    e.mask_zero = o.boolean("mask_zero", false);  // true: the layer refuses it (masks are not propagated)
+    e.mask_zero = o.boolean("mask_zero", false);
     e.name = name;
     return Embedding(input_dim, output_dim, e);
   }
+  if (cls == "Masking") return Masking(static_cast<float>(o.number("mask_value", 0.0)), name);
   if (cls == "Conv1D") {
     const int64_t filters = o.integer("filters");
     const int64_t k = o.single("kernel_size");

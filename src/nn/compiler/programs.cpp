@@ -51,6 +51,20 @@ Op metric_op(const std::string& metric, const Loss& loss, const Shape& out) {
       "' (expected one of accuracy, binary_accuracy, categorical_accuracy, sparse_categorical_accuracy)");
 }
 
+// Keras 3 weights a masked output's loss and metrics by its mask (losses/loss.py apply_mask: masked steps excluded
+// from the mean). That weighting is not built: a loss over an output that still carries a mask (a sequence output
+// after Embedding(mask_zero=True) or Masking) is refused rather than computed over the padded steps too.
+namespace {
+void check_no_output_mask(const std::unordered_map<const KerasTensor::NodeData*, int>& masks, const KerasTensor& out) {
+  auto it = masks.find(out.node.get());
+  if (it == masks.end() || it->second < 0) return;
+  throw Unsupported("the model output of layer '" + out.node->layer->name + "' (" + out.node->layer->class_name() +
+                    ") carries a Keras mask (from Embedding(mask_zero=True) or Masking): the loss weighted by the "
+                    "mask is not supported; predict works, or end the model in a layer that consumes the mask "
+                    "(an RNN without return_sequences, GlobalAveragePooling1D)");
+}
+}  // namespace
+
 // A Rescaling that reads a model input directly becomes part of staging: the batch is converted with
 // x * scale + offset while it is copied in (one pass over the data instead of a copy and an op), and the
 // narrow source data (uint8 images, float16 features) is widened at the same time. Only when every reader
@@ -618,6 +632,8 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
 
   // Forward: walk the layer-call DAG from the outputs (memoized per symbolic node).
   std::unordered_map<const KerasTensor::NodeData*, int> value;
+  // Keras masks of layer outputs, as values in the graph (nn::MaskSupport::compute_mask); absent or -1: none.
+  std::unordered_map<const KerasTensor::NodeData*, int> mask;
   for (size_t i = 0; i < model_.inputs_.size(); ++i) {
     const KerasTensor& in = model_.inputs_[i];
     int id = g.input(in.node->layer ? in.node->layer->name : "input_" + std::to_string(i), in.shape().with_batch(batch),
@@ -640,9 +656,20 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
     ctx.compute = model_.layer_compute_dtype(layer);
     for (int& in : ins)
       if (is_floating(g[in].dtype)) in = ctx.cast(in, ctx.compute, layer.name + "/cast_input");
+    std::vector<int> masks;
+    for (const KerasTensor& x : t.node->inputs) {
+      auto m = mask.find(x.node.get());
+      masks.push_back(m == mask.end() ? -1 : m->second);
+    }
+    const bool masked = std::any_of(masks.begin(), masks.end(), [](int m) { return m >= 0; });
+    ctx.input_masks = masked ? masks : std::vector<int>{};
     ctx.call_options = &t.node->call_options;
     int id = layer.call(ctx, ins);
+    // A layer without Keras' supports_masking drops its inputs' masks, as Keras does (with a warning there).
+    const auto* masking = dynamic_cast<const MaskSupport*>(&layer);
+    mask[t.node.get()] = masking ? masking->compute_mask(ctx, ins, id) : -1;
     ctx.call_options = nullptr;
+    ctx.input_masks.clear();
     const DType policy = mixed_precision::compute_dtype(model_.layer_dtype_policy(layer));
     if (layer.computes_in_float32() && is_floating(g[id].dtype)) id = ctx.cast(id, policy, layer.name + "/cast_output");
     ctx.compute = DType::f32;
@@ -666,6 +693,7 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
       const Loss& loss = model_.losses_.size() == 1 ? model_.losses_[0] : model_.losses_[j];  // one loss for all
       const Shape out_shape = g[c->outputs[j]].shape;                                         // a copy: g grows below
       const std::string prefix = multi ? model_.outputs_[j].node->layer->name + "_" : "";
+      check_no_output_mask(mask, model_.outputs_[j]);
       Shape target_shape = out_shape;
       DType target_dtype = DType::f32;
       if (is_sparse(loss)) {

@@ -5,7 +5,7 @@
 namespace tk {
 namespace {
 
-class ActivationLayer final : public Layer {
+class ActivationLayer final : public Layer, public nn::MaskSupport {
  public:
   ActivationLayer(std::string activation, std::string n)
       : Layer("activation", std::move(n)), activation_(std::move(activation)) {

@@ -26,7 +26,7 @@ void check_non_negative(const std::string& cls, const std::string& name, const c
 //   x = threshold != 0 ? where(x > threshold, x, 0) : max_value == 6 ? relu6(x) : relu(x)
 //   x = clip(x, 0, max_value)                 (with a max_value other than the relu6 case)
 //   y = x - slope * neg
-class ReLULayer final : public Layer {
+class ReLULayer final : public Layer, public nn::MaskSupport {
  public:
   ReLULayer(layers::ReLUOptions o) : Layer("re_lu", o.name), o_(std::move(o)) {
     if (o_.max_value) check_non_negative("ReLU", name, "max_value", *o_.max_value);
@@ -68,7 +68,7 @@ class ReLULayer final : public Layer {
 };
 
 // keras.layers.LeakyReLU: x >= 0 ? x : negative_slope * x (Keras 3's key; its default 0.3, not leaky_relu's 0.2).
-class LeakyReLULayer final : public Layer {
+class LeakyReLULayer final : public Layer, public nn::MaskSupport {
  public:
   LeakyReLULayer(float slope, std::string n) : Layer("leaky_re_lu", std::move(n)), slope_(slope) {
     check_non_negative("LeakyReLU", name, "negative_slope", slope_);
@@ -87,7 +87,7 @@ class LeakyReLULayer final : public Layer {
 };
 
 // keras.layers.ELU: x > 0 ? x : alpha * (exp(x) - 1).
-class ELULayer final : public Layer {
+class ELULayer final : public Layer, public nn::MaskSupport {
  public:
   ELULayer(float alpha, std::string n) : Layer("elu", std::move(n)), alpha_(alpha) {}
   std::string class_name() const override { return "ELU"; }
@@ -105,7 +105,7 @@ class ELULayer final : public Layer {
 
 // keras.layers.PReLU: relu(x) - alpha * relu(-x) (Keras' formula, so NaN stays NaN), alpha a trainable weight of
 // the sample shape with 1 on the shared axes (1-based, as Keras counts them).
-class PReLULayer final : public Layer {
+class PReLULayer final : public Layer, public nn::MaskSupport {
  public:
   PReLULayer(layers::PReLUOptions o) : Layer("p_re_lu", o.name), o_(std::move(o)) {
     nn::check_initializer(o_.alpha_initializer);
@@ -153,7 +153,7 @@ class PReLULayer final : public Layer {
 };
 
 // keras.layers.Softmax: over one axis (any), or exp(x - logsumexp(x, axes)) over several, as Keras.
-class SoftmaxLayer final : public Layer {
+class SoftmaxLayer final : public Layer, public nn::MaskSupport {
  public:
   SoftmaxLayer(std::vector<int> axis, bool list, std::string n)
       : Layer("softmax", std::move(n)), axis_(std::move(axis)), list_(list) {
@@ -161,6 +161,8 @@ class SoftmaxLayer final : public Layer {
     if (!list_ && axis_.size() != 1) throw InvalidArgument("Softmax '" + name + "': one axis unless given a list");
   }
   std::string class_name() const override { return "Softmax"; }
+  // Keras' Softmax applies an input's mask inside the softmax (masked entries to -1e9, then to 0): not built here, so a
+  // masked input is refused rather than the mask dropped.
   LayerConfig get_config() const override {
     if (!list_) return LayerConfig{}.set("axis", static_cast<int64_t>(axis_[0]));
     return LayerConfig{}.set("axis", std::vector<int64_t>(axis_.begin(), axis_.end()));
@@ -175,6 +177,10 @@ class SoftmaxLayer final : public Layer {
     return in[0];
   }
   int call(nn::CallContext& ctx, const std::vector<int>& in) const override {
+    if (ctx.input_mask(0) >= 0)
+      throw Unsupported("Softmax '" + name +
+                        "': an input with a Keras mask (Keras masks the softmax with it) is not "
+                        "supported; use Activation('softmax'), which passes the mask on unchanged");
     graph::OpBuilder b{ctx.g, nullptr, name};
     if (axis_.size() == 1) return ops::softmax(b, in[0], axis_[0]);
     const int lse = ops::reduce(b, graph::ReduceFn::logsumexp, in[0], axis_, true);

@@ -9,7 +9,7 @@ namespace {
 using graph::Attrs;
 using graph::Op;
 
-class BatchNormLayer final : public Layer {
+class BatchNormLayer final : public Layer, public nn::MaskSupport {
  public:
   explicit BatchNormLayer(layers::BatchNormalizationOptions o)
       : Layer("batch_normalization", o.name), o_(std::move(o)) {
@@ -21,6 +21,8 @@ class BatchNormLayer final : public Layer {
                             std::to_string(o_.epsilon));
   }
   std::string class_name() const override { return "BatchNormalization"; }
+  // Keras' BatchNormalization passes the mask on and, in training, takes the batch moments over the unmasked steps
+  // only: that is not built, so training on a masked input is refused (inference uses the moving statistics alike).
   LayerConfig get_config() const override {
     LayerConfig c = LayerConfig{}
                         .set("axis", int64_t{o_.axis})  // as given: a Keras file's axis=3 stays 3
@@ -56,6 +58,10 @@ class BatchNormLayer final : public Layer {
   }
   bool computes_in_float32() const override { return true; }  // statistics in float32, as Keras
   int call(nn::CallContext& ctx, const std::vector<int>& in) const override {
+    if (ctx.training && ctx.input_mask(0) >= 0)
+      throw Unsupported("BatchNormalization '" + name +
+                        "': training on an input with a Keras mask (Keras takes the "
+                        "batch moments over the unmasked steps) is not supported");
     Attrs a;
     a.momentum = o_.momentum;
     a.epsilon = o_.epsilon;

@@ -93,15 +93,23 @@ Shape BidirectionalLayer::build(const std::vector<Shape>& in) {
 }
 
 int BidirectionalLayer::call(CallContext& ctx, const std::vector<int>& in) const {
-  const int y = forward_->run(ctx, in[0], weights_.data(), name + "/" + forward_->name, false);
-  const int y_rev =
-      backward_->run(ctx, in[0], weights_.data() + forward_->weight_count(), name + "/" + backward_->name, true);
+  // Keras' Bidirectional forces zero_output_for_mask = return_sequences on both layers (unroll aside, as in call).
+  const int mask = ctx.input_mask(0);
+  const bool fz = forward_->spec().return_sequences && !forward_->spec().unroll;
+  const bool bz = backward_->spec().return_sequences && !backward_->spec().unroll;
+  const int y = forward_->run(ctx, in[0], weights_.data(), name + "/" + forward_->name, false, mask, fz);
+  const int y_rev = backward_->run(ctx, in[0], weights_.data() + forward_->weight_count(), name + "/" + backward_->name,
+                                   true, mask, bz);
   graph::OpBuilder b{ctx.g, nullptr, name + "/merge"};
   if (merge_mode_ == "concat") return graph::ops::concat(b, {y, y_rev}, -1);
   if (merge_mode_ == "mul") return b.add(graph::Op::Mul, {y, y_rev});
   const int sum = b.add(graph::Op::Add, {y, y_rev});
   if (merge_mode_ == "sum") return sum;
   return graph::ops::mul_scalar(b, sum, 0.5f);  // ave: (y + y_rev) / 2, exactly
+}
+
+int BidirectionalLayer::compute_mask(CallContext& ctx, const std::vector<int>&, int) const {
+  return forward_->spec().return_sequences ? ctx.input_mask(0) : -1;
 }
 
 }  // namespace tk::nn

@@ -59,6 +59,23 @@ struct CallContext {
   int64_t layer_collectives = 0;
   // The keyword options of the layer call being traced (KerasTensor::NodeData::call_options); null: none.
   const LayerConfig* call_options = nullptr;
+  // The Keras masks of the inputs of the layer call being traced, one per input: a float32 0/1 (N, steps) value, or
+  // -1 (MaskSupport below). Empty: no input has one.
+  std::vector<int> input_masks = {};
+  int input_mask(size_t i) const { return i < input_masks.size() ? input_masks[i] : -1; }
+};
+
+// Keras masks (nn/layers/masks.h): a float32 0/1 (batch, steps) value beside a layer output, made by
+// Embedding(mask_zero=True) or Masking, read by the next layers from CallContext::input_masks. A layer class that
+// supports masking (Keras' supports_masking) also derives from MaskSupport; the tracer drops the masks of the inputs
+// of any other layer, as Keras does (with a warning there).
+struct MaskSupport {
+  virtual ~MaskSupport() = default;
+  // Keras' compute_mask after the call emitted `output`: the output's mask value, or -1. By default the first
+  // input's (Keras' previous_mask), as Dense, Dropout or LayerNormalization do.
+  virtual int compute_mask(CallContext& ctx, const std::vector<int>& /*inputs*/, int /*output*/) const {
+    return ctx.input_mask(0);
+  }
 };
 
 // Collective numbers (graph/collective.h's `sequence`) of the collectives layers add in the forward and backward

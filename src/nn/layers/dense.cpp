@@ -6,7 +6,7 @@
 namespace tk {
 namespace {
 
-class DenseLayer final : public Layer {
+class DenseLayer final : public Layer, public nn::MaskSupport {
  public:
   DenseLayer(int64_t units, std::string activation, layers::DenseOptions o)
       : Layer("dense", o.name), units_(units), activation_(std::move(activation)), options_(std::move(o)) {

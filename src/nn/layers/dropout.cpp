@@ -9,7 +9,7 @@
 namespace tk {
 namespace {
 
-class DropoutLayer final : public Layer {
+class DropoutLayer final : public Layer, public nn::MaskSupport {
  public:
   DropoutLayer(float rate, std::vector<int64_t> noise_shape, uint64_t seed, std::string n)
       : Layer("dropout", std::move(n)), rate_(rate), noise_shape_(std::move(noise_shape)), seed_(seed) {
@@ -70,7 +70,7 @@ class DropoutLayer final : public Layer {
 
 // one_d: SpatialDropout1D on (N, steps, C), whose mask is the 2D one of (N, 1, steps, C) (one draw per sample and
 // channel) reshaped back.
-class SpatialDropoutLayer final : public Layer {
+class SpatialDropoutLayer final : public Layer, public nn::MaskSupport {
  public:
   SpatialDropoutLayer(float rate, uint64_t seed, std::string n, bool one_d)
       : Layer(one_d ? "spatial_dropout1d" : "spatial_dropout2d", std::move(n)),

@@ -3,10 +3,11 @@
 // Token ids come as an int32 / int64 Input (kept as they are) or as floats (cast to int32, as Keras casts a
 // non-integer input). An id outside [0, input_dim) is the gather kernel's InvalidArgument, which names this layer's
 // gather node, the id, where it sits in the batch and the table's size.
-// mask_zero=True (Keras' mask propagation to the following layers and the loss) is not built: refused here with an
-// InvalidArgument (a .keras file holding it is an Unsupported error naming the layer) rather than silently ignored.
+// mask_zero=True: the output carries Keras' mask ids != 0 (nn/layers/masks.h), which the following layers propagate
+// and consume as Keras does (nn::MaskSupport::compute_mask).
 #include "graph/tensor_ops.h"
 #include "nn/layers/context.h"
+#include "nn/layers/masks.h"
 #include "trainkit/core/error.h"
 #include "trainkit/nn/layers.h"
 
@@ -14,17 +15,13 @@ namespace tk {
 namespace {
 namespace ops = graph::ops;
 
-class EmbeddingLayer final : public Layer {
+class EmbeddingLayer final : public Layer, public nn::MaskSupport {
  public:
   EmbeddingLayer(int64_t input_dim, int64_t output_dim, layers::EmbeddingOptions o)
       : Layer("embedding", o.name), input_dim_(input_dim), output_dim_(output_dim), o_(std::move(o)) {
     if (input_dim_ <= 0 || output_dim_ <= 0)
       throw InvalidArgument("Embedding '" + name + "': input_dim and output_dim must be positive, got " +
                             std::to_string(input_dim_) + " and " + std::to_string(output_dim_));
-    if (o_.mask_zero)
-      throw InvalidArgument("Embedding '" + name +
-                            "': mask_zero=True is not supported (trainkit does not propagate Keras masks to the "
-                            "following layers and the loss); use mask_zero=False, where id 0 is an ordinary token");
     // Keras' Embedding names its default "uniform": RandomUniform(-0.05, 0.05), trainkit's random_uniform.
     if (o_.embeddings_initializer == "uniform") o_.embeddings_initializer = "random_uniform";
     if (o_.embeddings_initializer == "normal") o_.embeddings_initializer = "random_normal";
@@ -44,6 +41,13 @@ class EmbeddingLayer final : public Layer {
     std::vector<int64_t> out(in[0].dims().begin(), in[0].dims().end());  // (None, ...) -> (None, ..., output_dim)
     out.push_back(output_dim_);
     return Shape(out);
+  }
+
+  // Keras' Embedding.compute_mask: ops.not_equal(inputs, 0) with mask_zero, else None (an input's mask ends here).
+  int compute_mask(nn::CallContext& ctx, const std::vector<int>& in, int /*output*/) const override {
+    if (!o_.mask_zero) return -1;
+    graph::OpBuilder b{ctx.g, nullptr, name + "/mask"};
+    return nn::masks::not_equal(b, in[0], 0.0f);  // (N, ...)
   }
 
   int call(nn::CallContext& ctx, const std::vector<int>& in) const override {

@@ -21,7 +21,7 @@ using graph::ReduceFn;
 using graph::UnaryFn;
 namespace ops = graph::ops;
 
-class LayerNormLayer final : public Layer {
+class LayerNormLayer final : public Layer, public nn::MaskSupport {
  public:
   explicit LayerNormLayer(layers::LayerNormalizationOptions o)
       : Layer("layer_normalization", o.name), o_(std::move(o)) {

@@ -5,6 +5,7 @@
 // Binary ops, chained left to right as Keras does (output = op(output, inputs[i])).
 #include "graph/tensor_ops.h"
 #include "nn/layers/context.h"
+#include "nn/layers/masks.h"
 #include "trainkit/core/error.h"
 #include "trainkit/nn/layers.h"
 
@@ -52,7 +53,7 @@ const char* prefix_of(Merge m) {
   return "";
 }
 
-class MergeLayer final : public Layer {
+class MergeLayer final : public Layer, public nn::MaskSupport {
  public:
   MergeLayer(Merge kind, int axis, std::string n) : Layer(prefix_of(kind), std::move(n)), kind_(kind), axis_(axis) {}
   std::string class_name() const override { return class_of(kind_); }
@@ -60,6 +61,19 @@ class MergeLayer final : public Layer {
     return kind_ == Merge::concatenate ? LayerConfig{}.set("axis", static_cast<int64_t>(axis_)) : LayerConfig{};
   }
   int arity() const override { return -1; }
+  // Keras' merge layers: the output's mask is the OR of the inputs' masks, or none when an input has none.
+  // Concatenate's mask (ones for unmasked inputs, per axis) and Maximum/Minimum's masked values are not built.
+  int compute_mask(nn::CallContext& ctx, const std::vector<int>& in, int) const override {
+    if (ctx.input_masks.empty()) return -1;
+    if (kind_ == Merge::concatenate || kind_ == Merge::maximum || kind_ == Merge::minimum)
+      throw Unsupported(class_name() + " '" + name + "': inputs with Keras masks are not supported (only Add, " +
+                        "Subtract, Multiply and Average merge masks)");
+    int mask = ctx.input_mask(0);
+    graph::OpBuilder b{ctx.g, nullptr, name + "/mask"};
+    for (size_t i = 1; i < in.size() && mask >= 0; ++i)
+      mask = ctx.input_mask(i) < 0 ? -1 : nn::masks::logical_or(b, mask, ctx.input_mask(i));
+    return mask;
+  }
   Shape build(const std::vector<Shape>& in) override {
     if (in.size() < 2 || (kind_ == Merge::subtract && in.size() != 2))
       throw InvalidArgument(class_name() + " '" + name + "': takes " +

@@ -8,12 +8,15 @@
 // key/..., value/kernel (d, H, value_dim), value/bias, attention_output/kernel (H, value_dim, *output_shape),
 // attention_output/bias (output_shape). In Keras files each pair lives in its sub-layer's group (query_dense/vars,
 // ...), and the empty _softmax/vars and _dropout_layer/vars groups are written too.
-// Not built: attention_mask, return_attention_scores, Keras masks, attention_axes other than the sequence axis,
+// Keras masks: the query's, value's and key's (N, steps) masks and the causal mask are ANDed into the score mask as
+// Keras' _compute_attention_mask; the output carries the query's mask.
+// Not built: attention_mask, return_attention_scores, attention_axes other than the sequence axis,
 // use_gate, sliding_window (InvalidArgument here, Unsupported from a file); no fused (flash) kernel.
 #include <cmath>
 
 #include "graph/tensor_ops.h"
 #include "nn/layers/context.h"
+#include "nn/layers/masks.h"
 #include "trainkit/core/error.h"
 #include "trainkit/nn/layers.h"
 
@@ -22,7 +25,7 @@ namespace {
 using graph::BinaryFn;
 namespace ops = graph::ops;
 
-class MultiHeadAttentionLayer final : public Layer {
+class MultiHeadAttentionLayer final : public Layer, public nn::MaskSupport {
  public:
   MultiHeadAttentionLayer(int64_t heads, int64_t key_dim, layers::MultiHeadAttentionOptions o)
       : Layer("multi_head_attention", o.name), heads_(heads), key_dim_(key_dim), o_(std::move(o)) {
@@ -128,12 +131,17 @@ class MultiHeadAttentionLayer final : public Layer {
     const int v = project(ctx, b, value, 2 * per, o_.value_dim);  // (N, H, S, value_dim)
     const int qs = ops::mul_scalar(b, q, static_cast<float>(1.0 / std::sqrt(static_cast<double>(key_dim_))));
     int scores = ops::batch_matmul(b, qs, k, false, true);  // (N, H, T, S)
-    if (causal) {
+    // Keras' _compute_attention_mask: the query's Keras mask (N, T, 1) & the value's (N, 1, S) & the key's & causal.
+    const int mask = attention_mask(ctx, b, n, t, s, causal);  // (N, 1, T, S) / (T, S) bool, or -1
+    if (mask >= 0) {
       // Keras' Softmax mask: masked scores become its large negative number (-1e9; -3e4 in float16).
       const float neg = ctx.g[scores].dtype == DType::f16 ? -3e4f : -1e9f;
-      scores = ops::where(b, causal_mask(b, t, s), scores, ops::scalar(b, neg, scores));
+      scores = ops::where(b, mask, scores, ops::scalar(b, neg, scores));
     }
     int probs = ops::softmax(b, scores, -1);
+    // With the inputs' Keras masks, Keras' masked Softmax then zeroes the masked entries (a query step masked whole
+    // attends to nothing); the causal mask alone never masks a whole row, and its -1e9 scores are already 0 here.
+    if (!ctx.input_masks.empty()) probs = ops::where(b, mask, probs, ops::scalar(b, 0.0f, probs));
     if (ctx.training && o_.dropout > 0.0f) {
       graph::Attrs at;
       at.rate = o_.dropout;
@@ -170,6 +178,25 @@ class MultiHeadAttentionLayer final : public Layer {
       y = ctx.g.add(graph::Op::BiasAdd, {y, ops::reshape(b, ctx.variable(weights_[w + 1]), Shape{heads_ * dim})}, {},
                     name + "/projection_bias");
     return ops::transpose(b, ops::reshape(b, y, Shape{xs[0], xs[1], heads_, dim}), {0, 2, 1, 3});
+  }
+
+  // The attention mask from the inputs' Keras masks (query (N, T) -> (N, T, 1), value and key (N, S) -> (N, 1, S))
+  // and the causal one, ANDed as Keras' _compute_attention_mask: a bool (N, 1, T, S) over the heads, the causal-only
+  // (T, S), or -1 for none. The output's mask is the query's (MaskSupport::compute_mask's default).
+  int attention_mask(nn::CallContext& ctx, graph::OpBuilder& b, int64_t n, int64_t t, int64_t s, bool causal) const {
+    int mask = -1;  // float32 0/1 (nn/layers/masks.h)
+    auto and_in = [&](int m, Shape shape) {
+      if (m < 0) return;
+      m = ops::reshape(b, m, std::move(shape));
+      mask = mask < 0 ? m : nn::masks::logical_and(b, mask, m);
+    };
+    and_in(ctx.input_mask(0), Shape{n, t, 1});
+    and_in(ctx.input_mask(1), Shape{n, 1, s});
+    and_in(ctx.input_mask(2), Shape{n, 1, s});
+    if (mask < 0) return causal ? causal_mask(b, t, s) : -1;
+    if (causal) mask = nn::masks::logical_and(b, mask, nn::masks::as(b, causal_mask(b, t, s), DType::f32));
+    mask = ops::broadcast_to(b, mask, Shape{n, t, s});
+    return nn::masks::condition(b, ops::reshape(b, mask, Shape{n, 1, t, s}));
   }
 
   // Keras' causal mask (1, T, S): query i sees key j when j <= i. Built from constants without an iota op: a row

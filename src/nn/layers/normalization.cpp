@@ -21,7 +21,7 @@ namespace ops = graph::ops;
 
 constexpr float kEpsilon = 1e-7f;  // keras.backend.epsilon()
 
-class NormalizationLayer final : public Layer {
+class NormalizationLayer final : public Layer, public nn::MaskSupport {
  public:
   explicit NormalizationLayer(layers::NormalizationOptions o) : Layer("normalization", o.name), o_(std::move(o)) {
     if (o_.mean.has_value() != o_.variance.has_value())

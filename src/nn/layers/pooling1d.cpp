@@ -1,12 +1,14 @@
 // MaxPooling1D, AveragePooling1D (channels_last, Keras' "valid"/"same"; averages exclude the padding) as the 2D pooling
 // ops on (N, 1, steps, C), and GlobalMaxPooling1D / GlobalAveragePooling1D as reductions over the steps (keepdims as
-// Keras). Masks are not propagated in trainkit (Embedding refuses mask_zero), so GlobalAveragePooling1D averages every
-// step, as Keras does without a mask.
+// Keras). With a Keras mask (N, steps), GlobalAveragePooling1D averages the unmasked steps (Keras' where(mask, x, 0)
+// summed over the steps / the mask's sum) and ends the mask; GlobalMaxPooling1D does not support masking in Keras 3:
+// it takes the max over every step and drops the mask, as Keras (which warns).
 #include <tuple>
 
 #include "graph/tensor_ops.h"
 #include "graph/window.h"
 #include "nn/layers/context.h"
+#include "nn/layers/masks.h"
 #include "trainkit/core/error.h"
 #include "trainkit/nn/layers.h"
 
@@ -73,7 +75,7 @@ class Pool1DLayer final : public Layer {
   int64_t pool_, strides_;
 };
 
-class GlobalPool1DLayer final : public Layer {
+class GlobalPool1DLayer final : public Layer, public nn::MaskSupport {
  public:
   GlobalPool1DLayer(bool max, bool keepdims, std::string n)
       : Layer(max ? "global_max_pooling1d" : "global_average_pooling1d", std::move(n)),
@@ -87,9 +89,17 @@ class GlobalPool1DLayer final : public Layer {
     check_sequence(*this, in[0]);
     return keepdims_ ? Shape{-1, 1, in[0][2]} : Shape{-1, in[0][2]};
   }
+  int compute_mask(nn::CallContext&, const std::vector<int>&, int) const override { return -1; }
   int call(nn::CallContext& ctx, const std::vector<int>& in) const override {
     graph::OpBuilder b{ctx.g, nullptr, name};
-    return ops::reduce(b, max_ ? graph::ReduceFn::max : graph::ReduceFn::mean, in[0], {1}, keepdims_);
+    const int mask = ctx.input_mask(0);  // (N, steps) or -1
+    if (max_ || mask < 0)
+      return ops::reduce(b, max_ ? graph::ReduceFn::max : graph::ReduceFn::mean, in[0], {1}, keepdims_);
+    const int x = nn::masks::select(b, mask, in[0], 0.0f);                              // (N, steps, C)
+    const int w = ops::expand_dims(b, nn::masks::as(b, mask, ctx.g[in[0]].dtype), -1);  // (N, steps, 1)
+    const int sum = ops::reduce(b, graph::ReduceFn::sum, x, {1}, keepdims_);            // (N, [1,] C)
+    const int count = ops::reduce(b, graph::ReduceFn::sum, w, {1}, keepdims_);          // (N, [1,] 1)
+    return ops::binary(b, graph::BinaryFn::divide, sum, count);
   }
 
  private:

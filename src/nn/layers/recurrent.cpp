@@ -14,6 +14,7 @@
 #include <algorithm>
 
 #include "graph/tensor_ops.h"
+#include "nn/layers/masks.h"
 #include "trainkit/core/error.h"
 #include "trainkit/nn/layers.h"
 
@@ -128,10 +129,16 @@ Shape RecurrentLayer::build(const std::vector<Shape>& in) {
 }
 
 int RecurrentLayer::call(CallContext& ctx, const std::vector<int>& in) const {
-  return run(ctx, in[0], weights_.data(), name, false);
+  // Keras' backend.rnn: unroll=True gives masked steps the previous output whatever zero_output_for_mask says.
+  return run(ctx, in[0], weights_.data(), name, false, ctx.input_mask(0), spec_.zero_output_for_mask && !spec_.unroll);
 }
 
-int RecurrentLayer::run(CallContext& ctx, int x, const Weight* w, const std::string& owner, bool flip) const {
+int RecurrentLayer::compute_mask(CallContext& ctx, const std::vector<int>&, int) const {
+  return spec_.return_sequences ? ctx.input_mask(0) : -1;  // Keras' RNN.compute_mask (states carry none)
+}
+
+int RecurrentLayer::run(CallContext& ctx, int x, const Weight* w, const std::string& owner, bool flip, int mask,
+                        bool zero_output) const {
   graph::OpBuilder b{ctx.g, nullptr, owner};
   const Shape xs = ctx.g[x].shape;  // (N, T, D)
   const int64_t n = xs[0], steps = xs[1], d = xs[2], u = spec_.units, gu = gates() * u;
@@ -181,6 +188,7 @@ int RecurrentLayer::run(CallContext& ctx, int x, const Weight* w, const std::str
   for (int64_t s = 0; s < steps; ++s) {
     const int64_t t = spec_.go_backwards ? steps - 1 - s : s;
     const int xt = ops::reshape(b, ops::slice(b, proj, 0, t, 1), Shape{n, gu});  // (N, G*u)
+    const int h_prev = h, c_prev = c;
     if (spec_.kind == RecurrentSpec::Kind::simple_rnn) {
       h = activate(act, add(xt, matmul(h, recurrent)));
     } else if (lstm) {
@@ -201,8 +209,16 @@ int RecurrentLayer::run(CallContext& ctx, int x, const Weight* w, const std::str
       one_minus.offset = 1.0f;
       h = add(mul(z, h), mul(b.add(Op::Scale, {z}, one_minus), hh));
     }
+    int out = h;
+    if (mask >= 0) {  // Keras: a masked step keeps the previous states (and output), or outputs zeros
+      const int m = masks::condition(b, ops::reshape(b, ops::slice(b, mask, 1, t, 1), Shape{n, 1}));  // (N, 1)
+      if (zero_output) out = ops::where(b, m, h, ops::scalar(b, 0.0f, h));
+      h = ops::where(b, m, h, h_prev);
+      if (lstm) c = ops::where(b, m, c, c_prev);
+      if (!zero_output) out = h;
+    }
     if (spec_.return_sequences)
-      outputs[static_cast<size_t>(flip ? steps - 1 - s : s)] = ops::reshape(b, h, Shape{n, 1, u});
+      outputs[static_cast<size_t>(flip ? steps - 1 - s : s)] = ops::reshape(b, out, Shape{n, 1, u});
   }
   return spec_.return_sequences ? ops::concat(b, outputs, 1) : h;  // (N, T, u) or (N, u)
 }

@@ -26,12 +26,12 @@ struct RecurrentSpec {
   float dropout = 0.0f, recurrent_dropout = 0.0f;
   uint64_t seed = 0;
   bool return_sequences = false, return_state = false, go_backwards = false, stateful = false, unroll = false;
-  bool zero_output_for_mask = false;  // written back as read (masks are not supported: it changes nothing)
+  bool zero_output_for_mask = false;  // masked steps of a return_sequences output: zeros, else the previous output
   std::string name;
   std::string dtype;
 };
 
-class RecurrentLayer final : public Layer {
+class RecurrentLayer final : public Layer, public MaskSupport {
  public:
   // Validates the options: InvalidArgument for bad values, Unsupported for return_state and stateful.
   explicit RecurrentLayer(RecurrentSpec spec);
@@ -43,6 +43,8 @@ class RecurrentLayer final : public Layer {
   std::vector<KerasGroup> keras_groups() const override { return {{"vars", name}, {"cell/vars", cell_name()}}; }
   Shape build(const std::vector<Shape>& input_shapes) override;
   int call(CallContext& ctx, const std::vector<int>& inputs) const override;
+  // Keras masks: masked steps keep the previous state; the output's mask is the input's with return_sequences.
+  int compute_mask(CallContext& ctx, const std::vector<int>& inputs, int output) const override;
 
   // (N, steps, features) checked; the output shape.
   Shape output_shape(const Shape& input, const std::string& owner) const;
@@ -52,7 +54,10 @@ class RecurrentLayer final : public Layer {
   int64_t weight_count() const { return spec_.use_bias ? 3 : 2; }
   // Emits the layer's ops on x (N, T, D) with weights w[0..weight_count()) (kernel, recurrent_kernel, bias).
   // flip: a return_sequences output's steps in reverse (Bidirectional's ops.flip of the backward output).
-  int run(CallContext& ctx, int x, const Weight* w, const std::string& owner, bool flip) const;
+  // mask: the input's Keras mask (N, T) or -1; zero_output: masked steps of the sequence output are zeros (Keras'
+  // zero_output_for_mask) rather than the previous output.
+  int run(CallContext& ctx, int x, const Weight* w, const std::string& owner, bool flip, int mask = -1,
+          bool zero_output = false) const;
 
  private:
   RecurrentSpec spec_;
@@ -61,7 +66,7 @@ class RecurrentLayer final : public Layer {
 
 // Keras' Bidirectional over a RecurrentLayer: forward_<name> and backward_<name> (go_backwards flipped, or the given
 // backward layer), each with its own weights (this layer's: the forward's three, then the backward's), merged.
-class BidirectionalLayer final : public Layer {
+class BidirectionalLayer final : public Layer, public MaskSupport {
  public:
   // `layer` is only read for its options (as Keras, which copies it through its config); InvalidArgument for a
   // layer that is not a SimpleRNN/LSTM/GRU, a bad merge_mode or a backward layer that does not match.
@@ -74,6 +79,7 @@ class BidirectionalLayer final : public Layer {
   std::vector<KerasGroup> keras_groups() const override;
   Shape build(const std::vector<Shape>& input_shapes) override;
   int call(CallContext& ctx, const std::vector<int>& inputs) const override;
+  int compute_mask(CallContext& ctx, const std::vector<int>& inputs, int output) const override;
 
  private:
   std::shared_ptr<RecurrentLayer> forward_, backward_;

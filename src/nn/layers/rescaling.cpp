@@ -10,7 +10,7 @@
 namespace tk {
 namespace {
 
-class RescalingLayer final : public Layer {
+class RescalingLayer final : public Layer, public nn::MaskSupport {
  public:
   RescalingLayer(float scale, float offset, std::string n)
       : Layer("rescaling", std::move(n)), scale_(scale), offset_(offset) {

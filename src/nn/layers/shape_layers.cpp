@@ -67,7 +67,7 @@ class RepeatVectorLayer final : public Layer {
 };
 
 // keras.layers.Identity: returns its input.
-class IdentityLayer final : public Layer {
+class IdentityLayer final : public Layer, public nn::MaskSupport {
  public:
   explicit IdentityLayer(std::string n) : Layer("identity", std::move(n)) {}
   std::string class_name() const override { return "Identity"; }
