@@ -35,6 +35,12 @@ std::string snake_case(const std::string& class_name);
 json model_to_json(const Model& model);  // with compile_config when compiled
 std::unique_ptr<Model> model_from_json(const json& obj, const std::string& label);
 void compile_from_json(Model& model, const json& compile_config, const std::string& label);
+// A loss as compile_config holds it (a name or a Keras loss object) and back, as Keras writes it.
+Loss loss_from_json(const json& j, const std::string& label);
+json loss_to_json(const Loss& loss);
+// A metric as compile_config holds it (a name or a Keras metric object) and back, as Keras writes it.
+Metric metric_from_json(const json& j, const std::string& label);
+json metric_to_json(const Metric& m);
 
 // ---- slot_views.cpp: the optimizer's state as it is, for streaming saves
 // One optimizer slot: its live tensor (shared, not copied; on the model's device), or, before the slot exists,
