@@ -824,3 +824,21 @@ TEST(CliCallbacks, BadCallbackOptionsAreOneClearError) {
   expect_user_error(run_cli("fit" + d + " --keep-backup"), {"--keep-backup", "--backup-dir"});
   expect_user_error(run_cli("fit" + d + " --early-stopping -3"), {"--early-stopping", ">= 0"});
 }
+
+namespace {
+TEST(CliFit, LossAndMetricsFlagsTakeKerasNames) {
+  // A softmax output and Keras' string loss (from probabilities); every metric is logged under its name.
+  Result r = run_cli("fit" + plain_data().args() +
+                     " --model dense:16:relu,dense:10,softmax --loss sparse_categorical_crossentropy"
+                     " --metrics accuracy,sparse_top_k_categorical_accuracy --epochs 1 --batch-size 64 -v 0");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  EXPECT_CONTAINS(r.out, "test_accuracy:");
+  EXPECT_CONTAINS(r.out, "test_sparse_top_k_categorical_accuracy:");
+  Result bad = run_cli("fit" + plain_data().args() + " --loss hubber --epochs 1");
+  EXPECT_NE(bad.code, 0) << describe(bad);
+  EXPECT_CONTAINS(bad.err, "binary_focal_crossentropy");  // the known names
+  Result bad_metric = run_cli("fit" + plain_data().args() + " --metrics accuracy,precission --epochs 1");
+  EXPECT_NE(bad_metric.code, 0) << describe(bad_metric);
+  EXPECT_CONTAINS(bad_metric.err, "mean_io_u");
+}
+}  // namespace

@@ -24,6 +24,8 @@ struct FitArgs {
   std::optional<float> learning_rate;  // unset: the optimizer's Keras default (0.001; SGD 0.01)
   std::string optimizer = "adam";
   bool optimizer_given = false;  // -o/--optimizer on the command line (a model file's optimizer is checked against it)
+  std::string loss;              // --loss: a Keras loss name (empty: sparse_categorical_crossentropy from logits)
+  std::vector<std::string> metrics;  // --metrics a,b: Keras metric names (empty: accuracy)
   uint64_t seed = 42;
   std::string data_dir;  // default: tk::data::default_fashion_mnist_dir()
   std::string train_images, train_labels, test_images, test_labels;

@@ -11,6 +11,7 @@
 #include "cli/usage.h"
 #include "trainkit/io/atomic_file.h"
 #include "trainkit/io/tensorboard.h"
+#include "trainkit/nn/check_names.h"
 #include "trainkit/runtime/memory.h"
 #include "trainkit/trainkit.h"
 
@@ -54,6 +55,18 @@ void add_fit_command(CLI::App& app, FitArgs& a) {
       ->check(choice_of([](const std::string& name) { optimizers::get(name); }))
       ->each([&a](const std::string&) { a.optimizer_given = true; })
       ->capture_default_str();
+  fit->add_option("--loss", a.loss,
+                  "Loss by its Keras name (mse, mae, huber, kld, binary_crossentropy, binary_focal_crossentropy, "
+                  "categorical_crossentropy, sparse_categorical_crossentropy, msle, poisson, cosine_similarity, hinge, "
+                  "squared_hinge; from probabilities, as Keras' string names are). Default: "
+                  "sparse_categorical_crossentropy from logits. With a model file: replaces its compiled loss")
+      ->check(choice_of([](const std::string& name) { losses::check(Loss(name)); }));
+  fit->add_option("--metrics", a.metrics,
+                  "Comma-separated Keras metric names (accuracy, precision, recall, auc, mae, mse, "
+                  "top_k_categorical_accuracy, sparse_top_k_categorical_accuracy, ...). Default: accuracy. With a "
+                  "model file: replaces its compiled metrics")
+      ->delimiter(',')
+      ->check(choice_of([](const std::string& name) { metrics::check(Metric(name)); }));
   fit->add_option("-s,--seed", a.seed, "Seed for weights, shuffling and dropout")->capture_default_str();
   add_run_options(fit, a.run);
   fit->add_option("--replicas", a.replicas,
@@ -146,10 +159,16 @@ std::unique_ptr<Model> make_model(const std::string& model, const Shape& sample,
 namespace {
 
 // The test line after training; a NaN prints "nan" as Keras does (printf would keep a sign bit: "-nan").
+// Every log (--metrics) after the loss, each as test_<name>.
 void print_test(const Logs& test) {
-  const double loss = test.get("loss"), accuracy = test.get("accuracy");
-  std::printf("test_loss: %.4f - test_accuracy: %.4f\n", std::isnan(loss) ? std::fabs(loss) : loss,
-              std::isnan(accuracy) ? std::fabs(accuracy) : accuracy);
+  std::string line;
+  for (const auto& [name, value] : test.items())
+    line += (line.empty() ? "" : " - ") + std::string("test_") + name + ": " + [](double v) {
+      char buf[64];
+      std::snprintf(buf, sizeof(buf), "%.4f", std::isnan(v) ? std::fabs(v) : v);
+      return std::string(buf);
+    }(value);
+  std::printf("%s\n", line.c_str());
 }
 
 // Under an MPI launcher (`mpirun -np N trainkit fit ...`, mpiexec, srun): data parallel over the ranks, one replica
@@ -217,10 +236,16 @@ void compile_model(Model& model, const OptimizerPtr& optimizer, const Strategies
                             " optimizer with its state, which trainkit keeps (drop --optimizer, or save the model "
                             "without its optimizer to start a new one)");
     if (a.learning_rate) model.optimizer()->set_learning_rate(*a.learning_rate);
+    if (!a.loss.empty() || !a.metrics.empty())  // the same optimizer object: its state is kept
+      model.compile(model.optimizer(), a.loss.empty() ? model.losses() : std::vector<Loss>{Loss(a.loss)},
+                    a.metrics.empty() ? model.metrics() : std::vector<Metric>(a.metrics.begin(), a.metrics.end()));
     return;  // a model file keeps its compile config and optimizer state
   }
   auto compile = [&] {
-    model.compile(optimizer, losses::SparseCategoricalCrossentropy({.from_logits = true}), {"accuracy"});
+    const Loss loss = a.loss.empty() ? losses::SparseCategoricalCrossentropy({.from_logits = true}) : Loss(a.loss);
+    model.compile(
+        optimizer, loss,
+        a.metrics.empty() ? std::vector<Metric>{"accuracy"} : std::vector<Metric>(a.metrics.begin(), a.metrics.end()));
   };
   if (s.mirrored)
     distribute::in_scope(&*s.mirrored, compile);

@@ -79,7 +79,7 @@ void print_compile_config(const Model& m) {
   for (const Loss& l : m.losses())
     losses += (losses.empty() ? "" : ", ") + l.name + (l.from_logits ? " (from_logits)" : "");
   std::string metrics;
-  for (const std::string& s : m.metrics()) metrics += (metrics.empty() ? "" : ", ") + s;
+  for (const Metric& s : m.metrics()) metrics += (metrics.empty() ? "" : ", ") + s.name;
   std::printf("Compiled: optimizer %s (learning_rate %g, iterations %lld), loss %s, metrics [%s]\n",
               m.optimizer()->name().c_str(), static_cast<double>(m.optimizer()->learning_rate()),
               static_cast<long long>(m.optimizer()->iterations()), losses.c_str(), metrics.c_str());

@@ -8,6 +8,8 @@
 
 #include "graph/op.h"
 #include "io/keras_internal.h"
+#include "nn/compiler/losses.h"
+#include "nn/compiler/metrics.h"
 #include "nn/layers/input_layer.h"
 #include "nn/optimizer_rule.h"
 #include "trainkit/core/error.h"
@@ -61,63 +63,187 @@ json optimizer_to_json(const Optimizer& opt, bool keras_wraps_it) {
           {"registered_name", nullptr}};
 }
 
-// Keras loss class names <-> trainkit names.
-const std::map<std::string, std::string>& loss_classes() {
-  static const std::map<std::string, std::string> m = {
-      {"SparseCategoricalCrossentropy", "sparse_categorical_crossentropy"},
-      {"CategoricalCrossentropy", "categorical_crossentropy"},
-      {"BinaryCrossentropy", "binary_crossentropy"},
-      {"MeanSquaredError", "mean_squared_error"}};
-  return m;
-}
+}  // namespace
 
+// Keras loss objects <-> trainkit Losses (nn/compiler/losses.h names them): each class's config keys as Keras'
+// get_config writes them, so Keras loads the file trainkit writes, and every key Keras writes is read or checked.
 json loss_to_json(const Loss& l) {
-  std::string name = l.name == "mse" ? "mean_squared_error" : l.name;
-  for (const auto& [cls, n] : loss_classes())
-    if (n == name) {
-      json config = {{"name", name}, {"reduction", "sum_over_batch_size"}};
-      if (cls != "MeanSquaredError") config["from_logits"] = l.from_logits;
-      if (cls == "SparseCategoricalCrossentropy") config["ignore_class"] = nullptr;
-      if (cls == "CategoricalCrossentropy" || cls == "BinaryCrossentropy") {
-        config["label_smoothing"] = 0.0;
-        config["axis"] = -1;
-      }
-      return {{"module", "keras.losses"}, {"class_name", cls}, {"config", config}, {"registered_name", nullptr}};
-    }
-  return name;
+  const nn::LossClass& lc = nn::loss_class(l);
+  const std::string cls = lc.keras_class;
+  json config = {{"name", lc.config_name}, {"reduction", "sum_over_batch_size"}};
+  if (cls == "BinaryCrossentropy" || cls == "CategoricalCrossentropy" || cls == "BinaryFocalCrossentropy" ||
+      cls == "SparseCategoricalCrossentropy")
+    config["from_logits"] = l.from_logits;
+  if (cls == "SparseCategoricalCrossentropy") config["ignore_class"] = l.ignore_class ? json(*l.ignore_class) : json();
+  if (cls == "BinaryCrossentropy" || cls == "CategoricalCrossentropy" || cls == "BinaryFocalCrossentropy") {
+    config["label_smoothing"] = float_json(l.label_smoothing);
+    config["axis"] = -1;
+  }
+  if (cls == "BinaryFocalCrossentropy") {
+    config["apply_class_balancing"] = l.apply_class_balancing;
+    config["alpha"] = float_json(l.alpha);
+    config["gamma"] = float_json(l.gamma);
+  }
+  // Keras 3's Huber.get_config leaves delta out (a Huber(delta=2) file reloads in Keras with delta 1); its constructor
+  // takes it, so trainkit writes it when it is not the default and Keras then loads the same loss.
+  if (cls == "Huber" && l.delta != 1.0f) config["delta"] = float_json(l.delta);
+  return {{"module", "keras.losses"}, {"class_name", cls}, {"config", config}, {"registered_name", nullptr}};
 }
 
 Loss loss_from_json(const json& j, const std::string& label) {
-  if (j.is_string()) {
-    std::string n = j.get<std::string>();
-    if (n == "mse") n = "mean_squared_error";
-    for (const auto& [cls, name] : loss_classes())
-      if (name == n) return Loss(n);
-    throw Unsupported(label + ": compile_config: loss '" + n +
-                      "' is not one trainkit has (sparse_categorical_crossentropy, categorical_crossentropy, "
-                      "binary_crossentropy, mean_squared_error)");
+  try {
+    if (j.is_string()) return Loss(nn::canonical_loss_name(j.get<std::string>()));
+  } catch (const InvalidArgument& e) {
+    throw Unsupported(label + ": compile_config: " + e.what());
   }
   if (!j.is_object() || !j.contains("class_name") || !j["class_name"].is_string())
     throw FormatError(label + ": compile_config: 'loss' must be a name or a loss object, got " + j.dump());
   const std::string cls = j["class_name"].get<std::string>();
-  auto it = loss_classes().find(cls);
-  if (it == loss_classes().end())
-    throw Unsupported(label + ": compile_config: loss class '" + cls +
-                      "' is not one trainkit has (SparseCategoricalCrossentropy, CategoricalCrossentropy, "
-                      "BinaryCrossentropy, MeanSquaredError)");
+  const nn::LossClass* lc = nullptr;
+  for (const nn::LossClass& c : nn::loss_classes())
+    if (cls == c.keras_class) lc = &c;
+  if (!lc) {
+    std::string known;
+    for (const nn::LossClass& c : nn::loss_classes()) known += (known.empty() ? "" : ", ") + std::string(c.keras_class);
+    throw Unsupported(label + ": compile_config: loss class '" + cls + "' is not one trainkit has (" + known + ")");
+  }
   const json config = j.value("config", json::object());
-  bool logits = false;
-  if (config.contains("from_logits") && config["from_logits"].is_boolean()) logits = config["from_logits"].get<bool>();
-  if (config.contains("label_smoothing") && config["label_smoothing"].is_number() &&
-      config["label_smoothing"].get<double>() != 0.0)
-    throw Unsupported(label + ": compile_config: label_smoothing is not supported");
-  if (config.contains("ignore_class") && !config["ignore_class"].is_null())
-    throw Unsupported(label + ": compile_config: ignore_class is not supported");
+  Loss loss(lc->name);
+  auto number = [&](const char* key, float& out) {
+    if (!config.contains(key) || config[key].is_null()) return;
+    if (!config[key].is_number())
+      throw FormatError(label + ": compile_config: " + cls + "'s " + key + " must be a number, got " +
+                        config[key].dump());
+    out = config[key].get<float>();
+  };
+  auto boolean = [&](const char* key, bool& out) {
+    if (!config.contains(key) || config[key].is_null()) return;
+    if (!config[key].is_boolean())
+      throw FormatError(label + ": compile_config: " + cls + "'s " + key + " must be true or false, got " +
+                        config[key].dump());
+    out = config[key].get<bool>();
+  };
+  boolean("from_logits", loss.from_logits);
+  number("label_smoothing", loss.label_smoothing);
+  number("delta", loss.delta);
+  number("gamma", loss.gamma);
+  number("alpha", loss.alpha);
+  boolean("apply_class_balancing", loss.apply_class_balancing);
+  if (config.contains("ignore_class") && !config["ignore_class"].is_null()) {
+    if (!config["ignore_class"].is_number_integer())
+      throw FormatError(label + ": compile_config: ignore_class must be an integer, got " +
+                        config["ignore_class"].dump());
+    loss.ignore_class = config["ignore_class"].get<int>();
+  }
+  if (config.contains("axis") && config["axis"] != -1)
+    throw Unsupported(label + ": compile_config: " + cls + " axis " + config["axis"].dump() +
+                      " is not supported (only -1, the last axis)");
   if (config.contains("reduction") && config["reduction"] != "sum_over_batch_size")
     throw Unsupported(label + ": compile_config: loss reduction " + config["reduction"].dump() +
                       " is not supported (only sum_over_batch_size)");
-  return Loss(it->second, logits);
+  try {
+    nn::validate_loss(loss);
+  } catch (const InvalidArgument& e) {
+    throw FormatError(label + ": compile_config: " + e.what());
+  }
+  return loss;
 }
+
+// Keras metric objects <-> trainkit Metrics: a string stays a string (Keras logs it under that string); an object is
+// its class and config, with the keys Keras' get_config writes. Options trainkit does not run (Precision's top_k and
+// class_id, AUC's multi_label, several thresholds) are Unsupported, named.
+json metric_to_json(const Metric& m) {
+  if (m.cls.empty()) return m.name;
+  const std::string kind = nn::metric_kind(m);
+  const std::string cls = nn::metric_class(kind);
+  json config = {{"name", m.name}, {"dtype", "float32"}};
+  if (kind == "top_k_categorical_accuracy" || kind == "sparse_top_k_categorical_accuracy") config["k"] = m.k;
+  if (kind == "binary_accuracy") config["threshold"] = 0.5;
+  if (kind == "precision" || kind == "recall") {
+    config["thresholds"] = m.threshold == 0.5f ? json(nullptr) : float_json(m.threshold);
+    config["top_k"] = nullptr;
+    config["class_id"] = nullptr;
+  }
+  if (kind == "auc") {
+    config["num_thresholds"] = m.num_thresholds;
+    config["curve"] = m.curve;
+    config["summation_method"] = m.summation_method;
+    config["multi_label"] = false;
+    config["num_labels"] = nullptr;
+    config["label_weights"] = nullptr;
+    config["from_logits"] = m.from_logits;
+  }
+  if (kind == "mean_io_u") {
+    config["dtype"] = "int32";
+    config["num_classes"] = m.num_classes;
+    config["ignore_class"] = m.ignore_class ? json(*m.ignore_class) : json(nullptr);
+    config["sparse_y_true"] = m.sparse_y_true;
+    config["sparse_y_pred"] = m.sparse_y_pred;
+    config["axis"] = -1;
+  }
+  return {{"module", "keras.metrics"}, {"class_name", cls}, {"config", config}, {"registered_name", nullptr}};
+}
+
+Metric metric_from_json(const json& j, const std::string& label) {
+  const std::string where = label + ": compile_config: ";
+  try {
+    if (j.is_string()) {
+      Metric m(j.get<std::string>());
+      nn::validate_metric(m);
+      return m;
+    }
+    if (!j.is_object() || !j.contains("class_name") || !j["class_name"].is_string())
+      throw FormatError(where + "a metric must be a name or a metric object, got " + j.dump());
+    const json config = j.value("config", json::object());
+    const std::string cls = j["class_name"].get<std::string>();
+    Metric m(config.contains("name") && config["name"].is_string() ? config["name"].get<std::string>() : cls, cls);
+    const std::string kind = nn::metric_kind(m);
+    auto unsupported_unless_null = [&](const char* key) {
+      if (config.contains(key) && !config[key].is_null())
+        throw Unsupported(where + cls + " option " + key + " = " + config[key].dump() +
+                          " is not supported (trainkit runs it at Keras' default, null)");
+    };
+    if (config.contains("k")) m.k = config["k"].get<int>();
+    if (kind == "precision" || kind == "recall") {
+      unsupported_unless_null("top_k");
+      unsupported_unless_null("class_id");
+      if (config.contains("thresholds") && !config["thresholds"].is_null()) {
+        if (!config["thresholds"].is_number())
+          throw Unsupported(where + cls + " thresholds " + config["thresholds"].dump() +
+                            " is not supported (one threshold only)");
+        m.threshold = config["thresholds"].get<float>();
+      }
+    }
+    if (kind == "auc") {
+      if (config.contains("num_thresholds")) m.num_thresholds = config["num_thresholds"].get<int>();
+      if (config.contains("curve")) m.curve = config["curve"].get<std::string>();
+      if (config.contains("summation_method")) m.summation_method = config["summation_method"].get<std::string>();
+      if (config.contains("from_logits")) m.from_logits = config["from_logits"].get<bool>();
+      if (config.value("multi_label", false))
+        throw Unsupported(where + "AUC multi_label = true is not supported (the labels are flattened into one curve)");
+      unsupported_unless_null("num_labels");
+      unsupported_unless_null("label_weights");
+      if (config.contains("thresholds") && !config["thresholds"].is_null())
+        throw Unsupported(where + "AUC thresholds are not supported (num_thresholds, evenly spaced, are)");
+    }
+    if (kind == "mean_io_u") {
+      if (config.contains("num_classes") && !config["num_classes"].is_null())
+        m.num_classes = config["num_classes"].get<int>();
+      if (config.contains("sparse_y_true")) m.sparse_y_true = config["sparse_y_true"].get<bool>();
+      if (config.contains("sparse_y_pred")) m.sparse_y_pred = config["sparse_y_pred"].get<bool>();
+      if (config.contains("ignore_class") && !config["ignore_class"].is_null())
+        m.ignore_class = config["ignore_class"].get<int>();
+      if (config.contains("axis") && config["axis"] != -1)
+        throw Unsupported(where + "MeanIoU axis " + config["axis"].dump() + " is not supported (only -1)");
+    }
+    nn::validate_metric(m);
+    return m;
+  } catch (const InvalidArgument& e) {
+    throw Unsupported(where + e.what());
+  }
+}
+
+namespace {
 
 float number_or(const json& config, const char* key, float def, const std::string& label) {
   auto it = config.find(key);
@@ -330,10 +456,12 @@ json model_to_json(const Model& model) {
     const graph::UpdateConfig& c = model.optimizer()->config();
     const bool keras_wraps_it = model.auto_scale_loss && model.dtype_policy() == "mixed_float16" &&
                                 c.loss_scale_initial == 32768.0f && c.loss_scale_growth_steps == 2000;
+    json metrics_json = model.metrics().empty() ? json(nullptr) : json::array();
+    for (const Metric& m : model.metrics()) metrics_json.push_back(metric_to_json(m));
     out["compile_config"] = {{"optimizer", optimizer_to_json(*model.optimizer(), keras_wraps_it)},
                              {"loss", loss},
                              {"loss_weights", nullptr},
-                             {"metrics", model.metrics().empty() ? json(nullptr) : json(model.metrics())},
+                             {"metrics", metrics_json},
                              {"weighted_metrics", nullptr},
                              {"run_eagerly", false},
                              {"steps_per_execution", 1},
@@ -629,18 +757,9 @@ void compile_from_json(Model& model, const json& cc, const std::string& label) {
     }
     if (cc.contains("loss_weights") && !cc["loss_weights"].is_null())
       throw Unsupported(label + ": compile_config: loss_weights are not supported");
-    std::vector<std::string> metrics;
-    if (cc.contains("metrics") && cc["metrics"].is_array()) {
-      for (const json& m : cc["metrics"]) {
-        if (m.is_string()) {
-          metrics.push_back(m.get<std::string>());
-        } else if (m.is_object() && m.contains("config") && m["config"].is_object() && m["config"].contains("name")) {
-          metrics.push_back(m["config"]["name"].get<std::string>());
-        } else {
-          throw Unsupported(label + ": compile_config: metric " + m.dump() + " is not supported");
-        }
-      }
-    }
+    std::vector<Metric> metrics;
+    if (cc.contains("metrics") && cc["metrics"].is_array())
+      for (const json& m : cc["metrics"]) metrics.push_back(metric_from_json(m, label));
     model.compile(opt, losses, metrics);
   } catch (const json::exception& e) {
     throw FormatError(label + ": compile_config: " + e.what());

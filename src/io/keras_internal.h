@@ -36,6 +36,12 @@ std::string snake_case(const std::string& class_name);
 json model_to_json(const Model& model);  // with compile_config when compiled
 std::unique_ptr<Model> model_from_json(const json& obj, const std::string& label);
 void compile_from_json(Model& model, const json& compile_config, const std::string& label);
+// A loss as compile_config holds it (a name or a Keras loss object) and back, as Keras writes it.
+Loss loss_from_json(const json& j, const std::string& label);
+json loss_to_json(const Loss& loss);
+// A metric as compile_config holds it (a name or a Keras metric object) and back, as Keras writes it.
+Metric metric_from_json(const json& j, const std::string& label);
+json metric_to_json(const Metric& m);
 
 // ---- keras_nested.cpp: a model in a Functional model's layer list (called like a layer: tk::call_model)
 bool is_nested_model(const json& layer);

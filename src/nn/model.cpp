@@ -9,6 +9,8 @@
 
 #include "graph/backend.h"
 #include "graph/op.h"
+#include "nn/compiler/losses.h"
+#include "nn/compiler/metrics.h"
 #include "nn/compiler/programs.h"
 #include "nn/distribute/strategy_state.h"
 #include "nn/layers/context.h"
@@ -126,14 +128,14 @@ void Model::init_graph(std::vector<KerasTensor> inputs, std::vector<KerasTensor>
 
 void Model::ensure_built(const std::vector<Tensor>&) {}
 
-void Model::compile(OptimizerPtr optimizer, Loss loss, std::vector<std::string> metrics) {
+void Model::compile(OptimizerPtr optimizer, Loss loss, std::vector<Metric> metrics) {
   compile(std::move(optimizer), std::vector<Loss>{std::move(loss)}, std::move(metrics));
 }
 
-void Model::compile(OptimizerPtr optimizer, std::vector<Loss> losses, std::vector<std::string> metrics) {
+void Model::compile(OptimizerPtr optimizer, std::vector<Loss> losses, std::vector<Metric> metrics) {
   if (!optimizer) throw InvalidArgument("compile: optimizer is null (use tk::optimizers::Adam() or get(\"adam\"))");
-  for (const Loss& l : losses) nn::loss_op(l);  // validates the name
-  for (const std::string& m : metrics) nn::metric_op(m, losses.empty() ? Loss("mse") : losses[0], Shape{});
+  for (const Loss& l : losses) nn::validate_loss(l);       // the name and its options
+  for (const Metric& m : metrics) nn::validate_metric(m);  // the name and its options
   if (losses.empty()) throw InvalidArgument("compile: at least one loss is required");
   optimizer_ = std::move(optimizer);
   losses_ = std::move(losses);

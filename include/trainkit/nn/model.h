@@ -27,6 +27,7 @@
 #include "trainkit/nn/layers.h"
 #include "trainkit/nn/losses.h"
 #include "trainkit/nn/memory_plan.h"
+#include "trainkit/nn/metrics.h"
 #include "trainkit/nn/optimizers.h"
 #include "trainkit/nn/training_state.h"
 
@@ -91,8 +92,8 @@ class Model {
   Model& operator=(const Model&) = delete;
 
   // One loss for every output, or one per output. Metrics apply to every output.
-  void compile(OptimizerPtr optimizer, Loss loss, std::vector<std::string> metrics = {});
-  void compile(OptimizerPtr optimizer, std::vector<Loss> losses, std::vector<std::string> metrics = {});
+  void compile(OptimizerPtr optimizer, Loss loss, std::vector<Metric> metrics = {});
+  void compile(OptimizerPtr optimizer, std::vector<Loss> losses, std::vector<Metric> metrics = {});
 
   History fit(const Tensor& x, const Tensor& y, FitOptions options = {});
   History fit(const std::vector<Tensor>& x, const std::vector<Tensor>& y, FitOptions options = {});
@@ -155,7 +156,7 @@ class Model {
   const std::vector<KerasTensor>& inputs() const { return inputs_; }
   const std::vector<KerasTensor>& outputs() const { return outputs_; }
   const std::vector<Loss>& losses() const { return losses_; }  // empty until compile()
-  const std::vector<std::string>& metrics() const { return metrics_; }
+  const std::vector<Metric>& metrics() const { return metrics_; }
   // Weights the optimizer updates: trainable weights of trainable layers, in layer order (Keras'
   // model.trainable_variables).
   std::vector<const Weight*> trainable_weights() const;
@@ -295,7 +296,7 @@ class Model {
   std::map<const Layer*, const Model*> nested_member_;  // the layers of nested_models_, each to its model
   OptimizerPtr optimizer_;
   std::vector<Loss> losses_;
-  std::vector<std::string> metrics_;
+  std::vector<Metric> metrics_;
   std::unique_ptr<nn::ProgramCache> programs_;
   std::shared_ptr<distribute::StrategyState> strategy_;              // compile() under a strategy's scope
   std::vector<std::unique_ptr<nn::ProgramCache>> replica_programs_;  // replicas 1..n-1

@@ -10,6 +10,8 @@
 #include "graph/autodiff.h"
 #include "graph/bucket.h"
 #include "graph/fuse.h"
+#include "nn/compiler/losses.h"
+#include "nn/compiler/metrics.h"
 #include "nn/distribute/strategy_state.h"
 #include "nn/layers/context.h"
 #include "nn/layers/input_layer.h"
@@ -21,35 +23,6 @@
 
 namespace tk::nn {
 using graph::Op;
-
-Op loss_op(const Loss& loss) {
-  const std::string& n = loss.name;
-  if (n == "mean_squared_error" || n == "mse") return Op::MseLoss;
-  if (n == "binary_crossentropy") return Op::BceLoss;
-  if (n == "categorical_crossentropy") return Op::CceLoss;
-  if (n == "sparse_categorical_crossentropy") return Op::SparseCceLoss;
-  throw InvalidArgument("unknown loss '" + n +
-                        "' (expected one of mean_squared_error, mse, binary_crossentropy, categorical_crossentropy, "
-                        "sparse_categorical_crossentropy)");
-}
-
-bool is_sparse(const Loss& loss) { return loss_op(loss) == Op::SparseCceLoss; }
-
-Op metric_op(const std::string& metric, const Loss& loss, const Shape& out) {
-  if (metric == "accuracy" || metric == "acc") {
-    // Keras: binary when the loss is binary or the output has one unit; sparse when the loss is sparse.
-    Op l = loss_op(loss);
-    if (l == Op::BceLoss || (out.rank() >= 1 && out[-1] == 1)) return Op::BinaryAccuracy;
-    if (l == Op::SparseCceLoss) return Op::SparseCategoricalAccuracy;
-    return Op::CategoricalAccuracy;
-  }
-  if (metric == "binary_accuracy") return Op::BinaryAccuracy;
-  if (metric == "categorical_accuracy") return Op::CategoricalAccuracy;
-  if (metric == "sparse_categorical_accuracy") return Op::SparseCategoricalAccuracy;
-  throw InvalidArgument(
-      "unknown metric '" + metric +
-      "' (expected one of accuracy, binary_accuracy, categorical_accuracy, sparse_categorical_accuracy)");
-}
 
 // Keras 3 weights a masked output's loss and metrics by its mask (losses/loss.py apply_mask: masked steps excluded
 // from the mean). That weighting is not built: a loss over an output that still carries a mask (a sequence output
@@ -689,6 +662,7 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
     const bool multi = model_.outputs_.size() > 1;
     std::vector<int> losses;
     std::vector<std::pair<std::string, int>> metric_logs;
+    std::vector<LogStat> metric_stats;
     for (size_t j = 0; j < model_.outputs_.size(); ++j) {
       const Loss& loss = model_.losses_.size() == 1 ? model_.losses_[0] : model_.losses_[j];  // one loss for all
       const Shape out_shape = g[c->outputs[j]].shape;                                         // a copy: g grows below
@@ -703,16 +677,19 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
       int y = g.input(prefix + "target", target_shape, target_dtype);
       c->y.push_back(y);
       c->y_dtype.push_back(target_dtype);
-      graph::Attrs at;
-      at.from_logits = loss.from_logits;
-      losses.push_back(g.add(loss_op(loss), {c->outputs[j], y}, at, prefix + "loss"));
+      losses.push_back(emit_loss(g, loss, c->outputs[j], y, prefix + "loss"));
       if (multi) c->logs.emplace_back(prefix + "loss", losses.back());
-      for (const std::string& m : model_.metrics_)
-        metric_logs.emplace_back(prefix + m, g.add(metric_op(m, loss, out_shape), {c->outputs[j], y}, {}, prefix + m));
+      for (const Metric& m : model_.metrics_) {
+        auto [metric_value, stat] = emit_metric(g, m, loss, c->outputs[j], y, prefix + m.name);
+        metric_logs.emplace_back(prefix + m.name, metric_value);
+        metric_stats.push_back(stat);
+      }
     }
     int total = losses.size() == 1 ? losses[0] : g.add(Op::Add, losses, {}, "loss");
     c->logs.insert(c->logs.begin(), {"loss", total});
     c->logs.insert(c->logs.end(), metric_logs.begin(), metric_logs.end());
+    c->log_stats.assign(c->logs.size() - metric_logs.size(), LogStat{});  // the losses: batch means
+    c->log_stats.insert(c->log_stats.end(), metric_stats.begin(), metric_stats.end());
     keep.clear();
     for (auto& [name, id] : c->logs) keep.push_back(id);
 

@@ -8,6 +8,7 @@
 
 #include "graph/autodiff.h"
 #include "graph/program.h"
+#include "nn/compiler/log_stats.h"
 #include "trainkit/nn/model.h"
 
 namespace tk::nn {
@@ -29,7 +30,8 @@ struct Compiled {
   std::vector<char> x_conversion_seen;                        // per model input: staging has looked at its source dtype
   std::shared_ptr<std::set<std::string>> conversions_logged;  // shared by a model's programs
   std::vector<int> outputs;                                   // predictions (predict programs)
-  std::vector<std::pair<std::string, int>> logs;              // log name -> scalar value id ("loss" first)
+  std::vector<std::pair<std::string, int>> logs;              // log name -> value id ("loss" first)
+  std::vector<LogStat> log_stats;                             // per log: how it combines over an epoch
   std::shared_ptr<graph::InputStaging> staging;  // its backend's input staging, when it has one (first bind)
   bool staging_asked = false;                    // the backend was asked for it
   std::shared_ptr<graph::RowGather> gather;      // its batches of a device-resident Dataset (first bind)
@@ -186,10 +188,5 @@ MemoryPlan plan_from_trace(const ProgramCache::Traced& t, const std::vector<Laye
                            int64_t batch, bool remat, const graph::RematStats& stats);
 // Folds Rescaling (Scale ops reading a model input) into staging: fills c.x_scale, rewires the readers.
 void fuse_input_scaling(graph::Graph& g, Compiled& c, const std::vector<int>& keep);
-
-// The loss op and the resolved metric op for one output (Keras' "accuracy" resolution).
-graph::Op loss_op(const Loss& loss);
-bool is_sparse(const Loss& loss);
-graph::Op metric_op(const std::string& metric, const Loss& loss, const Shape& output_shape);
 
 }  // namespace tk::nn

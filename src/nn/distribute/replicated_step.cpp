@@ -128,12 +128,10 @@ nn::distribute::MpiCollective* Model::evaluation_group(const std::string& data,
 void Model::all_reduce_logs(nn::distribute::MpiCollective& world, nn::Accumulator& acc) {
   if (acc.names.empty()) {  // this rank ran no batch: the names (from the smallest eval program) and zeros
     try {
-      const nn::Compiled& c = replica_programs(0).get(nn::ProgramKind::eval, 1);
-      for (const auto& [name, id] : c.logs) acc.names.push_back(name);
+      acc.reset(replica_programs(0).get(nn::ProgramKind::eval, 1));
     } catch (const std::exception& e) {
       world.abort(std::string("evaluation: ") + e.what());
     }
-    acc.sum.assign(acc.names.size(), 0.0);
   }
   std::vector<double> sums = acc.sum;
   sums.push_back(acc.count);
@@ -203,13 +201,13 @@ void Model::train_step_replicated(const std::vector<Tensor>& x, const std::vecto
     {  // The logs of the global batch: every rank's row-weighted sums, summed (every rank takes part).
       const nn::Compiled& any = mb ? pc.get(nn::ProgramKind::accumulate, std::min(micro, mine.rows))
                                    : pc.get(nn::ProgramKind::train, mine.rows);
-      std::vector<float> sums(any.logs.size() + 1, 0.0f), total(sums.size());
-      for (size_t k = 0; k < local.sum.size(); ++k) sums[k] = static_cast<float>(local.sum[k]);
+      nn::Accumulator global;  // the logs' names and widths (a stateful metric's counts), zero sums
+      global.reset(any);
+      std::vector<float> sums(global.sum.size() + 1, 0.0f), total(sums.size());
+      for (size_t k = 0; k < local.sum.size() && k < global.sum.size(); ++k) sums[k] = static_cast<float>(local.sum[k]);
       sums.back() = static_cast<float>(local.count);
       world.all_reduce(0, sums.data(), total.data(), static_cast<int64_t>(sums.size()), 1.0f, "logs", -2);
-      nn::Accumulator global;
-      for (const auto& [name, id] : any.logs) global.names.push_back(name);
-      for (size_t k = 0; k + 1 < total.size(); ++k) global.sum.push_back(total[k]);
+      for (size_t k = 0; k + 1 < total.size(); ++k) global.sum[k] = total[k];
       global.count = total.back();
       acc.merge(global);
     }

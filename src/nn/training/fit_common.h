@@ -25,45 +25,85 @@ inline graph::ExecContext exec_context(Device device, uint64_t step, bool traini
   return ctx;
 }
 
-// Sample-weighted running means of the logs over an epoch (Keras weights each batch by its size).
+// The logs over an epoch: sample-weighted running means (Keras weights each batch by its size), and for Keras'
+// stateful metrics (Precision, AUC, MeanIoU: nn/compiler/log_stats.h) the counts summed, the value computed from them
+// when written. `sum` is flat: each log's `stats[k].width` values in turn.
 // (Log names are copied once: a program may be evicted from the cache while the epoch goes on.)
 // With `lagged` set (fit on a GPU, lagged_logs.h), add() only queues the program's log values; LaggedLogs::deliver
 // adds them (add_values) one step later.
 struct Accumulator {
   std::vector<std::string> names;
-  std::vector<double> sum;
+  std::vector<LogStat> stats;  // per name
+  std::vector<double> sum;     // flat: per name, its width
   double count = 0;
   LaggedLogs* lagged = nullptr;
+  // Names, stats and zero sums for the logs of `c` (which may have no log_stats: all means).
+  void reset(const Compiled& c) {
+    names.clear();
+    for (const auto& [name, id] : c.logs) names.push_back(name);
+    stats = c.log_stats;
+    stats.resize(names.size());
+    sum.assign(width(stats), 0.0);
+  }
+  static size_t width(const std::vector<LogStat>& s) {
+    size_t w = 0;
+    for (const LogStat& st : s) w += static_cast<size_t>(st.width);
+    return w;
+  }
   void add(Compiled& c, int64_t n) {
     if (lagged) return lagged->add(c, n);
-    if (names.size() != c.logs.size()) {
-      names.clear();
-      for (const auto& [name, id] : c.logs) names.push_back(name);
-      sum.assign(c.logs.size(), 0.0);
+    if (names.size() != c.logs.size()) reset(c);
+    thread_local std::vector<float> values;
+    values.resize(sum.size());
+    size_t at = 0;
+    for (size_t k = 0; k < c.logs.size(); ++k) {
+      const int w = stats[k].width;
+      if (w == 1 && !stats[k].summed())
+        values[at] = c.program->output_scalar(c.logs[k].second);
+      else
+        c.program->read_output(c.logs[k].second, values.data() + at, sizeof(float) * static_cast<size_t>(w));
+      at += static_cast<size_t>(w);
     }
-    for (size_t k = 0; k < c.logs.size(); ++k) sum[k] += double(c.program->output_scalar(c.logs[k].second)) * double(n);
-    count += double(n);
+    add_values(names, stats, values.data(), n);
   }
-  // One program's log values (as add() reads them), read elsewhere.
-  void add_values(const std::vector<std::string>& value_names, const float* values, int64_t n) {
+  // One program's log values (as add() reads them, flat), read elsewhere.
+  void add_values(const std::vector<std::string>& value_names, const std::vector<LogStat>& value_stats,
+                  const float* values, int64_t n) {
     if (names.size() != value_names.size()) {
       names = value_names;
-      sum.assign(names.size(), 0.0);
+      stats = value_stats;
+      stats.resize(names.size());
+      sum.assign(width(stats), 0.0);
     }
-    for (size_t k = 0; k < names.size(); ++k) sum[k] += double(values[k]) * double(n);
+    size_t at = 0;
+    for (size_t k = 0; k < names.size(); ++k) {
+      const LogStat& st = stats[k];
+      for (int i = 0; i < st.width; ++i, ++at)
+        sum[at] += st.summed() ? double(values[at]) : double(values[at]) * double(n);
+    }
     count += double(n);
   }
-  void merge(const Accumulator& other) {  // another's batches (a data-parallel replica's), in order
+  void merge(const Accumulator& other) {  // another's batches (a data-parallel replica's), in order: counts sum
     if (other.names.empty()) return;
     if (names.empty()) {
       names = other.names;
-      sum.assign(names.size(), 0.0);
+      stats = other.stats;
+      sum.assign(other.sum.size(), 0.0);
     }
     for (size_t k = 0; k < sum.size() && k < other.sum.size(); ++k) sum[k] += other.sum[k];
     count += other.count;
   }
   void write(Logs& logs) const {
-    for (size_t k = 0; k < names.size(); ++k) logs.set(names[k], count > 0 ? sum[k] / count : 0.0);
+    size_t at = 0;
+    for (size_t k = 0; k < names.size(); ++k) {
+      const LogStat& st = k < stats.size() ? stats[k] : LogStat{};
+      if (at + static_cast<size_t>(st.width) > sum.size()) break;
+      if (st.summed())
+        logs.set(names[k], finish_log(st, sum.data() + at));
+      else
+        logs.set(names[k], count > 0 ? sum[at] / count : 0.0);
+      at += static_cast<size_t>(st.width);
+    }
   }
 };
 

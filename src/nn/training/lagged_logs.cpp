@@ -103,7 +103,9 @@ void LaggedLogs::begin(int64_t batch) {
 void LaggedLogs::add(Compiled& c, int64_t rows) {
   if (open_ < 0) throw InvalidArgument("LaggedLogs: add() outside begin()..end()");
   Step& s = steps_[static_cast<size_t>(open_)];
-  const size_t need = s.bytes + c.logs.size() * kValueBytes;
+  size_t values = 0;  // a stateful metric's log holds its counts (stats.width values)
+  for (size_t k = 0; k < c.logs.size(); ++k) values += k < c.log_stats.size() ? size_t(c.log_stats[k].width) : 1;
+  const size_t need = s.bytes + values * kValueBytes;
   if (need > store_->capacity(open_)) {
     c.program->synchronize();  // the copies already queued into the slot land before it is replaced
     store_->grow(open_, 2 * need, s.bytes);
@@ -112,6 +114,8 @@ void LaggedLogs::add(Compiled& c, int64_t rows) {
   Entry* e = &s.entries[s.used++];
   e->names.resize(c.logs.size());
   e->dtypes.resize(c.logs.size());
+  e->stats = c.log_stats;
+  e->stats.resize(c.logs.size());
   e->offset = s.bytes;
   e->rows = rows;
   open_stream_ = c.program->stream();
@@ -121,8 +125,9 @@ void LaggedLogs::add(Compiled& c, int64_t rows) {
     if (e->names[k] != name) e->names[k] = name;
     const DType t = c.program->graph()[id].dtype;
     e->dtypes[k] = static_cast<uint8_t>(t);
-    store_->queue(open_, c, id, s.bytes, dtype_size(t));
-    s.bytes += kValueBytes;
+    const size_t width = static_cast<size_t>(e->stats[k].width);
+    store_->queue(open_, c, id, s.bytes, width * dtype_size(t));
+    s.bytes += width * kValueBytes;
   }
 }
 
@@ -144,10 +149,16 @@ int64_t LaggedLogs::deliver(Accumulator& acc) {
   thread_local std::vector<float> values;
   for (size_t i = 0; i < s.used; ++i) {
     const Entry& e = s.entries[i];
-    values.resize(e.names.size());
-    for (size_t k = 0; k < e.names.size(); ++k)
-      values[k] = float_from_bytes(bytes + e.offset + k * kValueBytes, static_cast<DType>(e.dtypes[k]));
-    acc.add_values(e.names, values.data(), e.rows);
+    size_t at = 0;  // flat over the logs' widths, as Accumulator::add_values reads them
+    for (size_t k = 0; k < e.names.size(); ++k) {
+      const auto t = static_cast<DType>(e.dtypes[k]);
+      const size_t width = static_cast<size_t>(e.stats[k].width);
+      if (values.size() < at + width) values.resize(at + width);
+      for (size_t v = 0; v < width; ++v)
+        values[at + v] = float_from_bytes(bytes + e.offset + (at + v) * kValueBytes, t);
+      at += width;
+    }
+    acc.add_values(e.names, e.stats, values.data(), e.rows);
   }
   return s.batch;
 }

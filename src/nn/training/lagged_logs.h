@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "nn/compiler/log_stats.h"
 #include "trainkit/core/device.h"
 
 namespace tk::nn {
@@ -103,6 +104,7 @@ class LaggedLogs {
   struct Entry {  // one program run of a step
     std::vector<std::string> names;
     std::vector<uint8_t> dtypes;  // per log: DType
+    std::vector<LogStat> stats;   // per log: its width (counts of a stateful metric) and how it combines
     size_t offset;                // of its first value in the slot
     int64_t rows;
   };

@@ -1,0 +1,252 @@
+#include "nn/compiler/losses.h"
+
+#include <cmath>
+
+#include "graph/tensor_ops.h"
+#include "trainkit/core/error.h"
+#include "trainkit/nn/check_names.h"
+
+namespace tk::nn {
+using graph::BinaryFn;
+using graph::Op;
+using graph::ReduceFn;
+using graph::UnaryFn;
+namespace o = graph::ops;
+
+namespace {
+
+constexpr float kEpsilon = 1e-7f;  // Keras' backend.epsilon()
+
+struct Alias {
+  const char* alias;
+  const char* name;
+};
+// Keras' losses.get names besides the snake_case ones and the class names (keras.src.losses.ALL_OBJECTS_DICT).
+constexpr Alias kAliases[] = {{"mse", "mean_squared_error"},
+                              {"MSE", "mean_squared_error"},
+                              {"mae", "mean_absolute_error"},
+                              {"MAE", "mean_absolute_error"},
+                              {"msle", "mean_squared_logarithmic_error"},
+                              {"MSLE", "mean_squared_logarithmic_error"},
+                              {"kld", "kl_divergence"},
+                              {"KLD", "kl_divergence"},
+                              {"bce", "binary_crossentropy"},
+                              {"BCE", "binary_crossentropy"}};
+
+std::string known_names() {
+  std::string s;
+  for (const LossClass& c : loss_classes()) s += (s.empty() ? "" : ", ") + std::string(c.name);
+  for (const Alias& a : kAliases)
+    if (std::string(a.alias) != "MSE" && std::string(a.alias) != "MAE" && std::string(a.alias) != "MSLE" &&
+        std::string(a.alias) != "KLD" && std::string(a.alias) != "BCE")
+      s += ", " + std::string(a.alias);
+  return s + ", or a class name (" + loss_classes()[0].keras_class + ", ...)";
+}
+
+int all_axes_mean(graph::OpBuilder& b, int x) {
+  std::vector<int> axes;
+  for (int i = 0; i < b.node(x).shape.rank(); ++i) axes.push_back(i);
+  return o::reduce(b, ReduceFn::mean, x, axes, false);
+}
+int all_axes_sum(graph::OpBuilder& b, int x) {
+  std::vector<int> axes;
+  for (int i = 0; i < b.node(x).shape.rank(); ++i) axes.push_back(i);
+  return o::reduce(b, ReduceFn::sum, x, axes, false);
+}
+int sub(graph::OpBuilder& b, int x, int y) { return o::binary(b, BinaryFn::subtract, x, y); }
+int mul(graph::OpBuilder& b, int x, int y) { return o::binary(b, BinaryFn::multiply, x, y); }
+int one_minus(graph::OpBuilder& b, int x) { return o::add_scalar(b, o::mul_scalar(b, x, -1.0f), 1.0f); }
+int log_of(graph::OpBuilder& b, int x) { return o::unary(b, UnaryFn::log, x); }
+
+// Keras' binary label smoothing: t (1 - s) + s / 2.
+int smooth_binary(graph::OpBuilder& b, int t, float s) {
+  return s == 0.0f ? t : o::add_scalar(b, o::mul_scalar(b, t, 1.0f - s), 0.5f * s);
+}
+
+// Keras' hinge labels: {0, 1} targets become {-1, 1}, when every target of the batch is 0 or 1 (a data-dependent
+// choice in Keras: ops.cond over the whole batch), others are used as they are.
+int hinge_labels(graph::OpBuilder& b, int t) {
+  const int is0 = o::cast(b, o::compare(b, BinaryFn::equal, t, o::scalar(b, 0.0f, t)), DType::f32);
+  const int is1 = o::cast(b, o::compare(b, BinaryFn::equal, t, o::scalar(b, 1.0f, t)), DType::f32);
+  std::vector<int> axes;
+  for (int i = 0; i < b.node(t).shape.rank(); ++i) axes.push_back(i);
+  const int binary = o::reduce(b, ReduceFn::min, o::binary(b, BinaryFn::maximum, is0, is1), axes, false);  // 1 or 0
+  const int converted = o::add_scalar(b, o::mul_scalar(b, t, 2.0f), -1.0f);
+  return o::binary(b, BinaryFn::add, mul(b, binary, converted), mul(b, one_minus(b, binary), t));
+}
+
+// Keras' ops.normalize(x, axis=-1): x * min(rsqrt(sum(x^2)), 1 / eps).
+int l2_normalize(graph::OpBuilder& b, int x) {
+  const int ss = o::reduce(b, ReduceFn::sum, o::unary(b, UnaryFn::square, x), {-1}, true);
+  const int inv = o::binary(b, BinaryFn::minimum, o::unary(b, UnaryFn::rsqrt, ss), o::scalar(b, 1.0f / kEpsilon, ss));
+  return mul(b, x, inv);
+}
+
+// SparseCategoricalCrossentropy(ignore_class=c), as Keras computes it: positions whose target is c get no loss and
+// leave the mean (the loss's mask: sum of the valid positions' losses / their count; 0 when none is valid), and
+// their predictions are replaced before the crossentropy (so a NaN there does not reach the loss).
+int sparse_cce_ignoring(graph::OpBuilder& b, const Loss& loss, int p, int t) {
+  const Shape ps = b.node(p).shape;                                   // (batch, ..., classes)
+  if (b.node(t).shape.rank() == ps.rank()) t = o::squeeze(b, t, -1);  // (batch, ..., 1) targets
+  const int tf = o::cast(b, t, DType::f32);
+  const int valid = o::compare(b, BinaryFn::not_equal, tf, o::scalar(b, float(*loss.ignore_class), tf));  // bool
+  const int valid_p = o::broadcast_to(b, o::expand_dims(b, valid, -1), ps);
+  // Keras replaces them by 0; from probabilities trainkit uses 1 (the same masked result, without 0 / 0 in the
+  // normalization whose NaN would reach the gradient as 0 * NaN).
+  p = o::where(b, valid_p, p, o::scalar(b, loss.from_logits ? 0.0f : 1.0f, p));
+  int logp;
+  if (loss.from_logits) {
+    logp = o::log_softmax(b, p, -1);
+  } else {
+    const int q = o::binary(b, BinaryFn::divide, p, o::reduce(b, ReduceFn::sum, p, {-1}, true));
+    logp = log_of(b, o::unary(b, UnaryFn::clip, q, kEpsilon, 1.0f - kEpsilon));
+  }
+  const int onehot = o::one_hot(b, t, ps[-1]);  // an id outside [0, classes) is a zero row
+  const int per = o::mul_scalar(b, o::reduce(b, ReduceFn::sum, mul(b, onehot, logp), {-1}, false), -1.0f);
+  const int kept = o::where(b, valid, per, o::scalar(b, 0.0f, per));
+  const int count = all_axes_sum(b, o::cast(b, valid, DType::f32));
+  return o::binary(b, BinaryFn::divide, all_axes_sum(b, kept),
+                   o::binary(b, BinaryFn::maximum, count, o::scalar(b, 1.0f, count)));
+}
+
+int binary_focal(graph::OpBuilder& b, const Loss& loss, int p, int t) {
+  t = smooth_binary(b, t, loss.label_smoothing);
+  if (loss.from_logits) p = o::unary(b, UnaryFn::sigmoid, p);
+  const int c = o::unary(b, UnaryFn::clip, p, kEpsilon, 1.0f - kEpsilon);
+  const int bce = o::mul_scalar(
+      b, o::binary(b, BinaryFn::add, mul(b, t, log_of(b, c)), mul(b, one_minus(b, t), log_of(b, one_minus(b, c)))),
+      -1.0f);
+  const int p_t = o::binary(b, BinaryFn::add, mul(b, t, p), mul(b, one_minus(b, t), one_minus(b, p)));
+  int focal = mul(b, o::binary(b, BinaryFn::power, one_minus(b, p_t), o::scalar(b, loss.gamma, p_t)), bce);
+  if (loss.apply_class_balancing) {
+    const int w =
+        o::add_scalar(b, o::mul_scalar(b, t, 2.0f * loss.alpha - 1.0f), 1.0f - loss.alpha);  // t a + (1-t)(1-a)
+    focal = mul(b, w, focal);
+  }
+  return all_axes_mean(b, focal);
+}
+
+}  // namespace
+
+const std::vector<LossClass>& loss_classes() {
+  static const std::vector<LossClass> v = {
+      {"mean_squared_error", "MeanSquaredError", "mean_squared_error"},
+      {"mean_absolute_error", "MeanAbsoluteError", "mean_absolute_error"},
+      {"mean_squared_logarithmic_error", "MeanSquaredLogarithmicError", "mean_squared_logarithmic_error"},
+      {"huber", "Huber", "huber_loss"},
+      {"kl_divergence", "KLDivergence", "kl_divergence"},
+      {"poisson", "Poisson", "poisson"},
+      {"cosine_similarity", "CosineSimilarity", "cosine_similarity"},
+      {"hinge", "Hinge", "hinge"},
+      {"squared_hinge", "SquaredHinge", "squared_hinge"},
+      {"binary_crossentropy", "BinaryCrossentropy", "binary_crossentropy"},
+      {"binary_focal_crossentropy", "BinaryFocalCrossentropy", "binary_focal_crossentropy"},
+      {"categorical_crossentropy", "CategoricalCrossentropy", "categorical_crossentropy"},
+      {"sparse_categorical_crossentropy", "SparseCategoricalCrossentropy", "sparse_categorical_crossentropy"}};
+  return v;
+}
+
+std::string canonical_loss_name(const std::string& name) {
+  for (const LossClass& c : loss_classes())
+    if (name == c.name || name == c.keras_class) return c.name;
+  for (const Alias& a : kAliases)
+    if (name == a.alias) return a.name;
+  throw InvalidArgument("unknown loss '" + name + "' (expected one of " + known_names() + ")");
+}
+
+const LossClass& loss_class(const Loss& loss) {
+  const std::string n = canonical_loss_name(loss.name);
+  for (const LossClass& c : loss_classes())
+    if (n == c.name) return c;
+  throw InvalidArgument("unknown loss '" + loss.name + "'");  // unreachable: canonical names are in the table
+}
+
+void validate_loss(const Loss& loss) {
+  const std::string n = canonical_loss_name(loss.name);
+  auto bad = [&](const std::string& what) { throw InvalidArgument("loss '" + loss.name + "': " + what); };
+  const bool smoothing =
+      n == "binary_crossentropy" || n == "categorical_crossentropy" || n == "binary_focal_crossentropy";
+  const bool logits = smoothing || n == "sparse_categorical_crossentropy";
+  if (!logits && loss.from_logits) bad("has no from_logits option");
+  if (!(loss.label_smoothing >= 0.0f && loss.label_smoothing <= 1.0f))
+    bad("label_smoothing must be in [0, 1], got " + std::to_string(loss.label_smoothing));
+  if (!smoothing && loss.label_smoothing != 0.0f) bad("has no label_smoothing option");
+  if (loss.ignore_class && n != "sparse_categorical_crossentropy")
+    bad("has no ignore_class option (SparseCategoricalCrossentropy has)");
+  if (!(loss.delta > 0.0f) || !std::isfinite(loss.delta))
+    bad("delta must be positive, got " + std::to_string(loss.delta));
+  if (n != "huber" && loss.delta != 1.0f) bad("has no delta option (Huber has)");
+  if (!(loss.gamma >= 0.0f) || !std::isfinite(loss.gamma)) bad("gamma must be >= 0, got " + std::to_string(loss.gamma));
+  if (!(loss.alpha >= 0.0f && loss.alpha <= 1.0f)) bad("alpha must be in [0, 1], got " + std::to_string(loss.alpha));
+  if (n != "binary_focal_crossentropy" && (loss.gamma != 2.0f || loss.alpha != 0.25f || loss.apply_class_balancing))
+    bad("has no gamma, alpha or apply_class_balancing option (BinaryFocalCrossentropy has)");
+}
+
+bool is_sparse(const Loss& loss) { return canonical_loss_name(loss.name) == "sparse_categorical_crossentropy"; }
+
+std::optional<Op> fused_loss_op(const Loss& loss) {
+  const std::string n = canonical_loss_name(loss.name);
+  if (n == "mean_squared_error") return Op::MseLoss;
+  if (n == "binary_crossentropy") return Op::BceLoss;  // smoothed targets when label_smoothing is set
+  if (n == "categorical_crossentropy") return Op::CceLoss;
+  if (n == "sparse_categorical_crossentropy" && !loss.ignore_class) return Op::SparseCceLoss;
+  return std::nullopt;
+}
+
+int emit_loss(graph::Graph& g, const Loss& loss, int p, int t, const std::string& name) {
+  validate_loss(loss);
+  graph::OpBuilder b{g, nullptr, name};
+  const std::string n = canonical_loss_name(loss.name);
+  if (std::optional<Op> fused = fused_loss_op(loss)) {
+    if (n == "binary_crossentropy") {
+      t = smooth_binary(b, t, loss.label_smoothing);
+    } else if (n == "categorical_crossentropy" && loss.label_smoothing != 0.0f) {  // t (1 - s) + s / classes
+      const float classes = float(g[p].shape[-1]);
+      t = o::add_scalar(b, o::mul_scalar(b, t, 1.0f - loss.label_smoothing), loss.label_smoothing / classes);
+    }
+    graph::Attrs at;
+    at.from_logits = loss.from_logits;
+    return g.add(*fused, {p, t}, at, name);
+  }
+  if (n == "sparse_categorical_crossentropy") return sparse_cce_ignoring(b, loss, p, t);
+  if (n == "binary_focal_crossentropy") return binary_focal(b, loss, p, t);
+  if (n == "mean_absolute_error") return all_axes_mean(b, o::unary(b, UnaryFn::abs, sub(b, p, t)));
+  if (n == "huber") {
+    const int e = sub(b, p, t);
+    const int a = o::unary(b, UnaryFn::abs, e);
+    const int quadratic = o::mul_scalar(b, o::unary(b, UnaryFn::square, e), 0.5f);
+    const int linear = o::add_scalar(b, o::mul_scalar(b, a, loss.delta), -0.5f * loss.delta * loss.delta);
+    const int small = o::compare(b, BinaryFn::less_equal, a, o::scalar(b, loss.delta, a));
+    return all_axes_mean(b, o::where(b, small, quadratic, linear));
+  }
+  if (n == "kl_divergence") {
+    const int tc = o::unary(b, UnaryFn::clip, t, kEpsilon, 1.0f);
+    const int pc = o::unary(b, UnaryFn::clip, p, kEpsilon, 1.0f);
+    const int terms = mul(b, tc, log_of(b, o::binary(b, BinaryFn::divide, tc, pc)));
+    return all_axes_mean(b, o::reduce(b, ReduceFn::sum, terms, {-1}, false));
+  }
+  if (n == "mean_squared_logarithmic_error") {
+    auto log1 = [&](int x) {
+      return log_of(b, o::add_scalar(b, o::binary(b, BinaryFn::maximum, x, o::scalar(b, kEpsilon, x)), 1.0f));
+    };
+    return all_axes_mean(b, o::unary(b, UnaryFn::square, sub(b, log1(p), log1(t))));
+  }
+  if (n == "poisson") return all_axes_mean(b, sub(b, p, mul(b, t, log_of(b, o::add_scalar(b, p, kEpsilon)))));
+  if (n == "cosine_similarity") {
+    const int dot = o::reduce(b, ReduceFn::sum, mul(b, l2_normalize(b, t), l2_normalize(b, p)), {-1}, false);
+    return o::mul_scalar(b, all_axes_mean(b, dot), -1.0f);
+  }
+  if (n == "hinge" || n == "squared_hinge") {
+    const int margin = one_minus(b, mul(b, hinge_labels(b, t), p));
+    int h = o::binary(b, BinaryFn::maximum, margin, o::scalar(b, 0.0f, margin));
+    if (n == "squared_hinge") h = o::unary(b, UnaryFn::square, h);
+    return all_axes_mean(b, h);
+  }
+  throw InvalidArgument("loss '" + loss.name + "' has no implementation");  // every table entry is handled above
+}
+
+}  // namespace tk::nn
+
+namespace tk::losses {
+void check(const Loss& loss) { nn::validate_loss(loss); }
+}  // namespace tk::losses
