@@ -170,7 +170,7 @@ LayerPtr UpSampling2D(Size2 size = 2, std::string name = {});  // nearest
 // ---------------------------------------------------------------- sequences, channels_last (N, steps, channels)
 struct EmbeddingOptions {
   std::string embeddings_initializer = "uniform";  // Keras' default: RandomUniform(-0.05, 0.05)
-  bool mask_zero = false;                          // true is refused (masks are not propagated): InvalidArgument
+  bool mask_zero = false;                          // true: id 0 is padding, masked in the layers after it (Keras)
   std::string name = {};
 };
 // Token ids (N, ...) -> (N, ..., output_dim), rows of the weight embeddings (input_dim, output_dim). Ids come from an

@@ -1,6 +1,7 @@
 #include "nn/compiler/losses.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "graph/tensor_ops.h"
 #include "trainkit/core/error.h"
@@ -146,11 +147,19 @@ const std::vector<LossClass>& loss_classes() {
   return v;
 }
 
-std::string canonical_loss_name(const std::string& name) {
+namespace {
+// The canonical name as the table's own string (no allocation: fit's per-batch checks call is_sparse); null: unknown.
+const char* canonical_name_or_null(const std::string& name) {
   for (const LossClass& c : loss_classes())
     if (name == c.name || name == c.keras_class) return c.name;
   for (const Alias& a : kAliases)
     if (name == a.alias) return a.name;
+  return nullptr;
+}
+}  // namespace
+
+std::string canonical_loss_name(const std::string& name) {
+  if (const char* n = canonical_name_or_null(name)) return n;
   throw InvalidArgument("unknown loss '" + name + "' (expected one of " + known_names() + ")");
 }
 
@@ -182,7 +191,11 @@ void validate_loss(const Loss& loss) {
     bad("has no gamma, alpha or apply_class_balancing option (BinaryFocalCrossentropy has)");
 }
 
-bool is_sparse(const Loss& loss) { return canonical_loss_name(loss.name) == "sparse_categorical_crossentropy"; }
+bool is_sparse(const Loss& loss) {
+  const char* n = canonical_name_or_null(loss.name);
+  if (!n) canonical_loss_name(loss.name);  // the unknown-name error
+  return std::strcmp(n, "sparse_categorical_crossentropy") == 0;
+}
 
 std::optional<Op> fused_loss_op(const Loss& loss) {
   const std::string n = canonical_loss_name(loss.name);

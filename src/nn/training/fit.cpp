@@ -171,9 +171,15 @@ const Logs& Model::train_on_batch(const std::vector<Tensor>& x, const std::vecto
   programs_->mark_trained();
   programs_->download_weights();
   if (!programs_->step_was_skipped()) ++optimizer_->config().iterations;
-  nn::Accumulator batch;  // this batch's logs (a stateful metric's value from this batch's counts)
-  batch.add(c, n);
-  batch.write(batch_logs_);
+  bool means_only = true;  // no stateful metric: the logs are the program's scalars (nothing allocated per step)
+  for (const nn::LogStat& st : c.log_stats) means_only = means_only && st.width == 1 && !st.summed();
+  if (means_only) {
+    for (auto& [name, id] : c.logs) batch_logs_.set(name, c.program->output_scalar(id));
+  } else {
+    nn::Accumulator batch;  // this batch's logs (a stateful metric's value from this batch's counts)
+    batch.add(c, n);
+    batch.write(batch_logs_);
+  }
   add_loss_scale_logs(batch_logs_);
   return batch_logs_;
 }
