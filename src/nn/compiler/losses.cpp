@@ -1,5 +1,6 @@
 #include "nn/compiler/losses.h"
 
+#include <cctype>
 #include <cmath>
 #include <cstring>
 
@@ -37,23 +38,23 @@ constexpr Alias kAliases[] = {{"mse", "mean_squared_error"},
 std::string known_names() {
   std::string s;
   for (const LossClass& c : loss_classes()) s += (s.empty() ? "" : ", ") + std::string(c.name);
-  for (const Alias& a : kAliases)
-    if (std::string(a.alias) != "MSE" && std::string(a.alias) != "MAE" && std::string(a.alias) != "MSLE" &&
-        std::string(a.alias) != "KLD" && std::string(a.alias) != "BCE")
-      s += ", " + std::string(a.alias);
+  for (const Alias& a : kAliases)  // the lowercase spellings (mse, mae, ...); MSE, MAE, ... are the same
+    if (std::islower(static_cast<unsigned char>(a.alias[0]))) s += ", " + std::string(a.alias);
   return s + ", or a class name (" + loss_classes()[0].keras_class + ", ...)";
 }
 
-int all_axes_mean(graph::OpBuilder& b, int x) {
+}  // namespace
+
+int reduce_all_axes(graph::OpBuilder& b, ReduceFn f, int x) {
   std::vector<int> axes;
   for (int i = 0; i < b.node(x).shape.rank(); ++i) axes.push_back(i);
-  return o::reduce(b, ReduceFn::mean, x, axes, false);
+  return o::reduce(b, f, x, axes, false);
 }
-int all_axes_sum(graph::OpBuilder& b, int x) {
-  std::vector<int> axes;
-  for (int i = 0; i < b.node(x).shape.rank(); ++i) axes.push_back(i);
-  return o::reduce(b, ReduceFn::sum, x, axes, false);
-}
+
+namespace {
+
+int all_axes_mean(graph::OpBuilder& b, int x) { return reduce_all_axes(b, ReduceFn::mean, x); }
+int all_axes_sum(graph::OpBuilder& b, int x) { return reduce_all_axes(b, ReduceFn::sum, x); }
 int sub(graph::OpBuilder& b, int x, int y) { return o::binary(b, BinaryFn::subtract, x, y); }
 int mul(graph::OpBuilder& b, int x, int y) { return o::binary(b, BinaryFn::multiply, x, y); }
 int one_minus(graph::OpBuilder& b, int x) { return o::add_scalar(b, o::mul_scalar(b, x, -1.0f), 1.0f); }

@@ -37,6 +37,9 @@ bool is_sparse(const Loss& loss);
 std::optional<graph::Op> fused_loss_op(const Loss& loss);
 // Emits the loss of predictions y_pred (float32) against targets y_true (float32, or int32 class ids when sparse):
 // a float32 scalar named `name`.
+// `x` reduced over every axis to a scalar (Keras' "sum_over_batch_size" means, a metric's counts): losses and metrics.
+int reduce_all_axes(graph::OpBuilder& b, graph::ReduceFn f, int x);
+
 int emit_loss(graph::Graph& g, const Loss& loss, int y_pred, int y_true, const std::string& name);
 
 }  // namespace tk::nn

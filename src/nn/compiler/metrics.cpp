@@ -47,11 +47,6 @@ std::string known_metrics() {
   return s + ", mae, mse, or a class name (Precision, AUC, MeanIoU, ...)";
 }
 
-int all_axes(graph::OpBuilder& b, ReduceFn f, int x) {
-  std::vector<int> axes;
-  for (int i = 0; i < b.node(x).shape.rank(); ++i) axes.push_back(i);
-  return o::reduce(b, f, x, axes, false);
-}
 int as_f32(graph::OpBuilder& b, int x) { return o::cast(b, x, DType::f32); }
 int flatten(graph::OpBuilder& b, int x) { return o::reshape(b, x, Shape{b.node(x).shape.numel()}); }
 // Keras' squeeze_or_expand_to_same_rank for (batch, 1) predictions against (batch,) targets.
@@ -79,7 +74,8 @@ int top_k(graph::OpBuilder& b, const Metric& m, int p, int t, bool sparse) {
   const int target_score = o::reduce(b, ReduceFn::sum, o::binary(b, BinaryFn::multiply, onehot, p), {-1}, true);
   const int above =
       o::reduce(b, ReduceFn::sum, as_f32(b, o::compare(b, BinaryFn::greater, p, target_score)), {-1}, false);
-  return all_axes(b, ReduceFn::mean, as_f32(b, o::compare(b, BinaryFn::less, above, o::scalar(b, float(m.k), above))));
+  return reduce_all_axes(b, ReduceFn::mean,
+                         as_f32(b, o::compare(b, BinaryFn::less, above, o::scalar(b, float(m.k), above))));
 }
 
 // [true positives, false positives (precision) or false negatives (recall)] at the threshold (prediction > it).
@@ -87,8 +83,8 @@ int confusion_at_threshold(graph::OpBuilder& b, const Metric& m, int p, int t, b
   t = targets_like(b, t, p);
   const int pos = as_f32(b, o::compare(b, BinaryFn::greater, p, o::scalar(b, m.threshold, p)));
   const int truth = nonzero(b, t);
-  const int tp = all_axes(b, ReduceFn::sum, o::binary(b, BinaryFn::multiply, pos, truth));
-  const int other = o::binary(b, BinaryFn::subtract, all_axes(b, ReduceFn::sum, precision ? pos : truth), tp);
+  const int tp = reduce_all_axes(b, ReduceFn::sum, o::binary(b, BinaryFn::multiply, pos, truth));
+  const int other = o::binary(b, BinaryFn::subtract, reduce_all_axes(b, ReduceFn::sum, precision ? pos : truth), tp);
   return o::stack(b, {tp, other}, 0);  // (2)
 }
 
@@ -111,7 +107,8 @@ int auc_counts(graph::OpBuilder& b, const Metric& m, int p, int t) {
     return o::reduce(b, ReduceFn::sum, o::binary(b, BinaryFn::multiply, onehot, o::expand_dims(b, labels, -1)), {0},
                      false);
   };
-  const int totals = o::stack(b, {all_axes(b, ReduceFn::sum, truth), all_axes(b, ReduceFn::sum, falsy)}, 0);
+  const int totals =
+      o::stack(b, {reduce_all_axes(b, ReduceFn::sum, truth), reduce_all_axes(b, ReduceFn::sum, falsy)}, 0);
   return o::concat(b, {hist(truth), hist(falsy), totals}, 0);  // (2 n + 2)
 }
 
@@ -263,8 +260,8 @@ std::pair<int, LogStat> emit_metric(graph::Graph& g, const Metric& m, const Loss
   if (kind == "sparse_top_k_categorical_accuracy") return {named(top_k(b, m, p, t, true)), s};
   if (kind == "mean_absolute_error" || kind == "mean_squared_error") {
     const int d = o::binary(b, BinaryFn::subtract, p, as_f32(b, targets_like(b, t, p)));
-    return {named(all_axes(b, ReduceFn::mean,
-                           o::unary(b, kind == "mean_absolute_error" ? UnaryFn::abs : UnaryFn::square, d))),
+    return {named(reduce_all_axes(b, ReduceFn::mean,
+                                  o::unary(b, kind == "mean_absolute_error" ? UnaryFn::abs : UnaryFn::square, d))),
             s};
   }
   if (kind == "precision" || kind == "recall") {
