@@ -1,6 +1,7 @@
-// `trainkit predict MODEL --data FILE [--x NAME] --out preds.npy`: a model file's outputs for every sample of a
-// data file (Keras' model.predict), in batches, under the model's own dtype policy, on --device, with a progress
-// bar; the predictions go to a .npy file (float32, (samples, ...output shape)).
+// `trainkit predict MODEL --data FILE [--x NAME] --out preds.npy|preds.npz`: a model file's outputs for every sample
+// of a data file (Keras' model.predict), in batches, under the model's own dtype policy, on --device, with a progress
+// bar. The predictions go to a .npy file ((samples, ...output shape)), or to a .npz with one array per output named
+// after its output layer (Keras' model.output_names) — the only choice for a model with several outputs.
 #include <unistd.h>
 
 #include <chrono>
@@ -71,7 +72,9 @@ void add_predict_command(CLI::App& app, PredictArgs& a) {
   p->add_option("--data", a.data,
                 "Features file: .npy, .npz, .csv, .h5/.hdf5, .tfrecord or IDX images (no labels needed)")
       ->required();
-  p->add_option("--out", a.out, "Where to write the predictions: a .npy file, float32 (samples, outputs...)")
+  p->add_option("--out", a.out,
+                "Where to write the predictions: a .npy file (samples, outputs...), or a .npz with one array per "
+                "output named after its output layer (needed for a model with several outputs)")
       ->required();
   p->add_option("--format", a.format, "auto, idx, csv, npy, npz, hdf5 or tfrecord")
       ->check(choice_of([](const std::string& format) {
@@ -92,13 +95,22 @@ int run_predict(const PredictArgs& a) {
   if (a.batch_size <= 0)
     throw InvalidArgument("--batch-size must be a positive integer, got " + std::to_string(a.batch_size));
   if (!is_model_file(a.model)) throw InvalidArgument("predict: '" + a.model + "' must be a .keras or .h5 model file");
-  if (!ends_with(a.out, ".npy"))
-    throw InvalidArgument("--out " + a.out + ": the predictions are written as NumPy .npy: give a path ending in .npy");
+  const bool npz = ends_with(a.out, ".npz");
+  if (!npz && !ends_with(a.out, ".npy"))
+    throw InvalidArgument("--out " + a.out +
+                          ": the predictions are written as NumPy files: give a path ending in .npy (one output) or "
+                          ".npz (one array per output)");
   const Device device = apply_run_options(a.run);
   std::unique_ptr<Model> m = models::load_model(a.model, /*compile=*/false);  // before the data: fail fast
-  if (m->outputs().size() != 1)
-    throw Unsupported("predict: " + a.model + " has " + std::to_string(m->outputs().size()) +
-                      " outputs; trainkit predict writes one .npy (use Model::predict from C++ for several)");
+  std::vector<std::string> names;  // Keras' output_names: the output layers' names
+  for (const KerasTensor& t : m->outputs()) names.push_back(t.node->layer->name);
+  if (!npz && names.size() != 1) {
+    std::string list;
+    for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+    throw InvalidArgument("--out " + a.out + ": " + a.model + " has " + std::to_string(names.size()) + " outputs (" +
+                          list + ") and a .npy file holds one array: give a path ending in .npz, which holds one " +
+                          "array per output under its layer's name");
+  }
   configure_model(*m, a.run, device);  // the file's own policy unless --dtype-policy is given
   const data::Dataset features = open_features_file(a.data, DataArgs{a.format, a.x, ""}, "--data");
   const int64_t samples = features.cardinality();
@@ -113,8 +125,17 @@ int run_predict(const PredictArgs& a) {
   const std::vector<Tensor> out = m->predict(batches);
   progress->finish();
   if (out.empty() || out[0].dim(0) == 0) throw InvalidArgument("--data " + a.data + ": the file holds no samples");
-  data::save_npy(a.out, out[0]);
-  if (verbose > 0) std::printf("wrote %s: %s float32\n", a.out.c_str(), out[0].shape().to_string().c_str());
+  if (npz) {
+    std::vector<std::pair<std::string, Tensor>> arrays;
+    for (size_t i = 0; i < out.size(); ++i) arrays.emplace_back(names.at(i), out[i]);
+    data::save_npz(a.out, arrays);
+  } else {
+    data::save_npy(a.out, out[0]);
+  }
+  if (verbose > 0)
+    for (size_t i = 0; i < out.size(); ++i)
+      std::printf("wrote %s%s: %s %s\n", a.out.c_str(), npz ? ("[\"" + names.at(i) + "\"]").c_str() : "",
+                  out[i].shape().to_string().c_str(), std::string(dtype_name(out[i].dtype())).c_str());
   return 0;
 }
 

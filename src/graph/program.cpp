@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/float_bytes.h"
+#include "runtime/log.h"
 #include "runtime/settings.h"
 #include "trainkit/core/error.h"
 #include "trainkit/runtime/determinism.h"
@@ -224,7 +225,7 @@ void Program::run_captured(const ExecContext& ctx, void* workspace, const StepSc
     return;
   }
   launcher_->reset();
-  if (capture_.failed(why))
+  if (capture_.failed(why) && runtime::log_enabled(runtime::LogSeverity::warning))
     std::fprintf(stderr,
                  "trainkit: W CUDA Graph capture of a program of %zu kernels on %s failed; it runs as plain kernel "
                  "launches from now on (set TK_CUDA_GRAPHS=0 to not try): %s\n",

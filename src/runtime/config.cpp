@@ -8,6 +8,7 @@
 #include "core/device_bytes.h"
 #include "runtime/cuda_device.h"
 #include "runtime/device_memory.h"
+#include "runtime/log.h"
 #include "runtime/settings.h"
 #include "trainkit/core/error.h"
 
@@ -108,7 +109,7 @@ void check_visible_env() {
   for (const auto& [name, v] : env) {
     if (!v || !*v || std::string(v) == "-1" || std::string(v) == "cpu" || std::string(v) == "cpu:0") continue;
     static bool warned = false;
-    if (!warned)
+    if (!warned && runtime::log_enabled(runtime::LogSeverity::warning))
       std::fprintf(stderr, "trainkit: warning: %s=%s names GPUs, but this build has no CUDA backend; using the cpu\n",
                    name, v);
     warned = true;

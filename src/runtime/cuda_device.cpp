@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "runtime/log.h"
 #include "runtime/nvml.h"
 #include "runtime/settings.h"
 #include "trainkit/core/error.h"
@@ -258,7 +259,8 @@ CudaDevices discover() {
     d.info.device = Device::cuda(static_cast<int>(out.devices.size()));
     out.devices.push_back(std::move(d));
   }
-  if (!out.warning.empty()) std::fprintf(stderr, "trainkit: warning: %s\n", out.warning.c_str());
+  if (!out.warning.empty() && log_enabled(LogSeverity::warning))
+    std::fprintf(stderr, "trainkit: warning: %s\n", out.warning.c_str());
   if (out.devices.empty())
     out.reason = !failures.empty() ? failures
                                    : "TK_VISIBLE_DEVICES=" + spec + " hides all " + std::to_string(all.size()) +

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "runtime/cuda_device.h"
+#include "runtime/log.h"
 #include "trainkit/core/error.h"
 
 namespace tk::runtime {
@@ -219,20 +220,22 @@ void DeviceMemory::announce() {
     throw OutOfMemoryError("could not lease the budget of " + config::format_bytes(limit_) + " on " +
                            info_.device.to_string() + ": " + region_error_);
   announced_ = true;
-  // TensorFlow's "Created device ... with N MB memory" line, saying where the budget came from.
-  if (info_.pci_bus_id.empty())
-    std::printf("Created device %s with %s budget (%s, %s) -> physical device: %s, total %s\n",
-                info_.device.to_string().c_str(), config::format_bytes(limit_).c_str(), limit_source_.c_str(),
-                growth_ ? "growth" : "reserved up front", info_.name.c_str(),
-                config::format_bytes(info_.total).c_str());
-  else  // a GPU, as TensorFlow prints it: "-> device: 0, name: ..., pci bus id: ..., compute capability: 9.0"
-    std::printf(
-        "Created device %s with %s budget (%s, %s) -> device: %d, name: %s, pci bus id: %s, compute capability: "
-        "%d.%d, total %s\n",
-        info_.device.to_string().c_str(), config::format_bytes(limit_).c_str(), limit_source_.c_str(),
-        growth_ ? "growth" : "reserved up front", info_.device.index, info_.name.c_str(), info_.pci_bus_id.c_str(),
-        info_.compute_capability_major, info_.compute_capability_minor, config::format_bytes(info_.total).c_str());
-  std::fflush(stdout);
+  // TensorFlow's "Created device ... with N MB memory" line (an INFO line), saying where the budget came from.
+  if (log_enabled(LogSeverity::info)) {
+    if (info_.pci_bus_id.empty())
+      std::printf("Created device %s with %s budget (%s, %s) -> physical device: %s, total %s\n",
+                  info_.device.to_string().c_str(), config::format_bytes(limit_).c_str(), limit_source_.c_str(),
+                  growth_ ? "growth" : "reserved up front", info_.name.c_str(),
+                  config::format_bytes(info_.total).c_str());
+    else  // a GPU, as TensorFlow prints it: "-> device: 0, name: ..., pci bus id: ..., compute capability: 9.0"
+      std::printf(
+          "Created device %s with %s budget (%s, %s) -> device: %d, name: %s, pci bus id: %s, compute capability: "
+          "%d.%d, total %s\n",
+          info_.device.to_string().c_str(), config::format_bytes(limit_).c_str(), limit_source_.c_str(),
+          growth_ ? "growth" : "reserved up front", info_.device.index, info_.name.c_str(), info_.pci_bus_id.c_str(),
+          info_.compute_capability_major, info_.compute_capability_minor, config::format_bytes(info_.total).c_str());
+    std::fflush(stdout);
+  }
   if (!growth_ && !add_region(limit_))
     throw OutOfMemoryError("could not reserve the budget of " + config::format_bytes(limit_) + " on " +
                            info_.device.to_string() + (region_error_.empty() ? "" : ": " + region_error_) +

@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "runtime/device_memory.h"
+#include "runtime/log.h"
 #include "trainkit/core/error.h"
 
 namespace tk::runtime {
@@ -23,10 +24,11 @@ Ledger* process_ledger() {
   const std::string dir = Ledger::default_dir();
   decided = true;
   if (dir.empty()) {
-    std::fprintf(stderr,
-                 "trainkit: warning: no lease ledger folder is usable (/run/trainkit, /dev/shm/trainkit, "
-                 "$XDG_RUNTIME_DIR/trainkit, ~/.cache/trainkit/leases): this job's memory is not coordinated with "
-                 "other jobs (set TK_LEASE_DIR to a writable folder)\n");
+    if (runtime::log_enabled(runtime::LogSeverity::warning))
+      std::fprintf(stderr,
+                   "trainkit: warning: no lease ledger folder is usable (/run/trainkit, /dev/shm/trainkit, "
+                   "$XDG_RUNTIME_DIR/trainkit, ~/.cache/trainkit/leases): this job's memory is not coordinated with "
+                   "other jobs (set TK_LEASE_DIR to a writable folder)\n");
     return nullptr;
   }
   ledger = new Ledger(dir);

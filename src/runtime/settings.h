@@ -36,6 +36,7 @@ enum class Setting : int {
   lease_wait,
   lease_inherited,
   deterministic,
+  cpp_min_log_level,
   // graph
   fuse,
   fuse_bias_grad,

@@ -2,6 +2,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -484,6 +485,67 @@ TEST(NpySave, Errors) {
                             {"bfloat16", "no standard NumPy dtype", "float32"});
   expect_error<InvalidArgument>([&] { save_npy(path, Tensor()); }, path, {"undefined"});
   EXPECT_FALSE(std::filesystem::exists(path));
+}
+
+// ---- save_npz ----
+
+TEST(NpzSave, RoundTripsEveryMemberInOrder) {
+  std::vector<std::pair<std::string, Tensor>> arrays = {
+      {"logits", Tensor::from_vector<float>({2, 3}, {1.5f, -2, 0, 1e30f, -0.f, 7})},
+      {"ids", Tensor::from_vector<int64_t>({2}, {INT64_MIN, INT64_MAX})},
+      {"empty", Tensor::zeros({0, 4})},
+      {"flag", bools({}, {1})}};
+  const std::string path = temp_path("saved.npz");
+  save_npz(path, arrays);
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+  auto back = load_npz(path);
+  ASSERT_EQ(back.size(), arrays.size());
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    SCOPED_TRACE(arrays[i].first);
+    EXPECT_EQ(back[i].first, arrays[i].first);
+    EXPECT_EQ(back[i].second.dtype(), arrays[i].second.dtype());
+    EXPECT_EQ(back[i].second.shape(), arrays[i].second.shape());
+    EXPECT_EQ(std::memcmp(back[i].second.raw(), arrays[i].second.raw(), arrays[i].second.nbytes()), 0);
+  }
+  // Each member holds exactly what save_npy writes for the same array (np.save's bytes, checked above).
+  const std::string one = temp_path("one.npy");
+  save_npy(one, arrays[0].second);
+  const Bytes npy_bytes = read_raw(one), zip_bytes = read_raw(path);
+  EXPECT_NE(std::search(zip_bytes.begin(), zip_bytes.end(), npy_bytes.begin(), npy_bytes.end()), zip_bytes.end())
+      << "the member is stored uncompressed, byte for byte";
+}
+
+TEST(NpzSave, ReplacesAnExistingFileWhole) {
+  const std::string path = temp_path("replace.npz");
+  save_npz(path, {{"a", Tensor::zeros({100})}, {"b", Tensor::zeros({3})}});
+  save_npz(path, {{"c", Tensor::from_vector<int32_t>({2}, {4, 5})}});
+  auto back = load_npz(path);
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_EQ(back[0].first, "c");
+  EXPECT_EQ(values<int32_t>(back[0].second), (std::vector<int32_t>{4, 5}));
+}
+
+TEST(NpzSave, Errors) {
+  const std::string path = temp_path("bad.npz");
+  expect_error<InvalidArgument>([&] { save_npz(path, {}); }, path, {"no arrays"});
+  expect_error<InvalidArgument>(
+      [&] {
+        save_npz(path, {{"a", Tensor::zeros({1})}, {"a", Tensor::zeros({1})}});
+      },
+      path, {"'a'", "given twice"});
+  expect_error<InvalidArgument>([&] { save_npz(path, {{"a/b", Tensor::zeros({1})}}); }, path, {"'a/b'", "'/'"});
+  expect_error<Unsupported>(
+      [&] {
+        save_npz(path, {{"h", Tensor(Shape{2}, DType::bf16)}});
+      },
+      path, {"'h'", "bfloat16", "float32"});
+  EXPECT_FALSE(std::filesystem::exists(path));
+  const std::string missing_dir = temp_path("no_such_dir/x.npz");
+  expect_error<IoError>(
+      [&] {
+        save_npz(missing_dir, {{"a", Tensor::zeros({2})}});
+      },
+      missing_dir, {"cannot write", "x.npz.tmp", "No such file or directory"});
 }
 
 // ---- bad .npy files ----

@@ -5,6 +5,7 @@
 //   tk::data::save_npy("weights.npy", x);                         // np.load("weights.npy") reads it back
 //   auto arrays = tk::data::load_npz("mnist.npz");                // [("x_train", ...), ("y_train", ...), ...]
 //   tk::Tensor y = tk::data::load_npz("mnist.npz", "y_train");    // one member; the error lists the keys
+//   tk::data::save_npz("preds.npz", {{"class", c}, {"box", b}});  // np.load("preds.npz")["box"]
 //
 // Element types map to the kernels' dtypes:
 //   float32 '<f4' -> f32,  float64 '<f8' -> f32 (beyond float range -> +-inf),
@@ -34,6 +35,11 @@ Tensor load_npy(const std::string& path);
 // path, so a reader never sees a half-written file. bfloat16 has no standard NumPy dtype: tk::Unsupported
 // (convert it to float32 first).
 void save_npy(const std::string& path, const Tensor& tensor);
+
+// Writes an uncompressed .npz (as np.savez does): one "<key>.npy" member per array, in order, each streamed from
+// the tensor's own memory (no copy of the arrays is made), to path + ".tmp" and then renamed to path. Keys must be
+// unique, non-empty and without '/'; the dtype rules are save_npy's.
+void save_npz(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& arrays);
 
 // Every member, in archive order; keys are member names without ".npy" (np.savez's "arr_0", or the keyword).
 std::vector<std::pair<std::string, Tensor>> load_npz(const std::string& path);

@@ -39,6 +39,7 @@
 #include "backends/cuda/check.h"
 #include "backends/cuda/cudnn_api.h"
 #include "backends/cuda/cudnn_mapping.h"
+#include "runtime/log.h"
 #include "trainkit/runtime/determinism.h"
 #endif
 
@@ -246,8 +247,9 @@ std::unique_ptr<Plan> make_plan(const CudnnApi& api, cudnnHandle_t h, ConvKind k
   }
   const int pick = choose_algorithm(ranked, ws.cudnn_bytes, deterministic, tensor_math);
   if (pick < 0) {
-    std::fprintf(stderr, "trainkit: %s: no cuDNN algorithm (%s); %s\n", at.c_str(),
-                 no_algorithm_reason(ranked, ws.cudnn_bytes, deterministic, tensor_math).c_str(), fallback(*p));
+    if (runtime::log_enabled(runtime::LogSeverity::warning))
+      std::fprintf(stderr, "trainkit: %s: no cuDNN algorithm (%s); %s\n", at.c_str(),
+                   no_algorithm_reason(ranked, ws.cudnn_bytes, deterministic, tensor_math).c_str(), fallback(*p));
     return p;
   }
   p->ranked = std::move(ranked);

@@ -15,6 +15,7 @@
 #include "backends/cuda/cudnn_api.h"
 #include "backends/cuda/cudnn_mapping.h"
 #include "runtime/dl_symbol.h"
+#include "runtime/log.h"
 #include "runtime/settings.h"
 
 namespace tk::cuda {
@@ -195,6 +196,7 @@ void log_convolution_path_once() {
   static std::once_flag once;
   std::call_once(once, [] {
     const CudnnLibrary& lib = CudnnLibrary::instance();
+    if (!runtime::log_enabled(runtime::LogSeverity::info)) return;
     if (lib.available())
       std::fprintf(stderr,
                    "trainkit: CUDA convolutions on %s (algorithms from its heuristics under each op's planned "

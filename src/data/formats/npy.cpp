@@ -1,5 +1,6 @@
 #include "trainkit/data/npy.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zip.h>
@@ -800,27 +801,19 @@ class ZipArchive {
   zip_t* archive_ = nullptr;
 };
 
-[[noreturn]] void save_failed(const std::string& path, const std::string& tmp, const std::string& what, int err) {
+[[noreturn]] void save_failed(const char* fn, const std::string& path, const std::string& tmp, const std::string& what,
+                              int err) {
   std::remove(tmp.c_str());
-  throw IoError("save_npy('" + path + "'): " + what + " '" + tmp + "': " + std::strerror(err) +
+  throw IoError(std::string(fn) + "('" + path + "'): " + what + " '" + tmp + "': " + std::strerror(err) +
                 " (check that the directory exists, is writable and has space)");
 }
 
-std::string key_of(const std::string& name) { return name.ends_with(".npy") ? name.substr(0, name.size() - 4) : name; }
-
-}  // namespace
-
-Tensor load_npy(const std::string& path) {
-  FileSource in(path);
-  return read_npy(in);
-}
-
-void save_npy(const std::string& path, const Tensor& tensor) {
-  if (!tensor.defined())
-    throw InvalidArgument("save_npy('" + path + "'): the tensor is undefined (pass one with data)");
+// The magic, version 1.0 and the header dict of a .npy file for `tensor` (little-endian, C order), padded as NumPy
+// pads it so that the data start on a 64-byte boundary. `where` begins the errors ("save_npy('p.npy')").
+std::string npy_preamble(const std::string& where, const Tensor& tensor) {
+  if (!tensor.defined()) throw InvalidArgument(where + ": the tensor is undefined (pass one with data)");
   if (tensor.device().kind != DeviceKind::cpu)
-    throw InvalidArgument("save_npy('" + path + "'): the tensor is on " + tensor.device().to_string() +
-                          " (copy it to the CPU first)");
+    throw InvalidArgument(where + ": the tensor is on " + tensor.device().to_string() + " (copy it to the CPU first)");
   const char* descr = nullptr;
   switch (tensor.dtype()) {
     case DType::f32:
@@ -843,8 +836,8 @@ void save_npy(const std::string& path, const Tensor& tensor) {
       break;
     case DType::bf16:
       // ml_dtypes' bfloat16 is written as raw '<V2' bytes, which np.load cannot interpret without ml_dtypes.
-      throw Unsupported("save_npy('" + path +
-                        "'): the tensor is bfloat16, which has no standard NumPy dtype, so .npy cannot hold it "
+      throw Unsupported(where +
+                        ": the tensor is bfloat16, which has no standard NumPy dtype, so .npy cannot hold it "
                         "(convert it to float32 first, which keeps every value exactly)");
   }
   std::string dims;
@@ -857,24 +850,93 @@ void save_npy(const std::string& path, const Tensor& tensor) {
   header.append((64 - total % 64) % 64, ' ');
   header += '\n';
   if (header.size() > 0xFFFF)
-    throw InvalidArgument("save_npy('" + path + "'): the header for shape " + tensor.shape().to_string() +
+    throw InvalidArgument(where + ": the header for shape " + tensor.shape().to_string() +
                           " exceeds version 1.0's 65535 bytes");
-  std::string pre = std::string(kMagic, kMagicBytes) + '\x01' + '\x00' + static_cast<char>(header.size() & 0xFF) +
-                    static_cast<char>(header.size() >> 8);
+  return std::string(kMagic, kMagicBytes) + '\x01' + '\x00' + static_cast<char>(header.size() & 0xFF) +
+         static_cast<char>(header.size() >> 8) + header;
+}
 
+std::string key_of(const std::string& name) { return name.ends_with(".npy") ? name.substr(0, name.size() - 4) : name; }
+
+}  // namespace
+
+Tensor load_npy(const std::string& path) {
+  FileSource in(path);
+  return read_npy(in);
+}
+
+void save_npy(const std::string& path, const Tensor& tensor) {
+  const std::string pre = npy_preamble("save_npy('" + path + "')", tensor);
   const std::string tmp = path + ".tmp";
   errno = 0;
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) save_failed(path, tmp, "cannot create", errno);
+  if (!f) save_failed("save_npy", path, tmp, "cannot create", errno);
   bool ok = std::fwrite(pre.data(), 1, pre.size(), f) == pre.size() &&
-            std::fwrite(header.data(), 1, header.size(), f) == header.size() &&
             (tensor.nbytes() == 0 || std::fwrite(tensor.raw(), 1, tensor.nbytes(), f) == tensor.nbytes()) &&
             std::fflush(f) == 0 && fsync(fileno(f)) == 0;
   int err = errno;
   if (std::fclose(f) != 0 && ok) ok = false, err = errno;
-  if (!ok) save_failed(path, tmp, "cannot write", err ? err : EIO);
+  if (!ok) save_failed("save_npy", path, tmp, "cannot write", err ? err : EIO);
   if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    save_failed(path, tmp, "cannot rename to '" + path + "' from", errno);
+    save_failed("save_npy", path, tmp, "cannot rename to '" + path + "' from", errno);
+}
+
+void save_npz(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& arrays) {
+  const std::string where = "save_npz('" + path + "')";
+  if (arrays.empty()) throw InvalidArgument(where + ": no arrays to write (pass at least one)");
+  std::vector<std::string> preambles;  // one .npy preamble per member; libzip reads them and the data in place
+  preambles.reserve(arrays.size());
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    const std::string& key = arrays[i].first;
+    if (key.empty() || key.find('/') != std::string::npos)
+      throw InvalidArgument(where + ": array " + std::to_string(i) + " has the key " + quoted(key, 200) +
+                            " (a key names a member: non-empty, without '/')");
+    for (size_t j = 0; j < i; ++j)
+      if (arrays[j].first == key)
+        throw InvalidArgument(where + ": the key " + quoted(key, 200) + " is given twice (keys must be unique)");
+    preambles.push_back(npy_preamble(where + " array " + quoted(key, 200), arrays[i].second));
+  }
+  const std::string tmp = path + ".tmp";
+  int code = 0;
+  zip_t* za = zip_open(tmp.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &code);
+  if (!za) {
+    zip_error_t e;
+    zip_error_init_with_code(&e, code);
+    const int err = zip_error_code_system(&e) ? zip_error_code_system(&e) : EIO;
+    zip_error_fini(&e);
+    save_failed("save_npz", path, tmp, "cannot create", err);
+  }
+  auto fail = [&](const std::string& what) {
+    const std::string msg = std::string(zip_error_strerror(zip_get_error(za)));
+    zip_discard(za);
+    std::remove(tmp.c_str());
+    throw IoError(where + ": " + what + ": libzip: " + msg + " (check that the directory is writable and has space)");
+  };
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    const Tensor& t = arrays[i].second;
+    // Stored, like np.savez: the preamble and the tensor's own bytes, copied into the file when the archive closes.
+    const zip_buffer_fragment_t parts[2] = {
+        {reinterpret_cast<zip_uint8_t*>(preambles[i].data()), preambles[i].size()},
+        {static_cast<zip_uint8_t*>(const_cast<void*>(static_cast<const void*>(t.raw()))), t.nbytes()}};
+    zip_source_t* src = zip_source_buffer_fragment(za, parts, t.nbytes() == 0 ? 1 : 2, 0);
+    if (!src) fail("cannot add " + arrays[i].first + ".npy");
+    const zip_int64_t idx = zip_file_add(za, (arrays[i].first + ".npy").c_str(), src, ZIP_FL_ENC_UTF_8);
+    if (idx < 0) {
+      zip_source_free(src);
+      fail("cannot add " + arrays[i].first + ".npy");
+    }
+    if (zip_set_file_compression(za, static_cast<zip_uint64_t>(idx), ZIP_CM_STORE, 0) != 0)
+      fail("cannot store " + arrays[i].first + ".npy");
+  }
+  if (zip_close(za) != 0) fail("cannot write '" + tmp + "'");
+  errno = 0;
+  const int fd = ::open(tmp.c_str(), O_RDONLY);
+  const bool synced = fd >= 0 && fsync(fd) == 0;
+  const int err = errno;
+  if (fd >= 0) ::close(fd);
+  if (!synced) save_failed("save_npz", path, tmp, "cannot sync", err ? err : EIO);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    save_failed("save_npz", path, tmp, "cannot rename to '" + path + "' from", errno);
 }
 
 std::vector<std::pair<std::string, Tensor>> load_npz(const std::string& path) {

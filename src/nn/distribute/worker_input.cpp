@@ -9,6 +9,7 @@
 
 #include "data/node.h"
 #include "nn/distribute/batch_split.h"
+#include "runtime/log.h"
 #include "runtime/settings.h"
 #include "trainkit/core/error.h"
 
@@ -44,7 +45,7 @@ std::optional<data::WorkerShare> worker_input(const data::Dataset& d, const MpiC
   static std::mutex mu;
   static std::set<std::string> said;  // once per pipeline shape and reason
   std::lock_guard<std::mutex> lock(mu);
-  if (world.rank() == 0 && said.insert(what).second)
+  if (world.rank() == 0 && said.insert(what).second && runtime::log_enabled(runtime::LogSeverity::warning))
     std::printf(
         "fit: MultiWorkerMirroredStrategy: every rank reads every batch: %s (TK_AUTO_SHARD=OFF silences this)\n",
         what.c_str());

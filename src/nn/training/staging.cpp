@@ -5,6 +5,7 @@
 
 #include "core/device_bytes.h"
 #include "nn/training/batching.h"
+#include "runtime/log.h"
 
 namespace tk::nn {
 namespace {
@@ -20,6 +21,7 @@ void log_conversion(Compiled& c, const graph::Graph& g, size_t input, const Tens
   if (src.dtype() == n.dtype && !scaled) return;
   const std::string key = n.name + "/" + std::string(dtype_name(src.dtype()));
   if (!c.conversions_logged || !c.conversions_logged->insert(key).second) return;
+  if (!runtime::log_enabled(runtime::LogSeverity::info)) return;
   char how[96] = "";
   if (scaled) std::snprintf(how, sizeof how, " with x * %.9g + %.9g (Rescaling)", double(sc.scale), double(sc.offset));
   std::fprintf(stdout, "trainkit: input '%s' holds %s; each batch is converted to %s%s as it is staged\n",

@@ -8,6 +8,7 @@
 #include "graph/host_threads.h"
 #include "nn/compiler/programs.h"
 #include "nn/optimizer_rule.h"
+#include "runtime/log.h"
 #include "trainkit/core/error.h"
 #include "trainkit/nn/model.h"
 
@@ -146,14 +147,16 @@ void Model::restore_training_state(const TrainingState& s) {
   // The same bits need the same partitions: run on the thread count the state was made with.
   if (s.threads > 0 && device_.kind == DeviceKind::cpu && s.threads != graph::host_threads()) {
     const int chosen = graph::host_threads();
-    if (graph::pin_host_threads(s.threads))
-      std::fprintf(stderr, "Note: resuming on %d CPU threads as the saved state was made (this machine chose %d)\n",
-                   s.threads, chosen);
-    else
+    if (graph::pin_host_threads(s.threads)) {
+      if (runtime::log_enabled(runtime::LogSeverity::info))
+        std::fprintf(stderr, "Note: resuming on %d CPU threads as the saved state was made (this machine chose %d)\n",
+                     s.threads, chosen);
+    } else if (runtime::log_enabled(runtime::LogSeverity::warning)) {
       std::fprintf(stderr,
                    "WARNING: the saved state was made on %d CPU threads but this process may use at most %d: "
                    "training continues, but not bit for bit as an uninterrupted run\n",
                    s.threads, chosen);
+    }
   }
   // ... and the same kernels (the CPU's GEMM engine per shape: each was chosen by measurement, which may differ on
   // this run).
