@@ -7,7 +7,8 @@
 // - Inf follows IEEE arithmetic (relu(-Inf) = 0, relu(+Inf) = +Inf, sigmoid(-Inf) = 0, Inf - Inf = NaN, so a softmax
 //   row holding +Inf is NaN);
 // - a loss over a batch holding a NaN prediction is NaN (the mean does not skip it);
-// - gradient masks select: ReluGrad is dy where y > 0, else 0 (a NaN y selects 0).
+// - gradient masks select: ReluGrad is dy where y > 0, else 0 (a NaN y selects 0); the Unary op's relu, relu6 and
+//   clip gradients alike (tests/test_tensor_op_cases.cpp).
 // The fused paths (FusedMatMul's relu epilogue on each GEMM engine, FusedConv2D's on im2col, oneDNN and the
 // one-channel direct kernels) follow the same rule: tests/CMakeLists.txt runs this file under TK_GEMM=openblas,
 // TK_GEMM=onednn and TK_CONV=im2col too.

@@ -502,6 +502,28 @@ std::vector<NonFiniteCase> tensor_nonfinite_cases() {
            return std::vector<Tensor>{y};
          }});
   }
+  // The gradients whose masks select (TensorFlow's ReluGrad, Relu6Grad and clip_by_value gradient, and trainkit's
+  // fused ReluGrad): dy where the mask holds, else 0 — a NaN x is outside relu's mask and inside clip's, and a NaN
+  // or Inf dy outside the mask gives 0. Inputs (dy, x), each with NaN and +-Inf at different places.
+  for (UnaryFn f : {UnaryFn::relu, UnaryFn::relu6, UnaryFn::clip}) {
+    const float p0 = f == UnaryFn::clip ? -0.9f : 0.0f, p1 = f == UnaryFn::clip ? 1.1f : 0.0f;
+    c.push_back(
+        {{std::string("UnaryGrad ") + unary_name(f),
+          Op::UnaryGrad,
+          {{4, 6}, {4, 6}},
+          {},
+          unary_attrs(f, p0, p1),
+          nonfinite_values},
+         [f, p0, p1](const std::vector<Tensor>& in) {
+           Tensor dx = Tensor::zeros(in[0].shape());
+           for (int64_t k = 0; k < dx.numel(); ++k) {
+             const double dy = in[0].data<float>()[k], x = in[1].data<float>()[k];
+             const bool mask = f == UnaryFn::relu ? x > 0 : f == UnaryFn::relu6 ? x > 0 && x < 6 : !(x < p0 || x > p1);
+             dx.data<float>()[k] = static_cast<float>(mask ? dy : 0.0);
+           }
+           return std::vector<Tensor>{dx};
+         }});
+  }
   for (BinaryFn f : {BinaryFn::add, BinaryFn::subtract, BinaryFn::multiply, BinaryFn::divide, BinaryFn::maximum,
                      BinaryFn::minimum, BinaryFn::squared_difference}) {
     // b broadcast along the rows: each NaN or Inf of b meets a whole column of a.

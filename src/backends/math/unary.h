@@ -1,6 +1,7 @@
 // The general Unary op's functions and their derivatives (graph/tensor_fns.h: UnaryFn), per element: one definition
 // the CPU kernels (backends/cpu/unary.cpp) and the CUDA kernels (backends/cuda/tensor_ops.cu) both run. Keras 3's
-// definitions; NaN propagates through every function (relu, relu6 and clip of NaN are NaN, as in TensorFlow).
+// definitions; NaN propagates through every function (relu, relu6 and clip of NaN are NaN, as in TensorFlow); the
+// gradients of relu, relu6 and clip select by their masks (below).
 //
 //   float y = tk::math::unary<tk::graph::UnaryFn::gelu_tanh>(x, 0.0f, 0.0f);
 //   float dx = tk::math::unary_grad<tk::graph::UnaryFn::gelu_tanh>(dy, x, 0.0f, 0.0f);
@@ -108,12 +109,15 @@ TK_HD float unary_grad(float dy, float x, float p0, float p1) {
   if constexpr (F == UnaryFn::hard_sigmoid) return x > -3.0f && x < 3.0f ? dy / 6.0f : x != x ? x : 0.0f * dy;
   if constexpr (F == UnaryFn::hard_swish)
     return x < -3.0f ? 0.0f * dy : x > 3.0f ? dy : x != x ? x : dy * (2.0f * x + 3.0f) / 6.0f;
-  if constexpr (F == UnaryFn::relu) return x > 0.0f ? dy : x != x ? x : 0.0f * dy;
-  if constexpr (F == UnaryFn::relu6) return x > 0.0f && x < 6.0f ? dy : x != x ? x : 0.0f * dy;
+  // The masks of relu, relu6 and clip select, as the fused ReluGrad and TensorFlow's ReluGrad / Relu6Grad /
+  // clip_by_value gradient do: dy where the mask holds, else 0 — a NaN x is outside relu's mask (gradient 0), inside
+  // clip's (TensorFlow zeroes only x < min and x > max). The forward pass already carried the NaN to the loss.
+  if constexpr (F == UnaryFn::relu) return x > 0.0f ? dy : 0.0f;
+  if constexpr (F == UnaryFn::relu6) return x > 0.0f && x < 6.0f ? dy : 0.0f;
   if constexpr (F == UnaryFn::selu) return dy * kSeluScale * (x > 0.0f ? 1.0f : kSeluAlpha * expf(x));
   if constexpr (F == UnaryFn::elu) return x > 0.0f ? dy : dy * p0 * expf(x);
   if constexpr (F == UnaryFn::leaky_relu) return x >= 0.0f ? dy : p0 * dy;
-  if constexpr (F == UnaryFn::clip) return x >= p0 && x <= p1 ? dy : x != x ? x : 0.0f * dy;  // TF's mask
+  if constexpr (F == UnaryFn::clip) return x < p0 || x > p1 ? 0.0f : dy;  // TF's mask
   return dy;
 }
 
