@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
@@ -170,15 +172,17 @@ TEST(LeaseLedger, GrowsOnlyIntoFreeRoomWithNobodyQueued) {
 
 TEST(LeaseLedger, OutsideUsageReducesWhatCanBeLeased) {
   const std::string dir = fresh_dir("outside");
-  std::vector<int> seen_pids;
+  bool self_inside = false, parent_inside = true;
   // 700 bytes of the device held by processes the ledger does not know (as NVML reports for a GPU).
-  Ledger ledger(dir, [&](const LeaseDevice&, const std::vector<int>& pids) {
-    seen_pids = pids;
+  Ledger ledger(dir, [&](const LeaseDevice&, const InLedger& in_ledger) {
+    self_inside = in_ledger(::getpid());
+    parent_inside = in_ledger(::getppid());
     return uint64_t{700};
   });
   const LeaseDevice gpu{"GPU-test", "cuda:0", 1000};
   Lease a = ledger.acquire(gpu, 200, quiet());
-  EXPECT_EQ(seen_pids, std::vector<int>{::getpid()});  // the ledger's own holders are excluded from "outside"
+  EXPECT_TRUE(self_inside);     // the ledger's own holders are excluded from "outside"
+  EXPECT_FALSE(parent_inside);  // ctest holds no lease
   try {
     ledger.acquire(gpu, 200, quiet(false));
     FAIL() << "leased memory that processes outside the ledger hold";
@@ -186,6 +190,43 @@ TEST(LeaseLedger, OutsideUsageReducesWhatCanBeLeased) {
     EXPECT_NE(std::string(e.what()).find("outside trainkit"), std::string::npos) << e.what();
   }
   EXPECT_EQ(ledger.usage(gpu).available(), 100u);
+}
+
+// The job `trainkit run` starts inherits the lease's locked descriptor; NVML lists the job's pid, not the runner's,
+// so a GPU job's memory would be subtracted twice (leased by the runner, "outside" as the child's) unless a process
+// holding a holder's lease file counts as inside the ledger. A process without it stays outside.
+TEST(LeaseLedger, AProcessHoldingAnInheritedLeaseIsInsideTheLedger) {
+  const std::string dir = fresh_dir("inherited");
+  std::vector<int> probe;  // pids to ask about, and what the ledger answered
+  std::vector<bool> inside;
+  Ledger ledger(dir, [&](const LeaseDevice&, const InLedger& in_ledger) {
+    inside.clear();
+    for (int pid : probe) inside.push_back(in_ledger(pid));
+    return uint64_t{0};
+  });
+  const LeaseDevice gpu{"GPU-test", "cuda:0", 1000};
+  auto sleeper = [] {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      for (;;) ::pause();  // holds whatever descriptors it inherited until killed
+    }
+    return pid;
+  };
+  const pid_t stranger = sleeper();  // forked before the lease exists: holds no lease file
+  Lease lease = ledger.acquire(gpu, 300, quiet());
+  const pid_t job = sleeper();  // inherits the lease's descriptor, as trainkit run's child does
+  ASSERT_GT(stranger, 0);
+  ASSERT_GT(job, 0);
+  EXPECT_TRUE(process_has_open(job, {lease.file()}));
+  EXPECT_FALSE(process_has_open(stranger, {lease.file()}));
+  EXPECT_FALSE(process_has_open(job, {dir + "/no-such-file"}));
+  probe = {job, stranger, ::getpid()};
+  (void)ledger.usage(gpu);
+  EXPECT_EQ(inside, (std::vector<bool>{true, false, true}));
+  for (pid_t pid : {job, stranger}) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+  }
 }
 
 TEST(LeaseLedger, CapacityFileCapsTheDeviceAndRejectsBadLines) {

@@ -281,7 +281,7 @@ std::string Ledger::default_dir() {
 }
 
 Ledger::Ledger(std::string dir, OutsideUsage outside) : dir_(std::move(dir)), outside_(std::move(outside)) {
-  if (!outside_) outside_ = [](const LeaseDevice&, const std::vector<int>&) { return uint64_t{0}; };
+  if (!outside_) outside_ = [](const LeaseDevice&, const InLedger&) { return uint64_t{0}; };
 }
 
 // Reads every record of the folder (holders and waiters, live ones only; dead ones are removed when we may).
@@ -356,6 +356,7 @@ DeviceUsage Ledger::usage_locked(const LeaseDevice& device, const std::vector<Le
   u.name = device.name;
   u.capacity = capacity_of(device);
   std::vector<int> pids;
+  std::vector<std::string> held;  // the holders' lease files: a job that inherited one is inside the ledger too
   for (const LeaseRecord& r : live) {
     if (r.device != device.id) continue;
     pids.push_back(r.pid);
@@ -364,9 +365,12 @@ DeviceUsage Ledger::usage_locked(const LeaseDevice& device, const std::vector<Le
     } else {
       u.holders.push_back(r);
       u.leased += r.bytes;
+      held.push_back(r.file);
     }
   }
-  u.outside = outside_(device, pids);
+  u.outside = outside_(device, [&](int pid) {
+    return std::find(pids.begin(), pids.end(), pid) != pids.end() || process_has_open(pid, held);
+  });
   return u;
 }
 

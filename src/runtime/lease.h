@@ -60,10 +60,17 @@ struct WaitPolicy {
   std::function<void(const std::string&)> progress;  // default: the line on stderr
 };
 
-// Bytes of a device held by processes the ledger does not know (given the holders' pids). NVML's per-process
-// memory for a GPU; 0 for the cpu. Tests inject their own.
-using OutsideUsage = std::function<uint64_t(const LeaseDevice& device, const std::vector<int>& ledger_pids)>;
-uint64_t nvml_outside_usage(const LeaseDevice& device, const std::vector<int>& ledger_pids);
+// Bytes of a device held by processes the ledger does not know: NVML's per-process memory for a GPU, less that of
+// the processes `in_ledger` accepts; 0 for the cpu. Tests inject their own. `in_ledger(pid)` is true for a holder or
+// waiter of the device's ledger, and for a process that holds a holder's lease file open — the job `trainkit run`
+// started, which inherited the locked descriptor (its memory is the lease's, not "outside" as well).
+using InLedger = std::function<bool(int pid)>;
+using OutsideUsage = std::function<uint64_t(const LeaseDevice& device, const InLedger& in_ledger)>;
+uint64_t nvml_outside_usage(const LeaseDevice& device, const InLedger& in_ledger);
+// True when process `pid` has one of `files` open (compared by device and inode, so any spelling of the path
+// matches); false when it has not, or its descriptors cannot be read (another user's process: counted as outside,
+// the safe side).
+bool process_has_open(int pid, const std::vector<std::string>& files);
 
 class Ledger;
 
