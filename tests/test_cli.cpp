@@ -17,6 +17,7 @@
 #include "cli_run.h"
 #include "runtime/cuda_device.h"
 #include "trainkit/data/npy.h"
+#include "trainkit/trainkit.h"
 
 namespace {
 
@@ -208,6 +209,39 @@ TEST(CliPlan, DepthwiseAndSeparableSpecItems) {
   Result bad = run_cli("plan --model dwconv2d:3:relu:same:0,dense:10");
   EXPECT_NE(bad.code, 0);
   EXPECT_CONTAINS(bad.err, "positive depth multiplier");
+}
+
+// A model file is planned with its own compiled optimizer and loss (what `trainkit fit --model f.keras` trains with),
+// not the default adam: SGD with momentum holds one slot per weight, Adam two; --optimizer replaces the file's in the
+// plan ("what if"). The file's weights are never read for it.
+TEST(CliPlan, AModelFileIsPlannedWithItsOwnCompiledOptimizer) {
+  auto file_with = [](const std::string& name, tk::OptimizerPtr optimizer) {
+    tk::Sequential m({tk::layers::Input({784}), tk::layers::Dense(64, "relu"), tk::layers::Dense(10)});
+    m.compile(std::move(optimizer), tk::losses::SparseCategoricalCrossentropy({.from_logits = true}), {"accuracy"});
+    const std::string path = path_of(name);
+    m.save(path);
+    return path;
+  };
+  auto optimizer_line = [](const Result& r) {
+    EXPECT_EQ(r.code, 0) << describe(r);
+    std::istringstream lines(r.out);
+    for (std::string line; std::getline(lines, line);)
+      if (line.find("  optimizer state ") == 0) return line;
+    return std::string("(no optimizer state line)");
+  };
+  // The same layers from a spec, planned with a named optimizer: what each file's line must equal.
+  auto spec_line = [&](const std::string& optimizer) {
+    return optimizer_line(
+        run_cli("plan --model dense:64:relu,dense:10 --input-shape 784 --batch-size 32 --optimizer " + optimizer));
+  };
+  const std::string sgd = file_with("plan_sgd.keras", tk::optimizers::SGD({.momentum = 0.9f}));
+  const std::string adam = file_with("plan_adam.keras", tk::optimizers::Adam());
+  const std::string sgd_line = spec_line("sgd"), adam_line = spec_line("adam");
+  ASSERT_NE(sgd_line, adam_line);  // one slot per weight against two
+  EXPECT_EQ(optimizer_line(run_cli("plan --model " + quote(sgd) + " --batch-size 32")), sgd_line);
+  EXPECT_EQ(optimizer_line(run_cli("plan --model " + quote(adam) + " --batch-size 32")), adam_line);
+  EXPECT_EQ(optimizer_line(run_cli("plan --model " + quote(sgd) + " --batch-size 32 --optimizer adam")), adam_line);
+  EXPECT_EQ(optimizer_line(run_cli("plan --model " + quote(adam) + " --batch-size 32 --optimizer sgd")), sgd_line);
 }
 
 TEST(CliFit, EveryOptimizerRuns) {

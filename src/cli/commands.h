@@ -53,6 +53,7 @@ struct PlanArgs {
   std::string model = "dense:256:relu,dense:128:relu,dense:10";
   std::string batch_size = "128";  // or "auto": the plan of the largest batch that fits
   std::string optimizer = "adam";
+  bool optimizer_given = false;  // -o/--optimizer given: it replaces a model file's compiled optimizer in the plan
   std::vector<int64_t> input_shape = {28, 28};
   RunOptions run;
   std::string svg;   // --svg FILE: the plan as a picture

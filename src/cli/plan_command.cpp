@@ -14,6 +14,26 @@
 
 namespace tk::cli {
 
+namespace {
+
+// What fit would train: a model file's compiled optimizer and loss (its compile_config, as `trainkit fit --model
+// f.keras` keeps them), unless --optimizer names another (then that one, the file's loss kept: "what if I used
+// adam?"); a layer spec or an uncompiled file: --optimizer (adam) and sparse categorical crossentropy on logits.
+// The optimizer's slots are planned, never allocated.
+void compile_for_plan(Model& model, const PlanArgs& a) {
+  const bool file_compiled = model.optimizer() != nullptr;
+  if (file_compiled && !a.optimizer_given) {
+    model.compile(model.optimizer(), model.losses(), model.metrics());  // again, in the strategy's scope if any
+    return;
+  }
+  model.compile(
+      optimizers::get(a.optimizer),
+      file_compiled ? model.losses() : std::vector<Loss>{losses::SparseCategoricalCrossentropy({.from_logits = true})},
+      file_compiled ? model.metrics() : std::vector<Metric>{"accuracy"});
+}
+
+}  // namespace
+
 void add_plan_command(CLI::App& app, PlanArgs& a) {
   CLI::App* plan = app.add_subcommand(
       "plan", "Print the memory plan of one training step (per layer) and the largest batch size that fits the budget");
@@ -28,8 +48,10 @@ void add_plan_command(CLI::App& app, PlanArgs& a) {
           throw InvalidArgument("'" + v + "' is not an integer (or \"auto\")");
       }))
       ->capture_default_str();
-  plan->add_option("-o,--optimizer", a.optimizer, optimizer_names() + " (slots per weight differ)")
+  plan->add_option("-o,--optimizer", a.optimizer,
+                   optimizer_names() + " (slots per weight differ; a model file's own compiled optimizer otherwise)")
       ->check(choice_of([](const std::string& name) { optimizers::get(name); }))
+      ->each([&a](const std::string&) { a.optimizer_given = true; })
       ->capture_default_str();
   plan->add_option("--input-shape", a.input_shape, "Per-sample input shape, e.g. 28 28")->capture_default_str();
   plan->add_option("--replicas", a.replicas,
@@ -115,8 +137,7 @@ int run_plan_absent_gpu(const PlanArgs& a, int64_t batch) {
       is_model_file(a.model) ? models::load_model_for_planning(a.model) : make_model(a.model, Shape(a.input_shape));
   model->set_dtype_policy(a.run.dtype_policy);
   model->plan_for_absent_device(device, budget);
-  model->compile(optimizers::get(a.optimizer), losses::SparseCategoricalCrossentropy({.from_logits = true}),
-                 {"accuracy"});
+  compile_for_plan(*model, a);
   graph::ensure_backends_registered();  // the kernel table fills on first use; ask it only once it is filled
   const bool kernels = graph::registered_workspace(DeviceKind::cuda, graph::Op::MatMul) != nullptr;
   const std::string card_note = card.empty() ? "" : " (" + card + ")";
@@ -158,10 +179,7 @@ int run_plan(const PlanArgs& a) {
   std::unique_ptr<Model> model =
       is_model_file(a.model) ? models::load_model_for_planning(a.model) : make_model(a.model, Shape(a.input_shape));
   configure_model(*model, a.run, device);
-  distribute::in_scope(strategy ? &*strategy : nullptr, [&] {
-    model->compile(optimizers::get(a.optimizer), losses::SparseCategoricalCrossentropy({.from_logits = true}),
-                   {"accuracy"});
-  });
+  distribute::in_scope(strategy ? &*strategy : nullptr, [&] { compile_for_plan(*model, a); });
   // What a step may use, by the rule fit(batch_size = kAutoBatchSize) uses: the budget with a margin, less
   // what others hold (this model's weights count as available: the plan includes them).
   const size_t available = model->memory_available_for_training();

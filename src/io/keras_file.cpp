@@ -98,6 +98,14 @@ void Model::load_weights(const std::string& path) {
 
 namespace models {
 
+namespace {
+// Keras writes `"compile_config": {}` (or null) for a model that was never compiled: it loads uncompiled.
+bool has_compile_config(const io::keras::json& config) {
+  return config.contains("compile_config") && !config["compile_config"].is_null() &&
+         !(config["compile_config"].is_object() && config["compile_config"].empty());
+}
+}  // namespace
+
 std::unique_ptr<Model> load_model(const std::string& path, bool compile) {
   const runtime::FileOperation op("loading " + path);
   if (ends_with(path, ".keras")) {
@@ -107,10 +115,7 @@ std::unique_ptr<Model> load_model(const std::string& path, bool compile) {
     const io::keras::json config = io::keras::parse_json(a.config, label);
     io::H5Tree weights = open_weights_member(path);  // read (and checked) by the helper before anything is built
     std::unique_ptr<Model> model = io::keras::model_from_json(config, label);
-    // Keras writes `"compile_config": {}` (or null) for a model that was never compiled: load it uncompiled.
-    if (compile && config.contains("compile_config") && !config["compile_config"].is_null() &&
-        !(config["compile_config"].is_object() && config["compile_config"].empty()))
-      io::keras::compile_from_json(*model, config["compile_config"], label);
+    if (compile && has_compile_config(config)) io::keras::compile_from_json(*model, config["compile_config"], label);
     io::keras::weights_from_tree(*model, weights, path + ": model.weights.h5");
     return model;
   }
@@ -149,7 +154,11 @@ std::unique_ptr<Model> load_model_for_planning(const std::string& path) {
   io::keras::Archive a = io::keras::read_archive(path, /*with_weights=*/false);
   io::keras::check_metadata(a.metadata, path);
   const std::string label = path + ": config.json";
-  return io::keras::model_from_json(io::keras::parse_json(a.config, label), label);
+  const io::keras::json config = io::keras::parse_json(a.config, label);
+  std::unique_ptr<Model> model = io::keras::model_from_json(config, label);
+  // The compile config too (optimizer and loss: what the step holds); compiling allocates nothing.
+  if (has_compile_config(config)) io::keras::compile_from_json(*model, config["compile_config"], label);
+  return model;
 }
 
 }  // namespace models

@@ -37,8 +37,9 @@ namespace models {
 // A model from a .keras file (or a legacy Keras 2 .h5 with its model_config). compile = true restores the
 // compile config and the optimizer state; false leaves the model uncompiled (inference, or compile anew).
 std::unique_ptr<Model> load_model(const std::string& path, bool compile = true);
-// The model a .keras file describes, uncompiled, without reading its weights or optimizer state: what a memory
-// plan needs (`trainkit plan --model m.keras`). Its weights hold their initializers' values, and nothing but them is
+// The model a .keras file describes, compiled as its compile_config says (optimizer and loss, whose slots a plan
+// counts but compiling does not allocate), without reading its weights or optimizer state: what a memory plan needs
+// (`trainkit plan --model m.keras`). Its weights hold their initializers' values, and nothing but them is
 // allocated, so a model that would not fit can still be planned. (A legacy .h5 keeps its config inside the HDF5
 // file: it is loaded whole, uncompiled.)
 std::unique_ptr<Model> load_model_for_planning(const std::string& path);
