@@ -8,8 +8,10 @@
 #include <fstream>
 
 #include "cli_run.h"
+#include "heap_bytes.h"
 #include "io/file_staging.h"
 #include "io/hdf5_tree.h"
+#include "io/onnx_file.h"
 #include "trainkit/io/training_state_file.h"
 #include "trainkit/runtime/memory.h"
 #include "trainkit/trainkit.h"
@@ -349,4 +351,106 @@ TEST(SaveMemory, Vgg16ShapedModelPlansUnderSixHundredMebibytesAndLoads) {
   EXPECT_EQ(load.code, 0) << describe(load);
   EXPECT_CONTAINS(load.out, "33,638,218");
   EXPECT_CONTAINS(load.out, "optimizer Adam");
+}
+
+// ONNX export streams: the nodes are held encoded (kilobytes), and each weight's raw_data goes from its own memory
+// into the file (a convolution kernel transposed on the way, through a 16 KiB piece). So exporting 10 MiB of weights
+// allocates no tensor (the file-staging line: 0 on the cpu) and less than 256 KiB of heap (measured: 92 KiB, the
+// 64 KiB write buffer and the graph's messages and names), where a copy of the weights or of the whole protobuf took 20
+// MiB and more. The bytes are those of serializing the model in memory: tests/test_onnx_export.cpp compares every
+// committed .onnx file.
+TEST(SaveMemory, OnnxExportWritesEachWeightFromItsOwnMemory) {
+  using namespace layers;
+  const fs::path dir = temp_dir("onnx");
+  std::unique_ptr<Model> m = std::make_unique<Sequential>(
+      std::vector<LayerPtr>{layers::Input({8, 8, 64}), Conv2D(256, 3, "relu"), BatchNormalization(), Flatten(),
+                            Dense(256, "relu"), Dense(10)});
+  m->predict(Tensor::zeros(Shape{1, 8, 8, 64}));
+  const size_t weights = static_cast<size_t>(m->count_params()) * 4;
+  ASSERT_GT(weights, size_t{9} << 20);
+  const std::string file = (dir / "m.onnx").string();
+  m->export_onnx(file);  // the first export traces the predict program; the second is measured
+  const std::string first = read_text(file);
+  const size_t before = config::get_memory_info().current;
+  const int64_t heap_before = tk::testing::heap_bytes();
+  config::reset_peak_memory();
+  tk::testing::reset_heap_peak();
+  m->export_onnx(file);
+  const int64_t heap_rise = tk::testing::heap_peak() - heap_before;
+  EXPECT_EQ(config::get_memory_info().peak, before) << "the export allocated a tensor";
+  EXPECT_LT(heap_rise, int64_t{256} << 10)
+      << "exporting " << weights << " bytes of weights held " << heap_rise << " bytes of heap at once";
+  EXPECT_EQ(read_text(file), first);
+  EXPECT_GT(fs::file_size(file), weights - 2 * 256 * 4) << "every weight (BatchNormalization's four vectors as two)";
+}
+
+// A convolution kernel's bytes in ONNX's order, from its own memory or staged as a GPU's kernel is (a host tensor
+// forced through that path), for staging buffers that hold several columns, one, or less than one column of every
+// row: the same bytes as the transposition written out, and the staging buffer is the only tensor allocated.
+TEST(SaveMemory, ConvolutionKernelsStreamTransposedThroughTheStagingBuffer) {
+  Tensor w(Shape{3, 3, 10, 7}, DType::f32);  // (KH, KW, C, F): 90 rows of 7 columns
+  for (int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] = static_cast<float>(i) * 0.5f - 9.0f;
+  std::vector<float> want;  // (F, C, KH, KW)
+  for (int64_t f = 0; f < 7; ++f)
+    for (int64_t c = 0; c < 10; ++c)
+      for (int64_t i = 0; i < 3; ++i)
+        for (int64_t j = 0; j < 3; ++j) want.push_back(w.data<float>()[((i * 3 + j) * 10 + c) * 7 + f]);
+  for (size_t capacity : {size_t{256}, size_t{1000}, size_t{2000}, size_t{1} << 20}) {
+    io::set_file_staging_capacity(capacity);
+    for (bool staged : {false, true}) {
+      std::string bytes;
+      const size_t before = config::get_memory_info().current;
+      config::reset_peak_memory();
+      io::onnx::conv_kernel_bytes(w, "m.onnx", "conv/kernel", staged,
+                                  [&](const void* p, size_t n) { bytes.append(static_cast<const char*>(p), n); });
+      // One column of 90 rows is 360 bytes: capacity / 360 columns (at least 1, at most 7); allocations are
+      // 256-byte aligned.
+      const size_t cols = std::clamp<size_t>(capacity / 360, 1, 7);
+      EXPECT_EQ(config::get_memory_info().peak - before, staged ? (cols * 360 + 255) / 256 * 256 : 0) << capacity;
+      ASSERT_EQ(bytes.size(), want.size() * 4) << capacity << (staged ? " staged" : "");
+      EXPECT_EQ(std::memcmp(bytes.data(), want.data(), bytes.size()), 0) << capacity << (staged ? " staged" : "");
+    }
+  }
+  io::set_file_staging_capacity(io::kFileStagingBytes);
+}
+
+namespace {
+struct PinCalls {
+  int pins = 0, unpins = 0;
+  void* p = nullptr;
+  size_t bytes = 0;
+} pin_calls;
+}  // namespace
+
+// The host side of pinned staging (the GPU side: tests/test_cuda_save.cpp): a staging buffer for a device's tensor
+// asks that device's backend to page-lock it (graph::Backend::pin_host, through the hook the backends' registration
+// sets) and to unlock it before it is freed; one for the cpu asks nothing. Either way it is a cpu tensor charged to
+// the budget under the file's owner tag, which the plan's file-staging line counts.
+TEST(SaveMemory, StagingBuffersForADeviceArePinnedByItsBackendAndCharged) {
+  static const io::HostPinning fake{[](Device, void* p, size_t n) {
+                                      ++pin_calls.pins, pin_calls.p = p, pin_calls.bytes = n;
+                                      return true;
+                                    },
+                                    [](Device, void* p) {
+                                      ++pin_calls.unpins;
+                                      EXPECT_EQ(p, pin_calls.p);
+                                    }};
+  const io::HostPinning* real = io::set_host_pinning(&fake);
+  EXPECT_NE(real, nullptr) << "the backends' registration sets the hook";
+  const size_t before = config::get_memory_info().current;
+  {
+    io::StagingBuffer b(size_t{1} << 20, Device::cuda(0), "m.keras", "dense/kernel");
+    EXPECT_TRUE(b.pinned());
+    EXPECT_EQ(pin_calls.pins, 1);
+    EXPECT_EQ(pin_calls.p, b.data());
+    EXPECT_EQ(pin_calls.bytes, size_t{1} << 20);
+    EXPECT_EQ(pin_calls.unpins, 0);
+    EXPECT_EQ(config::get_memory_info().current - before, size_t{1} << 20);
+    io::StagingBuffer host(4096, Device::cpu(), "m.keras", "dense/bias");
+    EXPECT_FALSE(host.pinned());
+    EXPECT_EQ(pin_calls.pins, 1) << "the cpu's memory is the host's: nothing to pin";
+  }
+  EXPECT_EQ(pin_calls.unpins, 1);
+  EXPECT_EQ(config::get_memory_info().current, before);
+  io::set_host_pinning(real);
 }
