@@ -323,7 +323,8 @@ TEST(SaveMemory, PlanningAModelFileReadsNoWeightsAndLoadingOomsGetFileAdvice) {
 // MB of weights), built the same shape from the C++ API: it plans under 600 MiB at batch 32, `trainkit plan` plans its
 // .keras file under a 600 MiB budget (no weights read, no optimizer state, no arena), and the file, saved with its
 // Adam state, loads compiled under it.
-TEST(SaveMemory, Vgg16ShapedModelPlansUnderSixHundredMebibytesAndLoads) {
+namespace {
+std::unique_ptr<Model> vgg16_shaped() {
   using namespace layers;
   std::vector<LayerPtr> l{layers::Input({32, 32, 3})};
   for (const auto& [filters, convs] :
@@ -332,7 +333,12 @@ TEST(SaveMemory, Vgg16ShapedModelPlansUnderSixHundredMebibytesAndLoads) {
     l.push_back(MaxPooling2D(2));
   }
   for (LayerPtr layer : {Flatten(), Dense(4096, "relu"), Dense(4096, "relu"), Dense(10)}) l.push_back(layer);
-  std::unique_ptr<Model> m = std::make_unique<Sequential>(l, "vgg16");
+  return std::make_unique<Sequential>(l, "vgg16");
+}
+}  // namespace
+
+TEST(SaveMemory, Vgg16ShapedModelPlansUnderSixHundredMebibytesAndLoads) {
+  std::unique_ptr<Model> m = vgg16_shaped();
   EXPECT_EQ(m->count_params(), 33638218)
       << "keras.applications.VGG16(weights=None, input_shape=(32, 32, 3), classes=10)";
   const std::string file = path_of("vgg16.keras");
@@ -453,4 +459,34 @@ TEST(SaveMemory, StagingBuffersForADeviceArePinnedByItsBackendAndCharged) {
   EXPECT_EQ(pin_calls.unpins, 1);
   EXPECT_EQ(config::get_memory_info().current, before);
   io::set_host_pinning(real);
+}
+
+// The issue's last VGG16 claim (label slow: ctest runs it as vgg16_fit_peak, 13 s in Release on 2 threads, 530 MB;
+// skipped unless TK_SLOW_TESTS=1): the model saved with its Adam state loads, and one epoch of fit over 64 images at
+// batch 32 peaks at the plan plus the data (the issue asks within 1 MiB; it is to the byte: 504.78 MiB + 0.75 MiB,
+// measured 2026-12-06) — loading leaves nothing behind, and fit allocates nothing the plan does not show.
+TEST(SaveMemory, Vgg16ShapedModelLoadsAndItsFitPeakIsThePlanPlusTheData) {
+  if (!std::getenv("TK_SLOW_TESTS")) GTEST_SKIP() << "set TK_SLOW_TESTS=1 (ctest runs it as vgg16_fit_peak)";
+  const std::string file = path_of("vgg16_fit.keras");
+  {
+    std::unique_ptr<Model> m = vgg16_shaped();
+    m->compile(optimizers::Adam(), losses::SparseCategoricalCrossentropy({.from_logits = true}), {"accuracy"});
+    m->save(file);
+  }
+  const size_t baseline = config::get_memory_info().current;
+  config::reset_peak_memory();
+  Tensor x(Shape{64, 32, 32, 3}, DType::f32), y(Shape{64}, DType::i32);
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>((i * 7919) % 101) / 101.0f;
+  for (int64_t i = 0; i < 64; ++i) y.data<int32_t>()[i] = static_cast<int32_t>(i % 10);
+  const size_t data = x.nbytes() + y.nbytes();  // 0.75 MiB
+  std::unique_ptr<Model> m = models::load_model(file);
+  const MemoryPlan plan = m->memory_plan(32);
+  EXPECT_LT(plan.total, size_t{600} << 20) << plan.to_string();
+  const History h = m->fit(x, y, {.batch_size = 32, .epochs = 1, .verbose = 0});
+  const size_t peak = config::get_memory_info().peak - baseline;
+  std::printf("[ memory ] vgg16-shaped fit, batch 32: plan %zu + data %zu = %zu bytes, peak %zu bytes (%+lld)\n",
+              plan.total, data, plan.total + data, peak,
+              static_cast<long long>(peak) - static_cast<long long>(plan.total + data));
+  EXPECT_EQ(peak, plan.total + data) << plan.to_string();
+  EXPECT_EQ(h.history.at("loss").size(), 1u);
 }
