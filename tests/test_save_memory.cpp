@@ -490,3 +490,34 @@ TEST(SaveMemory, Vgg16ShapedModelLoadsAndItsFitPeakIsThePlanPlusTheData) {
   EXPECT_EQ(peak, plan.total + data) << plan.to_string();
   EXPECT_EQ(h.history.at("loss").size(), 1u);
 }
+
+// batch_size=auto with a checkpoint and a backup (issue 36): the largest batch that fits fills the budget to within
+// kilobytes, and the callbacks still save, since a save needs no room on the device the batch is chosen for (the cpu
+// writes each tensor from its own memory, the plan's file-staging line is 0; a GPU's slots stage through the host,
+// outside the GPU's budget). The same batch is chosen with and without them, and the peak is the same.
+TEST(SaveMemory, AutoBatchSizeLeavesRoomForCheckpointsAndBackups) {
+  static const DataFiles data = [] {
+    Split train = make_split(2048, 5), test = make_split(64, 6);
+    return DataFiles{write_file("auto-train-images", train.images), write_file("auto-train-labels", train.labels),
+                     write_file("auto-test-images", test.images), write_file("auto-test-labels", test.labels)};
+  }();
+  const std::string fit = "fit -v 1 --no-summary --epochs 1 --seed 3 --batch-size auto --model dense:1024:relu," +
+                          std::string("dense:1024:relu,dense:10") + data.args();
+  const std::string env = "TK_MEMORY_LIMIT=40MiB";
+  const Result plain = run_cli(fit, env);
+  ASSERT_EQ(plain.code, 0) << describe(plain);
+  const std::string chosen = line_with(plain.out, "batch_size auto:");
+  ASSERT_NE(chosen, "") << plain.out;
+  EXPECT_LT(std::strtoll(chosen.c_str() + 16, nullptr, 10), 2048) << "the budget, not the data, limits the batch";
+  const Result saving =
+      run_cli(fit + " --checkpoint " + quote(path_of("auto_ckpt.keras")) + " --backup-dir " +
+                  quote(path_of("auto_backup")) + " --keep-backup --save " + quote(path_of("auto.keras")),
+              env);
+  ASSERT_EQ(saving.code, 0) << describe(saving);
+  EXPECT_EQ(line_with(saving.out, "batch_size auto:"), chosen);
+  EXPECT_EQ(cli_peak(saving.out), cli_peak(plain.out));
+  EXPECT_CONTAINS(saving.out, "saving model to");
+  EXPECT_TRUE(fs::exists(path_of("auto_ckpt.keras")));
+  EXPECT_TRUE(fs::exists(path_of("auto_backup/latest.tkstate")));
+  EXPECT_TRUE(fs::exists(path_of("auto.keras")));
+}
