@@ -5,22 +5,45 @@
 // bounded by tests/alloc/test_malloc_count.cpp, documented in docs/testing.md.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <malloc.h>
 
 #include <atomic>
 #include <cstdlib>
 #include <new>
 
 #include "graph/schedule.h"
+#include "heap_bytes.h"
 #include "test_data.h"
 #include "trainkit/trainkit.h"
 
 namespace {
 std::atomic<int64_t> g_allocations{0}, g_onednn_allocations{0};
 thread_local int t_in_onednn = 0;
+// Bytes held and their peak (heap_bytes.h), for the tests that bound what an operation copies.
+std::atomic<int64_t> g_heap_bytes{0}, g_heap_peak{0};
 inline void count_allocation() {
   (t_in_onednn ? g_onednn_allocations : g_allocations).fetch_add(1, std::memory_order_relaxed);
 }
+inline void* held(void* p) {
+  if (!p) return p;
+  const auto n = static_cast<int64_t>(malloc_usable_size(p));
+  const int64_t now = g_heap_bytes.fetch_add(n, std::memory_order_relaxed) + n;
+  for (int64_t peak = g_heap_peak.load(std::memory_order_relaxed);
+       now > peak && !g_heap_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed);) {
+  }
+  return p;
+}
+inline void release(void* p) {
+  if (p) g_heap_bytes.fetch_sub(static_cast<int64_t>(malloc_usable_size(p)), std::memory_order_relaxed);
+  std::free(p);
+}
 }  // namespace
+
+namespace tk::testing {
+int64_t heap_bytes() { return g_heap_bytes.load(); }
+int64_t heap_peak() { return g_heap_peak.load(); }
+void reset_heap_peak() { g_heap_peak = g_heap_bytes.load(); }
+}  // namespace tk::testing
 
 // oneDNN's primitive execution, wrapped to tell its allocations apart (the real one found with dlsym).
 extern "C" int dnnl_primitive_execute(const void* primitive, void* stream, int nargs, const void* args) {
@@ -35,34 +58,34 @@ extern "C" int dnnl_primitive_execute(const void* primitive, void* stream, int n
 
 void* operator new(std::size_t n) {
   count_allocation();
-  if (void* p = std::malloc(n ? n : 1)) return p;
+  if (void* p = held(std::malloc(n ? n : 1))) return p;
   throw std::bad_alloc();
 }
 void* operator new[](std::size_t n) { return operator new(n); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p) noexcept { release(p); }
+void operator delete[](void* p) noexcept { release(p); }
+void operator delete(void* p, std::size_t) noexcept { release(p); }
+void operator delete[](void* p, std::size_t) noexcept { release(p); }
 // Every other form too, so that no allocation bypasses the counter and new/delete always pair up
 // (AddressSanitizer checks that).
 void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
   count_allocation();
-  return std::malloc(n ? n : 1);
+  return held(std::malloc(n ? n : 1));
 }
 void* operator new[](std::size_t n, const std::nothrow_t& t) noexcept { return operator new(n, t); }
-void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { release(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { release(p); }
 void* operator new(std::size_t n, std::align_val_t a) {
   count_allocation();
   const auto al = static_cast<std::size_t>(a);
-  if (void* p = std::aligned_alloc(al, (n + al - 1) / al * al)) return p;
+  if (void* p = held(std::aligned_alloc(al, (n + al - 1) / al * al))) return p;
   throw std::bad_alloc();
 }
 void* operator new[](std::size_t n, std::align_val_t a) { return operator new(n, a); }
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { release(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { release(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { release(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { release(p); }
 
 namespace tk {
 namespace {

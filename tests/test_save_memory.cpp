@@ -8,8 +8,10 @@
 #include <fstream>
 
 #include "cli_run.h"
+#include "heap_bytes.h"
 #include "io/file_staging.h"
 #include "io/hdf5_tree.h"
+#include "io/onnx_file.h"
 #include "trainkit/io/training_state_file.h"
 #include "trainkit/runtime/memory.h"
 #include "trainkit/trainkit.h"
@@ -321,7 +323,8 @@ TEST(SaveMemory, PlanningAModelFileReadsNoWeightsAndLoadingOomsGetFileAdvice) {
 // MB of weights), built the same shape from the C++ API: it plans under 600 MiB at batch 32, `trainkit plan` plans its
 // .keras file under a 600 MiB budget (no weights read, no optimizer state, no arena), and the file, saved with its
 // Adam state, loads compiled under it.
-TEST(SaveMemory, Vgg16ShapedModelPlansUnderSixHundredMebibytesAndLoads) {
+namespace {
+std::unique_ptr<Model> vgg16_shaped() {
   using namespace layers;
   std::vector<LayerPtr> l{layers::Input({32, 32, 3})};
   for (const auto& [filters, convs] :
@@ -330,7 +333,12 @@ TEST(SaveMemory, Vgg16ShapedModelPlansUnderSixHundredMebibytesAndLoads) {
     l.push_back(MaxPooling2D(2));
   }
   for (LayerPtr layer : {Flatten(), Dense(4096, "relu"), Dense(4096, "relu"), Dense(10)}) l.push_back(layer);
-  std::unique_ptr<Model> m = std::make_unique<Sequential>(l, "vgg16");
+  return std::make_unique<Sequential>(l, "vgg16");
+}
+}  // namespace
+
+TEST(SaveMemory, Vgg16ShapedModelPlansUnderSixHundredMebibytesAndLoads) {
+  std::unique_ptr<Model> m = vgg16_shaped();
   EXPECT_EQ(m->count_params(), 33638218)
       << "keras.applications.VGG16(weights=None, input_shape=(32, 32, 3), classes=10)";
   const std::string file = path_of("vgg16.keras");
@@ -349,4 +357,167 @@ TEST(SaveMemory, Vgg16ShapedModelPlansUnderSixHundredMebibytesAndLoads) {
   EXPECT_EQ(load.code, 0) << describe(load);
   EXPECT_CONTAINS(load.out, "33,638,218");
   EXPECT_CONTAINS(load.out, "optimizer Adam");
+}
+
+// ONNX export streams: the nodes are held encoded (kilobytes), and each weight's raw_data goes from its own memory
+// into the file (a convolution kernel transposed on the way, through a 16 KiB piece). So exporting 10 MiB of weights
+// allocates no tensor (the file-staging line: 0 on the cpu) and less than 256 KiB of heap (measured: 92 KiB, the
+// 64 KiB write buffer and the graph's messages and names), where a copy of the weights or of the whole protobuf took 20
+// MiB and more. The bytes are those of serializing the model in memory: tests/test_onnx_export.cpp compares every
+// committed .onnx file.
+TEST(SaveMemory, OnnxExportWritesEachWeightFromItsOwnMemory) {
+  using namespace layers;
+  const fs::path dir = temp_dir("onnx");
+  std::unique_ptr<Model> m = std::make_unique<Sequential>(
+      std::vector<LayerPtr>{layers::Input({8, 8, 64}), Conv2D(256, 3, "relu"), BatchNormalization(), Flatten(),
+                            Dense(256, "relu"), Dense(10)});
+  m->predict(Tensor::zeros(Shape{1, 8, 8, 64}));
+  const size_t weights = static_cast<size_t>(m->count_params()) * 4;
+  ASSERT_GT(weights, size_t{9} << 20);
+  const std::string file = (dir / "m.onnx").string();
+  m->export_onnx(file);  // the first export traces the predict program; the second is measured
+  const std::string first = read_text(file);
+  const size_t before = config::get_memory_info().current;
+  const int64_t heap_before = tk::testing::heap_bytes();
+  config::reset_peak_memory();
+  tk::testing::reset_heap_peak();
+  m->export_onnx(file);
+  const int64_t heap_rise = tk::testing::heap_peak() - heap_before;
+  EXPECT_EQ(config::get_memory_info().peak, before) << "the export allocated a tensor";
+  EXPECT_LT(heap_rise, int64_t{256} << 10)
+      << "exporting " << weights << " bytes of weights held " << heap_rise << " bytes of heap at once";
+  EXPECT_EQ(read_text(file), first);
+  EXPECT_GT(fs::file_size(file), weights - 2 * 256 * 4) << "every weight (BatchNormalization's four vectors as two)";
+}
+
+// A convolution kernel's bytes in ONNX's order, from its own memory or staged as a GPU's kernel is (a host tensor
+// forced through that path), for staging buffers that hold several columns, one, or less than one column of every
+// row: the same bytes as the transposition written out, and the staging buffer is the only tensor allocated.
+TEST(SaveMemory, ConvolutionKernelsStreamTransposedThroughTheStagingBuffer) {
+  Tensor w(Shape{3, 3, 10, 7}, DType::f32);  // (KH, KW, C, F): 90 rows of 7 columns
+  for (int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] = static_cast<float>(i) * 0.5f - 9.0f;
+  std::vector<float> want;  // (F, C, KH, KW)
+  for (int64_t f = 0; f < 7; ++f)
+    for (int64_t c = 0; c < 10; ++c)
+      for (int64_t i = 0; i < 3; ++i)
+        for (int64_t j = 0; j < 3; ++j) want.push_back(w.data<float>()[((i * 3 + j) * 10 + c) * 7 + f]);
+  for (size_t capacity : {size_t{256}, size_t{1000}, size_t{2000}, size_t{1} << 20}) {
+    io::set_file_staging_capacity(capacity);
+    for (bool staged : {false, true}) {
+      std::string bytes;
+      const size_t before = config::get_memory_info().current;
+      config::reset_peak_memory();
+      io::onnx::conv_kernel_bytes(w, "m.onnx", "conv/kernel", staged,
+                                  [&](const void* p, size_t n) { bytes.append(static_cast<const char*>(p), n); });
+      // One column of 90 rows is 360 bytes: capacity / 360 columns (at least 1, at most 7); allocations are
+      // 256-byte aligned.
+      const size_t cols = std::clamp<size_t>(capacity / 360, 1, 7);
+      EXPECT_EQ(config::get_memory_info().peak - before, staged ? (cols * 360 + 255) / 256 * 256 : 0) << capacity;
+      ASSERT_EQ(bytes.size(), want.size() * 4) << capacity << (staged ? " staged" : "");
+      EXPECT_EQ(std::memcmp(bytes.data(), want.data(), bytes.size()), 0) << capacity << (staged ? " staged" : "");
+    }
+  }
+  io::set_file_staging_capacity(io::kFileStagingBytes);
+}
+
+namespace {
+struct PinCalls {
+  int pins = 0, unpins = 0;
+  void* p = nullptr;
+  size_t bytes = 0;
+} pin_calls;
+}  // namespace
+
+// The host side of pinned staging (the GPU side: tests/test_cuda_save.cpp): a staging buffer for a device's tensor
+// asks that device's backend to page-lock it (graph::Backend::pin_host, through the hook the backends' registration
+// sets) and to unlock it before it is freed; one for the cpu asks nothing. Either way it is a cpu tensor charged to
+// the budget under the file's owner tag, which the plan's file-staging line counts.
+TEST(SaveMemory, StagingBuffersForADeviceArePinnedByItsBackendAndCharged) {
+  static const io::HostPinning fake{[](Device, void* p, size_t n) {
+                                      ++pin_calls.pins, pin_calls.p = p, pin_calls.bytes = n;
+                                      return true;
+                                    },
+                                    [](Device, void* p) {
+                                      ++pin_calls.unpins;
+                                      EXPECT_EQ(p, pin_calls.p);
+                                    }};
+  const io::HostPinning* real = io::set_host_pinning(&fake);
+  EXPECT_NE(real, nullptr) << "the backends' registration sets the hook";
+  const size_t before = config::get_memory_info().current;
+  {
+    io::StagingBuffer b(size_t{1} << 20, Device::cuda(0), "m.keras", "dense/kernel");
+    EXPECT_TRUE(b.pinned());
+    EXPECT_EQ(pin_calls.pins, 1);
+    EXPECT_EQ(pin_calls.p, b.data());
+    EXPECT_EQ(pin_calls.bytes, size_t{1} << 20);
+    EXPECT_EQ(pin_calls.unpins, 0);
+    EXPECT_EQ(config::get_memory_info().current - before, size_t{1} << 20);
+    io::StagingBuffer host(4096, Device::cpu(), "m.keras", "dense/bias");
+    EXPECT_FALSE(host.pinned());
+    EXPECT_EQ(pin_calls.pins, 1) << "the cpu's memory is the host's: nothing to pin";
+  }
+  EXPECT_EQ(pin_calls.unpins, 1);
+  EXPECT_EQ(config::get_memory_info().current, before);
+  io::set_host_pinning(real);
+}
+
+// The issue's last VGG16 claim (label slow: ctest runs it as vgg16_fit_peak, 13 s in Release on 2 threads, 530 MB;
+// skipped unless TK_SLOW_TESTS=1): the model saved with its Adam state loads, and one epoch of fit over 64 images at
+// batch 32 peaks at the plan plus the data (the issue asks within 1 MiB; it is to the byte: 504.78 MiB + 0.75 MiB,
+// measured 2026-12-06) — loading leaves nothing behind, and fit allocates nothing the plan does not show.
+TEST(SaveMemory, Vgg16ShapedModelLoadsAndItsFitPeakIsThePlanPlusTheData) {
+  if (!std::getenv("TK_SLOW_TESTS")) GTEST_SKIP() << "set TK_SLOW_TESTS=1 (ctest runs it as vgg16_fit_peak)";
+  const std::string file = path_of("vgg16_fit.keras");
+  {
+    std::unique_ptr<Model> m = vgg16_shaped();
+    m->compile(optimizers::Adam(), losses::SparseCategoricalCrossentropy({.from_logits = true}), {"accuracy"});
+    m->save(file);
+  }
+  const size_t baseline = config::get_memory_info().current;
+  config::reset_peak_memory();
+  Tensor x(Shape{64, 32, 32, 3}, DType::f32), y(Shape{64}, DType::i32);
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>((i * 7919) % 101) / 101.0f;
+  for (int64_t i = 0; i < 64; ++i) y.data<int32_t>()[i] = static_cast<int32_t>(i % 10);
+  const size_t data = x.nbytes() + y.nbytes();  // 0.75 MiB
+  std::unique_ptr<Model> m = models::load_model(file);
+  const MemoryPlan plan = m->memory_plan(32);
+  EXPECT_LT(plan.total, size_t{600} << 20) << plan.to_string();
+  const History h = m->fit(x, y, {.batch_size = 32, .epochs = 1, .verbose = 0});
+  const size_t peak = config::get_memory_info().peak - baseline;
+  std::printf("[ memory ] vgg16-shaped fit, batch 32: plan %zu + data %zu = %zu bytes, peak %zu bytes (%+lld)\n",
+              plan.total, data, plan.total + data, peak,
+              static_cast<long long>(peak) - static_cast<long long>(plan.total + data));
+  EXPECT_EQ(peak, plan.total + data) << plan.to_string();
+  EXPECT_EQ(h.history.at("loss").size(), 1u);
+}
+
+// batch_size=auto with a checkpoint and a backup (issue 36): the largest batch that fits fills the budget to within
+// kilobytes, and the callbacks still save, since a save needs no room on the device the batch is chosen for (the cpu
+// writes each tensor from its own memory, the plan's file-staging line is 0; a GPU's slots stage through the host,
+// outside the GPU's budget). The same batch is chosen with and without them, and the peak is the same.
+TEST(SaveMemory, AutoBatchSizeLeavesRoomForCheckpointsAndBackups) {
+  static const DataFiles data = [] {
+    Split train = make_split(2048, 5), test = make_split(64, 6);
+    return DataFiles{write_file("auto-train-images", train.images), write_file("auto-train-labels", train.labels),
+                     write_file("auto-test-images", test.images), write_file("auto-test-labels", test.labels)};
+  }();
+  const std::string fit = "fit -v 1 --no-summary --epochs 1 --seed 3 --batch-size auto --model dense:1024:relu," +
+                          std::string("dense:1024:relu,dense:10") + data.args();
+  const std::string env = "TK_MEMORY_LIMIT=40MiB";
+  const Result plain = run_cli(fit, env);
+  ASSERT_EQ(plain.code, 0) << describe(plain);
+  const std::string chosen = line_with(plain.out, "batch_size auto:");
+  ASSERT_NE(chosen, "") << plain.out;
+  EXPECT_LT(std::strtoll(chosen.c_str() + 16, nullptr, 10), 2048) << "the budget, not the data, limits the batch";
+  const Result saving =
+      run_cli(fit + " --checkpoint " + quote(path_of("auto_ckpt.keras")) + " --backup-dir " +
+                  quote(path_of("auto_backup")) + " --keep-backup --save " + quote(path_of("auto.keras")),
+              env);
+  ASSERT_EQ(saving.code, 0) << describe(saving);
+  EXPECT_EQ(line_with(saving.out, "batch_size auto:"), chosen);
+  EXPECT_EQ(cli_peak(saving.out), cli_peak(plain.out));
+  EXPECT_CONTAINS(saving.out, "saving model to");
+  EXPECT_TRUE(fs::exists(path_of("auto_ckpt.keras")));
+  EXPECT_TRUE(fs::exists(path_of("auto_backup/latest.tkstate")));
+  EXPECT_TRUE(fs::exists(path_of("auto.keras")));
 }

@@ -181,7 +181,7 @@ if [ "$built" -eq 0 ]; then
     # there is one.
     gpus="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')"
     grep -E '^one-rank NCCL' "$BUILD/cuda_tests.txt" | tee -a "$LOG"
-    must_run='CudaGpu\.|CudaFit\.|CudaDeviceDataset\.|CudaStagingGpu\.|CudaGraphs\.|CudaMirrored\.|NcclCollective\.Sums|NcclCollective\.Synchronized|NcclCollective\.Overlap|CliDevices\.WithAGpu|CliSmi\.WithAGpu'
+    must_run='CudaGpu\.|CudaFit\.|CudaSave\.|CudaDeviceDataset\.|CudaStagingGpu\.|CudaGraphs\.|CudaMirrored\.|NcclCollective\.Sums|NcclCollective\.Synchronized|NcclCollective\.Overlap|CliDevices\.WithAGpu|CliSmi\.WithAGpu'
     # The cuDNN path's GPU tests may skip only where no libcudnn.so.9 was found (their reason is then printed).
     if [ -n "$CUDNN_LIB" ]; then must_run="$must_run|CudnnGpu\."; else must_run="$must_run|CudnnGpu\.TheIm2col|CudnnGpu\.ACnn|CudnnGpu\.ThePlanned"; fi
     grep -E '^\[ *(OK|SKIPPED|FAILED) *\] CudnnGpu\.|\[ (paths|memory) *\]|cuDNN' "$BUILD/cuda_tests.txt" | sort -u | head -30 | tee -a "$LOG"

@@ -47,6 +47,12 @@ class Backend {
   virtual void copy_to_host_async(void* host_dst, const void* src, size_t bytes, const ExecContext& ctx) {
     copy_to_host(host_dst, src, bytes, ctx);
   }
+  // Page-locks the host memory [p, p + bytes) (a file's staging buffer: a cpu tensor, tagged and charged to the cpu's
+  // budget like any other) so that copies between it and this backend's devices go by DMA without a bounce through
+  // the driver's own buffer; unpin_host(p) undoes it before the memory is freed. False where nothing was done (the
+  // CPU, whose memory is the host's; a CUDA refusal): the copies are then the same, only slower.
+  virtual bool pin_host(void* /*p*/, size_t /*bytes*/) { return false; }
+  virtual void unpin_host(void* /*p*/) {}
   // A program's step launcher (scalar upload, graph capture and replay: graph/step_capture.h), or null when the
   // backend has no graphs (the CPU).
   virtual std::unique_ptr<StepLauncher> make_step_launcher(Device /*device*/) { return nullptr; }

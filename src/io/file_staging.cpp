@@ -14,7 +14,10 @@ namespace tk::io {
 
 namespace {
 std::atomic<size_t> staging_capacity{kFileStagingBytes};
-}
+std::atomic<const HostPinning*> host_pinning{nullptr};
+}  // namespace
+
+const HostPinning* set_host_pinning(const HostPinning* pinning) { return host_pinning.exchange(pinning); }
 
 size_t file_staging_capacity() { return staging_capacity.load(); }
 void set_file_staging_capacity(size_t bytes) { staging_capacity = std::max(bytes, size_t{256}); }
@@ -26,6 +29,17 @@ size_t file_staging_bytes(const Tensor& t) {
 
 std::string file_owner(const std::string& file, const std::string& what, const std::string& tensor) {
   return file + ": " + what + " " + tensor;
+}
+
+StagingBuffer::StagingBuffer(size_t bytes, Device device, const std::string& file, const std::string& tensor)
+    : buffer_(Shape{static_cast<int64_t>(bytes)}, DType::u8, Device::cpu(), file_owner(file, "staging for", tensor)),
+      device_(device) {
+  const HostPinning* p = host_pinning.load();
+  if (device.kind != DeviceKind::cpu && p) pinned_ = p->pin(device, buffer_.raw(), bytes);
+}
+
+StagingBuffer::~StagingBuffer() {
+  if (pinned_) host_pinning.load()->unpin(device_, buffer_.raw());
 }
 
 TensorBytes::TensorBytes(const Tensor& t, std::string file, std::string tensor, size_t capacity)
@@ -44,11 +58,9 @@ const void* TensorBytes::range(size_t offset, size_t n) {
     throw InvalidArgument(file_ + ": " + std::to_string(n) + " bytes of " + tensor_ + " at once, more than the " +
                           std::to_string(capacity_) + "-byte staging buffer");
   if (t_.on_host()) return static_cast<const char*>(t_.raw()) + offset;
-  if (!staging_.defined())
-    staging_ = Tensor(Shape{static_cast<int64_t>(capacity_)}, DType::u8, Device::cpu(),
-                      file_owner(file_, "staging for", tensor_));
-  device_copy(staging_.raw(), Device::cpu(), static_cast<const char*>(t_.raw()) + offset, t_.device(), n);
-  return staging_.raw();
+  if (!staging_) staging_ = std::make_unique<StagingBuffer>(capacity_, t_.device(), file_, tensor_);
+  device_copy(staging_->data(), Device::cpu(), static_cast<const char*>(t_.raw()) + offset, t_.device(), n);
+  return staging_->data();
 }
 
 void for_each_piece(const Tensor& t, const std::string& file, const std::string& tensor,
@@ -91,12 +103,11 @@ void read_file_into(int fd, uint64_t offset, Tensor& dst, const std::string& fil
     return;
   }
   const size_t capacity = std::min(total, file_staging_capacity());
-  Tensor staging(Shape{static_cast<int64_t>(capacity)}, DType::u8, Device::cpu(),
-                 file_owner(file, "staging for", tensor));
+  StagingBuffer staging(capacity, dst.device(), file, tensor);
   for (size_t done = 0; done < total; done += capacity) {
     const size_t n = std::min(capacity, total - done);
-    pread_all(fd, offset + done, staging.raw(), n, file, tensor);
-    device_copy(static_cast<char*>(dst.raw()) + done, dst.device(), staging.raw(), Device::cpu(), n);
+    pread_all(fd, offset + done, staging.data(), n, file, tensor);
+    device_copy(static_cast<char*>(dst.raw()) + done, dst.device(), staging.data(), Device::cpu(), n);
   }
 }
 

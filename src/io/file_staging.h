@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "trainkit/core/tensor.h"
@@ -33,6 +34,36 @@ size_t file_staging_bytes(const Tensor& t);
 // The owner tag of memory a file operation holds for one tensor: "<file>: <what> <tensor>".
 std::string file_owner(const std::string& file, const std::string& what, const std::string& tensor);
 
+// A staging buffer of `bytes` on the host for copies to or from `device`'s memory: a cpu tensor charged to the cpu's
+// budget under the owner tag "<file>: staging for <tensor>" (so the plan's file-staging line counts it), page-locked
+// by `device`'s backend while it lives (graph::Backend::pin_host: CUDA's cudaHostRegister) so the copies go by DMA.
+// Every file operation's staging buffer is one of these.
+// How: set_host_pinning, called when the backends are registered (backends/backends.cpp); never set in the HDF5
+// helper process, which has no backends and stages nothing for a device.
+struct HostPinning {
+  bool (*pin)(Device device, void* p, size_t bytes);  // graph::Backend::pin_host of device's backend
+  void (*unpin)(Device device, void* p);
+};
+const HostPinning* set_host_pinning(const HostPinning* pinning);  // a static object; returns the one before
+
+class StagingBuffer {
+ public:
+  StagingBuffer(size_t bytes, Device device, const std::string& file, const std::string& tensor);
+  ~StagingBuffer();  // unpins, then frees
+  StagingBuffer(const StagingBuffer&) = delete;
+  StagingBuffer& operator=(const StagingBuffer&) = delete;
+
+  void* data() { return buffer_.raw(); }
+  size_t bytes() const { return buffer_.nbytes(); }
+  // Whether the backend page-locked it (false for the cpu, or when the backend refused: the copies are then slower).
+  bool pinned() const { return pinned_; }
+
+ private:
+  Tensor buffer_;  // (bytes) u8 on the cpu
+  Device device_;
+  bool pinned_ = false;
+};
+
 // Byte ranges of one tensor for a file, at most capacity() at a time: pointers into its own memory for a host tensor
 // (capacity 0: the whole tensor); for a device tensor, copies into one staging buffer of min(its bytes, capacity)
 // allocated on first use (and freed with the reader; capacity 0: file_staging_capacity()).
@@ -48,7 +79,7 @@ class TensorBytes {
   const Tensor& t_;
   std::string file_, tensor_;
   size_t capacity_;
-  Tensor staging_;  // (capacity_) u8 on the cpu, for a device tensor
+  std::unique_ptr<StagingBuffer> staging_;  // for a device tensor, made on first use
 };
 
 // Calls `piece(bytes, n)` over the tensor's bytes in order: once, from its own memory, for a host tensor; in pieces

@@ -17,10 +17,10 @@
 
 #include "backends/math/unary.h"
 #include "graph/schedule.h"
+#include "io/onnx_file.h"
 #include "io/proto_writer.h"
 #include "nn/compiler/programs.h"
 #include "trainkit/core/error.h"
-#include "trainkit/io/atomic_file.h"
 #include "trainkit/nn/model.h"
 
 namespace tk {
@@ -76,34 +76,36 @@ Message value_info(const std::string& name, const Shape& shape, int64_t elem_typ
   return Message().str(1, name).msg(2, Message().msg(1, tensor));
 }
 
+// The graph as it is built: nodes and small constants encoded, weights by reference (their bytes are written from
+// their own memory when the file is: io/onnx_file.h).
 class OnnxGraph {
  public:
   // TensorProto{dims 1, data_type 2, name 8, raw_data 9}
   std::string constant_f32(const std::string& name, const std::vector<int64_t>& dims, const std::vector<float>& v) {
-    Message t;
-    for (int64_t d : dims) t.i64(1, d);
-    t.i64(2, kFloat).str(8, name);
-    t.str(9, std::string_view(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float)));
-    initializers_.push_back(t);
+    io::onnx::Initializer& t = add_initializer(name, dims, kFloat);
+    t.raw.assign(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+    return name;
+  }
+  // A float32 weight as it is, or (to_fckk) a convolution kernel (KH, KW, C, F) as ONNX's (F, C, KH, KW).
+  std::string weight(const std::string& name, const std::string& variable, const Tensor& value, bool to_fckk) {
+    std::vector<int64_t> dims = value.shape().dims();
+    if (to_fckk) dims = {dims[3], dims[2], dims[0], dims[1]};
+    io::onnx::Initializer& t = add_initializer(name, dims, kFloat);
+    t.weight = &value;
+    t.weight_name = variable;
+    t.to_fckk = to_fckk;
     return name;
   }
   std::string constant_i64(const std::string& name, const std::vector<int64_t>& v) {
-    Message t;
-    t.i64(1, static_cast<int64_t>(v.size())).i64(2, kInt64).str(8, name);
-    std::string raw;
+    std::string& raw = add_initializer(name, {static_cast<int64_t>(v.size())}, kInt64).raw;
     for (int64_t x : v)
       for (int i = 0; i < 8; ++i) raw.push_back(static_cast<char>(static_cast<uint64_t>(x) >> (8 * i)));
-    t.str(9, raw);
-    initializers_.push_back(t);
     return name;
   }
   // Any exported dtype: v[i] converted to it (bool as 0/1 bytes).
   std::string constant(const std::string& name, DType dtype, const std::vector<int64_t>& dims,
                        const std::vector<double>& v) {
-    Message t;
-    for (int64_t d : dims) t.i64(1, d);
-    t.i64(2, onnx_type(dtype)).str(8, name);
-    std::string raw;
+    std::string& raw = add_initializer(name, dims, onnx_type(dtype)).raw;
     auto put = [&raw](const auto x) {
       char b[sizeof(x)];
       std::memcpy(b, &x, sizeof(x));  // little-endian hosts, as raw_data is
@@ -121,18 +123,15 @@ class OnnxGraph {
       else
         put(static_cast<uint8_t>(x));
     }
-    t.str(9, raw);
-    initializers_.push_back(t);
     return name;
   }
   // NodeProto{input 1, output 2, name 3, op_type 4, attribute 5}
   std::string node(const std::string& op, const std::vector<std::string>& inputs, const std::string& output,
                    const std::vector<Message>& attrs = {}) {
-    Message n;
+    Message& n = parts_.nodes.emplace_back();
     for (const std::string& in : inputs) n.str(1, in);
     n.str(2, output).str(3, output).str(4, op);
     for (const Message& a : attrs) n.msg(5, a);
-    nodes_.push_back(n);
     return output;
   }
   std::string unique(const std::string& base) {
@@ -140,19 +139,18 @@ class OnnxGraph {
     for (int i = 1; !names_.insert(name).second; ++i) name = base + "_" + std::to_string(i);
     return name;
   }
-  // GraphProto{node 1, name 2, initializer 5, input 11, output 12}
-  Message graph(const std::string& name, const std::vector<Message>& inputs, const std::vector<Message>& outputs) {
-    Message g;
-    for (const Message& n : nodes_) g.msg(1, n);
-    g.str(2, name);
-    for (const Message& t : initializers_) g.msg(5, t);
-    for (const Message& i : inputs) g.msg(11, i);
-    for (const Message& o : outputs) g.msg(12, o);
-    return g;
-  }
+  // The model's parts so far (io::onnx::write_model writes them), its inputs and outputs to be added.
+  io::onnx::ModelParts& parts() { return parts_; }
 
  private:
-  std::vector<Message> nodes_, initializers_;
+  // TensorProto fields dims 1, data_type 2 and name 8; raw_data 9 is the caller's.
+  io::onnx::Initializer& add_initializer(const std::string& name, const std::vector<int64_t>& dims, int64_t type) {
+    io::onnx::Initializer& t = parts_.initializers.emplace_back();
+    for (int64_t d : dims) t.head.i64(1, d);
+    t.head.i64(2, type).str(8, name);
+    return t;
+  }
+  io::onnx::ModelParts parts_;
   std::set<std::string> names_;
 };
 
@@ -229,8 +227,8 @@ void Model::export_onnx(const std::string& path) {
     if (!s.empty()) return s;
     auto w = weights.find(g[id].name);
     if (w == weights.end()) fail(id, "a variable that is no layer's weight");
-    if (g[id].dtype != DType::f32) fail(id, "a variable that is not float32");
-    s = onnx.constant_f32(onnx.unique(g[id].name), g[id].shape.dims(), host_floats(w->second->value));
+    if (g[id].dtype != DType::f32 || w->second->value.dtype() != DType::f32) fail(id, "a variable that is not float32");
+    s = onnx.weight(onnx.unique(g[id].name), g[id].name, w->second->value, false);
     return s;
   };
   for (size_t k = 0; k < c.x.size(); ++k) {  // the model's inputs, in order
@@ -637,17 +635,11 @@ void Model::export_onnx(const std::string& path) {
           op = "Conv";
           const graph::Node& w = g[n.inputs[1]];  // (KH, KW, C, F) -> ONNX's (F, C, KH, KW)
           std::string kernel;
-          if (w.op == graph::Op::Variable) {
-            const std::vector<float> src = host_floats(weights.at(w.name)->value);
-            const int64_t kh = w.shape[0], kw = w.shape[1], ci = w.shape[2], co = w.shape[3];
-            std::vector<float> dst(src.size());
-            for (int64_t i = 0; i < kh; ++i)
-              for (int64_t j = 0; j < kw; ++j)
-                for (int64_t ch = 0; ch < ci; ++ch)
-                  for (int64_t f = 0; f < co; ++f)
-                    dst[static_cast<size_t>(((f * ci + ch) * kh + i) * kw + j)] =
-                        src[static_cast<size_t>(((i * kw + j) * ci + ch) * co + f)];
-            kernel = onnx.constant_f32(onnx.unique(w.name + "_fckk"), {co, ci, kh, kw}, dst);
+          if (w.op == graph::Op::Variable) {  // written transposed from its own memory (io/onnx_file.h)
+            const Tensor& value = weights.at(w.name)->value;
+            if (value.dtype() != DType::f32 || value.shape().rank() != 4)
+              fail(id, "a convolution kernel that is not float32");
+            kernel = onnx.weight(onnx.unique(w.name + "_fckk"), w.name, value, /*to_fckk=*/true);
           } else {
             kernel = onnx.node("Transpose", {in(1)}, onnx.unique(out + "_kernel"), {attr_ints("perm", {3, 2, 0, 1})});
           }
@@ -706,12 +698,15 @@ void Model::export_onnx(const std::string& path) {
     outputs.push_back(value_info(out, g[id].shape, onnx_type(g[id].dtype)));
   }
 
-  // ModelProto{ir_version 1, producer_name 2, producer_version 3, graph 7, opset_import 8: {domain 1, version 2}}
-  Message model;
-  model.i64(1, kIrVersion).str(2, "trainkit").str(3, "0.1.0");
-  model.msg(7, onnx.graph(name_, inputs, outputs));
-  model.msg(8, Message().str(1, "").i64(2, kOpset));
-  io::write_file_atomic(path, model.bytes());
+  // ModelProto{ir_version 1, producer_name 2, producer_version 3, graph 7, opset_import 8: {domain 1, version 2}},
+  // streamed: the weights' bytes go from their own memory to the file (io/onnx_file.h).
+  io::onnx::ModelParts& parts = onnx.parts();
+  parts.head.i64(1, kIrVersion).str(2, "trainkit").str(3, "0.1.0");
+  parts.tail.msg(8, Message().str(1, "").i64(2, kOpset));
+  parts.graph_name = name_;
+  parts.inputs = std::move(inputs);
+  parts.outputs = std::move(outputs);
+  io::onnx::write_model(path, parts);
 }
 
 }  // namespace tk

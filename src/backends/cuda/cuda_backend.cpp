@@ -74,6 +74,17 @@ std::unique_ptr<graph::StepLauncher> CudaBackend::make_step_launcher(Device devi
   return std::make_unique<CudaStepLauncher>(device);
 }
 
+bool CudaBackend::pin_host(void* p, size_t bytes) {
+  if (bytes == 0) return false;
+  if (cudaHostRegister(p, bytes, cudaHostRegisterPortable) == cudaSuccess) return true;
+  cudaGetLastError();  // a refusal (a range sharing a page with one already registered, no device) is not sticky
+  return false;
+}
+
+void CudaBackend::unpin_host(void* p) {
+  if (cudaHostUnregister(p) != cudaSuccess) cudaGetLastError();  // nothing to report from a release path
+}
+
 void CudaBackend::synchronize(const graph::ExecContext& ctx) {
   use_device(ctx);
   check(cudaStreamSynchronize(stream_of(ctx)), "cudaStreamSynchronize", ctx.device.to_string());
@@ -90,5 +101,7 @@ void CudaBackend::copy_to_host(void*, const void*, size_t, const graph::ExecCont
 void CudaBackend::synchronize(const graph::ExecContext&) {}
 void CudaBackend::copy_to_host_async(void*, const void*, size_t, const graph::ExecContext&) {}
 std::unique_ptr<graph::StepLauncher> CudaBackend::make_step_launcher(Device) { return nullptr; }
+bool CudaBackend::pin_host(void*, size_t) { return false; }
+void CudaBackend::unpin_host(void*) {}
 }  // namespace tk::cuda
 #endif

@@ -25,6 +25,9 @@ class CudaBackend final : public graph::Backend {
   void synchronize(const graph::ExecContext& ctx) override;
   void copy_to_host_async(void* host_dst, const void* src, size_t bytes, const graph::ExecContext& ctx) override;
   std::unique_ptr<graph::StepLauncher> make_step_launcher(Device device) override;
+  // cudaHostRegister (portable: every device's copies see it as pinned) / cudaHostUnregister.
+  bool pin_host(void* p, size_t bytes) override;
+  void unpin_host(void* p) override;
   // compute_stream.h, pinned_staging.h, pinned_logs.h, device_gather.h (their constructors throw Unsupported in a
   // build without CUDA, where this backend is not registered).
   std::unique_ptr<graph::Stream> make_stream(Device device) override;
