@@ -264,3 +264,31 @@ def test_an_oversized_fit_raises_out_of_memory_error_and_leaves_the_model_usable
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "OOM" in out.stdout, out.stdout
+
+
+def test_keras_callbacks_work_on_the_native_model(tmp_path):
+    import keras
+
+    class Snapshot(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.weights = []
+
+        def on_epoch_end(self, epoch, logs=None):
+            self.weights.append(self.model.get_weights())
+
+    tk.utils.set_random_seed(8)
+    x, y = blobs(n=300, seed=8)
+    model = mlp()
+    snap = Snapshot()
+    # mode="max" on a loss that falls: epoch 0 is the best, epoch 1 does not improve, so training stops there and the
+    # weights of epoch 0 come back.
+    stop = keras.callbacks.EarlyStopping(monitor="loss", mode="max", patience=0, restore_best_weights=True)
+    checkpoint = keras.callbacks.ModelCheckpoint(str(tmp_path / "ck_{epoch}.keras"))
+    history = model.fit(x, y, epochs=5, verbose=0, callbacks=[snap, stop, checkpoint,
+                                                              keras.callbacks.CSVLogger(str(tmp_path / "log.csv"))])
+    assert history.history["loss"][1] < history.history["loss"][0] and history.epoch == [0, 1]
+    for now, best in zip(model.get_weights(), snap.weights[0]):
+        np.testing.assert_array_equal(now, best)
+    np.testing.assert_array_equal(tk.models.load_model(tmp_path / "ck_2.keras").get_weights()[0], snap.weights[1][0])
+    assert (tmp_path / "log.csv").read_text().startswith("epoch,accuracy,loss")

@@ -448,9 +448,12 @@ class Model:
         if values:
             raise ValueError(f"layer '{name}' has no weights")
 
-    def save(self, filepath: Union[str, "os.PathLike[str]"]) -> None:
-        """A Keras 3 file: .keras (config, weights, optimizer state) or .weights.h5 (weights alone)."""
+    def save(self, filepath: Union[str, "os.PathLike[str]"], overwrite: bool = True) -> None:
+        """A Keras 3 file: .keras (config, weights, optimizer state) or .weights.h5 (weights alone), written
+        atomically. overwrite=False: FileExistsError when the file exists."""
         path = os.fspath(filepath)
+        if not overwrite and os.path.exists(path):
+            raise FileExistsError(f"save: '{path}' exists (overwrite=False)")
         bridge = self._ensure_built()
         if path.endswith(".weights.h5"):
             bridge.save_weights(path)
@@ -459,10 +462,12 @@ class Model:
         else:
             raise ValueError(f"save: '{path}': the file name must end in .keras (or .weights.h5 for the weights alone)")
 
-    def save_weights(self, filepath: Union[str, "os.PathLike[str]"]) -> None:
+    def save_weights(self, filepath: Union[str, "os.PathLike[str]"], overwrite: bool = True) -> None:
         path = os.fspath(filepath)
         if not path.endswith(".weights.h5"):
             raise ValueError(f"save_weights: '{path}': the file name must end in .weights.h5")
+        if not overwrite and os.path.exists(path):
+            raise FileExistsError(f"save_weights: '{path}' exists (overwrite=False)")
         self._ensure_built().save_weights(path)
 
     def load_weights(self, filepath: Union[str, "os.PathLike[str]"]) -> None:
