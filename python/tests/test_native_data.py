@@ -66,6 +66,7 @@ def test_fit_on_a_dataset_equals_fit_on_arrays_in_the_same_order():
         np.testing.assert_array_equal(wa, wb)
         np.testing.assert_array_equal(wa, wc)
     np.testing.assert_allclose(hb.history["loss"], ha.history["loss"], rtol=1e-6)
+    np.testing.assert_allclose(hc.history["loss"], ha.history["loss"], rtol=1e-6)
     ds = tk.data.Dataset.from_tensor_slices((x, y)).batch(50)
     np.testing.assert_array_equal(a.predict(ds), a.predict(x))
     assert a.evaluate(ds, return_dict=True) == pytest.approx(a.evaluate(x, y, return_dict=True), rel=1e-6)

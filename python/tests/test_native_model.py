@@ -292,3 +292,20 @@ def test_keras_callbacks_work_on_the_native_model(tmp_path):
         np.testing.assert_array_equal(now, best)
     np.testing.assert_array_equal(tk.models.load_model(tmp_path / "ck_2.keras").get_weights()[0], snap.weights[1][0])
     assert (tmp_path / "log.csv").read_text().startswith("epoch,accuracy,loss")
+
+
+def test_functional_model_with_two_inputs_and_its_errors():
+    a, b = tk.Input((3,), name="a"), tk.Input((2,), name="b")
+    out = tk.layers.Dense(1)(tk.layers.Concatenate()([a, tk.layers.Dense(3)(b)]))
+    model = tk.Model([a, b], out)
+    model.compile(optimizer="sgd", loss="mse")
+    rng = np.random.default_rng(9)
+    xa, xb = rng.normal(size=(20, 3)).astype(np.float32), rng.normal(size=(20, 2)).astype(np.float32)
+    model.fit([xa, xb], np.zeros((20, 1), np.float32), epochs=1, verbose=0)
+    assert model.predict([xa, xb]).shape == (20, 1)
+    with pytest.raises(ValueError, match="'b'"):
+        tk.Model(a, out)  # out reads b, which is not an input
+    with pytest.raises(ValueError, match="tk.Input"):
+        tk.Model(a, "not a tensor")
+    with pytest.raises(ValueError, match="tk.Input"):
+        tk.layers.Dense(1)(np.zeros((2, 3)))

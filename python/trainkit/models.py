@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from . import _trainkit
-from ._arrays import Arrays, as_array, as_arrays
+from ._arrays import as_arrays
 from ._objects import serialize
 from .data import Dataset
 from .keras_bridge import Plan, _batch_size, _verbose
@@ -120,13 +120,10 @@ def _functional_config(inputs: List[KerasTensor], outputs: List[KerasTensor], na
     for t in inputs:
         if not isinstance(t, KerasTensor) or not isinstance(t._history[0], InputLayer):
             raise ValueError(f"tk.Model: inputs must be tk.Input tensors, got {t!r}")
-    reached_inputs = {id(layer) for layer in order if isinstance(layer, InputLayer)}
-    missing = [t._history[0].name for t in inputs if id(t._history[0]) not in reached_inputs]
     given = {id(t._history[0]) for t in inputs}
     stray = [layer.name for layer in order if isinstance(layer, InputLayer) and id(layer) not in given]
     if stray:
         raise ValueError(f"tk.Model '{name}': the outputs depend on the input(s) {stray}, which are not in inputs")
-    del missing
 
     def ref(t: KerasTensor) -> Dict[str, Any]:
         layer, node, _ = t._history
