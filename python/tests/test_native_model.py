@@ -309,3 +309,26 @@ def test_functional_model_with_two_inputs_and_its_errors():
         tk.Model(a, "not a tensor")
     with pytest.raises(ValueError, match="tk.Input"):
         tk.layers.Dense(1)(np.zeros((2, 3)))
+
+
+def test_device_and_dtype_policy_are_set_before_the_first_run():
+    x, y = blobs(n=64)
+    model = mlp()
+    with pytest.raises(ValueError, match="tpu"):
+        model.set_device("tpu")
+    model.set_device("cpu")
+    model.set_dtype_policy("mixed_bfloat16")
+    lines = []
+    model.summary(print_fn=lines.append)
+    assert "mixed_bfloat16" in "\n".join(lines)
+    history = model.fit(x, y, epochs=2, verbose=0)
+    assert np.isfinite(history.history["loss"]).all()
+    with pytest.raises(ValueError):  # programs exist now: too late, as in C++
+        model.set_dtype_policy("float32")
+    unbuilt = tk.Sequential([tk.layers.Dense(2)])
+    unbuilt.set_dtype_policy("mixed_bfloat16")
+    unbuilt.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+    unbuilt.fit(x, y % 2, epochs=1, verbose=0)
+    lines = []
+    unbuilt.summary(print_fn=lines.append)
+    assert "mixed_bfloat16" in "\n".join(lines)

@@ -169,6 +169,8 @@ class Model:
         self._bridge: Optional["_trainkit.Bridge"] = None
         self._compile_config: Optional[Dict[str, Any]] = None
         self._layers: List[Layer] = []
+        self._device = "cpu"
+        self._dtype_policy: Optional[str] = None
         if inputs is None and outputs is None:
             return  # subclasses (Sequential) and load_model set the model up
         ins, outs = _as_list(inputs), _as_list(outputs)
@@ -187,6 +189,10 @@ class Model:
         import json
 
         bridge = _trainkit.Bridge(json.dumps(config), self._label, False)
+        if self._device != "cpu":
+            bridge.set_device(self._device)
+        if self._dtype_policy is not None:
+            bridge.set_dtype_policy(self._dtype_policy)
         if self._compile_config is not None:
             self._compile_bridge(bridge, self._compile_config)
         self._set_bridge(bridge)
@@ -227,6 +233,23 @@ class Model:
             if layer.name == name:
                 return layer
         raise ValueError(f"{self._label} has no layer named '{name}' (its layers: {[lr.name for lr in self._layers]})")
+
+    # ------------------------------------------------------------------------------------------ where and how
+    def set_device(self, device: str) -> None:
+        """Where the model runs: "cpu", "cuda", "cuda:1" (Model::set_device). Before the first fit / evaluate /
+        predict (a ValueError afterwards); NotImplementedError when this build has no backend for it."""
+        if self._bridge is not None:
+            self._bridge.set_device(device)
+        else:
+            _trainkit.device_name(device)  # a ValueError for a name trainkit does not know, now
+        self._device = device
+
+    def set_dtype_policy(self, policy: str) -> None:
+        """Keras' dtype policy for every layer without its own: "float32", "mixed_float16", "mixed_bfloat16"
+        (Model::set_dtype_policy). Before the first fit / evaluate / predict."""
+        if self._bridge is not None:
+            self._bridge.set_dtype_policy(policy)
+        self._dtype_policy = policy
 
     # ------------------------------------------------------------------------------------------ compile
     def compile(self, optimizer: Any = "rmsprop", loss: Any = None, metrics: Optional[Sequence[Any]] = None) -> None:
