@@ -154,9 +154,10 @@ def _padding2d(cls: str, arg: str, v: Any) -> Any:
 
 # ---------------------------------------------------------------------------------------------- symbolic tensors
 class KerasTensor:
-    """A symbolic tensor of a functional model: tk.Input(...) or a layer called on one. shape[0] is the batch (None)."""
+    """A symbolic tensor of a functional model: tk.Input(...) (shape (None, ...): the batch first) or a layer called on
+    one (shape None: computed when the model is built)."""
 
-    def __init__(self, shape: Tuple[Optional[int], ...], dtype: str, layer: "Layer", node: int, index: int = 0):
+    def __init__(self, shape: Optional[Tuple[Optional[int], ...]], dtype: str, layer: "Layer", node: int, index: int = 0):
         self.shape = shape
         self.dtype = dtype
         self._history = (layer, node, index)
@@ -223,8 +224,9 @@ class Layer:
     def __call__(self, inputs: Any) -> KerasTensor:
         ins = _flat_tensors(inputs)
         self._nodes.append(ins)
-        # The output shape is known once trainkit builds the model (tk.Model(inputs, outputs)).
-        return KerasTensor((None,), ins[0].dtype, self, len(self._nodes) - 1)
+        # The output shape is not computed here (None): trainkit's C++ layers compute it when tk.Model(inputs, outputs)
+        # builds the model (model.summary() shows it); an input's shape is known.
+        return KerasTensor(None, ins[0].dtype, self, len(self._nodes) - 1)
 
     def get_weights(self) -> List[np.ndarray]:
         """The layer's weights in the model that built it (copies, Keras' order)."""

@@ -1,10 +1,10 @@
-# Type stubs of trainkit.layers (generated from the layers' Keras signatures; test_native_stubs.py checks them).
+# Type stubs of trainkit.layers (generated from the layers' Keras signatures; test_native_stubs.py checks them; tools/python_stubs.py writes them).
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 class KerasTensor:
-    shape: Tuple[Optional[int], ...]
+    shape: Optional[Tuple[Optional[int], ...]]  # None for a layer's output (computed when the model is built)
     dtype: str
 
 class Layer:

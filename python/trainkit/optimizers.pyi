@@ -1,4 +1,4 @@
-# Type stubs of trainkit.optimizers (generated from the Keras signatures; test_native_stubs.py checks them).
+# Type stubs of trainkit.optimizers (generated from the Keras signatures; test_native_stubs.py checks them; tools/python_stubs.py writes them).
 from typing import Any
 
 from ._objects import KerasObject
