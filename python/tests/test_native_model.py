@@ -105,6 +105,10 @@ def test_a_sequential_without_input_is_built_on_the_first_data():
     x, y = blobs(n=64, features=5)
     model.fit(x, y % 2, epochs=1, verbose=0)
     assert model.built and model.predict(x).shape == (64, 2)
+    on_data = tk.Sequential([tk.layers.Dense(2)])
+    on_data.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+    on_data.fit(tk.data.Dataset.from_tensor_slices((x, y % 2)).batch(16), verbose=0)
+    assert on_data.built and on_data.get_weights()[0].shape == (5, 2)
 
 
 def test_save_then_load_model_predicts_exactly_the_same_and_resumes_training(tmp_path):

@@ -335,7 +335,7 @@ class Model:
             val = None
             if validation_data is not None:
                 val = validation_data if isinstance(validation_data, Dataset) else self._val_dataset(validation_data)
-            bridge = self._compiled_bridge("fit")
+            bridge = self._compiled_bridge("fit", self._first_batch(x))
             epoch, history, params = bridge.fit_dataset(x._native, args, None if val is None else val._native,
                                                         dispatcher)
             return History(epoch, history, params, self)
@@ -352,6 +352,14 @@ class Model:
             val = (vx, vy)
         epoch, history, params = bridge.fit(xs, ys, args, val, dispatcher)
         return History(epoch, history, params, self)
+
+    def _first_batch(self, dataset: Dataset) -> Optional[List[np.ndarray]]:
+        """An unbuilt model's first data from a dataset (one element read), to build it as Keras does."""
+        if self._bridge is not None:
+            return None
+        for element in dataset:
+            return [element[0] if isinstance(element, tuple) else element]
+        raise ValueError("fit: the dataset is empty")
 
     @staticmethod
     def _val_arrays(validation_data: Any) -> Tuple[List[np.ndarray], List[np.ndarray]]:
@@ -377,7 +385,7 @@ class Model:
         if isinstance(x, Dataset):
             if y is not None or batch_size is not None:
                 raise ValueError("evaluate: y and batch_size must be None when x is a tk.data.Dataset")
-            logs = self._compiled_bridge("evaluate").evaluate_dataset(x._native)
+            logs = self._compiled_bridge("evaluate", self._first_batch(x)).evaluate_dataset(x._native)
         else:
             if x is None or y is None:
                 raise ValueError("evaluate: give x and y (arrays), or x = a tk.data.Dataset of (x, y) batches")
@@ -397,7 +405,7 @@ class Model:
         if isinstance(x, Dataset):
             if batch_size is not None:
                 raise ValueError("predict: batch_size must be None when x is a tk.data.Dataset")
-            outs = self._ensure_built().predict_dataset(x._native)
+            outs = self._ensure_built(self._first_batch(x)).predict_dataset(x._native)
         else:
             xs = as_arrays(x, "predict: x")
             batch = _batch_size(batch_size)
