@@ -166,6 +166,9 @@ def test_functional_model_with_two_branches(tmp_path):
     merged = tk.layers.Concatenate()([a, tk.layers.Add()([a, b])])
     outputs = tk.layers.Dense(1)(merged)
     model = tk.Model(inputs, outputs, name="two_branches")
+    assert [layer.name for layer in model.layers][0] == inputs._history[0].name
+    last = outputs._history[0]  # the user's layer object is the model's, and holds its weights
+    assert model.get_layer(last.name) is last and last.get_weights()[0].shape == (16, 1)
     model.compile(optimizer="sgd", loss="mse")
     x = np.random.default_rng(7).normal(size=(50, 6)).astype(np.float32)
     t = x[:, :1] * 2.0

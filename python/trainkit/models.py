@@ -12,6 +12,7 @@ The model is a tk::Model made from the layers' Keras config by trainkit's Keras 
 here is a Keras 3 file: keras.models.load_model reads it.
 """
 
+import json
 import os
 import weakref
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
@@ -95,8 +96,11 @@ def _tensor_ref(name: str, node: int, dtype: str) -> Dict[str, Any]:
     return {"class_name": "__keras_tensor__", "config": {"shape": None, "dtype": dtype, "keras_history": [name, node, 0]}}
 
 
-def _functional_config(inputs: List[KerasTensor], outputs: List[KerasTensor], name: str) -> Dict[str, Any]:
-    """The Keras 3 Functional config of the graph from `inputs` to `outputs` (what model.to_json() holds)."""
+def _functional_config(
+    inputs: List[KerasTensor], outputs: List[KerasTensor], name: str
+) -> Tuple[Dict[str, Any], List[Layer]]:
+    """The Keras 3 Functional config of the graph from `inputs` to `outputs` (what model.to_json() holds), and its
+    layers in order."""
     order: List[Layer] = []  # layers, inputs before the layers that read them
     nodes: Dict[int, List[int]] = {}  # id(layer) -> its calls in this graph (indices into layer._nodes)
     seen = set()
@@ -153,7 +157,7 @@ def _functional_config(inputs: List[KerasTensor], outputs: List[KerasTensor], na
             "output_layers": outs[0] if len(outs) == 1 else outs,
         },
         "registered_name": "Functional",
-    }
+    }, order
 
 
 def _as_list(x: Any) -> List[Any]:
@@ -176,7 +180,7 @@ class Model:
         ins, outs = _as_list(inputs), _as_list(outputs)
         if not ins or not outs or not all(isinstance(t, KerasTensor) for t in ins + outs):
             raise ValueError("tk.Model(inputs, outputs): tk.Input tensors, and tensors made by calling layers on them")
-        config = _functional_config(ins, outs, self.name)
+        config, self._layers = _functional_config(ins, outs, self.name)
         self._build(config)
 
     # ------------------------------------------------------------------------------------------ building
@@ -186,8 +190,6 @@ class Model:
 
     def _build(self, config: Dict[str, Any]) -> None:
         """The trainkit model from its Keras config, compiled when compile() was called first."""
-        import json
-
         bridge = _trainkit.Bridge(json.dumps(config), self._label, False)
         if self._device != "cpu":
             bridge.set_device(self._device)
@@ -199,8 +201,6 @@ class Model:
 
     def _set_bridge(self, bridge: "_trainkit.Bridge") -> None:
         self._bridge = bridge
-        import json
-
         loaded = json.loads(bridge.to_json())
         by_name = {layer.name: layer for layer in self._layers}
         layers = []
@@ -270,8 +270,6 @@ class Model:
         self._compile_config = config
 
     def _compile_bridge(self, bridge: "_trainkit.Bridge", config: Dict[str, Any]) -> None:
-        import json
-
         try:
             bridge.compile(json.dumps(config), self._label)
         except _trainkit.UnsupportedError as e:
@@ -566,8 +564,6 @@ def load_model(filepath: Union[str, "os.PathLike[str]"], compile: bool = True) -
     if not os.path.exists(path):
         raise FileNotFoundError(f"load_model: no file '{path}'")
     bridge = _trainkit.Bridge.load(path, bool(compile))
-    import json
-
     cls = json.loads(bridge.to_json())["class_name"]
     model: Model = Sequential.__new__(Sequential) if cls == "Sequential" else Model.__new__(Model)
     Model.__init__(model, name=bridge.name)
