@@ -339,3 +339,21 @@ def test_device_and_dtype_policy_are_set_before_the_first_run():
     lines = []
     unbuilt.summary(print_fn=lines.append)
     assert "mixed_bfloat16" in "\n".join(lines)
+
+
+def test_keras_optimizer_and_loss_objects_compile_as_ours():
+    import keras
+
+    x, y = blobs(n=128, seed=10)
+    ours = mlp()
+    theirs = tk.Sequential([tk.Input((8,)), tk.layers.Dense(32, activation="relu"), tk.layers.Dense(CLASSES)])
+    theirs.compile(
+        optimizer=keras.optimizers.Adam(learning_rate=0.01),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+    )
+    theirs.set_weights(ours.get_weights())
+    ours.fit(x, y, epochs=2, shuffle=False, verbose=0)
+    theirs.fit(x, y, epochs=2, shuffle=False, verbose=0)
+    for a, b in zip(ours.get_weights(), theirs.get_weights()):
+        np.testing.assert_array_equal(a, b)
