@@ -128,6 +128,8 @@ tk::FitOptions Bridge::fit_options(const FitArgs& args, nb::object callbacks,
   o.validation_split = args.validation_split;
   o.shuffle = args.shuffle;
   o.initial_epoch = args.initial_epoch;
+  o.steps_per_epoch = args.steps_per_epoch;
+  o.validation_steps = args.validation_steps;
   o.seed = args.seed;
   signals = std::make_shared<SignalCheck>();
   o.callbacks.push_back(signals);

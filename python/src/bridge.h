@@ -24,6 +24,8 @@ struct FitArgs {
   float validation_split = 0.0f;
   bool shuffle = true;
   int initial_epoch = 0;
+  int64_t steps_per_epoch = 0;   // 0: one pass over the data (an infinite Dataset needs it)
+  int64_t validation_steps = 0;  // 0: one pass over the validation data
   uint64_t seed = 0;
   // backup_dir=: trainkit's BackupAndRestore there (the CLI's --backup-dir / --backup-freq / --keep-backup).
   std::string backup_dir;

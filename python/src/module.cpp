@@ -52,6 +52,8 @@ NB_MODULE(_trainkit, m) {
       .def_rw("validation_split", &tkpy::FitArgs::validation_split)
       .def_rw("shuffle", &tkpy::FitArgs::shuffle)
       .def_rw("initial_epoch", &tkpy::FitArgs::initial_epoch)
+      .def_rw("steps_per_epoch", &tkpy::FitArgs::steps_per_epoch)
+      .def_rw("validation_steps", &tkpy::FitArgs::validation_steps)
       .def_rw("seed", &tkpy::FitArgs::seed)
       .def_rw("backup_dir", &tkpy::FitArgs::backup_dir)
       .def_rw("backup_save_freq", &tkpy::FitArgs::backup_save_freq)

@@ -105,3 +105,22 @@ def test_dataset_arguments_are_checked():
         m.fit(ds.batch(4), batch_size=4)
     with pytest.raises(ValueError, match="validation_split"):
         m.fit(ds.batch(4), validation_split=0.1)
+
+
+def test_a_repeated_dataset_trains_steps_per_epoch_batches():
+    x, y = data(n=64)
+    m = model()
+    forever = tk.data.Dataset.from_tensor_slices((x, y)).batch(16).repeat()
+    with pytest.raises(ValueError, match="steps_per_epoch"):
+        m.fit(forever, epochs=1, verbose=0)
+    history = m.fit(forever, epochs=3, steps_per_epoch=6, verbose=0)
+    assert history.epoch == [0, 1, 2] and history.params["steps"] == 6
+    # steps_per_epoch on arrays: the epoch stops after that many batches (4 of 32 rows here: half the data).
+    a, b = model(), model()
+    b.set_weights(a.get_weights())
+    a.fit(x, y, batch_size=8, epochs=1, steps_per_epoch=4, shuffle=False, verbose=0)
+    b.fit(x[:32], y[:32], batch_size=8, epochs=1, shuffle=False, verbose=0)
+    for wa, wb in zip(a.get_weights(), b.get_weights()):
+        np.testing.assert_array_equal(wa, wb)
+    with pytest.raises(ValueError, match="steps_per_epoch"):
+        m.fit(x, y, steps_per_epoch=0)

@@ -88,6 +88,8 @@ class FitArgs:
     validation_split: float
     shuffle: bool
     initial_epoch: int
+    steps_per_epoch: int
+    validation_steps: int
     seed: int
     backup_dir: str
     backup_save_freq: int

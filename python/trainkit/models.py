@@ -22,6 +22,7 @@ import numpy as np
 from . import _trainkit
 from ._arrays import as_arrays
 from ._objects import serialize
+from . import data as tk_data
 from .data import Dataset
 from .keras_bridge import Plan, _batch_size, _verbose
 from .layers import InputLayer, KerasTensor, Layer, _LoadedLayer, _unique_name
@@ -301,13 +302,17 @@ class Model:
         validation_data: Any = None,
         shuffle: bool = True,
         initial_epoch: int = 0,
+        steps_per_epoch: Optional[int] = None,
+        validation_steps: Optional[int] = None,
         seed: int = 0,
         backup_dir: Union[str, "os.PathLike[str]", None] = None,
     ) -> History:
         """Keras' fit on arrays (x, y) or on a tk.data.Dataset of (x, y) batches; returns a History.
 
         batch_size="auto": the largest batch whose memory plan fits the device budget. seed: the shuffle order
-        (0: from tk.utils.set_random_seed). backup_dir: crash-safe resume, as `trainkit fit --backup-dir`.
+        (0: from tk.utils.set_random_seed). steps_per_epoch / validation_steps: batches per epoch / per validation
+        (None: one pass; a repeated Dataset needs steps_per_epoch). backup_dir: crash-safe resume, as
+        `trainkit fit --backup-dir`.
         Ctrl-C stops at the next step boundary (KeyboardInterrupt; the model keeps the steps that ran)."""
         if isinstance(epochs, bool) or not isinstance(epochs, (int, np.integer)) or epochs < 1:
             raise ValueError(f"fit: epochs must be a positive integer, got {epochs!r}")
@@ -320,6 +325,13 @@ class Model:
         args.shuffle = bool(shuffle)
         args.initial_epoch = int(initial_epoch)
         args.seed = int(seed)
+        for what, steps in (("steps_per_epoch", steps_per_epoch), ("validation_steps", validation_steps)):
+            if steps is not None:
+                if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
+                    raise ValueError(f"fit: {what} must be None or a positive integer, got {steps!r}")
+                setattr(args, what, int(steps))
+        if isinstance(x, Dataset) and x.cardinality() == tk_data.INFINITE_CARDINALITY and steps_per_epoch is None:
+            raise ValueError("fit: the dataset repeats forever: give steps_per_epoch")
         if backup_dir is not None:
             args.backup_dir = os.fspath(backup_dir)
         dispatcher = _Callbacks(self, callbacks) if callbacks else None
