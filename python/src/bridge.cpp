@@ -9,6 +9,7 @@
 #include "errors.h"
 #include "io/keras_internal.h"
 #include "runtime.h"
+#include "trainkit/io/keras.h"
 #include "trainkit/io/tensorboard.h"
 #include "trainkit/nn/keras_callbacks.h"
 
@@ -41,6 +42,17 @@ Bridge::Bridge(const std::string& config_json, const std::string& label, bool co
     throw tk::InvalidArgument(label + " is not compiled: call model.compile(optimizer=..., loss=...) first");
   compile_from_json(*model_, *cc, label);
 }
+
+std::unique_ptr<Bridge> Bridge::load(const std::string& path, bool compile) {
+  return std::unique_ptr<Bridge>(new Bridge(tk::models::load_model(path, compile)));
+}
+
+void Bridge::compile(const std::string& compile_config_json, const std::string& label) {
+  using namespace tk::io::keras;
+  compile_from_json(*model_, parse_json(compile_config_json, label), label);
+}
+
+std::string Bridge::to_json() const { return tk::io::keras::model_to_json(*model_).dump(); }
 
 void Bridge::set_device(const std::string& device) { model_->set_device(parse_device(device)); }
 
@@ -106,9 +118,9 @@ void Bridge::set_optimizer_variables(const std::vector<HostArray>& values) {
   tk::io::keras::weights_from_tree(*model_, tree, "the Keras optimizer's variables");
 }
 
-nb::tuple Bridge::fit(const std::vector<HostArray>& x, const std::vector<HostArray>& y, const FitArgs& args,
-                      const std::optional<std::pair<std::vector<HostArray>, std::vector<HostArray>>>& validation_data,
-                      nb::object callbacks) {
+tk::FitOptions Bridge::fit_options(const FitArgs& args, nb::object callbacks,
+                                   std::shared_ptr<PyCallbacks>& keras_callbacks,
+                                   std::shared_ptr<tk::Callback>& signals) const {
   tk::FitOptions o;
   o.batch_size = args.batch_size;
   o.epochs = args.epochs;
@@ -116,11 +128,10 @@ nb::tuple Bridge::fit(const std::vector<HostArray>& x, const std::vector<HostArr
   o.validation_split = args.validation_split;
   o.shuffle = args.shuffle;
   o.initial_epoch = args.initial_epoch;
+  o.steps_per_epoch = args.steps_per_epoch;
+  o.validation_steps = args.validation_steps;
   o.seed = args.seed;
-  if (validation_data)
-    o.validation_data.emplace(tensor_views(validation_data->first, "validation_data"),
-                              tensor_views(validation_data->second, "validation_data"));
-  auto signals = std::make_shared<SignalCheck>();
+  signals = std::make_shared<SignalCheck>();
   o.callbacks.push_back(signals);
   // A backup is saved before the Keras callbacks see the epoch: one of them raising leaves that epoch's backup.
   if (!args.backup_dir.empty()) {
@@ -131,8 +142,6 @@ nb::tuple Bridge::fit(const std::vector<HostArray>& x, const std::vector<HostArr
         args.backup_dir, tk::callbacks::BackupAndRestoreOptions{.save_freq = args.backup_save_freq,
                                                                 .delete_checkpoint = !args.keep_backup}));
   }
-  // Kept here as well as in `o`: the dispatcher is released with the GIL held, when this function returns.
-  std::shared_ptr<PyCallbacks> keras_callbacks;
   if (!callbacks.is_none()) {
     keras_callbacks = std::make_shared<PyCallbacks>(callbacks, nb::cast<bool>(callbacks.attr("batch_begin")),
                                                     nb::cast<bool>(callbacks.attr("batch_end")));
@@ -142,19 +151,70 @@ nb::tuple Bridge::fit(const std::vector<HostArray>& x, const std::vector<HostArr
     o.callbacks.push_back(std::make_shared<tk::callbacks::TensorBoard>(
         args.tensorboard_dir, tk::callbacks::TensorBoardOptions{.histogram_freq = args.tensorboard_histogram_freq,
                                                                 .update_freq = args.tensorboard_update_freq}));
+  return o;
+}
+
+nb::tuple Bridge::history_tuple(const tk::History& h, const FitArgs& args, const tk::Callback& signals) const {
+  nb::dict history;
+  for (const auto& [k, v] : h.history) history[k.c_str()] = nb::cast(v);
+  nb::dict params;
+  params["verbose"] = args.verbose;
+  params["epochs"] = args.epochs;
+  params["steps"] = signals.params.steps;
+  return nb::make_tuple(nb::cast(h.epoch), history, params);
+}
+
+nb::tuple Bridge::fit(const std::vector<HostArray>& x, const std::vector<HostArray>& y, const FitArgs& args,
+                      const std::optional<std::pair<std::vector<HostArray>, std::vector<HostArray>>>& validation_data,
+                      nb::object callbacks) {
+  // Kept here as well as in the options: the dispatcher is released with the GIL held, when this function returns.
+  std::shared_ptr<PyCallbacks> keras_callbacks;
+  std::shared_ptr<tk::Callback> signals;
+  tk::FitOptions o = fit_options(args, std::move(callbacks), keras_callbacks, signals);
+  if (validation_data)
+    o.validation_data.emplace(tensor_views(validation_data->first, "validation_data"),
+                              tensor_views(validation_data->second, "validation_data"));
   const std::vector<tk::Tensor> xs = tensor_views(x, "fit: x"), ys = tensor_views(y, "fit: y");
   tk::History h;
   {
     nb::gil_scoped_release release;
     h = model_->fit(xs, ys, o);
   }
-  nb::dict history;
-  for (const auto& [k, v] : h.history) history[k.c_str()] = nb::cast(v);
-  nb::dict params;
-  params["verbose"] = args.verbose;
-  params["epochs"] = args.epochs;
-  params["steps"] = signals->params.steps;
-  return nb::make_tuple(nb::cast(h.epoch), history, params);
+  return history_tuple(h, args, *signals);
+}
+
+nb::tuple Bridge::fit_dataset(const tk::data::Dataset& dataset, const FitArgs& args,
+                              const std::optional<tk::data::Dataset>& validation, nb::object callbacks) {
+  std::shared_ptr<PyCallbacks> keras_callbacks;
+  std::shared_ptr<tk::Callback> signals;
+  tk::FitOptions o = fit_options(args, std::move(callbacks), keras_callbacks, signals);
+  o.validation_dataset = validation;
+  tk::History h;
+  {
+    nb::gil_scoped_release release;
+    h = model_->fit(dataset, o);
+  }
+  return history_tuple(h, args, *signals);
+}
+
+nb::dict Bridge::evaluate_dataset(const tk::data::Dataset& dataset) {
+  tk::Logs logs;
+  {
+    nb::gil_scoped_release release;
+    logs = model_->evaluate(dataset);
+  }
+  return logs_dict(logs);
+}
+
+std::vector<nb::object> Bridge::predict_dataset(const tk::data::Dataset& dataset) {
+  std::vector<tk::Tensor> outs;
+  {
+    nb::gil_scoped_release release;
+    outs = model_->predict(dataset);
+  }
+  std::vector<nb::object> out;
+  for (const tk::Tensor& t : outs) out.push_back(to_numpy(t));
+  return out;
 }
 
 nb::dict Bridge::evaluate(const std::vector<HostArray>& x, const std::vector<HostArray>& y, int64_t batch_size) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "arrays.h"
+#include "callbacks.h"
 #include "trainkit/nn/model.h"
 
 namespace tkpy {
@@ -23,6 +24,8 @@ struct FitArgs {
   float validation_split = 0.0f;
   bool shuffle = true;
   int initial_epoch = 0;
+  int64_t steps_per_epoch = 0;   // 0: one pass over the data (an infinite Dataset needs it)
+  int64_t validation_steps = 0;  // 0: one pass over the validation data
   uint64_t seed = 0;
   // backup_dir=: trainkit's BackupAndRestore there (the CLI's --backup-dir / --backup-freq / --keep-backup).
   std::string backup_dir;
@@ -40,6 +43,18 @@ class Bridge {
   // Builds the model, and compiles it from the config's compile_config when `compile` (InvalidArgument when the
   // config has none: an uncompiled Keras model). `label` names the model in every error.
   Bridge(const std::string& config_json, const std::string& label, bool compile);
+  // The native API (trainkit/models.py): a model from a .keras / Keras 2 .h5 file (tk.models.load_model).
+  static std::unique_ptr<Bridge> load(const std::string& path, bool compile);
+  // model.compile(...): Keras' compile_config (optimizer, loss, metrics) as JSON; compiling again starts afresh.
+  void compile(const std::string& compile_config_json, const std::string& label);
+  // model.save / save_weights / load_weights (Keras 3's files).
+  void save(const std::string& path) const { model_->save(path); }
+  void save_weights(const std::string& path) const { model_->save_weights(path); }
+  void load_weights(const std::string& path) { model_->load_weights(path); }
+  // The model's Keras config (what a .keras file's config.json holds), and its parameter count.
+  std::string to_json() const;
+  int64_t count_params() const { return model_->count_params(); }
+  std::string name() const { return model_->name(); }
   void set_device(const std::string& device);
   void set_dtype_policy(const std::string& policy) { model_->set_dtype_policy(policy); }
   bool compiled() const { return model_->optimizer() != nullptr; }
@@ -61,6 +76,11 @@ class Bridge {
   nb::tuple fit(const std::vector<HostArray>& x, const std::vector<HostArray>& y, const FitArgs& args,
                 const std::optional<std::pair<std::vector<HostArray>, std::vector<HostArray>>>& validation_data,
                 nb::object callbacks);
+  // model.fit(dataset): elements are batches (x..., y...); batch_size, shuffle and validation_split do not apply.
+  nb::tuple fit_dataset(const tk::data::Dataset& dataset, const FitArgs& args,
+                        const std::optional<tk::data::Dataset>& validation, nb::object callbacks);
+  nb::dict evaluate_dataset(const tk::data::Dataset& dataset);
+  std::vector<nb::object> predict_dataset(const tk::data::Dataset& dataset);
   nb::dict evaluate(const std::vector<HostArray>& x, const std::vector<HostArray>& y, int64_t batch_size);
   std::vector<nb::object> predict(const std::vector<HostArray>& x, int64_t batch_size);
   tk::MemoryPlan memory_plan(int64_t batch_size) { return model_->memory_plan(batch_size); }
@@ -74,6 +94,13 @@ class Bridge {
   bool has_learning_rate_schedule() const;
 
  private:
+  explicit Bridge(std::unique_ptr<tk::Model> model) : model_(std::move(model)) {}
+  // fit's options from `args`, with the Ctrl-C check, the backup, the Python callbacks and TensorBoard; the last two
+  // are kept in `keras_callbacks` (released with the GIL held) and `signals` (its params hold the step count).
+  tk::FitOptions fit_options(const FitArgs& args, nb::object callbacks, std::shared_ptr<PyCallbacks>& keras_callbacks,
+                             std::shared_ptr<tk::Callback>& signals) const;
+  nb::tuple history_tuple(const tk::History& h, const FitArgs& args, const tk::Callback& signals) const;
+
   std::unique_ptr<tk::Model> model_;
 };
 

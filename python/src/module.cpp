@@ -1,12 +1,15 @@
 // trainkit._trainkit: the native half of the Python package (python/trainkit/ is the other half). The Keras bridge
-// (Bridge), the memory plan, byte sizes and trainkit's errors as Python exceptions.
+// (Bridge, which is also the native API's model), tk.data's Dataset, the memory plan, byte sizes and trainkit's errors
+// as Python exceptions.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
 #include "bridge.h"
+#include "dataset.h"
 #include "errors.h"
 #include "runtime.h"
 #include "trainkit/runtime/memory.h"
@@ -18,10 +21,14 @@ NB_MODULE(_trainkit, m) {
   m.doc() = "trainkit's native module (use the trainkit package: import trainkit as tk)";
   tkpy::register_errors(m);
   tkpy::register_runtime(m);
+  tkpy::register_dataset(m);
   m.attr("AUTO_BATCH_SIZE") = tk::kAutoBatchSize;
 
   m.def("parse_bytes", &tk::config::parse_bytes, "text"_a,
         "Bytes from '1.5GiB', '512MB' or '1024' (KB/MB/GB: powers of 1000; KiB/MiB/GiB: of 1024).");
+  m.def("set_random_seed", &tk::utils::set_random_seed, "seed"_a,
+        "Seeds weight initializers, dropout and shuffles made afterwards (keras.utils.set_random_seed).");
+  m.def("clear_session", &tk::clear_session, "Resets trainkit's automatic layer names and global seed stream.");
   m.def("format_bytes", &tk::config::format_bytes, "bytes"_a);
 
   nb::class_<tk::MemoryPlan>(m, "MemoryPlan", "The memory one training step takes, planned before anything runs.")
@@ -45,6 +52,8 @@ NB_MODULE(_trainkit, m) {
       .def_rw("validation_split", &tkpy::FitArgs::validation_split)
       .def_rw("shuffle", &tkpy::FitArgs::shuffle)
       .def_rw("initial_epoch", &tkpy::FitArgs::initial_epoch)
+      .def_rw("steps_per_epoch", &tkpy::FitArgs::steps_per_epoch)
+      .def_rw("validation_steps", &tkpy::FitArgs::validation_steps)
       .def_rw("seed", &tkpy::FitArgs::seed)
       .def_rw("backup_dir", &tkpy::FitArgs::backup_dir)
       .def_rw("backup_save_freq", &tkpy::FitArgs::backup_save_freq)
@@ -55,6 +64,18 @@ NB_MODULE(_trainkit, m) {
 
   nb::class_<tkpy::Bridge>(m, "Bridge", "A trainkit model built from a Keras model's config (model.to_json()).")
       .def(nb::init<const std::string&, const std::string&, bool>(), "config_json"_a, "label"_a, "compile"_a)
+      .def_static("load", &tkpy::Bridge::load, "path"_a, "compile"_a)
+      .def("compile", &tkpy::Bridge::compile, "compile_config_json"_a, "label"_a)
+      .def("save", &tkpy::Bridge::save, "path"_a)
+      .def("save_weights", &tkpy::Bridge::save_weights, "path"_a)
+      .def("load_weights", &tkpy::Bridge::load_weights, "path"_a)
+      .def("to_json", &tkpy::Bridge::to_json)
+      .def("count_params", &tkpy::Bridge::count_params)
+      .def_prop_ro("name", &tkpy::Bridge::name)
+      .def("fit_dataset", &tkpy::Bridge::fit_dataset, "dataset"_a, "args"_a, "validation"_a = nb::none(),
+           "callbacks"_a = nb::none())
+      .def("evaluate_dataset", &tkpy::Bridge::evaluate_dataset, "dataset"_a)
+      .def("predict_dataset", &tkpy::Bridge::predict_dataset, "dataset"_a)
       .def("set_device", &tkpy::Bridge::set_device, "device"_a)
       .def("set_dtype_policy", &tkpy::Bridge::set_dtype_policy, "policy"_a)
       .def_prop_ro("compiled", &tkpy::Bridge::compiled)

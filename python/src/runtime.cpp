@@ -68,6 +68,9 @@ void register_runtime(nb::module_& m) {
         return "<trainkit.DeviceInfo " + d.device.to_string() + " '" + d.name + "' " +
                tk::config::format_bytes(d.total) + ">";
       });
+  m.def(
+      "device_name", [](const std::string& device) { return parse_device(device).to_string(); }, "device"_a,
+      "The canonical name of a device ('gpu' -> 'cuda:0'); ValueError for a name trainkit does not know.");
   m.def("list_devices", &tk::config::list_devices,
         "The devices this process may use: the cpu, then cuda:0, cuda:1, ... (TK_VISIBLE_DEVICES applied).");
   m.def("no_cuda_device_reason", &tk::config::no_cuda_device_reason);

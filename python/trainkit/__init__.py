@@ -4,6 +4,13 @@
     history = tk.fit(keras_model, x_train, y_train, batch_size=128, epochs=10, validation_split=0.1)
     keras_model.predict(x_test)          # the Keras model holds the weights trainkit trained
 
+or, without Keras, trainkit's own models with Keras' names:
+
+    model = tk.Sequential([tk.Input((784,)), tk.layers.Dense(256, activation="relu"), tk.layers.Dense(10)])
+    model.compile(optimizer="adam", loss=tk.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+    model.fit(x_train, y_train, batch_size=128, epochs=10)
+
 docs/python.md says what each function does (and what it does not do yet).
 """
 
@@ -27,6 +34,9 @@ from ._trainkit import (  # noqa: E402
 )
 from . import _trainkit, config  # noqa: E402
 from .keras_bridge import Plan, evaluate, fit, plan, predict  # noqa: E402
+from . import data, layers, losses, models, optimizers, utils  # noqa: E402
+from .layers import Input  # noqa: E402
+from .models import History, Model, Sequential  # noqa: E402
 
 
 def devices() -> "list[DeviceInfo]":
@@ -37,22 +47,40 @@ def devices() -> "list[DeviceInfo]":
     return _trainkit.list_devices()
 
 
+def clear_session() -> None:
+    """Resets the automatic layer and model names ("dense", "dense_1", ...) and trainkit's global seed stream, as
+    keras.backend.clear_session() does; models already made keep working."""
+    layers._reset_names()
+    _trainkit.clear_session()
+
+
 __version__ = "0.1.0"
 
 __all__ = [
     "DeviceInfo",
     "Error",
     "FormatError",
+    "History",
+    "Input",
     "MemoryPlan",
+    "Model",
     "OutOfMemoryError",
     "Plan",
+    "Sequential",
     "UnsupportedError",
+    "clear_session",
     "config",
+    "data",
     "devices",
     "evaluate",
     "fit",
     "format_bytes",
+    "layers",
+    "losses",
+    "models",
+    "optimizers",
     "parse_bytes",
     "plan",
     "predict",
+    "utils",
 ]
