@@ -16,9 +16,11 @@
 #include <sstream>
 #include <string>
 
+#include "cli_run.h"
 #include "fixture.h"
 #include "io/keras_internal.h"
 #include "keras_weights_compare.h"
+#include "trainkit/data/npy.h"
 #include "trainkit/io/keras.h"
 #include "trainkit/nn/model.h"
 
@@ -254,6 +256,38 @@ INSTANTIATE_TEST_SUITE_P(Applications, ModelZoo,
 // a frozen MobileNetV2 base nested in a new model, called with training=False (keras.io's transfer-learning guide).
 INSTANTIATE_TEST_SUITE_P(Examples, ModelZoo, ::testing::Values("conv_autoencoder", "finetune_mobilenetv2"),
                          [](const auto& info) { return info.param; });
+
+// Issue 31's memory must-show: `trainkit plan --model resnet50.keras --batch-size auto --memory-limit 2GiB` picks a
+// batch, and `trainkit fit` with that batch under the same budget trains inside it. (Measured 2026-12-06: batch 999,
+// planned 1.90 GiB, peak 1.78 GiB.)
+TEST(ModelZooMemory, ResNet50AutoBatchUnderTwoGiBTrainsInsideTheBudget) {
+  if (!std::getenv("TK_SLOW_TESTS")) GTEST_SKIP() << "set TK_SLOW_TESTS=1 (ctest runs it as resnet50_auto_batch)";
+  using tk_cli_test::quote;
+  using tk_cli_test::Result;
+  const std::string file = tk_cli_test::path_of("resnet50_auto.keras");
+  zoo_model("resnet50")->save(file);
+  const Result plan = tk_cli_test::run_cli("plan --model " + quote(file) + " --batch-size auto --memory-limit 2GiB");
+  ASSERT_EQ(plan.code, 0) << tk_cli_test::describe(plan);
+  const std::string said = "the largest batch that fits is ";
+  const size_t at = plan.out.find(said);
+  ASSERT_NE(at, std::string::npos) << plan.out;
+  const int64_t batch = std::stoll(plan.out.substr(at + said.size()));
+  ASSERT_GT(batch, 32) << plan.out;
+  // One step of that batch: uint8 images (converted as they are staged) and their labels.
+  Tensor x(Shape{batch, 32, 32, 3}, DType::u8), y(Shape{batch}, DType::i32);
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<uint8_t>()[i] = static_cast<uint8_t>((i * 37) % 251);
+  for (int64_t i = 0; i < batch; ++i) y.data<int32_t>()[i] = static_cast<int32_t>(i % 10);
+  const std::string data = tk_cli_test::path_of("resnet50_auto.npz");
+  data::save_npz(data, {{"x", x}, {"y", y}});
+  const Result fit = tk_cli_test::run_cli("fit --model " + quote(file) + " --data " + quote(data) + " --batch-size " +
+                                          std::to_string(batch) +
+                                          " --memory-limit 2GiB --epochs 1 --steps-per-epoch 1 -v 2 --no-summary");
+  ASSERT_EQ(fit.code, 0) << tk_cli_test::describe(fit);
+  const std::string peak_said = "peak memory: ";
+  const size_t p = fit.out.find(peak_said);
+  ASSERT_NE(p, std::string::npos) << fit.out;
+  EXPECT_LE(std::stoll(fit.out.substr(p + peak_said.size())), int64_t{2} << 30) << fit.out;
+}
 
 }  // namespace
 }  // namespace tk
