@@ -52,8 +52,8 @@ int expect_weights(const Model& model, std::map<std::string, Tensor>& r, const s
   return checked;
 }
 
-const char* const kModels[] = {"bilstm", "gru", "simple_rnn", "forecaster", "masked_bilstm", "masked_forecaster",
-                               "tagger"};
+const char* const kModels[] = {"bilstm", "gru",       "simple_rnn", "forecaster", "masked_bilstm", "masked_forecaster",
+                               "tagger", "td_tagger", "td_frames"};
 
 class KerasRnn : public ::testing::TestWithParam<const char*> {};
 

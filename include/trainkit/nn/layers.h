@@ -267,6 +267,11 @@ struct BidirectionalOptions {
 // Runs `layer` (a SimpleRNN, LSTM or GRU, unbuilt) forward and a copy of it backward (names forward_<name>,
 // backward_<name>, as Keras) and merges their outputs (the backward sequence flipped back to time order).
 LayerPtr Bidirectional(LayerPtr layer, BidirectionalOptions options = {});
+// Keras' TimeDistributed: `layer` (unbuilt or built; its weights shared) applied to every step of (N, T, ...) inputs,
+// e.g. TimeDistributed(Dense(8))(x) on (N, T, d) -> (N, T, 8), TimeDistributed(Conv2D(...)) on video frames. The
+// steps are folded into the batch, so layers that mix the rows of a batch (BatchNormalization) or read the step mask
+// (recurrent layers, attention, 1-D global pooling) are refused (InvalidArgument). The Keras mask passes through.
+LayerPtr TimeDistributed(LayerPtr layer, std::string name = {});
 
 // ---------------------------------------------------------------- attention (N, steps, features)
 struct MultiHeadAttentionOptions {
