@@ -52,8 +52,9 @@ int expect_weights(const Model& model, std::map<std::string, Tensor>& r, const s
   return checked;
 }
 
-const char* const kModels[] = {"bilstm", "gru",       "simple_rnn", "forecaster", "masked_bilstm", "masked_forecaster",
-                               "tagger", "td_tagger", "td_frames"};
+const char* const kModels[] = {
+    "bilstm", "gru",       "simple_rnn", "forecaster",      "masked_bilstm",     "masked_forecaster",
+    "tagger", "td_tagger", "td_frames",  "luong_attention", "additive_attention"};
 
 class KerasRnn : public ::testing::TestWithParam<const char*> {};
 

@@ -27,7 +27,8 @@ const char* const kSupported =
     "Cropping1D, UpSampling1D, SpatialDropout1D, "
     "SimpleRNN, LSTM, GRU, Bidirectional, TimeDistributed, "
     "ReLU, LeakyReLU, PReLU, ELU, Softmax, Subtract, Multiply, Average, Maximum, Minimum, Permute, RepeatVector, "
-    "Identity, Cropping2D, Normalization, DepthwiseConv2D, SeparableConv2D, Conv2DTranspose, MultiHeadAttention";
+    "Identity, Cropping2D, Normalization, DepthwiseConv2D, SeparableConv2D, Conv2DTranspose, MultiHeadAttention, "
+    "Attention, AdditiveAttention";
 
 }  // namespace
 

@@ -289,6 +289,25 @@ struct MultiHeadAttentionOptions {
 // Weights in Keras' layout (query/kernel (d, H, key_dim), ..., attention_output/kernel (H, value_dim, out)).
 // attention_mask and return_attention_scores are not built.
 LayerPtr MultiHeadAttention(int64_t num_heads, int64_t key_dim, MultiHeadAttentionOptions options = {});
+struct AttentionOptions {
+  bool use_scale = false;          // a learned scalar scale on the scores (ones)
+  std::string score_mode = "dot";  // "dot" (q . k) or "concat" (sum tanh(q + k), times concat_score_weight)
+  float dropout = 0.0f;            // on the attention probabilities, in training only
+  uint64_t seed = 0;               // dropout's; 0: from the global seed stream (Keras' None)
+  std::string name = {};
+};
+// Keras 3's Attention (Luong) called on {query (N, Tq, d), value (N, Tv, dv)} or {query, value, key (N, Tv, d)}:
+// softmax(scores) . value (N, Tq, dv); causal: layer({q, v}, LayerConfig{}.set("use_causal_mask", true)). The value's
+// Keras mask hides keys, the query's zeroes output steps and is the output's. return_attention_scores is not built.
+LayerPtr Attention(AttentionOptions options = {});
+struct AdditiveAttentionOptions {
+  bool use_scale = true;  // a learned (d,) scale inside the sum (glorot_uniform)
+  float dropout = 0.0f;
+  uint64_t seed = 0;
+  std::string name = {};
+};
+// Keras 3's AdditiveAttention (Bahdanau): scores sum_d scale * tanh(q_i + k_j); otherwise as Attention.
+LayerPtr AdditiveAttention(AdditiveAttentionOptions options = {});
 
 // ---------------------------------------------------------------- Keras layers composed of the general ops
 // Activation layers (Keras 3's classes, keys and defaults).
