@@ -52,7 +52,9 @@ int expect_weights(const Model& model, std::map<std::string, Tensor>& r, const s
   return checked;
 }
 
-const char* const kModels[] = {"bilstm", "gru", "simple_rnn", "forecaster", "masked_bilstm", "masked_forecaster"};
+const char* const kModels[] = {
+    "bilstm", "gru",       "simple_rnn", "forecaster",      "masked_bilstm",     "masked_forecaster",
+    "tagger", "td_tagger", "td_frames",  "luong_attention", "additive_attention"};
 
 class KerasRnn : public ::testing::TestWithParam<const char*> {};
 
@@ -68,16 +70,21 @@ TEST_P(KerasRnn, LoadsMatchesKerasTrainsAndSavesBack) {
   expect_near(pred, r["predict"], 1e-4, "predict");
   const Logs ev = model->evaluate(x, y, {.batch_size = x.dim(0)});
   EXPECT_LE(rel(ev.get("loss"), r["evaluate_loss"].data<float>()[0]), 1e-4) << ev.get("loss");
+  // The metrics compiled with it (tagger: accuracy weighted by the output's mask, as the loss is).
+  const bool accuracy = r.count("evaluate_accuracy") > 0;
+  if (accuracy) EXPECT_NEAR(ev.get("accuracy"), r["evaluate_accuracy"].data<float>()[0], 1e-6);
 
   // One step: momentum starts at zero, so the weights after it are before - 0.1 * gradient.
   const Logs& step = model->train_on_batch({x}, {y});
   EXPECT_LE(rel(step.get("loss"), r["step_loss"].data<float>()[0]), 1e-4);
+  if (accuracy) EXPECT_NEAR(step.get("accuracy"), r["step_accuracy"].data<float>()[0], 1e-6);
   expect_weights(*model, r, "step", 1e-5);
 
   // One epoch of fit (3 batches of 8, in order) from the saved weights.
   std::unique_ptr<Model> fresh = models::load_model(kDir + name + ".keras");
   History h = fresh->fit(x, y, {.batch_size = 8, .epochs = 1, .verbose = 0, .shuffle = false});
   EXPECT_LE(rel(h.history.at("loss").at(0), r["epoch_loss"].data<float>()[0]), 1e-4);
+  if (accuracy) EXPECT_NEAR(h.history.at("accuracy").at(0), r["epoch_accuracy"].data<float>()[0], 1e-6);
   expect_weights(*fresh, r, "epoch", 1e-4);
 
   // A second epoch from Keras' file after its first: the momentum slots are read in Keras' order (the forward and
@@ -85,6 +92,7 @@ TEST_P(KerasRnn, LoadsMatchesKerasTrainsAndSavesBack) {
   std::unique_ptr<Model> resumed = models::load_model(kDir + name + "_epoch.keras");
   History h2 = resumed->fit(x, y, {.batch_size = 8, .epochs = 1, .verbose = 0, .shuffle = false});
   EXPECT_LE(rel(h2.history.at("loss").at(0), r["epoch2_loss"].data<float>()[0]), 1e-4);
+  if (accuracy) EXPECT_NEAR(h2.history.at("accuracy").at(0), r["epoch2_accuracy"].data<float>()[0], 1e-6);
   expect_weights(*resumed, r, "epoch2", 1e-4);
 
   // Saved back: the same predictions.

@@ -25,9 +25,10 @@ const char* const kSupported =
     "ZeroPadding2D, UpSampling2D, LayerNormalization, "
     "Embedding, Conv1D, MaxPooling1D, AveragePooling1D, GlobalAveragePooling1D, GlobalMaxPooling1D, ZeroPadding1D, "
     "Cropping1D, UpSampling1D, SpatialDropout1D, "
-    "SimpleRNN, LSTM, GRU, Bidirectional, "
+    "SimpleRNN, LSTM, GRU, Bidirectional, TimeDistributed, "
     "ReLU, LeakyReLU, PReLU, ELU, Softmax, Subtract, Multiply, Average, Maximum, Minimum, Permute, RepeatVector, "
-    "Identity, Cropping2D, Normalization, DepthwiseConv2D, SeparableConv2D, Conv2DTranspose, MultiHeadAttention";
+    "Identity, Cropping2D, Normalization, DepthwiseConv2D, SeparableConv2D, Conv2DTranspose, MultiHeadAttention, "
+    "Attention, AdditiveAttention";
 
 }  // namespace
 

@@ -33,6 +33,15 @@ LayerPtr attention_layer_from_json(const std::string& cls, Opts& o, const std::s
     m.name = name;
     return layers::MultiHeadAttention(heads, key_dim, m);
   }
+  if (cls == "Attention" || cls == "AdditiveAttention") {
+    const bool additive = cls == "AdditiveAttention";
+    const bool use_scale = o.boolean("use_scale", additive);
+    const float dropout = static_cast<float>(o.number("dropout", 0.0));
+    const uint64_t seed = static_cast<uint64_t>(o.integer("seed", 0));
+    if (additive) return layers::AdditiveAttention({use_scale, dropout, seed, name});
+    const std::string score_mode = o.str("score_mode", "dot");
+    return layers::Attention({use_scale, score_mode, dropout, seed, name});
+  }
   return {};
 }
 

@@ -1,9 +1,11 @@
 // Keras 3 configs of the recurrent layers (nn/layers/recurrent.h): SimpleRNN, LSTM, GRU and Bidirectional, whose
-// config nests its forward and backward layers' objects ("layer", "backward_layer").
+// config nests its forward and backward layers' objects ("layer", "backward_layer"), and of TimeDistributed
+// (keras/src/layers/rnn/, nn/layers/time_distributed.h), whose config nests the wrapped layer's ("layer").
 #include <optional>
 
 #include "io/keras_opts.h"
 #include "nn/layers/recurrent.h"
+#include "nn/layers/time_distributed.h"
 
 namespace tk::io::keras {
 
@@ -47,6 +49,12 @@ LayerPtr rnn_layer_from_json(const std::string& cls, Opts& o, const std::string&
     const Kind kind = cls == "SimpleRNN" ? Kind::simple_rnn : cls == "LSTM" ? Kind::lstm : Kind::gru;
     return std::make_shared<nn::RecurrentLayer>(read_spec(kind, o, name));
   }
+  if (cls == "TimeDistributed") {
+    const json* layer = o.get("layer");
+    if (!layer) o.bad("layer", "is missing (the wrapped layer's object)");
+    LayerPtr inner = layer_from_json(*layer, o.label() + ": TimeDistributed '" + name + "'");
+    return std::make_shared<nn::TimeDistributedLayer>(inner, name);
+  }
   if (cls != "Bidirectional") return {};
   auto it = config.find("merge_mode");
   if (it != config.end() && it->is_null())
@@ -62,6 +70,16 @@ LayerPtr rnn_layer_from_json(const std::string& cls, Opts& o, const std::string&
 }
 
 std::optional<json> rnn_layer_to_json(const Layer& layer, const std::string& policy) {
+  if (auto* td = dynamic_cast<const nn::TimeDistributedLayer*>(&layer)) {
+    json inner = layer_to_json(*td->layer(), policy);
+    inner["config"]["trainable"] = layer.trainable;
+    const json config = {
+        {"name", layer.name}, {"trainable", layer.trainable}, {"dtype", dtype_policy_json(policy)}, {"layer", inner}};
+    return json{{"module", "keras.layers"},
+                {"class_name", "TimeDistributed"},
+                {"config", config},
+                {"registered_name", nullptr}};
+  }
   auto* bi = dynamic_cast<const nn::BidirectionalLayer*>(&layer);
   if (!bi) return std::nullopt;  // SimpleRNN, LSTM and GRU: their get_config() is flat
   json forward = layer_to_json(bi->forward_layer(), policy);

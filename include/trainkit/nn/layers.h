@@ -267,6 +267,11 @@ struct BidirectionalOptions {
 // Runs `layer` (a SimpleRNN, LSTM or GRU, unbuilt) forward and a copy of it backward (names forward_<name>,
 // backward_<name>, as Keras) and merges their outputs (the backward sequence flipped back to time order).
 LayerPtr Bidirectional(LayerPtr layer, BidirectionalOptions options = {});
+// Keras' TimeDistributed: `layer` (unbuilt or built; its weights shared) applied to every step of (N, T, ...) inputs,
+// e.g. TimeDistributed(Dense(8))(x) on (N, T, d) -> (N, T, 8), TimeDistributed(Conv2D(...)) on video frames. The
+// steps are folded into the batch, so layers that mix the rows of a batch (BatchNormalization) or read the step mask
+// (recurrent layers, attention, 1-D global pooling) are refused (InvalidArgument). The Keras mask passes through.
+LayerPtr TimeDistributed(LayerPtr layer, std::string name = {});
 
 // ---------------------------------------------------------------- attention (N, steps, features)
 struct MultiHeadAttentionOptions {
@@ -284,6 +289,25 @@ struct MultiHeadAttentionOptions {
 // Weights in Keras' layout (query/kernel (d, H, key_dim), ..., attention_output/kernel (H, value_dim, out)).
 // attention_mask and return_attention_scores are not built.
 LayerPtr MultiHeadAttention(int64_t num_heads, int64_t key_dim, MultiHeadAttentionOptions options = {});
+struct AttentionOptions {
+  bool use_scale = false;          // a learned scalar scale on the scores (ones)
+  std::string score_mode = "dot";  // "dot" (q . k) or "concat" (sum tanh(q + k), times concat_score_weight)
+  float dropout = 0.0f;            // on the attention probabilities, in training only
+  uint64_t seed = 0;               // dropout's; 0: from the global seed stream (Keras' None)
+  std::string name = {};
+};
+// Keras 3's Attention (Luong) called on {query (N, Tq, d), value (N, Tv, dv)} or {query, value, key (N, Tv, d)}:
+// softmax(scores) . value (N, Tq, dv); causal: layer({q, v}, LayerConfig{}.set("use_causal_mask", true)). The value's
+// Keras mask hides keys, the query's zeroes output steps and is the output's. return_attention_scores is not built.
+LayerPtr Attention(AttentionOptions options = {});
+struct AdditiveAttentionOptions {
+  bool use_scale = true;  // a learned (d,) scale inside the sum (glorot_uniform)
+  float dropout = 0.0f;
+  uint64_t seed = 0;
+  std::string name = {};
+};
+// Keras 3's AdditiveAttention (Bahdanau): scores sum_d scale * tanh(q_i + k_j); otherwise as Attention.
+LayerPtr AdditiveAttention(AdditiveAttentionOptions options = {});
 
 // ---------------------------------------------------------------- Keras layers composed of the general ops
 // Activation layers (Keras 3's classes, keys and defaults).

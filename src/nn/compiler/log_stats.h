@@ -2,7 +2,9 @@
 // host reads after the step; most (the loss, accuracy, mae, top-k accuracy) are batch means, averaged over the epoch
 // weighted by the batch's rows (Keras' Mean). Keras' stateful metrics (Precision, Recall, AUC, MeanIoU) are instead a
 // vector of counts per batch (true/false positives at thresholds, a confusion matrix), summed over the epoch (and over
-// data-parallel replicas), the metric computed from the sums when the logs are written (finish_log).
+// data-parallel replicas), the metric computed from the sums when the logs are written (finish_log). A mean metric of
+// an output carrying a Keras mask is [sum of the unmasked steps' values, their count] per batch (weighted_mean), summed
+// the same way: Keras' Mean with the mask as sample weights.
 //
 //   Accumulator: sum[k] += stat.summed ? value : value * rows; value = finish_log(stat, sums of log k)
 #pragma once
@@ -11,7 +13,7 @@
 namespace tk::nn {
 
 struct LogStat {
-  enum class Kind : uint8_t { mean, precision, recall, auc, mean_iou };
+  enum class Kind : uint8_t { mean, precision, recall, auc, mean_iou, weighted_mean };
   Kind kind = Kind::mean;
   int width = 1;  // float32 values per batch (mean: 1)
   // AUC: the counts are [tp(t), fp(t) for each of num_thresholds thresholds, positives, negatives].

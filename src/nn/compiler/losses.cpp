@@ -84,18 +84,22 @@ int l2_normalize(graph::OpBuilder& b, int x) {
   return mul(b, x, inv);
 }
 
-// SparseCategoricalCrossentropy(ignore_class=c), as Keras computes it: positions whose target is c get no loss and
-// leave the mean (the loss's mask: sum of the valid positions' losses / their count; 0 when none is valid), and
-// their predictions are replaced before the crossentropy (so a NaN there does not reach the loss).
-int sparse_cce_ignoring(graph::OpBuilder& b, const Loss& loss, int p, int t) {
+// Keras' sparse_categorical_crossentropy per position (batch, ...) of probabilities or logits (batch, ..., classes).
+// With ignore_class c (`valid` != null), as Keras computes it: positions whose target is c get no loss (0) and are
+// left out of the mean (*valid: 1 where counted), and their predictions are replaced before the crossentropy (so a
+// NaN there does not reach the loss).
+int sparse_cce_positions(graph::OpBuilder& b, const Loss& loss, int p, int t, int* valid) {
   const Shape ps = b.node(p).shape;                                   // (batch, ..., classes)
   if (b.node(t).shape.rank() == ps.rank()) t = o::squeeze(b, t, -1);  // (batch, ..., 1) targets
-  const int tf = o::cast(b, t, DType::f32);
-  const int valid = o::compare(b, BinaryFn::not_equal, tf, o::scalar(b, float(*loss.ignore_class), tf));  // bool
-  const int valid_p = o::broadcast_to(b, o::expand_dims(b, valid, -1), ps);
-  // Keras replaces them by 0; from probabilities trainkit uses 1 (the same masked result, without 0 / 0 in the
-  // normalization whose NaN would reach the gradient as 0 * NaN).
-  p = o::where(b, valid_p, p, o::scalar(b, loss.from_logits ? 0.0f : 1.0f, p));
+  int counted = -1;                                                   // bool (batch, ...)
+  if (loss.ignore_class) {
+    const int tf = o::cast(b, t, DType::f32);
+    counted = o::compare(b, BinaryFn::not_equal, tf, o::scalar(b, float(*loss.ignore_class), tf));
+    const int counted_p = o::broadcast_to(b, o::expand_dims(b, counted, -1), ps);
+    // Keras replaces them by 0; from probabilities trainkit uses 1 (the same masked result, without 0 / 0 in the
+    // normalization whose NaN would reach the gradient as 0 * NaN).
+    p = o::where(b, counted_p, p, o::scalar(b, loss.from_logits ? 0.0f : 1.0f, p));
+  }
   int logp;
   if (loss.from_logits) {
     logp = o::log_softmax(b, p, -1);
@@ -105,11 +109,44 @@ int sparse_cce_ignoring(graph::OpBuilder& b, const Loss& loss, int p, int t) {
   }
   const int onehot = o::one_hot(b, t, ps[-1]);  // an id outside [0, classes) is a zero row
   const int per = o::mul_scalar(b, o::reduce(b, ReduceFn::sum, mul(b, onehot, logp), {-1}, false), -1.0f);
-  const int kept = o::where(b, valid, per, o::scalar(b, 0.0f, per));
-  const int count = all_axes_sum(b, o::cast(b, valid, DType::f32));
-  return o::binary(b, BinaryFn::divide, all_axes_sum(b, kept),
-                   o::binary(b, BinaryFn::maximum, count, o::scalar(b, 1.0f, count)));
+  if (counted < 0) return per;
+  *valid = o::cast(b, counted, DType::f32);
+  return o::where(b, counted, per, o::scalar(b, 0.0f, per));
 }
+
+// Keras' categorical_crossentropy per position: -sum(t log q) over the class axis, q the normalized and clipped
+// probabilities (or log_softmax of logits).
+int cce_positions(graph::OpBuilder& b, const Loss& loss, int p, int t) {
+  if (loss.label_smoothing != 0.0f)  // t (1 - s) + s / classes
+    t = o::add_scalar(b, o::mul_scalar(b, t, 1.0f - loss.label_smoothing),
+                      loss.label_smoothing / float(b.node(p).shape[-1]));
+  int logp;
+  if (loss.from_logits) {
+    logp = o::log_softmax(b, p, -1);
+  } else {
+    const int q = o::binary(b, BinaryFn::divide, p, o::reduce(b, ReduceFn::sum, p, {-1}, true));
+    logp = log_of(b, o::unary(b, UnaryFn::clip, q, kEpsilon, 1.0f - kEpsilon));
+  }
+  return o::mul_scalar(b, o::reduce(b, ReduceFn::sum, mul(b, t, logp), {-1}, false), -1.0f);
+}
+
+// Keras' binary_crossentropy per element (the mean over the last axis is the caller's): from logits
+// -(t log_sigmoid(x) + (1 - t) log_sigmoid(-x)), log_sigmoid(x) = -softplus(-x); from probabilities clipped to
+// [eps, 1 - eps].
+int bce_elements(graph::OpBuilder& b, const Loss& loss, int p, int t) {
+  t = smooth_binary(b, t, loss.label_smoothing);
+  if (loss.from_logits) {
+    const int sp_neg = o::unary(b, UnaryFn::softplus, o::mul_scalar(b, p, -1.0f));  // -log_sigmoid(x)
+    const int sp_pos = o::unary(b, UnaryFn::softplus, p);                           // -log_sigmoid(-x)
+    return o::binary(b, BinaryFn::add, mul(b, t, sp_neg), mul(b, one_minus(b, t), sp_pos));
+  }
+  const int c = o::unary(b, UnaryFn::clip, p, kEpsilon, 1.0f - kEpsilon);
+  return o::mul_scalar(
+      b, o::binary(b, BinaryFn::add, mul(b, t, log_of(b, c)), mul(b, one_minus(b, t), log_of(b, one_minus(b, c)))),
+      -1.0f);
+}
+
+int last_axis_mean(graph::OpBuilder& b, int x) { return o::reduce(b, ReduceFn::mean, x, {-1}, false); }
 
 int binary_focal(graph::OpBuilder& b, const Loss& loss, int p, int t) {
   t = smooth_binary(b, t, loss.label_smoothing);
@@ -125,7 +162,7 @@ int binary_focal(graph::OpBuilder& b, const Loss& loss, int p, int t) {
         o::add_scalar(b, o::mul_scalar(b, t, 2.0f * loss.alpha - 1.0f), 1.0f - loss.alpha);  // t a + (1-t)(1-a)
     focal = mul(b, w, focal);
   }
-  return all_axes_mean(b, focal);
+  return focal;  // per element
 }
 
 }  // namespace
@@ -207,6 +244,63 @@ std::optional<Op> fused_loss_op(const Loss& loss) {
   return std::nullopt;
 }
 
+namespace {
+
+// Keras' loss function before its reduction (LossFunctionWrapper.call): the loss per position (batch, ...), the last
+// (class or feature) axis reduced by the loss's own sum or mean. *valid: a float32 0/1 of that shape where the loss
+// leaves positions out itself (ignore_class), else untouched.
+int position_losses(graph::OpBuilder& b, const Loss& loss, int p, int t, int* valid) {
+  const std::string n = canonical_loss_name(loss.name);
+  if (n == "sparse_categorical_crossentropy") return sparse_cce_positions(b, loss, p, t, valid);
+  if (n == "categorical_crossentropy") return cce_positions(b, loss, p, t);
+  if (n == "binary_crossentropy") return last_axis_mean(b, bce_elements(b, loss, p, t));
+  if (n == "binary_focal_crossentropy") return last_axis_mean(b, binary_focal(b, loss, p, t));
+  if (n == "mean_squared_error") return last_axis_mean(b, o::unary(b, UnaryFn::square, sub(b, p, t)));
+  if (n == "mean_absolute_error") return last_axis_mean(b, o::unary(b, UnaryFn::abs, sub(b, p, t)));
+  if (n == "huber") {
+    const int e = sub(b, p, t);
+    const int a = o::unary(b, UnaryFn::abs, e);
+    const int quadratic = o::mul_scalar(b, o::unary(b, UnaryFn::square, e), 0.5f);
+    const int linear = o::add_scalar(b, o::mul_scalar(b, a, loss.delta), -0.5f * loss.delta * loss.delta);
+    const int small = o::compare(b, BinaryFn::less_equal, a, o::scalar(b, loss.delta, a));
+    return last_axis_mean(b, o::where(b, small, quadratic, linear));
+  }
+  if (n == "kl_divergence") {
+    const int tc = o::unary(b, UnaryFn::clip, t, kEpsilon, 1.0f);
+    const int pc = o::unary(b, UnaryFn::clip, p, kEpsilon, 1.0f);
+    const int terms = mul(b, tc, log_of(b, o::binary(b, BinaryFn::divide, tc, pc)));
+    return o::reduce(b, ReduceFn::sum, terms, {-1}, false);
+  }
+  if (n == "mean_squared_logarithmic_error") {
+    auto log1 = [&](int x) {
+      return log_of(b, o::add_scalar(b, o::binary(b, BinaryFn::maximum, x, o::scalar(b, kEpsilon, x)), 1.0f));
+    };
+    return last_axis_mean(b, o::unary(b, UnaryFn::square, sub(b, log1(p), log1(t))));
+  }
+  if (n == "poisson") return last_axis_mean(b, sub(b, p, mul(b, t, log_of(b, o::add_scalar(b, p, kEpsilon)))));
+  if (n == "cosine_similarity") {
+    const int dot = o::reduce(b, ReduceFn::sum, mul(b, l2_normalize(b, t), l2_normalize(b, p)), {-1}, false);
+    return o::mul_scalar(b, dot, -1.0f);
+  }
+  if (n == "hinge" || n == "squared_hinge") {
+    const int margin = one_minus(b, mul(b, hinge_labels(b, t), p));
+    int h = o::binary(b, BinaryFn::maximum, margin, o::scalar(b, 0.0f, margin));
+    if (n == "squared_hinge") h = o::unary(b, UnaryFn::square, h);
+    return last_axis_mean(b, h);
+  }
+  throw InvalidArgument("loss '" + loss.name + "' has no implementation");  // every table entry is handled above
+}
+
+// Keras' "sum_over_batch_size" with positions left out (a mask as sample weights, losses/loss.py apply_mask): the
+// sum of the kept positions' losses over their count, 0 when none is kept (divide_no_nan; the sum is then 0 too).
+int mean_over_kept(graph::OpBuilder& b, int per, int kept) {
+  const int count = all_axes_sum(b, kept);
+  return o::binary(b, BinaryFn::divide, all_axes_sum(b, mul(b, per, kept)),
+                   o::binary(b, BinaryFn::maximum, count, o::scalar(b, 1.0f, count)));
+}
+
+}  // namespace
+
 int emit_loss(graph::Graph& g, const Loss& loss, int p, int t, const std::string& name) {
   validate_loss(loss);
   graph::OpBuilder b{g, nullptr, name};
@@ -222,41 +316,23 @@ int emit_loss(graph::Graph& g, const Loss& loss, int p, int t, const std::string
     at.from_logits = loss.from_logits;
     return g.add(*fused, {p, t}, at, name);
   }
-  if (n == "sparse_categorical_crossentropy") return sparse_cce_ignoring(b, loss, p, t);
-  if (n == "binary_focal_crossentropy") return binary_focal(b, loss, p, t);
-  if (n == "mean_absolute_error") return all_axes_mean(b, o::unary(b, UnaryFn::abs, sub(b, p, t)));
-  if (n == "huber") {
-    const int e = sub(b, p, t);
-    const int a = o::unary(b, UnaryFn::abs, e);
-    const int quadratic = o::mul_scalar(b, o::unary(b, UnaryFn::square, e), 0.5f);
-    const int linear = o::add_scalar(b, o::mul_scalar(b, a, loss.delta), -0.5f * loss.delta * loss.delta);
-    const int small = o::compare(b, BinaryFn::less_equal, a, o::scalar(b, loss.delta, a));
-    return all_axes_mean(b, o::where(b, small, quadratic, linear));
-  }
-  if (n == "kl_divergence") {
-    const int tc = o::unary(b, UnaryFn::clip, t, kEpsilon, 1.0f);
-    const int pc = o::unary(b, UnaryFn::clip, p, kEpsilon, 1.0f);
-    const int terms = mul(b, tc, log_of(b, o::binary(b, BinaryFn::divide, tc, pc)));
-    return all_axes_mean(b, o::reduce(b, ReduceFn::sum, terms, {-1}, false));
-  }
-  if (n == "mean_squared_logarithmic_error") {
-    auto log1 = [&](int x) {
-      return log_of(b, o::add_scalar(b, o::binary(b, BinaryFn::maximum, x, o::scalar(b, kEpsilon, x)), 1.0f));
-    };
-    return all_axes_mean(b, o::unary(b, UnaryFn::square, sub(b, log1(p), log1(t))));
-  }
-  if (n == "poisson") return all_axes_mean(b, sub(b, p, mul(b, t, log_of(b, o::add_scalar(b, p, kEpsilon)))));
-  if (n == "cosine_similarity") {
-    const int dot = o::reduce(b, ReduceFn::sum, mul(b, l2_normalize(b, t), l2_normalize(b, p)), {-1}, false);
-    return o::mul_scalar(b, all_axes_mean(b, dot), -1.0f);
-  }
-  if (n == "hinge" || n == "squared_hinge") {
-    const int margin = one_minus(b, mul(b, hinge_labels(b, t), p));
-    int h = o::binary(b, BinaryFn::maximum, margin, o::scalar(b, 0.0f, margin));
-    if (n == "squared_hinge") h = o::unary(b, UnaryFn::square, h);
-    return all_axes_mean(b, h);
-  }
-  throw InvalidArgument("loss '" + loss.name + "' has no implementation");  // every table entry is handled above
+  int valid = -1;
+  const int per = position_losses(b, loss, p, t, &valid);
+  return valid < 0 ? all_axes_mean(b, per) : mean_over_kept(b, per, valid);
+}
+
+int emit_masked_loss(graph::Graph& g, const Loss& loss, int p, int t, int mask, const std::string& name) {
+  validate_loss(loss);
+  graph::OpBuilder b{g, nullptr, name};
+  int valid = -1;
+  const int per = position_losses(b, loss, p, t, &valid);  // (batch, steps)
+  if (g[per].shape != g[mask].shape)
+    throw Unsupported("loss '" + loss.name + "' over an output carrying a Keras mask: its per-step losses " +
+                      g[per].shape.to_string() + " do not have the mask's shape " + g[mask].shape.to_string() +
+                      " (a mask of (batch, steps) weights losses of (batch, steps, features) outputs)");
+  int kept = o::cast(b, mask, DType::f32);
+  if (valid >= 0) kept = mul(b, kept, valid);  // Keras: the input mask AND the loss's own (ignore_class)
+  return mean_over_kept(b, per, kept);
 }
 
 }  // namespace tk::nn

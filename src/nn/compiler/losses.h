@@ -41,5 +41,11 @@ std::optional<graph::Op> fused_loss_op(const Loss& loss);
 int reduce_all_axes(graph::OpBuilder& b, graph::ReduceFn f, int x);
 
 int emit_loss(graph::Graph& g, const Loss& loss, int y_pred, int y_true, const std::string& name);
+// The loss of an output that carries a Keras mask `mask` (float32 0/1, (batch, steps)), as Keras 3 weights it
+// (losses/loss.py apply_mask): the per-step losses (the last axis of (batch, steps, ...) reduced by the loss) summed
+// over the unmasked steps and divided by their count (0 when every step is masked); with ignore_class, a step counts
+// when it is unmasked and its target is not the ignored class. Always composed from the general ops. Unsupported
+// when the per-step losses do not have the mask's shape.
+int emit_masked_loss(graph::Graph& g, const Loss& loss, int y_pred, int y_true, int mask, const std::string& name);
 
 }  // namespace tk::nn

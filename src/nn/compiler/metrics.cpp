@@ -67,15 +67,14 @@ int class_ids(graph::OpBuilder& b, int x, bool sparse, const Shape& pred_shape) 
   return o::cast(b, x, DType::i32);
 }
 
-// Keras' in_top_k: the target's score has fewer than k scores strictly above it. Mean over the positions.
+// Keras' in_top_k: the target's score has fewer than k scores strictly above it. Per position (batch, ...), 0 or 1.
 int top_k(graph::OpBuilder& b, const Metric& m, int p, int t, bool sparse) {
   const Shape ps = b.node(p).shape;
   const int onehot = o::one_hot(b, class_ids(b, t, sparse, ps), ps[-1]);
   const int target_score = o::reduce(b, ReduceFn::sum, o::binary(b, BinaryFn::multiply, onehot, p), {-1}, true);
   const int above =
       o::reduce(b, ReduceFn::sum, as_f32(b, o::compare(b, BinaryFn::greater, p, target_score)), {-1}, false);
-  return reduce_all_axes(b, ReduceFn::mean,
-                         as_f32(b, o::compare(b, BinaryFn::less, above, o::scalar(b, float(m.k), above))));
+  return as_f32(b, o::compare(b, BinaryFn::less, above, o::scalar(b, float(m.k), above)));
 }
 
 // [true positives, false positives (precision) or false negatives (recall)] at the threshold (prediction > it).
@@ -132,6 +131,41 @@ int iou_counts(graph::OpBuilder& b, const Metric& m, int p, int t) {
                           "N, .sparse_y_pred = false}))");
   const int cm = o::batch_matmul(b, oh_true, oh_pred, true, false);
   return o::reshape(b, cm, Shape{int64_t(m.num_classes) * m.num_classes});
+}
+
+// What "accuracy" means for an output compiled with loss `l` (Keras: binary when the loss is binary or the output has
+// one unit; sparse when the loss is sparse).
+std::string resolved_kind(const Metric& m, const std::string& l, const Shape& out) {
+  const std::string kind = metric_kind(m);
+  if (kind != "accuracy") return kind;
+  if (l == "binary_crossentropy" || l == "binary_focal_crossentropy" || (out.rank() >= 1 && out[-1] == 1))
+    return "binary_accuracy";
+  if (l == "sparse_categorical_crossentropy") return "sparse_categorical_accuracy";
+  return "categorical_accuracy";
+}
+
+// A mean metric's values per position (batch, ...) before Keras' Mean averages them (MeanMetricWrapper's fn): the
+// last axis of the predictions reduced as the metric function does.
+int position_values(graph::OpBuilder& b, const std::string& kind, const Metric& m, int p, int t) {
+  const Shape ps = b.node(p).shape;
+  if (kind == "top_k_categorical_accuracy") return top_k(b, m, p, t, false);
+  if (kind == "sparse_top_k_categorical_accuracy") return top_k(b, m, p, t, true);
+  if (kind == "mean_absolute_error" || kind == "mean_squared_error") {
+    const int d = o::binary(b, BinaryFn::subtract, p, as_f32(b, targets_like(b, t, p)));
+    return o::reduce(b, ReduceFn::mean, o::unary(b, kind == "mean_absolute_error" ? UnaryFn::abs : UnaryFn::square, d),
+                     {-1}, false);
+  }
+  if (kind == "binary_accuracy") {  // mean over the last axis of (p > 0.5) == t
+    const int pos = as_f32(b, o::compare(b, BinaryFn::greater, p, o::scalar(b, 0.5f, p)));
+    const int tf = as_f32(b, targets_like(b, t, p));
+    return o::reduce(b, ReduceFn::mean, as_f32(b, o::compare(b, BinaryFn::equal, tf, pos)), {-1}, false);
+  }
+  if (kind == "categorical_accuracy" || kind == "sparse_categorical_accuracy") {  // argmax(p) == the target class
+    const int predicted = o::arg_reduce(b, ReduceFn::max, p, -1, false);
+    const int truth = class_ids(b, t, kind == "sparse_categorical_accuracy", ps);
+    return as_f32(b, o::compare(b, BinaryFn::equal, as_f32(b, predicted), as_f32(b, truth)));
+  }
+  return -1;  // not a mean metric
 }
 
 double divide_no_nan(double a, double b) { return b == 0.0 ? 0.0 : a / b; }
@@ -236,17 +270,7 @@ void validate_metric(const Metric& m) {
 std::pair<int, LogStat> emit_metric(graph::Graph& g, const Metric& m, const Loss& loss, int p, int t,
                                     const std::string& name) {
   validate_metric(m);
-  std::string kind = metric_kind(m);
-  const Shape out = g[p].shape;
-  const std::string l = canonical_loss_name(loss.name);
-  if (kind == "accuracy") {  // Keras: binary when the loss is binary or the output has one unit; sparse when sparse
-    if (l == "binary_crossentropy" || l == "binary_focal_crossentropy" || (out.rank() >= 1 && out[-1] == 1))
-      kind = "binary_accuracy";
-    else if (l == "sparse_categorical_crossentropy")
-      kind = "sparse_categorical_accuracy";
-    else
-      kind = "categorical_accuracy";
-  }
+  const std::string kind = resolved_kind(m, canonical_loss_name(loss.name), g[p].shape);
   if (kind == "binary_accuracy") return {g.add(Op::BinaryAccuracy, {p, t}, {}, name), {}};
   if (kind == "categorical_accuracy") return {g.add(Op::CategoricalAccuracy, {p, t}, {}, name), {}};
   if (kind == "sparse_categorical_accuracy") return {g.add(Op::SparseCategoricalAccuracy, {p, t}, {}, name), {}};
@@ -256,14 +280,9 @@ std::pair<int, LogStat> emit_metric(graph::Graph& g, const Metric& m, const Loss
     return id;
   };
   LogStat s;
-  if (kind == "top_k_categorical_accuracy") return {named(top_k(b, m, p, t, false)), s};
-  if (kind == "sparse_top_k_categorical_accuracy") return {named(top_k(b, m, p, t, true)), s};
-  if (kind == "mean_absolute_error" || kind == "mean_squared_error") {
-    const int d = o::binary(b, BinaryFn::subtract, p, as_f32(b, targets_like(b, t, p)));
-    return {named(reduce_all_axes(b, ReduceFn::mean,
-                                  o::unary(b, kind == "mean_absolute_error" ? UnaryFn::abs : UnaryFn::square, d))),
-            s};
-  }
+  if (kind == "top_k_categorical_accuracy" || kind == "sparse_top_k_categorical_accuracy" ||
+      kind == "mean_absolute_error" || kind == "mean_squared_error")
+    return {named(reduce_all_axes(b, ReduceFn::mean, position_values(b, kind, m, p, t))), s};
   if (kind == "precision" || kind == "recall") {
     s.kind = kind == "precision" ? LogStat::Kind::precision : LogStat::Kind::recall;
     s.width = 2;
@@ -286,10 +305,32 @@ std::pair<int, LogStat> emit_metric(graph::Graph& g, const Metric& m, const Loss
   throw InvalidArgument("metric '" + m.name + "' has no implementation");  // every kind is handled above
 }
 
+std::pair<int, LogStat> emit_masked_metric(graph::Graph& g, const Metric& m, const Loss& loss, int p, int t, int mask,
+                                           const std::string& name) {
+  validate_metric(m);
+  const std::string kind = resolved_kind(m, canonical_loss_name(loss.name), g[p].shape);
+  graph::OpBuilder b{g, nullptr, name};
+  const int per = position_values(b, kind, m, p, t);
+  if (per < 0) return emit_metric(g, m, loss, p, t, name);  // Keras' stateful metrics do not read the mask
+  if (g[per].shape != g[mask].shape)
+    throw Unsupported("metric '" + m.name + "' over an output carrying a Keras mask: its per-step values " +
+                      g[per].shape.to_string() + " do not have the mask's shape " + g[mask].shape.to_string());
+  const int w = as_f32(b, mask);
+  const int weighted = reduce_all_axes(b, ReduceFn::sum, o::binary(b, BinaryFn::multiply, per, w));
+  const int out = o::stack(b, {weighted, reduce_all_axes(b, ReduceFn::sum, w)}, 0);  // (2): [sum(v m), sum(m)]
+  g[out].name = name;
+  LogStat s;
+  s.kind = LogStat::Kind::weighted_mean;
+  s.width = 2;
+  return {out, s};
+}
+
 double finish_log(const LogStat& s, const double* v) {
   switch (s.kind) {
     case LogStat::Kind::mean:
       return v[0];
+    case LogStat::Kind::weighted_mean:
+      return divide_no_nan(v[0], v[1]);
     case LogStat::Kind::precision:
       return divide_no_nan(v[0], v[0] + v[1]);
     case LogStat::Kind::recall:

@@ -26,5 +26,11 @@ std::string metric_class(const std::string& kind);
 // (named `name`) and how it combines over an epoch.
 std::pair<int, LogStat> emit_metric(graph::Graph& g, const Metric& m, const Loss& loss, int y_pred, int y_true,
                                     const std::string& name);
+// The metric of an output carrying a Keras mask `mask` (float32 0/1, (batch, steps)), as Keras 3 computes it: a mean
+// metric (accuracies, top-k, mae, mse: Keras' MeanMetricWrapper) takes the mask as sample weights, so its value is
+// [sum over the unmasked steps, their count] summed over the epoch (LogStat weighted_mean); the stateful metrics
+// (Precision, Recall, AUC, MeanIoU) do not read the mask in Keras and are emit_metric's.
+std::pair<int, LogStat> emit_masked_metric(graph::Graph& g, const Metric& m, const Loss& loss, int y_pred, int y_true,
+                                           int mask, const std::string& name);
 
 }  // namespace tk::nn

@@ -24,20 +24,6 @@
 namespace tk::nn {
 using graph::Op;
 
-// Keras 3 weights a masked output's loss and metrics by its mask (losses/loss.py apply_mask: masked steps excluded
-// from the mean). That weighting is not built: a loss over an output that still carries a mask (a sequence output
-// after Embedding(mask_zero=True) or Masking) is refused rather than computed over the padded steps too.
-namespace {
-void check_no_output_mask(const std::unordered_map<const KerasTensor::NodeData*, int>& masks, const KerasTensor& out) {
-  auto it = masks.find(out.node.get());
-  if (it == masks.end() || it->second < 0) return;
-  throw Unsupported("the model output of layer '" + out.node->layer->name + "' (" + out.node->layer->class_name() +
-                    ") carries a Keras mask (from Embedding(mask_zero=True) or Masking): the loss weighted by the "
-                    "mask is not supported; predict works, or end the model in a layer that consumes the mask "
-                    "(an RNN without return_sequences, GlobalAveragePooling1D)");
-}
-}  // namespace
-
 // A Rescaling that reads a model input directly becomes part of staging: the batch is converted with
 // x * scale + offset while it is copied in (one pass over the data instead of a copy and an op), and the
 // narrow source data (uint8 images, float16 features) is widened at the same time. Only when every reader
@@ -667,7 +653,10 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
       const Loss& loss = model_.losses_.size() == 1 ? model_.losses_[0] : model_.losses_[j];  // one loss for all
       const Shape out_shape = g[c->outputs[j]].shape;                                         // a copy: g grows below
       const std::string prefix = multi ? model_.outputs_[j].node->layer->name + "_" : "";
-      check_no_output_mask(mask, model_.outputs_[j]);
+      // An output still carrying a Keras mask (a sequence after Embedding(mask_zero=True) or Masking): its loss and
+      // mean metrics are weighted by the mask, as Keras 3 does (losses/loss.py apply_mask).
+      const auto found = mask.find(model_.outputs_[j].node.get());
+      const int out_mask = found == mask.end() ? -1 : found->second;
       Shape target_shape = out_shape;
       DType target_dtype = DType::f32;
       if (is_sparse(loss)) {
@@ -677,10 +666,13 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
       int y = g.input(prefix + "target", target_shape, target_dtype);
       c->y.push_back(y);
       c->y_dtype.push_back(target_dtype);
-      losses.push_back(emit_loss(g, loss, c->outputs[j], y, prefix + "loss"));
+      losses.push_back(out_mask < 0 ? emit_loss(g, loss, c->outputs[j], y, prefix + "loss")
+                                    : emit_masked_loss(g, loss, c->outputs[j], y, out_mask, prefix + "loss"));
       if (multi) c->logs.emplace_back(prefix + "loss", losses.back());
       for (const Metric& m : model_.metrics_) {
-        auto [metric_value, stat] = emit_metric(g, m, loss, c->outputs[j], y, prefix + m.name);
+        auto [metric_value, stat] = out_mask < 0
+                                        ? emit_metric(g, m, loss, c->outputs[j], y, prefix + m.name)
+                                        : emit_masked_metric(g, m, loss, c->outputs[j], y, out_mask, prefix + m.name);
         metric_logs.emplace_back(prefix + m.name, metric_value);
         metric_stats.push_back(stat);
       }

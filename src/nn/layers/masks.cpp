@@ -29,4 +29,17 @@ int select(graph::OpBuilder& b, int mask, int x, float fill) {
   return ops::where(b, condition(b, m), x, ops::scalar(b, fill, x));
 }
 
+// Built from constants without an iota op: a row w = [1, 0 x S, 1 x (T-1)] (length L = T + S) tiled T times and read
+// as (T, L - 1) shifts row i by i, so element (i, j) is w[(j - i) mod L], which is 1 exactly when j - i is in
+// [-(T-1), 0]; columns [0, S) are the mask.
+int causal(graph::OpBuilder& b, int64_t t, int64_t s) {
+  std::vector<int> parts = {b.g.fill(1.0f, Shape{1}), b.g.fill(0.0f, Shape{s})};
+  if (t > 1) parts.push_back(b.g.fill(1.0f, Shape{t - 1}));
+  const int w = ops::concat(b, parts, 0);  // (T + S)
+  const int64_t l = t + s;
+  const int tiled = ops::slice(b, ops::tile(b, w, {t}), 0, 0, t * (l - 1));
+  const int rows = ops::slice(b, ops::reshape(b, tiled, Shape{t, l - 1}), 1, 0, s);  // (T, S)
+  return ops::compare(b, BinaryFn::greater, rows, ops::scalar(b, 0.5f, rows));
+}
+
 }  // namespace tk::nn::masks

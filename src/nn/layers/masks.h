@@ -30,5 +30,8 @@ int logical_or(graph::OpBuilder& b, int a, int c);
 int any_last(graph::OpBuilder& b, int mask);
 // x where mask (N, T) is 1, `fill` elsewhere, for x (N, T, ...): the mask broadcast over x's trailing axes.
 int select(graph::OpBuilder& b, int mask, int x, float fill);
+// Keras' causal mask (T, S) as a bool: query step i sees key step j when j <= i (MultiHeadAttention's and
+// Attention's use_causal_mask).
+int causal(graph::OpBuilder& b, int64_t t, int64_t s);
 
 }  // namespace tk::nn::masks

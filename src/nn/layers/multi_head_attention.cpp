@@ -193,23 +193,10 @@ class MultiHeadAttentionLayer final : public Layer, public nn::MaskSupport {
     and_in(ctx.input_mask(0), Shape{n, t, 1});
     and_in(ctx.input_mask(1), Shape{n, 1, s});
     and_in(ctx.input_mask(2), Shape{n, 1, s});
-    if (mask < 0) return causal ? causal_mask(b, t, s) : -1;
-    if (causal) mask = nn::masks::logical_and(b, mask, nn::masks::as(b, causal_mask(b, t, s), DType::f32));
+    if (mask < 0) return causal ? nn::masks::causal(b, t, s) : -1;
+    if (causal) mask = nn::masks::logical_and(b, mask, nn::masks::as(b, nn::masks::causal(b, t, s), DType::f32));
     mask = ops::broadcast_to(b, mask, Shape{n, t, s});
     return nn::masks::condition(b, ops::reshape(b, mask, Shape{n, 1, t, s}));
-  }
-
-  // Keras' causal mask (1, T, S): query i sees key j when j <= i. Built from constants without an iota op: a row
-  // w = [1, 0 x S, 1 x (T-1)] (length L = T + S) tiled T times and read as (T, L - 1) shifts row i by i, so
-  // element (i, j) is w[(j - i) mod L], which is 1 exactly when j - i is in [-(T-1), 0]; columns [0, S) are the mask.
-  static int causal_mask(graph::OpBuilder& b, int64_t t, int64_t s) {
-    std::vector<int> parts = {b.g.fill(1.0f, Shape{1}), b.g.fill(0.0f, Shape{s})};
-    if (t > 1) parts.push_back(b.g.fill(1.0f, Shape{t - 1}));
-    const int w = ops::concat(b, parts, 0);  // (T + S)
-    const int64_t l = t + s;
-    const int tiled = ops::slice(b, ops::tile(b, w, {t}), 0, 0, t * (l - 1));
-    const int rows = ops::slice(b, ops::reshape(b, tiled, Shape{t, l - 1}), 1, 0, s);  // (T, S)
-    return ops::compare(b, BinaryFn::greater, rows, ops::scalar(b, 0.5f, rows));
   }
 
   int64_t heads_, key_dim_;
