@@ -234,10 +234,15 @@ TEST(CliPlan, AModelFileIsPlannedWithItsOwnCompiledOptimizer) {
     return optimizer_line(
         run_cli("plan --model dense:64:relu,dense:10 --input-shape 784 --batch-size 32 --optimizer " + optimizer));
   };
-  const std::string sgd = file_with("plan_sgd.keras", tk::optimizers::SGD({.momentum = 0.9f}));
+  // "sgd" is Keras' SGD(): momentum 0, no slot; RMSprop(): one slot (the velocity); Adam: two.
+  const std::string sgd = file_with("plan_sgd.keras", tk::optimizers::SGD());
   const std::string adam = file_with("plan_adam.keras", tk::optimizers::Adam());
-  const std::string sgd_line = spec_line("sgd"), adam_line = spec_line("adam");
-  ASSERT_NE(sgd_line, adam_line);  // one slot per weight against two
+  const std::string momentum = file_with("plan_sgd_momentum.keras", tk::optimizers::SGD({.momentum = 0.9f}));
+  const std::string sgd_line = spec_line("sgd"), adam_line = spec_line("adam"), one_slot_line = spec_line("rmsprop");
+  EXPECT_NE(sgd_line.find(" 0 B "), std::string::npos) << sgd_line;
+  ASSERT_NE(sgd_line, one_slot_line);
+  ASSERT_NE(one_slot_line, adam_line);
+  EXPECT_EQ(optimizer_line(run_cli("plan --model " + quote(momentum) + " --batch-size 32")), one_slot_line);
   EXPECT_EQ(optimizer_line(run_cli("plan --model " + quote(sgd) + " --batch-size 32")), sgd_line);
   EXPECT_EQ(optimizer_line(run_cli("plan --model " + quote(adam) + " --batch-size 32")), adam_line);
   EXPECT_EQ(optimizer_line(run_cli("plan --model " + quote(sgd) + " --batch-size 32 --optimizer adam")), adam_line);

@@ -617,9 +617,11 @@ std::vector<Case> extra_forward_cases() {
                labels_init(1, 5, true),
                {std::nullopt, DType::i32}});
   {
+    // Each update op takes only the slots its config uses (graph::update_slot_mask): SGD without momentum none,
+    // RMSprop its velocity, then the momentum (momentum > 0), then the average gradient (centered).
     UpdateConfig sgd;
     sgd.learning_rate = 0.1f;
-    c.push_back(update_case("SgdUpdate", Op::SgdUpdate, 3, sgd));
+    c.push_back(update_case("SgdUpdate", Op::SgdUpdate, 2, sgd));
     sgd.momentum = 0.9f;
     c.push_back(update_case("SgdUpdate momentum", Op::SgdUpdate, 3, sgd));
     sgd.nesterov = true;
@@ -629,7 +631,7 @@ std::vector<Case> extra_forward_cases() {
     UpdateConfig clip;
     clip.learning_rate = 0.1f;
     clip.clipvalue = 0.5f;
-    c.push_back(update_case("SgdUpdate clipvalue zero_grad", Op::SgdUpdate, 3, clip, true));
+    c.push_back(update_case("SgdUpdate clipvalue zero_grad", Op::SgdUpdate, 2, clip, true));
     UpdateConfig adam;
     adam.iterations = 3;
     c.push_back(update_case("AdamUpdate", Op::AdamUpdate, 4, adam));
@@ -637,9 +639,10 @@ std::vector<Case> extra_forward_cases() {
     adam.clipnorm = 0.5f;
     c.push_back(update_case("AdamUpdate AdamW clipnorm", Op::AdamUpdate, 4, adam));
     UpdateConfig rms;
-    c.push_back(update_case("RmspropUpdate", Op::RmspropUpdate, 5, rms));
-    rms.centered = true;
+    c.push_back(update_case("RmspropUpdate", Op::RmspropUpdate, 3, rms));
     rms.momentum = 0.9f;
+    c.push_back(update_case("RmspropUpdate momentum", Op::RmspropUpdate, 4, rms));  // (velocity, momentum)
+    rms.centered = true;
     c.push_back(update_case("RmspropUpdate centered momentum", Op::RmspropUpdate, 5, rms));
     {  // MultiUpdate: Adam over three variables of different sizes, one of them large enough to be split between
        // threads mid-variable (tests/test_fuse.cpp checks it bit for bit against one AdamUpdate per variable)
@@ -664,7 +667,7 @@ std::vector<Case> extra_forward_cases() {
     UpdateConfig global;
     global.learning_rate = 0.1f;
     global.global_clipnorm = 0.5f;
-    c.push_back(gated_update_case("SgdUpdate gated global_clipnorm", Op::SgdUpdate, 3, global, false));
+    c.push_back(gated_update_case("SgdUpdate gated global_clipnorm", Op::SgdUpdate, 2, global, false));
     UpdateConfig skip;
     skip.skip_nonfinite = true;
     c.push_back(gated_update_case("AdamUpdate gated skips a nonfinite step", Op::AdamUpdate, 4, skip, true));

@@ -84,6 +84,7 @@ TEST(Planner, SharedArenaGivesTheSameResultsAsOneBufferPerValue) {
 TEST(Scheduler, UpdatesRunAfterEveryReaderOfTheVariable) {
   Tensor w = Tensor::full({4, 4}, 0.1f), slot = Tensor::zeros({4, 4});
   UpdateConfig cfg;
+  cfg.momentum = 0.9f;  // SGD with momentum: one slot
   Graph g;
   int x = g.input("x", {2, 4});
   int t = g.input("t", {2, 4});

@@ -346,7 +346,6 @@ TEST(Seam, UpdatesGatedOnAllGradientsSkipANonFiniteStep) {
   cfg.skip_nonfinite = true;
   Tensor w1 = Tensor::full({3}, 1.0f), w2 = Tensor::full({2}, 1.0f);
   Tensor g1 = Tensor::full({3}, 0.5f), g2 = Tensor::full({2}, 0.5f);
-  Tensor m1 = Tensor::zeros({3}), m2 = Tensor::zeros({2});
   tk::graph::Graph g;
   const int vw1 = g.variable("w1", w1), vw2 = g.variable("w2", w2);
   const int vg1 = g.variable("g1", g1), vg2 = g.variable("g2", g2);
@@ -356,8 +355,9 @@ TEST(Seam, UpdatesGatedOnAllGradientsSkipANonFiniteStep) {
   tk::graph::Attrs ua;
   ua.update = &cfg;
   ua.gated = true;
-  const int u1 = g.add(Op::SgdUpdate, {vw1, vg1, g.variable("m1", m1), control}, ua, "w1/update");
-  const int u2 = g.add(Op::SgdUpdate, {vw2, vg2, g.variable("m2", m2), control}, ua, "w2/update");
+  // SGD without momentum: no slot (graph::update_slot_mask)
+  const int u1 = g.add(Op::SgdUpdate, {vw1, vg1, control}, ua, "w1/update");
+  const int u2 = g.add(Op::SgdUpdate, {vw2, vg2, control}, ua, "w2/update");
   tk::graph::Program p(std::move(g), {control}, {u1, u2}, tk::Device::cpu());
   tk::graph::ExecContext ctx;
   ctx.scalars.learning_rate = 0.2f;

@@ -237,15 +237,15 @@ struct RecordingLauncher : tk::graph::StepLauncher {
 // A program that counts its runs: w -= learning_rate * g with g = 1 and learning_rate 1 (SGD, no momentum) makes
 // w = -(steps run); clipvalue c < 1 makes each step -c.
 struct Counter {
-  Tensor w = Tensor::full({4}, 0.0f), g = Tensor::full({4}, 1.0f), slot = Tensor::full({4}, 0.0f);
+  Tensor w = Tensor::full({4}, 0.0f), g = Tensor::full({4}, 1.0f);  // SGD without momentum: no slot
   tk::graph::UpdateConfig config;
   int stream = 0;
   std::unique_ptr<tk::graph::Program> program() {
     tk::graph::Graph gr;
-    const int vw = gr.variable("w", w), vg = gr.variable("g", g), vs = gr.variable("slot", slot);
+    const int vw = gr.variable("w", w), vg = gr.variable("g", g);
     tk::graph::Attrs at;
     at.update = &config;
-    const int update = gr.add(tk::graph::Op::SgdUpdate, {vw, vg, vs}, at, "update");
+    const int update = gr.add(tk::graph::Op::SgdUpdate, {vw, vg}, at, "update");
     auto p = std::make_unique<tk::graph::Program>(std::move(gr), std::vector<int>{}, std::vector<int>{update},
                                                   tk::Device::cpu());
     p->set_stream(&stream);

@@ -90,27 +90,28 @@ enum class Op : uint8_t {
   CategoricalAccuracy,
   SparseCategoricalAccuracy,
   // Optimizer updates: in place on (param, grad, slots...), no output
-  SgdUpdate,       // (param, grad, momentum)
+  // The slots each takes are those its config uses (update_slot_mask below), in this order:
+  SgdUpdate,       // (param, grad[, momentum: momentum != 0])
   AdamUpdate,      // (param, grad, m, v); AdamW through weight_decay
-  RmspropUpdate,   // (param, grad, velocity, momentum, average_gradient)
+  RmspropUpdate,   // (param, grad, velocity[, momentum: momentum > 0][, average_gradient: centered])
   StepControl,     // a step's gradients [, loss-scale state] -> (2): [0] 1 when all are finite (or the check is
                    // off) else 0, [1] the factor every gradient is multiplied by: 1 / loss scale (1 without loss
                    // scaling) times the global-norm clip factor min(1, global_clipnorm / ||unscaled||) (1 when off);
                    // attrs.update. With loss scaling it also updates the state in place (UpdateConfig).
   AccumulateGrad,  // in place: acc += grad * StepScalars::grad_scale (micro-batching); (acc, grad), no output
   MultiUpdate,     // several variables' updates in one kernel (graph/fuse.h groups them by readiness): inputs
-                   // (params 0..K-1, grads K..2K-1, S slots per variable, [StepControl]), K = attrs.size, the rule
-                   // in attrs.epilogue (SgdUpdate, AdamUpdate or RmspropUpdate); in place, no output
-  AllReduce,       // data parallel: (grad) -> sum over the replicas of grad * StepScalars::grad_scale (each replica's
-                   // share of the global batch), through attrs.collective (graph/collective.h) as replica
-                   // attrs.replica, collective number attrs.begin; without a collective grad * grad_scale.
-                   // attrs.zero_grad: clears the inputs afterwards (micro-batching's accumulators). With k > 1
-                   // inputs a bucket (graph/bucket.h): the output is flat, input i's sum at bucket_offsets()[i],
-                   // and the gradients are read back through View nodes
-  AllReduceWait,   // (an AllReduce with attrs.overlap) -> the same memory, once the reduction it started is done
-                   // (Collective::finish_all_reduce); what the bucket's readers read. Placed like a View.
-  View,            // (x) -> attrs.shape: elements [attrs.begin, attrs.begin + size) of x, the same memory (no copy,
-                   // no kernel: the planner places it inside x, graph/schedule.h); a gradient inside its bucket
+                   // (params 0..K-1, grads K..2K-1, S slots per variable, [StepControl]), K = attrs.size, S the
+  // rule's update_slot_count, the rule in attrs.epilogue (SgdUpdate, AdamUpdate or RmspropUpdate); in place, no output
+  AllReduce,      // data parallel: (grad) -> sum over the replicas of grad * StepScalars::grad_scale (each replica's
+                  // share of the global batch), through attrs.collective (graph/collective.h) as replica
+                  // attrs.replica, collective number attrs.begin; without a collective grad * grad_scale.
+                  // attrs.zero_grad: clears the inputs afterwards (micro-batching's accumulators). With k > 1
+                  // inputs a bucket (graph/bucket.h): the output is flat, input i's sum at bucket_offsets()[i],
+                  // and the gradients are read back through View nodes
+  AllReduceWait,  // (an AllReduce with attrs.overlap) -> the same memory, once the reduction it started is done
+                  // (Collective::finish_all_reduce); what the bucket's readers read. Placed like a View.
+  View,           // (x) -> attrs.shape: elements [attrs.begin, attrs.begin + size) of x, the same memory (no copy,
+                  // no kernel: the planner places it inside x, graph/schedule.h); a gradient inside its bucket
   // The general tensor vocabulary layers compose (graph/tensor_ops.h builds them and their gradients): NumPy
   // broadcasting, any axis, rank <= kMaxRank. The ops above stay as the fast paths of common layers.
   Unary,        // f(x): attrs.unary (graph/tensor_fns.h) with attrs.fn_param
@@ -168,6 +169,28 @@ struct UpdateConfig {
   int64_t iterations = 0;        // updates applied so far (Keras' optimizer.iterations)
   Op update_op = Op::SgdUpdate;  // the optimizer's update rule (set by the optimizer)
 };
+
+// The slots a fused update rule reads and writes under config `c`: bit j set = the rule's slot j (the op's comment
+// above) is an input. Exactly the variables Keras makes for these hyperparameters (nn::Slot::in_keras, checked against
+// this when an optimizer is made), so a slot the math never touches takes no memory: SGD without momentum holds none,
+// RMSprop without momentum and not centered only the velocity. -1 for an op that is not a fused update rule.
+constexpr int update_slot_mask(Op rule, const UpdateConfig& c) {
+  switch (rule) {
+    case Op::SgdUpdate:
+      return c.momentum != 0.0f ? 1 : 0;
+    case Op::AdamUpdate:
+      return 3;
+    case Op::RmspropUpdate:
+      return 1 | (c.momentum > 0.0f ? 2 : 0) | (c.centered ? 4 : 0);
+    default:
+      return -1;
+  }
+}
+// The number of slot inputs per variable (the set bits of update_slot_mask), -1 for an op that is not a rule.
+constexpr int update_slot_count(Op rule, const UpdateConfig& c) {
+  const int mask = update_slot_mask(rule, c);
+  return mask < 0 ? -1 : (mask & 1) + ((mask >> 1) & 1) + ((mask >> 2) & 1);
+}
 
 // One meaning per field: an op that needs a number of another kind gets a field of its own (a slope read as a dropout
 // rate, or a factor read as a constant, by a copied Attrs is a silent bug; the ONNX writer and the fusion pass read

@@ -209,22 +209,28 @@ Shape shape_bn(const Graph& g, int node) {
 }
 
 Shape shape_update(const Graph& g, int node) {
+  if (!g[node].attrs.update) shape_error(g, node, "update op without optimizer config");
   const Shape& p = in_shape(g, node, 0);
   const bool gated = g[node].attrs.gated;
   const size_t n = g[node].inputs.size() - (gated ? 1 : 0);
+  const int slots = update_slot_count(g[node].op, *g[node].attrs.update);  // only the slots its config uses
+  if (n != static_cast<size_t>(2 + slots))
+    shape_error(g, node,
+                "takes (param, grad) and the " + std::to_string(slots) +
+                    " slot(s) its config uses (update_slot_mask), got " + std::to_string(n) + " inputs");
   for (size_t i = 1; i < n; ++i)
     if (in_shape(g, node, static_cast<int>(i)) != p) shape_error(g, node, "gradient and slots must match the variable");
   if (gated && (g[g[node].inputs.back()].op != Op::StepControl || in_shape(g, node, static_cast<int>(n)) != Shape{2}))
     shape_error(g, node, "a gated update's last input must be the step's StepControl");
-  if (!g[node].attrs.update) shape_error(g, node, "update op without optimizer config");
   return Shape{};
 }
 
 Shape shape_multi_update(const Graph& g, int node) {
   const Node& n = g[node];
+  if (!n.attrs.update) shape_error(g, node, "update op without optimizer config");
   const Op rule = n.attrs.epilogue;
   const int64_t k = n.attrs.size;
-  const int64_t slots = rule == Op::AdamUpdate ? 2 : rule == Op::RmspropUpdate ? 3 : rule == Op::SgdUpdate ? 1 : -1;
+  const int64_t slots = update_slot_count(rule, *n.attrs.update);  // only the slots the config uses
   if (slots < 0) shape_error(g, node, "the rule (attrs.epilogue) must be SgdUpdate, AdamUpdate or RmspropUpdate");
   const int64_t operands = static_cast<int64_t>(n.inputs.size()) - (n.attrs.gated ? 1 : 0);
   if (k < 1 || operands != k * (2 + slots))
@@ -238,7 +244,6 @@ Shape shape_multi_update(const Graph& g, int node) {
   }
   if (n.attrs.gated && (g[n.inputs.back()].op != Op::StepControl || g[n.inputs.back()].shape != Shape{2}))
     shape_error(g, node, "a gated update's last input must be the step's StepControl");
-  if (!n.attrs.update) shape_error(g, node, "update op without optimizer config");
   return Shape{};
 }
 
@@ -564,9 +569,9 @@ constexpr std::array<OpInfo, kOpCount> kTable{{
     {Op::BinaryAccuracy, "BinaryAccuracy", 2, true, shape_loss, dtype_loss, nullptr},
     {Op::CategoricalAccuracy, "CategoricalAccuracy", 2, true, shape_loss, dtype_loss, nullptr},
     {Op::SparseCategoricalAccuracy, "SparseCategoricalAccuracy", 2, true, shape_loss, dtype_loss, nullptr},
-    {Op::SgdUpdate, "SgdUpdate", 3, false, shape_update, dtype_same_float, nullptr},
-    {Op::AdamUpdate, "AdamUpdate", 4, false, shape_update, dtype_same_float, nullptr},
-    {Op::RmspropUpdate, "RmspropUpdate", 5, false, shape_update, dtype_same_float, nullptr},
+    {Op::SgdUpdate, "SgdUpdate", -1, false, shape_update, dtype_same_float, nullptr},
+    {Op::AdamUpdate, "AdamUpdate", -1, false, shape_update, dtype_same_float, nullptr},
+    {Op::RmspropUpdate, "RmspropUpdate", -1, false, shape_update, dtype_same_float, nullptr},
     {Op::StepControl, "StepControl", -1, true, shape_step_control, dtype_floats_to_f32, nullptr},
     {Op::AccumulateGrad, "AccumulateGrad", 2, false, shape_same_as_first, dtype_same_float, nullptr},
     {Op::MultiUpdate, "MultiUpdate", -1, false, shape_multi_update, dtype_same_float, nullptr},

@@ -321,7 +321,7 @@ void weights_from_tree(Model& model, const H5Tree& tree, const std::string& labe
         if (!v || v->shape != want || (v->dtype != DType::f32 && !integer) || tw[k]->value.dtype() != DType::f32)
           throw FormatError(label + ": optimizer variable '/" + path + "' should be " + want.to_string() + " " +
                             std::string(dtype_name(dtype)) + " (" + opt.name() + "'s " +
-                            nn::rule_state(opt).rule->slots[s].name + " of '" + tw[k]->name + "'), got " +
+                            nn::held_slot(opt, static_cast<int>(s)).name + " of '" + tw[k]->name + "'), got " +
                             (v ? v->shape.to_string() : std::string("nothing")));
         slot_paths[k][s] = path;  // read into the slot's own memory once everything is checked
       }

@@ -36,6 +36,8 @@ void check_rule(const OptimizerRule& r) {
   if (r.fused != graph::Op::Assign && !r.variables.empty()) bad("a fused op cannot advance optimizer variables");
   for (const Slot& s : r.slots) {
     if (s.name.empty()) bad("a slot without a Keras name");
+    if (s.in_keras && r.fused == graph::Op::Assign)
+      bad("slot '" + s.name + "' is conditional (in_keras) but the update in ops takes every slot");
     if (!s.initial_from.empty() &&
         std::none_of(r.hyper.begin(), r.hyper.end(), [&](const Hyper& h) { return h.key == s.initial_from; }))
       bad("slot '" + s.name + "' starts from unknown hyperparameter '" + s.initial_from + "'");
@@ -60,12 +62,23 @@ const std::vector<const OptimizerRule*>& rules() {
 
 class RuleOptimizer final : public Optimizer {
  public:
-  RuleOptimizer(const OptimizerRule& rule, Hypers hyper) : state_{&rule, std::move(hyper)} {
+  RuleOptimizer(const OptimizerRule& rule, Hypers hyper) : state_{&rule, std::move(hyper), {}} {
     config().update_op = rule.fused;  // Assign: not a fused update op, ProgramCache emits the rule's ops
     if (rule.configure) rule.configure(config(), state_.hyper);
+    int mask = 0;
+    for (size_t s = 0; s < rule.slots.size(); ++s)
+      if (!rule.slots[s].in_keras || rule.slots[s].in_keras(state_.hyper)) {
+        state_.held.push_back(s);
+        mask |= 1 << s;
+      }
+    // The fused op's inputs are the slots its config uses: they must be the ones held (one description each).
+    if (rule.fused != graph::Op::Assign && graph::update_slot_mask(rule.fused, config()) != mask)
+      throw Error("optimizer rule '" + rule.keras_class + "': its slots' in_keras (mask " + std::to_string(mask) +
+                  ") and the fused op's graph::update_slot_mask (" +
+                  std::to_string(graph::update_slot_mask(rule.fused, config())) + ") disagree");
   }
   std::string name() const override { return state_.rule->keras_class; }
-  int slots_per_variable() const override { return static_cast<int>(state_.rule->slots.size()); }
+  int slots_per_variable() const override { return static_cast<int>(state_.held.size()); }
   const RuleState& state() const { return state_; }
 
  private:
@@ -136,32 +149,35 @@ bool is_fused_update(graph::Op op) {
                      [&](const OptimizerRule* r) { return r->fused != graph::Op::Assign && r->fused == op; });
 }
 
-float slot_initial_value(const Optimizer& opt, int s) {
+const Slot& held_slot(const Optimizer& opt, int s) {
   const RuleState& st = rule_state(opt);
-  const Slot& slot = st.rule->slots.at(static_cast<size_t>(s));
-  return slot.initial_from.empty() ? slot.initial : st.hyper.at(slot.initial_from);
+  return st.rule->slots.at(st.held.at(static_cast<size_t>(s)));
+}
+
+float slot_initial_value(const Optimizer& opt, int s) {
+  const Slot& slot = held_slot(opt, s);
+  return slot.initial_from.empty() ? slot.initial : rule_state(opt).hyper.at(slot.initial_from);
 }
 
 Shape slot_shape(const Optimizer& opt, int s, const Shape& var) {
-  const Slot& slot = rule_state(opt).rule->slots.at(static_cast<size_t>(s));
+  const Slot& slot = held_slot(opt, s);
   return slot.shape ? slot.shape(var) : var;
 }
 
 std::vector<std::pair<size_t, size_t>> keras_slot_order(const Optimizer& opt, size_t n) {
   const RuleState& st = rule_state(opt);
-  const std::vector<Slot>& slots = st.rule->slots;
   int groups = 0;
-  for (const Slot& s : slots) groups = std::max(groups, s.group + 1);
+  for (const Slot& s : st.rule->slots) groups = std::max(groups, s.group + 1);
   std::vector<std::pair<size_t, size_t>> order;
   for (int group = 0; group < groups; ++group)
     for (size_t k = 0; k < n; ++k)
-      for (size_t s = 0; s < slots.size(); ++s)
-        if (slots[s].group == group && (!slots[s].in_keras || slots[s].in_keras(st.hyper))) order.emplace_back(k, s);
+      for (size_t s = 0; s < st.held.size(); ++s)
+        if (st.rule->slots[st.held[s]].group == group) order.emplace_back(k, s);
   return order;
 }
 
 DType slot_keras_dtype(const Optimizer& opt, int s, const Shape& var) {
-  const Slot& slot = rule_state(opt).rule->slots.at(static_cast<size_t>(s));
+  const Slot& slot = held_slot(opt, s);
   return slot.keras_dtype ? slot.keras_dtype(var) : DType::f32;
 }
 

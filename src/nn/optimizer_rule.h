@@ -64,7 +64,9 @@ struct Slot {
   // v0, m1, v1), the groups follow each other (RMSprop: every velocity, then every momentum).
   int group = 0;
   // Whether Keras makes it for these hyperparameters (SGD's momentum: only when momentum != 0); null: always. trainkit
-  // keeps every slot; one Keras does not make is left out of .keras files and starts at `initial` when read.
+  // holds exactly the slots Keras makes: one it does not is not allocated, not planned, not in .keras files nor in
+  // training states, and the fused op takes no input for it (graph::update_slot_mask, which must agree: checked when
+  // an optimizer is made). Only a fused op's slots may be conditional.
   std::function<bool(const Hypers&)> in_keras = nullptr;
   // Its shape for a variable of shape `var` (Adafactor's factored moments); null: the variable's.
   std::function<Shape(const Shape& var)> shape = nullptr;
@@ -138,6 +140,10 @@ OptimizerPtr make_rule_optimizer(const OptimizerRule& rule);
 struct RuleState {
   const OptimizerRule* rule;
   Hypers hyper;
+  // The rule's slots this optimizer holds (in_keras for its hyperparameters), in the rule's order. "Slot s" everywhere
+  // outside this file (slots_per_variable, the slot functions below, ProgramCache, training states, .keras files)
+  // means held slot s: the rule's slot held[s].
+  std::vector<size_t> held;
 };
 const RuleState& rule_state(const Optimizer& opt);
 // Whether its update is written in the general ops (emit_rule_update), not a fused op.
@@ -145,12 +151,14 @@ bool emits_ops(const Optimizer& opt);
 // Whether `op` is one of the rules' fused update ops, or their grouping (MultiUpdate).
 bool is_fused_update(graph::Op op);
 
+// The rule's description of held slot `s` (its Keras name...).
+const Slot& held_slot(const Optimizer& opt, int s);
 // The initial value of slot `s` (Adagrad's accumulator: initial_accumulator_value).
 float slot_initial_value(const Optimizer& opt, int s);
 // The shape of slot `s` of a variable of shape `var`.
 Shape slot_shape(const Optimizer& opt, int s, const Shape& var);
-// (trainable weight index, slot index) in Keras' order for `n` trainable weights: groups, then variables, then slots,
-// without the slots Keras does not make for these hyperparameters.
+// (trainable weight index, held slot index) in Keras' order for `n` trainable weights: groups, then variables, then
+// slots (the held ones: those Keras makes for these hyperparameters).
 std::vector<std::pair<size_t, size_t>> keras_slot_order(const Optimizer& opt, size_t n);
 // The dtype of slot `s` in Keras files (float32 unless the rule says otherwise).
 DType slot_keras_dtype(const Optimizer& opt, int s, const Shape& var);

@@ -7,11 +7,13 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <type_traits>
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
 #include "graph/kernel.h"
+#include "trainkit/core/error.h"
 
 namespace tk::cpu {
 using graph::KernelArgs;
@@ -70,7 +72,7 @@ Rule rule_of(const KernelArgs& a, Op rule) {
   return r;
 }
 
-// One variable's buffers: param, grad, and up to three slots.
+// One variable's buffers: param, grad, and the rule's slots (null: one its config does not use).
 struct Var {
   float* w;
   const float* g;
@@ -80,7 +82,7 @@ struct Var {
 };
 
 // The per-element rules are backends/math/optimizers.h, shared with the CUDA kernels.
-// (param, grad, momentum)
+// (param, grad[, momentum])
 void sgd_range(const Rule& r, const Var& v, int64_t b, int64_t e) {
   float* w = v.w;
   const float* g = v.g;
@@ -111,7 +113,7 @@ void adam_range(const Rule& r, const Var& v, int64_t b, int64_t e) {
   for (int64_t i = b; i < e; ++i) math::adam(w[i], m[i], vv[i], clip(g[i]), alpha, b1, b2, eps);
 }
 
-// (param, grad, velocity, momentum, average_gradient)
+// (param, grad, velocity[, momentum][, average_gradient])
 void rmsprop_range(const Rule& r, const Var& v, int64_t b, int64_t e) {
   float* w = v.w;
   const float* g = v.g;
@@ -121,7 +123,7 @@ void rmsprop_range(const Rule& r, const Var& v, int64_t b, int64_t e) {
   const Grad clip = v.clip;
   const float rho = r.c.rho, lr = r.lr, eps = r.c.epsilon, mu = r.c.momentum;
   const bool centered = r.c.centered;
-  float unused = 0.0f;  // a slot the rule does not use (no momentum, not centered) may be absent
+  float unused = 0.0f;  // a slot the config does not use (no momentum, not centered) is absent: null
   for (int64_t i = b; i < e; ++i)
     math::rmsprop(w[i], vel[i], mu > 0.0f ? mom[i] : unused, centered ? avg[i] : unused, clip(g[i]), lr, rho, eps, mu,
                   centered);
@@ -131,15 +133,30 @@ using RangeFn = void (*)(const Rule&, const Var&, int64_t, int64_t);
 RangeFn range_fn(Op rule) {
   return rule == Op::AdamUpdate ? adam_range : rule == Op::RmspropUpdate ? rmsprop_range : sgd_range;
 }
-int slots_of(Op rule) { return rule == Op::AdamUpdate ? 2 : rule == Op::RmspropUpdate ? 3 : 1; }
 
-// Variable k of an update node: inputs (params 0..K-1, grads K..2K-1, then S slots per variable), K = 1 for the
-// single-variable update ops. Applies weight decay and computes the clip scales (per variable, as Keras).
-Var variable(const KernelArgs& a, int k, int count, int slots) {
+// The node holds the slots its config uses now: the config is shared and mutable, and a momentum turned on after the
+// program was built would need a slot that has no memory (Keras, too, makes the slots when it builds).
+void check_slot_inputs(const KernelArgs& a, int count, int slots) {
+  const size_t operands = a.node.inputs.size() - (a.node.attrs.gated ? 1 : 0);
+  if (operands != static_cast<size_t>(count) * static_cast<size_t>(2 + slots))
+    throw Error("'" + a.node.name + "': the optimizer's config now uses " + std::to_string(slots) +
+                " slot(s) per variable but the update was built with " +
+                std::to_string(operands / static_cast<size_t>(count) - 2) +
+                " (momentum and centered cannot change after the first step: compile again)");
+}
+
+// Variable k of an update node: inputs (params 0..K-1, grads K..2K-1, then the slots its config uses per variable:
+// graph::update_slot_mask), K = 1 for the single-variable update ops. A slot the config does not use has no input and
+// a null pointer (the rules never touch it). Applies weight decay and computes the clip scales (per variable, as
+// Keras).
+Var variable(const KernelArgs& a, Op rule, int k, int count) {
+  const int mask = graph::update_slot_mask(rule, *a.node.attrs.update);
+  const int slots = graph::update_slot_count(rule, *a.node.attrs.update);
+  check_slot_inputs(a, count, slots);
   Var v{};
   v.w = a.inout<float>(k);
   v.g = a.input<float>(count + k);
-  for (int j = 0; j < slots; ++j) v.s[j] = a.inout<float>(2 * count + k * slots + j);
+  for (int j = 0, in = 2 * count + k * slots; j < 3; ++j) v.s[j] = mask & (1 << j) ? a.inout<float>(in++) : nullptr;
   v.n = a.in_shape(k).numel();
   v.clip = prepare(a, v.w, v.g, v.n);
   return v;
@@ -149,7 +166,7 @@ Var variable(const KernelArgs& a, int k, int count, int slots) {
 template <Op R>
 void update_one(const KernelArgs& a) {
   const Rule r = rule_of(a, R);
-  const Var v = variable(a, 0, 1, slots_of(R));
+  const Var v = variable(a, R, 0, 1);
   const RangeFn fn = range_fn(R);
   parallel_for(v.n, [&](int64_t b, int64_t e) { fn(r, v, b, e); });
 }
@@ -161,12 +178,11 @@ void update_many(const KernelArgs& a) {
   const Op rule = a.node.attrs.epilogue;  // the single-variable op of the group's rule
   const Rule r = rule_of(a, rule);
   const int count = static_cast<int>(a.node.attrs.size);
-  const int slots = slots_of(rule);
   constexpr int kMaxVars = 64;
   std::array<Var, kMaxVars> vars;
   std::array<int64_t, kMaxVars + 1> start{};
   for (int k = 0; k < count; ++k) {
-    vars[static_cast<size_t>(k)] = variable(a, k, count, slots);
+    vars[static_cast<size_t>(k)] = variable(a, rule, k, count);
     start[static_cast<size_t>(k + 1)] = start[static_cast<size_t>(k)] + vars[static_cast<size_t>(k)].n;
   }
   const RangeFn fn = range_fn(rule);

@@ -61,7 +61,6 @@ void activation_grad(const KernelArgs& a) {
 }
 
 Rule rule_of(Op op) { return op == Op::AdamUpdate ? Rule::adam : op == Op::RmspropUpdate ? Rule::rmsprop : Rule::sgd; }
-int slots_of(Rule r) { return r == Rule::adam ? 2 : r == Rule::rmsprop ? 3 : 1; }
 
 // clipnorm's scratch per variable: the sum-of-squares partials and the factor. Reserved whether or not clipnorm is on
 // when the program is built: a callback may turn it on later through Optimizer::config() (the update kernel decides
@@ -75,12 +74,23 @@ size_t update_workspace(const graph::Graph& g, int node) {
 }
 
 // The variables of an update node: [weights..., gradients..., slots (per variable)..., (StepControl)], count variables
-// (MultiUpdate: attrs.size; the single-variable ops: 1). One launch per variable.
+// (MultiUpdate: attrs.size; the single-variable ops: 1), the slots those its config uses (graph::update_slot_mask; an
+// unused one is a null pointer the kernel never reads). One launch per variable.
 void update(const KernelArgs& a) {
   const graph::UpdateConfig& c = *a.node.attrs.update;
   const bool multi = a.node.op == Op::MultiUpdate;
-  const Rule rule = rule_of(multi ? a.node.attrs.epilogue : a.node.op);
-  const int count = multi ? static_cast<int>(a.node.attrs.size) : 1, slots = slots_of(rule);
+  const Op rule_op = multi ? a.node.attrs.epilogue : a.node.op;
+  const Rule rule = rule_of(rule_op);
+  const int count = multi ? static_cast<int>(a.node.attrs.size) : 1;
+  const int mask = graph::update_slot_mask(rule_op, c), slots = graph::update_slot_count(rule_op, c);
+  // The config is shared and mutable: a momentum turned on after the program was built would need a slot with no
+  // memory.
+  const size_t operands = a.node.inputs.size() - (a.node.attrs.gated ? 1 : 0);
+  if (operands != static_cast<size_t>(count) * static_cast<size_t>(2 + slots))
+    throw Error("'" + a.node.name + "': the optimizer's config now uses " + std::to_string(slots) +
+                " slot(s) per variable but the update was built with " +
+                std::to_string(operands / static_cast<size_t>(count) - 2) +
+                " (momentum and centered cannot change after the first step: compile again)");
   // Per-step values stay on the device: the kernels read them there.
   UpdateArgs u;
   u.learning_rate = &a.scalars->learning_rate;  // addresses in device memory, never read on the host
@@ -98,7 +108,8 @@ void update(const KernelArgs& a) {
   for (int k = 0; k < count; ++k) {
     u.w = a.inout<float>(k);
     u.g = a.input<float>(count + k);
-    for (int j = 0; j < slots; ++j) u.slot[j] = a.inout<float>(2 * count + k * slots + j);
+    for (int j = 0, in = 2 * count + k * slots; j < 3; ++j)
+      u.slot[j] = mask & (1 << j) ? a.inout<float>(in++) : nullptr;
     u.n = a.in_shape(k).numel();
     if (c.clipnorm > 0.0f) {  // this variable's clip factor, into its slice of the workspace
       auto* partials =

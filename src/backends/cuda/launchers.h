@@ -186,7 +186,8 @@ enum class Rule : int { sgd, adam, rmsprop };
 struct UpdateArgs {
   float* w = nullptr;
   const float* g = nullptr;
-  float* slot[3] = {nullptr, nullptr, nullptr};  // sgd: momentum; adam: m, v; rmsprop: velocity, momentum, average
+  // sgd: momentum; adam: m, v; rmsprop: velocity, momentum, average; null where the config uses none (never read)
+  float* slot[3] = {nullptr, nullptr, nullptr};
   int64_t n = 0;
   const float* learning_rate = nullptr;  // device memory
   const int64_t* iterations = nullptr;   // device memory

@@ -13,7 +13,7 @@ const OptimizerRule& rmsprop_rule() {
       .hyper = {{"rho", 0.9f}, {"momentum", 0.0f}, {"epsilon", 1e-7f}, {"centered", 0.0f, true}},
       .learning_rate = 0.001f,
       // Three add_optimizer_variables calls: every velocity, then every momentum (momentum > 0), then every average
-      // gradient (centered). The fused op always takes the three.
+      // gradient (centered). trainkit holds the same (RmspropUpdate takes only those: graph::update_slot_mask).
       .slots = {{.name = "velocity", .group = 0},
                 {.name = "momentum", .group = 1, .in_keras = [](const Hypers& h) { return h.at("momentum") > 0.0f; }},
                 {.name = "average_gradient",

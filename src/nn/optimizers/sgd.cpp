@@ -11,7 +11,7 @@ const OptimizerRule& sgd_rule() {
       .keras_class = "SGD",
       .hyper = {{"momentum", 0.0f}, {"nesterov", 0.0f, true}},
       .learning_rate = 0.01f,
-      // Keras makes the momentums only when momentum != 0; the fused op always takes one.
+      // Keras makes the momentums only when momentum != 0, and so does trainkit (SgdUpdate then takes no slot).
       .slots = {{.name = "momentum", .in_keras = [](const Hypers& h) { return h.at("momentum") != 0.0f; }}},
       .fused = graph::Op::SgdUpdate,
       .configure =

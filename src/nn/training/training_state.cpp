@@ -77,22 +77,29 @@ void Model::restore_training_state(const TrainingState& s) {
                             mine[i]->value.shape().to_string() + " " + std::string(dtype_name(mine[i]->value.dtype())) +
                             " but the state's '" + s.weight_names[i] + "' is " + s.weights[i].shape().to_string() +
                             " " + std::string(dtype_name(s.weights[i].dtype())));
-  if (s.optimizer != optimizer_->name() || s.slots_per_variable != optimizer_->slots_per_variable())
-    throw InvalidArgument(where + "the model is compiled with " + optimizer_->name() + " but the state holds " +
-                          (s.optimizer.empty() ? std::string("no optimizer") : s.optimizer) +
-                          " state (compile with the same optimizer)");
+  // The state's slots per variable: the ones this optimizer holds, or (a state written before trainkit held only the
+  // slots Keras makes) every slot of the rule, of which the held ones are taken: the others were never read.
+  const nn::RuleState& rule = nn::rule_state(*optimizer_);
+  const size_t per = static_cast<size_t>(optimizer_->slots_per_variable());
+  const size_t file_per = static_cast<size_t>(s.slots_per_variable);
+  std::vector<size_t> pick(per);  // held slot k is the state's slot pick[k] of each variable
+  for (size_t k = 0; k < per; ++k) pick[k] = file_per == per ? k : rule.held[k];
+  if (s.optimizer != optimizer_->name() || (file_per != per && file_per != rule.rule->slots.size()))
+    throw InvalidArgument(where + "the model is compiled with " + optimizer_->name() + " (" + std::to_string(per) +
+                          " slot(s) per variable) but the state holds " +
+                          (s.optimizer.empty() ? std::string("no optimizer") : s.optimizer) + " state (" +
+                          std::to_string(file_per) + " slot(s) per variable; compile with the same optimizer)");
   const std::vector<const Weight*> trainable = trainable_weights();
-  const size_t per = static_cast<size_t>(s.slots_per_variable);
   const size_t n_vars = get_optimizer_variables().size();  // after the slots (Nadam's u_product)
-  if (s.optimizer_slots.size() != trainable.size() * per + n_vars)
-    throw InvalidArgument(where + "the state has " + std::to_string(s.optimizer_slots.size()) +
-                          " optimizer tensors, the model needs " + std::to_string(trainable.size() * per + n_vars) +
-                          " (" + std::to_string(trainable.size()) + " trainable weights, " + std::to_string(per) +
-                          " slots each, " + std::to_string(n_vars) +
-                          " optimizer variables; were layers frozen differently?)");
+  if (s.optimizer_slots.size() != trainable.size() * file_per + n_vars)
+    throw InvalidArgument(
+        where + "the state has " + std::to_string(s.optimizer_slots.size()) + " optimizer tensors, the model needs " +
+        std::to_string(trainable.size() * file_per + n_vars) + " (" + std::to_string(trainable.size()) +
+        " trainable weights, " + std::to_string(file_per) + " slots each, " + std::to_string(n_vars) +
+        " optimizer variables; were layers frozen differently?)");
   for (size_t i = 0; i < trainable.size(); ++i)
     for (size_t k = 0; k < per; ++k) {
-      const Tensor& t = s.optimizer_slots[i * per + k];
+      const Tensor& t = s.optimizer_slots[i * file_per + pick[k]];
       const Shape want = nn::slot_shape(*optimizer_, static_cast<int>(k), trainable[i]->value.shape());
       if (t.shape() != want || t.dtype() != trainable[i]->value.dtype())
         throw InvalidArgument(where + "optimizer slot " + std::to_string(k) + " of '" + trainable[i]->name + "' is " +
@@ -101,7 +108,7 @@ void Model::restore_training_state(const TrainingState& s) {
     }
   std::vector<float> vars;
   for (size_t j = 0; j < n_vars; ++j) {
-    const Tensor& t = s.optimizer_slots[trainable.size() * per + j];
+    const Tensor& t = s.optimizer_slots[trainable.size() * file_per + j];
     if (t.numel() != 1 || t.dtype() != DType::f32 || !std::isfinite(t.data<float>()[0]))
       throw InvalidArgument(where + "optimizer variable " + std::to_string(j) + " is not a finite float32 scalar");
     vars.push_back(t.data<float>()[0]);
@@ -129,8 +136,7 @@ void Model::restore_training_state(const TrainingState& s) {
   set_weights(s.weights);
   std::vector<std::vector<Tensor>> slots(trainable.size());
   for (size_t i = 0; i < trainable.size(); ++i)
-    slots[i].assign(s.optimizer_slots.begin() + static_cast<std::ptrdiff_t>(i * per),
-                    s.optimizer_slots.begin() + static_cast<std::ptrdiff_t>((i + 1) * per));
+    for (size_t k = 0; k < per; ++k) slots[i].push_back(s.optimizer_slots[i * file_per + pick[k]]);
   set_optimizer_slots(slots, s.iterations);  // makes programs_
   set_optimizer_variables(vars);
   if (s.loss_scale > 0.0f)
