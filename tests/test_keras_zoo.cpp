@@ -258,8 +258,8 @@ INSTANTIATE_TEST_SUITE_P(Examples, ModelZoo, ::testing::Values("conv_autoencoder
                          [](const auto& info) { return info.param; });
 
 // Issue 31's memory must-show: `trainkit plan --model resnet50.keras --batch-size auto --memory-limit 2GiB` picks a
-// batch, and `trainkit fit` with that batch under the same budget trains inside it. (Measured 2026-12-06: batch 999,
-// planned 1.90 GiB, peak 1.78 GiB.)
+// batch, and `trainkit fit` with that batch under the same budget trains inside it. (Measured 2026-12-06: batch 1050
+// with SGD, planned 1.90 GiB, peak 1.77 GiB.)
 TEST(ModelZooMemory, ResNet50AutoBatchUnderTwoGiBTrainsInsideTheBudget) {
   if (!std::getenv("TK_SLOW_TESTS")) GTEST_SKIP() << "set TK_SLOW_TESTS=1 (ctest runs it as resnet50_auto_batch)";
   using tk_cli_test::quote;
