@@ -119,6 +119,9 @@ INSTANTIATE_TEST_SUITE_P(
                    o.learning_rate = 0.01f, o.beta_1 = 0.8f, o.beta_2 = 0.95f, o.clipvalue = 0.05f;
                    return optimizers::Lion(o);
                  }},
+        // Keras' defaults for SGD and RMSprop: no slot and velocity alone, in Keras and in trainkit alike.
+        RuleCase{"sgd", [] { return optimizers::SGD({.learning_rate = 0.1f}); }},
+        RuleCase{"rmsprop", [] { return optimizers::RMSprop({.learning_rate = 0.01f}); }},
         RuleCase{"sgd_nesterov",
                  [] { return optimizers::SGD({.learning_rate = 0.1f, .momentum = 0.9f, .nesterov = true}); }},
         RuleCase{"adam", [] { return optimizers::Adam({.learning_rate = 0.01f}); }},
