@@ -12,6 +12,7 @@
 #include <cstring>
 #include <string>
 
+#include "io/fd_write.h"
 #include "runtime/test_hooks.h"
 #include "trainkit/core/error.h"
 
@@ -88,17 +89,12 @@ void write_file_atomic(const fs::path& path, std::span<const std::byte> bytes) {
   AtomicFile file(path);
   const int fd = ::open(file.temp_path().c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) throw IoError("cannot create " + file.temp_path().string() + ": " + errno_text());
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const std::string err = errno_text();
-      ::close(fd);
-      throw IoError("cannot write " + path.string() + " (" + std::to_string(done) + " of " +
-                    std::to_string(bytes.size()) + " bytes written): " + err + " (is the disk full?)");
-    }
-    done += static_cast<size_t>(n);
+  const size_t done = write_fully(fd, bytes.data(), bytes.size());
+  if (done < bytes.size()) {
+    const std::string err = errno_text();
+    ::close(fd);
+    throw IoError("cannot write " + path.string() + " (" + std::to_string(done) + " of " +
+                  std::to_string(bytes.size()) + " bytes written): " + err + " (is the disk full?)");
   }
   if (::close(fd) != 0) throw IoError("cannot write " + path.string() + ": " + errno_text());
   file.commit();

@@ -14,6 +14,7 @@
 
 #include "core/device_bytes.h"
 #include "data/hdf5_isolation.h"
+#include "io/fd_write.h"
 #include "io/file_staging.h"
 #include "io/hdf5_blocks.h"
 #include "io/hdf5_handle.h"
@@ -274,15 +275,9 @@ class Reader {
   }
 
   void append(const void* data, size_t n) {
-    const char* p = static_cast<const char*>(data);
-    for (size_t done = 0; done < n;) {
-      const ssize_t put = ::write(data_fd_, p + done, n - done);
-      if (put < 0 && errno == EINTR) continue;
-      if (put <= 0)
-        throw IoError(label_ + ": cannot write trainkit's temporary data file: " + std::strerror(errno) +
-                      " (loading needs free disk space for the file's weights in the temporary directory, TMPDIR)");
-      done += static_cast<size_t>(put);
-    }
+    if (write_fully(data_fd_, data, n) < n)
+      throw IoError(label_ + ": cannot write trainkit's temporary data file: " + std::strerror(errno) +
+                    " (loading needs free disk space for the file's weights in the temporary directory, TMPDIR)");
     data_size_ += n;
   }
 

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "core/device_bytes.h"
+#include "io/fd_write.h"
 #include "io/file_staging.h"
 #include "runtime/device_memory.h"
 #include "trainkit/core/error.h"
@@ -62,17 +63,11 @@ class Sink {
  private:
   static constexpr size_t kBuffer = size_t{64} << 10;
   void write_out(const void* p, size_t n) {
-    const char* b = static_cast<const char*>(p);
-    for (size_t done = 0; done < n;) {
-      const ssize_t w = ::write(fd_, b + done, n - done);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0)
-        throw IoError("cannot write " + label_ + " (" + std::to_string(written_) + " of " + std::to_string(total_) +
-                      " bytes written): " + std::strerror(errno) +
-                      " (is the disk full? the previous file is untouched)");
-      done += static_cast<size_t>(w);
-      written_ += static_cast<size_t>(w);
-    }
+    const size_t put = write_fully(fd_, p, n);
+    written_ += put;
+    if (put < n)
+      throw IoError("cannot write " + label_ + " (" + std::to_string(written_) + " of " + std::to_string(total_) +
+                    " bytes written): " + std::strerror(errno) + " (is the disk full? the previous file is untouched)");
   }
   int fd_;
   std::string label_;

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <string>
 
+#include "io/fd_write.h"
 #include "trainkit/core/error.h"
 
 namespace tk::io {
@@ -38,15 +39,9 @@ class TempFile {
   int fd() const { return fd_; }
 
   void write_all(const void* data, size_t n) {
-    const char* p = static_cast<const char*>(data);
-    for (size_t done = 0; done < n;) {
-      const ssize_t put = ::write(fd_, p + done, n - done);
-      if (put < 0 && errno == EINTR) continue;
-      if (put <= 0)
-        throw IoError(label_ + ": cannot write the temporary file " + path_ + ": " + std::strerror(errno) +
-                      " (is the disk of the temporary directory, TMPDIR, full?)");
-      done += static_cast<size_t>(put);
-    }
+    if (write_fully(fd_, data, n) < n)
+      throw IoError(label_ + ": cannot write the temporary file " + path_ + ": " + std::strerror(errno) +
+                    " (is the disk of the temporary directory, TMPDIR, full?)");
   }
 
   // Removes the path and gives the open descriptor to the caller (who closes it).
