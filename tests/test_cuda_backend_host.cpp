@@ -148,8 +148,7 @@ TEST(CudaCoverage, TheMixedCnnStepsConvolutionsAreNativeAndFitTheirPlannedWorksp
     const std::unique_ptr<Model> cnn = models::tutorial_cnn();
     cnn->set_dtype_policy(policy);
     cnn->compile(optimizers::Adam(), losses::SparseCategoricalCrossentropy({.from_logits = true}));
-    nn::ProgramCache cache(*cnn);
-    const nn::ProgramCache::Traced t = cache.trace(nn::ProgramKind::train, 32, false);
+    const nn::ProgramCache::Traced t = cnn->trainer().programs().trace(nn::ProgramKind::train, 32, false);
     std::vector<int> roots = t.keep;
     roots.insert(roots.end(), t.sinks.begin(), t.sinks.end());
     for (int id : graph::schedule(t.g, roots)) {
@@ -215,8 +214,7 @@ TEST(CudaCoverage, EveryOpHasACudaKernelOrADeclaredExclusion) {
 // The ops of a model's real training step (the fused graph fit runs) that have no CUDA kernel for their dtypes.
 std::vector<std::string> missing_on_cuda(Model& m) {
   m.compile(optimizers::Adam(), losses::SparseCategoricalCrossentropy({.from_logits = true}), {"accuracy"});
-  nn::ProgramCache cache(m);
-  const nn::ProgramCache::Traced t = cache.trace(nn::ProgramKind::train, 32, false);
+  const nn::ProgramCache::Traced t = m.trainer().programs().trace(nn::ProgramKind::train, 32, false);
   std::vector<int> roots = t.keep;
   roots.insert(roots.end(), t.sinks.begin(), t.sinks.end());
   std::vector<std::string> missing;

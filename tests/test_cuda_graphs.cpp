@@ -87,11 +87,10 @@ Trained train(Make make, const std::vector<Tensor>& initial, const Tensor& x, co
   t.stderr_text = ::testing::internal::GetCapturedStderr();
   t.weights = m->get_weights();
   t.loss = h.history.at("loss");
-  if (const tk::nn::ProgramCache* pc = tk::nn::ProgramCache::of(*m))
-    for (const tk::graph::Program* p : pc->programs()) {
-      t.captures += p->capture().captures();
-      t.replays += p->capture().replays();
-    }
+  for (const tk::graph::Program* p : m->trainer().programs().programs()) {
+    t.captures += p->capture().captures();
+    t.replays += p->capture().replays();
+  }
   return t;
 }
 

@@ -180,8 +180,7 @@ TEST(Seam, RescalingReadingAnInputIsFoldedIntoStaging) {
   tk::Sequential m({layers::Input({5}), layers::Rescaling(2.0f, 1.0f), layers::Dense(2)});
   m.compile(tk::optimizers::SGD(), tk::losses::MeanSquaredError());
   // The plan's program has no Scale op: the factor moved into staging.
-  tk::nn::ProgramCache cache(m);
-  tk::nn::ProgramCache::Traced t = cache.trace(tk::nn::ProgramKind::predict, 4, false);
+  tk::nn::ProgramCache::Traced t = m.trainer().programs().trace(tk::nn::ProgramKind::predict, 4, false);
   ASSERT_EQ(t.compiled->x_scale.size(), 1u);
   EXPECT_EQ(t.compiled->x_scale[0].scale, 2.0f);
   EXPECT_EQ(t.compiled->x_scale[0].offset, 1.0f);
@@ -205,8 +204,7 @@ TEST(Seam, RescalingAfterAMixedPolicysInputCastIsFoldedIntoStaging) {
     tk::mixed_precision::set_global_policy(policy);
     tk::Sequential m({layers::Input({12}), layers::Rescaling(1.0f / 255), layers::Dense(8, "relu"), layers::Dense(3)});
     m.compile(tk::optimizers::SGD(), tk::losses::SparseCategoricalCrossentropy({.from_logits = true}));
-    tk::nn::ProgramCache cache(m);
-    tk::nn::ProgramCache::Traced t = cache.trace(tk::nn::ProgramKind::predict, 4, false);
+    tk::nn::ProgramCache::Traced t = m.trainer().programs().trace(tk::nn::ProgramKind::predict, 4, false);
     ASSERT_EQ(t.compiled->x_scale.size(), 1u);
     EXPECT_EQ(t.compiled->x_scale[0].scale, 1.0f / 255);
     // ... and the cast too: staging writes the batch in the policy's 16-bit dtype.

@@ -1,4 +1,4 @@
-// The public Keras file API (trainkit/io/keras.h) and Model::save / save_weights / load_weights.
+// The public Keras file API (trainkit/io/keras.h).
 #include <chrono>
 #include <ctime>
 
@@ -82,19 +82,6 @@ void load_keras_weights(Model& model, const std::string& path) {
 }
 
 }  // namespace io
-
-void Model::save(const std::string& path) const {
-  sync_host_weights();
-  io::save_keras(*this, path);
-}
-void Model::save_weights(const std::string& path) const {
-  sync_host_weights();
-  io::save_keras_weights(*this, path);
-}
-void Model::load_weights(const std::string& path) {
-  io::load_keras_weights(*this, path);
-  weights_changed_on_host();
-}
 
 namespace models {
 

@@ -19,6 +19,7 @@
 #include "nn/compiler/programs.h"
 #include "nn/layers/input_layer.h"
 #include "nn/optimizer_rule.h"
+#include "nn/training/trainer.h"
 #include "trainkit/core/error.h"
 
 namespace tk::io::keras {
@@ -350,7 +351,7 @@ void weights_from_tree(Model& model, const H5Tree& tree, const std::string& labe
   if (iterations >= 0) {
     // Each slot read straight into the optimizer's own slot (made where it does not exist yet: ProgramCache), or,
     // when the file holds none, set to the optimizer's initial values.
-    nn::ProgramCache& programs = nn::ProgramCache::made_for(model);
+    nn::ProgramCache& programs = model.trainer().programs();
     programs.synchronize();  // queued steps read and write the slots
     const Optimizer& opt = *model.optimizer();
     const std::vector<const Weight*> tw = model.trainable_weights();

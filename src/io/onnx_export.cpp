@@ -8,6 +8,8 @@
 // namesakes where opset 17 has one with the same math, else to a few ONNX ops (expm1 as Exp - 1, gelu as
 // x * (1 + erf(x / sqrt 2)) / 2, ...); shapes that hold the batch (a BroadcastTo or Fill to (batch, ...)) take it
 // from the first input at run time, so the batch axis stays symbolic.
+#include "io/onnx_export.h"
+
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -20,6 +22,7 @@
 #include "io/onnx_file.h"
 #include "io/proto_writer.h"
 #include "nn/compiler/programs.h"
+#include "nn/training/trainer.h"
 #include "trainkit/core/error.h"
 #include "trainkit/nn/model.h"
 
@@ -169,16 +172,19 @@ const char* supported_ops() {
 
 }  // namespace
 
-void Model::export_onnx(const std::string& path) {
-  ensure_built({});
-  if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
+}  // namespace tk
+
+namespace tk::io {
+
+void export_onnx(Model& model, const std::string& path) {
+  model.ensure_built({});
   const nn::ProgramCache::Traced t =
-      programs_->trace(nn::ProgramKind::predict, kTraceBatch, false, false, nullptr, /*fuse=*/false);
+      model.trainer().programs().trace(nn::ProgramKind::predict, kTraceBatch, false, false, nullptr, /*fuse=*/false);
   const graph::Graph& g = t.g;
   const nn::Compiled& c = *t.compiled;
 
   std::map<std::string, const Weight*> weights;
-  for (const LayerPtr& l : layers_)
+  for (const LayerPtr& l : model.layers())
     for (const Weight& w : l->weights()) weights.emplace(w.name, &w);
 
   OnnxGraph onnx;
@@ -703,10 +709,10 @@ void Model::export_onnx(const std::string& path) {
   io::onnx::ModelParts& parts = onnx.parts();
   parts.head.i64(1, kIrVersion).str(2, "trainkit").str(3, "0.1.0");
   parts.tail.msg(8, Message().str(1, "").i64(2, kOpset));
-  parts.graph_name = name_;
+  parts.graph_name = model.name();
   parts.inputs = std::move(inputs);
   parts.outputs = std::move(outputs);
   io::onnx::write_model(path, parts);
 }
 
-}  // namespace tk
+}  // namespace tk::io

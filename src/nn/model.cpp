@@ -16,6 +16,7 @@
 #include "nn/layers/context.h"
 #include "nn/layers/input_layer.h"
 #include "nn/optimizer_rule.h"
+#include "nn/training/trainer.h"
 #include "trainkit/core/error.h"
 #include "trainkit/nn/mixed_precision.h"
 #include "trainkit/runtime/memory.h"
@@ -24,13 +25,15 @@ namespace tk {
 
 Model::Model(std::vector<KerasTensor> inputs, std::vector<KerasTensor> outputs, std::string name)
     : name_(name.empty() ? nn::unique_name("functional") : std::move(name)),
-      dtype_policy_(mixed_precision::global_policy()) {
+      dtype_policy_(mixed_precision::global_policy()),
+      trainer_(std::make_unique<nn::Trainer>(*this)) {
   init_graph(std::move(inputs), std::move(outputs));
 }
 
 Model::Model(std::string name_prefix, std::string name)
     : name_(name.empty() ? nn::unique_name(name_prefix) : std::move(name)),
-      dtype_policy_(mixed_precision::global_policy()) {}
+      dtype_policy_(mixed_precision::global_policy()),
+      trainer_(std::make_unique<nn::Trainer>(*this)) {}
 
 Model::~Model() = default;
 
@@ -140,13 +143,10 @@ void Model::compile(OptimizerPtr optimizer, std::vector<Loss> losses, std::vecto
   optimizer_ = std::move(optimizer);
   losses_ = std::move(losses);
   metrics_ = std::move(metrics);
-  sync_host_weights();  // a model on a GPU: its trained weights are the device's copies, which go with the programs
-  programs_.reset();    // a new compile (e.g. after freezing layers) rebuilds every program
-  replica_programs_.clear();
-  run_policies_.clear();
   // Keras: a model compiled inside a strategy's scope is replicated over its devices (replica 0 on the first).
   strategy_ = distribute::current_strategy();
   if (strategy_) device_ = strategy_->devices[0];
+  trainer_->reset(strategy_);  // a new compile (e.g. after freezing layers) rebuilds every program
 }
 
 std::string Model::distribute_strategy() const { return strategy_ ? strategy_->description : std::string(); }
@@ -159,7 +159,7 @@ void require_compute_device(Device device) {
 
 void Model::set_device(Device device) {
   if (device == device_) return;  // keeps what exists (e.g. optimizer state restored from a file)
-  if (programs_ && programs_->persistent_bytes() > 0)
+  if (trainer_->programs().persistent_bytes() > 0)
     throw InvalidArgument("set_device: model '" + name_ + "' already has programs on " + device_.to_string() +
                           "; set the device before the first fit/evaluate/predict (or compile() again)");
   require_compute_device(device);
@@ -169,9 +169,7 @@ void Model::set_device(Device device) {
                           ", which places its replicas (compile it outside the scope "
                           "to run on one device)");
   device_ = device;
-  absent_device_budget_ = 0;  // a real device from here on
-  sync_host_weights();
-  programs_.reset();
+  trainer_->reset(nullptr);  // a real device from here on (the weights come back from the old one first)
 }
 
 void require_dtype_policy(const std::string& policy) { mixed_precision::check_policy(policy); }
@@ -179,7 +177,7 @@ void require_dtype_policy(const std::string& policy) { mixed_precision::check_po
 void Model::set_dtype_policy(const std::string& policy) {
   require_dtype_policy(policy);
   if (policy == dtype_policy_ && own_dtype_policy_) return;  // keeps what exists (e.g. a restored state)
-  if (programs_ && !run_policies_.empty()) {
+  if (!trainer_->run_policies().empty()) {
     bool changes = false;
     for (const LayerPtr& l : layers_) changes |= !l->has_own_dtype_policy() && l->dtype_policy() != policy;
     if (changes || policy != dtype_policy_)
@@ -215,8 +213,7 @@ DType Model::layer_compute_dtype(const Layer& layer, std::string* why) const {
 }
 
 float Model::loss_scale() const {
-  const float* st = programs_ ? programs_->loss_scale_state() : nullptr;
-  if (st) return st[0];
+  if (const float* st = trainer_->programs().loss_scale_state()) return st[0];
   if (!optimizer_) return 0.0f;
   if (optimizer_->config().loss_scale_initial > 0.0f) return optimizer_->config().loss_scale_initial;
   if (auto_scale_loss)  // switched on when the first training program is built (ProgramCache::enable_loss_scaling)
@@ -226,12 +223,12 @@ float Model::loss_scale() const {
 }
 
 int64_t Model::loss_scale_step_counter() const {
-  const float* st = programs_ ? programs_->loss_scale_state() : nullptr;
+  const float* st = trainer_->programs().loss_scale_state();
   return st ? static_cast<int64_t>(st[1]) : 0;
 }
 
 void Model::set_loss_scale_state(float scale, int64_t step_counter) {
-  check_compiled("set_loss_scale_state");
+  trainer_->check_compiled("set_loss_scale_state");
   if (loss_scale() <= 0.0f)
     throw InvalidArgument("set_loss_scale_state: model '" + name_ +
                           "' trains without loss scaling (compile with tk::optimizers::LossScaleOptimizer, or under "
@@ -239,109 +236,13 @@ void Model::set_loss_scale_state(float scale, int64_t step_counter) {
   if (!(scale > 0.0f) || !std::isfinite(scale) || step_counter < 0)
     throw InvalidArgument("set_loss_scale_state: need a positive finite scale and a counter >= 0, got scale " +
                           std::to_string(scale) + ", counter " + std::to_string(step_counter));
-  if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
-  programs_->set_loss_scale_state(scale, static_cast<float>(step_counter), static_cast<float>(skipped_steps()));
+  trainer_->programs().set_loss_scale_state(scale, static_cast<float>(step_counter),
+                                            static_cast<float>(skipped_steps()));
 }
 
 int64_t Model::skipped_steps() const {
-  const float* st = programs_ ? programs_->loss_scale_state() : nullptr;
+  const float* st = trainer_->programs().loss_scale_state();
   return st ? static_cast<int64_t>(st[2]) : 0;
-}
-
-void Model::add_loss_scale_logs(Logs& logs) const {
-  const float* st = programs_ ? programs_->loss_scale_state() : nullptr;
-  if (!st) return;
-  logs.set("loss_scale", st[0]);
-  logs.set("skipped_steps", st[2]);
-}
-
-void Model::check_compiled(const char* what) const {
-  if (!optimizer_)
-    throw InvalidArgument(std::string(what) + ": model '" + name_ + "' must be compiled first (call compile())");
-  check_policies(what);
-}
-
-void Model::check_policies(const char* what) const {
-  if (!programs_ || run_policies_.empty()) return;
-  for (size_t i = 0; i < layers_.size() && i < run_policies_.size(); ++i) {
-    const Layer& l = *layers_[i];
-    if (layer_dtype_policy(l) != run_policies_[i])
-      throw InvalidArgument(std::string(what) + ": layer '" + l.name + "' of model '" + name_ +
-                            "' was given dtype policy '" + layer_dtype_policy(l) +
-                            "' after its programs were built under '" + run_policies_[i] +
-                            "'; set policies before the first fit/evaluate/predict, or compile() again");
-  }
-}
-
-namespace {
-// a[1:] == b[1:] without building Shapes: check_data runs at every train_on_batch and must not allocate.
-bool same_sample_shape(const Shape& a, const Shape& b) {
-  if (a.rank() != b.rank()) return false;
-  for (int i = 1; i < a.rank(); ++i)
-    if (a[i] != b[i]) return false;
-  return true;
-}
-int64_t sample_numel(const Shape& s) {
-  int64_t n = 1;
-  for (int i = 1; i < s.rank(); ++i) n *= s[i];
-  return n;
-}
-}  // namespace
-
-void Model::check_data(const std::vector<Tensor>& x, const std::vector<Tensor>* y, const char* what) const {
-  if (x.size() != inputs_.size())
-    throw InvalidArgument(std::string(what) + ": model '" + name_ + "' has " + std::to_string(inputs_.size()) +
-                          " input(s) but " + std::to_string(x.size()) + " x array(s) were given");
-  const int64_t n = x.empty() || !x[0].defined() || x[0].shape().rank() == 0 ? 0 : x[0].dim(0);
-  for (size_t i = 0; i < x.size(); ++i) {
-    const Shape& want = inputs_[i].shape();
-    if (!x[i].defined() || !same_sample_shape(x[i].shape(), want))
-      throw InvalidArgument(std::string(what) + ": input " + std::to_string(i) + " ('" + inputs_[i].node->layer->name +
-                            "') of model '" + name_ + "' expects shape " + want.to_string() + " but x has shape " +
-                            (x[i].defined() ? x[i].shape().to_string() : std::string("nothing")) +
-                            " (reshape the data, or start the model with Input/Flatten for this shape)");
-    if (x[i].dim(0) != n)
-      throw InvalidArgument(std::string(what) + ": x arrays differ in sample count (" + std::to_string(n) + " vs " +
-                            std::to_string(x[i].dim(0)) + ")");
-    if (!x[i].on_host())
-      throw InvalidArgument(std::string(what) + ": x array " + std::to_string(i) + " is in the memory of " +
-                            x[i].device().to_string() + "; give host arrays (a Dataset's on_device() stages itself)");
-  }
-  if (!y) return;
-  if (y->size() != outputs_.size())
-    throw InvalidArgument(std::string(what) + ": model '" + name_ + "' has " + std::to_string(outputs_.size()) +
-                          " output(s) but " + std::to_string(y->size()) + " y array(s) were given");
-  if (losses_.size() != 1 && losses_.size() != outputs_.size())
-    throw InvalidArgument(std::string(what) + ": " + std::to_string(losses_.size()) + " losses for " +
-                          std::to_string(outputs_.size()) + " outputs (give one loss, or one per output)");
-  for (size_t j = 0; j < y->size(); ++j) {
-    const Tensor& t = (*y)[j];
-    const Shape& out = outputs_[j].shape();
-    const Loss& loss = losses_.size() == 1 ? losses_[0] : losses_[j];
-    const bool sparse = nn::is_sparse(loss);
-    bool ok = t.defined() && t.shape().rank() >= 1;
-    if (ok && sparse) {
-      // Integer class ids: the output's shape without its last axis, or with a last axis of 1.
-      const Shape& s = t.shape();
-      ok = (s.rank() == out.rank() - 1 && sample_numel(s) * out[-1] == sample_numel(out)) ||
-           (s.rank() == out.rank() && s[-1] == 1 && sample_numel(s) * out[-1] == sample_numel(out));
-    } else if (ok) {
-      ok = same_sample_shape(t.shape(), out);
-    }
-    if (!ok) {
-      std::string want = out.to_string();
-      if (sparse)
-        want = "(n" + (out.rank() > 2 ? ", " + out.sample_shape().to_string().substr(1) : std::string(")")) +
-               " of class ids, without the last axis of " + out.to_string();
-      throw InvalidArgument(std::string(what) + ": target " + std::to_string(j) + " for output '" +
-                            outputs_[j].node->layer->name + "' (shape " + out.to_string() + ", loss " + loss.name +
-                            ") must have shape " + want + ", got " + (t.defined() ? t.shape().to_string() : "nothing") +
-                            (sparse ? "" : " (for integer labels use sparse_categorical_crossentropy)"));
-    }
-    if (t.dim(0) != n)
-      throw InvalidArgument(std::string(what) + ": x has " + std::to_string(n) + " samples but y " + std::to_string(j) +
-                            " has " + std::to_string(t.dim(0)));
-  }
 }
 
 const Model* Model::nested_model_of(const Layer& layer) const {
@@ -357,15 +258,8 @@ LayerPtr Model::get_layer(const std::string& n) const {
   throw InvalidArgument("model '" + name_ + "' has no layer named '" + n + "' (layers: " + known + ")");
 }
 
-void Model::sync_host_weights() const {
-  if (programs_) programs_->download_weights();
-}
-void Model::weights_changed_on_host() {
-  if (programs_) programs_->upload_weights(/*force=*/true);
-}
-
 std::vector<Tensor> Model::get_weights() const {
-  sync_host_weights();
+  trainer_->sync_host_weights();
   std::vector<Tensor> out;
   for (const LayerPtr& l : layers_)
     for (const Weight& w : l->weights()) out.push_back(w.value.clone());
@@ -386,7 +280,7 @@ void Model::set_weights(const std::vector<Tensor>& weights) {
                             " " + std::string(dtype_name(weights[i].dtype())));
   // Copy into the existing storage: compiled programs hold pointers to it.
   for (size_t i = 0; i < mine.size(); ++i) std::memcpy(mine[i]->value.raw(), weights[i].raw(), weights[i].nbytes());
-  weights_changed_on_host();
+  trainer_->weights_changed_on_host();
 }
 
 std::vector<const Weight*> Model::trainable_weights() const {
@@ -399,16 +293,15 @@ std::vector<const Weight*> Model::trainable_weights() const {
 }
 
 std::vector<std::vector<Tensor>> Model::get_optimizer_slots() const {
-  check_compiled("get_optimizer_slots");
-  nn::ProgramCache fresh(const_cast<Model&>(*this));  // no state yet: zeros
-  const nn::ProgramCache& cache = programs_ ? *programs_ : fresh;
+  trainer_->check_compiled("get_optimizer_slots");
+  const nn::ProgramCache& cache = trainer_->programs();  // zeros for slots not made yet
   std::vector<std::vector<Tensor>> out;
   for (const Weight* w : trainable_weights()) out.push_back(cache.slots(*w));
   return out;
 }
 
 void Model::set_optimizer_slots(const std::vector<std::vector<Tensor>>& slots, int64_t iterations) {
-  check_compiled("set_optimizer_slots");
+  trainer_->check_compiled("set_optimizer_slots");
   const std::vector<const Weight*> ws = trainable_weights();
   const size_t per = static_cast<size_t>(optimizer_->slots_per_variable());
   if (slots.size() != ws.size())
@@ -429,18 +322,17 @@ void Model::set_optimizer_slots(const std::vector<std::vector<Tensor>>& slots, i
     }
   }
   if (iterations < 0) throw InvalidArgument("set_optimizer_slots: iterations must be >= 0");
-  if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
-  for (size_t i = 0; i < ws.size(); ++i) programs_->set_slots(*ws[i], slots[i]);
+  for (size_t i = 0; i < ws.size(); ++i) trainer_->programs().set_slots(*ws[i], slots[i]);
   optimizer_->config().iterations = iterations;
 }
 
 std::vector<float> Model::get_optimizer_variables() const {
-  check_compiled("get_optimizer_variables");
-  return programs_ ? programs_->optimizer_variables() : nn::optimizer_variable_initial_values(*optimizer_);
+  trainer_->check_compiled("get_optimizer_variables");
+  return trainer_->programs().optimizer_variables();  // the initial values before the first step
 }
 
 void Model::set_optimizer_variables(const std::vector<float>& values) {
-  check_compiled("set_optimizer_variables");
+  trainer_->check_compiled("set_optimizer_variables");
   const size_t want = nn::optimizer_variable_initial_values(*optimizer_).size();
   if (values.size() != want)
     throw InvalidArgument("set_optimizer_variables: " + optimizer_->name() + " keeps " + std::to_string(want) +
@@ -448,8 +340,7 @@ void Model::set_optimizer_variables(const std::vector<float>& values) {
   for (const float v : values)
     if (!std::isfinite(v)) throw InvalidArgument("set_optimizer_variables: a value is not finite");
   if (want == 0) return;
-  if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
-  programs_->set_optimizer_variables(values);
+  trainer_->programs().set_optimizer_variables(values);
 }
 
 DType Model::input_dtype(size_t i) const {

@@ -34,14 +34,7 @@
 namespace tk {
 
 namespace nn {
-class ProgramCache;
-struct Accumulator;
-class BatchSource;
-class ReadSource;
-struct InferenceHooks;
-namespace distribute {
-class MpiCollective;
-}  // namespace distribute
+class Trainer;
 }  // namespace nn
 namespace distribute {
 struct StrategyState;
@@ -230,65 +223,19 @@ class Model {
   // False on every rank but 0 of a MultiWorkerMirroredStrategy (they train, but do not show progress).
   bool is_chief() const;
 
+  // Builds the model from the first data when it has no graph yet (a Sequential without an Input layer learns its
+  // input shape from x, as Keras builds on the first call); a no-op once built.
+  virtual void ensure_built(const std::vector<Tensor>& x);
+  // The runtime's training state of this model (its programs, optimizer state, device copies of the weights,
+  // replicas; src/nn/training/trainer.h): internal, for trainkit's own readers and writers (io/). The API above is
+  // the way to train.
+  nn::Trainer& trainer() const { return *trainer_; }
+
  protected:
   Model(std::string name_prefix, std::string name);  // Sequential: graph set later
   void init_graph(std::vector<KerasTensor> inputs, std::vector<KerasTensor> outputs);
-  virtual void ensure_built(const std::vector<Tensor>& x);
 
  private:
-  friend class nn::ProgramCache;
-  void check_compiled(const char* what) const;
-  // InvalidArgument naming the layer when a dtype policy changed after the programs were built.
-  void check_policies(const char* what) const;
-  // Under loss scaling: "loss_scale" and "skipped_steps" in the logs callbacks receive.
-  void add_loss_scale_logs(Logs& logs) const;
-  // The plan of replica `replica`'s training program on its device (0: the model's own programs and device).
-  MemoryPlan memory_plan_with(int64_t batch_size, bool remat, int replica = 0);
-  int64_t largest_batch_that_fits_on(int replica, size_t available, int64_t cap);
-  // memory_available_for_training() for this process's replica r of a strategy: what its device's budget leaves
-  // beside what others hold there (its own weight copies, optimizer state and arena count as available).
-  size_t replica_memory_available(int r);
-  // auto_batch_size / auto_micro_batch_size under a strategy with several replicas in sync
-  // (nn/distribute/auto_batch.cpp).
-  int64_t replicated_auto_batch(int64_t cap, bool micro, int64_t batch, bool report, const std::string& what);
-  void check_data(const std::vector<Tensor>& x, const std::vector<Tensor>* y, const char* what) const;
-  // The batch loop of every fit (nn/training/fit_loop.cpp): epochs of steps over `source`'s batches, resume, lagged
-  // logs, callbacks; `validate` (may be empty) gives the epoch's validation logs.
-  History fit_loop(nn::BatchSource& source, const FitOptions& o, int64_t micro, const std::function<Logs()>& validate);
-  // The batch loop of every evaluate and predict (nn/training/inference_loop.cpp): `source`'s batches in rounds, on
-  // this thread, on the replicas (MirroredStrategy) or on this rank's share (MultiWorkerMirroredStrategy). Returns the
-  // ranks' group when there is one (the caller sums the logs / gathers the outputs), else null.
-  nn::distribute::MpiCollective* inference_loop(nn::ReadSource& source, const nn::InferenceHooks& hooks);
-  Logs run_evaluation(const std::vector<Tensor>& x, const std::vector<Tensor>& y, int64_t batch_size, int64_t steps);
-  Logs run_evaluation(const data::Dataset& dataset, int64_t steps);
-  // One optimizer step on rows idx[0..bs) (or [0, bs) when idx is null), in micro-batches when micro > 0.
-  // own_rows (MultiWorkerMirroredStrategy over a sharded Dataset): x and y hold only this rank's rows of a global
-  // batch of bs rows (nn/distribute/batch_split.h).
-  void train_step(const std::vector<Tensor>& x, const std::vector<Tensor>& y, const int64_t* idx, int64_t bs,
-                  int64_t micro, nn::Accumulator& acc, bool own_rows = false);
-  // train_step under a strategy with several replicas (nn/distribute/replicated_step.cpp): the batch split across
-  // the replicas, run side by side, gradients all-reduced in their programs.
-  void train_step_replicated(const std::vector<Tensor>& x, const std::vector<Tensor>& y, const int64_t* idx, int64_t bs,
-                             int64_t micro, nn::Accumulator& acc, bool own_rows = false);
-  // Replica r's programs (0: programs_), made on first use.
-  nn::ProgramCache& replica_programs(int r);
-  // Evaluation under MultiWorkerMirroredStrategy with more than one rank (replicated_step.cpp): batch k runs on rank
-  // k % size, and all_reduce_logs sums the ranks' logs. Checks that every rank evaluates the same model on the same
-  // `data` (its description, and the CRC-32C of `arrays`' bytes when given) and gives every rank rank 0's weights
-  // when they may differ (before the first fit); null without such a strategy (this process runs every batch).
-  nn::distribute::MpiCollective* evaluation_group(const std::string& data,
-                                                  const std::vector<const std::vector<Tensor>*>& arrays = {});
-  // Every rank's row-weighted sums added to acc's (a rank that ran no batch contributes zeros).
-  void all_reduce_logs(nn::distribute::MpiCollective& world, nn::Accumulator& acc);
-  // A model on a GPU trains device copies of its weights (nn::ProgramCache::upload_weights): bring the weights up
-  // to date before the host reads them (get_weights, save, a training state), and send them to the device after
-  // the host wrote them (set_weights, load_weights), even in the middle of a fit (a callback). No-ops on the cpu.
-  void sync_host_weights() const;
-  void weights_changed_on_host();
-  // Splits a dataset element into x (the model's inputs) and y (the rest); InvalidArgument when it cannot.
-  void split_element(data::Element& e, std::vector<Tensor>& x, std::vector<Tensor>& y, bool need_y,
-                     const char* what) const;
-
   std::string name_;
   std::vector<KerasTensor> inputs_, outputs_;
   std::vector<LayerPtr> layers_;  // distinct layers in call order (inputs first)
@@ -297,21 +244,12 @@ class Model {
   OptimizerPtr optimizer_;
   std::vector<Loss> losses_;
   std::vector<Metric> metrics_;
-  std::unique_ptr<nn::ProgramCache> programs_;
-  std::shared_ptr<distribute::StrategyState> strategy_;              // compile() under a strategy's scope
-  std::vector<std::unique_ptr<nn::ProgramCache>> replica_programs_;  // replicas 1..n-1
-  bool replicas_synced_ = false;  // the replicas' weights equal the model's (fit/train_on_batch clear it)
-  uint64_t step_ = 0;             // training steps run (dropout randomness)
+  std::shared_ptr<distribute::StrategyState> strategy_;  // compile() under a strategy's scope
   Device device_ = Device::cpu();
-  std::string dtype_policy_;               // the global policy when the model was made, or set_dtype_policy's
-  bool own_dtype_policy_ = false;          // set_dtype_policy was called: it overrides layers without their own
-  std::vector<std::string> run_policies_;  // per layer: the policies the programs were built under
-  std::string plan_policy_override_;       // memory_plan's "what would the other policy take" trace
-  Logs batch_logs_;                        // train_on_batch results, updated in place
-  FitPosition position_;                   // kept current by the fit loops (no allocation per step)
-  std::optional<FitPosition> resume_;
-  size_t absent_device_budget_ = 0;  // plan_for_absent_device: the budget of the device planned for      // set by
-                                     // restore_training_state, taken by the next fit
+  std::string dtype_policy_;              // the global policy when the model was made, or set_dtype_policy's
+  bool own_dtype_policy_ = false;         // set_dtype_policy was called: it overrides layers without their own
+  std::string plan_policy_override_;      // memory_plan's "what would the other policy take" trace
+  std::unique_ptr<nn::Trainer> trainer_;  // made with the model, after the fields above (it reads the device)
 
  protected:
   bool has_graph_ = false;

@@ -1,4 +1,5 @@
-// Model::memory_plan: the compiled training program's memory plan, attributed to layers.
+// A traced training program's memory plan, attributed to layers (plan_from_trace), and its report
+// (MemoryPlan::to_string).
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -21,53 +22,7 @@ size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }  // the devic
 
 std::string layer_of(const std::string& node_name) { return node_name.substr(0, node_name.find('/')); }
 
-// What a training step on `device` may use: 95% of its budget, less what others hold there (`mine`: what the
-// caller's own weights, optimizer state and arena hold, which the plan includes).
-size_t available_beside(Device device, size_t mine) {
-  const MemoryInfo m = config::get_memory_info(device);
-  // Count what others hold by reservation, not by use: free pieces inside reserved regions may be too
-  // small for an arena, which needs one contiguous block.
-  // Without a chosen limit, the budget is the device; the lease ledger may grant less (colleagues' leases).
-  const size_t budget = std::min(m.limit, runtime::DeviceMemory::get(device).leasable());
-  const size_t usable = static_cast<size_t>(0.95 * double(budget));
-  const size_t others = m.reserved > mine ? m.reserved - mine : 0;
-  return usable > others ? usable - others : 0;
-}
-
 }  // namespace
-
-MemoryPlan Model::memory_plan(int64_t batch_size) {
-  check_compiled("memory_plan");
-  if (batch_size <= 0)
-    throw InvalidArgument("memory_plan: batch_size must be positive, got " + std::to_string(batch_size));
-  MemoryPlan plan;
-  const bool remat = rematerialization == Remat::on ||
-                     (rematerialization == Remat::automatic &&
-                      (plan = memory_plan_with(batch_size, false)).total > memory_available_for_training());
-  if (remat || plan.batch_size == 0) plan = memory_plan_with(batch_size, remat);
-  // What the other policy would take (the layers without a policy of their own follow it).
-  plan.alternative_policy = dtype_policy_ == "float32" ? "mixed_bfloat16" : "float32";
-  plan_policy_override_ = plan.alternative_policy;
-  try {
-    plan.alternative_total = memory_plan_with(batch_size, remat).total;
-  } catch (...) {
-    plan_policy_override_.clear();
-    throw;
-  }
-  plan_policy_override_.clear();
-  return plan;
-}
-
-MemoryPlan Model::memory_plan_with(int64_t batch_size, bool remat, int replica) {
-  ensure_built({});
-  if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
-  nn::ProgramCache& pc = replica == 0 ? *programs_ : replica_programs(replica);
-  graph::RematStats stats;
-  nn::ProgramCache::Traced t = pc.trace(nn::ProgramKind::train, batch_size, false, remat, &stats);
-  MemoryPlan plan = nn::plan_from_trace(t, layers_, replica == 0 ? device_ : pc.device(), batch_size, remat, stats);
-  plan.dtype_policy = plan_policy_override_.empty() ? dtype_policy_ : plan_policy_override_;
-  return plan;
-}
 
 namespace nn {
 MemoryPlan plan_from_trace(const ProgramCache::Traced& t, const std::vector<LayerPtr>& layers, Device device,
@@ -179,54 +134,6 @@ MemoryPlan plan_from_trace(const ProgramCache::Traced& t, const std::vector<Laye
   return plan;
 }
 }  // namespace nn
-
-int64_t Model::largest_batch_that_fits(size_t available, int64_t cap) {
-  return largest_batch_that_fits_on(0, available, cap);
-}
-
-int64_t Model::largest_batch_that_fits_on(int replica, size_t available, int64_t cap) {
-  // Plain plans unless rematerialization is forced: a batch that needs recomputation is not chosen.
-  auto fits = [&](int64_t b) {
-    return memory_plan_with(b, rematerialization == Remat::on, replica).total <= available;
-  };
-  if (!fits(1)) return 0;
-  int64_t lo = 1, hi = 1;
-  while (hi < cap && fits(std::min(cap, hi * 2))) hi = std::min(cap, hi * 2), lo = hi;
-  if (hi >= cap) return cap;
-  hi = std::min(cap, hi * 2);  // lo fits, hi does not
-  while (hi - lo > 1) {
-    const int64_t mid = lo + (hi - lo) / 2;
-    (fits(mid) ? lo : hi) = mid;
-  }
-  return lo;
-}
-
-void Model::plan_for_absent_device(Device device, size_t budget) {
-  if (budget == 0) throw InvalidArgument("plan_for_absent_device: the budget of " + device.to_string() + " is 0 bytes");
-  if (strategy_)
-    throw InvalidArgument("plan_for_absent_device: model '" + name_ + "' was compiled under " + strategy_->description +
-                          ", which places its replicas");
-  device_ = device;
-  absent_device_budget_ = budget;
-  sync_host_weights();
-  programs_.reset();
-}
-
-size_t Model::memory_available_for_training() const {
-  // A device planned for but not here: its whole budget, less the margin (nobody else holds any of it).
-  if (absent_device_budget_ > 0) return static_cast<size_t>(0.95 * double(absent_device_budget_));
-  size_t mine = 0;
-  for (const LayerPtr& l : layers_)
-    for (const Weight& w : l->weights()) mine += aligned(w.value.nbytes());
-  if (programs_) mine += programs_->persistent_bytes();
-  return available_beside(device_, mine);  // the model's device (was: always the cpu)
-}
-
-size_t Model::replica_memory_available(int r) {
-  if (r == 0) return memory_available_for_training();
-  nn::ProgramCache& pc = replica_programs(r);
-  return available_beside(pc.device(), pc.held_bytes());  // its weight copies, slots and arena are its own
-}
 
 std::string MemoryPlan::to_string() const {
   using config::format_bytes;

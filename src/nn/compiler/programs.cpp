@@ -92,12 +92,6 @@ void fuse_input_scaling(graph::Graph& g, Compiled& c, const std::vector<int>& ke
   }
 }
 
-const ProgramCache* ProgramCache::of(const Model& m) { return m.programs_.get(); }
-ProgramCache& ProgramCache::made_for(Model& m) {
-  if (!m.programs_) m.programs_ = std::make_unique<ProgramCache>(m);
-  return *m.programs_;
-}
-
 std::vector<const graph::Program*> ProgramCache::programs() const {
   std::vector<const graph::Program*> out;
   for (const auto& [key, c] : cache_)
@@ -107,7 +101,7 @@ std::vector<const graph::Program*> ProgramCache::programs() const {
 
 std::vector<Weight*> ProgramCache::trainable_weights() const {
   std::vector<Weight*> out;
-  for (const LayerPtr& l : model_.layers_)
+  for (const LayerPtr& l : model_.layers())
     if (l->trainable)
       for (Weight& w : l->weights())
         if (w.trainable) out.push_back(&w);
@@ -115,13 +109,13 @@ std::vector<Weight*> ProgramCache::trainable_weights() const {
 }
 
 std::vector<Tensor> ProgramCache::slots(const Weight& w) const {
-  const int n = model_.optimizer_->slots_per_variable();
+  const int n = optimizer_->slots_per_variable();
   std::vector<Tensor> out;
   synchronize();
   auto it = slots_.find(w.id);
   for (int s = 0; s < n; ++s) {
     if (it == slots_.end()) {
-      out.push_back(Tensor::zeros(nn::slot_shape(*model_.optimizer_, s, w.value.shape()), w.value.dtype()));
+      out.push_back(Tensor::zeros(nn::slot_shape(*optimizer_, s, w.value.shape()), w.value.dtype()));
       continue;
     }
     const Tensor& t = it->second[static_cast<size_t>(s)];
@@ -152,8 +146,9 @@ void ProgramCache::set_slots(const Weight& w, const std::vector<Tensor>& values)
   }
 }
 
-ProgramCache::ProgramCache(Model& m, int replica) : model_(m), replica_(replica), device_(m.device_) {
-  if (const auto& s = model_.strategy_) {
+ProgramCache::ProgramCache(Trainer& trainer, Model& m, int replica)
+    : trainer_(trainer), model_(m), optimizer_(m.optimizer()), replica_(replica), device_(m.device()) {
+  if (const auto& s = trainer_.strategy()) {
     if (replica < 0 || replica >= s->replicas())
       throw InvalidArgument("ProgramCache: replica " + std::to_string(replica) + " of " +
                             std::to_string(s->replicas()));
@@ -169,7 +164,7 @@ ProgramCache::ProgramCache(Model& m, int replica) : model_(m), replica_(replica)
 // A device planned for but not here (trainkit plan --device cuda on a machine without one) has no memory to copy
 // the weights into: its programs are traced over the model's own weights, and never run.
 bool ProgramCache::mirrors_weights() const {
-  return replica_ > 0 || (device_.kind != DeviceKind::cpu && model_.absent_device_budget_ == 0);
+  return replica_ > 0 || (device_.kind != DeviceKind::cpu && trainer_.absent_device_budget() == 0);
 }
 
 Tensor* ProgramCache::weight_storage(const Weight& w, bool allocate) {
@@ -187,7 +182,7 @@ Tensor* ProgramCache::weight_storage(const Weight& w, bool allocate) {
 
 void ProgramCache::copy_weights(bool to_mirrors, bool allocate) {
   synchronize();  // cudaMemcpy on the legacy stream does not wait for the non-blocking compute stream
-  for (const LayerPtr& l : model_.layers_)
+  for (const LayerPtr& l : model_.layers())
     for (const Weight& w : l->weights()) {
       Tensor* mine = weight_storage(w, allocate);  // in place: programs hold the storage
       if (!mine) continue;
@@ -223,7 +218,7 @@ void ProgramCache::sync_from(const ProgramCache& primary) {
   // cudaMemcpy (peer to peer where the GPUs allow it), after both caches' compute streams.
   synchronize();
   primary.synchronize();
-  for (const LayerPtr& l : model_.layers_)
+  for (const LayerPtr& l : model_.layers())
     for (const Weight& w : l->weights()) {
       Tensor* mine = weight_storage(w, /*allocate=*/true);
       const Tensor& theirs = primary.current_value(w);
@@ -240,12 +235,12 @@ void ProgramCache::sync_from(const ProgramCache& primary) {
 std::vector<std::pair<std::string, Tensor*>> ProgramCache::state_tensors() {
   synchronize();  // the caller copies them (MPI broadcasts, a training state)
   std::vector<std::pair<std::string, Tensor*>> out;
-  for (const LayerPtr& l : model_.layers_)
+  for (const LayerPtr& l : model_.layers())
     for (const Weight& w : l->weights()) out.emplace_back(w.name, weight_storage(w, true));
   for (Weight* w : trainable_weights())
     if (std::vector<Tensor>* slots = slots_of(*w, false))
       for (size_t k = 0; k < slots->size(); ++k) out.emplace_back(w->name + "/slot" + std::to_string(k), &(*slots)[k]);
-  const auto& rule_vars = nn::rule_state(*model_.optimizer_).rule->variables;
+  const auto& rule_vars = nn::rule_state(*optimizer_).rule->variables;
   for (size_t i = 0; i < optimizer_variables_.size(); ++i)
     out.emplace_back("optimizer/" + rule_vars[i].name, &optimizer_variables_[i]);
   if (loss_scale_.defined()) out.emplace_back("optimizer/loss_scale", &loss_scale_);
@@ -261,7 +256,7 @@ std::vector<int> ProgramCache::all_reduce(graph::Graph& g, const std::vector<int
 }
 
 std::string ProgramCache::arena_owner() const {
-  return replica_ == 0 ? model_.name_ : model_.name_ + " (replica " + std::to_string(replica_) + ")";
+  return replica_ == 0 ? model_.name() : model_.name() + " (replica " + std::to_string(replica_) + ")";
 }
 
 Compiled& ProgramCache::get(ProgramKind kind, int64_t batch) {
@@ -283,7 +278,7 @@ std::vector<Tensor>* ProgramCache::slots_of(const Weight& w, bool create) {
   auto found = slots_.find(w.id);
   if (found == slots_.end()) {
     if (!create) return nullptr;
-    const Optimizer& opt = *model_.optimizer_;
+    const Optimizer& opt = *optimizer_;
     std::vector<Tensor> fresh;
     for (int s = 0; s < opt.slots_per_variable(); ++s) {
       const Shape shape = nn::slot_shape(opt, s, w.value.shape());  // Adafactor's factored moments differ
@@ -344,10 +339,11 @@ std::unique_ptr<Compiled> ProgramCache::build(ProgramKind kind, int64_t batch) {
     const bool trains = kind == ProgramKind::train || kind == ProgramKind::accumulate;
     Traced t = trace(kind, batch, true, trains && model_.rematerialization == Remat::on);
     if (trains && model_.rematerialization == Remat::automatic &&
-        plan_from_trace(t, model_.layers_, device_, batch, false, {}).total > model_.replica_memory_available(replica_))
+        plan_from_trace(t, model_.layers(), device_, batch, false, {}).total >
+            trainer_.replica_memory_available(replica_))
       t = trace(kind, batch, true, true);
-    model_.run_policies_.clear();  // what the programs are built under (Model::check_compiled)
-    for (const LayerPtr& l : model_.layers_) model_.run_policies_.push_back(model_.layer_dtype_policy(*l));
+    trainer_.run_policies().clear();  // what the programs are built under (Model::check_compiled)
+    for (const LayerPtr& l : model_.layers()) trainer_.run_policies().push_back(model_.layer_dtype_policy(*l));
     t.compiled->program = std::make_unique<graph::Program>(std::move(t.g), t.keep, t.sinks, device_, "", false);
     const size_t own = t.compiled->program->arena_bytes_required();
     needed = std::max(needed, own);
@@ -371,7 +367,7 @@ std::unique_ptr<Compiled> ProgramCache::build(ProgramKind kind, int64_t batch) {
     std::string what = e.what();
     if (kind == ProgramKind::train || kind == ProgramKind::accumulate) {
       const int64_t fits =
-          model_.largest_batch_that_fits_on(replica_, model_.replica_memory_available(replica_), batch);
+          trainer_.largest_batch_that_fits_on(replica_, trainer_.replica_memory_available(replica_), batch);
       what += fits > 0 ? "\n  a batch of " + std::to_string(fits) +
                              " fits this budget now (fit with batch_size=" + std::to_string(fits) +
                              ", batch_size=tk::kAutoBatchSize, or micro_batch_size=" + std::to_string(fits) +
@@ -413,13 +409,13 @@ int ProgramCache::accumulator(graph::Graph& g, const Weight& w, bool allocate) {
 }
 
 bool ProgramCache::wants_step_control() const {
-  if (!model_.optimizer_) return false;  // predict before compile
-  const graph::UpdateConfig& c = model_.optimizer_->config();
+  if (!optimizer_) return false;  // predict before compile
+  const graph::UpdateConfig& c = optimizer_->config();
   return c.global_clipnorm > 0.0f || c.skip_nonfinite || c.loss_scale_initial > 0.0f;
 }
 
 int ProgramCache::step_control(graph::Graph& g, const std::vector<int>& grads, bool allocate) {
-  graph::UpdateConfig& c = model_.optimizer_->config();
+  graph::UpdateConfig& c = optimizer_->config();
   const bool scaling = c.loss_scale_initial > 0.0f;
   if (!wants_step_control()) return -1;
   std::vector<int> live;
@@ -433,15 +429,15 @@ int ProgramCache::step_control(graph::Graph& g, const std::vector<int>& grads, b
 }
 
 bool ProgramCache::scales_loss() const {
-  if (model_.optimizer_->config().loss_scale_initial > 0.0f) return true;
+  if (optimizer_->config().loss_scale_initial > 0.0f) return true;
   if (!model_.auto_scale_loss) return false;
-  for (const LayerPtr& l : model_.layers_)  // Keras: automatic for float16 compute, not for bfloat16
+  for (const LayerPtr& l : model_.layers())  // Keras: automatic for float16 compute, not for bfloat16
     if (model_.layer_compute_dtype(*l) == DType::f16) return true;
   return false;
 }
 
 bool ProgramCache::enable_loss_scaling() {
-  graph::UpdateConfig& c = model_.optimizer_->config();
+  graph::UpdateConfig& c = optimizer_->config();
   if (c.loss_scale_initial > 0.0f) return true;
   if (!scales_loss()) return false;
   c.loss_scale_initial = 32768.0f;  // LossScaleOptimizer's defaults
@@ -453,7 +449,7 @@ int ProgramCache::loss_scale_variable(graph::Graph& g, bool allocate) {
   const char* name = "optimizer/loss_scale";
   if (allocate && !loss_scale_.defined()) {
     loss_scale_ = Tensor(Shape{3}, DType::f32, device_, name);
-    const float init[3] = {model_.optimizer_->config().loss_scale_initial, 0.0f, 0.0f};
+    const float init[3] = {optimizer_->config().loss_scale_initial, 0.0f, 0.0f};
     device_copy(loss_scale_.raw(), loss_scale_.device(), init, Device::cpu(), sizeof init);
   }
   return loss_scale_.defined() ? g.variable(name, loss_scale_) : g.placeholder_variable(name, Shape{3}, DType::f32);
@@ -489,19 +485,19 @@ bool ProgramCache::step_was_skipped() {
 
 std::vector<Tensor>* ProgramCache::optimizer_variables_of(bool create) {
   if (optimizer_variables_.empty() && create) {
-    const std::vector<float> init = nn::optimizer_variable_initial_values(*model_.optimizer_);
+    const std::vector<float> init = nn::optimizer_variable_initial_values(*optimizer_);
     for (const float v : init) {
       optimizer_variables_.emplace_back(Shape{}, DType::f32, device_, "optimizer variable");
       device_copy(optimizer_variables_.back().raw(), optimizer_variables_.back().device(), &v, Device::cpu(), sizeof v);
     }
   }
-  return optimizer_variables_.empty() && !nn::optimizer_variable_initial_values(*model_.optimizer_).empty()
+  return optimizer_variables_.empty() && !nn::optimizer_variable_initial_values(*optimizer_).empty()
              ? nullptr
              : &optimizer_variables_;
 }
 
 std::vector<float> ProgramCache::optimizer_variables() const {
-  if (optimizer_variables_.empty()) return nn::optimizer_variable_initial_values(*model_.optimizer_);
+  if (optimizer_variables_.empty()) return nn::optimizer_variable_initial_values(*optimizer_);
   synchronize();
   std::vector<float> out(optimizer_variables_.size());
   for (size_t i = 0; i < out.size(); ++i)
@@ -512,7 +508,7 @@ std::vector<float> ProgramCache::optimizer_variables() const {
 void ProgramCache::set_optimizer_variables(const std::vector<float>& values) {
   std::vector<Tensor>& vars = *optimizer_variables_of(true);
   if (values.size() != vars.size())
-    throw InvalidArgument(model_.optimizer_->name() + " keeps " + std::to_string(vars.size()) +
+    throw InvalidArgument(optimizer_->name() + " keeps " + std::to_string(vars.size()) +
                           " optimizer variable(s), got " + std::to_string(values.size()));
   synchronize();  // in place: compiled programs hold pointers to the storage
   for (size_t i = 0; i < vars.size(); ++i)
@@ -521,7 +517,7 @@ void ProgramCache::set_optimizer_variables(const std::vector<float>& values) {
 
 void ProgramCache::add_update(graph::Graph& g, const Weight& w, int var, int grad, bool zero_grad, bool allocate_slots,
                               int control, std::vector<int>& sinks) {
-  Optimizer& opt = *model_.optimizer_;
+  Optimizer& opt = *optimizer_;
   std::vector<int> slot_values;
   std::vector<Tensor>* slots = slots_of(w, allocate_slots);  // optimizer state is created with the first program
   for (int s = 0; s < opt.slots_per_variable(); ++s) {
@@ -584,7 +580,7 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
     ctx.micro_batch = kind == ProgramKind::accumulate;
   }
   if (mirrors_weights()) {  // this replica's / device's copies of the weights (made there before the first trace)
-    for (const LayerPtr& l : model_.layers_)
+    for (const LayerPtr& l : model_.layers())
       for (const Weight& w : l->weights()) weight_storage(w, true);
     ctx.storage = [this](const Weight& w) -> Tensor& { return *weight_storage(w, false); };
   }
@@ -593,8 +589,8 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
   std::unordered_map<const KerasTensor::NodeData*, int> value;
   // Keras masks of layer outputs, as values in the graph (nn::MaskSupport::compute_mask); absent or -1: none.
   std::unordered_map<const KerasTensor::NodeData*, int> mask;
-  for (size_t i = 0; i < model_.inputs_.size(); ++i) {
-    const KerasTensor& in = model_.inputs_[i];
+  for (size_t i = 0; i < model_.inputs().size(); ++i) {
+    const KerasTensor& in = model_.inputs()[i];
     int id = g.input(in.node->layer ? in.node->layer->name : "input_" + std::to_string(i), in.shape().with_batch(batch),
                      model_.input_dtype(i));
     value[in.node.get()] = id;
@@ -636,7 +632,7 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
     return id;
   };
   // Model outputs, and with them losses and metrics, are float32 (Keras).
-  for (const KerasTensor& o : model_.outputs_) {
+  for (const KerasTensor& o : model_.outputs()) {
     const int out = eval(o);
     c->outputs.push_back(is_floating(g[out].dtype) ? ctx.cast(out, DType::f32, o.node->layer->name + "/cast_output")
                                                    : out);
@@ -645,17 +641,17 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
   std::vector<int> keep = c->outputs;
   std::vector<int> sinks;
   if (kind != ProgramKind::predict) {
-    const bool multi = model_.outputs_.size() > 1;
+    const bool multi = model_.outputs().size() > 1;
     std::vector<int> losses;
     std::vector<std::pair<std::string, int>> metric_logs;
     std::vector<LogStat> metric_stats;
-    for (size_t j = 0; j < model_.outputs_.size(); ++j) {
-      const Loss& loss = model_.losses_.size() == 1 ? model_.losses_[0] : model_.losses_[j];  // one loss for all
-      const Shape out_shape = g[c->outputs[j]].shape;                                         // a copy: g grows below
-      const std::string prefix = multi ? model_.outputs_[j].node->layer->name + "_" : "";
+    for (size_t j = 0; j < model_.outputs().size(); ++j) {
+      const Loss& loss = model_.losses().size() == 1 ? model_.losses()[0] : model_.losses()[j];  // one loss for all
+      const Shape out_shape = g[c->outputs[j]].shape;  // a copy: g grows below
+      const std::string prefix = multi ? model_.outputs()[j].node->layer->name + "_" : "";
       // An output still carrying a Keras mask (a sequence after Embedding(mask_zero=True) or Masking): its loss and
       // mean metrics are weighted by the mask, as Keras 3 does (losses/loss.py apply_mask).
-      const auto found = mask.find(model_.outputs_[j].node.get());
+      const auto found = mask.find(model_.outputs()[j].node.get());
       const int out_mask = found == mask.end() ? -1 : found->second;
       Shape target_shape = out_shape;
       DType target_dtype = DType::f32;
@@ -669,7 +665,7 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
       losses.push_back(out_mask < 0 ? emit_loss(g, loss, c->outputs[j], y, prefix + "loss")
                                     : emit_masked_loss(g, loss, c->outputs[j], y, out_mask, prefix + "loss"));
       if (multi) c->logs.emplace_back(prefix + "loss", losses.back());
-      for (const Metric& m : model_.metrics_) {
+      for (const Metric& m : model_.metrics()) {
         auto [metric_value, stat] = out_mask < 0
                                         ? emit_metric(g, m, loss, c->outputs[j], y, prefix + m.name)
                                         : emit_masked_metric(g, m, loss, c->outputs[j], y, out_mask, prefix + m.name);

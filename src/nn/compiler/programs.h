@@ -9,6 +9,7 @@
 #include "graph/autodiff.h"
 #include "graph/program.h"
 #include "nn/compiler/log_stats.h"
+#include "nn/training/trainer.h"
 #include "trainkit/nn/model.h"
 
 namespace tk::nn {
@@ -46,7 +47,8 @@ class ProgramCache {
   // replica > 0: the programs of that replica of a model compiled under a MirroredStrategy, on the strategy's
   // replica-th device, with copies of the weights there (nn/distribute/). Under a strategy with more than one
   // replica, training programs all-reduce their gradients (AllReduce ops) before the update.
-  explicit ProgramCache(Model& m, int replica = 0);
+  // Made by the model's nn::Trainer (one per replica), which it reads for the strategy and the memory budget.
+  ProgramCache(Trainer& trainer, Model& m, int replica = 0);
   ~ProgramCache();  // waits for its compute stream before its device memory is given back
   Compiled& get(ProgramKind kind, int64_t batch);
   Device device() const { return device_; }
@@ -107,11 +109,6 @@ class ProgramCache {
   void set_optimizer_variables(const std::vector<float>& values);
   // The programs built so far (their graphs), e.g. for the kernel choices a training state records.
   std::vector<const graph::Program*> programs() const;
-  // A model's own cache (null before its first fit, evaluate, predict or train_on_batch): tests and diagnostics read
-  // its programs (their CUDA Graph captures).
-  static const ProgramCache* of(const Model& m);
-  // The model's programs, made when it has none yet (loading optimizer state into place: io/keras_weights.cpp).
-  static ProgramCache& made_for(Model& m);
   // Bytes this cache holds on the device: optimizer slots and the shared arena.
   size_t persistent_bytes() const;
   // persistent_bytes and this cache's copies of the weights (a replica > 0, a GPU): all it holds on its device.
@@ -160,7 +157,9 @@ class ProgramCache {
     int device_index;
     auto operator<=>(const Key&) const = default;
   };
-  Model& model_;
+  Trainer& trainer_;
+  Model& model_;            // read through its public API
+  OptimizerPtr optimizer_;  // the model's when the cache was made (compile() makes new caches); null before compile
   int replica_ = 0;
   Device device_;  // the replica's device (the model's for replica 0)
   // The programs' compute stream (a device with streams), declared before everything its kernels use so it outlives

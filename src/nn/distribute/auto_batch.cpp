@@ -37,30 +37,28 @@ std::string where(const ReplicaFit& f, bool mpi, int replicas) {
 
 }  // namespace
 
-int64_t Model::auto_batch_size(int64_t cap, bool report, const std::string& what) {
+int64_t nn::Trainer::auto_batch_size(int64_t cap, bool report, const std::string& what) {
   check_compiled("auto_batch_size");
   if (cap <= 0) throw InvalidArgument(what + ": the cap must be positive, got " + std::to_string(cap));
-  if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
   if (strategy_ && strategy_->replicated()) return replicated_auto_batch(cap, false, 0, report, what);
   const size_t available = memory_available_for_training();
-  const int64_t batch = largest_batch_that_fits(available, cap);
+  const int64_t batch = largest_batch_that_fits_on(0, available, cap);
   if (batch == 0)
     throw OutOfMemoryError(what + ": not even a batch of 1 fits the " + config::format_bytes(available) +
                            " available for training (raise the budget)");
   if (report)
     std::printf("batch_size auto: %lld (plan %s of %s available)\n", static_cast<long long>(batch),
-                config::format_bytes(memory_plan(batch).total).c_str(), config::format_bytes(available).c_str());
+                config::format_bytes(model_.memory_plan(batch).total).c_str(), config::format_bytes(available).c_str());
   return batch;
 }
 
-int64_t Model::auto_micro_batch_size(int64_t batch, bool report, const std::string& what) {
+int64_t nn::Trainer::auto_micro_batch_size(int64_t batch, bool report, const std::string& what) {
   check_compiled("auto_micro_batch_size");
   if (batch <= 0) throw InvalidArgument(what + ": the batch must be positive, got " + std::to_string(batch));
-  if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
   if (strategy_ && strategy_->replicated()) return replicated_auto_batch(batch, true, batch, report, what);
-  const size_t accumulators = accumulator_bytes(*programs_);
+  const size_t accumulators = accumulator_bytes(programs());
   const size_t available = memory_available_for_training();
-  const int64_t micro = largest_batch_that_fits(available > accumulators ? available - accumulators : 0, batch);
+  const int64_t micro = largest_batch_that_fits_on(0, available > accumulators ? available - accumulators : 0, batch);
   if (micro == 0)
     throw OutOfMemoryError(what + ": not even a micro-batch of 1 fits the " + config::format_bytes(available) +
                            " available for training (raise the budget)");
@@ -72,28 +70,30 @@ int64_t Model::auto_micro_batch_size(int64_t batch, bool report, const std::stri
 
 // cap: the global batch's cap (auto batch), or the global batch (micro: each replica's micro-batch is at most its
 // share, the largest shard of nn/distribute/batch_split.h).
-int64_t Model::replicated_auto_batch(int64_t cap, bool micro, int64_t batch, bool report, const std::string& what) {
-  distribute::StrategyState& s = *strategy_;
+int64_t nn::Trainer::replicated_auto_batch(int64_t cap, bool micro, int64_t batch, bool report,
+                                           const std::string& what) {
+  tk::distribute::StrategyState& s = *strategy_;
   nn::distribute::MpiCollective* world = s.mpi && s.mpi->size() > 1 ? s.mpi : nullptr;
   const int64_t in_sync = s.replicas_in_sync();
   const int64_t per_replica_cap = micro ? (batch + in_sync - 1) / in_sync : std::max<int64_t>(1, cap / in_sync);
-  const size_t accumulators = micro ? accumulator_bytes(*programs_) : 0;
+  const size_t accumulators = micro ? accumulator_bytes(programs()) : 0;
 
   // This process's replicas: each one's largest batch on its own device beside what others hold there.
   auto local_fits = [&] {
     std::vector<ReplicaFit> fits;
     for (int r = 0; r < s.replicas(); ++r) {
       ReplicaFit f;
-      const Device d = r == 0 ? device_ : replica_programs(r).device();
+      const Device d = r == 0 ? model_.device() : programs(r).device();
       // Tracing makes the replica's copies of the weights on its device first: what they hold there (and strand: a
       // small tensor takes a shared 2 MiB region) is then counted the same way before and after training.
-      memory_plan_with(1, rematerialization == Remat::on, r);
+      memory_plan_with(1, model_.rematerialization == Remat::on, r);
       const size_t available = replica_memory_available(r);
       const size_t room = micro ? (available > accumulators ? available - accumulators : 0) : available;
       f.batch = largest_batch_that_fits_on(r, room, per_replica_cap);
       f.available = static_cast<int64_t>(available);
-      f.plan =
-          f.batch > 0 ? static_cast<int64_t>(memory_plan_with(f.batch, rematerialization == Remat::on, r).total) : 0;
+      f.plan = f.batch > 0
+                   ? static_cast<int64_t>(memory_plan_with(f.batch, model_.rematerialization == Remat::on, r).total)
+                   : 0;
       f.limit = static_cast<int64_t>(config::get_memory_info(d).limit);
       f.device_kind = static_cast<int64_t>(d.kind);
       f.device_index = d.index;

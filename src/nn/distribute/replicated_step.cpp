@@ -13,7 +13,7 @@
 #include "nn/distribute/strategy_state.h"
 #include "nn/training/fit_common.h"
 #include "nn/training/staging.h"
-#include "trainkit/nn/model.h"
+#include "nn/training/trainer.h"
 
 namespace tk {
 namespace {
@@ -83,20 +83,11 @@ void broadcast_tensor(nn::distribute::MpiCollective& world, Tensor& t, const std
 
 }  // namespace
 
-nn::ProgramCache& Model::replica_programs(int r) {
-  if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
-  if (r == 0) return *programs_;
-  while (static_cast<int>(replica_programs_.size()) < r)
-    replica_programs_.push_back(
-        std::make_unique<nn::ProgramCache>(*this, static_cast<int>(replica_programs_.size()) + 1));
-  return *replica_programs_[static_cast<size_t>(r - 1)];
-}
-
-nn::distribute::MpiCollective* Model::evaluation_group(const std::string& data,
-                                                       const std::vector<const std::vector<Tensor>*>& arrays) {
+nn::distribute::MpiCollective* nn::Trainer::evaluation_group(const std::string& data,
+                                                             const std::vector<const std::vector<Tensor>*>& arrays) {
   if (!strategy_ || !strategy_->mpi || strategy_->mpi->size() < 2) return nullptr;
   nn::distribute::MpiCollective& world = *strategy_->mpi;
-  const std::vector<std::pair<std::string, Tensor*>> state = replica_programs(0).state_tensors();
+  const std::vector<std::pair<std::string, Tensor*>> state = programs(0).state_tensors();
   std::string fingerprint = data;  // "evaluate arrays of 1050 rows", "predict the dataset ..."
   if (!arrays.empty()) {  // host arrays (check_data): the same row count with other values would mix the ranks' rows
     uint32_t crc = 0;
@@ -111,24 +102,24 @@ nn::distribute::MpiCollective* Model::evaluation_group(const std::string& data,
   world.check_same(fingerprint, "MultiWorkerMirroredStrategy: model and data check before evaluating or predicting",
                    "every rank must evaluate or predict with the same model on the same data, the same rows in the "
                    "same order (each rank runs some of the batches; predict gives every rank every row)");
-  if (!replicas_synced_) {  // before the first fit each rank may hold its own initial weights: rank 0's count
+  if (!replicas_synced) {  // before the first fit each rank may hold its own initial weights: rank 0's count
     sync_host_weights();
     for (const auto& [name, t] : state) broadcast_tensor(world, *t, name);
     // The broadcast wrote the programs' storage: on a GPU the device copies, which the model's weights now follow
     // (on the cpu the storage is the model's weights, and both calls do nothing).
-    replica_programs(0).mark_trained();
+    programs(0).mark_trained();
     sync_host_weights();
     // Every rank took this path (the flag changes on every rank alike: here and at the start of each fit), so the
     // weights now agree until the next fit, which checks and broadcasts again.
-    replicas_synced_ = true;
+    replicas_synced = true;
   }
   return &world;
 }
 
-void Model::all_reduce_logs(nn::distribute::MpiCollective& world, nn::Accumulator& acc) {
+void nn::Trainer::all_reduce_logs(nn::distribute::MpiCollective& world, nn::Accumulator& acc) {
   if (acc.names.empty()) {  // this rank ran no batch: the names (from the smallest eval program) and zeros
     try {
-      acc.reset(replica_programs(0).get(nn::ProgramKind::eval, 1));
+      acc.reset(programs(0).get(nn::ProgramKind::eval, 1));
     } catch (const std::exception& e) {
       world.abort(std::string("evaluation: ") + e.what());
     }
@@ -141,11 +132,11 @@ void Model::all_reduce_logs(nn::distribute::MpiCollective& world, nn::Accumulato
   acc.sum = std::move(sums);
 }
 
-void Model::train_step_replicated(const std::vector<Tensor>& x, const std::vector<Tensor>& y, const int64_t* idx,
-                                  int64_t bs, int64_t micro, nn::Accumulator& acc, bool own_rows) {
-  distribute::StrategyState& s = *strategy_;
+void nn::Trainer::train_step_replicated(const std::vector<Tensor>& x, const std::vector<Tensor>& y, const int64_t* idx,
+                                        int64_t bs, int64_t micro, nn::Accumulator& acc, bool own_rows) {
+  tk::distribute::StrategyState& s = *strategy_;
   const auto started = std::chrono::steady_clock::now();
-  const graph::ExecContext base = nn::exec_context(device_, step_, true, optimizer_.get());
+  const graph::ExecContext base = nn::exec_context(model_.device(), step, true, model_.optimizer().get());
   bool skipped = false;
   if (s.mpi) {  // one replica per process: this one is replica `rank`
     nn::distribute::MpiCollective& world = *s.mpi;
@@ -156,7 +147,7 @@ void Model::train_step_replicated(const std::vector<Tensor>& x, const std::vecto
       throw std::logic_error("MultiWorkerMirroredStrategy: rank " + std::to_string(world.rank()) + " read " +
                              std::to_string(x[0].dim(0)) + " rows of a global batch of " + std::to_string(bs) +
                              " but its share is " + std::to_string(mine.rows));
-    nn::ProgramCache& pc = replica_programs(0);
+    nn::ProgramCache& pc = programs(0);
     // A failure on one rank (out of memory building its programs, say) would leave the others waiting in the next
     // collective until the timeout: it ends the job at once instead, naming the rank and the error.
     try {
@@ -164,37 +155,37 @@ void Model::train_step_replicated(const std::vector<Tensor>& x, const std::vecto
     } catch (const std::exception& e) {
       world.abort(std::string("building this rank's programs: ") + e.what());
     }
-    if (!replicas_synced_) {  // the same model and batch everywhere, then rank 0's weights and optimizer state
+    if (!replicas_synced) {  // the same model and batch everywhere, then rank 0's weights and optimizer state
       std::vector<std::pair<std::string, Tensor*>> state = pc.state_tensors();
-      std::string fingerprint = "optimizer " + optimizer_->name() + ", global batch " + std::to_string(bs) +
+      std::string fingerprint = "optimizer " + model_.optimizer()->name() + ", global batch " + std::to_string(bs) +
                                 (own_rows ? " (each rank reads its rows)" : " (each rank reads it all)") +
                                 ", micro-batch " + std::to_string(micro) + ", gradient buckets of " +
                                 std::to_string(strategy_->bytes_per_pack) + " bytes" +
                                 (strategy_->overlap ? " overlapping the backward pass" : " reduced blocking") +
                                 " (TK_BYTES_PER_PACK, TK_ALLREDUCE_OVERLAP: mpirun -x passes them to other hosts)" +
-                                ", at optimizer step " + std::to_string(optimizer_->config().iterations) +
+                                ", at optimizer step " + std::to_string(model_.optimizer()->config().iterations) +
                                 " (a rank that restored another backup differs here), weights";
       for (const auto& [name, t] : state) fingerprint += " " + name + t->shape().to_string();
       // Layers that run collectives of their own (synchronized BatchNormalization): a rank without them would send
       // its gradient buckets where the others sum statistics.
-      for (const LayerPtr& l : layers_) {
+      for (const LayerPtr& l : model_.layers()) {
         const LayerConfig config = l->get_config();
         const LayerConfig::Value* v = config.find("synchronized");
         if (v && v->b) fingerprint += ", " + l->name + " synchronized";
       }
       world.check_same(fingerprint, "MultiWorkerMirroredStrategy: model check before the first step");
       for (const auto& [name, t] : state) broadcast_tensor(world, *t, name);
-      step_ = world.broadcast(step_, "step (dropout keys)");
-      optimizer_->config().iterations = static_cast<int64_t>(
-          world.broadcast(static_cast<uint64_t>(optimizer_->config().iterations), "optimizer iterations"));
-      replicas_synced_ = true;
+      step = world.broadcast(step, "step (dropout keys)");
+      model_.optimizer()->config().iterations = static_cast<int64_t>(
+          world.broadcast(static_cast<uint64_t>(model_.optimizer()->config().iterations), "optimizer iterations"));
+      replicas_synced = true;
     }
     nn::Accumulator local;
     graph::ExecContext ctx = base;
-    ctx.scalars.step = step_;  // as broadcast from rank 0
-    ctx.scalars.iterations = optimizer_->config().iterations;
+    ctx.scalars.step = step;  // as broadcast from rank 0
+    ctx.scalars.iterations = model_.optimizer()->config().iterations;
     try {
-      run_shard(pc, mine, mb, micro, bs, x, y, idx, own_rows, ctx, step_, local);
+      run_shard(pc, mine, mb, micro, bs, x, y, idx, own_rows, ctx, step, local);
     } catch (const std::exception& e) {
       world.abort(std::string("training step: ") + e.what());
     }
@@ -219,14 +210,14 @@ void Model::train_step_replicated(const std::vector<Tensor>& x, const std::vecto
     const int active = static_cast<int>(std::min<int64_t>(s.replicas(), bs));
     const int running = s.every_replica_every_step ? s.replicas() : active;
     const bool mb = micro_batched(micro, active, bs);
-    if (!replicas_synced_) {
-      for (int r = 1; r < s.replicas(); ++r) replica_programs(r).sync_from(replica_programs(0));
-      replicas_synced_ = true;
+    if (!replicas_synced) {
+      for (int r = 1; r < s.replicas(); ++r) programs(r).sync_from(programs(0));
+      replicas_synced = true;
     }
     std::vector<Shard> shards;
     for (int r = 0; r < running; ++r) {
       shards.push_back(shard_of(r, active, bs));
-      prepare(replica_programs(r), shards.back(), mb, micro);
+      prepare(programs(r), shards.back(), mb, micro);
     }
     std::vector<nn::Accumulator> logs(static_cast<size_t>(running));
     s.collective->begin_step(running);
@@ -234,19 +225,19 @@ void Model::train_step_replicated(const std::vector<Tensor>& x, const std::vecto
     s.runner->run(
         running, threads_each,
         [&](int r) {
-          run_shard(replica_programs(r), shards[static_cast<size_t>(r)], mb, micro, bs, x, y, idx, false, base, step_,
+          run_shard(programs(r), shards[static_cast<size_t>(r)], mb, micro, bs, x, y, idx, false, base, step,
                     logs[static_cast<size_t>(r)]);
         },
         s.collective.get());
     for (const nn::Accumulator& a : logs) acc.merge(a);
     // Replicas that sat this step out (a batch with fewer rows than replicas) missed its update: they take replica
     // 0's weights and optimizer state again before the next step.
-    if (running < s.replicas()) replicas_synced_ = false;
+    if (running < s.replicas()) replicas_synced = false;
     for (int r = 0; r < running; ++r)  // every replica took the same decision on the same all-reduced gradients
-      skipped = replica_programs(r).step_was_skipped() || skipped;
+      skipped = programs(r).step_was_skipped() || skipped;
   }
-  ++step_;
-  if (!skipped) ++optimizer_->config().iterations;
+  ++step;
+  if (!skipped) ++model_.optimizer()->config().iterations;
   s.step_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   ++s.steps;
 }

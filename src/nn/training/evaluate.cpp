@@ -6,8 +6,8 @@
 #include "nn/distribute/strategy_state.h"
 #include "nn/training/fit_common.h"
 #include "nn/training/read_batches.h"
+#include "nn/training/trainer.h"
 #include "trainkit/core/error.h"
-#include "trainkit/nn/model.h"
 
 namespace tk {
 namespace {
@@ -16,7 +16,7 @@ void require(bool ok, const std::string& message) {
   if (!ok) throw InvalidArgument(message);
 }
 
-bool distributed(const distribute::StrategyState* s) { return s && s->replicated(); }
+bool distributed(const tk::distribute::StrategyState* s) { return s && s->replicated(); }
 
 // The loop's hooks for evaluate: each replica's row-weighted sums (added in replica order at the end).
 nn::InferenceHooks evaluation_hooks(std::vector<nn::Accumulator>& sums, int64_t steps) {
@@ -30,35 +30,29 @@ nn::InferenceHooks evaluation_hooks(std::vector<nn::Accumulator>& sums, int64_t 
 
 }  // namespace
 
-Logs Model::evaluate(const Tensor& x, const Tensor& y, EvaluateOptions options) {
-  return evaluate(std::vector<Tensor>{x}, std::vector<Tensor>{y}, options);
-}
-
-Logs Model::evaluate(const std::vector<Tensor>& x, const std::vector<Tensor>& y, EvaluateOptions o) {
+Logs nn::Trainer::evaluate(const std::vector<Tensor>& x, const std::vector<Tensor>& y, EvaluateOptions o) {
   check_compiled("evaluate");
   require(o.batch_size > 0, "evaluate: batch_size must be a positive integer, got " + std::to_string(o.batch_size));
-  ensure_built(x);
+  model_.ensure_built(x);
   check_data(x, &y, "evaluate");
-  if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
-  programs_->upload_weights();
+  programs().upload_weights();
   Logs logs = run_evaluation(x, y, o.batch_size, o.steps);
-  if (o.verbose > 0 && is_chief()) nn::print_logs(logs);  // MPI: rank 0 alone prints
+  if (o.verbose > 0 && model_.is_chief()) nn::print_logs(logs);  // MPI: rank 0 alone prints
   return logs;
 }
 
-Logs Model::evaluate(const data::Dataset& dataset, EvaluateOptions o) {
+Logs nn::Trainer::evaluate(const data::Dataset& dataset, EvaluateOptions o) {
   check_compiled("evaluate");
   require(dataset.cardinality() != data::kInfiniteCardinality || o.steps > 0,
           "evaluate: the dataset is infinite (repeat() without a count): give steps");
-  if (programs_) programs_->upload_weights();  // else the programs are built with the model's weights
+  programs().upload_weights();  // else the programs are built with the model's weights
   Logs logs = run_evaluation(dataset, o.steps);
-  if (o.verbose > 0 && is_chief()) nn::print_logs(logs);
+  if (o.verbose > 0 && model_.is_chief()) nn::print_logs(logs);
   return logs;
 }
 
-Logs Model::run_evaluation(const std::vector<Tensor>& x, const std::vector<Tensor>& y, int64_t batch_size,
-                           int64_t steps) {
-  if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
+Logs nn::Trainer::run_evaluation(const std::vector<Tensor>& x, const std::vector<Tensor>& y, int64_t batch_size,
+                                 int64_t steps) {
   const int replicas = nn::distribute::replicated_in_process(strategy_.get()) ? strategy_->replicas() : 1;
   const int64_t n = x.empty() || x[0].shape().rank() == 0 ? 0 : x[0].dim(0);
   int64_t batch = std::min(batch_size, std::max<int64_t>(n, 1));
@@ -81,21 +75,20 @@ Logs Model::run_evaluation(const std::vector<Tensor>& x, const std::vector<Tenso
   return logs;
 }
 
-Logs Model::run_evaluation(const data::Dataset& dataset, int64_t steps) {
-  if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
+Logs nn::Trainer::run_evaluation(const data::Dataset& dataset, int64_t steps) {
   const int replicas = nn::distribute::replicated_in_process(strategy_.get()) ? strategy_->replicas() : 1;
   nn::DatasetReads source(
       dataset,
-      {.on_device = nn::DeviceDataset::of(dataset, device_, distributed(strategy_.get()), "evaluate"),
+      {.on_device = nn::DeviceDataset::of(dataset, model_.device(), distributed(strategy_.get()), "evaluate"),
        .split = [this](data::Element& e, std::vector<Tensor>& x,
                        std::vector<Tensor>& y) { split_element(e, x, y, true, "evaluate"); },
        .prepare =
            [this](const std::vector<Tensor>& x, const std::vector<Tensor>& y) {
-             ensure_built(x);
+             model_.ensure_built(x);
              check_data(x, &y, "evaluate");
            },
-       .inputs = inputs_.size(),
-       .outputs = outputs_.size(),
+       .inputs = model_.inputs().size(),
+       .outputs = model_.outputs().size(),
        .need_y = true},
       replicas);
   std::vector<nn::Accumulator> sums(static_cast<size_t>(replicas));

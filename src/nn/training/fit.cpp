@@ -27,11 +27,7 @@ int64_t rows_of(const std::vector<Tensor>& x) { return x.empty() || x[0].shape()
 
 }  // namespace
 
-History Model::fit(const Tensor& x, const Tensor& y, FitOptions options) {
-  return fit(std::vector<Tensor>{x}, std::vector<Tensor>{y}, std::move(options));
-}
-
-History Model::fit(const std::vector<Tensor>& x_all, const std::vector<Tensor>& y_all, FitOptions o) {
+History nn::Trainer::fit(const std::vector<Tensor>& x_all, const std::vector<Tensor>& y_all, FitOptions o) {
   check_compiled("fit");
   require(o.batch_size > 0 || o.batch_size == kAutoBatchSize,
           "fit: batch_size must be a positive integer or tk::kAutoBatchSize, got " + std::to_string(o.batch_size));
@@ -47,7 +43,7 @@ History Model::fit(const std::vector<Tensor>& x_all, const std::vector<Tensor>& 
   require(o.steps_per_epoch >= 0 && o.validation_steps >= 0, "fit: steps_per_epoch and validation_steps must be >= 0");
   require(o.verbose >= -1 && o.verbose <= 2,
           "fit: verbose must be -1 (auto), 0, 1 or 2, got " + std::to_string(o.verbose));
-  ensure_built(x_all);
+  model_.ensure_built(x_all);
   check_data(x_all, &y_all, "fit");
 
   // Validation data: given, or the last fraction of the arrays before shuffling (Keras' rule).
@@ -73,7 +69,6 @@ History Model::fit(const std::vector<Tensor>& x_all, const std::vector<Tensor>& 
   }
   const int64_t n = rows_of(x);
   require(n > 0, "fit: no training samples");
-  if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
   int64_t batch = std::min(o.batch_size, n);
   // The largest that fits; under a strategy, per replica on each one's own budget (nn/distribute/auto_batch.cpp).
   if (o.batch_size == kAutoBatchSize) batch = auto_batch_size(std::min(o.auto_batch_cap, n), o.verbose != 0);
@@ -90,34 +85,35 @@ History Model::fit(const std::vector<Tensor>& x_all, const std::vector<Tensor>& 
   return fit_loop(source, o, micro, validate);
 }
 
-void Model::train_step(const std::vector<Tensor>& x, const std::vector<Tensor>& y, const int64_t* idx, int64_t bs,
-                       int64_t micro, nn::Accumulator& acc, bool own_rows) {
+void nn::Trainer::train_step(const std::vector<Tensor>& x, const std::vector<Tensor>& y, const int64_t* idx, int64_t bs,
+                             int64_t micro, nn::Accumulator& acc, bool own_rows) {
   if (strategy_ && strategy_->replicated()) {
     train_step_replicated(x, y, idx, bs, micro, acc, own_rows);
-    programs_->mark_trained();  // replica 0 on a GPU: its copies are now ahead of the model's weights
+    programs().mark_trained();  // replica 0 on a GPU: its copies are now ahead of the model's weights
     return;
   }
-  graph::ExecContext ctx = nn::exec_context(device_, step_, true, optimizer_.get());
+  graph::ExecContext ctx = nn::exec_context(model_.device(), step, true, model_.optimizer().get());
   if (micro == 0 || micro >= bs) {
-    nn::Compiled& c = programs_->get(nn::ProgramKind::train, bs);
+    nn::Compiled& c = programs().get(nn::ProgramKind::train, bs);
     nn::HostStager::bind_rows(c, x, &y, idx, 0, bs);
     c.program->run(ctx);
     acc.add(c, bs);
   } else {  // gradient accumulation over micro-batches, then one update
     for (int64_t r = 0; r < bs; r += micro) {
       const int64_t mb = std::min(micro, bs - r);
-      nn::Compiled& c = programs_->get(nn::ProgramKind::accumulate, mb);
+      nn::Compiled& c = programs().get(nn::ProgramKind::accumulate, mb);
       nn::HostStager::bind_rows(c, x, &y, idx ? idx + r : nullptr, idx ? 0 : r, mb);
-      ctx.scalars.step = (step_ << 20) + static_cast<uint64_t>(r);  // distinct dropout draws per micro-batch
+      ctx.scalars.step = (step << 20) + static_cast<uint64_t>(r);  // distinct dropout draws per micro-batch
       ctx.scalars.grad_scale = static_cast<float>(mb) / static_cast<float>(bs);
       c.program->run(ctx);
       acc.add(c, mb);
     }
-    programs_->get(nn::ProgramKind::apply, 0).program->run(ctx);
+    programs().get(nn::ProgramKind::apply, 0).program->run(ctx);
   }
-  ++step_;
-  programs_->mark_trained();
-  if (!programs_->step_was_skipped()) ++optimizer_->config().iterations;  // Keras: a skipped step is no iteration
+  ++step;
+  programs().mark_trained();
+  if (!programs().step_was_skipped())
+    ++model_.optimizer()->config().iterations;  // Keras: a skipped step is no iteration
 }
 
 namespace nn {
@@ -143,34 +139,33 @@ void print_logs(const Logs& logs) {
 }
 }  // namespace nn
 
-const Logs& Model::train_on_batch(const std::vector<Tensor>& x, const std::vector<Tensor>& y) {
+const Logs& nn::Trainer::train_on_batch(const std::vector<Tensor>& x, const std::vector<Tensor>& y) {
   check_compiled("train_on_batch");
-  ensure_built(x);
+  model_.ensure_built(x);
   check_data(x, &y, "train_on_batch");
   const int64_t n = rows_of(x);
   if (n <= 0) throw InvalidArgument("train_on_batch: empty batch");
-  if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
   if (strategy_ && strategy_->replicated()) {  // data parallel: the replicas' weights may have been set since
-    replicas_synced_ = false;
-    programs_->upload_weights();  // replica 0 on a GPU: weights set on the host since reach its copies
+    replicas_synced = false;
+    programs().upload_weights();  // replica 0 on a GPU: weights set on the host since reach its copies
     nn::Accumulator acc;
     train_step_replicated(x, y, nullptr, n, 0, acc);
-    programs_->mark_trained();
-    programs_->download_weights();
+    programs().mark_trained();
+    programs().download_weights();
     Logs logs;
     acc.write(logs);
     for (const auto& [name, v] : logs.items()) batch_logs_.set(name, v);
     add_loss_scale_logs(batch_logs_);
     return batch_logs_;
   }
-  programs_->upload_weights();
-  nn::Compiled& c = programs_->get(nn::ProgramKind::train, n);
+  programs().upload_weights();
+  nn::Compiled& c = programs().get(nn::ProgramKind::train, n);
   nn::HostStager::bind_rows(c, x, &y, nullptr, 0, n);
-  graph::ExecContext ctx = nn::exec_context(device_, step_++, true, optimizer_.get());
+  graph::ExecContext ctx = nn::exec_context(model_.device(), step++, true, model_.optimizer().get());
   c.program->run(ctx);
-  programs_->mark_trained();
-  programs_->download_weights();
-  if (!programs_->step_was_skipped()) ++optimizer_->config().iterations;
+  programs().mark_trained();
+  programs().download_weights();
+  if (!programs().step_was_skipped()) ++model_.optimizer()->config().iterations;
   bool means_only = true;  // no stateful metric: the logs are the program's scalars (nothing allocated per step)
   for (const nn::LogStat& st : c.log_stats) means_only = means_only && st.width == 1 && !st.summed();
   if (means_only) {

@@ -14,8 +14,8 @@
 #include "nn/training/device_dataset.h"
 #include "nn/training/fit_common.h"
 #include "nn/training/staging.h"
+#include "nn/training/trainer.h"
 #include "trainkit/core/error.h"
-#include "trainkit/nn/model.h"
 
 namespace tk {
 namespace {
@@ -27,28 +27,11 @@ void require(bool ok, const std::string& message) {
 using nn::staged;
 
 // A model replicated by a distribution strategy (in process or over MPI).
-bool distributed(const distribute::StrategyState* s) { return s && s->replicated(); }
+bool distributed(const tk::distribute::StrategyState* s) { return s && s->replicated(); }
 
 }  // namespace
 
-void Model::split_element(data::Element& e, std::vector<Tensor>& x, std::vector<Tensor>& y, bool need_y,
-                          const char* what) const {
-  const size_t nx = inputs_.size(), ny = outputs_.size();
-  if (e.size() < nx || (need_y && e.size() != nx + ny))
-    throw InvalidArgument(std::string(what) + ": the dataset's elements have " + std::to_string(e.size()) +
-                          " component(s) " + data::shapes_of(e) + " but model '" + name_ + "' takes " +
-                          std::to_string(nx) + " input(s)" +
-                          (need_y ? " and " + std::to_string(ny) + " target(s): elements must be (x..., y...)" : "") +
-                          " (batch the dataset, and map it to that tuple)");
-  for (const Tensor& t : e)
-    if (t.shape().rank() == 0)
-      throw InvalidArgument(std::string(what) + ": the dataset's elements " + data::shapes_of(e) +
-                            " have a scalar component: fit takes batches (add .batch(n) to the pipeline)");
-  x.assign(e.begin(), e.begin() + static_cast<std::ptrdiff_t>(nx));
-  y.assign(e.begin() + static_cast<std::ptrdiff_t>(nx), e.end());
-}
-
-History Model::fit(const data::Dataset& dataset, FitOptions o) {
+History nn::Trainer::fit(const data::Dataset& dataset, FitOptions o) {
   check_compiled("fit");
   require(o.epochs >= 0, "fit: epochs must be >= 0, got " + std::to_string(o.epochs));
   require(o.initial_epoch >= 0 && o.initial_epoch <= o.epochs,
@@ -73,20 +56,19 @@ History Model::fit(const data::Dataset& dataset, FitOptions o) {
   // (nn/training/device_dataset.h). MultiWorkerMirroredStrategy: each rank reads its rows of every global batch
   // (worker_input.h).
   nn::DatasetBatches::Setup setup{
-      .on_device = nn::DeviceDataset::of(dataset, device_, distributed(strategy_.get()), "fit"),
+      .on_device = nn::DeviceDataset::of(dataset, model_.device(), distributed(strategy_.get()), "fit"),
       .share = std::nullopt,
       .split = [this](data::Element& e, std::vector<Tensor>& x,
                       std::vector<Tensor>& y) { split_element(e, x, y, true, "fit"); },
       .check = [this](const std::vector<Tensor>& x, const std::vector<Tensor>& y) { check_data(x, &y, "fit"); },
-      .inputs = inputs_.size(),
-      .outputs = outputs_.size(),
-      .chief = is_chief()};
+      .inputs = model_.inputs().size(),
+      .outputs = model_.outputs().size(),
+      .chief = model_.is_chief()};
   if (strategy_ && strategy_->mpi && strategy_->mpi->size() > 1)
     setup.share = nn::distribute::worker_input(dataset, *strategy_->mpi);
   nn::DatasetBatches source(dataset, std::move(setup), o.steps_per_epoch, o.epochs);  // reads the first batch
-  ensure_built(source.first_x());
+  model_.ensure_built(source.first_x());
   check_data(source.first_x(), &source.first_y(), "fit");
-  if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
   std::function<Logs()> validate;
   if (o.validation_dataset) validate = [&] { return run_evaluation(*o.validation_dataset, o.validation_steps); };
   return fit_loop(source, o, o.micro_batch_size, validate);

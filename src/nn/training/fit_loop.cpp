@@ -7,46 +7,46 @@
 #include "nn/distribute/strategy_state.h"
 #include "nn/training/batch_source.h"
 #include "nn/training/fit_common.h"
-#include "trainkit/nn/model.h"
+#include "nn/training/trainer.h"
 
 namespace tk {
 
-History Model::fit_loop(nn::BatchSource& source, const FitOptions& o, int64_t micro,
-                        const std::function<Logs()>& validate) {
-  replicas_synced_ = false;     // data parallel: weights may have been set since the last fit
-  programs_->upload_weights();  // a device the host cannot address: the same
+History nn::Trainer::fit_loop(nn::BatchSource& source, const FitOptions& o, int64_t micro,
+                              const std::function<Logs()>& validate) {
+  replicas_synced = false;      // data parallel: weights may have been set since the last fit
+  programs().upload_weights();  // a device the host cannot address: the same
   auto history = std::make_shared<History>();
-  const std::vector<CallbackPtr> callbacks = nn::fit_callbacks(this, o, source.steps(), history);
-  const int verbose = !is_chief() ? 0 : o.verbose == -1 ? 1 : o.verbose;  // MPI: rank 0 alone prints
+  const std::vector<CallbackPtr> callbacks = nn::fit_callbacks(&model_, o, source.steps(), history);
+  const int verbose = !model_.is_chief() ? 0 : o.verbose == -1 ? 1 : o.verbose;  // MPI: rank 0 alone prints
 
   Logs logs;
-  stop_training = false;
-  position_ = FitPosition{.epoch = o.initial_epoch};
-  source.record(position_, false);
+  model_.stop_training = false;
+  position = FitPosition{.epoch = o.initial_epoch};
+  source.record(position, false);
   for (const CallbackPtr& cb : callbacks) cb->on_train_begin(logs);
   int first_epoch = o.initial_epoch;
   int64_t first_step = 0;
-  if (resume_) {  // restore_training_state (before fit, or BackupAndRestore in on_train_begin): continue there
-    const FitPosition r = *resume_;
-    resume_.reset();
+  if (resume) {  // restore_training_state (before fit, or BackupAndRestore in on_train_begin): continue there
+    const FitPosition r = *resume;
+    resume.reset();
     source.resume(r);
     first_epoch = r.epoch;
     first_step = r.batch;
-    position_ = r;
+    position = r;
   }
   // On a GPU batch k's logs are read after batch k+1 was staged and queued (nn/training/lagged_logs.h: what that
   // means for callbacks and stop_training); on the CPU right after each step.
   const std::unique_ptr<nn::LaggedLogs> lagged =
-      nn::make_lagged_logs(device_, *programs_, strategy_ && strategy_->replicated());
-  for (int epoch = first_epoch; epoch < o.epochs && !stop_training; ++epoch) {
+      nn::make_lagged_logs(model_.device(), programs(), strategy_ && strategy_->replicated());
+  for (int epoch = first_epoch; epoch < o.epochs && !model_.stop_training; ++epoch) {
     const int64_t start = epoch == first_epoch ? first_step : 0;
     source.begin_epoch(start);
-    position_.epoch = epoch;
-    position_.batch = start;
-    source.record(position_, false);
+    position.epoch = epoch;
+    position.batch = start;
+    source.record(position, false);
     logs.clear();
     for (const CallbackPtr& cb : callbacks) cb->on_epoch_begin(epoch, logs);
-    const distribute::StepClock clock = strategy_ ? strategy_->clock() : distribute::StepClock{};
+    const tk::distribute::StepClock clock = strategy_ ? strategy_->clock() : tk::distribute::StepClock{};
     nn::Accumulator acc;
     acc.lagged = lagged.get();
     auto end_batch = [&](int64_t b) {
@@ -60,7 +60,7 @@ History Model::fit_loop(nn::BatchSource& source, const FitOptions& o, int64_t mi
     int64_t s = start;
     for (; steps == 0 || s < steps; ++s) {
       if (!source.next(batch)) {
-        if (source.stop_when_exhausted()) stop_training = true;
+        if (source.stop_when_exhausted()) model_.stop_training = true;
         break;
       }
       for (const CallbackPtr& cb : callbacks) cb->on_train_batch_begin(s, logs);
@@ -68,13 +68,13 @@ History Model::fit_loop(nn::BatchSource& source, const FitOptions& o, int64_t mi
       train_step(*batch.x, *batch.y, batch.rows, batch.n, micro, acc, batch.own_rows);
       if (lagged) lagged->end();
       source.step_done();
-      position_.batch = s + 1;  // with lagged logs: the batches queued (what the model's weights include)
-      source.record(position_, false);
+      position.batch = s + 1;  // with lagged logs: the batches queued (what the model's weights include)
+      source.record(position, false);
       if (lagged)
         nn::deliver_lagged(lagged.get(), acc, false, end_batch);  // batch s - 1's
       else
         end_batch(s);
-      if (stop_training) {  // a callback stopped training mid-epoch (TerminateOnNaN); Keras 3 does the same
+      if (model_.stop_training) {  // a callback stopped training mid-epoch (TerminateOnNaN); Keras 3 does the same
         ++s;
         break;
       }
@@ -84,20 +84,20 @@ History Model::fit_loop(nn::BatchSource& source, const FitOptions& o, int64_t mi
       source.learned_steps(s);
       for (const CallbackPtr& cb : callbacks) cb->params.steps = s;
     }
-    distribute::add_allreduce_logs(strategy_.get(), clock, logs);
+    tk::distribute::add_allreduce_logs(strategy_.get(), clock, logs);
     source.end_epoch(logs);
     if (validate) {
       const Logs val = validate();
       for (const auto& [k, v] : val.items()) logs.set("val_" + k, v);
     }
-    position_.epoch = epoch + 1;  // a state saved now resumes with the next epoch
-    position_.batch = 0;
-    source.record(position_, true);
-    programs_->download_weights();  // callbacks (checkpoints, early stopping) read the model's weights
+    position.epoch = epoch + 1;  // a state saved now resumes with the next epoch
+    position.batch = 0;
+    source.record(position, true);
+    programs().download_weights();  // callbacks (checkpoints, early stopping) read the model's weights
     for (const CallbackPtr& cb : callbacks) cb->on_epoch_end(epoch, logs);
     source.after_epoch(verbose > 0);
   }
-  programs_->download_weights();
+  programs().download_weights();
   for (const CallbackPtr& cb : callbacks) cb->on_train_end(logs);
   return *history;
 }

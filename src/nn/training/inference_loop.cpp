@@ -11,19 +11,18 @@
 #include "nn/training/fit_common.h"
 #include "nn/training/read_batches.h"
 #include "nn/training/staging.h"
-#include "trainkit/nn/model.h"
+#include "nn/training/trainer.h"
 
 namespace tk {
 
-nn::distribute::MpiCollective* Model::inference_loop(nn::ReadSource& source, const nn::InferenceHooks& h) {
-  if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
+nn::distribute::MpiCollective* nn::Trainer::inference_loop(nn::ReadSource& source, const nn::InferenceHooks& h) {
   const nn::ProgramKind kind = h.predict ? nn::ProgramKind::predict : nn::ProgramKind::eval;
   const bool replicated = nn::distribute::replicated_in_process(strategy_.get());
   const int replicas = replicated ? strategy_->replicas() : 1;
   std::vector<nn::ReadBatch> round(static_cast<size_t>(source.round_size(replicas)));  // batches s, s + 1, ...
   std::vector<nn::ProgramCache*> caches;
   nn::distribute::MpiCollective* world = nullptr;
-  const graph::ExecContext ctx = nn::exec_context(device_, step_, false, optimizer_.get());
+  const graph::ExecContext ctx = nn::exec_context(model_.device(), step, false, model_.optimizer().get());
   auto bind_and_run = [&](nn::Compiled& c, const nn::ReadBatch& b, const graph::ExecContext& on) {
     nn::HostStager::bind_rows(c, *b.x, b.y, b.rows, b.begin, b.n);
     c.program->run(on);
@@ -39,9 +38,8 @@ nn::distribute::MpiCollective* Model::inference_loop(nn::ReadSource& source, con
       for (size_t g = 0; g < got; ++g) h.read(s + static_cast<int64_t>(g), round[g]);
     if (replicated) {
       if (caches.empty()) {  // the model is built now (by the first batch)
-        caches =
-            nn::distribute::synced_replicas(replicas, [&](int r) -> nn::ProgramCache& { return replica_programs(r); });
-        replicas_synced_ = true;
+        caches = nn::distribute::synced_replicas(replicas, [&](int r) -> nn::ProgramCache& { return programs(r); });
+        replicas_synced = true;
       }
       auto batch = [&](int64_t k) -> const nn::ReadBatch& { return round[static_cast<size_t>(k - s)]; };
       nn::distribute::run_on_replicas(
@@ -62,7 +60,7 @@ nn::distribute::MpiCollective* Model::inference_loop(nn::ReadSource& source, con
         const nn::ReadBatch& b = round[static_cast<size_t>(k - s)];
         try {  // a failure on one rank ends the job at once, not after the others' collective timeout
           if (h.prepare) h.prepare(0, k, b);
-          nn::Compiled& c = programs_->get(kind, b.n);
+          nn::Compiled& c = programs().get(kind, b.n);
           bind_and_run(c, b, ctx);
           h.ran(c, 0, k, b);
           if (world) nn::distribute::count_rank_batch(*strategy_);

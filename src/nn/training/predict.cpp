@@ -8,8 +8,8 @@
 #include "nn/distribute/replicated_eval.h"
 #include "nn/distribute/strategy_state.h"
 #include "nn/training/read_batches.h"
+#include "nn/training/trainer.h"
 #include "trainkit/core/error.h"
-#include "trainkit/nn/model.h"
 
 namespace tk {
 namespace {
@@ -40,22 +40,19 @@ void read_outputs(nn::Compiled& c, std::vector<Tensor>& out, int64_t first_row, 
 
 }  // namespace
 
-Tensor Model::predict(const Tensor& x, int64_t batch_size) { return predict(std::vector<Tensor>{x}, batch_size)[0]; }
-
-std::vector<Tensor> Model::predict(const std::vector<Tensor>& x, int64_t batch_size) {
+std::vector<Tensor> nn::Trainer::predict(const std::vector<Tensor>& x, int64_t batch_size) {
   require(batch_size > 0, "predict: batch_size must be a positive integer, got " + std::to_string(batch_size));
   check_policies("predict");
-  ensure_built(x);
+  model_.ensure_built(x);
   check_data(x, nullptr, "predict");
-  if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
-  programs_->upload_weights();
+  programs().upload_weights();
   const int64_t n = x.empty() || x[0].shape().rank() == 0 ? 0 : x[0].dim(0);
   // MultiWorkerMirroredStrategy: batch k on rank k % ranks (rank 0's batch size), then every rank gets every row.
   nn::distribute::MpiCollective* world = evaluation_group("predict arrays of " + std::to_string(n) + " rows", {&x});
   int64_t batch = batch_size;
   if (world) batch = static_cast<int64_t>(world->broadcast(static_cast<uint64_t>(batch), "predict batch size"));
   std::vector<Tensor> out;
-  for (const KerasTensor& o : outputs_) out.push_back(allocate(o.shape().with_batch(n), world));
+  for (const KerasTensor& o : model_.outputs()) out.push_back(allocate(o.shape().with_batch(n), world));
   nn::ArrayReads source(x, nullptr, batch);
   nn::InferenceHooks h;
   h.predict = true;
@@ -71,25 +68,24 @@ std::vector<Tensor> Model::predict(const std::vector<Tensor>& x, int64_t batch_s
   return out;
 }
 
-std::vector<Tensor> Model::predict(const data::Dataset& dataset) {
+std::vector<Tensor> nn::Trainer::predict(const data::Dataset& dataset) {
   require(dataset.cardinality() != data::kInfiniteCardinality,
           "predict: the dataset is infinite (repeat() without a count): add take(n)");
   check_policies("predict");
-  if (!programs_) programs_ = std::make_unique<nn::ProgramCache>(*this);
-  programs_->upload_weights();
+  programs().upload_weights();
   const bool replicated = nn::distribute::replicated_in_process(strategy_.get());
   nn::DatasetReads source(
       dataset,
-      {.on_device = nn::DeviceDataset::of(dataset, device_, strategy_ && strategy_->replicated(), "predict"),
+      {.on_device = nn::DeviceDataset::of(dataset, model_.device(), strategy_ && strategy_->replicated(), "predict"),
        .split = [this](data::Element& e, std::vector<Tensor>& x,
                        std::vector<Tensor>& y) { split_element(e, x, y, false, "predict"); },
        .prepare =
            [this](const std::vector<Tensor>& x, const std::vector<Tensor>&) {
-             ensure_built(x);
+             model_.ensure_built(x);
              check_data(x, nullptr, "predict");
            },
-       .inputs = inputs_.size(),
-       .outputs = outputs_.size(),
+       .inputs = model_.inputs().size(),
+       .outputs = model_.outputs().size(),
        .need_y = false},
       replicated ? strategy_->replicas() : 1);
   // Batch k's predictions (parts[k][j]: output j), and its rows. Under MultiWorkerMirroredStrategy another rank's
@@ -104,7 +100,7 @@ std::vector<Tensor> Model::predict(const data::Dataset& dataset) {
     parts.emplace_back();
   };
   h.prepare = [&](int, int64_t k, const nn::ReadBatch& b) {
-    for (const KerasTensor& o : outputs_)
+    for (const KerasTensor& o : model_.outputs())
       parts[static_cast<size_t>(k)].emplace_back(o.shape().with_batch(b.n), DType::f32);
   };
   h.ran = [&](nn::Compiled& c, int, int64_t k, const nn::ReadBatch& b) {
@@ -114,8 +110,8 @@ std::vector<Tensor> Model::predict(const data::Dataset& dataset) {
   int64_t total = 0;
   for (const int64_t r : rows) total += r;
   std::vector<Tensor> result;
-  for (size_t j = 0; j < outputs_.size(); ++j) {
-    Tensor all = allocate(outputs_[j].shape().with_batch(total), world);
+  for (size_t j = 0; j < model_.outputs().size(); ++j) {
+    Tensor all = allocate(model_.outputs()[j].shape().with_batch(total), world);
     const size_t row = total > 0 ? all.nbytes() / static_cast<size_t>(total) : 0;
     size_t offset = 0;
     for (size_t k = 0; k < parts.size(); ++k) {

@@ -1,6 +1,4 @@
 // Model::training_state / restore_training_state: what BackupAndRestore needs to resume a fit bit for bit.
-#include "trainkit/nn/training_state.h"
-
 #include <cmath>
 #include <cstdio>
 
@@ -8,9 +6,11 @@
 #include "graph/host_threads.h"
 #include "nn/compiler/programs.h"
 #include "nn/optimizer_rule.h"
+#include "nn/training/trainer.h"
 #include "runtime/log.h"
 #include "trainkit/core/error.h"
 #include "trainkit/nn/model.h"
+#include "trainkit/nn/training_state.h"
 
 namespace tk {
 
@@ -22,8 +22,8 @@ TrainingState Model::training_state() {
 }
 
 TrainingState Model::training_state_view() {
-  check_compiled("training_state");
-  sync_host_weights();
+  trainer_->check_compiled("training_state");
+  trainer_->sync_host_weights();
   TrainingState s;
   s.model_name = name_;
   for (const LayerPtr& l : layers_)
@@ -33,9 +33,10 @@ TrainingState Model::training_state_view() {
     }
   s.optimizer = optimizer_->name();
   s.slots_per_variable = optimizer_->slots_per_variable();
-  if (programs_) programs_->synchronize();       // queued steps write the slots
+  nn::ProgramCache& programs = trainer_->programs();
+  programs.synchronize();                        // queued steps write the slots
   for (const Weight* w : trainable_weights()) {  // the live slots; zeros before the first step
-    const std::vector<Tensor>* live = programs_ ? programs_->live_slots(*w) : nullptr;
+    const std::vector<Tensor>* live = programs.live_slots(*w);
     for (int k = 0; k < s.slots_per_variable; ++k)
       s.optimizer_slots.push_back(
           live ? (*live)[static_cast<size_t>(k)]
@@ -45,22 +46,22 @@ TrainingState Model::training_state_view() {
   for (const float v : get_optimizer_variables()) s.optimizer_slots.push_back(Tensor::from_vector<float>(Shape{}, {v}));
   s.iterations = optimizer_->iterations();
   s.learning_rate = optimizer_->learning_rate();
-  s.step = step_;
+  s.step = trainer_->step;
   s.threads = device_.kind == DeviceKind::cpu ? graph::host_threads() : 0;
-  if (programs_)  // the kernels this model's programs were measured to run best with (the CPU's GEMM engines)
-    s.kernel_choices = graph::backend(device_.kind).kernel_choices(programs_->programs());
+  // The kernels this model's programs were measured to run best with (the CPU's GEMM engines).
+  s.kernel_choices = graph::backend(device_.kind).kernel_choices(programs.programs());
   s.dtype_policy = dtype_policy_;
-  if (const float* st = programs_ ? programs_->loss_scale_state() : nullptr) {
+  if (const float* st = programs.loss_scale_state()) {
     s.loss_scale = st[0];
     s.loss_scale_counter = static_cast<int64_t>(st[1]);
     s.skipped_steps = static_cast<int64_t>(st[2]);
   }
-  s.position = position_;
+  s.position = trainer_->position;
   return s;
 }
 
 void Model::restore_training_state(const TrainingState& s) {
-  check_compiled("restore_training_state");
+  trainer_->check_compiled("restore_training_state");
   if (!has_graph_)
     throw InvalidArgument("restore_training_state: model '" + name_ +
                           "' is not built yet (give it an Input layer, or restore from a callback's on_train_begin)");
@@ -137,19 +138,20 @@ void Model::restore_training_state(const TrainingState& s) {
   std::vector<std::vector<Tensor>> slots(trainable.size());
   for (size_t i = 0; i < trainable.size(); ++i)
     for (size_t k = 0; k < per; ++k) slots[i].push_back(s.optimizer_slots[i * file_per + pick[k]]);
-  set_optimizer_slots(slots, s.iterations);  // makes programs_
+  set_optimizer_slots(slots, s.iterations);
   set_optimizer_variables(vars);
   if (s.loss_scale > 0.0f)
-    programs_->set_loss_scale_state(s.loss_scale, static_cast<float>(s.loss_scale_counter),
-                                    static_cast<float>(s.skipped_steps));
-  else if (programs_->loss_scale_state())  // a state without loss scaling (format 2): start from the initial scale
-    programs_->set_loss_scale_state(
+    trainer_->programs().set_loss_scale_state(s.loss_scale, static_cast<float>(s.loss_scale_counter),
+                                              static_cast<float>(s.skipped_steps));
+  else if (trainer_->programs()
+               .loss_scale_state())  // a state without loss scaling (format 2): start from the initial scale
+    trainer_->programs().set_loss_scale_state(
         optimizer_->config().loss_scale_initial > 0.0f ? optimizer_->config().loss_scale_initial : 32768.0f, 0.0f,
         0.0f);
   if (!optimizer_->learning_rate_schedule())
     optimizer_->set_learning_rate(s.learning_rate);  // a schedule follows
                                                      // the step count
-  step_ = s.step;
+  trainer_->step = s.step;
   // The same bits need the same partitions: run on the thread count the state was made with.
   if (s.threads > 0 && device_.kind == DeviceKind::cpu && s.threads != graph::host_threads()) {
     const int chosen = graph::host_threads();
@@ -167,8 +169,8 @@ void Model::restore_training_state(const TrainingState& s) {
   // ... and the same kernels (the CPU's GEMM engine per shape: each was chosen by measurement, which may differ on
   // this run).
   if (graph::has_backend(device_.kind)) graph::backend(device_.kind).set_kernel_choices(s.kernel_choices);
-  position_ = s.position;
-  resume_ = s.position;
+  trainer_->position = s.position;
+  trainer_->resume = s.position;
 }
 
 }  // namespace tk
