@@ -356,7 +356,7 @@ void weights_from_tree(Model& model, const H5Tree& tree, const std::string& labe
     const Optimizer& opt = *model.optimizer();
     const std::vector<const Weight*> tw = model.trainable_weights();
     for (size_t k = 0; k < tw.size(); ++k) {
-      std::vector<Tensor>& live = *programs.slots_of(*tw[k], /*create=*/true);
+      std::vector<Tensor>& live = *programs.optimizer_state().slots_of(*tw[k], /*create=*/true);
       for (size_t s = 0; s < live.size(); ++s) {
         const std::string& path = slot_paths[k][s];
         if (path.empty()) {  // absent from the file

@@ -13,7 +13,7 @@ std::vector<std::vector<SlotView>> optimizer_slot_views(const Model& model) {
   programs.synchronize();  // queued steps write the slots
   std::vector<std::vector<SlotView>> out;
   for (const Weight* w : model.trainable_weights()) {
-    const std::vector<Tensor>* live = programs.live_slots(*w);
+    const std::vector<Tensor>* live = programs.optimizer_state().live_slots(*w);
     std::vector<SlotView>& views = out.emplace_back();
     for (int s = 0; s < opt.slots_per_variable(); ++s) {
       if (live)

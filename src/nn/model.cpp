@@ -146,7 +146,9 @@ void Model::compile(OptimizerPtr optimizer, std::vector<Loss> losses, std::vecto
   // Keras: a model compiled inside a strategy's scope is replicated over its devices (replica 0 on the first).
   strategy_ = distribute::current_strategy();
   if (strategy_) device_ = strategy_->devices[0];
-  trainer_->reset(strategy_);  // a new compile (e.g. after freezing layers) rebuilds every program
+  // A new compile (e.g. after freezing layers) rebuilds every program; a device planned for (plan_for_absent_device)
+  // stays planned for.
+  trainer_->reset(strategy_, trainer_->absent_device_budget());
 }
 
 std::string Model::distribute_strategy() const { return strategy_ ? strategy_->description : std::string(); }
@@ -169,7 +171,7 @@ void Model::set_device(Device device) {
                           ", which places its replicas (compile it outside the scope "
                           "to run on one device)");
   device_ = device;
-  trainer_->reset(nullptr);  // a real device from here on (the weights come back from the old one first)
+  trainer_->reset(nullptr, 0);  // a real device from here on (the weights come back from the old one first)
 }
 
 void require_dtype_policy(const std::string& policy) { mixed_precision::check_policy(policy); }
@@ -213,7 +215,7 @@ DType Model::layer_compute_dtype(const Layer& layer, std::string* why) const {
 }
 
 float Model::loss_scale() const {
-  if (const float* st = trainer_->programs().loss_scale_state()) return st[0];
+  if (const float* st = trainer_->programs().optimizer_state().loss_scale_state()) return st[0];
   if (!optimizer_) return 0.0f;
   if (optimizer_->config().loss_scale_initial > 0.0f) return optimizer_->config().loss_scale_initial;
   if (auto_scale_loss)  // switched on when the first training program is built (ProgramCache::enable_loss_scaling)
@@ -223,7 +225,7 @@ float Model::loss_scale() const {
 }
 
 int64_t Model::loss_scale_step_counter() const {
-  const float* st = trainer_->programs().loss_scale_state();
+  const float* st = trainer_->programs().optimizer_state().loss_scale_state();
   return st ? static_cast<int64_t>(st[1]) : 0;
 }
 
@@ -236,12 +238,12 @@ void Model::set_loss_scale_state(float scale, int64_t step_counter) {
   if (!(scale > 0.0f) || !std::isfinite(scale) || step_counter < 0)
     throw InvalidArgument("set_loss_scale_state: need a positive finite scale and a counter >= 0, got scale " +
                           std::to_string(scale) + ", counter " + std::to_string(step_counter));
-  trainer_->programs().set_loss_scale_state(scale, static_cast<float>(step_counter),
-                                            static_cast<float>(skipped_steps()));
+  trainer_->programs().optimizer_state().set_loss_scale_state(scale, static_cast<float>(step_counter),
+                                                              static_cast<float>(skipped_steps()));
 }
 
 int64_t Model::skipped_steps() const {
-  const float* st = trainer_->programs().loss_scale_state();
+  const float* st = trainer_->programs().optimizer_state().loss_scale_state();
   return st ? static_cast<int64_t>(st[2]) : 0;
 }
 
@@ -296,7 +298,7 @@ std::vector<std::vector<Tensor>> Model::get_optimizer_slots() const {
   trainer_->check_compiled("get_optimizer_slots");
   const nn::ProgramCache& cache = trainer_->programs();  // zeros for slots not made yet
   std::vector<std::vector<Tensor>> out;
-  for (const Weight* w : trainable_weights()) out.push_back(cache.slots(*w));
+  for (const Weight* w : trainable_weights()) out.push_back(cache.optimizer_state().slots(*w));
   return out;
 }
 
@@ -322,13 +324,13 @@ void Model::set_optimizer_slots(const std::vector<std::vector<Tensor>>& slots, i
     }
   }
   if (iterations < 0) throw InvalidArgument("set_optimizer_slots: iterations must be >= 0");
-  for (size_t i = 0; i < ws.size(); ++i) trainer_->programs().set_slots(*ws[i], slots[i]);
+  for (size_t i = 0; i < ws.size(); ++i) trainer_->programs().optimizer_state().set_slots(*ws[i], slots[i]);
   optimizer_->config().iterations = iterations;
 }
 
 std::vector<float> Model::get_optimizer_variables() const {
   trainer_->check_compiled("get_optimizer_variables");
-  return trainer_->programs().optimizer_variables();  // the initial values before the first step
+  return trainer_->programs().optimizer_state().variables();  // the initial values before the first step
 }
 
 void Model::set_optimizer_variables(const std::vector<float>& values) {
@@ -340,7 +342,7 @@ void Model::set_optimizer_variables(const std::vector<float>& values) {
   for (const float v : values)
     if (!std::isfinite(v)) throw InvalidArgument("set_optimizer_variables: a value is not finite");
   if (want == 0) return;
-  trainer_->programs().set_optimizer_variables(values);
+  trainer_->programs().optimizer_state().set_variables(values);
 }
 
 DType Model::input_dtype(size_t i) const {

@@ -36,7 +36,7 @@ TrainingState Model::training_state_view() {
   nn::ProgramCache& programs = trainer_->programs();
   programs.synchronize();                        // queued steps write the slots
   for (const Weight* w : trainable_weights()) {  // the live slots; zeros before the first step
-    const std::vector<Tensor>* live = programs.live_slots(*w);
+    const std::vector<Tensor>* live = programs.optimizer_state().live_slots(*w);
     for (int k = 0; k < s.slots_per_variable; ++k)
       s.optimizer_slots.push_back(
           live ? (*live)[static_cast<size_t>(k)]
@@ -51,7 +51,7 @@ TrainingState Model::training_state_view() {
   // The kernels this model's programs were measured to run best with (the CPU's GEMM engines).
   s.kernel_choices = graph::backend(device_.kind).kernel_choices(programs.programs());
   s.dtype_policy = dtype_policy_;
-  if (const float* st = programs.loss_scale_state()) {
+  if (const float* st = programs.optimizer_state().loss_scale_state()) {
     s.loss_scale = st[0];
     s.loss_scale_counter = static_cast<int64_t>(st[1]);
     s.skipped_steps = static_cast<int64_t>(st[2]);
@@ -141,11 +141,12 @@ void Model::restore_training_state(const TrainingState& s) {
   set_optimizer_slots(slots, s.iterations);
   set_optimizer_variables(vars);
   if (s.loss_scale > 0.0f)
-    trainer_->programs().set_loss_scale_state(s.loss_scale, static_cast<float>(s.loss_scale_counter),
-                                              static_cast<float>(s.skipped_steps));
+    trainer_->programs().optimizer_state().set_loss_scale_state(s.loss_scale, static_cast<float>(s.loss_scale_counter),
+                                                                static_cast<float>(s.skipped_steps));
   else if (trainer_->programs()
+               .optimizer_state()
                .loss_scale_state())  // a state without loss scaling (format 2): start from the initial scale
-    trainer_->programs().set_loss_scale_state(
+    trainer_->programs().optimizer_state().set_loss_scale_state(
         optimizer_->config().loss_scale_initial > 0.0f ? optimizer_->config().loss_scale_initial : 32768.0f, 0.0f,
         0.0f);
   if (!optimizer_->learning_rate_schedule())

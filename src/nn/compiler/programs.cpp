@@ -108,22 +108,6 @@ std::vector<Weight*> ProgramCache::trainable_weights() const {
   return out;
 }
 
-std::vector<Tensor> ProgramCache::slots(const Weight& w) const {
-  const int n = optimizer_->slots_per_variable();
-  std::vector<Tensor> out;
-  synchronize();
-  auto it = slots_.find(w.id);
-  for (int s = 0; s < n; ++s) {
-    if (it == slots_.end()) {
-      out.push_back(Tensor::zeros(nn::slot_shape(*optimizer_, s, w.value.shape()), w.value.dtype()));
-      continue;
-    }
-    const Tensor& t = it->second[static_cast<size_t>(s)];
-    out.push_back(t.to_device(Device::cpu()));  // a host copy from any device
-  }
-  return out;
-}
-
 ProgramCache::~ProgramCache() {
   try {
     synchronize();
@@ -135,15 +119,6 @@ void* ProgramCache::stream() const { return stream_ ? stream_->get() : nullptr; 
 
 void ProgramCache::synchronize() const {
   if (stream_) stream_->synchronize();
-}
-
-void ProgramCache::set_slots(const Weight& w, const std::vector<Tensor>& values) {
-  synchronize();  // the programs' queued work reads and writes them
-  std::vector<Tensor>& slots = *slots_of(w, true);
-  for (size_t s = 0; s < values.size(); ++s) {  // in place: compiled programs hold pointers to the storage
-    Tensor& dst = slots[s];
-    device_copy(dst.raw(), dst.device(), values[s].raw(), values[s].device(), dst.nbytes());
-  }
 }
 
 ProgramCache::ProgramCache(Trainer& trainer, Model& m, int replica)
@@ -159,91 +134,26 @@ ProgramCache::ProgramCache(Trainer& trainer, Model& m, int replica)
   } else if (replica != 0) {
     throw InvalidArgument("ProgramCache: replica " + std::to_string(replica) + " of a model without a strategy");
   }
-}
-
-// A device planned for but not here (trainkit plan --device cuda on a machine without one) has no memory to copy
-// the weights into: its programs are traced over the model's own weights, and never run.
-bool ProgramCache::mirrors_weights() const {
-  return replica_ > 0 || (device_.kind != DeviceKind::cpu && trainer_.absent_device_budget() == 0);
-}
-
-Tensor* ProgramCache::weight_storage(const Weight& w, bool allocate) {
-  if (!mirrors_weights()) return const_cast<Tensor*>(&w.value);
-  auto found = mirrors_.find(w.id);
-  if (found == mirrors_.end()) {
-    if (!allocate) return nullptr;
-    Tensor copy(w.value.shape(), w.value.dtype(), device_,
-                replica_ > 0 ? w.name + " (replica " + std::to_string(replica_) + ")" : w.name);
-    device_copy(copy.raw(), copy.device(), w.value.raw(), w.value.device(), w.value.nbytes());
-    found = mirrors_.emplace(w.id, std::move(copy)).first;
-  }
-  return &found->second;
-}
-
-void ProgramCache::copy_weights(bool to_mirrors, bool allocate) {
-  synchronize();  // cudaMemcpy on the legacy stream does not wait for the non-blocking compute stream
-  for (const LayerPtr& l : model_.layers())
-    for (const Weight& w : l->weights()) {
-      Tensor* mine = weight_storage(w, allocate);  // in place: programs hold the storage
-      if (!mine) continue;
-      Tensor& model = const_cast<Tensor&>(w.value);
-      if (to_mirrors)
-        device_copy(mine->raw(), mine->device(), model.raw(), model.device(), model.nbytes());
-      else
-        device_copy(model.raw(), model.device(), mine->raw(), mine->device(), model.nbytes());
-    }
-}
-
-void ProgramCache::upload_weights(bool force) {
-  if (replica_ > 0 || !mirrors_weights() || (device_ahead_ && !force)) return;
-  device_ahead_ = false;
-  copy_weights(/*to_mirrors=*/true, /*allocate=*/false);
-}
-
-void ProgramCache::download_weights() {
-  if (replica_ > 0 || !mirrors_weights() || !device_ahead_) return;
-  copy_weights(/*to_mirrors=*/false, /*allocate=*/false);
-  device_ahead_ = false;
-}
-
-const Tensor& ProgramCache::current_value(const Weight& w) const {
-  auto found = mirrors_.find(w.id);
-  return found != mirrors_.end() ? found->second : w.value;
+  const auto sync = [this] { synchronize(); };
+  state_ = std::make_unique<OptimizerState>(optimizer_, device_, sync);
+  // A device planned for but not here (trainkit plan --device cuda on a machine without one) has no memory to copy
+  // the weights into: its programs are traced over the model's own weights, and never run.
+  const bool mirrors = replica_ > 0 || (device_.kind != DeviceKind::cpu && trainer_.absent_device_budget() == 0);
+  mirrors_ = std::make_unique<DeviceMirrors>(model_, device_, replica_, mirrors, sync);
 }
 
 void ProgramCache::sync_from(const ProgramCache& primary) {
   if (replica_ == 0) return;
-  // From the primary's storage: on a GPU its device copies, which are ahead of the model's weights while it trains
-  // (a step that some replicas sat out, say); on the cpu the model's weights themselves. GPU to GPU goes through
-  // cudaMemcpy (peer to peer where the GPUs allow it), after both caches' compute streams.
-  synchronize();
-  primary.synchronize();
-  for (const LayerPtr& l : model_.layers())
-    for (const Weight& w : l->weights()) {
-      Tensor* mine = weight_storage(w, /*allocate=*/true);
-      const Tensor& theirs = primary.current_value(w);
-      device_copy(mine->raw(), mine->device(), theirs.raw(), theirs.device(), theirs.nbytes());
-    }
-  for (Weight* w : trainable_weights()) {
-    auto theirs = primary.slots_.find(w->id);
-    if (theirs != primary.slots_.end()) set_slots(*w, theirs->second);
-  }
-  if (!primary.optimizer_variables_.empty()) set_optimizer_variables(primary.optimizer_variables());
-  if (const float* st = primary.loss_scale_state()) set_loss_scale_state(st[0], st[1], st[2]);
+  mirrors_->copy_from(*primary.mirrors_);
+  state_->copy_from(*primary.state_, trainable_weights());
 }
 
 std::vector<std::pair<std::string, Tensor*>> ProgramCache::state_tensors() {
   synchronize();  // the caller copies them (MPI broadcasts, a training state)
   std::vector<std::pair<std::string, Tensor*>> out;
   for (const LayerPtr& l : model_.layers())
-    for (const Weight& w : l->weights()) out.emplace_back(w.name, weight_storage(w, true));
-  for (Weight* w : trainable_weights())
-    if (std::vector<Tensor>* slots = slots_of(*w, false))
-      for (size_t k = 0; k < slots->size(); ++k) out.emplace_back(w->name + "/slot" + std::to_string(k), &(*slots)[k]);
-  const auto& rule_vars = nn::rule_state(*optimizer_).rule->variables;
-  for (size_t i = 0; i < optimizer_variables_.size(); ++i)
-    out.emplace_back("optimizer/" + rule_vars[i].name, &optimizer_variables_[i]);
-  if (loss_scale_.defined()) out.emplace_back("optimizer/loss_scale", &loss_scale_);
+    for (const Weight& w : l->weights()) out.emplace_back(w.name, mirrors_->storage(w, true));
+  state_->append_state_tensors(trainable_weights(), out);
   return out;
 }
 
@@ -274,41 +184,11 @@ Compiled& ProgramCache::get(ProgramKind kind, int64_t batch) {
   return *cache_.emplace(key, build(kind, batch)).first->second;
 }
 
-std::vector<Tensor>* ProgramCache::slots_of(const Weight& w, bool create) {
-  auto found = slots_.find(w.id);
-  if (found == slots_.end()) {
-    if (!create) return nullptr;
-    const Optimizer& opt = *optimizer_;
-    std::vector<Tensor> fresh;
-    for (int s = 0; s < opt.slots_per_variable(); ++s) {
-      const Shape shape = nn::slot_shape(opt, s, w.value.shape());  // Adafactor's factored moments differ
-      fresh.emplace_back(shape, w.value.dtype(), device_, w.name + "/" + opt.name() + " slot " + std::to_string(s));
-      if (const float init = nn::slot_initial_value(opt, s); init != 0.0f) {  // Adagrad's accumulator: 0.1
-        Tensor host = Tensor::zeros(shape, DType::f32);
-        std::fill(host.data<float>(), host.data<float>() + host.numel(), init);
-        device_copy(fresh.back().raw(), fresh.back().device(), host.raw(), Device::cpu(), host.nbytes());
-      }
-    }
-    found = slots_.emplace(w.id, std::move(fresh)).first;
-  }
-  return &found->second;
-}
-
 size_t ProgramCache::persistent_bytes() const {
-  size_t bytes = arena_.defined() ? (arena_.nbytes() + 255) / 256 * 256 : 0;
-  for (const auto& [w, acc] : accumulators_) bytes += (acc.nbytes() + 255) / 256 * 256;
-  if (loss_scale_.defined()) bytes += 256;
-  for (const auto& [w, slots] : slots_)
-    for (const Tensor& t : slots) bytes += (t.nbytes() + 255) / 256 * 256;
-  bytes += optimizer_variables_.size() * 256;
-  return bytes;
+  return (arena_.defined() ? (arena_.nbytes() + 255) / 256 * 256 : 0) + state_->bytes();
 }
 
-size_t ProgramCache::held_bytes() const {
-  size_t bytes = persistent_bytes();
-  for (const auto& [id, t] : mirrors_) bytes += (t.nbytes() + 255) / 256 * 256;
-  return bytes;
-}
+size_t ProgramCache::held_bytes() const { return persistent_bytes() + mirrors_->bytes(); }
 
 std::unique_ptr<Compiled> ProgramCache::build(ProgramKind kind, int64_t batch) {
   // Programs of one model never run at the same time, so they share one arena as large as the largest
@@ -393,19 +273,10 @@ std::unique_ptr<Compiled> ProgramCache::build(ProgramKind kind, int64_t batch) {
   for (auto& [key, c] : cache_) c->program->bind_arena(arena_);
   // One compute stream per cache (a model, or one data-parallel replica on its own thread), made once, on a device
   // whose backend has streams (the CPU's has none: stream_ stays null).
-  if (!stream_ && mirrors_weights()) stream_ = graph::backend(device_.kind).make_stream(device_);
+  if (!stream_ && mirrors_->active()) stream_ = graph::backend(device_.kind).make_stream(device_);
   compiled->program->set_stream(stream());
   compiled->program->bind_arena(arena_);
   return compiled;
-}
-
-int ProgramCache::accumulator(graph::Graph& g, const Weight& w, bool allocate) {
-  const std::string name = w.name + "/gradient accumulator";
-  auto found = accumulators_.find(w.id);
-  if (allocate && found == accumulators_.end())
-    found = accumulators_.emplace(w.id, Tensor(w.value.shape(), w.value.dtype(), device_, name)).first;
-  return found != accumulators_.end() ? g.variable(name, found->second)
-                                      : g.placeholder_variable(name, w.value.shape(), w.value.dtype());
 }
 
 bool ProgramCache::wants_step_control() const {
@@ -422,7 +293,7 @@ int ProgramCache::step_control(graph::Graph& g, const std::vector<int>& grads, b
   for (int gr : grads)
     if (gr >= 0) live.push_back(gr);
   if (live.empty()) return -1;
-  if (scaling) live.push_back(loss_scale_variable(g, allocate));
+  if (scaling) live.push_back(state_->loss_scale_variable(g, allocate));
   graph::Attrs at;
   at.update = &c;
   return g.add(Op::StepControl, live, at, "optimizer/step_control");
@@ -445,81 +316,12 @@ bool ProgramCache::enable_loss_scaling() {
   return true;
 }
 
-int ProgramCache::loss_scale_variable(graph::Graph& g, bool allocate) {
-  const char* name = "optimizer/loss_scale";
-  if (allocate && !loss_scale_.defined()) {
-    loss_scale_ = Tensor(Shape{3}, DType::f32, device_, name);
-    const float init[3] = {optimizer_->config().loss_scale_initial, 0.0f, 0.0f};
-    device_copy(loss_scale_.raw(), loss_scale_.device(), init, Device::cpu(), sizeof init);
-  }
-  return loss_scale_.defined() ? g.variable(name, loss_scale_) : g.placeholder_variable(name, Shape{3}, DType::f32);
-}
-
-const float* ProgramCache::loss_scale_state() const {
-  if (!loss_scale_.defined()) return nullptr;
-  if (loss_scale_.on_host()) return static_cast<const float*>(loss_scale_.raw());
-  // On a device: a host copy (synchronizes with the step that wrote it).
-  synchronize();
-  device_copy(loss_scale_host_, Device::cpu(), loss_scale_.raw(), loss_scale_.device(), sizeof loss_scale_host_);
-  return loss_scale_host_;
-}
-
-void ProgramCache::set_loss_scale_state(float scale, float counter, float skipped) {
-  if (!loss_scale_.defined()) {
-    loss_scale_ = Tensor(Shape{3}, DType::f32, device_, "optimizer/loss_scale");
-  }
-  const float v[3] = {scale, counter, skipped};
-  synchronize();
-  device_copy(loss_scale_.raw(), loss_scale_.device(), v, Device::cpu(), sizeof v);
-  skipped_seen_ = static_cast<int64_t>(skipped);
-}
-
-bool ProgramCache::step_was_skipped() {
-  const float* st = loss_scale_state();
-  if (!st) return false;
-  const auto skipped = static_cast<int64_t>(st[2]);
-  const bool was = skipped != skipped_seen_;
-  skipped_seen_ = skipped;
-  return was;
-}
-
-std::vector<Tensor>* ProgramCache::optimizer_variables_of(bool create) {
-  if (optimizer_variables_.empty() && create) {
-    const std::vector<float> init = nn::optimizer_variable_initial_values(*optimizer_);
-    for (const float v : init) {
-      optimizer_variables_.emplace_back(Shape{}, DType::f32, device_, "optimizer variable");
-      device_copy(optimizer_variables_.back().raw(), optimizer_variables_.back().device(), &v, Device::cpu(), sizeof v);
-    }
-  }
-  return optimizer_variables_.empty() && !nn::optimizer_variable_initial_values(*optimizer_).empty()
-             ? nullptr
-             : &optimizer_variables_;
-}
-
-std::vector<float> ProgramCache::optimizer_variables() const {
-  if (optimizer_variables_.empty()) return nn::optimizer_variable_initial_values(*optimizer_);
-  synchronize();
-  std::vector<float> out(optimizer_variables_.size());
-  for (size_t i = 0; i < out.size(); ++i)
-    device_copy(&out[i], Device::cpu(), optimizer_variables_[i].raw(), optimizer_variables_[i].device(), sizeof(float));
-  return out;
-}
-
-void ProgramCache::set_optimizer_variables(const std::vector<float>& values) {
-  std::vector<Tensor>& vars = *optimizer_variables_of(true);
-  if (values.size() != vars.size())
-    throw InvalidArgument(optimizer_->name() + " keeps " + std::to_string(vars.size()) +
-                          " optimizer variable(s), got " + std::to_string(values.size()));
-  synchronize();  // in place: compiled programs hold pointers to the storage
-  for (size_t i = 0; i < vars.size(); ++i)
-    device_copy(vars[i].raw(), vars[i].device(), &values[i], Device::cpu(), sizeof(float));
-}
-
 void ProgramCache::add_update(graph::Graph& g, const Weight& w, int var, int grad, bool zero_grad, bool allocate_slots,
                               int control, std::vector<int>& sinks) {
   Optimizer& opt = *optimizer_;
   std::vector<int> slot_values;
-  std::vector<Tensor>* slots = slots_of(w, allocate_slots);  // optimizer state is created with the first program
+  std::vector<Tensor>* slots =
+      state_->slots_of(w, allocate_slots);  // optimizer state is created with the first program
   for (int s = 0; s < opt.slots_per_variable(); ++s) {
     const std::string slot_name = w.name + "/slot" + std::to_string(s);
     slot_values.push_back(
@@ -528,7 +330,7 @@ void ProgramCache::add_update(graph::Graph& g, const Weight& w, int var, int gra
   }
   if (nn::emits_ops(opt)) {  // an optimizer written in the general ops: its ops, then an Assign per value
     const std::vector<int> assigns = nn::emit_rule_update(g, opt, w.name + "/update", var, grad, slot_values, control,
-                                                          zero_grad, optimizer_variables_of(allocate_slots));
+                                                          zero_grad, state_->variables_of(allocate_slots));
     sinks.insert(sinks.end(), assigns.begin(), assigns.end());
     return;
   }
@@ -555,9 +357,9 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
     std::vector<Weight*> ws;
     std::vector<int> accs;
     for (Weight* w : trainable_weights())
-      if (has_gradient_.count(w->id)) {
+      if (state_->reached(*w)) {
         ws.push_back(w);
-        accs.push_back(accumulator(g, *w, allocate_slots));
+        accs.push_back(state_->accumulator(g, *w, allocate_slots));
       }
     enable_loss_scaling();
     // Data parallel: the replicas' accumulated gradients are summed (and the accumulators cleared) first.
@@ -565,7 +367,7 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
     accs = all_reduce(g, accs, ws, true);
     const int control = step_control(g, accs, allocate_slots);
     for (size_t i = 0; i < ws.size(); ++i) {
-      Tensor* var = weight_storage(*ws[i], allocate_slots);
+      Tensor* var = mirrors_->storage(*ws[i], allocate_slots);
       const int v = var ? g.variable(ws[i]->name, *var)
                         : g.placeholder_variable(ws[i]->name, ws[i]->value.shape(), ws[i]->value.dtype());
       add_update(g, *ws[i], v, accs[i], !reduced, allocate_slots, control, traced.sinks);
@@ -579,10 +381,10 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
     ctx.replica = replica_;
     ctx.micro_batch = kind == ProgramKind::accumulate;
   }
-  if (mirrors_weights()) {  // this replica's / device's copies of the weights (made there before the first trace)
+  if (mirrors_->active()) {  // this replica's / device's copies of the weights (made there before the first trace)
     for (const LayerPtr& l : model_.layers())
-      for (const Weight& w : l->weights()) weight_storage(w, true);
-    ctx.storage = [this](const Weight& w) -> Tensor& { return *weight_storage(w, false); };
+      for (const Weight& w : l->weights()) mirrors_->storage(w, true);
+    ctx.storage = [this](const Weight& w) -> Tensor& { return *mirrors_->storage(w, false); };
   }
 
   // Forward: walk the layer-call DAG from the outputs (memoized per symbolic node).
@@ -692,9 +494,10 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
         first.begin = 0, first.size = 1;
         graph::Attrs scalar;
         scalar.shape = Shape{};
-        seed = g.add(Op::Reshape,
-                     {g.add(Op::Slice, {loss_scale_variable(g, allocate_slots)}, first, "optimizer/loss_scale")},
-                     scalar, "optimizer/loss_scale");
+        seed =
+            g.add(Op::Reshape,
+                  {g.add(Op::Slice, {state_->loss_scale_variable(g, allocate_slots)}, first, "optimizer/loss_scale")},
+                  scalar, "optimizer/loss_scale");
       }
       std::vector<int> grads = graph::gradients(g, losses, vars, remat ? (stats ? stats : &local) : nullptr, seed);
       if (kind == ProgramKind::train)  // data parallel: the gradients summed over the replicas, in buckets
@@ -705,9 +508,9 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
         if (kind == ProgramKind::train) {
           add_update(g, *weights[i], vars[i], grads[i], false, allocate_slots, control, sinks);
         } else {  // micro-batching: add this micro-batch's share of the gradient into the accumulator
-          sinks.push_back(g.add(Op::AccumulateGrad, {accumulator(g, *weights[i], allocate_slots), grads[i]}, {},
+          sinks.push_back(g.add(Op::AccumulateGrad, {state_->accumulator(g, *weights[i], allocate_slots), grads[i]}, {},
                                 weights[i]->name + "/accumulate"));
-          has_gradient_.insert(weights[i]->id);
+          state_->reaches(*weights[i]);
         }
       }
     }

@@ -107,7 +107,7 @@ nn::distribute::MpiCollective* nn::Trainer::evaluation_group(const std::string& 
     for (const auto& [name, t] : state) broadcast_tensor(world, *t, name);
     // The broadcast wrote the programs' storage: on a GPU the device copies, which the model's weights now follow
     // (on the cpu the storage is the model's weights, and both calls do nothing).
-    programs(0).mark_trained();
+    programs(0).mirrors().mark_trained();
     sync_host_weights();
     // Every rank took this path (the flag changes on every rank alike: here and at the start of each fit), so the
     // weights now agree until the next fit, which checks and broadcasts again.
@@ -202,7 +202,7 @@ void nn::Trainer::train_step_replicated(const std::vector<Tensor>& x, const std:
       global.count = total.back();
       acc.merge(global);
     }
-    skipped = pc.step_was_skipped();
+    skipped = pc.optimizer_state().step_was_skipped();
   } else {
     // The global batch in order across this process's replicas; a batch smaller than the replica count runs on
     // as many replicas as it has rows. Under NCCL (GPUs) every replica must take part in every collective: those
@@ -234,7 +234,7 @@ void nn::Trainer::train_step_replicated(const std::vector<Tensor>& x, const std:
     // 0's weights and optimizer state again before the next step.
     if (running < s.replicas()) replicas_synced = false;
     for (int r = 0; r < running; ++r)  // every replica took the same decision on the same all-reduced gradients
-      skipped = programs(r).step_was_skipped() || skipped;
+      skipped = programs(r).optimizer_state().step_was_skipped() || skipped;
   }
   ++step;
   if (!skipped) ++model_.optimizer()->config().iterations;

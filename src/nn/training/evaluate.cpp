@@ -35,7 +35,7 @@ Logs nn::Trainer::evaluate(const std::vector<Tensor>& x, const std::vector<Tenso
   require(o.batch_size > 0, "evaluate: batch_size must be a positive integer, got " + std::to_string(o.batch_size));
   model_.ensure_built(x);
   check_data(x, &y, "evaluate");
-  programs().upload_weights();
+  programs().mirrors().upload();
   Logs logs = run_evaluation(x, y, o.batch_size, o.steps);
   if (o.verbose > 0 && model_.is_chief()) nn::print_logs(logs);  // MPI: rank 0 alone prints
   return logs;
@@ -45,7 +45,7 @@ Logs nn::Trainer::evaluate(const data::Dataset& dataset, EvaluateOptions o) {
   check_compiled("evaluate");
   require(dataset.cardinality() != data::kInfiniteCardinality || o.steps > 0,
           "evaluate: the dataset is infinite (repeat() without a count): give steps");
-  programs().upload_weights();  // else the programs are built with the model's weights
+  programs().mirrors().upload();  // else the programs are built with the model's weights
   Logs logs = run_evaluation(dataset, o.steps);
   if (o.verbose > 0 && model_.is_chief()) nn::print_logs(logs);
   return logs;

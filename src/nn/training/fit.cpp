@@ -89,7 +89,7 @@ void nn::Trainer::train_step(const std::vector<Tensor>& x, const std::vector<Ten
                              int64_t micro, nn::Accumulator& acc, bool own_rows) {
   if (strategy_ && strategy_->replicated()) {
     train_step_replicated(x, y, idx, bs, micro, acc, own_rows);
-    programs().mark_trained();  // replica 0 on a GPU: its copies are now ahead of the model's weights
+    programs().mirrors().mark_trained();  // replica 0 on a GPU: its copies are now ahead of the model's weights
     return;
   }
   graph::ExecContext ctx = nn::exec_context(model_.device(), step, true, model_.optimizer().get());
@@ -111,8 +111,8 @@ void nn::Trainer::train_step(const std::vector<Tensor>& x, const std::vector<Ten
     programs().get(nn::ProgramKind::apply, 0).program->run(ctx);
   }
   ++step;
-  programs().mark_trained();
-  if (!programs().step_was_skipped())
+  programs().mirrors().mark_trained();
+  if (!programs().optimizer_state().step_was_skipped())
     ++model_.optimizer()->config().iterations;  // Keras: a skipped step is no iteration
 }
 
@@ -147,25 +147,25 @@ const Logs& nn::Trainer::train_on_batch(const std::vector<Tensor>& x, const std:
   if (n <= 0) throw InvalidArgument("train_on_batch: empty batch");
   if (strategy_ && strategy_->replicated()) {  // data parallel: the replicas' weights may have been set since
     replicas_synced = false;
-    programs().upload_weights();  // replica 0 on a GPU: weights set on the host since reach its copies
+    programs().mirrors().upload();  // replica 0 on a GPU: weights set on the host since reach its copies
     nn::Accumulator acc;
     train_step_replicated(x, y, nullptr, n, 0, acc);
-    programs().mark_trained();
-    programs().download_weights();
+    programs().mirrors().mark_trained();
+    programs().mirrors().download();
     Logs logs;
     acc.write(logs);
     for (const auto& [name, v] : logs.items()) batch_logs_.set(name, v);
     add_loss_scale_logs(batch_logs_);
     return batch_logs_;
   }
-  programs().upload_weights();
+  programs().mirrors().upload();
   nn::Compiled& c = programs().get(nn::ProgramKind::train, n);
   nn::HostStager::bind_rows(c, x, &y, nullptr, 0, n);
   graph::ExecContext ctx = nn::exec_context(model_.device(), step++, true, model_.optimizer().get());
   c.program->run(ctx);
-  programs().mark_trained();
-  programs().download_weights();
-  if (!programs().step_was_skipped()) ++model_.optimizer()->config().iterations;
+  programs().mirrors().mark_trained();
+  programs().mirrors().download();
+  if (!programs().optimizer_state().step_was_skipped()) ++model_.optimizer()->config().iterations;
   bool means_only = true;  // no stateful metric: the logs are the program's scalars (nothing allocated per step)
   for (const nn::LogStat& st : c.log_stats) means_only = means_only && st.width == 1 && !st.summed();
   if (means_only) {

@@ -13,8 +13,8 @@ namespace tk {
 
 History nn::Trainer::fit_loop(nn::BatchSource& source, const FitOptions& o, int64_t micro,
                               const std::function<Logs()>& validate) {
-  replicas_synced = false;      // data parallel: weights may have been set since the last fit
-  programs().upload_weights();  // a device the host cannot address: the same
+  replicas_synced = false;        // data parallel: weights may have been set since the last fit
+  programs().mirrors().upload();  // a device the host cannot address: the same
   auto history = std::make_shared<History>();
   const std::vector<CallbackPtr> callbacks = nn::fit_callbacks(&model_, o, source.steps(), history);
   const int verbose = !model_.is_chief() ? 0 : o.verbose == -1 ? 1 : o.verbose;  // MPI: rank 0 alone prints
@@ -93,11 +93,11 @@ History nn::Trainer::fit_loop(nn::BatchSource& source, const FitOptions& o, int6
     position.epoch = epoch + 1;  // a state saved now resumes with the next epoch
     position.batch = 0;
     source.record(position, true);
-    programs().download_weights();  // callbacks (checkpoints, early stopping) read the model's weights
+    programs().mirrors().download();  // callbacks (checkpoints, early stopping) read the model's weights
     for (const CallbackPtr& cb : callbacks) cb->on_epoch_end(epoch, logs);
     source.after_epoch(verbose > 0);
   }
-  programs().download_weights();
+  programs().mirrors().download();
   for (const CallbackPtr& cb : callbacks) cb->on_train_end(logs);
   return *history;
 }

@@ -45,7 +45,7 @@ std::vector<Tensor> nn::Trainer::predict(const std::vector<Tensor>& x, int64_t b
   check_policies("predict");
   model_.ensure_built(x);
   check_data(x, nullptr, "predict");
-  programs().upload_weights();
+  programs().mirrors().upload();
   const int64_t n = x.empty() || x[0].shape().rank() == 0 ? 0 : x[0].dim(0);
   // MultiWorkerMirroredStrategy: batch k on rank k % ranks (rank 0's batch size), then every rank gets every row.
   nn::distribute::MpiCollective* world = evaluation_group("predict arrays of " + std::to_string(n) + " rows", {&x});
@@ -72,7 +72,7 @@ std::vector<Tensor> nn::Trainer::predict(const data::Dataset& dataset) {
   require(dataset.cardinality() != data::kInfiniteCardinality,
           "predict: the dataset is infinite (repeat() without a count): add take(n)");
   check_policies("predict");
-  programs().upload_weights();
+  programs().mirrors().upload();
   const bool replicated = nn::distribute::replicated_in_process(strategy_.get());
   nn::DatasetReads source(
       dataset,

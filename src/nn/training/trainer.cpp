@@ -30,12 +30,12 @@ ProgramCache& Trainer::programs(int replica) {
 
 bool Trainer::replicated() const { return strategy_ && strategy_->replicated(); }
 
-void Trainer::sync_host_weights() { caches_[0]->download_weights(); }
+void Trainer::sync_host_weights() { caches_[0]->mirrors().download(); }
 
-void Trainer::weights_changed_on_host() { caches_[0]->upload_weights(/*force=*/true); }
+void Trainer::weights_changed_on_host() { caches_[0]->mirrors().upload(/*force=*/true); }
 
 void Trainer::add_loss_scale_logs(Logs& logs) const {
-  const float* st = caches_[0]->loss_scale_state();
+  const float* st = caches_[0]->optimizer_state().loss_scale_state();
   if (!st) return;
   logs.set("loss_scale", st[0]);
   logs.set("skipped_steps", st[2]);

@@ -4,7 +4,7 @@
 //   tk::Model model(in, out);                  // makes its Trainer (one, for the model's life)
 //   model.compile(opt, loss);                  // Trainer::reset: programs and optimizer state start over
 //   model.fit(x, y, {.batch_size = 128});      // Trainer::fit -> fit_loop -> train_step, programs from programs()
-//   model.trainer().programs().live_slots(w);  // internal readers (io/slot_views.cpp): the state as it is
+//   model.trainer().programs().optimizer_state();  // internal readers (io/slot_views.cpp): the slots as they are
 //
 // Responsibilities, each in its own class: nn::ProgramCache (per replica: compiled programs, their arena and stream;
 // with it nn::OptimizerState, the slots / loss scale / accumulators, and nn::DeviceMirrors, the weights' device
@@ -42,8 +42,9 @@ class Trainer {
 
   // compile(), set_device, plan_for_absent_device: every program, optimizer slot, device copy and replica goes (the
   // model's weights are brought up to date first). `strategy`: the one compile() ran under (null: none);
-  // `absent_device_budget` > 0: the model's device is planned for but not here (Model::plan_for_absent_device).
-  void reset(std::shared_ptr<::tk::distribute::StrategyState> strategy, size_t absent_device_budget = 0);
+  // `absent_device_budget` > 0: the model's device is planned for but not here (Model::plan_for_absent_device; compile
+  // passes the current one on).
+  void reset(std::shared_ptr<::tk::distribute::StrategyState> strategy, size_t absent_device_budget);
 
   // ---- the passes (Model's public API forwards here)
   History fit(const std::vector<Tensor>& x, const std::vector<Tensor>& y, FitOptions options);
