@@ -252,9 +252,9 @@ TEST(RecurrentLayers, ASequenceOfAnotherLengthNamesBothLengths) {
 // Options trainkit does not run are clear errors naming the layer and the option.
 TEST(RecurrentLayers, RefusedOptionsNameTheLayerAndTheOption) {
   using namespace layers;
-  const std::string rs = what_of([] { LSTM(4, {.return_state = true, .name = "enc"}); });
-  EXPECT_NE(rs.find("'enc'"), std::string::npos) << rs;
-  EXPECT_NE(rs.find("return_state"), std::string::npos) << rs;
+  const std::string st = what_of([] { GRU(4, {.stateful = true, .name = "enc"}); });
+  EXPECT_NE(st.find("'enc'"), std::string::npos) << st;
+  EXPECT_NE(st.find("stateful"), std::string::npos) << st;
   EXPECT_THROW(GRU(4, {.stateful = true}), Unsupported);
   EXPECT_THROW(LSTM(0), InvalidArgument);
   EXPECT_THROW(LSTM(4, {.dropout = 1.0f}), InvalidArgument);
@@ -273,14 +273,14 @@ TEST(RecurrentLayers, RefusedOptionsNameTheLayerAndTheOption) {
   EXPECT_NE(rd.find("'rnn'"), std::string::npos) << rd;
   EXPECT_NE(rd.find("recurrent_dropout"), std::string::npos) << rd;
 
-  // From a Keras config: return_state and Bidirectional's merge_mode=None.
+  // From a Keras config: stateful and Bidirectional's merge_mode=None (return_state: tests/test_rnn_states.cpp).
   io::keras::json lstm = {{"module", "keras.layers"},
                           {"class_name", "LSTM"},
-                          {"config", {{"name", "enc"}, {"units", 4}, {"return_state", true}}}};
+                          {"config", {{"name", "enc"}, {"units", 4}, {"stateful", true}}}};
   const std::string f = what_of([&] { io::keras::layer_from_json(lstm, "m.keras"); });
   EXPECT_NE(f.find("'enc'"), std::string::npos) << f;
-  EXPECT_NE(f.find("return_state"), std::string::npos) << f;
-  lstm["config"]["return_state"] = false;
+  EXPECT_NE(f.find("stateful"), std::string::npos) << f;
+  lstm["config"]["stateful"] = false;
   io::keras::json bi = {{"module", "keras.layers"},
                         {"class_name", "Bidirectional"},
                         {"config", {{"name", "bi"}, {"merge_mode", nullptr}, {"layer", lstm}}}};

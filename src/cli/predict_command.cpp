@@ -4,6 +4,7 @@
 // after its output layer (Keras' model.output_names) — the only choice for a model with several outputs.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -102,8 +103,14 @@ int run_predict(const PredictArgs& a) {
                           ".npz (one array per output)");
   const Device device = apply_run_options(a.run);
   std::unique_ptr<Model> m = models::load_model(a.model, /*compile=*/false);  // before the data: fail fast
-  std::vector<std::string> names;  // Keras' output_names: the output layers' names
-  for (const KerasTensor& t : m->outputs()) names.push_back(t.node->layer->name);
+  // Keras' output_names: the output layers' names; a layer's further outputs in the list (an LSTM's h and c with
+  // return_state, which Keras names alike) get "_<output index>", so every array has its own name.
+  std::vector<std::string> names;
+  for (const KerasTensor& t : m->outputs()) {
+    std::string n = t.node->layer->name;
+    if (std::find(names.begin(), names.end(), n) != names.end()) n += "_" + std::to_string(t.index);
+    names.push_back(n);
+  }
   if (!npz && names.size() != 1) {
     std::string list;
     for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;

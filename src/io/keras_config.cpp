@@ -379,13 +379,14 @@ json model_to_json(const Model& model) {
       if (const NestedCall* call = t.node->nested.get()) {  // an output of a nested model's call
         const auto& list = nested_calls[call->model.get()];
         const auto& outs = call->outputs;
+        const std::pair<const KerasTensor::NodeData*, int> which{t.node.get(), t.index};
         return tensor_ref(call->model->name(),
                           static_cast<int>(std::find(list.begin(), list.end(), call) - list.begin()), t.shape(),
-                          static_cast<int>(std::find(outs.begin(), outs.end(), t.node.get()) - outs.begin()));
+                          static_cast<int>(std::find(outs.begin(), outs.end(), which) - outs.begin()));
       }
       const auto& nodes = calls[t.node->layer.get()];
       const int index = static_cast<int>(std::find(nodes.begin(), nodes.end(), t.node.get()) - nodes.begin());
-      return tensor_ref(t.node->layer->name, index, t.shape());
+      return tensor_ref(t.node->layer->name, index, t.shape(), t.index);
     };
     std::set<const Model*> written;
     for (const LayerPtr& l : model.layers()) {
@@ -421,14 +422,22 @@ json model_to_json(const Model& model) {
       for (const KerasTensor::NodeData* n : calls[l.get()]) {
         if (n->inputs.empty()) continue;  // an Input
         json args = json::array();
-        if (n->inputs.size() == 1 || !l->call_arguments().empty()) {  // named tensors: positional, in call order
+        json kwargs = json::object();  // the call's options (use_causal_mask)
+        const std::string state = l->state_argument();
+        if (!state.empty()) {  // the sequence, then Keras' initial_state=[...] (as Keras writes it: a kwarg)
+          args.push_back(ref(n->inputs[0]));
+          if (n->inputs.size() > 1) {
+            json list = json::array();
+            for (size_t i = 1; i < n->inputs.size(); ++i) list.push_back(ref(n->inputs[i]));
+            kwargs[state] = list;
+          }
+        } else if (n->inputs.size() == 1 || !l->call_arguments().empty()) {  // named tensors: positional, in order
           for (const KerasTensor& x : n->inputs) args.push_back(ref(x));
         } else {
           json list = json::array();
           for (const KerasTensor& x : n->inputs) list.push_back(ref(x));
           args.push_back(list);
         }
-        json kwargs = json::object();  // the call's options (use_causal_mask)
         for (const auto& [key, v] : n->call_options.items) kwargs[key] = config_value_json(v);
         inbound.push_back({{"args", args}, {"kwargs", kwargs}});
       }
@@ -591,7 +600,7 @@ std::unique_ptr<Model> functional_from_json(const json& config, const std::strin
   if (!config.contains("layers") || !config["layers"].is_array())
     throw FormatError(label + ": Functional config has no 'layers' list");
   std::set<std::string> names;
-  std::map<std::string, std::vector<KerasTensor>> outputs;  // per layer: one output per call (node)
+  std::map<std::string, std::vector<std::vector<KerasTensor>>> outputs;  // per layer, per call (node): its outputs
   struct Entry {
     LayerPtr layer;                      // a layer, or
     std::shared_ptr<const Model> model;  // a model called like a layer (the fine-tuning base)
@@ -634,24 +643,30 @@ std::unique_ptr<Model> functional_from_json(const json& config, const std::strin
     if (mask_ops.count(src))
       throw Unsupported(layer_label(label, who) + ": reads the operation '" + src +
                         "' (keras.src.ops): trainkit reads operation nodes only as the Keras masks of calls");
-    if (hist->size() > 2 && (!(*hist)[2].is_number_integer() || (*hist)[2].get<int64_t>() != 0))
-      throw Unsupported(layer_label(label, who) + ": reads output " + (*hist)[2].dump() + " of layer '" + src +
-                        "' (trainkit layers have one output)");
+    if (hist->size() > 2 && !(*hist)[2].is_number_integer())
+      throw FormatError(layer_label(label, who) + ": an inbound tensor's index is not an integer: " + t.dump());
+    const int64_t index = hist->size() > 2 ? (*hist)[2].get<int64_t>() : 0;
     auto it = outputs.find(src);
     if (it == outputs.end() || node < 0 || node >= static_cast<int64_t>(it->second.size()))
       throw FormatError(layer_label(label, who) + ": reads layer '" + src + "' node " + std::to_string(node) +
                         ", which does not exist before it in the config");
-    return it->second[static_cast<size_t>(node)];
+    const std::vector<KerasTensor>& outs = it->second[static_cast<size_t>(node)];
+    if (index < 0 || index >= static_cast<int64_t>(outs.size()))
+      throw FormatError(layer_label(label, who) + ": reads output " + std::to_string(index) + " of layer '" + src +
+                        "' node " + std::to_string(node) + ", which has " + std::to_string(outs.size()) +
+                        " output(s) (an LSTM has [output, h, c] only with return_state=True)");
+    return outs[static_cast<size_t>(index)];
   };
   for (const Entry& entry : order) {
     if (entry.model) {
-      outputs[entry.name] = call_nested_model(entry.model, entry.inbound, label, resolve);
+      for (const KerasTensor& t : call_nested_model(entry.model, entry.inbound, label, resolve))
+        outputs[entry.name].push_back({t});
       continue;
     }
     const LayerPtr& layer = entry.layer;
     const json* inbound = entry.inbound;
     if (auto il = std::dynamic_pointer_cast<nn::InputLayer>(static_cast<const std::shared_ptr<Layer>&>(layer))) {
-      outputs[layer->name].push_back(nn::input_tensor(il));
+      outputs[layer->name].push_back({nn::input_tensor(il)});
       continue;
     }
     if (!inbound || !inbound->is_array() || inbound->empty())
@@ -662,7 +677,7 @@ std::unique_ptr<Model> functional_from_json(const json& config, const std::strin
         for (const json& t : node) xs.push_back(resolve(t, layer->name));
         if (xs.empty()) throw FormatError(layer_label(label, layer->name) + ": an inbound node is empty");
         try {
-          outputs[layer->name].push_back(xs.size() == 1 ? (*layer)(xs[0]) : (*layer)(xs));
+          outputs[layer->name].push_back(layer->call_all(xs));
         } catch (const InvalidArgument& e) {
           throw FormatError(layer_label(label, layer->name) + ": " + e.what());
         }
@@ -675,7 +690,28 @@ std::unique_ptr<Model> functional_from_json(const json& config, const std::strin
       const json no_kwargs = json::object();
       const json& kwargs = node.contains("kwargs") && node["kwargs"].is_object() ? node["kwargs"] : no_kwargs;
       std::vector<KerasTensor> xs;
-      if (named.empty()) {
+      std::vector<std::string> skipped = named;  // kwargs read as tensors, not options
+      const std::string state = layer->state_argument();
+      if (!state.empty()) {  // (sequences, initial_state=[...]): the states positional or a kwarg, as Keras allows
+        skipped.push_back(state);
+        xs.push_back(resolve((*args)[0], layer->name));
+        const json* states = args->size() > 1 ? &(*args)[1] : nullptr;
+        if (args->size() > 2)
+          throw Unsupported(layer_label(label, layer->name) + ": an inbound node passes " +
+                            std::to_string(args->size()) + " positional arguments (trainkit reads the sequence and '" +
+                            state + "')");
+        if (auto it = kwargs.find(state); it != kwargs.end() && !it->is_null()) {
+          if (states && !states->is_null())
+            throw FormatError(layer_label(label, layer->name) + ": an inbound node passes '" + state + "' twice");
+          states = &*it;
+        }
+        if (states && !states->is_null()) {
+          if (states->is_array())
+            for (const json& t : *states) xs.push_back(resolve(t, layer->name));
+          else
+            xs.push_back(resolve(*states, layer->name));
+        }
+      } else if (named.empty()) {
         const json& first = (*args)[0];
         if (first.is_array())
           for (const json& t : first) xs.push_back(resolve(t, layer->name));
@@ -684,10 +720,9 @@ std::unique_ptr<Model> functional_from_json(const json& config, const std::strin
       } else {
         xs = named_call_tensors(*layer, named, *args, kwargs, label, resolve);
       }
-      const LayerConfig options = call_options_from_json(*layer, named, kwargs, label, mask_ops);
+      const LayerConfig options = call_options_from_json(*layer, skipped, kwargs, label, mask_ops);
       try {
-        outputs[layer->name].push_back(xs.size() == 1 && options.items.empty() ? (*layer)(xs[0])
-                                                                               : (*layer)(xs, options));
+        outputs[layer->name].push_back(layer->call_all(xs, options));
       } catch (const InvalidArgument& e) {
         throw FormatError(layer_label(label, layer->name) + ": " + e.what());
       }

@@ -16,7 +16,7 @@ nn::RecurrentSpec read_spec(nn::RecurrentSpec::Kind kind, Opts& o, const std::st
   s.kind = kind;
   s.name = name;
   s.return_sequences = o.boolean("return_sequences", false);
-  s.return_state = o.boolean("return_state", false);  // true: the layer refuses it (Unsupported)
+  s.return_state = o.boolean("return_state", false);  // [output, states...]: several outputs
   s.go_backwards = o.boolean("go_backwards", false);
   s.stateful = o.boolean("stateful", false);
   s.unroll = o.boolean("unroll", false);  // trainkit always unrolls: the same math either way

@@ -97,7 +97,8 @@ void Model::init_graph(std::vector<KerasTensor> inputs, std::vector<KerasTensor>
     const Model* m = n->nested->model.get();
     nested.emplace(m, n->nested->model);
     nested_member_[n->layer.get()] = m;
-    if (std::find(n->nested->outputs.begin(), n->nested->outputs.end(), n) == n->nested->outputs.end()) continue;
+    const auto& outs = n->nested->outputs;
+    if (std::none_of(outs.begin(), outs.end(), [n](const auto& o) { return o.first == n; })) continue;
     auto [it, fresh] = nested_key.emplace(m, std::make_pair(node_depth[n], dfs_index[n->layer.get()]));
     if (!fresh)
       it->second = {std::max(it->second.first, node_depth[n]), std::min(it->second.second, dfs_index[n->layer.get()])};

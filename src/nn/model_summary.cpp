@@ -47,14 +47,16 @@ void Model::summary(std::ostream& os) const {
   const_cast<Model*>(this)->ensure_built({});
   const bool sequential = dynamic_cast<const Sequential*>(this) != nullptr;
   // Output shape of each layer: from the symbolic graph.
-  std::map<const Layer*, Shape> shapes;
+  std::map<const Layer*, std::string> shapes;  // a layer with several outputs: Keras' list "[(None, 6), (None, 6)]"
   std::set<const KerasTensor::NodeData*> seen;
   std::function<void(const KerasTensor&)> walk = [&](const KerasTensor& t) {
     if (!seen.insert(t.node.get()).second) return;
-    shapes[t.node->layer.get()] = t.shape();
+    std::string list;
+    for (const Shape& s : t.node->shapes) list += (list.empty() ? "" : ", ") + s.to_string();
+    shapes[t.node->layer.get()] = t.node->shapes.size() == 1 ? list : "[" + list + "]";
     for (const KerasTensor& x : t.node->inputs) walk(x);
   };
-  for (const KerasTensor& in : inputs_) shapes[in.node->layer.get()] = in.shape();
+  for (const KerasTensor& in : inputs_) shapes[in.node->layer.get()] = in.shape().to_string();
   for (const KerasTensor& o : outputs_) walk(o);
 
   const size_t w1 = 33, w2 = 24, w3 = 15;
@@ -88,7 +90,7 @@ void Model::summary(std::ostream& os) const {
     } else {
       label = l->name + " (" + l->class_name() + ")" + (l->trainable || l->weights().empty() ? "" : " [frozen]");
       auto it = shapes.find(l.get());
-      if (it != shapes.end()) shape = it->second.to_string();
+      if (it != shapes.end()) shape = it->second;
       params = l->count_params();
     }
     os << "│ " << pad(label, w1 - 1) << "│ " << pad(shape, w2 - 1) << "│ " << pad(with_commas(params), w3 - 2, true)

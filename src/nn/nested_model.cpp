@@ -21,18 +21,18 @@ std::vector<KerasTensor> call_model(const std::shared_ptr<const Model>& model, c
   call->model = model;
   call->inputs = inputs;
   call->training = training;
-  std::map<const KerasTensor::NodeData*, KerasTensor> made;
+  std::map<const KerasTensor::NodeData*, std::vector<KerasTensor>> made;  // per node of the model: its outputs here
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Shape& want = model->inputs()[i].shape();
     if (!inputs[i].node) throw InvalidArgument(who + ": input " + std::to_string(i) + " is an empty KerasTensor");
     if (inputs[i].shape().sample_shape() != want.sample_shape())
       throw InvalidArgument(who + ": input " + std::to_string(i) + " has shape " + inputs[i].shape().to_string() +
                             ", the model's Input is " + want.to_string());
-    made[model->inputs()[i].node.get()] = inputs[i];
+    made[model->inputs()[i].node.get()] = {inputs[i]};
   }
   std::function<KerasTensor(const KerasTensor&)> replay = [&](const KerasTensor& t) -> KerasTensor {
     auto found = made.find(t.node.get());
-    if (found != made.end()) return found->second;
+    if (found != made.end()) return found->second.at(static_cast<size_t>(t.index));
     if (t.node->nested)
       throw Unsupported(who + " calls model '" + t.node->nested->model->name() +
                         "' like a layer: trainkit calls models nested one level deep, not models that nest others");
@@ -40,17 +40,17 @@ std::vector<KerasTensor> call_model(const std::shared_ptr<const Model>& model, c
       throw InvalidArgument(who + ": layer '" + t.node->layer->name + "' is an Input the model does not list");
     std::vector<KerasTensor> xs;
     for (const KerasTensor& x : t.node->inputs) xs.push_back(replay(x));
-    KerasTensor out = (*t.node->layer)(xs, t.node->call_options);
-    out.node->nested = call;
-    made[t.node.get()] = out;
-    return out;
+    std::vector<KerasTensor> outs = t.node->layer->call_all(xs, t.node->call_options);
+    outs[0].node->nested = call;
+    made[t.node.get()] = outs;
+    return outs.at(static_cast<size_t>(t.index));
   };
   std::vector<KerasTensor> outs;
   for (const KerasTensor& o : model->outputs()) {
     outs.push_back(replay(o));
     if (!outs.back().node->nested)  // an output that is an input passed through: no layer to record it on
       throw Unsupported(who + ": output '" + o.node->layer->name + "' is one of its inputs; nothing to call");
-    call->outputs.push_back(outs.back().node.get());
+    call->outputs.emplace_back(outs.back().node.get(), outs.back().index);
   }
   return outs;
 }

@@ -6,6 +6,10 @@
 //   tk::KerasTensor in = tk::Input({784});
 //   tk::KerasTensor h = tk::layers::Dense(64, "relu")(in);
 //   model.get_layer("dense")->trainable = false;   // freeze
+//   // A layer with several outputs returns them all from call_all, as Keras returns a list
+//   std::vector<tk::KerasTensor> enc = tk::layers::LSTM(64, {.return_state = true}).call_all({x});  // [out, h, c]
+//   // Initial states follow the sequence among the inputs (Keras' initial_state=[h, c])
+//   tk::KerasTensor dec = tk::layers::LSTM(64, {.return_sequences = true})({y, enc[1], enc[2]});
 #pragma once
 #include <memory>
 #include <optional>
@@ -54,12 +58,14 @@ struct LayerConfig {
   }
 };
 
-// A symbolic tensor: the output of a layer call, with its shape (batch dimension None).
+// A symbolic tensor: output `index` of a layer call (its node), with its shape (batch dimension None). Keras'
+// keras_history is (layer, node index, tensor index): a layer with several outputs (an LSTM with return_state) makes
+// one node whose outputs are told apart by `index`.
 struct KerasTensor {
   struct NodeData {
     std::shared_ptr<Layer> layer;     // the layer that produced it (an InputLayer for inputs)
     std::vector<KerasTensor> inputs;  // what the layer was called on
-    Shape shape;                      // (None, ...)
+    std::vector<Shape> shapes;        // one per output of the call: (None, ...)
     // The call's keyword options that are not tensors (MultiHeadAttention's use_causal_mask), as Keras' inbound
     // node records them; Layer::check_call_options accepted them.
     LayerConfig call_options;
@@ -67,7 +73,8 @@ struct KerasTensor {
     std::shared_ptr<const NestedCall> nested;
   };
   std::shared_ptr<NodeData> node;
-  const Shape& shape() const { return node->shape; }
+  int index = 0;  // which output of the node
+  const Shape& shape() const { return node->shapes.at(static_cast<size_t>(index)); }
 };
 
 // A model called like a layer on symbolic tensors (Keras: `x = base_model(inputs, training=False)`, the fine-tuning
@@ -75,9 +82,11 @@ struct KerasTensor {
 // op (planning, autodiff and fusion see them all) and trains the same weights; this record, shared by the nodes the
 // call made, says which model they came from, so that a saved file nests them again as Keras does.
 struct NestedCall {
-  std::shared_ptr<const Model> model;                 // the model called (its own Inputs and graph stay as they were)
-  std::vector<KerasTensor> inputs;                    // what it was called on
-  std::vector<const KerasTensor::NodeData*> outputs;  // what the call returned, one per model output
+  std::shared_ptr<const Model> model;  // the model called (its own Inputs and graph stay as they were)
+  std::vector<KerasTensor> inputs;     // what it was called on
+  // What the call returned, one per model output: (node, output index); not KerasTensors, which would own the nodes
+  // that own this record.
+  std::vector<std::pair<const KerasTensor::NodeData*, int>> outputs;
   // Keras' training= argument of the call, recorded and written back. Like Keras 3, which runs a graph with the
   // calling model's mode over a recorded one (keras/src/models/functional.py, operation_fn), the layers run as the
   // calling model does: what keeps a fine-tuned base's BatchNormalization in inference mode is freezing it
@@ -133,8 +142,11 @@ class Layer : public std::enable_shared_from_this<Layer> {
   // looks for them); the first is the layer's own "vars". Layers with nested Keras objects (LSTM's cell,
   // MultiHeadAttention's dense layers) override it and set Weight::keras_vars.
   virtual std::vector<KerasGroup> keras_groups() const { return {{"vars", name}}; }
-  // Number of inputs the layer takes (-1 = two or more, e.g. Add).
+  // Number of inputs the layer takes (-1 = two or more, e.g. Add). A layer with a state_argument() takes more.
   virtual int arity() const { return 1; }
+  // Keras' call keyword argument whose list holds the inputs after the first (the recurrent layers' and
+  // Bidirectional's `initial_state`); empty: none. build() checks how many there are.
+  virtual std::string state_argument() const { return {}; }
   // The names of the tensor arguments of the layer's Keras call, in its signature's order, for layers whose call
   // takes named tensors (MultiHeadAttention: query, value, key); the inputs are a prefix of them. Empty: Keras' one
   // `inputs` argument (a tensor or a list). Keras' inbound nodes pass these as args or kwargs.
@@ -146,12 +158,21 @@ class Layer : public std::enable_shared_from_this<Layer> {
   virtual Shape build(const std::vector<Shape>& input_shapes) = 0;
   // Emits the layer's ops for concrete shapes; returns the output value id.
   virtual int call(nn::CallContext& ctx, const std::vector<int>& inputs) const = 0;
+  // A layer with several outputs (Keras returns a list: an LSTM with return_state gives [output, h, c]) overrides
+  // these two: every output's shape, and every output's value; by default build()'s and call()'s one.
+  virtual std::vector<Shape> build_outputs(const std::vector<Shape>& input_shapes) { return {build(input_shapes)}; }
+  virtual std::vector<int> call_outputs(nn::CallContext& ctx, const std::vector<int>& inputs) const {
+    return {call(ctx, inputs)};
+  }
 
+  // The call's one output; InvalidArgument for a layer with several (take them with call_all).
   KerasTensor operator()(const KerasTensor& x);
   KerasTensor operator()(const std::vector<KerasTensor>& xs);
   // Called with keyword options (Keras' `mha(q, v, use_causal_mask=True)`), checked by check_call_options; the
   // layer's call() reads them from its CallContext.
   KerasTensor operator()(const std::vector<KerasTensor>& xs, const LayerConfig& call_options);
+  // Every output of the call, in Keras' order (the list Keras returns): one for most layers.
+  std::vector<KerasTensor> call_all(const std::vector<KerasTensor>& xs, const LayerConfig& call_options = {});
 
   std::vector<Weight>& weights() { return weights_; }
   const std::vector<Weight>& weights() const { return weights_; }
@@ -180,6 +201,9 @@ class LayerPtr : public std::shared_ptr<Layer> {
   KerasTensor operator()(const std::vector<KerasTensor>& xs) const { return (**this)(xs); }
   KerasTensor operator()(const std::vector<KerasTensor>& xs, const LayerConfig& call_options) const {
     return (**this)(xs, call_options);
+  }
+  std::vector<KerasTensor> call_all(const std::vector<KerasTensor>& xs, const LayerConfig& call_options = {}) const {
+    return (*this)->call_all(xs, call_options);
   }
 };
 

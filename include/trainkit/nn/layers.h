@@ -213,7 +213,9 @@ LayerPtr SpatialDropout1D(float rate, uint64_t seed = 0, std::string name = {});
 // (G*units) — GRU with reset_after: (2, 3*units), input and recurrent biases — gates in Keras' order (LSTM i, f, c, o;
 // GRU z, r, h). The time axis is unrolled (its length must be known). Output (N, units), or (N, steps, units) with
 // return_sequences (in the order processed: reversed with go_backwards, as Keras). dropout: one mask per sequence on
-// the inputs (Keras' implementation 2). Refused (Unsupported): return_state, stateful, recurrent_dropout in training.
+// the inputs (Keras' implementation 2). Refused (Unsupported): stateful, recurrent_dropout in training.
+// return_state: the layer returns [output, h] ([output, h, c] for an LSTM) from call_all; initial states follow the
+// sequence among the inputs: LSTM(8)({x, h, c}) (Keras' initial_state=[h, c]).
 //
 //   auto h = Bidirectional(LSTM(64, {.return_sequences = true}))(Embedding(10000, 128)(tokens));   // (N, T, 128)
 struct SimpleRNNOptions {

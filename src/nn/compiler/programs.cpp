@@ -387,15 +387,20 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
     ctx.storage = [this](const Weight& w) -> Tensor& { return *mirrors_->storage(w, false); };
   }
 
-  // Forward: walk the layer-call DAG from the outputs (memoized per symbolic node).
-  std::unordered_map<const KerasTensor::NodeData*, int> value;
-  // Keras masks of layer outputs, as values in the graph (nn::MaskSupport::compute_mask); absent or -1: none.
+  // Forward: walk the layer-call DAG from the outputs (memoized per symbolic node: its outputs' values, in order).
+  std::unordered_map<const KerasTensor::NodeData*, std::vector<int>> value;
+  // Keras masks of layer outputs, as values in the graph (nn::MaskSupport::compute_mask); absent or -1: none. A
+  // node's first output alone carries one (Keras' RNN.compute_mask: the states have none).
   std::unordered_map<const KerasTensor::NodeData*, int> mask;
+  auto mask_of = [&mask](const KerasTensor& t) {
+    auto m = t.index == 0 ? mask.find(t.node.get()) : mask.end();
+    return m == mask.end() ? -1 : m->second;
+  };
   for (size_t i = 0; i < model_.inputs().size(); ++i) {
     const KerasTensor& in = model_.inputs()[i];
     int id = g.input(in.node->layer ? in.node->layer->name : "input_" + std::to_string(i), in.shape().with_batch(batch),
                      model_.input_dtype(i));
-    value[in.node.get()] = id;
+    value[in.node.get()] = {id};
     c->x.push_back(id);
   }
   c->x_scale.assign(c->x.size(), StageScale{});
@@ -406,7 +411,7 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
   // output back in the policy's dtype, as Keras does.
   std::function<int(const KerasTensor&)> eval = [&](const KerasTensor& t) -> int {
     auto found = value.find(t.node.get());
-    if (found != value.end()) return found->second;
+    if (found != value.end()) return found->second.at(static_cast<size_t>(t.index));
     std::vector<int> ins;
     for (const KerasTensor& x : t.node->inputs) ins.push_back(eval(x));
     const Layer& layer = *t.node->layer;
@@ -414,24 +419,23 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
     for (int& in : ins)
       if (is_floating(g[in].dtype)) in = ctx.cast(in, ctx.compute, layer.name + "/cast_input");
     std::vector<int> masks;
-    for (const KerasTensor& x : t.node->inputs) {
-      auto m = mask.find(x.node.get());
-      masks.push_back(m == mask.end() ? -1 : m->second);
-    }
+    for (const KerasTensor& x : t.node->inputs) masks.push_back(mask_of(x));
     const bool masked = std::any_of(masks.begin(), masks.end(), [](int m) { return m >= 0; });
     ctx.input_masks = masked ? masks : std::vector<int>{};
     ctx.call_options = &t.node->call_options;
-    int id = layer.call(ctx, ins);
+    std::vector<int> ids = layer.call_outputs(ctx, ins);
     // A layer without Keras' supports_masking drops its inputs' masks, as Keras does (with a warning there).
     const auto* masking = dynamic_cast<const MaskSupport*>(&layer);
-    mask[t.node.get()] = masking ? masking->compute_mask(ctx, ins, id) : -1;
+    mask[t.node.get()] = masking ? masking->compute_mask(ctx, ins, ids[0]) : -1;
     ctx.call_options = nullptr;
     ctx.input_masks.clear();
     const DType policy = mixed_precision::compute_dtype(model_.layer_dtype_policy(layer));
-    if (layer.computes_in_float32() && is_floating(g[id].dtype)) id = ctx.cast(id, policy, layer.name + "/cast_output");
+    for (int& id : ids)
+      if (layer.computes_in_float32() && is_floating(g[id].dtype))
+        id = ctx.cast(id, policy, layer.name + "/cast_output");
     ctx.compute = DType::f32;
-    value[t.node.get()] = id;
-    return id;
+    value[t.node.get()] = ids;
+    return ids.at(static_cast<size_t>(t.index));
   };
   // Model outputs, and with them losses and metrics, are float32 (Keras).
   for (const KerasTensor& o : model_.outputs()) {
@@ -453,8 +457,7 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
       const std::string prefix = multi ? model_.outputs()[j].node->layer->name + "_" : "";
       // An output still carrying a Keras mask (a sequence after Embedding(mask_zero=True) or Masking): its loss and
       // mean metrics are weighted by the mask, as Keras 3 does (losses/loss.py apply_mask).
-      const auto found = mask.find(model_.outputs()[j].node.get());
-      const int out_mask = found == mask.end() ? -1 : found->second;
+      const int out_mask = mask_of(model_.outputs()[j]);
       Shape target_shape = out_shape;
       DType target_dtype = DType::f32;
       if (is_sparse(loss)) {

@@ -1,8 +1,9 @@
 // Keras 3's Bidirectional (keras/src/layers/rnn/bidirectional.py): a forward copy of the wrapped recurrent layer and
 // a backward one (go_backwards flipped, or the given backward_layer), both on the same input; with return_sequences
 // the backward output is flipped back to time order (here: its steps are concatenated in time order, no flip op),
-// then merged: concat (last axis), sum, ave ((y + y_rev) / 2) or mul. Keras 3 files keep each direction's weights
-// under forward_layer/cell/vars and backward_layer/cell/vars.
+// then merged: concat (last axis), sum, ave ((y + y_rev) / 2) or mul. initial_state: its first half starts the forward
+// layer, its second half the backward; return_state: [output, forward states..., backward states...]. Keras 3 files
+// keep each direction's weights under forward_layer/cell/vars and backward_layer/cell/vars.
 #include "graph/tensor_ops.h"
 #include "nn/layers/recurrent.h"
 #include "trainkit/core/error.h"
@@ -41,9 +42,11 @@ BidirectionalLayer::BidirectionalLayer(const LayerPtr& layer, const LayerPtr& ba
     if (!bl)
       throw InvalidArgument("Bidirectional '" + name + "': backward_layer must be a SimpleRNN, LSTM or GRU, got " +
                             backward->class_name());
-    if (bl->spec().go_backwards == fs.go_backwards || bl->spec().return_sequences != fs.return_sequences)
+    if (bl->spec().go_backwards == fs.go_backwards || bl->spec().return_sequences != fs.return_sequences ||
+        bl->spec().return_state != fs.return_state)
       throw InvalidArgument("Bidirectional '" + name + "': backward_layer '" + bl->name +
-                            "' must have the other go_backwards and the same return_sequences as '" + f->name + "'");
+                            "' must have the other go_backwards and the same return_sequences and return_state as '" +
+                            f->name + "'");
     RecurrentSpec bs = bl->spec();
     bs.zero_output_for_mask = bs.return_sequences;
     backward_ = std::make_shared<RecurrentLayer>(bs);
@@ -65,8 +68,26 @@ std::vector<KerasGroup> BidirectionalLayer::keras_groups() const {
           {"backward_layer/cell/vars", backward_->cell_name()}};
 }
 
+std::vector<Shape> BidirectionalLayer::build_outputs(const std::vector<Shape>& in) {
+  std::vector<Shape> out{build(in)};
+  if (forward_->spec().return_state) {
+    out.insert(out.end(), static_cast<size_t>(forward_->state_count()), Shape{-1, forward_->spec().units});
+    out.insert(out.end(), static_cast<size_t>(backward_->state_count()), Shape{-1, backward_->spec().units});
+  }
+  return out;
+}
+
 Shape BidirectionalLayer::build(const std::vector<Shape>& in) {
   const std::string owner = "Bidirectional '" + name + "'";
+  const size_t fs = static_cast<size_t>(forward_->state_count()), bs = static_cast<size_t>(backward_->state_count());
+  if (in.size() != 1 && in.size() != 1 + fs + bs)
+    throw InvalidArgument(owner + ": takes a sequence and " + std::to_string(fs + bs) +
+                          " initial states (initial_state: the forward layer's, then the backward's), got " +
+                          std::to_string(in.size() - 1));
+  if (in.size() > 1) {
+    forward_->check_states(in, 1, fs, owner + " (forward)");
+    backward_->check_states(in, 1 + fs, bs, owner + " (backward)");
+  }
   Shape out = forward_->output_shape(in[0], owner);
   const Shape back = backward_->output_shape(in[0], owner);
   if (back != out && merge_mode_ != "concat")
@@ -92,20 +113,35 @@ Shape BidirectionalLayer::build(const std::vector<Shape>& in) {
   return out;
 }
 
-int BidirectionalLayer::call(CallContext& ctx, const std::vector<int>& in) const {
+int BidirectionalLayer::call(CallContext& ctx, const std::vector<int>& in) const { return call_outputs(ctx, in)[0]; }
+
+std::vector<int> BidirectionalLayer::call_outputs(CallContext& ctx, const std::vector<int>& in) const {
   // Keras' Bidirectional forces zero_output_for_mask = return_sequences on both layers (unroll aside, as in call).
-  const int mask = ctx.input_mask(0);
+  const int mask = computing_mask(ctx, in);
   const bool fz = forward_->spec().return_sequences && !forward_->spec().unroll;
   const bool bz = backward_->spec().return_sequences && !backward_->spec().unroll;
-  const int y = forward_->run(ctx, in[0], weights_.data(), name + "/" + forward_->name, false, mask, fz);
+  // Keras splits initial_state in halves: the forward layer's states, then the backward's.
+  const auto fs = in.size() > 1 ? in.begin() + 1 + forward_->state_count() : in.end();
+  std::vector<int> forward_states, backward_states;
+  const int y = forward_->run(ctx, in[0], weights_.data(), name + "/" + forward_->name, false, mask, fz,
+                              std::vector<int>(in.begin() + 1, fs), &forward_states);
   const int y_rev = backward_->run(ctx, in[0], weights_.data() + forward_->weight_count(), name + "/" + backward_->name,
-                                   true, mask, bz);
+                                   true, mask, bz, std::vector<int>(fs, in.end()), &backward_states);
   graph::OpBuilder b{ctx.g, nullptr, name + "/merge"};
-  if (merge_mode_ == "concat") return graph::ops::concat(b, {y, y_rev}, -1);
-  if (merge_mode_ == "mul") return b.add(graph::Op::Mul, {y, y_rev});
-  const int sum = b.add(graph::Op::Add, {y, y_rev});
-  if (merge_mode_ == "sum") return sum;
-  return graph::ops::mul_scalar(b, sum, 0.5f);  // ave: (y + y_rev) / 2, exactly
+  std::vector<int> out(1);
+  if (merge_mode_ == "concat") {
+    out[0] = graph::ops::concat(b, {y, y_rev}, -1);
+  } else if (merge_mode_ == "mul") {
+    out[0] = b.add(graph::Op::Mul, {y, y_rev});
+  } else {
+    const int sum = b.add(graph::Op::Add, {y, y_rev});
+    out[0] = merge_mode_ == "sum" ? sum : graph::ops::mul_scalar(b, sum, 0.5f);  // ave: (y + y_rev) / 2, exactly
+  }
+  if (forward_->spec().return_state) {  // Keras: (output,) + forward states + backward states
+    out.insert(out.end(), forward_states.begin(), forward_states.end());
+    out.insert(out.end(), backward_states.begin(), backward_states.end());
+  }
+  return out;
 }
 
 int BidirectionalLayer::compute_mask(CallContext& ctx, const std::vector<int>&, int) const {

@@ -25,7 +25,7 @@ InputLayer::InputLayer(Shape sample_shape, std::string given, DType type)
 
 KerasTensor input_tensor(std::shared_ptr<InputLayer> layer) {
   auto node = std::make_shared<KerasTensor::NodeData>();
-  node->shape = layer->batch_shape;
+  node->shapes = {layer->batch_shape};
   node->layer = std::move(layer);
   return KerasTensor{node};
 }

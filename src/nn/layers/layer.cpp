@@ -87,9 +87,19 @@ void Layer::check_call_options(const LayerConfig& options) const {
 }
 
 KerasTensor Layer::operator()(const std::vector<KerasTensor>& xs, const LayerConfig& call_options) {
+  std::vector<KerasTensor> outs = call_all(xs, call_options);
+  if (outs.size() != 1)
+    throw InvalidArgument("layer '" + name + "' (" + class_name() + ") returns " + std::to_string(outs.size()) +
+                          " tensors: take them all with call_all(...)");
+  return outs[0];
+}
+
+std::vector<KerasTensor> Layer::call_all(const std::vector<KerasTensor>& xs, const LayerConfig& call_options) {
   check_call_options(call_options);
   const int n = static_cast<int>(xs.size());
-  if ((arity() >= 0 && n != arity()) || (arity() < 0 && n < 2))
+  // A layer with a state argument takes the inputs after its first as that list (its build checks their number).
+  const bool states = !state_argument().empty() && arity() >= 0 && n > arity();
+  if (!states && ((arity() >= 0 && n != arity()) || (arity() < 0 && n < 2)))
     throw InvalidArgument("layer '" + name + "' (" + class_name() + ") expects " +
                           (arity() < 0 ? std::string("at least 2") : std::to_string(arity())) + " input(s), got " +
                           std::to_string(n));
@@ -98,14 +108,16 @@ KerasTensor Layer::operator()(const std::vector<KerasTensor>& xs, const LayerCon
     if (!x.node) throw InvalidArgument("layer '" + name + "' called on an empty KerasTensor");
     shapes.push_back(x.shape());
   }
-  Shape out = build(shapes);
+  std::vector<Shape> out = build_outputs(shapes);
   built_ = true;
   auto node = std::make_shared<KerasTensor::NodeData>();
   node->layer = shared_from_this();
   node->inputs = xs;
-  node->shape = std::move(out);
+  node->shapes = std::move(out);
   node->call_options = call_options;
-  return KerasTensor{node};
+  std::vector<KerasTensor> outs;
+  for (size_t i = 0; i < node->shapes.size(); ++i) outs.push_back(KerasTensor{node, static_cast<int>(i)});
+  return outs;
 }
 
 int64_t Layer::count_params() const {

@@ -8,7 +8,8 @@
 //   GRU        reset_after (Keras 3's default): m = h U + b_rec; z, r = ract(x_z + m_z), ract(x_r + m_r)
 //              hh = act(x_h + r * m_h);  h = z * h + (1 - z) * hh
 //              reset_after=False: m = h U[:, :2u]; hh = act(x_h + (r * h) U[:, 2u:])
-// h and c start at zero. dropout: one mask (N, features) drawn per batch and applied at every step, as Keras.
+// h and c start at zero, or at the call's initial_state. dropout: one mask (N, features) drawn per batch and applied at
+// every step, as Keras.
 #include "nn/layers/recurrent.h"
 
 #include <algorithm>
@@ -54,10 +55,6 @@ RecurrentLayer::RecurrentLayer(RecurrentSpec spec) : Layer(prefix_of(spec.kind),
   for (const auto& [key, rate] : {std::pair{"dropout", spec_.dropout}, {"recurrent_dropout", spec_.recurrent_dropout}})
     if (!(rate >= 0.0f && rate < 1.0f))
       throw InvalidArgument(where + ": " + key + " must be in [0, 1), got " + std::to_string(rate));
-  if (spec_.return_state)
-    throw Unsupported(where +
-                      ": return_state=True is not supported (trainkit's layers have one output); use "
-                      "return_sequences=True and slice the last step, or leave it False");
   if (spec_.stateful)
     throw Unsupported(where +
                       ": stateful=True is not supported (every batch starts from zero states); use "
@@ -117,8 +114,28 @@ void RecurrentLayer::create_weights(const AddWeight& add, int64_t features, cons
     std::fill(bias.value.data<float>() + u, bias.value.data<float>() + 2 * u, 1.0f);
 }
 
+void RecurrentLayer::check_states(const std::vector<Shape>& in, size_t first, size_t count,
+                                  const std::string& owner) const {
+  const Shape want{-1, spec_.units};
+  for (size_t i = first; i < first + count; ++i)
+    if (in[i] != want)
+      throw InvalidArgument(owner + ": initial_state " + std::to_string(i - first) + " has shape " + in[i].to_string() +
+                            ", expected " + want.to_string() + " (units " + std::to_string(spec_.units) + ")");
+}
+
+std::vector<Shape> RecurrentLayer::build_outputs(const std::vector<Shape>& in) {
+  std::vector<Shape> out{build(in)};
+  if (spec_.return_state) out.insert(out.end(), static_cast<size_t>(state_count()), Shape{-1, spec_.units});
+  return out;
+}
+
 Shape RecurrentLayer::build(const std::vector<Shape>& in) {
-  const Shape out = output_shape(in[0], class_name() + " '" + name + "'");
+  const std::string owner = class_name() + " '" + name + "'";
+  const Shape out = output_shape(in[0], owner);
+  if (in.size() != 1 && in.size() != 1 + static_cast<size_t>(state_count()))
+    throw InvalidArgument(owner + ": takes a sequence and " + std::to_string(state_count()) +
+                          " initial state(s) (initial_state), got " + std::to_string(in.size() - 1));
+  check_states(in, 1, in.size() - 1, owner);
   if (!built_) {
     features_ = in[0][2];
     create_weights([this](const std::string& what, Shape s,
@@ -128,9 +145,21 @@ Shape RecurrentLayer::build(const std::vector<Shape>& in) {
   return out;
 }
 
-int RecurrentLayer::call(CallContext& ctx, const std::vector<int>& in) const {
+int RecurrentLayer::call(CallContext& ctx, const std::vector<int>& in) const { return call_outputs(ctx, in)[0]; }
+
+std::vector<int> RecurrentLayer::call_outputs(CallContext& ctx, const std::vector<int>& in) const {
   // Keras' backend.rnn: unroll=True gives masked steps the previous output whatever zero_output_for_mask says.
-  return run(ctx, in[0], weights_.data(), name, false, ctx.input_mask(0), spec_.zero_output_for_mask && !spec_.unroll);
+  std::vector<int> out(1), states;
+  out[0] = run(ctx, in[0], weights_.data(), name, false, computing_mask(ctx, in),
+               spec_.zero_output_for_mask && !spec_.unroll, std::vector<int>(in.begin() + 1, in.end()), &states);
+  if (spec_.return_state) out.insert(out.end(), states.begin(), states.end());  // Keras: [output, h(, c)]
+  return out;
+}
+
+int computing_mask(const CallContext& ctx, const std::vector<int>& inputs) {
+  // Keras 3's Layer.__call__ fills in `mask` only for a call with one tensor argument: called with initial_state, the
+  // layer computes unmasked (the output still carries the sequence's mask, from compute_mask).
+  return inputs.size() > 1 ? -1 : ctx.input_mask(0);
 }
 
 int RecurrentLayer::compute_mask(CallContext& ctx, const std::vector<int>&, int) const {
@@ -138,7 +167,7 @@ int RecurrentLayer::compute_mask(CallContext& ctx, const std::vector<int>&, int)
 }
 
 int RecurrentLayer::run(CallContext& ctx, int x, const Weight* w, const std::string& owner, bool flip, int mask,
-                        bool zero_output) const {
+                        bool zero_output, const std::vector<int>& initial, std::vector<int>* final) const {
   graph::OpBuilder b{ctx.g, nullptr, owner};
   const Shape xs = ctx.g[x].shape;  // (N, T, D)
   const int64_t n = xs[0], steps = xs[1], d = xs[2], u = spec_.units, gu = gates() * u;
@@ -182,8 +211,8 @@ int RecurrentLayer::run(CallContext& ctx, int x, const Weight* w, const std::str
   auto matmul = [&](int a, int c) { return b.add(Op::MatMul, {a, c}); };
   auto activate = [&](const std::string& f, int v) { return apply_activation(ctx, f, v, owner); };
 
-  int h = ctx.g.fill(0.0f, Shape{n, u}, dtype);  // (N, u)
-  int c = lstm ? ctx.g.fill(0.0f, Shape{n, u}, dtype) : -1;
+  int h = !initial.empty() ? initial[0] : ctx.g.fill(0.0f, Shape{n, u}, dtype);  // (N, u)
+  int c = !lstm ? -1 : initial.size() > 1 ? initial[1] : ctx.g.fill(0.0f, Shape{n, u}, dtype);
   std::vector<int> outputs(spec_.return_sequences ? static_cast<size_t>(steps) : 0);
   for (int64_t s = 0; s < steps; ++s) {
     const int64_t t = spec_.go_backwards ? steps - 1 - s : s;
@@ -220,7 +249,8 @@ int RecurrentLayer::run(CallContext& ctx, int x, const Weight* w, const std::str
     if (spec_.return_sequences)
       outputs[static_cast<size_t>(flip ? steps - 1 - s : s)] = ops::reshape(b, out, Shape{n, 1, u});
   }
-  return spec_.return_sequences ? ops::concat(b, outputs, 1) : h;  // (N, T, u) or (N, u)
+  if (final) *final = lstm ? std::vector<int>{h, c} : std::vector<int>{h};  // the last unmasked step's
+  return spec_.return_sequences ? ops::concat(b, outputs, 1) : h;           // (N, T, u) or (N, u)
 }
 
 }  // namespace tk::nn

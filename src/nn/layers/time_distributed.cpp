@@ -55,7 +55,7 @@ Shape TimeDistributedLayer::build(const std::vector<Shape>& in) {
   // Built through a call on a placeholder tensor of one step's shape (None, ...), as Keras builds the wrapped layer
   // with the child input shape: the layer marks itself built, so calling this wrapper again does not add weights.
   auto probe = std::make_shared<KerasTensor::NodeData>();
-  probe->shape = Shape(inner);
+  probe->shapes = {Shape(inner)};
   const Shape step = (*layer_)(KerasTensor{probe}).shape();
   if (step.rank() < 1)
     throw InvalidArgument("TimeDistributed '" + name + "': the wrapped layer's output " + step.to_string() +
