@@ -10,6 +10,7 @@
 #include "backends/cuda/check.h"
 #include "backends/cuda/device_errors_cuda.h"
 #include "backends/cuda/gemm_cublaslt.h"
+#include "backends/cuda/launch_geometry.h"
 #include "backends/cuda/tensor_launchers.h"
 #include "backends/device_errors.h"
 #include "backends/strided.h"
@@ -91,8 +92,14 @@ void reduce(const KernelArgs& a) {
     backends::merge_axes(*s, 1);
   }
   if (count == 0) throw Unsupported("Reduce '" + a.node.name + "' over an empty axis on CUDA");
-  launch_reduce(a.node.attrs.reduce, a.input<float>(0), a.output<float>(), kept, reduced, outputs, count, sms(a),
-                a.ctx.stream);
+  const bool contiguous = reduced.rank == 1 && reduced.stride[0][0] == 1;
+  const int group = reduce_group_threads(outputs, count, contiguous, sms(a));
+  if (group > 1)
+    launch_reduce_groups(a.node.attrs.reduce, group, a.input<float>(0), a.output<float>(), kept, reduced, outputs,
+                         count, sms(a), a.ctx.stream);
+  else
+    launch_reduce(a.node.attrs.reduce, a.input<float>(0), a.output<float>(), kept, reduced, outputs, count, sms(a),
+                  a.ctx.stream);
 }
 void arg_reduce(const KernelArgs& a) {
   const Shape& x = a.in_shape(0);
@@ -100,8 +107,13 @@ void arg_reduce(const KernelArgs& a) {
   int64_t outer = 1, inner = 1;
   for (int d = 0; d < axis; ++d) outer *= x[d];
   for (int d = axis + 1; d < x.rank(); ++d) inner *= x[d];
-  launch_arg_reduce(a.node.attrs.reduce == graph::ReduceFn::max, a.input<float>(0), a.output<int32_t>(), outer, x[axis],
-                    inner, sms(a), a.ctx.stream);
+  const bool max = a.node.attrs.reduce == graph::ReduceFn::max;
+  const int group = reduce_group_threads(outer * inner, x[axis], inner == 1, sms(a));
+  if (group > 1)
+    launch_arg_reduce_groups(max, group, a.input<float>(0), a.output<int32_t>(), outer, x[axis], inner, sms(a),
+                             a.ctx.stream);
+  else
+    launch_arg_reduce(max, a.input<float>(0), a.output<int32_t>(), outer, x[axis], inner, sms(a), a.ctx.stream);
 }
 
 struct Around {
