@@ -131,5 +131,55 @@ TEST(VectorExp, SoftmaxRowsMatchTheDoubleFormula) {
   }
 }
 
+// softmax_grad_rows: dx = y * (dy - sum(dy * y)) against double, every tail length.
+TEST(VectorExp, SoftmaxGradRowsMatchTheDoubleFormula) {
+  for (VecIsa isa : isas()) {
+    SCOPED_TRACE(name(isa));
+    for (int64_t n : {1, 3, 8, 15, 16, 17, 33, 64, 100, 1024}) {
+      const int64_t rows = 3;
+      std::vector<float> dy(static_cast<size_t>(rows * n)), y(dy.size()), dx(dy.size());
+      for (size_t i = 0; i < dy.size(); ++i) {
+        dy[i] = std::cos(0.77f * static_cast<float>(i));
+        y[i] = 0.5f + 0.4f * std::sin(0.31f * static_cast<float>(i));
+      }
+      softmax_grad_rows(dy.data(), y.data(), dx.data(), rows, n, isa);
+      for (int64_t r = 0; r < rows; ++r) {
+        double dot = 0;
+        for (int64_t j = 0; j < n; ++j) dot += double(dy[size_t(r * n + j)]) * y[size_t(r * n + j)];
+        for (int64_t j = 0; j < n; ++j) {
+          const size_t k = size_t(r * n + j);
+          EXPECT_NEAR(dx[k], y[k] * (dy[k] - dot), 1e-5 * (1 + std::abs(dot))) << n << " " << r << " " << j;
+        }
+      }
+    }
+  }
+}
+
+// logsumexp_row: reduce.h's rule (NaN anywhere: NaN; a +-inf max: itself) and its value, every tail length.
+TEST(VectorExp, LogSumExpRowFollowsTheReduceRule) {
+  for (VecIsa isa : isas()) {
+    SCOPED_TRACE(name(isa));
+    for (int64_t n : {1, 5, 16, 17, 40, 1000}) {
+      std::vector<float> x(static_cast<size_t>(n));
+      for (size_t i = 0; i < x.size(); ++i) x[i] = 3.0f * std::sin(0.7f * static_cast<float>(i)) + 20.0f;
+      double m = x[0], s = 0;
+      for (float v : x) m = std::max(m, double(v));
+      for (float v : x) s += std::exp(double(v) - m);
+      EXPECT_NEAR(logsumexp_row(x.data(), n, isa), m + std::log(s), 2e-6 * (m + std::log(s))) << n;
+      for (size_t at : {size_t{0}, x.size() / 2, x.size() - 1}) {
+        std::vector<float> z = x;
+        z[at] = NAN;
+        EXPECT_TRUE(std::isnan(logsumexp_row(z.data(), n, isa))) << n << " " << at;
+        z[at] = INFINITY;
+        EXPECT_EQ(logsumexp_row(z.data(), n, isa), INFINITY) << n << " " << at;
+        z[n > 1 ? (at + 1) % x.size() : at] = NAN;  // +inf and NaN: NaN (the max rule)
+        EXPECT_TRUE(std::isnan(logsumexp_row(z.data(), n, isa))) << n << " " << at;
+      }
+      std::vector<float> low(x.size(), -INFINITY);
+      EXPECT_EQ(logsumexp_row(low.data(), n, isa), -INFINITY) << n;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tk::cpu

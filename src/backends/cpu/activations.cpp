@@ -128,7 +128,7 @@ void softmax_grad(const KernelArgs& a) {
   parallel_for(
       rows,
       [&](int64_t rb, int64_t re) {
-        for (int64_t r = rb; r < re; ++r) math::softmax_grad_row(dy + r * n, y + r * n, dx + r * n, n);
+        softmax_grad_rows(dy + rb * n, y + rb * n, dx + rb * n, re - rb, n);  // math::softmax_grad_row in lanes
       },
       kParallelGrain / std::max<int64_t>(n, 1));
 }

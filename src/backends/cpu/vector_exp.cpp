@@ -32,6 +32,17 @@ void scale_scalar(float* y, int64_t n, float s) {
   for (int64_t j = 0; j < n; ++j) y[j] *= s;
 }
 
+void softmax_grad_scalar(const float* dy, const float* y, float* dx, int64_t n) {
+  float dot = 0.0f;
+  for (int64_t j = 0; j < n; ++j) dot += dy[j] * y[j];
+  for (int64_t j = 0; j < n; ++j) dx[j] = y[j] * (dy[j] - dot);
+}
+double exp_sum_scalar(const float* x, int64_t n, float shift) {
+  double s = 0.0;
+  for (int64_t j = 0; j < n; ++j) s += static_cast<double>(scalar_exp(x[j] - shift));
+  return s;
+}
+
 #if TK_VEC_X86
 TK_AVX2 inline __m256 exp8(__m256 x) {
   const __m256 lo = _mm256_set1_ps(kExpLo), hi = _mm256_set1_ps(kExpHi);
@@ -124,6 +135,48 @@ TK_AVX2 void softmax_avx2(const float* x, float* y, int64_t rows, int64_t n) {
     const float sum = exp_avx2(x + r * n, y + r * n, n, max_avx2(x + r * n, n));
     scale_avx2(y + r * n, n, 1.0f / sum);
   }
+}
+
+TK_AVX2 void softmax_grad_avx2(const float* dy, const float* y, float* dx, int64_t rows, int64_t n) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* d = dy + r * n;
+    const float* v = y + r * n;
+    float* out = dx + r * n;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;  // four chains: the add's latency
+    int64_t j = 0;
+    for (; j + 32 <= n; j += 32) {
+      a0 = _mm256_fmadd_ps(_mm256_loadu_ps(d + j), _mm256_loadu_ps(v + j), a0);
+      a1 = _mm256_fmadd_ps(_mm256_loadu_ps(d + j + 8), _mm256_loadu_ps(v + j + 8), a1);
+      a2 = _mm256_fmadd_ps(_mm256_loadu_ps(d + j + 16), _mm256_loadu_ps(v + j + 16), a2);
+      a3 = _mm256_fmadd_ps(_mm256_loadu_ps(d + j + 24), _mm256_loadu_ps(v + j + 24), a3);
+    }
+    for (; j + 8 <= n; j += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(d + j), _mm256_loadu_ps(v + j), a0);
+    float dot = hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    for (; j < n; ++j) dot += d[j] * v[j];
+    const __m256 k = _mm256_set1_ps(dot);
+    j = 0;
+    for (; j + 8 <= n; j += 8)
+      _mm256_storeu_ps(out + j, _mm256_mul_ps(_mm256_loadu_ps(v + j), _mm256_sub_ps(_mm256_loadu_ps(d + j), k)));
+    for (; j < n; ++j) out[j] = v[j] * (d[j] - dot);
+  }
+}
+
+// sum(exp(x - shift)) with the exps in float lanes, added in double lanes.
+TK_AVX2 double exp_sum_avx2(const float* x, int64_t n, float shift) {
+  const __m256 s = _mm256_set1_ps(shift);
+  __m256d a0 = _mm256_setzero_pd(), a1 = a0;
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + j), s));
+    a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+    a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+  }
+  alignas(32) double lanes[4];
+  _mm256_store_pd(lanes, _mm256_add_pd(a0, a1));
+  double sum = 0.0;
+  for (double v : lanes) sum += v;
+  for (; j < n; ++j) sum += static_cast<double>(scalar_exp(x[j] - shift));
+  return sum;
 }
 
 // GCC 12 warns about its own AVX-512 intrinsics' deliberately undefined pass-through operands once they are inlined
@@ -221,6 +274,64 @@ TK_AVX512 void softmax_avx512(const float* x, float* y, int64_t rows, int64_t n)
     scale_avx512(y + r * n, n, 1.0f / sum);
   }
 }
+TK_AVX512 void softmax_grad_avx512(const float* dy, const float* y, float* dx, int64_t rows, int64_t n) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* d = dy + r * n;
+    const float* v = y + r * n;
+    float* out = dx + r * n;
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;  // four chains: the add's latency
+    int64_t j = 0;
+    for (; j + 64 <= n; j += 64) {
+      a0 = _mm512_fmadd_ps(_mm512_loadu_ps(d + j), _mm512_loadu_ps(v + j), a0);
+      a1 = _mm512_fmadd_ps(_mm512_loadu_ps(d + j + 16), _mm512_loadu_ps(v + j + 16), a1);
+      a2 = _mm512_fmadd_ps(_mm512_loadu_ps(d + j + 32), _mm512_loadu_ps(v + j + 32), a2);
+      a3 = _mm512_fmadd_ps(_mm512_loadu_ps(d + j + 48), _mm512_loadu_ps(v + j + 48), a3);
+    }
+    for (; j + 16 <= n; j += 16) a0 = _mm512_fmadd_ps(_mm512_loadu_ps(d + j), _mm512_loadu_ps(v + j), a0);
+    if (j < n) {
+      const __mmask16 k = tail_mask(n - j);
+      a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, d + j), _mm512_maskz_loadu_ps(k, v + j), a1);
+    }
+    alignas(64) float lanes[16];
+    _mm512_store_ps(lanes, _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+    float dot = 0.0f;
+    for (float l : lanes) dot += l;
+    const __m512 kd = _mm512_set1_ps(dot);
+    j = 0;
+    for (; j + 16 <= n; j += 16)
+      _mm512_storeu_ps(out + j, _mm512_mul_ps(_mm512_loadu_ps(v + j), _mm512_sub_ps(_mm512_loadu_ps(d + j), kd)));
+    if (j < n) {
+      const __mmask16 k = tail_mask(n - j);
+      _mm512_mask_storeu_ps(
+          out + j, k,
+          _mm512_mul_ps(_mm512_maskz_loadu_ps(k, v + j), _mm512_sub_ps(_mm512_maskz_loadu_ps(k, d + j), kd)));
+    }
+  }
+}
+
+TK_AVX512 double exp_sum_avx512(const float* x, int64_t n, float shift) {
+  const __m512 s = _mm512_set1_ps(shift);
+  __m512d a0 = _mm512_setzero_pd(), a1 = a0;
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + j), s));
+    a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+    a1 =
+        _mm512_add_pd(a1, _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_shuffle_f32x4(e, e, _MM_SHUFFLE(3, 2, 3, 2)))));
+  }
+  if (j < n) {  // masked lanes: exp of 0 after maskz, zeroed again before the sum
+    const __mmask16 k = tail_mask(n - j);
+    const __m512 e = _mm512_maskz_mov_ps(k, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + j), s)));
+    a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+    a1 =
+        _mm512_add_pd(a1, _mm512_cvtps_pd(_mm512_castps512_ps256(_mm512_shuffle_f32x4(e, e, _MM_SHUFFLE(3, 2, 3, 2)))));
+  }
+  alignas(64) double lanes[8];
+  _mm512_store_pd(lanes, _mm512_add_pd(a0, a1));
+  double sum = 0.0;
+  for (double v : lanes) sum += v;
+  return sum;
+}
 #pragma GCC diagnostic pop
 #endif  // TK_VEC_X86
 
@@ -293,6 +404,46 @@ void softmax_rows(const float* x, float* y, int64_t rows, int64_t n, VecIsa isa)
       for (int64_t r = 0; r < rows; ++r)
         scale_scalar(y + r * n, n, 1.0f / exp_scalar(x + r * n, y + r * n, n, max_scalar(x + r * n, n)));
   }
+}
+
+void softmax_grad_rows(const float* dy, const float* y, float* dx, int64_t rows, int64_t n, VecIsa isa) {
+  if (n <= 0) return;
+  switch (isa) {
+#if TK_VEC_X86
+    case VecIsa::avx512:
+      check(isa);
+      return softmax_grad_avx512(dy, y, dx, rows, n);
+    case VecIsa::avx2:
+      check(isa);
+      return softmax_grad_avx2(dy, y, dx, rows, n);
+#endif
+    default:
+      for (int64_t r = 0; r < rows; ++r) softmax_grad_scalar(dy + r * n, y + r * n, dx + r * n, n);
+  }
+}
+
+float logsumexp_row(const float* x, int64_t n, VecIsa isa) {
+  const float m = max_row(x, n, isa);  // a NaN after x[0] does not win here: the exps' sum becomes NaN instead
+  if (m != m) return m;
+  if (m - m != m - m) {  // +-inf: reduce.h's max would be NaN if the row holds a NaN
+    for (int64_t j = 0; j < n; ++j)
+      if (x[j] != x[j]) return x[j];
+    return m;
+  }
+  double s = 0.0;
+  switch (isa) {
+#if TK_VEC_X86
+    case VecIsa::avx512:
+      s = exp_sum_avx512(x, n, m);
+      break;
+    case VecIsa::avx2:
+      s = exp_sum_avx2(x, n, m);
+      break;
+#endif
+    default:
+      s = exp_sum_scalar(x, n, m);
+  }
+  return m + static_cast<float>(std::log(s));
 }
 
 }  // namespace tk::cpu

@@ -51,4 +51,13 @@ float exp_row(const float* x, float* y, int64_t n, float shift, VecIsa isa = bes
 // docs/benchmarks.md. x == y is allowed.
 void softmax_rows(const float* x, float* y, int64_t rows, int64_t n, VecIsa isa = best_vec_isa());
 
+// Softmax's gradient over each row of y(rows, n): dx = y * (dy - sum(dy * y)), the sum in vector lanes.
+void softmax_grad_rows(const float* dy, const float* y, float* dx, int64_t rows, int64_t n,
+                       VecIsa isa = best_vec_isa());
+
+// log(sum(exp(x))) of one contiguous row, as backends/math/reduce.h's reduce_strided<logsumexp> defines it: the
+// max first (a NaN anywhere: NaN; a max of +-inf: itself), then max + log(sum(exp(x - max))), the exps in vector
+// lanes and their sum in double lanes (lane sums, then the tail in order; not reduce.h's index order).
+float logsumexp_row(const float* x, int64_t n, VecIsa isa = best_vec_isa());
+
 }  // namespace tk::cpu
