@@ -229,8 +229,13 @@ Plan* batched_plan_for(const GemmShape& s, const GemmBatch& b, int device, const
     slot.asked = true;
     try {
       slot.plan = make_plan(s, GemmTypes{}, device, deterministic, where(node), b);
-    } catch (const Unsupported&) {  // no algorithm for the batch (a stride-0 operand, say): one GEMM per matrix
-      slot.plan = nullptr;
+    } catch (const Error& e) {  // no algorithm for the batch (a stride-0 operand, say), or the heuristics refused
+      slot.plan = nullptr;      // its layouts: one GEMM per matrix, whose own errors still throw; said once per shape
+      std::fprintf(stderr,
+                   "trainkit: %s: cuBLASLt takes no strided batch of %lld (strides %lld, %lld): one GEMM per matrix "
+                   "instead (%s)\n",
+                   where(node).c_str(), static_cast<long long>(b.count), static_cast<long long>(b.stride_a),
+                   static_cast<long long>(b.stride_b), e.what());
     }
   }
   return slot.plan.get();
