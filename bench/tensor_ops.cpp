@@ -8,6 +8,8 @@
 //                       is taken out in a second line, layer_norm_fwd_bwd_excl_loss (an estimate).
 //   softmax_fwd         softmax over the last axis of (4096, 1024), forward only.
 //   batch_matmul_fwd    (64, 128, 64) x (64, 64, 128) -> (64, 128, 128), forward only.
+//   log_softmax_fwd     log_softmax over the last axis of (4096, 1024) (its composite: logsumexp and a subtract).
+//   softmax_grad        SoftmaxGrad (dy, y) over (4096, 1024), y a softmax computed on the host.
 // Each workload: --warmup untimed runs, then --iters runs timed one by one; "ms" is their median. One JSON line per
 // workload on stdout; threads from TK_THREADS / OMP_NUM_THREADS (the script sets both to 2).
 //
@@ -18,6 +20,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -147,6 +150,35 @@ void softmax(int warmup, int iters) {
   print_line("softmax_fwd", "(4096, 1024), last axis", time_runs(p, warmup, iters), "");
 }
 
+// log_softmax over the last axis (graph/tensor_ops.h: x - logsumexp(x), a Reduce and a broadcast Binary), forward.
+void log_softmax(int warmup, int iters) {
+  tk::Tensor x = random_tensor(tk::Shape{4096, 1024}, 3);
+  tk::graph::Graph g;
+  const int xi = g.variable("x", x);
+  tk::graph::OpBuilder b{g, nullptr, "log_softmax"};
+  const int y = ops::log_softmax(b, xi, -1);
+  tk::graph::Program p(std::move(g), {y}, {}, tk::Device::cpu());
+  print_line("log_softmax_fwd", "(4096, 1024), last axis", time_runs(p, warmup, iters), "");
+}
+
+// Softmax's gradient alone: dx = y * (dy - sum(dy * y)) per row (the SoftmaxGrad op autodiff emits), y a softmax
+// computed here.
+void softmax_grad(int warmup, int iters) {
+  const int64_t rows = 4096, n = 1024;
+  tk::Tensor y = random_tensor(tk::Shape{rows, n}, 3), dy = random_tensor(tk::Shape{rows, n}, 6);
+  float* py = y.data<float>();
+  for (int64_t r = 0; r < rows; ++r) {
+    double sum = 0;
+    for (int64_t j = 0; j < n; ++j) sum += (py[r * n + j] = std::exp(py[r * n + j]));
+    for (int64_t j = 0; j < n; ++j) py[r * n + j] = static_cast<float>(py[r * n + j] / sum);
+  }
+  tk::graph::Graph g;
+  const int yi = g.variable("y", y), dyi = g.variable("dy", dy);
+  const int dx = g.add(tk::graph::Op::SoftmaxGrad, {dyi, yi}, {}, "softmax_grad");
+  tk::graph::Program p(std::move(g), {dx}, {}, tk::Device::cpu());
+  print_line("softmax_grad", "dy, y (4096, 1024), last axis", time_runs(p, warmup, iters), "");
+}
+
 void batch_matmul(int warmup, int iters) {
   tk::Tensor a = random_tensor(tk::Shape{64, 128, 64}, 4), c = random_tensor(tk::Shape{64, 64, 128}, 5);
   tk::graph::Graph g;
@@ -173,6 +205,8 @@ int main(int argc, char** argv) try {
   if (only.empty() || only == "layer_norm") layer_norm(warmup, iters);
   if (only.empty() || only == "softmax") softmax(warmup, iters);
   if (only.empty() || only == "batch_matmul") batch_matmul(warmup, iters);
+  if (only.empty() || only == "log_softmax") log_softmax(warmup, iters);
+  if (only.empty() || only == "softmax_grad") softmax_grad(warmup, iters);
   return 0;
 } catch (const tk::Error& e) {
   std::fprintf(stderr, "tk_bench_tensor_ops: %s\n", e.what());

@@ -95,6 +95,20 @@ TEST(CudaLaunchGeometry, CoversTheWorkFillsTheDeviceAndLaunchesNothingForNothing
 // and no op is both. Prints what the default MLP still lacks.
 // Mixed precision's GEMMs run on cuBLASLt in 16 bits, not widened to float32 (gemm_cublaslt.cpp): the 16-bit
 // MatMul and FusedMatMul signatures, and the bfloat16 product written in float32, are the native kernel's.
+TEST(CudaLaunchGeometry, ReductionGroupsFollowTheReducedLength) {
+  EXPECT_EQ(reduce_group_threads(1000, 31, true, 132), 1);             // short rows: a thread per output
+  EXPECT_EQ(reduce_group_threads(1000, 32, true, 132), kWarpThreads);  // a warp per row
+  EXPECT_EQ(reduce_group_threads(4096, 1023, true, 132), kWarpThreads);
+  EXPECT_EQ(reduce_group_threads(4096, 1024, true, 132), int(kThreadsPerBlock));  // a block per row
+  EXPECT_EQ(reduce_group_threads(3, 5000, false, 132), int(kThreadsPerBlock));    // few strided outputs: cooperate
+  // many strided outputs (a column sum of a wide matrix): coalesced across outputs, enough to fill the device
+  EXPECT_EQ(reduce_group_threads(int64_t{1} << 20, 5000, false, 132), 1);
+  EXPECT_EQ(group_geometry(0, 32, 132).blocks, 0u);
+  EXPECT_EQ(group_geometry(9, 32, 132).blocks, 2u);  // 8 warps per block
+  EXPECT_EQ(group_geometry(9, 256, 132).blocks, 9u);
+  EXPECT_EQ(group_geometry(int64_t{1} << 30, 256, 132).blocks, 132u * kBlocksPerSm);
+}
+
 TEST(CudaCoverage, SixteenBitGemmsRunOnCublasLtInTheirOwnDtypes) {
   graph::ensure_backends_registered();
   if (graph::kernel_signatures(DeviceKind::cuda, graph::Op::Relu).empty())

@@ -479,6 +479,11 @@ std::vector<Case> extra_forward_cases() {
     c.push_back({"TanhGrad", Op::TanhGrad, {{4, 5}, {4, 5}}, {}, at});
     c.push_back({"GeluGrad", Op::GeluGrad, {{4, 5}, {4, 5}}, {}, at});
     c.push_back({"SoftmaxGrad", Op::SoftmaxGrad, {{3, 6}, {3, 6}}, {}, at, pred_target_init(false)});
+    // Rows for CUDA's cooperative row kernels (a block per row from 1024 elements, a warp from 32: launch_geometry.h)
+    c.push_back({"SoftmaxGrad long rows", Op::SoftmaxGrad, {{3, 1500}, {3, 1500}}, {}, at, pred_target_init(false)});
+    c.push_back({"SoftmaxGrad warp rows", Op::SoftmaxGrad, {{20, 100}, {20, 100}}, {}, at, pred_target_init(false)});
+    c.push_back({"Softmax long rows", Op::Softmax, {{3, 1500}}, {}, at});
+    c.push_back({"Softmax warp rows", Op::Softmax, {{20, 100}}, {}, at});
     at.alpha = 1.0f;
     c.push_back({"EluGrad", Op::EluGrad, {{4, 5}, {4, 5}}, {}, at});
     at.alpha = 0.2f;

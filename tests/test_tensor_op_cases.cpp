@@ -30,6 +30,11 @@ void spaced(int i, float* p, int64_t n, std::mt19937& g) {
   for (int64_t k = 0; k < n; ++k) p[k] = 0.1f * static_cast<float>(perm[static_cast<size_t>(k)]) - 1.0f;
   (void)i;
 }
+// Near 1 (0.995 .. 1.005, random sign of the offset): products of thousands stay finite and normal.
+void near_one(int, float* p, int64_t n, std::mt19937& g) {
+  std::uniform_real_distribution<float> u(0.995f, 1.005f);
+  for (int64_t k = 0; k < n; ++k) p[k] = u(g);
+}
 // Input 0 spaced, input 1 spaced with an offset of 0.05: never equal to input 0 (maximum, minimum, comparisons)...
 void interleaved(int i, float* p, int64_t n, std::mt19937& g) {
   spaced(i, p, n, g);
@@ -292,6 +297,29 @@ std::vector<Case> tensor_forward_cases() {
                  at,
                  spaced});
   }
+  // Long reduced axes: CUDA's cooperative kernels (a block per output from 1024 elements, a warp from 32, strided or
+  // contiguous: launch_geometry.h's reduce_group_threads), against the cpu like every case.
+  for (int f = 0; f < kReduceFnCount; ++f) {
+    const auto fn = static_cast<ReduceFn>(f);
+    const InitFn init = fn == ReduceFn::max || fn == ReduceFn::min ? InitFn(spaced)
+                        : fn == ReduceFn::prod                     ? InitFn(near_one)
+                                                                   : InitFn(signed_init);
+    const std::string n = std::string("Reduce ") + reduce_name(fn);
+    c.push_back({n + " long row", Op::Reduce, {{3, 3000}}, {}, reduce_attrs(fn, 0b10, false), init});
+    c.push_back({n + " warp rows", Op::Reduce, {{40, 100}}, {}, reduce_attrs(fn, 0b10, false), init});
+    c.push_back({n + " long column", Op::Reduce, {{2500, 3}}, {}, reduce_attrs(fn, 0b01, false), init});
+    c.push_back({n + " long axes 0 and 2", Op::Reduce, {{30, 2, 70}}, {}, reduce_attrs(fn, 0b101, false), init});
+  }
+  for (bool max : {true, false}) {
+    Attrs at = reduce_attrs(max ? ReduceFn::max : ReduceFn::min, 0, false);
+    const std::string n = std::string("ArgReduce ") + (max ? "max" : "min");
+    at.axis = -1;
+    c.push_back({n + " long row", Op::ArgReduce, {{2, 3000}}, {}, at, spaced});
+    c.push_back({n + " warp rows", Op::ArgReduce, {{50, 200}}, {}, at, spaced});
+    c.push_back({n + " ties", Op::ArgReduce, {{6, 500}}, {}, at, with_ties});  // the first of equal extremes
+    at.axis = 0;
+    c.push_back({n + " long column", Op::ArgReduce, {{2000, 3}}, {}, at, spaced});
+  }
   {
     Attrs at;
     at.depth = 5;
@@ -537,20 +565,23 @@ std::vector<NonFiniteCase> tensor_nonfinite_cases() {
            return std::vector<Tensor>{y};
          }});
   }
+  // Rows of 8 (one thread per output on CUDA), 600 (a warp) and 2000 (a block): each row holds one of NaN, Inf, -Inf.
   for (ReduceFn f :
        {ReduceFn::sum, ReduceFn::mean, ReduceFn::max, ReduceFn::min, ReduceFn::prod, ReduceFn::logsumexp}) {
-    c.push_back({{std::string("Reduce ") + reduce_name(f),
-                  Op::Reduce,
-                  {{3, 8}},
-                  {},
-                  reduce_attrs(f, 0b10, false),
-                  nonfinite_values},
-                 [f](const std::vector<Tensor>& in) {
-                   Tensor y = Tensor::zeros(Shape{3});
-                   for (int64_t r = 0; r < 3; ++r)
-                     y.data<float>()[r] = static_cast<float>(reduce_rule(f, in[0].data<float>() + r * 8, 8));
-                   return std::vector<Tensor>{y};
-                 }});
+    for (int64_t w : {8, 600, 2000}) {
+      c.push_back({{std::string("Reduce ") + reduce_name(f) + (w == 8 ? "" : " rows of " + std::to_string(w)),
+                    Op::Reduce,
+                    {{3, w}},
+                    {},
+                    reduce_attrs(f, 0b10, false),
+                    nonfinite_values},
+                   [f, w](const std::vector<Tensor>& in) {
+                     Tensor y = Tensor::zeros(Shape{3});
+                     for (int64_t r = 0; r < 3; ++r)
+                       y.data<float>()[r] = static_cast<float>(reduce_rule(f, in[0].data<float>() + r * w, w));
+                     return std::vector<Tensor>{y};
+                   }});
+    }
   }
   return c;
 }

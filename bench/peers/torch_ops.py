@@ -35,7 +35,7 @@ def main():
     ap.add_argument("--iters", type=int, default=30, help="timed iterations (after --warmup untimed ones)")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--only", default="", help="layer_norm, softmax or batch_matmul (default: all three)")
+    ap.add_argument("--only", default="", help="layer_norm, softmax, batch_matmul, log_softmax or softmax_grad (default: all)")
     args = ap.parse_args()
 
     import torch
@@ -73,6 +73,19 @@ def main():
         s = torch.randn(4096, 1024, generator=g)
         with torch.no_grad():
             emit("softmax_fwd", "(4096, 1024), last axis", timed(lambda: torch.softmax(s, -1), args.warmup, args.iters))
+
+    if args.only in ("", "log_softmax"):
+        s = torch.randn(4096, 1024, generator=g)
+        with torch.no_grad():
+            emit("log_softmax_fwd", "(4096, 1024), last axis",
+                 timed(lambda: torch.log_softmax(s, -1), args.warmup, args.iters))
+
+    if args.only in ("", "softmax_grad"):
+        y = torch.softmax(torch.randn(4096, 1024, generator=g), -1)
+        dy = torch.randn(4096, 1024, generator=g)
+        with torch.no_grad():  # the kernel autograd runs for softmax's backward
+            emit("softmax_grad", "dy, y (4096, 1024), last axis",
+                 timed(lambda: torch._softmax_backward_data(dy, y, -1, torch.float32), args.warmup, args.iters))
 
     if args.only in ("", "batch_matmul"):
         a = torch.randn(64, 128, 64, generator=g)

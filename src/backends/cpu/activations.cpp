@@ -111,22 +111,13 @@ void leaky_relu_grad(const KernelArgs& a) {
 }
 
 // Softmax over the last axis, y(rows, n): backends/math/activations.h's softmax_row (the max subtracted, the sum
-// normalized), with exp vectorized (vector_exp.h: within 1.2e-7 of expf) and the row's sum in vector lanes.
-void softmax_row(const float* x, float* y, int64_t n) {
-  const float sum = exp_row(x, y, n, max_row(x, n));
-  const float inv = 1.0f / sum;
-#pragma omp simd
-  for (int64_t j = 0; j < n; ++j) y[j] *= inv;
-}
+// normalized), in the CPU's vector lanes (vector_exp.h: exp within 1.2e-7 of expf, the ISA chosen at run time).
 void softmax(const KernelArgs& a) {
   const int64_t n = a.node.shape[-1], rows = a.node.shape.numel() / (n ? n : 1);
   const float* x = a.input<float>(0);
   float* y = a.output<float>();
   parallel_for(
-      rows,
-      [&](int64_t rb, int64_t re) {
-        for (int64_t r = rb; r < re; ++r) softmax_row(x + r * n, y + r * n, n);
-      },
+      rows, [&](int64_t rb, int64_t re) { softmax_rows(x + rb * n, y + rb * n, re - rb, n); },
       kParallelGrain / std::max<int64_t>(n, 1));
 }
 void softmax_grad(const KernelArgs& a) {
@@ -137,7 +128,7 @@ void softmax_grad(const KernelArgs& a) {
   parallel_for(
       rows,
       [&](int64_t rb, int64_t re) {
-        for (int64_t r = rb; r < re; ++r) math::softmax_grad_row(dy + r * n, y + r * n, dx + r * n, n);
+        softmax_grad_rows(dy + rb * n, y + rb * n, dx + rb * n, re - rb, n);  // math::softmax_grad_row in lanes
       },
       kParallelGrain / std::max<int64_t>(n, 1));
 }

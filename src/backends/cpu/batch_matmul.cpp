@@ -11,6 +11,7 @@
 #include <optional>
 #include <tuple>
 
+#include "backends/batch_layout.h"
 #include "backends/cpu/gemm.h"
 #include "backends/cpu/kernels.h"
 #include "backends/strided.h"
@@ -24,18 +25,8 @@ namespace {
 using graph::KernelArgs;
 using graph::Op;
 
-GemmShape batch_gemm_shape(const graph::Graph& g, const graph::Node& n) {
-  const Shape& a = g[n.inputs[0]].shape;
-  GemmShape s;
-  s.m = n.shape[-2];
-  s.n = n.shape[-1];
-  s.k = n.attrs.trans_a ? a[-2] : a[-1];
-  s.ta = n.attrs.trans_a;
-  s.tb = n.attrs.trans_b;
-  return s;
-}
-
-Shape batch_part(const Shape& s) { return Shape(std::vector<int64_t>(s.dims().begin(), s.dims().end() - 2)); }
+using backends::batch_gemm_shape;
+using backends::batch_part;
 
 #ifdef TK_HAVE_ONEDNN
 using dnnl::memory;

@@ -1,6 +1,7 @@
 // Reductions on the CPU: Reduce over any set of axes and ArgReduce along one (backends/math/reduce.h's math). The
 // input is seen as kept axes x reduced axes (math::Strided layouts); the output elements are split between threads
-// and each is reduced in index order, so results do not depend on the thread count.
+// and each is reduced in index order, so results do not depend on the thread count (logsumexp over contiguous rows:
+// the exps in vector lanes, vector_exp.h, summed in double lanes).
 #include "backends/math/reduce.h"
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
+#include "backends/cpu/vector_exp.h"
 #include "backends/strided.h"
 #include "graph/kernel.h"
 
@@ -128,6 +130,17 @@ void reduce_fn(const KernelArgs& a) {
   if (const Block b = block_of(a.in_shape(0), a.node.attrs.axes); b.ok) return reduce_columns<F>(x, y, b);
   const bool one_run = l.reduced.rank == 1;  // the reduced elements of an output are equally spaced
   const int64_t run_stride = l.reduced.stride[0][0];
+  if constexpr (F == ReduceFn::logsumexp) {
+    if (one_run && run_stride == 1) {  // contiguous rows (log_softmax's): the exps in vector lanes (vector_exp.h)
+      parallel_for(
+          l.outputs,
+          [&](int64_t o0, int64_t o1) {
+            for (int64_t o = o0; o < o1; ++o) y[o] = logsumexp_row(x + math::strided_offset(l.kept, 0, o), l.count);
+          },
+          std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(l.count, 1)));
+      return;
+    }
+  }
   // Reduced elements equally spaced (contiguous when they are the last axes): one loop per output.
   parallel_for(
       l.outputs,

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include "backends/cuda/check.h"
+#include "backends/cuda/group_reduce.h"
 #include "backends/cuda/launch_geometry.h"
 #include "backends/cuda/launchers.h"
 #include "backends/math/activations.h"
@@ -53,6 +54,44 @@ __global__ void softmax_grad(const float* __restrict__ dy, const float* __restri
                              int64_t rows, int64_t n) {
   for (int64_t r = first_index(); r < rows; r += grid_stride())
     math::softmax_grad_row(dy + r * n, y + r * n, dx + r * n, n);
+}
+
+// Softmax rows with G threads per row (launch_geometry.h's reduce_group_threads): the row's max (NaN-propagating: a
+// row holding a NaN is NaN throughout, as softmax_row's), the sum of exp(x - max) in float lanes combined in a fixed
+// tree, then y = exp(x - max) * (1 / sum), each lane writing the elements it read. In place allowed (x == y).
+template <int G>
+__global__ void softmax_groups(const float* x, float* y, int64_t rows, int64_t n) {
+  __shared__ float smem[kWarps];
+  constexpr int kGroups = kBlock / G;
+  const int lane = static_cast<int>(threadIdx.x) % G, group = static_cast<int>(threadIdx.x) / G;
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * kGroups + group; r < rows;
+       r += static_cast<int64_t>(gridDim.x) * kGroups) {  // uniform per group (G = 256: per block)
+    const float* xr = x + r * n;
+    float* yr = y + r * n;
+    float m = -INFINITY;
+    for (int64_t j = lane; j < n; j += G) m = math::nan_max(m, xr[j]);
+    m = group_reduce<G>(m, MaxF{}, smem);
+    float s = 0.0f;
+    for (int64_t j = lane; j < n; j += G) s += expf(xr[j] - m);
+    const float inv = 1.0f / group_reduce<G>(s, AddF{}, smem);
+    for (int64_t j = lane; j < n; j += G) yr[j] = expf(xr[j] - m) * inv;
+  }
+}
+// dx = y * (dy - sum(dy * y)) per row, the sum as softmax_groups' (float lanes, fixed tree).
+template <int G>
+__global__ void softmax_grad_groups(const float* __restrict__ dy, const float* __restrict__ y, float* __restrict__ dx,
+                                    int64_t rows, int64_t n) {
+  __shared__ float smem[kWarps];
+  constexpr int kGroups = kBlock / G;
+  const int lane = static_cast<int>(threadIdx.x) % G, group = static_cast<int>(threadIdx.x) / G;
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * kGroups + group; r < rows;
+       r += static_cast<int64_t>(gridDim.x) * kGroups) {
+    const int64_t base = r * n;
+    float dot = 0.0f;
+    for (int64_t j = lane; j < n; j += G) dot += dy[base + j] * y[base + j];
+    dot = group_reduce<G>(dot, AddF{}, smem);
+    for (int64_t j = lane; j < n; j += G) dx[base + j] = y[base + j] * (dy[base + j] - dot);
+  }
 }
 
 template <typename F>
@@ -108,15 +147,29 @@ void launch_activation_grad(Activation f, const float* dy, const float* v, float
 }
 
 void launch_softmax(const float* x, float* y, int64_t rows, int64_t n, int sm_count, Stream stream) {
-  const Geometry g = elementwise_geometry(rows, sm_count);
-  if (g.blocks) softmax<<<g.blocks, g.threads, 0, static_cast<cudaStream_t>(stream)>>>(x, y, rows, n);
+  const auto s = static_cast<cudaStream_t>(stream);
+  const int group = reduce_group_threads(rows, n, true, sm_count);
+  const Geometry g = group > 1 ? group_geometry(rows, group, sm_count) : elementwise_geometry(rows, sm_count);
+  if (g.blocks && group == kBlock)
+    softmax_groups<kBlock><<<g.blocks, g.threads, 0, s>>>(x, y, rows, n);
+  else if (g.blocks && group == kWarpThreads)
+    softmax_groups<kWarpThreads><<<g.blocks, g.threads, 0, s>>>(x, y, rows, n);
+  else if (g.blocks)
+    softmax<<<g.blocks, g.threads, 0, s>>>(x, y, rows, n);
   check(cudaGetLastError(), "softmax kernel launch", "launch_softmax");
 }
 
 void launch_softmax_grad(const float* dy, const float* y, float* dx, int64_t rows, int64_t n, int sm_count,
                          Stream stream) {
-  const Geometry g = elementwise_geometry(rows, sm_count);
-  if (g.blocks) softmax_grad<<<g.blocks, g.threads, 0, static_cast<cudaStream_t>(stream)>>>(dy, y, dx, rows, n);
+  const auto s = static_cast<cudaStream_t>(stream);
+  const int group = reduce_group_threads(rows, n, true, sm_count);
+  const Geometry g = group > 1 ? group_geometry(rows, group, sm_count) : elementwise_geometry(rows, sm_count);
+  if (g.blocks && group == kBlock)
+    softmax_grad_groups<kBlock><<<g.blocks, g.threads, 0, s>>>(dy, y, dx, rows, n);
+  else if (g.blocks && group == kWarpThreads)
+    softmax_grad_groups<kWarpThreads><<<g.blocks, g.threads, 0, s>>>(dy, y, dx, rows, n);
+  else if (g.blocks)
+    softmax_grad<<<g.blocks, g.threads, 0, s>>>(dy, y, dx, rows, n);
   check(cudaGetLastError(), "softmax gradient kernel launch", "launch_softmax_grad");
 }
 

@@ -23,6 +23,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -108,8 +109,18 @@ struct Plan {
   }
 };
 
+// Strided batches: the batch count and each layout's stride between matrices (A' is trainkit's B, B' its A).
+void set_batch(cublasLtMatrixLayout_t layout, const GemmBatch& b, int64_t stride, const std::string& where) {
+  const int32_t count = static_cast<int32_t>(b.count);
+  check_lt(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count),
+           "BATCH_COUNT", where);
+  check_lt(
+      cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride),
+      "STRIDED_BATCH_OFFSET", where);
+}
+
 std::unique_ptr<Plan> make_plan(const GemmShape& s, GemmTypes t, int device, bool deterministic,
-                                const std::string& where) {
+                                const std::string& where, const GemmBatch& batch = {}) {
   auto p = std::make_unique<Plan>();
   const ColumnMajorGemm g = to_column_major(s.m, s.n, s.k, s.ta, s.tb);
   const bool tf32 = allow_tf32() && t.ab == DType::f32;  // 16-bit operands accumulate in float32 regardless
@@ -138,6 +149,11 @@ std::unique_ptr<Plan> make_plan(const GemmShape& s, GemmTypes t, int device, boo
   check_lt(
       cublasLtMatrixLayoutCreate(&p->c, cuda_type(t.c), static_cast<uint64_t>(g.m), static_cast<uint64_t>(g.n), g.ldc),
       "cublasLtMatrixLayoutCreate(C)", where);
+  if (batch.count > 1) {
+    set_batch(p->a, batch, batch.stride_b, where);
+    set_batch(p->b, batch, batch.stride_a, where);
+    set_batch(p->c, batch, batch.stride_c, where);
+  }
   cublasLtMatmulPreference_t pref = nullptr;
   check_lt(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate", where);
   const size_t ws = kWorkspaceBytes;
@@ -200,6 +216,31 @@ Plan& plan_for(const GemmShape& s, GemmTypes t, int device, const graph::Node& n
   return *slot;
 }
 
+// A strided batch's plan, or null where cuBLASLt has no algorithm for it (kept: asked once per shape and batch).
+Plan* batched_plan_for(const GemmShape& s, const GemmBatch& b, int device, const graph::Node& node) {
+  struct Slot {
+    std::unique_ptr<Plan> plan;
+    bool asked = false;
+  };
+  thread_local std::map<std::tuple<GemmShape, GemmBatch, int, bool, bool>, Slot> plans;
+  const bool deterministic = config::is_op_determinism_enabled();
+  Slot& slot = plans[{s, b, device, allow_tf32(), deterministic}];
+  if (!slot.asked) {
+    slot.asked = true;
+    try {
+      slot.plan = make_plan(s, GemmTypes{}, device, deterministic, where(node), b);
+    } catch (const Error& e) {  // no algorithm for the batch (a stride-0 operand, say), or the heuristics refused
+      slot.plan = nullptr;      // its layouts: one GEMM per matrix, whose own errors still throw; said once per shape
+      std::fprintf(stderr,
+                   "trainkit: %s: cuBLASLt takes no strided batch of %lld (strides %lld, %lld): one GEMM per matrix "
+                   "instead (%s)\n",
+                   where(node).c_str(), static_cast<long long>(b.count), static_cast<long long>(b.stride_a),
+                   static_cast<long long>(b.stride_b), e.what());
+    }
+  }
+  return slot.plan.get();
+}
+
 // c = epilogue(op(a) op(b)) + beta c for any operand and output dtypes (k > 0; alpha and beta in float32).
 void gemm_typed(const GemmShape& s, GemmTypes t, const void* a, const void* b, const void* bias, void* c, float beta,
                 void* workspace, int device, void* stream, const graph::Node& node) {
@@ -243,6 +284,22 @@ void gemm(const GemmShape& s, const float* a, const float* b, const float* bias,
     return;
   }
   gemm_typed(s, GemmTypes{}, a, b, bias, c, beta, workspace, device, stream, node);
+}
+
+bool gemm_strided_batched(const GemmShape& s, const GemmBatch& batch, const float* a, const float* b, float* c,
+                          void* workspace, int device, void* stream, const graph::Node& node) {
+  if (s.epilogue != Epilogue::none)
+    throw InvalidArgument("gemm_strided_batched: " + where(node) + " asks for an epilogue; batches take none");
+  if (batch.count <= 0 || s.m == 0 || s.n == 0) return true;
+  if (s.k == 0 || batch.count > INT32_MAX) return false;  // the caller's per-matrix loop (k = 0: zeros)
+  Plan* p = batched_plan_for(s, batch, device, node);
+  if (!p) return false;
+  const float alpha = 1.0f, beta = 0.0f;
+  const cublasStatus_t st =
+      cublasLtMatmul(handle(device), p->desc, &alpha, b, p->a, a, p->b, &beta, c, p->c, c, p->c, &p->algo,
+                     aligned_workspace(workspace), kWorkspaceBytes, static_cast<cudaStream_t>(stream));
+  if (st != CUBLAS_STATUS_SUCCESS) check_lt(st, "cublasLtMatmul (strided batch)", where(node));
+  return true;
 }
 
 size_t gemm_workspace_bytes() { return kWorkspaceBytes + kWorkspaceAlignment - kOperandAlignment; }

@@ -17,6 +17,17 @@ void gemm(const cpu::GemmShape& s, const float* a, const float* b, const float* 
           void* workspace, int device, void* stream, const graph::Node& node);
 size_t gemm_workspace_bytes();
 
+// `count` float32 products c_j = op(a_j) op(b_j), j = 0 .. count - 1, the matrices `stride_*` elements apart (0: the
+// same matrix for every j, a broadcast operand), as one cuBLASLt matmul whose layouts carry
+// CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT / STRIDED_BATCH_OFFSET (BatchMatMul; s.epilogue must be none). Returns false,
+// having queued nothing, where cuBLASLt offers no algorithm for that batch (the caller then runs one gemm per matrix).
+struct GemmBatch {
+  int64_t count = 1, stride_a = 0, stride_b = 0, stride_c = 0;
+  auto operator<=>(const GemmBatch&) const = default;
+};
+bool gemm_strided_batched(const cpu::GemmShape& s, const GemmBatch& batch, const float* a, const float* b, float* c,
+                          void* workspace, int device, void* stream, const graph::Node& node);
+
 // float16 / bfloat16 MatMul and FusedMatMul on cuBLASLt in their own dtypes (float32 accumulation), registered after
 // the widened kernels (backends/widen.h), which they fall back to for relu_grad, k = 0, dimensions that are not
 // multiples of 8, and TK_CUDA_NATIVE16=0.

@@ -17,7 +17,8 @@ void launch_activation(Activation f, const float* x, float* y, int64_t n, float 
 // dx = f'(dy, v, alpha), v being x or y as the op's gradient rule takes
 void launch_activation_grad(Activation f, const float* dy, const float* v, float* dx, int64_t n, float alpha,
                             int sm_count, Stream stream);
-// Softmax over the last axis of (rows, n) and its gradient dx = y * (dy - sum(dy * y)), one thread per row
+// Softmax over the last axis of (rows, n) and its gradient dx = y * (dy - sum(dy * y)): a warp or a block per row for
+// rows of 32 elements or more (group_reduce.h; launch_geometry.h decides), one thread per row otherwise
 void launch_softmax(const float* x, float* y, int64_t rows, int64_t n, int sm_count, Stream stream);
 void launch_softmax_grad(const float* dy, const float* y, float* dx, int64_t rows, int64_t n, int sm_count,
                          Stream stream);

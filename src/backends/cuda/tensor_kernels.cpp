@@ -1,15 +1,17 @@
 // Registers the general tensor ops' CUDA kernels (tensor_launchers.h): the layouts (math::Strided) are built on the
-// host from the node's shapes, as the CPU kernels build them (backends/strided.h); BatchMatMul is one cuBLASLt GEMM
-// per batch element (gemm_cublaslt.h). Float ops register float32 (16-bit through widen.cpp); ops that move values
-// register every dtype.
+// host from the node's shapes, as the CPU kernels build them (backends/strided.h); BatchMatMul is strided-batched
+// cuBLASLt GEMMs (gemm_cublaslt.h, backends/batch_layout.h). Float ops register float32 (16-bit through widen.cpp);
+// ops that move values register every dtype.
 #ifdef TK_HAVE_CUDA
 #include <cuda_runtime.h>
 
 #include <cstring>
 
+#include "backends/batch_layout.h"
 #include "backends/cuda/check.h"
 #include "backends/cuda/device_errors_cuda.h"
 #include "backends/cuda/gemm_cublaslt.h"
+#include "backends/cuda/launch_geometry.h"
 #include "backends/cuda/tensor_launchers.h"
 #include "backends/device_errors.h"
 #include "backends/strided.h"
@@ -91,8 +93,14 @@ void reduce(const KernelArgs& a) {
     backends::merge_axes(*s, 1);
   }
   if (count == 0) throw Unsupported("Reduce '" + a.node.name + "' over an empty axis on CUDA");
-  launch_reduce(a.node.attrs.reduce, a.input<float>(0), a.output<float>(), kept, reduced, outputs, count, sms(a),
-                a.ctx.stream);
+  const bool contiguous = reduced.rank == 1 && reduced.stride[0][0] == 1;
+  const int group = reduce_group_threads(outputs, count, contiguous, sms(a));
+  if (group > 1)
+    launch_reduce_groups(a.node.attrs.reduce, group, a.input<float>(0), a.output<float>(), kept, reduced, outputs,
+                         count, sms(a), a.ctx.stream);
+  else
+    launch_reduce(a.node.attrs.reduce, a.input<float>(0), a.output<float>(), kept, reduced, outputs, count, sms(a),
+                  a.ctx.stream);
 }
 void arg_reduce(const KernelArgs& a) {
   const Shape& x = a.in_shape(0);
@@ -100,8 +108,13 @@ void arg_reduce(const KernelArgs& a) {
   int64_t outer = 1, inner = 1;
   for (int d = 0; d < axis; ++d) outer *= x[d];
   for (int d = axis + 1; d < x.rank(); ++d) inner *= x[d];
-  launch_arg_reduce(a.node.attrs.reduce == graph::ReduceFn::max, a.input<float>(0), a.output<int32_t>(), outer, x[axis],
-                    inner, sms(a), a.ctx.stream);
+  const bool max = a.node.attrs.reduce == graph::ReduceFn::max;
+  const int group = reduce_group_threads(outer * inner, x[axis], inner == 1, sms(a));
+  if (group > 1)
+    launch_arg_reduce_groups(max, group, a.input<float>(0), a.output<int32_t>(), outer, x[axis], inner, sms(a),
+                             a.ctx.stream);
+  else
+    launch_arg_reduce(max, a.input<float>(0), a.output<int32_t>(), outer, x[axis], inner, sms(a), a.ctx.stream);
 }
 
 struct Around {
@@ -138,29 +151,27 @@ void one_hot(const KernelArgs& a) {
                  sms(a), a.ctx.stream);
 }
 
-cpu::GemmShape batch_gemm_shape(const graph::Graph& g, const graph::Node& n) {
-  const Shape& a = g[n.inputs[0]].shape;
-  cpu::GemmShape s;
-  s.m = n.shape[-2];
-  s.n = n.shape[-1];
-  s.k = n.attrs.trans_a ? a[-2] : a[-1];
-  s.ta = n.attrs.trans_a;
-  s.tb = n.attrs.trans_b;
-  return s;
-}
-Shape batch_part(const Shape& s) { return Shape(std::vector<int64_t>(s.dims().begin(), s.dims().end() - 2)); }
+// One strided-batched cuBLASLt GEMM per leading batch index (backends/batch_layout.h: usually one call for the whole
+// batch; broadcast operands stride 0); where cuBLASLt offers no algorithm for a batch, one GEMM per matrix.
 size_t batch_matmul_workspace(const graph::Graph&, int) { return gemm_workspace_bytes(); }
 void batch_matmul(const KernelArgs& a) {
-  const cpu::GemmShape s = batch_gemm_shape(a.g, a.node);
-  const Shape ab = batch_part(a.in_shape(0)), bb = batch_part(a.in_shape(1)), yb = batch_part(a.node.shape);
-  const math::Strided l = backends::broadcast_layout(yb, {&ab, &bb});
-  const int64_t batches = yb.numel();
+  const cpu::GemmShape s = backends::batch_gemm_shape(a.g, a.node);
+  const backends::GemmBatches bt = backends::gemm_batches(a.in_shape(0), a.in_shape(1), a.node.shape, s);
   const float* x = a.input<float>(0);
   const float* w = a.input<float>(1);
   float* y = a.output<float>();
-  for (int64_t i = 0; i < batches; ++i)
-    gemm(s, x + math::strided_offset(l, 0, i) * s.m * s.k, w + math::strided_offset(l, 1, i) * s.k * s.n, nullptr,
-         y + i * s.m * s.n, 0.0f, a.workspace, a.ctx.device.index, a.ctx.stream, a.node);
+  const GemmBatch batch{bt.count, bt.stride[0], bt.stride[1], bt.stride[2]};
+  for (int64_t o = 0; o < bt.calls; ++o) {
+    const float* xo = x + bt.offset(0, o);
+    const float* wo = w + bt.offset(1, o);
+    float* yo = y + bt.offset(2, o);
+    if (bt.count > 1 &&
+        gemm_strided_batched(s, batch, xo, wo, yo, a.workspace, a.ctx.device.index, a.ctx.stream, a.node))
+      continue;
+    for (int64_t j = 0; j < bt.count; ++j)
+      gemm(s, xo + j * bt.stride[0], wo + j * bt.stride[1], nullptr, yo + j * bt.stride[2], 0.0f, a.workspace,
+           a.ctx.device.index, a.ctx.stream, a.node);
+  }
 }
 
 int64_t ln_rows(const Shape& x) { return x.numel() / x[-1]; }

@@ -44,6 +44,12 @@ void launch_reduce(graph::ReduceFn f, const float* x, float* y, const math::Stri
 // y(outer, inner) = index of the first max / min along the middle axis of x(outer, n, inner)
 void launch_arg_reduce(bool max, const float* x, int32_t* y, int64_t outer, int64_t n, int64_t inner, int sm_count,
                        Stream stream);
+// The same two with `group_threads` (32 or 256: launch_geometry.h's reduce_group_threads) cooperating on each output
+// (reduce_groups.cu): the same results, sums rounded in a fixed tree instead of index order.
+void launch_reduce_groups(graph::ReduceFn f, int group_threads, const float* x, float* y, const math::Strided& kept,
+                          const math::Strided& reduced, int64_t outputs, int64_t count, int sm_count, Stream stream);
+void launch_arg_reduce_groups(bool max, int group_threads, const float* x, int32_t* y, int64_t outer, int64_t n,
+                              int64_t inner, int sm_count, Stream stream);
 // Records in *record (host memory the device writes: device_errors_cuda.h) the first of idx[0..count) outside
 // [0, rows), as `site`; the host throws it as the CPU kernel's InvalidArgument at the next synchronization. Launched
 // before Gather and GatherGrad.
