@@ -40,10 +40,12 @@ const char* class_of(RecurrentSpec::Kind k) {
 // Keras' LSTM with its default activations runs as one fused op over the whole sequence (graph/lstm_rules.h): no
 // per-step ops for the executor to dispatch, the cell's element math in one pass per step, and dU one GEMM over all
 // steps in the gradient. RecurrentLayer::run keeps the per-step composite for other activations, masks and a
-// go_backwards sequence output in step order. Measured in docs/benchmarks.md (issue 32's bidirectional LSTM).
-bool takes_fused_lstm(const RecurrentSpec& s, int mask, bool flip) {
-  return s.kind == RecurrentSpec::Kind::lstm && s.activation == "tanh" && s.recurrent_activation == "sigmoid" &&
-         mask < 0 && s.go_backwards == flip;
+// go_backwards sequence output in step order. Measured in docs/benchmarks.md (issue 32's bidirectional LSTM). Training
+// programs only, for now: predict and evaluate programs are what Model::export_onnx writes, and LstmSequence has no
+// ONNX mapping yet (the composite's ops all have one).
+bool takes_fused_lstm(const RecurrentSpec& s, bool training, int mask, bool flip) {
+  return training && s.kind == RecurrentSpec::Kind::lstm && s.activation == "tanh" &&
+         s.recurrent_activation == "sigmoid" && mask < 0 && s.go_backwards == flip;
 }
 // proj (T * N, 4u) time-major -> the layer's output: (N, T, u) with return_sequences (time order), else (N, u).
 int fused_lstm(graph::OpBuilder& b, const RecurrentSpec& s, int proj, int recurrent, int64_t n, int64_t steps,
@@ -192,7 +194,7 @@ int RecurrentLayer::run(CallContext& ctx, int x, const Weight* w, const std::str
     const int input_bias = two_biases ? ops::reshape(b, ops::slice(b, bias, 0, 0, 1), Shape{gu}) : bias;
     proj = b.add(Op::BiasAdd, {proj, input_bias});
   }
-  if (takes_fused_lstm(spec_, mask, flip)) return fused_lstm(b, spec_, proj, recurrent, n, steps, dtype);
+  if (takes_fused_lstm(spec_, ctx.training, mask, flip)) return fused_lstm(b, spec_, proj, recurrent, n, steps, dtype);
   proj = ops::reshape(b, proj, Shape{steps, n, gu});  // (T, N, G*u)
   const int recurrent_bias = two_biases ? ops::reshape(b, ops::slice(b, bias, 0, 1, 1), Shape{gu}) : -1;
   // GRU reset_after=False: U's z and r columns multiply h, its h columns multiply r * h.
