@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
   }
   std::sort(ms.begin(), ms.end());
   std::printf(
-      "{\"peer\":\"trainkit (unrolled composite)\",\"batch\":%lld,\"T\":%lld,\"units\":%lld,\"step_ms_median\":%.3f,"
+      "{\"peer\":\"trainkit (fused LstmSequence)\",\"batch\":%lld,\"T\":%lld,\"units\":%lld,\"step_ms_median\":%.3f,"
       "\"step_ms_min\":%.3f,\"cpu\":\"%s\"}\n",
       static_cast<long long>(batch), static_cast<long long>(t), static_cast<long long>(units), ms[ms.size() / 2],
       ms.front(), bench::cpu_description().c_str());

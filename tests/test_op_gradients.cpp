@@ -407,6 +407,7 @@ std::vector<Case> gradient_cases() {
     }
   }
   for (Case& t : tensor_gradient_cases()) c.push_back(std::move(t));
+  for (Case& t : lstm_gradient_cases()) c.push_back(std::move(t));
   return c;
 }
 
@@ -732,6 +733,7 @@ std::vector<Case> extra_forward_cases() {
     c.push_back(cc);
   }
   for (Case& t : tensor_forward_cases()) c.push_back(std::move(t));
+  for (Case& t : lstm_forward_cases()) c.push_back(std::move(t));
   return c;
 }
 

@@ -317,6 +317,7 @@ std::vector<NonFiniteCase> nonfinite_cases() {
         nan_scalar);
   }
   for (NonFiniteCase& t : tensor_nonfinite_cases()) c.push_back(std::move(t));
+  for (NonFiniteCase& t : lstm_nonfinite_cases()) c.push_back(std::move(t));
   return c;
 }
 

@@ -141,6 +141,11 @@ enum class Op : uint8_t {
   LayerNormApply,      // (x, stats, gamma(n), beta(n)) -> y, in Keras' order of operations
   LayerNormInputGrad,  // (dy, x, stats, gamma) -> dx, through the statistics
   LayerNormGammaGrad,  // (dy, x, stats) -> (2, n): the sums over rows of dy * xhat (gamma's) and of dy (beta's)
+  // Keras' LSTM cell (sigmoid gates, tanh activation) over a whole sequence, fused (nn/layers/recurrent.cpp takes it
+  // for the common case, its per-step composite otherwise; graph/lstm_rules.h has the layout):
+  LstmSequence,      // (proj (T * N, 4u), recurrent_kernel (u, 4u), h0 (N, u), c0 (N, u)) -> (6T + 2, N, u): the
+                     // h states, the c states and the gate activations; attrs.reverse: steps run from t = T - 1
+  LstmSequenceGrad,  // (dy, y, recurrent_kernel) -> (T + 1, N, 4u): d proj, then [dh0, dc0, 0, 0]
   kCount
 };
 inline constexpr int kOpCount = static_cast<int>(Op::kCount);
@@ -243,6 +248,7 @@ struct Attrs {
   int64_t pad_after[kMaxRank] = {};    // Pad
   int64_t depth = 0;                   // OneHot: the number of classes
   uint8_t step_value = 0;              // StepValue: 0 the learning rate, 1 the update count + 1
+  bool reverse = false;                // LstmSequence, LstmSequenceGrad: the steps run backwards in time
   Op epilogue = Op::kCount;  // FusedMatMul: Relu, ReluGrad or kCount (the bias alone); FusedConv2D: Relu or kCount;
                              // MaxPool2DGrad: ReluGrad (dx zeroed where the pool's input x <= 0) or kCount;
                              // MultiUpdate: its rule

@@ -4,6 +4,7 @@
 
 #include "graph/bucket.h"
 #include "graph/graph.h"
+#include "graph/lstm_rules.h"
 #include "graph/tensor_rules.h"
 #include "graph/window.h"
 #include "trainkit/core/dtype.h"
@@ -598,6 +599,8 @@ constexpr std::array<OpInfo, kOpCount> kTable{{
     {Op::LayerNormApply, "LayerNormApply", 4, true, shape_layer_norm, dtype_same_float, grad_layer_norm_apply},
     {Op::LayerNormInputGrad, "LayerNormInputGrad", 4, true, shape_layer_norm, dtype_same_float, nullptr},
     {Op::LayerNormGammaGrad, "LayerNormGammaGrad", 3, true, shape_layer_norm, dtype_same_float, nullptr},
+    {Op::LstmSequence, "LstmSequence", 4, true, shape_lstm_sequence, dtype_same_float, grad_lstm_sequence},
+    {Op::LstmSequenceGrad, "LstmSequenceGrad", 3, true, shape_lstm_sequence_grad, dtype_same_float, nullptr},
 }};
 
 constexpr bool table_in_enum_order() {

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 
+#include "graph/lstm_rules.h"
 #include "graph/tensor_ops.h"
 #include "nn/layers/masks.h"
 #include "trainkit/core/error.h"
@@ -37,6 +38,29 @@ const char* class_of(RecurrentSpec::Kind k) {
   }
   return "?";
 }
+// Keras' LSTM with its default activations runs as one fused op over the whole sequence (graph/lstm_rules.h): no
+// per-step ops for the executor to dispatch, the cell's element math in one pass per step, and dU one GEMM over all
+// steps in the gradient. RecurrentLayer::run keeps the per-step composite for other activations, masks and a
+// go_backwards sequence output in step order. Measured in docs/benchmarks.md (issue 32's bidirectional LSTM). Training
+// programs only, for now: predict and evaluate programs are what Model::export_onnx writes, and LstmSequence has no
+// ONNX mapping yet (the composite's ops all have one).
+bool takes_fused_lstm(const RecurrentSpec& s, bool training, int mask, bool flip) {
+  return training && s.kind == RecurrentSpec::Kind::lstm && s.activation == "tanh" &&
+         s.recurrent_activation == "sigmoid" && mask < 0 && s.go_backwards == flip;
+}
+// proj (T * N, 4u) time-major -> the layer's output: (N, T, u) with return_sequences (time order), else (N, u).
+int fused_lstm(graph::OpBuilder& b, const RecurrentSpec& s, int proj, int recurrent, int64_t n, int64_t steps,
+               DType dtype) {
+  const graph::LstmLayout layout{steps, n, s.units, s.go_backwards};
+  Attrs at;
+  at.reverse = s.go_backwards;
+  const int h0 = b.g.fill(0.0f, Shape{n, s.units}, dtype), c0 = b.g.fill(0.0f, Shape{n, s.units}, dtype);
+  const int y = b.add(Op::LstmSequence, {proj, recurrent, h0, c0}, at);  // (6T + 2, N, u)
+  if (s.return_sequences)  // the h of times 0..T-1: T rows from out_row(0), (T, N, u) -> (N, T, u)
+    return ops::transpose(b, ops::slice(b, y, 0, layout.out_row(0), steps), {1, 0, 2});
+  return ops::reshape(b, ops::slice(b, y, 0, layout.last_row(), 1), Shape{n, s.units});  // (N, u)
+}
+
 const char* prefix_of(RecurrentSpec::Kind k) {
   return k == RecurrentSpec::Kind::simple_rnn ? "simple_rnn" : k == RecurrentSpec::Kind::lstm ? "lstm" : "gru";
 }
@@ -199,6 +223,7 @@ int RecurrentLayer::run(CallContext& ctx, int x, const Weight* w, const std::str
     const int input_bias = two_biases ? ops::reshape(b, ops::slice(b, bias, 0, 0, 1), Shape{gu}) : bias;
     proj = b.add(Op::BiasAdd, {proj, input_bias});
   }
+  if (takes_fused_lstm(spec_, ctx.training, mask, flip)) return fused_lstm(b, spec_, proj, recurrent, n, steps, dtype);
   proj = ops::reshape(b, proj, Shape{steps, n, gu});  // (T, N, G*u)
   const int recurrent_bias = two_biases ? ops::reshape(b, ops::slice(b, bias, 0, 1, 1), Shape{gu}) : -1;
   // GRU reset_after=False: U's z and r columns multiply h, its h columns multiply r * h.
