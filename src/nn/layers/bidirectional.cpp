@@ -123,10 +123,11 @@ std::vector<int> BidirectionalLayer::call_outputs(CallContext& ctx, const std::v
   // Keras splits initial_state in halves: the forward layer's states, then the backward's.
   const auto fs = in.size() > 1 ? in.begin() + 1 + forward_->state_count() : in.end();
   std::vector<int> forward_states, backward_states;
+  const bool states = forward_->spec().return_state;  // asked for: the fused LSTM op gives the output alone
   const int y = forward_->run(ctx, in[0], weights_.data(), name + "/" + forward_->name, false, mask, fz,
-                              std::vector<int>(in.begin() + 1, fs), &forward_states);
+                              std::vector<int>(in.begin() + 1, fs), states ? &forward_states : nullptr);
   const int y_rev = backward_->run(ctx, in[0], weights_.data() + forward_->weight_count(), name + "/" + backward_->name,
-                                   true, mask, bz, std::vector<int>(fs, in.end()), &backward_states);
+                                   true, mask, bz, std::vector<int>(fs, in.end()), states ? &backward_states : nullptr);
   graph::OpBuilder b{ctx.g, nullptr, name + "/merge"};
   std::vector<int> out(1);
   if (merge_mode_ == "concat") {

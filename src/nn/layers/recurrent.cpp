@@ -175,7 +175,8 @@ std::vector<int> RecurrentLayer::call_outputs(CallContext& ctx, const std::vecto
   // Keras' backend.rnn: unroll=True gives masked steps the previous output whatever zero_output_for_mask says.
   std::vector<int> out(1), states;
   out[0] = run(ctx, in[0], weights_.data(), name, false, computing_mask(ctx, in),
-               spec_.zero_output_for_mask && !spec_.unroll, std::vector<int>(in.begin() + 1, in.end()), &states);
+               spec_.zero_output_for_mask && !spec_.unroll, std::vector<int>(in.begin() + 1, in.end()),
+               spec_.return_state ? &states : nullptr);
   if (spec_.return_state) out.insert(out.end(), states.begin(), states.end());  // Keras: [output, h(, c)]
   return out;
 }
@@ -223,7 +224,9 @@ int RecurrentLayer::run(CallContext& ctx, int x, const Weight* w, const std::str
     const int input_bias = two_biases ? ops::reshape(b, ops::slice(b, bias, 0, 0, 1), Shape{gu}) : bias;
     proj = b.add(Op::BiasAdd, {proj, input_bias});
   }
-  if (takes_fused_lstm(spec_, ctx.training, mask, flip)) return fused_lstm(b, spec_, proj, recurrent, n, steps, dtype);
+  // The fused op starts from zero states and gives the output alone: initial_state / return_state take the composite.
+  if (initial.empty() && !final && takes_fused_lstm(spec_, ctx.training, mask, flip))
+    return fused_lstm(b, spec_, proj, recurrent, n, steps, dtype);
   proj = ops::reshape(b, proj, Shape{steps, n, gu});  // (T, N, G*u)
   const int recurrent_bias = two_biases ? ops::reshape(b, ops::slice(b, bias, 0, 1, 1), Shape{gu}) : -1;
   // GRU reset_after=False: U's z and r columns multiply h, its h columns multiply r * h.
