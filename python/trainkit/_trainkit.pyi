@@ -23,6 +23,7 @@ UNKNOWN_CARDINALITY: int
 class DatasetIterator:
     def __iter__(self) -> Iterator[Tuple[np.ndarray, ...]]: ...
     def __next__(self) -> Tuple[np.ndarray, ...]: ...
+    def close(self) -> None: ...  # stops the pass (trainkit.data's exit hook)
 
 class Dataset:
     @staticmethod

@@ -12,8 +12,10 @@ runs one call at a time, and parallel calls overlap only where fn releases the G
 decoders); map after batch (one call per batch) keeps the GIL cost per batch, as tf.data's guide advises.
 """
 
+import atexit
 import csv as _csv
 import os
+import weakref
 import sys
 import types
 from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple, Union
@@ -37,6 +39,8 @@ def _count(what: str, v: Any, allow: Tuple[int, ...] = ()) -> int:
 
 def _component(value: Any, position: int) -> np.ndarray:
     """One component of a map function's result as trainkit takes it: a C-contiguous array of a dtype it reads."""
+    if type(value) is np.ndarray and value.flags.c_contiguous and is_native(value.dtype):
+        return value  # the common case, first
     if isinstance(value, (tuple, list, dict)):
         raise TypeError(
             f"Dataset.map: the function returned a nested {type(value).__name__} at position {position}: trainkit's "
@@ -71,12 +75,26 @@ def _element_function(fn: Callable[..., Any]) -> Callable[..., Tuple[np.ndarray,
     return call
 
 
+# Passes in progress (iterators of Dataset.__iter__), stopped at exit before Python finalizes: a pass's threads that
+# then waited for the GIL (a map function's) would be ended abruptly by Python, taking the process down.
+_passes: "weakref.WeakSet[Any]" = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_passes() -> None:
+    for it in list(_passes):
+        it.close()
+
+
 class Dataset:
     """A lazy pipeline of elements (tuples of arrays); each method returns a new Dataset."""
 
-    def __init__(self, native: "_trainkit.Dataset", keep: Tuple[np.ndarray, ...]) -> None:
+    def __init__(
+        self, native: "_trainkit.Dataset", keep: Tuple[np.ndarray, ...], fns: Tuple[Callable[..., Any], ...] = ()
+    ) -> None:
         self._native = native
         self._keep = keep  # the arrays the pipeline reads in place
+        self._fns = fns  # the map functions the pipeline calls (it holds no reference of its own: dataset.cpp)
 
     @staticmethod
     def from_tensor_slices(tensors: Any) -> "Dataset":
@@ -110,7 +128,7 @@ class Dataset:
         return Dataset.from_tensor_slices(tuple(members[k] for k in names))
 
     def _derive(self, native: "_trainkit.Dataset") -> "Dataset":
-        return Dataset(native, self._keep)
+        return Dataset(native, self._keep, self._fns)
 
     def shuffle(self, buffer_size: int, seed: Optional[int] = None, reshuffle_each_iteration: bool = True) -> "Dataset":
         """Samples uniformly from a buffer of buffer_size elements; seed None: from tk.utils.set_random_seed."""
@@ -171,9 +189,9 @@ class Dataset:
             raise ValueError(f"Dataset.map: name must be None or a str, got {name!r}")
         fname = getattr(map_func, "__name__", "")
         stage = name or ("" if not fname or fname == "<lambda>" else f"map({fname})")  # "": "map"
-        return self._derive(
-            self._native.map(_element_function(map_func), self._keep, calls, deterministic is not False, stage)
-        )
+        fn = _element_function(map_func)
+        native = self._native.map(fn, self._keep, calls, deterministic is not False, stage)
+        return Dataset(native, self._keep, self._fns + (fn,))
 
     def cardinality(self) -> int:
         """Elements per pass; INFINITE_CARDINALITY or UNKNOWN_CARDINALITY."""
@@ -188,6 +206,7 @@ class Dataset:
     def __iter__(self) -> Iterator[Tuple[np.ndarray, ...]]:
         """One pass: each element as a tuple of NumPy arrays (copies)."""
         it = self._native.iterator()
+        _passes.add(it)
         for element in it:
             yield element if len(element) != 1 else element[0]
         del it
