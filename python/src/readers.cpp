@@ -15,6 +15,7 @@
 #include "trainkit/core/error.h"
 #include "trainkit/data/csv.h"
 #include "trainkit/data/dataset.h"
+#include "trainkit/data/idx.h"
 #include "trainkit/data/npy.h"
 
 namespace tkpy {
@@ -67,6 +68,18 @@ void register_readers(nb::module_& m) {
         return out;
       },
       "path"_a, "Every member of a .npz archive, in archive order, with trainkit's dtype rules (data/npy.h).");
+  m.def(
+      "load_fashion_mnist",
+      [](const std::string& dir) {
+        tk::data::FashionMnist d;
+        {
+          nb::gil_scoped_release release;
+          d = tk::data::load_fashion_mnist(dir.empty() ? tk::data::default_fashion_mnist_dir() : dir, false);
+        }
+        return nb::make_tuple(nb::make_tuple(to_numpy(d.x_train), to_numpy(d.y_train)),
+                              nb::make_tuple(to_numpy(d.x_test), to_numpy(d.y_test)));
+      },
+      "dir"_a, "The four IDX files (plain or gzipped) of dir (\"\": $TK_FASHION_MNIST_DIR or Debian's), uint8.");
   m.def("csv_dataset", &csv_dataset, "files"_a, "columns"_a, "header"_a, "delimiter"_a, "select"_a);
 }
 

@@ -1,5 +1,6 @@
-// The C++ file readers as tk.data sources (python/trainkit/data.py): NumPy .npz archives (load_npz) and CSV files
-// (open_csv: tf.data.experimental.CsvDataset), read on the pipeline's threads without the GIL.
+// The C++ file readers for Python: NumPy .npz archives (load_npz) and CSV files (open_csv:
+// tf.data.experimental.CsvDataset, read on the pipeline's threads) in python/trainkit/data.py, and the Fashion-MNIST
+// IDX files (load_fashion_mnist: keras.datasets.fashion_mnist) in python/trainkit/datasets.py; without the GIL.
 #pragma once
 #include <nanobind/nanobind.h>
 

@@ -82,3 +82,35 @@ def test_csv_errors_name_the_file_and_what_to_do(tmp_path):
         CsvDataset(tmp_path / "none.csv", [np.float32])
     with pytest.raises(tk.FormatError, match="empty"):
         list(CsvDataset(write(tmp_path / "e.csv", "a,b\n1,\n"), [np.float32, np.float32], header=True))
+
+
+def write_idx(path, array):
+    """An IDX file (the MNIST format): zero, zero, dtype 0x08 (uint8), rank, big-endian int32 dims, the bytes."""
+    header = bytes([0, 0, 0x08, array.ndim]) + b"".join(int(d).to_bytes(4, "big") for d in array.shape)
+    path.write_bytes(header + array.astype(np.uint8).tobytes())
+
+
+def test_fashion_mnist_load_data_is_keras(tmp_path, monkeypatch):
+    import gzip
+
+    rng = np.random.default_rng(4)
+    parts = {"train": (rng.integers(0, 256, (5, 28, 28)), rng.integers(0, 10, 5)),
+             "t10k": (rng.integers(0, 256, (3, 28, 28)), rng.integers(0, 10, 3))}
+    for split, (x, y) in parts.items():
+        write_idx(tmp_path / f"{split}-images-idx3-ubyte", x)
+        write_idx(tmp_path / f"{split}-labels-idx1-ubyte", y)
+    gz = tmp_path / "t10k-labels-idx1-ubyte"
+    (tmp_path / "t10k-labels-idx1-ubyte.gz").write_bytes(gzip.compress(gz.read_bytes()))  # .gz is read first
+    gz.unlink()
+    monkeypatch.setenv("TK_FASHION_MNIST_DIR", str(tmp_path))
+    (x_train, y_train), (x_test, y_test) = tk.datasets.fashion_mnist.load_data()
+    assert x_train.dtype == np.uint8 and x_train.shape == (5, 28, 28) and y_test.shape == (3,)
+    np.testing.assert_array_equal(x_train, parts["train"][0])
+    np.testing.assert_array_equal(y_train, parts["train"][1])
+    np.testing.assert_array_equal(x_test, parts["t10k"][0])
+    np.testing.assert_array_equal(y_test, parts["t10k"][1])
+    (a, _), _ = tk.datasets.fashion_mnist.load_data(tmp_path)
+    np.testing.assert_array_equal(a, x_train)
+    (tmp_path / "train-labels-idx1-ubyte").unlink()
+    with pytest.raises(OSError, match="train-labels-idx1-ubyte"):
+        tk.datasets.fashion_mnist.load_data()

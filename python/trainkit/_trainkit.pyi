@@ -51,6 +51,9 @@ def normalization_adapt(axis: Sequence[int], name: str, data: np.ndarray) -> Tup
 @overload
 def normalization_adapt(axis: Sequence[int], name: str, batches: Dataset) -> Tuple[np.ndarray, np.ndarray]: ...
 def load_npz(path: str) -> List[Tuple[str, np.ndarray]]: ...
+def load_fashion_mnist(
+    dir: str,
+) -> Tuple[Tuple[np.ndarray, np.ndarray], Tuple[np.ndarray, np.ndarray]]: ...
 def csv_dataset(
     files: Sequence[str],
     columns: Sequence[Tuple[str, str, Optional[float]]],
