@@ -25,6 +25,7 @@
 #include "keras_weights_compare.h"
 #include "nn/layers/context.h"
 #include "trainkit/io/keras.h"
+#include "trainkit/nn/adapt.h"
 #include "trainkit/nn/layers.h"
 #include "trainkit/nn/model.h"
 
@@ -298,6 +299,46 @@ TEST(CompositeKeras, NormalizationAdaptAsKeras) {
         layers::adapt(layers::ReLU({.name = "r"}), Tensor(Shape{2, 2}, DType::f32));
       },
       "'r' (ReLU) is not a Normalization");
+}
+
+// adapt over a dataset of batches (Keras' adapt of a batched dataset: the first component of each element) gives
+// Keras' statistics of the whole array; other dtypes are read as float32 values.
+TEST(CompositeKeras, NormalizationAdaptOverBatchesAsKeras) {
+  const auto& t = tensors();
+  for (const auto& [id, axis] :
+       std::vector<std::pair<std::string, std::vector<int>>>{{"adapt_last", {-1}}, {"adapt_axes", {1, 2}}}) {
+    const Tensor& x = t.at(id + "/data");
+    for (int64_t batch : {1, 2, 3, 64}) {
+      LayerPtr n = layers::Normalization({.axis = axis});
+      const Tensor labels = Tensor::zeros(Shape{x.dim(0)}, DType::i32);
+      layers::adapt(n, data::Dataset::from_tensor_slices({x, labels}).batch(batch));
+      const std::string what = id + " in batches of " + std::to_string(batch);
+      expect_near(n->weights()[0].value, t.at(id + "/mean"), 1e-6, what + " mean");
+      expect_near(n->weights()[1].value, t.at(id + "/variance"), 1e-6, what + " variance");
+      expect_near(n->weights()[2].value, t.at(id + "/count"), 0, what + " count");
+    }
+  }
+  // uint8 images: the statistics of their values (as Keras' float32 cast), without a float32 copy of the whole array.
+  Tensor pixels(Shape{7, 2, 3}, DType::u8);
+  for (int64_t i = 0; i < pixels.numel(); ++i) pixels.data<uint8_t>()[i] = static_cast<uint8_t>((i * 37) % 256);
+  LayerPtr a = layers::Normalization({}), b = layers::Normalization({});
+  layers::adapt(a, pixels);
+  layers::adapt(b, pixels.to(DType::f32));
+  expect_near(a->weights()[0].value, b->weights()[0].value, 0, "uint8 mean");
+  expect_near(a->weights()[1].value, b->weights()[1].value, 0, "uint8 variance");
+  expect_error_mentions(
+      [] {
+        layers::adapt(layers::Normalization({.name = "n"}),
+                      data::Dataset::from_tensor_slices({Tensor::zeros(Shape{4, 3})}).take(0));
+      },
+      "'n': adapt() got an empty dataset");
+  expect_error_mentions(
+      [] {
+        LayerPtr n = layers::Normalization({.name = "n"});
+        layers::adapt(n, Tensor::zeros(Shape{4, 3}));
+        layers::adapt(n, data::Dataset::from_tensor_slices({Tensor::zeros(Shape{4, 5})}).batch(2));
+      },
+      "'n': adapt() data (2, 5) does not match the layer's kept axes");
 }
 
 // Bad arguments and shapes are one clear error naming the layer.

@@ -27,10 +27,12 @@ out = ['# Type stubs of trainkit.layers (generated from the layers\' Keras signa
        'class InputLayer(Layer):', '    shape: Tuple[int, ...]', '    dtype: str', '    output: KerasTensor',
        '    def __init__(self, shape: Any = None, dtype: Optional[str] = None, name: Optional[str] = None) -> None: ...', '',
        'def Input(shape: Any = None, dtype: Optional[str] = None, name: Optional[str] = None) -> KerasTensor: ...', '']
+# Methods beyond Layer's that a layer class defines (written by hand: they are not Keras signatures).
+EXTRA = {"Normalization": ['    def adapt(self, data: Any) -> None: ...  # an array, or a trainkit.data.Dataset of batches']}
 for n in layers.__all__:
     c = getattr(layers, n)
     if n in ("Input", "KerasTensor", "Layer", "InputLayer"): continue
-    out += [f'class {n}(Layer):', f'    def __init__({sig(c)}) -> None: ...', '']
+    out += [f'class {n}(Layer):', f'    def __init__({sig(c)}) -> None: ...', *EXTRA.get(n, []), '']
 open(ROOT / 'python/trainkit/layers.pyi', 'w').write("\n".join(out))
 for mod, name in ((optimizers, "optimizers"), (losses, "losses")):
     out = [f'# Type stubs of trainkit.{name} (generated from the Keras signatures; test_native_stubs.py checks them; tools/python_stubs.py writes them).',

@@ -69,4 +69,36 @@ nb::object to_numpy(const tk::Tensor& t) {
                                          nb::device::cpu::value));
 }
 
+SharedObject share(nb::object o) {
+  return SharedObject(new nb::object(std::move(o)), [](nb::object* p) {
+    if (!nb::is_alive()) {
+      (void)p->release();  // the interpreter is gone or going: the reference can no longer be dropped
+    } else {
+      nb::gil_scoped_acquire gil;
+      p->reset();
+    }
+    delete p;
+  });
+}
+
+nb::object readonly_numpy(const tk::Tensor& t, const SharedObject& keep) {
+  if (t.device() != tk::Device::cpu()) throw nb::value_error("readonly_numpy: the tensor is not in host memory");
+  struct Owner {
+    tk::Tensor tensor;  // shares the storage
+    SharedObject keep;
+  };
+  auto* owner = new Owner{t, keep};
+  nb::capsule capsule(owner, [](void* p) noexcept { delete static_cast<Owner*>(p); });
+  std::vector<size_t> shape(t.shape().dims().begin(), t.shape().dims().end());
+  return nb::cast(nb::ndarray<nb::numpy, nb::ro>(owner->tensor.raw(), shape.size(), shape.data(), capsule, nullptr,
+                                                 dlpack_of(t.dtype()), nb::device::cpu::value));
+}
+
+tk::Tensor owning_tensor_view(const HostArray& a, nb::object owner, const char* what) {
+  const tk::Tensor view = tensor_view(a, what);
+  SharedObject keep = share(std::move(owner));
+  return tk::Tensor::from_blob(const_cast<void*>(a.data()), view.shape(), view.dtype(), tk::Device::cpu(),
+                               [keep = std::move(keep)](void*) mutable { keep.reset(); });
+}
+
 }  // namespace tkpy

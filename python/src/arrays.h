@@ -4,6 +4,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 
+#include <memory>
 #include <vector>
 
 #include "trainkit/core/tensor.h"
@@ -22,5 +23,16 @@ tk::Tensor tensor_view(const HostArray& a, const char* what);
 std::vector<tk::Tensor> tensor_views(const std::vector<HostArray>& arrays, const char* what);
 // A NumPy array sharing the host tensor's storage (no copy); the array keeps the storage alive.
 nb::object to_numpy(const tk::Tensor& t);
+
+// A Python reference that C++ may copy and drop on any thread (a pipeline's worker, without the GIL): the last copy
+// takes the GIL to release it (and leaks it once the interpreter is shutting down, when it may not be taken).
+using SharedObject = std::shared_ptr<nb::object>;
+SharedObject share(nb::object o);
+// A read-only NumPy view of a host tensor (no copy) that also keeps `keep` alive: a pipeline element may be a view of
+// the arrays a Python Dataset holds (from_tensor_slices), which must outlive any view a map function keeps.
+nb::object readonly_numpy(const tk::Tensor& t, const SharedObject& keep);
+// The tensor over `a`'s memory (no copy) that keeps `owner` (the array) alive for as long as the tensor's storage
+// lives, on whichever thread drops it: for arrays made by Python code inside the pipeline (a map function's results).
+tk::Tensor owning_tensor_view(const HostArray& a, nb::object owner, const char* what);
 
 }  // namespace tkpy

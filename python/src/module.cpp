@@ -11,6 +11,8 @@
 #include "bridge.h"
 #include "dataset.h"
 #include "errors.h"
+#include "preprocessing.h"
+#include "readers.h"
 #include "runtime.h"
 #include "trainkit/runtime/memory.h"
 
@@ -22,6 +24,8 @@ NB_MODULE(_trainkit, m) {
   tkpy::register_errors(m);
   tkpy::register_runtime(m);
   tkpy::register_dataset(m);
+  tkpy::register_preprocessing(m);
+  tkpy::register_readers(m);
   m.attr("AUTO_BATCH_SIZE") = tk::kAutoBatchSize;
 
   m.def("parse_bytes", &tk::config::parse_bytes, "text"_a,

@@ -34,7 +34,7 @@ from ._trainkit import (  # noqa: E402
 )
 from . import _trainkit, config  # noqa: E402
 from .keras_bridge import Plan, evaluate, fit, plan, predict  # noqa: E402
-from . import data, layers, losses, models, optimizers, utils  # noqa: E402
+from . import data, datasets, layers, losses, models, optimizers, utils  # noqa: E402
 from .layers import Input  # noqa: E402
 from .models import History, Model, Sequential  # noqa: E402
 
@@ -71,6 +71,7 @@ __all__ = [
     "clear_session",
     "config",
     "data",
+    "datasets",
     "devices",
     "evaluate",
     "fit",

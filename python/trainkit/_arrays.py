@@ -7,6 +7,14 @@ import numpy as np
 # The dtypes trainkit reads as they are (uint8 images stay uint8 and are converted batch by batch as they are staged).
 NATIVE_DTYPES = (np.float32, np.float16, np.int32, np.int64, np.uint8, np.bool_)
 
+
+_NATIVE_KINDS = frozenset((np.dtype(t).kind, np.dtype(t).itemsize) for t in NATIVE_DTYPES)
+
+
+def is_native(dtype: np.dtype) -> bool:
+    """By kind and size, not type: an int64 array made from trainkit's tensors has type np.longlong, not np.int64
+    (and this is cheap enough for a map function's every result)."""
+    return (dtype.kind, dtype.itemsize) in _NATIVE_KINDS and dtype.isnative
 ArrayLike = Any
 Arrays = Union[ArrayLike, Sequence[ArrayLike]]
 
@@ -14,7 +22,7 @@ Arrays = Union[ArrayLike, Sequence[ArrayLike]]
 def as_array(a: ArrayLike, what: str) -> np.ndarray:
     """The array itself when trainkit can read it in place; otherwise a float32 (or C-contiguous) copy."""
     arr = np.asarray(a)
-    if arr.dtype.type not in NATIVE_DTYPES:
+    if not is_native(arr.dtype):
         if arr.dtype.kind not in "fiub":
             raise ValueError(f"{what}: an array of dtype {arr.dtype} (trainkit reads numbers and bools)")
         arr = arr.astype(np.float32)  # float64 and other integer widths: float32, as Keras casts its inputs

@@ -19,6 +19,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from . import _trainkit
+
 # ---------------------------------------------------------------------------------------------- automatic names
 _name_counts: Dict[str, int] = {}
 
@@ -203,6 +205,7 @@ class Layer:
         self._config = config
         self._nodes: List[List[KerasTensor]] = []  # functional calls: each call's input tensors
         self._model: Optional["weakref.ref[Any]"] = None  # the model it was built in (get_weights)
+        self._adapted: Optional[List[np.ndarray]] = None  # statistics adapt() computed, set in every model built
 
     @property
     def class_name(self) -> str:
@@ -499,11 +502,49 @@ Average = _make("Average", "The mean of its inputs.", [])
 Maximum = _make("Maximum", "The elementwise maximum of its inputs.", [])
 Minimum = _make("Minimum", "The elementwise minimum of its inputs.", [])
 Concatenate = _make("Concatenate", "Its inputs joined along `axis`.", [("axis", -1, _int)])
-Normalization = _make(
-    "Normalization",
-    "(x - mean) / sqrt(variance) with a given mean and variance (adapt() is not bound).",
-    [("axis", -1, _axis), ("mean", None, _any), ("variance", None, _any), ("invert", False, _bool)],
-)
+def _axis_or_none(cls: str, arg: str, v: Any) -> Union[int, List[int]]:
+    return [] if v is None else _axis(cls, arg, v)  # Keras' axis=None: no kept axis (its config holds [])
+
+
+class Normalization(
+    _make(
+        "Normalization",
+        "(x - mean) / sqrt(variance): a given mean and variance, or those adapt(data) computes.",
+        [("axis", -1, _axis_or_none), ("mean", None, _any), ("variance", None, _any), ("invert", False, _bool)],
+    )
+):
+    def adapt(self, data: Any) -> None:
+        """Keras' adapt: the mean and (biased) variance of `data` over every axis but the layer's `axis`, computed by
+        trainkit's C++ adapt (tk::layers::adapt) in double precision. data: an array (batch first; any numeric dtype,
+        read in place when trainkit reads its dtype) or a tk.data.Dataset of batches (the first component of each
+        element, as Keras takes x from (x, y)). The layer keeps them as its weights mean and variance (count stays 0,
+        as in Keras 3): in the model holding it now, and in every model built with it later."""
+        cls = self._class_name
+        if self._config.get("mean") is not None:
+            raise ValueError(f"{cls} '{self.name}': adapt() needs a layer without a given mean and variance")
+        axis = self._config.get("axis", -1)
+        axis = [axis] if isinstance(axis, int) else list(axis)
+        from ._arrays import as_array  # (late: layers.py is imported before the data module)
+        from .data import Dataset
+
+        if isinstance(data, Dataset):
+            mean, variance = _trainkit.normalization_adapt(axis, self.name, data._native)
+        elif isinstance(data, np.ndarray) or hasattr(data, "__array__"):
+            mean, variance = _trainkit.normalization_adapt(axis, self.name, as_array(data, f"{cls}.adapt"))
+        else:
+            raise TypeError(
+                f"{cls}.adapt: data must be an array or a tk.data.Dataset of batches, got {type(data).__name__} "
+                f"(for a list of batches: tk.data.Dataset.from_tensor_slices(x).batch(n))"
+            )
+        self._adapted = [mean, variance]
+        model = self._model() if self._model is not None else None
+        if model is not None and model.built:
+            model._set_adapted(self)
+
+    def _adapted_weights(self, count: Any) -> List[Any]:
+        return [*self._adapted, count]
+
+
 
 
 _DTYPES = {"float32": "float32", "int32": "int32", "int64": "int64"}

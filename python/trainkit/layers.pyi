@@ -172,3 +172,4 @@ class Concatenate(Layer):
 
 class Normalization(Layer):
     def __init__(self, axis: Any = -1, mean: Any = None, variance: Any = None, invert: Any = False, name: Any = None) -> None: ...
+    def adapt(self, data: Any) -> None: ...  # an array, or a trainkit.data.Dataset of batches

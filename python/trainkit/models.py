@@ -213,6 +213,16 @@ class Model:
         for layer in layers:
             layer._model = weakref.ref(self)
         self._layers = layers
+        for layer in layers:
+            if getattr(layer, "_adapted", None) is not None:
+                self._set_adapted(layer)
+
+    def _set_adapted(self, layer: Layer) -> None:
+        """An adapted layer's statistics (Normalization.adapt) into this model's weights of that layer."""
+        current = self._layer_weights(layer.name)
+        if len(current) != 3:
+            raise ValueError(f"{self._label}: layer '{layer.name}' has no adapted weights (mean, variance, count)")
+        self._set_layer_weights(layer.name, layer._adapted_weights(current[2]))  # type: ignore[attr-defined]
 
     def _ensure_built(self, x: Optional[List[np.ndarray]] = None) -> "_trainkit.Bridge":
         if self._bridge is None:
@@ -456,7 +466,8 @@ class Model:
         return list(self._ensure_built().get_weights())
 
     def set_weights(self, weights: Sequence[Any]) -> None:
-        self._ensure_built().set_weights([np.ascontiguousarray(w, dtype=np.float32) for w in weights])
+        # (np.asarray, not ascontiguousarray, which makes a scalar weight such as Normalization's count 1-D)
+        self._ensure_built().set_weights([np.asarray(w, dtype=np.float32, order="C") for w in weights])
 
     def _layer_weights(self, name: str) -> List[np.ndarray]:
         bridge = self._ensure_built()

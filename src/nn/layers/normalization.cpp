@@ -7,10 +7,13 @@
 // given in the config (Keras then creates no weights).
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <vector>
 
 #include "graph/tensor_ops.h"
 #include "nn/layers/context.h"
 #include "trainkit/core/error.h"
+#include "trainkit/nn/adapt.h"
 #include "trainkit/nn/layers.h"
 
 namespace tk {
@@ -105,54 +108,123 @@ class NormalizationLayer final : public Layer, public nn::MaskSupport {
     return ops::reshape(b, ops::stack(b, parts, 0), Shape(bshape_));
   }
 
-  // Keras' adapt() of one array: the mean and the biased variance over every axis but the kept ones; count stays
-  // as it is (Keras updates it only when adapting a dataset batch by batch).
+  // Keras' adapt(): the mean and the biased variance over every axis but the kept ones, of one array or of a dataset's
+  // batches; count stays as it is (Keras 3 never updates it). Keras takes an array's moments at once and merges a
+  // dataset's batch by batch; here both are merged chunk by chunk in double (Chan's pairwise update, exact where
+  // Keras' lack-of-fit update is), so an array and the same rows in batches give the same statistics.
   void adapt(const Tensor& data) {
+    Moments m = begin_adapt(data.shape());
+    add(m, data);
+    finish(m);
+  }
+  void adapt(const data::Dataset& batches) {
+    data::Iterator it = batches.iterator();
+    data::Element e;
+    std::optional<Moments> m;
+    while (it.next(e)) {
+      if (e.empty()) throw InvalidArgument("Normalization '" + name + "': adapt() got an element without components");
+      if (!m) m = begin_adapt(e[0].shape());
+      add(*m, e[0]);  // Keras adapts to the first component of (x, y) elements
+    }
+    if (!m)
+      throw InvalidArgument("Normalization '" + name + "': adapt() got an empty dataset (it needs at least one batch)");
+    finish(*m);
+  }
+
+ private:
+  struct Moments {
+    std::vector<double> mean, m2;  // (kept elements): running mean and sum of squared deviations
+    double count = 0;              // values per kept element so far
+  };
+
+  Moments begin_adapt(const Shape& first) {
     if (o_.mean)
       throw InvalidArgument("Normalization '" + name + "': adapt() needs a layer without a given mean and variance");
-    std::vector<int64_t> batch_shape(data.shape().dims().begin(), data.shape().dims().end());
+    if (first.rank() < 1)
+      throw InvalidArgument("Normalization '" + name + "': adapt() data " + first.to_string() +
+                            " must have a batch axis");
     if (!built_) {
-      Shape s(batch_shape);
+      Shape s = first;
       s[0] = -1;
       build({s});
       built_ = true;
     }
-    if (data.shape().rank() != static_cast<int>(bshape_.size()))
-      throw InvalidArgument("Normalization '" + name + "': adapt() data " + data.shape().to_string() +
-                            " has another rank than the layer's input");
+    const size_t n = static_cast<size_t>(Shape(kept_sizes()).numel());
+    return Moments{std::vector<double>(n, 0.0), std::vector<double>(n, 0.0), 0};
+  }
+
+  std::vector<int64_t> kept_sizes() const {
+    std::vector<int64_t> stats;
+    for (int a : keep_) stats.push_back(bshape_[static_cast<size_t>(a)]);
+    return stats;
+  }
+
+  // Merges one batch (batch first, the layer's rank, any dtype) into m, in chunks of rows converted to float32.
+  void add(Moments& m, const Tensor& batch) {
+    const Shape& s = batch.shape();
+    if (s.rank() != static_cast<int>(bshape_.size()))
+      throw InvalidArgument("Normalization '" + name + "': adapt() data " + s.to_string() +
+                            " has another rank than the layer's input (" + std::to_string(bshape_.size()) + ")");
     for (int a : keep_)
-      if (data.shape()[a] != bshape_[static_cast<size_t>(a)])
-        throw InvalidArgument("Normalization '" + name + "': adapt() data " + data.shape().to_string() +
-                              " does not match the layer's kept axes");
-    if (data.dtype() != DType::f32) throw InvalidArgument("Normalization '" + name + "': adapt() takes float32 data");
-    const Tensor host = data.on_host() ? data : data.to_device(Device::cpu());
-    const int64_t n = Shape(bshape_).numel(), total = host.numel(), per = total / n;
-    // Two passes in double: the means, then the mean squared deviations (no cancellation).
-    std::vector<double> mean(static_cast<size_t>(n), 0.0), var(static_cast<size_t>(n), 0.0);
-    const Shape& s = host.shape();
-    auto kept_index = [&](int64_t i) {  // the element's index over the kept axes
-      int64_t k = 0, stride = 1;
-      for (int a = s.rank() - 1; a >= 0; --a) {
-        const int64_t c = i % s[a];
-        i /= s[a];
-        if (bshape_[static_cast<size_t>(a)] != 1) k += c * stride, stride *= s[a];
+      if (s[a] != bshape_[static_cast<size_t>(a)])
+        throw InvalidArgument("Normalization '" + name + "': adapt() data " + s.to_string() +
+                              " does not match the layer's kept axes (sizes " + Shape(kept_sizes()).to_string() + ")");
+    if (s.numel() == 0) return;
+    const Tensor host = batch.on_host() ? batch : batch.to_device(Device::cpu());
+    const int64_t row = s.sample_shape().numel();
+    const int64_t rows_per_chunk = std::max<int64_t>(1, (int64_t{1} << 20) / std::max<int64_t>(row, 1));
+    for (int64_t r0 = 0; r0 < s[0]; r0 += rows_per_chunk) {
+      const int64_t r1 = std::min(s[0], r0 + rows_per_chunk);
+      Tensor converted;  // (r1 - r0, ...) float32, when the data is another dtype
+      const float* v = nullptr;
+      if (host.dtype() == DType::f32) {
+        v = host.data<float>() + r0 * row;
+      } else {
+        converted = host.slice_rows(r0, r1).to(DType::f32);
+        v = converted.data<float>();
       }
-      return static_cast<size_t>(k);
-    };
-    const float* v = host.data<float>();
-    for (int64_t i = 0; i < total; ++i) mean[kept_index(i)] += v[i];
-    for (double& m : mean) m /= static_cast<double>(per);
-    for (int64_t i = 0; i < total; ++i) {
-      const double d = v[i] - mean[kept_index(i)];
-      var[kept_index(i)] += d * d;
-    }
-    for (size_t k = 0; k < static_cast<size_t>(n); ++k) {
-      weights_[0].value.data<float>()[k] = static_cast<float>(mean[k]);
-      weights_[1].value.data<float>()[k] = static_cast<float>(var[k] / static_cast<double>(per));
+      merge(m, v, s.with_batch(r1 - r0));
     }
   }
 
- private:
+  // Two passes over one chunk in double (its means, then its squared deviations), then Chan's merge into m.
+  void merge(Moments& m, const float* v, const Shape& s) const {
+    const size_t n = m.mean.size();
+    const int64_t total = s.numel();
+    const double per = static_cast<double>(total) / static_cast<double>(n);  // values per kept element
+    std::vector<size_t> kept(static_cast<size_t>(total));                    // each value's kept element
+    for (int64_t i = 0; i < total; ++i) {
+      int64_t rest = i, k = 0, stride = 1;
+      for (int a = s.rank() - 1; a >= 0; --a) {
+        const int64_t c = rest % s[a];
+        rest /= s[a];
+        if (bshape_[static_cast<size_t>(a)] != 1) k += c * stride, stride *= s[a];
+      }
+      kept[static_cast<size_t>(i)] = static_cast<size_t>(k);
+    }
+    std::vector<double> mean(n, 0.0), m2(n, 0.0);
+    for (int64_t i = 0; i < total; ++i) mean[kept[static_cast<size_t>(i)]] += v[i];
+    for (double& x : mean) x /= per;
+    for (int64_t i = 0; i < total; ++i) {
+      const double d = v[i] - mean[kept[static_cast<size_t>(i)]];
+      m2[kept[static_cast<size_t>(i)]] += d * d;
+    }
+    const double na = m.count, nb = per, nab = na + nb;
+    for (size_t k = 0; k < n; ++k) {
+      const double delta = mean[k] - m.mean[k];
+      m.mean[k] += delta * nb / nab;
+      m.m2[k] += m2[k] + delta * delta * na * nb / nab;
+    }
+    m.count = nab;
+  }
+
+  void finish(const Moments& m) {
+    for (size_t k = 0; k < m.mean.size(); ++k) {
+      weights_[0].value.data<float>()[k] = static_cast<float>(m.mean[k]);
+      weights_[1].value.data<float>()[k] = m.count > 0 ? static_cast<float>(m.m2[k] / m.count) : 0.0f;
+    }
+  }
+
   layers::NormalizationOptions o_;
   std::vector<int> keep_;        // the kept axes, sorted
   std::vector<int64_t> bshape_;  // the statistics' broadcast shape: kept axes' sizes, 1 elsewhere
@@ -165,12 +237,16 @@ namespace layers {
 LayerPtr Normalization(NormalizationOptions options) {
   return std::make_shared<NormalizationLayer>(std::move(options));
 }
-void adapt(const LayerPtr& layer, const Tensor& data) {
+namespace {
+NormalizationLayer& as_normalization(const LayerPtr& layer) {
   auto* n = dynamic_cast<NormalizationLayer*>(layer.get());
   if (!n)
     throw InvalidArgument("adapt: layer '" + layer->name + "' (" + layer->class_name() + ") is not a Normalization");
-  n->adapt(data);
+  return *n;
 }
+}  // namespace
+void adapt(const LayerPtr& layer, const Tensor& data) { as_normalization(layer).adapt(data); }
+void adapt(const LayerPtr& layer, const data::Dataset& batches) { as_normalization(layer).adapt(batches); }
 }  // namespace layers
 
 }  // namespace tk
