@@ -1,6 +1,6 @@
 // The fused LSTM ops on the CPU (graph/lstm_rules.h): per step one GEMM (h U forward, dz U^T backward, on gemm.h's
 // engines) and one pass of the cell's element math (backends/math/lstm.h), 16 lanes at a time where the build
-// targets AVX-512F (sigmoid through vector_exp.h's exp16, tanh as Cephes' tanhf: each within 2 ulp of glibc's), the
+// targets AVX-512F (sigmoid through exp16.h, tanh as Cephes' tanhf: each within 2 ulp of glibc's), the
 // remaining columns through math::lstm_cell itself. The batch rows of an LSTM never meet (each row's recurrence is
 // its own), so the threads split the rows once for the whole sequence: each runs every step of its rows, its GEMMs
 // on one thread, and no thread waits for another between steps (a barrier per step, and GEMMs of 64 rows split two
@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backends/cpu/exp16.h"
 #include "backends/cpu/gemm.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "backends/cpu/exp16.h"
 #include "trainkit/core/error.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -183,25 +184,6 @@ TK_AVX2 double exp_sum_avx2(const float* x, int64_t n, float shift) {
 // (-Wmaybe-uninitialized, a known false positive): off for this code.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-// exp8's math in 16 lanes, 2^z by vscalefps (which gives inf past 2^127 and needs no exponent-bit clamps). Below
-// kExpLo the lane is zeroed (a NaN compares "not less" and keeps its NaN); x is clamped to [kExpLo, 89] first so that
-// +-inf makes no NaN in r (89: e^89 overflows to inf through scalef, as expf).
-TK_AVX512 inline __m512 exp16(__m512 x) {
-  const __m512 xc = _mm512_min_ps(_mm512_set1_ps(89.0f), _mm512_max_ps(_mm512_set1_ps(kExpLo), x));  // NaN stays
-  const __m512 z = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(z, _mm512_set1_ps(0.693359375f), xc);
-  r = _mm512_fnmadd_ps(z, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  const __m512 e = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
-  return _mm512_maskz_scalef_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(kExpLo), _CMP_NLT_UQ), e, z);
-}
-
 TK_AVX512 __mmask16 tail_mask(int64_t left) {
   return static_cast<__mmask16>((1u << static_cast<unsigned>(left)) - 1u);  // left in [0, 16)
 }
