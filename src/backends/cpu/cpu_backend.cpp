@@ -75,7 +75,7 @@ std::string CpuBackend::kernel_choices(const std::vector<const graph::Program*>&
     for (int id : p->order())
       if (p->graph()[id].op == graph::Op::MatMul || p->graph()[id].op == graph::Op::FusedMatMul)
         shapes.push_back(gemm_shape(p->graph(), p->graph()[id]));
-  return shapes.empty() ? std::string() : gemm_choices(shapes);  // gemm_choices({}) would list every shape
+  return gemm_choices_of(shapes);  // with those a restored state carried (a resumed run may build none)
 }
 
 void CpuBackend::set_kernel_choices(const std::string& text) { set_gemm_choices(text); }

@@ -194,6 +194,10 @@ struct Entry {
   double seconds[2] = {0, 0};  // measured per engine (0: not measured)
   size_t planned_scratch = 0;  // what gemm_workspace asked the planner for
   bool listed = false;         // measured here or restored from a saved state: gemm_choices() lists it
+  // Restored from a saved state (set_gemm_choices): listed by gemm_choices(shapes) whatever `shapes`, so a resumed
+  // run's state names the engines its backup did even when it builds no program with that shape (a run resumed
+  // after the last step trains nothing, and its final state must equal an uninterrupted run's).
+  bool restored = false;
 #ifdef TK_HAVE_ONEDNN
   std::unique_ptr<Dnnl> dnnl;
 #endif
@@ -225,7 +229,7 @@ const char* forced_engine() {
 // Parses "m,n,k,ta,tb,epilogue,threads=engine;..." (';' or newlines between items) into decided entries; items
 // that do not parse, name an unknown epilogue or engine, or an engine this build lacks are skipped; decided entries
 // are kept unless `override`. Caller holds the registry lock.
-void apply_choices(const std::string& text, bool listed, bool override) {
+void apply_choices(const std::string& text, bool listed, bool override, bool restored = false) {
   std::string item;
   for (size_t at = 0; at <= text.size();) {
     const size_t end = std::min(text.find_first_of(";\n", at), text.size());
@@ -251,6 +255,7 @@ void apply_choices(const std::string& text, bool listed, bool override) {
     if (e.decided && !override) continue;
     e.decided = true;
     e.listed = e.listed || listed;
+    e.restored = e.restored || restored;
     e.engine = engine == "onednn" ? GemmEngine::onednn : GemmEngine::openblas;
 #ifdef TK_HAVE_ONEDNN
     if (e.engine == GemmEngine::openblas) e.dnnl.reset();
@@ -492,19 +497,33 @@ GemmShape gemm_shape(const graph::Graph& g, const graph::Node& n) {
   return s;
 }
 
-std::string gemm_choices(const std::vector<GemmShape>& shapes) {
+namespace {
+// The listed entries `keep` accepts, as gemm_choices' text, in the registry's order.
+template <typename Keep>
+std::string choices_where(Keep keep) {
   std::lock_guard lock(registry_mutex());
   std::string out;
   for (const auto& [key, e] : registry())
-    if (e.listed && (shapes.empty() || std::find(shapes.begin(), shapes.end(), key.s) != shapes.end()))
+    if (e.listed && keep(key, e))
       out += describe_key(key) + "=" + std::string(kEngineNames[static_cast<int>(e.engine)]) + ";";
   return out;
+}
+}  // namespace
+
+std::string gemm_choices(const std::vector<GemmShape>& shapes) {
+  return shapes.empty() ? choices_where([](const Key&, const Entry&) { return true; }) : gemm_choices_of(shapes);
+}
+
+std::string gemm_choices_of(const std::vector<GemmShape>& shapes) {
+  return choices_where([&](const Key& key, const Entry& e) {
+    return e.restored || std::find(shapes.begin(), shapes.end(), key.s) != shapes.end();
+  });
 }
 
 void set_gemm_choices(const std::string& text) {
   std::lock_guard lock(registry_mutex());
   if (!forced_engine()) load_cache();
-  apply_choices(text, /*listed=*/true, /*override=*/true);
+  apply_choices(text, /*listed=*/true, /*override=*/true, /*restored=*/true);
 }
 
 }  // namespace tk::cpu

@@ -58,11 +58,13 @@ void apply_epilogue(const GemmShape& s, const float* bias, const float* y, float
 // The GEMM of a MatMul or FusedMatMul node.
 GemmShape gemm_shape(const graph::Graph& g, const graph::Node& n);
 
-// The engines chosen by measurement so far for `shapes` (all when empty), as text
+// The engines chosen by measurement so far for `shapes` (all when empty) and those set_gemm_choices restored, as text
 // ("m,n,k,ta,tb,epilogue,threads=engine;..."; forced and too-small shapes are the same on every run and not
 // listed), and restoring them: shapes named there use the named engine instead of measuring. Unknown engines
 // (a build without oneDNN) are ignored.
 std::string gemm_choices(const std::vector<GemmShape>& shapes = {});
+// The same for `shapes` alone (none when empty), with the restored ones always: what a training state records.
+std::string gemm_choices_of(const std::vector<GemmShape>& shapes);
 void set_gemm_choices(const std::string& text);
 bool onednn_gemm_available();
 // oneDNN is built in and the CPU computes bfloat16 natively (AVX512_BF16 or AMX, as oneDNN's effective ISA, which

@@ -40,7 +40,7 @@ std::string where(const ReplicaFit& f, bool mpi, int replicas) {
 int64_t nn::Trainer::auto_batch_size(int64_t cap, bool report, const std::string& what) {
   check_compiled("auto_batch_size");
   if (cap <= 0) throw InvalidArgument(what + ": the cap must be positive, got " + std::to_string(cap));
-  if (strategy_ && strategy_->replicated()) return replicated_auto_batch(cap, false, 0, report, what);
+  if (replicated()) return replicated_auto_batch(cap, false, 0, report, what);
   const size_t available = memory_available_for_training();
   const int64_t batch = largest_batch_that_fits_on(0, available, cap);
   if (batch == 0)
@@ -55,7 +55,7 @@ int64_t nn::Trainer::auto_batch_size(int64_t cap, bool report, const std::string
 int64_t nn::Trainer::auto_micro_batch_size(int64_t batch, bool report, const std::string& what) {
   check_compiled("auto_micro_batch_size");
   if (batch <= 0) throw InvalidArgument(what + ": the batch must be positive, got " + std::to_string(batch));
-  if (strategy_ && strategy_->replicated()) return replicated_auto_batch(batch, true, batch, report, what);
+  if (replicated()) return replicated_auto_batch(batch, true, batch, report, what);
   const size_t accumulators = accumulator_bytes(programs());
   const size_t available = memory_available_for_training();
   const int64_t micro = largest_batch_that_fits_on(0, available > accumulators ? available - accumulators : 0, batch);

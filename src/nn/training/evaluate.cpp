@@ -12,11 +12,7 @@
 namespace tk {
 namespace {
 
-void require(bool ok, const std::string& message) {
-  if (!ok) throw InvalidArgument(message);
-}
-
-bool distributed(const tk::distribute::StrategyState* s) { return s && s->replicated(); }
+using nn::require;
 
 // The loop's hooks for evaluate: each replica's row-weighted sums (added in replica order at the end).
 nn::InferenceHooks evaluation_hooks(std::vector<nn::Accumulator>& sums, int64_t steps) {
@@ -77,20 +73,19 @@ Logs nn::Trainer::run_evaluation(const std::vector<Tensor>& x, const std::vector
 
 Logs nn::Trainer::run_evaluation(const data::Dataset& dataset, int64_t steps) {
   const int replicas = nn::distribute::replicated_in_process(strategy_.get()) ? strategy_->replicas() : 1;
-  nn::DatasetReads source(
-      dataset,
-      {.on_device = nn::DeviceDataset::of(dataset, model_.device(), distributed(strategy_.get()), "evaluate"),
-       .split = [this](data::Element& e, std::vector<Tensor>& x,
-                       std::vector<Tensor>& y) { split_element(e, x, y, true, "evaluate"); },
-       .prepare =
-           [this](const std::vector<Tensor>& x, const std::vector<Tensor>& y) {
-             model_.ensure_built(x);
-             check_data(x, &y, "evaluate");
-           },
-       .inputs = model_.inputs().size(),
-       .outputs = model_.outputs().size(),
-       .need_y = true},
-      replicas);
+  nn::DatasetReads source(dataset,
+                          {.on_device = nn::DeviceDataset::of(dataset, model_.device(), replicated(), "evaluate"),
+                           .split = [this](data::Element& e, std::vector<Tensor>& x,
+                                           std::vector<Tensor>& y) { split_element(e, x, y, true, "evaluate"); },
+                           .prepare =
+                               [this](const std::vector<Tensor>& x, const std::vector<Tensor>& y) {
+                                 model_.ensure_built(x);
+                                 check_data(x, &y, "evaluate");
+                               },
+                           .inputs = model_.inputs().size(),
+                           .outputs = model_.outputs().size(),
+                           .need_y = true},
+                          replicas);
   std::vector<nn::Accumulator> sums(static_cast<size_t>(replicas));
   nn::InferenceHooks h = evaluation_hooks(sums, steps);
   // MultiWorkerMirroredStrategy: every rank reads the dataset (the same batches, as for training) and runs batch k

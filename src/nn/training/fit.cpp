@@ -19,9 +19,7 @@
 namespace tk {
 namespace {
 
-void require(bool ok, const std::string& message) {
-  if (!ok) throw InvalidArgument(message);
-}
+using nn::require;
 
 int64_t rows_of(const std::vector<Tensor>& x) { return x.empty() || x[0].shape().rank() == 0 ? 0 : x[0].dim(0); }
 
@@ -29,20 +27,15 @@ int64_t rows_of(const std::vector<Tensor>& x) { return x.empty() || x[0].shape()
 
 History nn::Trainer::fit(const std::vector<Tensor>& x_all, const std::vector<Tensor>& y_all, FitOptions o) {
   check_compiled("fit");
+  nn::check_fit_options(o);
   require(o.batch_size > 0 || o.batch_size == kAutoBatchSize,
           "fit: batch_size must be a positive integer or tk::kAutoBatchSize, got " + std::to_string(o.batch_size));
   require(
       o.micro_batch_size >= 0 || o.micro_batch_size == kAutoBatchSize,
       "fit: micro_batch_size must be >= 0 (0: off) or tk::kAutoBatchSize, got " + std::to_string(o.micro_batch_size));
   require(o.auto_batch_cap > 0, "fit: auto_batch_cap must be positive");
-  require(o.epochs >= 0, "fit: epochs must be >= 0, got " + std::to_string(o.epochs));
-  require(o.initial_epoch >= 0 && o.initial_epoch <= o.epochs,
-          "fit: initial_epoch must be in [0, epochs], got " + std::to_string(o.initial_epoch));
   require(o.validation_split >= 0.0f && o.validation_split < 1.0f,
           "fit: validation_split must be in [0, 1), got " + std::to_string(o.validation_split));
-  require(o.steps_per_epoch >= 0 && o.validation_steps >= 0, "fit: steps_per_epoch and validation_steps must be >= 0");
-  require(o.verbose >= -1 && o.verbose <= 2,
-          "fit: verbose must be -1 (auto), 0, 1 or 2, got " + std::to_string(o.verbose));
   model_.ensure_built(x_all);
   check_data(x_all, &y_all, "fit");
 
@@ -87,7 +80,7 @@ History nn::Trainer::fit(const std::vector<Tensor>& x_all, const std::vector<Ten
 
 void nn::Trainer::train_step(const std::vector<Tensor>& x, const std::vector<Tensor>& y, const int64_t* idx, int64_t bs,
                              int64_t micro, nn::Accumulator& acc, bool own_rows) {
-  if (strategy_ && strategy_->replicated()) {
+  if (replicated()) {
     train_step_replicated(x, y, idx, bs, micro, acc, own_rows);
     programs().mirrors().mark_trained();  // replica 0 on a GPU: its copies are now ahead of the model's weights
     return;
@@ -145,7 +138,7 @@ const Logs& nn::Trainer::train_on_batch(const std::vector<Tensor>& x, const std:
   check_data(x, &y, "train_on_batch");
   const int64_t n = rows_of(x);
   if (n <= 0) throw InvalidArgument("train_on_batch: empty batch");
-  if (strategy_ && strategy_->replicated()) {  // data parallel: the replicas' weights may have been set since
+  if (replicated()) {  // data parallel: the replicas' weights may have been set since
     replicas_synced = false;
     programs().mirrors().upload();  // replica 0 on a GPU: weights set on the host since reach its copies
     nn::Accumulator acc;

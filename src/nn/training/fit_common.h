@@ -6,10 +6,26 @@
 
 #include "nn/compiler/programs.h"
 #include "nn/training/lagged_logs.h"
+#include "trainkit/core/error.h"
 #include "trainkit/nn/callbacks.h"
 #include "trainkit/nn/model.h"
 
 namespace tk::nn {
+
+// InvalidArgument(message) unless ok: the passes' argument checks.
+inline void require(bool ok, const std::string& message) {
+  if (!ok) throw InvalidArgument(message);
+}
+
+// The options every fit checks, over arrays or a Dataset (each also checks its own).
+inline void check_fit_options(const FitOptions& o) {
+  require(o.epochs >= 0, "fit: epochs must be >= 0, got " + std::to_string(o.epochs));
+  require(o.initial_epoch >= 0 && o.initial_epoch <= o.epochs,
+          "fit: initial_epoch must be in [0, epochs], got " + std::to_string(o.initial_epoch));
+  require(o.steps_per_epoch >= 0 && o.validation_steps >= 0, "fit: steps_per_epoch and validation_steps must be >= 0");
+  require(o.verbose >= -1 && o.verbose <= 2,
+          "fit: verbose must be -1 (auto), 0, 1 or 2, got " + std::to_string(o.verbose));
+}
 
 // The context a model's programs run with: its device (no stream or handles on the CPU) and the step's
 // scalars (the optimizer's learning rate and iteration count as of now).

@@ -20,30 +20,19 @@
 namespace tk {
 namespace {
 
-void require(bool ok, const std::string& message) {
-  if (!ok) throw InvalidArgument(message);
-}
-
+using nn::require;
 using nn::staged;
-
-// A model replicated by a distribution strategy (in process or over MPI).
-bool distributed(const tk::distribute::StrategyState* s) { return s && s->replicated(); }
 
 }  // namespace
 
 History nn::Trainer::fit(const data::Dataset& dataset, FitOptions o) {
   check_compiled("fit");
-  require(o.epochs >= 0, "fit: epochs must be >= 0, got " + std::to_string(o.epochs));
-  require(o.initial_epoch >= 0 && o.initial_epoch <= o.epochs,
-          "fit: initial_epoch must be in [0, epochs], got " + std::to_string(o.initial_epoch));
+  nn::check_fit_options(o);
   require(o.validation_split == 0.0f,
           "fit: validation_split is not supported with a Dataset (the dataset is not indexable): pass "
           "validation_dataset, or split before building the pipeline (take / skip)");
   require(!o.validation_data, "fit: with a Dataset, give validation as validation_dataset");
-  require(o.steps_per_epoch >= 0 && o.validation_steps >= 0, "fit: steps_per_epoch and validation_steps must be >= 0");
   require(o.micro_batch_size >= 0, "fit: with a Dataset, micro_batch_size must be >= 0 (the dataset sets the batch)");
-  require(o.verbose >= -1 && o.verbose <= 2,
-          "fit: verbose must be -1 (auto), 0, 1 or 2, got " + std::to_string(o.verbose));
   const int64_t card = dataset.cardinality();
   require(card != data::kInfiniteCardinality || o.steps_per_epoch > 0,
           "fit: the dataset is infinite (repeat() without a count): give steps_per_epoch");
@@ -56,7 +45,7 @@ History nn::Trainer::fit(const data::Dataset& dataset, FitOptions o) {
   // (nn/training/device_dataset.h). MultiWorkerMirroredStrategy: each rank reads its rows of every global batch
   // (worker_input.h).
   nn::DatasetBatches::Setup setup{
-      .on_device = nn::DeviceDataset::of(dataset, model_.device(), distributed(strategy_.get()), "fit"),
+      .on_device = nn::DeviceDataset::of(dataset, model_.device(), replicated(), "fit"),
       .share = std::nullopt,
       .split = [this](data::Element& e, std::vector<Tensor>& x,
                       std::vector<Tensor>& y) { split_element(e, x, y, true, "fit"); },

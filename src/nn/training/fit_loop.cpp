@@ -36,8 +36,7 @@ History nn::Trainer::fit_loop(nn::BatchSource& source, const FitOptions& o, int6
   }
   // On a GPU batch k's logs are read after batch k+1 was staged and queued (nn/training/lagged_logs.h: what that
   // means for callbacks and stop_training); on the CPU right after each step.
-  const std::unique_ptr<nn::LaggedLogs> lagged =
-      nn::make_lagged_logs(model_.device(), programs(), strategy_ && strategy_->replicated());
+  const std::unique_ptr<nn::LaggedLogs> lagged = nn::make_lagged_logs(model_.device(), programs(), replicated());
   for (int epoch = first_epoch; epoch < o.epochs && !model_.stop_training; ++epoch) {
     const int64_t start = epoch == first_epoch ? first_step : 0;
     source.begin_epoch(start);

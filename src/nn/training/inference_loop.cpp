@@ -17,8 +17,8 @@ namespace tk {
 
 nn::distribute::MpiCollective* nn::Trainer::inference_loop(nn::ReadSource& source, const nn::InferenceHooks& h) {
   const nn::ProgramKind kind = h.predict ? nn::ProgramKind::predict : nn::ProgramKind::eval;
-  const bool replicated = nn::distribute::replicated_in_process(strategy_.get());
-  const int replicas = replicated ? strategy_->replicas() : 1;
+  const bool in_process = nn::distribute::replicated_in_process(strategy_.get());
+  const int replicas = in_process ? strategy_->replicas() : 1;
   std::vector<nn::ReadBatch> round(static_cast<size_t>(source.round_size(replicas)));  // batches s, s + 1, ...
   std::vector<nn::ProgramCache*> caches;
   nn::distribute::MpiCollective* world = nullptr;
@@ -36,7 +36,7 @@ nn::distribute::MpiCollective* nn::Trainer::inference_loop(nn::ReadSource& sourc
     const auto count = static_cast<int64_t>(got);
     if (h.read)
       for (size_t g = 0; g < got; ++g) h.read(s + static_cast<int64_t>(g), round[g]);
-    if (replicated) {
+    if (in_process) {
       if (caches.empty()) {  // the model is built now (by the first batch)
         caches = nn::distribute::synced_replicas(replicas, [&](int r) -> nn::ProgramCache& { return programs(r); });
         replicas_synced = true;

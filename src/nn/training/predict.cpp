@@ -7,6 +7,7 @@
 #include "nn/distribute/mpi_collective.h"
 #include "nn/distribute/replicated_eval.h"
 #include "nn/distribute/strategy_state.h"
+#include "nn/training/fit_common.h"
 #include "nn/training/read_batches.h"
 #include "nn/training/trainer.h"
 #include "trainkit/core/error.h"
@@ -14,9 +15,7 @@
 namespace tk {
 namespace {
 
-void require(bool ok, const std::string& message) {
-  if (!ok) throw InvalidArgument(message);
-}
+using nn::require;
 
 // MPI: out of memory on one rank ends the job at once, not after the others' collective timeout.
 Tensor allocate(const Shape& shape, nn::distribute::MpiCollective* world) {
@@ -73,21 +72,20 @@ std::vector<Tensor> nn::Trainer::predict(const data::Dataset& dataset) {
           "predict: the dataset is infinite (repeat() without a count): add take(n)");
   check_policies("predict");
   programs().mirrors().upload();
-  const bool replicated = nn::distribute::replicated_in_process(strategy_.get());
-  nn::DatasetReads source(
-      dataset,
-      {.on_device = nn::DeviceDataset::of(dataset, model_.device(), strategy_ && strategy_->replicated(), "predict"),
-       .split = [this](data::Element& e, std::vector<Tensor>& x,
-                       std::vector<Tensor>& y) { split_element(e, x, y, false, "predict"); },
-       .prepare =
-           [this](const std::vector<Tensor>& x, const std::vector<Tensor>&) {
-             model_.ensure_built(x);
-             check_data(x, nullptr, "predict");
-           },
-       .inputs = model_.inputs().size(),
-       .outputs = model_.outputs().size(),
-       .need_y = false},
-      replicated ? strategy_->replicas() : 1);
+  const bool in_process = nn::distribute::replicated_in_process(strategy_.get());
+  nn::DatasetReads source(dataset,
+                          {.on_device = nn::DeviceDataset::of(dataset, model_.device(), replicated(), "predict"),
+                           .split = [this](data::Element& e, std::vector<Tensor>& x,
+                                           std::vector<Tensor>& y) { split_element(e, x, y, false, "predict"); },
+                           .prepare =
+                               [this](const std::vector<Tensor>& x, const std::vector<Tensor>&) {
+                                 model_.ensure_built(x);
+                                 check_data(x, nullptr, "predict");
+                               },
+                           .inputs = model_.inputs().size(),
+                           .outputs = model_.outputs().size(),
+                           .need_y = false},
+                          in_process ? strategy_->replicas() : 1);
   // Batch k's predictions (parts[k][j]: output j), and its rows. Under MultiWorkerMirroredStrategy another rank's
   // batch stays without parts until the gather.
   std::vector<std::vector<Tensor>> parts;
