@@ -755,7 +755,7 @@ TEST(CliData, BatchSizeAutoIsReportedAlikeForDataAndArrays) {
 // would fit one device.
 TEST(CliData, BatchSizeAutoUnderReplicasIsTwiceWhatOneReplicaFits) {
   const DataFiles& d = plain_data();
-  const std::string model = " --model dense:1024:relu,dense:10 --memory-limit 48MiB --replicas 2";
+  const std::string model = " --model dense:1024:relu,dense:10 --memory-limit 40MiB --replicas 2";
   const Result plan = run_cli("plan --batch-size 2" + model);
   ASSERT_EQ(plan.code, 0) << describe(plan);
   const size_t at = plan.out.find("the largest share that fits is ");

@@ -16,6 +16,7 @@
 #include "trainkit/data/stall.h"
 #include "trainkit/io/keras.h"
 #include "trainkit/io/tensorboard.h"
+#include "trainkit/nn/adapt.h"
 #include "trainkit/nn/callbacks.h"
 #include "trainkit/nn/distribute.h"
 #include "trainkit/nn/keras_callbacks.h"

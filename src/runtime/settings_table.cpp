@@ -106,7 +106,7 @@ constexpr std::array<SettingInfo, kSettingCount> kTable{{
      .values = "* / 0",
      .fallback = "1",
      .subsystem = "graph",
-     .meaning = "0: no graph fusion passes (epilogue fusion, folded casts, grouped updates)"},
+     .meaning = "0: no graph fusion passes (epilogue fusion, folded casts, grouped updates, reshape aliasing)"},
     {.id = S::fuse_bias_grad,
      .name = "TK_FUSE_BIAS_GRAD",
      .type = boolean,

@@ -177,6 +177,10 @@ struct EmbeddingOptions {
 // int32 / int64 Input (Input(shape, name, DType::i32)); float ids are cast to int32. An id outside [0, input_dim) is
 // an InvalidArgument naming the layer, the id, its row in the batch and input_dim.
 LayerPtr Embedding(int64_t input_dim, int64_t output_dim, EmbeddingOptions options = {});
+// Keras' Masking: the steps (N, steps, features) whose features all equal mask_value are masked — their features set
+// to 0, and the output carries the (N, steps) mask that RNNs, GlobalAveragePooling1D, MultiHeadAttention and the loss
+// consume, as Embedding(mask_zero) does.
+LayerPtr Masking(float mask_value = 0.0f, std::string name = {});
 
 struct Conv1DOptions {
   int64_t strides = 1;

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "core/device_bytes.h"
+#include "graph/alias.h"
 #include "graph/autodiff.h"
 #include "graph/bucket.h"
 #include "graph/fuse.h"
@@ -526,6 +527,7 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
     roots.insert(roots.end(), sinks.begin(), sinks.end());
     graph::fuse_epilogues(g, roots, keep);
     sinks = graph::group_updates(g, sinks);
+    graph::alias_reshapes(g);
   }
   traced.keep = std::move(keep);
   traced.sinks = std::move(sinks);

@@ -8,13 +8,6 @@
 #include "graph/graph.h"
 #include "trainkit/nn/layer.h"
 
-namespace tk::layers {
-// Keras' Masking (nn/layers/masking.cpp): the steps whose features all equal mask_value are masked (their features
-// set to 0, and the output carries the mask (N, steps) that RNNs, GlobalAveragePooling1D and MultiHeadAttention
-// consume). Declared here, not yet in trainkit/nn/layers.h.
-LayerPtr Masking(float mask_value = 0.0f, std::string name = {});
-}  // namespace tk::layers
-
 namespace tk::nn::masks {
 
 // 1 where x != value, else 0, of x's shape (integer token ids are compared as float32: exact below 2^24).
