@@ -130,7 +130,8 @@ TEST(AttentionFused, ResultsDoNotDependOnTheThreadCount) {
     omp_set_num_threads(threads);
     std::mt19937 gen(5);
     std::uniform_real_distribution<float> u(-1, 1);
-    Tensor q({x.n * x.t, x.h * x.d}), k({x.n * x.s, x.h * x.d}), v({x.n * x.s, x.h * x.dv});
+    Tensor q = Tensor::zeros({x.n * x.t, x.h * x.d}), k = Tensor::zeros({x.n * x.s, x.h * x.d});
+    Tensor v = Tensor::zeros({x.n * x.s, x.h * x.dv});
     for (Tensor* t : {&q, &k, &v})
       for (int64_t i = 0; i < t->numel(); ++i) t->data<float>()[i] = u(gen);
     Graph g;
