@@ -9,7 +9,8 @@
 // dQ += dS K, dK += dS^T Q: four GEMMs per block pair, dK and dV summed over the query blocks in a block-sized
 // buffer and dQ over the key blocks in a (T, D) one. When the whole (T, S) is one block (T, S <= 128: the issue's
 // transformer) the first pass's exps are P itself and the scores are computed once.
-// Threads: one (sample, head[, query block]) at a time each, its GEMMs on that thread alone; every sum runs in one
+// Threads: one (sample, head[, query block]) at a time each (dynamically: a thread descheduled by another process
+// holds back only the pieces it has taken), its GEMMs on that thread alone; every sum runs in one
 // thread in a fixed order, so results do not depend on the thread count (no atomics).
 #include "backends/math/attention.h"
 
@@ -226,7 +227,7 @@ void attention_forward(const KernelArgs& a) {
     omp_set_num_threads(1);  // this thread's GEMMs run on it alone
     void* mine = static_cast<char*>(a.workspace) + per_thread * static_cast<size_t>(omp_get_thread_num());
     const Scratch::Buffers buf = sc.carve(mine);
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic)
     for (int64_t item = 0; item < items; ++item) {
       const int64_t nh = item / qblocks, b = item % qblocks;
       const int64_t i0 = b * kBlockQ, i1 = std::min(L.steps_q, i0 + kBlockQ);
@@ -339,7 +340,7 @@ void attention_backward(const KernelArgs& a) {
     omp_set_num_threads(1);
     void* mine = static_cast<char*>(a.workspace) + per_thread * static_cast<size_t>(omp_get_thread_num());
     const Scratch::Buffers buf = sc.carve(mine);
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic)
     for (int64_t item = 0; item < items; ++item)
       backward_head(L, io, dout, out, grad, item / L.heads, item % L.heads, buf, mine);
   }
