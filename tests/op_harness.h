@@ -64,6 +64,9 @@ std::vector<Case> tensor_forward_cases();
 // The fused LSTM ops' cases (tests/test_lstm_op_cases.cpp), part of the two lists above.
 std::vector<Case> lstm_gradient_cases();
 std::vector<Case> lstm_forward_cases();  // the forward-only ones (the gradient cases run forward too)
+// The fused attention ops' cases (tests/test_attention_op_cases.cpp), part of the two lists above.
+std::vector<Case> attention_gradient_cases();
+std::vector<Case> attention_forward_cases();  // the forward-only ones
 // An op on inputs holding NaN, +Inf and -Inf (c.init places them), and `rule`: its expected outputs (host float32)
 // from the float32 values of the inputs, written out from TensorFlow's semantics (tests/test_ops_nonfinite.cpp says
 // the rule per family). Compared with expect_close: every non-finite element must match exactly.
@@ -78,8 +81,9 @@ struct NonFiniteCase {
   int64_t spread_block = 0;
 };
 std::vector<NonFiniteCase> nonfinite_cases();
-std::vector<NonFiniteCase> tensor_nonfinite_cases();  // the general ops' (tests/test_tensor_op_cases.cpp)
-std::vector<NonFiniteCase> lstm_nonfinite_cases();    // the fused LSTM ops' (tests/test_lstm_op_cases.cpp)
+std::vector<NonFiniteCase> tensor_nonfinite_cases();     // the general ops' (tests/test_tensor_op_cases.cpp)
+std::vector<NonFiniteCase> lstm_nonfinite_cases();       // the fused LSTM ops' (tests/test_lstm_op_cases.cpp)
+std::vector<NonFiniteCase> attention_nonfinite_cases();  // the fused attention ops' (test_attention_op_cases.cpp)
 void PrintTo(const NonFiniteCase& c, std::ostream* os);
 
 // The reason `device` has no kernel for (op, dtype), from the declared list in test_op_gradients.cpp, or

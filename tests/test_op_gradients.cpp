@@ -408,6 +408,7 @@ std::vector<Case> gradient_cases() {
   }
   for (Case& t : tensor_gradient_cases()) c.push_back(std::move(t));
   for (Case& t : lstm_gradient_cases()) c.push_back(std::move(t));
+  for (Case& t : attention_gradient_cases()) c.push_back(std::move(t));
   return c;
 }
 
@@ -734,6 +735,7 @@ std::vector<Case> extra_forward_cases() {
   }
   for (Case& t : tensor_forward_cases()) c.push_back(std::move(t));
   for (Case& t : lstm_forward_cases()) c.push_back(std::move(t));
+  for (Case& t : attention_forward_cases()) c.push_back(std::move(t));
   return c;
 }
 

@@ -318,6 +318,7 @@ std::vector<NonFiniteCase> nonfinite_cases() {
   }
   for (NonFiniteCase& t : tensor_nonfinite_cases()) c.push_back(std::move(t));
   for (NonFiniteCase& t : lstm_nonfinite_cases()) c.push_back(std::move(t));
+  for (NonFiniteCase& t : attention_nonfinite_cases()) c.push_back(std::move(t));
   return c;
 }
 

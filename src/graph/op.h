@@ -146,6 +146,11 @@ enum class Op : uint8_t {
   LstmSequence,      // (proj (T * N, 4u), recurrent_kernel (u, 4u), h0 (N, u), c0 (N, u)) -> (6T + 2, N, u): the
                      // h states, the c states and the gate activations; attrs.reverse: steps run from t = T - 1
   LstmSequenceGrad,  // (dy, y, recurrent_kernel) -> (T + 1, N, 4u): d proj, then [dh0, dc0, 0, 0]
+  // Scaled dot-product attention, fused (flash-attention style: the (T, S) scores never exist beyond a tile;
+  // nn/layers/multi_head_attention.cpp takes it in training programs, graph/attention_rules.h has the layout):
+  Attention,      // (q (N*T, H*D), k (N*S, H*D), v (N*S, H*Dv) [, mask (N, T, S) 0/1]) -> o (N*T, H*Dv); attrs.heads,
+                  // .batch, .causal, .score_scale
+  AttentionGrad,  // (do, q, k, v, o [, mask]) -> flat [dq | dk | dv], scores recomputed blockwise
   kCount
 };
 inline constexpr int kOpCount = static_cast<int>(Op::kCount);
@@ -252,6 +257,11 @@ struct Attrs {
   Op epilogue = Op::kCount;  // FusedMatMul: Relu, ReluGrad or kCount (the bias alone); FusedConv2D: Relu or kCount;
                              // MaxPool2DGrad: ReluGrad (dx zeroed where the pool's input x <= 0) or kCount;
                              // MultiUpdate: its rule
+  // Attention, AttentionGrad (graph/attention_rules.h):
+  int64_t heads = 0;         // the number of heads: q's columns are heads * key_dim
+  int64_t batch = 0;         // N: q's rows are N * T, k's and v's N * S
+  bool causal = false;       // query step i sees key step j only when j <= i
+  float score_scale = 1.0f;  // the scores' factor (1 / sqrt(key_dim) for MultiHeadAttention)
 };
 
 // Sources: values no kernel computes, ready before the program's first kernel (the schedule, buckets and

@@ -2,6 +2,7 @@
 // workspace needs live in backends/.
 #include <array>
 
+#include "graph/attention_rules.h"
 #include "graph/bucket.h"
 #include "graph/graph.h"
 #include "graph/lstm_rules.h"
@@ -601,6 +602,8 @@ constexpr std::array<OpInfo, kOpCount> kTable{{
     {Op::LayerNormGammaGrad, "LayerNormGammaGrad", 3, true, shape_layer_norm, dtype_same_float, nullptr},
     {Op::LstmSequence, "LstmSequence", 4, true, shape_lstm_sequence, dtype_same_float, grad_lstm_sequence},
     {Op::LstmSequenceGrad, "LstmSequenceGrad", 3, true, shape_lstm_sequence_grad, dtype_same_float, nullptr},
+    {Op::Attention, "Attention", -1, true, shape_attention, dtype_same_float, grad_attention},
+    {Op::AttentionGrad, "AttentionGrad", -1, true, shape_attention_grad, dtype_same_float, nullptr},
 }};
 
 constexpr bool table_in_enum_order() {

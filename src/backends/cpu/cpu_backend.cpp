@@ -30,6 +30,7 @@ void register_kernels() {
   register_assign_kernels();
   register_layer_norm_kernels();
   register_lstm_kernels();
+  register_attention_kernels();
   register_cast_kernels();
   register_onednn_conv_kernels();  // after the im2col ones, which it replaces
   register_c1_conv_kernels();      // one input channel: direct; every other convolution as registered above

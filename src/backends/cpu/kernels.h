@@ -29,6 +29,7 @@ void register_batch_matmul_kernels();  // batch_matmul.cpp: BatchMatMul (gemm.h 
 void register_assign_kernels();        // assign.cpp: StepValue, Assign (optimizers in the general ops)
 void register_layer_norm_kernels();    // layer_norm.cpp: LayerNormStats, Apply, InputGrad, GammaGrad (fused)
 void register_lstm_kernels();          // lstm.cpp: LstmSequence, LstmSequenceGrad (fused, graph/lstm_rules.h)
+void register_attention_kernels();     // attention.cpp: Attention, AttentionGrad (fused, graph/attention_rules.h)
 // Throws InvalidArgument: the node's function field (attrs.unary, .binary, .reduce) names no function.
 [[noreturn]] void unknown_function(const graph::Node& node, const char* field);
 // conv_onednn.cpp: replaces the im2col Conv2D kernels when oneDNN is built in and TK_CONV != im2col.

@@ -25,11 +25,12 @@
 
 namespace tk::cuda {
 
-void register_gemm_kernels();     // gemm_cublaslt.cpp
-void register_lstm_kernels();     // lstm.cpp: LstmSequence, LstmSequenceGrad (cuBLASLt GEMMs + lstm.cu)
-void register_conv_kernels();     // conv.cpp: convolutions (im2col + cuBLASLt) and pooling
-void register_widened_kernels();  // widen.cpp: float16/bfloat16 over the float32 kernels, registered last
-void register_tensor_kernels();   // tensor_kernels.cpp: the general tensor ops (graph/op.h from Unary on)
+void register_gemm_kernels();       // gemm_cublaslt.cpp
+void register_lstm_kernels();       // lstm.cpp: LstmSequence, LstmSequenceGrad (cuBLASLt GEMMs + lstm.cu)
+void register_attention_kernels();  // attention.cpp: Attention, AttentionGrad (attention.cu)
+void register_conv_kernels();       // conv.cpp: convolutions (im2col + cuBLASLt) and pooling
+void register_widened_kernels();    // widen.cpp: float16/bfloat16 over the float32 kernels, registered last
+void register_tensor_kernels();     // tensor_kernels.cpp: the general tensor ops (graph/op.h from Unary on)
 
 int sm_count(int index) {
   static std::mutex m;
@@ -565,6 +566,7 @@ void register_kernels() {
     graph::register_workspace(cuda, op, bn_workspace);
   register_gemm_kernels();
   register_lstm_kernels();
+  register_attention_kernels();
   register_conv_kernels();
   register_tensor_kernels();
   register_widened_kernels();

@@ -10,10 +10,16 @@
 // ...), and the empty _softmax/vars and _dropout_layer/vars groups are written too.
 // Keras masks: the query's, value's and key's (N, steps) masks and the causal mask are ANDed into the score mask as
 // Keras' _compute_attention_mask; the output carries the query's mask.
+// Training programs without attention dropout run the scores, softmax and value product as one fused op
+// (graph/attention_rules.h: flash-attention style, the (T, S) scores never stored; the projections feed it as the
+// GEMMs write them, with no transposes); evaluate and predict programs, which Model::export_onnx writes, keep the
+// composite (the fused op has no ONNX mapping), as do dropout > 0 in training (a dropped probability needs the
+// scores).
 // Not built: attention_mask, return_attention_scores, attention_axes other than the sequence axis,
-// use_gate, sliding_window (InvalidArgument here, Unsupported from a file); no fused (flash) kernel.
+// use_gate, sliding_window (InvalidArgument here, Unsupported from a file).
 #include <cmath>
 
+#include "graph/attention_rules.h"
 #include "graph/tensor_ops.h"
 #include "nn/layers/context.h"
 #include "nn/layers/masks.h"
@@ -125,7 +131,8 @@ class MultiHeadAttentionLayer final : public Layer, public nn::MaskSupport {
       if (const LayerConfig::Value* c = ctx.call_options->find("use_causal_mask")) causal = c->b;
     const int query = in[0], value = in[1], key = in.size() > 2 ? in[2] : in[1];
     const int64_t n = ctx.g[query].shape[0], t = ctx.g[query].shape[1], s = ctx.g[value].shape[1];
-    const size_t per = o_.use_bias ? 2 : 1;                       // weights per projection
+    const size_t per = o_.use_bias ? 2 : 1;  // weights per projection
+    if (ctx.training && o_.dropout == 0.0f) return output(ctx, b, fused(ctx, b, query, key, value, causal), n, t);
     const int q = project(ctx, b, query, 0 * per, key_dim_);      // (N, H, T, key_dim)
     const int k = project(ctx, b, key, 1 * per, key_dim_);        // (N, H, S, key_dim)
     const int v = project(ctx, b, value, 2 * per, o_.value_dim);  // (N, H, S, value_dim)
@@ -150,9 +157,34 @@ class MultiHeadAttentionLayer final : public Layer, public nn::MaskSupport {
       at.dtype = ctx.g[probs].dtype;
       probs = ctx.g.add(graph::Op::Mul, {probs, b.add(graph::Op::DropoutMask, {}, at)}, {}, name + "/dropout");
     }
-    int o = ops::batch_matmul(b, probs, v);                       // (N, H, T, value_dim)
-    o = ops::transpose(b, o, {0, 2, 1, 3});                       // (N, T, H, value_dim)
-    o = ops::reshape(b, o, Shape{n * t, heads_ * o_.value_dim});  // (N*T, H*value_dim)
+    int o = ops::batch_matmul(b, probs, v);  // (N, H, T, value_dim)
+    o = ops::transpose(b, o, {0, 2, 1, 3});  // (N, T, H, value_dim)
+    return output(ctx, b, ops::reshape(b, o, Shape{n * t, heads_ * o_.value_dim}), n, t);
+  }
+
+ private:
+  // The fused attention (graph/attention_rules.h) over the projections as their GEMMs write them: (N*T, H*D) each.
+  int fused(nn::CallContext& ctx, graph::OpBuilder& b, int query, int key, int value, bool causal) const {
+    const int64_t n = ctx.g[query].shape[0], t = ctx.g[query].shape[1], s = ctx.g[value].shape[1];
+    const size_t per = o_.use_bias ? 2 : 1;
+    // (N*L, d) rows of each input, one copy for inputs that are one value (self-attention: Reshape copies).
+    const int q2 = rows(b, query), k2 = key == query ? q2 : rows(b, key);
+    const int v2 = value == query ? q2 : value == key ? k2 : rows(b, value);
+    std::vector<int> in = {project_rows(ctx, b, q2, 0 * per, key_dim_), project_rows(ctx, b, k2, 1 * per, key_dim_),
+                           project_rows(ctx, b, v2, 2 * per, o_.value_dim)};
+    const int mask = input_masks(ctx, b, n, t, s);  // (N, T, S) 0/1 or -1; causal is the op's own flag
+    if (mask >= 0) in.push_back(nn::masks::as(b, mask, ctx.g[in[0]].dtype));
+    graph::Attrs at;
+    at.heads = heads_;
+    at.batch = n;
+    at.causal = causal;
+    at.score_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(key_dim_)));
+    return b.add(graph::Op::Attention, std::move(in), at);  // (N*T, H*value_dim)
+  }
+
+  // The output projection of o (N*T, H*value_dim): (N, T, *output_shape).
+  int output(nn::CallContext& ctx, graph::OpBuilder& b, int o, int64_t n, int64_t t) const {
+    const size_t per = o_.use_bias ? 2 : 1;
     int64_t width = 1;
     for (int64_t d : out_) width *= d;
     const Weight& wk = weights_[3 * per];
@@ -166,18 +198,41 @@ class MultiHeadAttentionLayer final : public Layer, public nn::MaskSupport {
     return ops::reshape(b, y, Shape(shape));
   }
 
- private:
   // x (N, L, d) through the EinsumDense "abc,cde->abde" whose kernel is weights_[w] (d, H, dim), bias weights_[w+1]
   // (H, dim): one GEMM (N*L, d) x (d, H*dim), then heads to the front: (N, H, L, dim).
   int project(nn::CallContext& ctx, graph::OpBuilder& b, int x, size_t w, int64_t dim) const {
     const Shape xs = ctx.g[x].shape;
-    const int x2 = ops::reshape(b, x, Shape{xs[0] * xs[1], xs[2]});
-    const int kernel = ops::reshape(b, ctx.variable(weights_[w]), Shape{xs[2], heads_ * dim});
+    const int y = project_rows(ctx, b, rows(b, x), w, dim);
+    return ops::transpose(b, ops::reshape(b, y, Shape{xs[0], xs[1], heads_, dim}), {0, 2, 1, 3});
+  }
+  static int rows(graph::OpBuilder& b, int x) {
+    const Shape xs = b.g[x].shape;
+    return ops::reshape(b, x, Shape{xs[0] * xs[1], xs[2]});
+  }
+  // The GEMM of x2 (N*L, d) as it is: (N*L, H*dim), row n*L + l holding step l of sample n, head h at columns h*dim.
+  int project_rows(nn::CallContext& ctx, graph::OpBuilder& b, int x2, size_t w, int64_t dim) const {
+    const Shape xs = ctx.g[x2].shape;
+    const int kernel = ops::reshape(b, ctx.variable(weights_[w]), Shape{xs[1], heads_ * dim});
     int y = ctx.g.add(graph::Op::MatMul, {x2, kernel}, {}, name + "/projection");
     if (o_.use_bias)
       y = ctx.g.add(graph::Op::BiasAdd, {y, ops::reshape(b, ctx.variable(weights_[w + 1]), Shape{heads_ * dim})}, {},
                     name + "/projection_bias");
-    return ops::transpose(b, ops::reshape(b, y, Shape{xs[0], xs[1], heads_, dim}), {0, 2, 1, 3});
+    return y;
+  }
+
+  // The inputs' Keras masks ANDed as Keras' _compute_attention_mask, without the causal one: float32 (N, T, S) 0/1,
+  // or -1 when no input has a mask.
+  int input_masks(nn::CallContext& ctx, graph::OpBuilder& b, int64_t n, int64_t t, int64_t s) const {
+    int mask = -1;
+    auto and_in = [&](int m, Shape shape) {
+      if (m < 0) return;
+      m = ops::reshape(b, m, std::move(shape));
+      mask = mask < 0 ? m : nn::masks::logical_and(b, mask, m);
+    };
+    and_in(ctx.input_mask(0), Shape{n, t, 1});
+    and_in(ctx.input_mask(1), Shape{n, 1, s});
+    and_in(ctx.input_mask(2), Shape{n, 1, s});
+    return mask < 0 ? -1 : ops::broadcast_to(b, mask, Shape{n, t, s});
   }
 
   // The attention mask from the inputs' Keras masks (query (N, T) -> (N, T, 1), value and key (N, S) -> (N, 1, S))
