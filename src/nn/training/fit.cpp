@@ -162,11 +162,13 @@ const Logs& nn::Trainer::train_on_batch(const std::vector<Tensor>& x, const std:
   check_compiled("train_on_batch");
   model_.ensure_built(x);
   check_data(x, &y_in, "train_on_batch");
-  // Keras' sample_weight: staged after the targets (no allocation per step: the vector's capacity is kept).
+  // Keras' sample_weight: staged after the targets. No allocation per step: the tensors are assigned into the
+  // vector's elements (a Tensor copy-constructed would allocate its Shape), which keep their size.
   if (sample_weight) {
     nn::check_sample_weight(model_, *sample_weight, rows_of(x), "train_on_batch");
-    weighted_y_.assign(y_in.begin(), y_in.end());
-    weighted_y_.push_back(*sample_weight);
+    weighted_y_.resize(y_in.size() + 1);
+    std::copy(y_in.begin(), y_in.end(), weighted_y_.begin());
+    weighted_y_.back() = *sample_weight;
   }
   const std::vector<Tensor>& y = sample_weight ? weighted_y_ : y_in;
   const nn::SampleWeightScope weights(*this, sample_weight);
