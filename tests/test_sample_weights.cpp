@@ -98,6 +98,21 @@ TEST(SampleWeights, PerTimeStepWeightsAndMaskCombineAsKeras) {
   expect_keras_evaluate("masked", {"loss"});
 }
 
+// Keras multiplies with NumPy broadcasting: (rows, 1) weights weigh every step of a sequence output alike, as the
+// same weights repeated over the steps do.
+TEST(SampleWeights, RowWeightsBroadcastOverTheSteps) {
+  Case c = load("sequence");
+  Tensor per_row(Shape{10, 1}, DType::f32), per_step(Shape{10, 4}, DType::f32);
+  for (int64_t r = 0; r < 10; ++r) {
+    per_row.data<float>()[r] = 0.5f + 0.25f * static_cast<float>(r % 4);
+    for (int64_t t = 0; t < 4; ++t) per_step.data<float>()[r * 4 + t] = per_row.data<float>()[r];
+  }
+  const double a = c.model->evaluate(c.x, c.y, {.batch_size = 4, .sample_weight = per_row}).get("loss");
+  const double b = c.model->evaluate(c.x, c.y, {.batch_size = 4, .sample_weight = per_step}).get("loss");
+  EXPECT_NEAR(a, b, 1e-6 * std::max(1.0, std::abs(b)));
+  EXPECT_GT(std::abs(a - c.model->evaluate(c.x, c.y, {.batch_size = 4}).get("loss")), 1e-3);
+}
+
 TEST(SampleWeights, FitWithSampleWeightAndWeightedValidationDataTrainsAsKeras) {
   Case c = load("sparse");
   FitOptions o = keras_fit();

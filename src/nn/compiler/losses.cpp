@@ -344,7 +344,11 @@ int emit_weighted_loss(graph::Graph& g, const Loss& loss, int p, int t, int mask
   int w = weight;
   // Keras' squeeze_or_expand_to_same_rank: weights of (batch, 1) weight losses of (batch,).
   if (g[w].shape.rank() == per_shape.rank() + 1 && g[w].shape[-1] == 1) w = o::reshape(b, w, per_shape);
-  if (g[w].shape != per_shape)
+  // Then Keras multiplies with NumPy broadcasting: (batch, 1) weighs every step of (batch, steps) losses alike.
+  bool broadcasts = g[w].shape.rank() == per_shape.rank();
+  for (int i = 0; broadcasts && i < per_shape.rank(); ++i)
+    broadcasts = g[w].shape[i] == per_shape[i] || (i > 0 && g[w].shape[i] == 1);
+  if (!broadcasts)
     throw InvalidArgument("loss '" + loss.name + "': sample_weight of shape " + g[weight].shape.to_string() +
                           " does not match the per-position losses " + per_shape.to_string() +
                           " (give one weight per row, or per time step of a sequence output)");
