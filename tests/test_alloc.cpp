@@ -132,5 +132,21 @@ TEST(ZeroAllocation, CounterSeesAllocations) {  // the counter itself works, so 
   EXPECT_GE(g_allocations.load() - before, 2);
 }
 
+// Keras' sample_weight (issue 33): the weights are staged with the targets, checked without allocating.
+TEST(ZeroAllocation, SampleWeightedTrainingStep) {
+  Sequential model({layers::Input({32}), layers::Dense(16, "relu"), layers::Dense(4)});
+  model.compile(optimizers::SGD(), losses::SparseCategoricalCrossentropy({.from_logits = true}), {"accuracy"});
+  Tensor y(Shape{64}, DType::i32), w(Shape{64}, DType::f32);
+  for (int i = 0; i < 64; ++i) {
+    y.data<int32_t>()[i] = i % 4;
+    w.data<float>()[i] = 0.25f * static_cast<float>(i % 5);
+  }
+  const std::vector<Tensor> x{random_tensor({64, 32}, 3)}, ys{y};
+  for (int i = 0; i < 3; ++i) model.train_on_batch(x, ys, w);
+  const int64_t before = g_allocations.load();
+  for (int i = 0; i < 20; ++i) model.train_on_batch(x, ys, w);
+  EXPECT_EQ(g_allocations.load() - before, 0) << "heap allocations in 20 steady-state weighted steps";
+}
+
 }  // namespace
 }  // namespace tk

@@ -443,4 +443,18 @@ TEST(CliFlags, CompressedTfrecordsTrainLikeThePlainFile) {
   EXPECT_FALSE(contains(r.error_lines[0], "CRC")) << r.error_lines[0];
 }
 
+// --class-weight (Keras' class_weight, issue 33): weights of 1 train as no weights (up to the weighted program's
+// rounding); another weight trains otherwise; a bad entry or a class outside the output is one clear error.
+TEST(CliFlags, ClassWeightWeightsTheLoss) {
+  const std::string base =
+      "fit" + plain_data().args() + " --model dense:10 --epochs 1 --batch-size 64 -v 0 --no-summary";
+  const WeightMap plain = parse_weights(fit_dump(base).weights);
+  const WeightMap ones = parse_weights(fit_dump(base + " --class-weight 0:1,9:1").weights);
+  const WeightMap weighted = parse_weights(fit_dump(base + " --class-weight 0:1,3:6,9:0.25").weights);
+  EXPECT_LT(max_abs_diff(plain, ones), 1e-5);
+  EXPECT_GT(max_abs_diff(plain, weighted), 1e-3);
+  expect_user_error(run_cli(base + " --class-weight 0=1"), {"--class-weight", "'0=1' is not CLASS:WEIGHT"});
+  expect_user_error(run_cli(base + " --class-weight 0:1,10:2"), {"class_weight names class 10", "10 classes"});
+}
+
 }  // namespace

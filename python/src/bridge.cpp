@@ -1,5 +1,6 @@
 #include "bridge.h"
 
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 
@@ -131,6 +132,7 @@ tk::FitOptions Bridge::fit_options(const FitArgs& args, nb::object callbacks,
   o.steps_per_epoch = args.steps_per_epoch;
   o.validation_steps = args.validation_steps;
   o.seed = args.seed;
+  o.class_weight = args.class_weight;
   signals = std::make_shared<SignalCheck>();
   o.callbacks.push_back(signals);
   // A backup is saved before the Keras callbacks see the epoch: one of them raising leaves that epoch's backup.
@@ -166,7 +168,8 @@ nb::tuple Bridge::history_tuple(const tk::History& h, const FitArgs& args, const
 
 nb::tuple Bridge::fit(const std::vector<HostArray>& x, const std::vector<HostArray>& y, const FitArgs& args,
                       const std::optional<std::pair<std::vector<HostArray>, std::vector<HostArray>>>& validation_data,
-                      nb::object callbacks) {
+                      nb::object callbacks, const std::optional<HostArray>& sample_weight,
+                      const std::optional<HostArray>& validation_sample_weight) {
   // Kept here as well as in the options: the dispatcher is released with the GIL held, when this function returns.
   std::shared_ptr<PyCallbacks> keras_callbacks;
   std::shared_ptr<tk::Callback> signals;
@@ -174,6 +177,9 @@ nb::tuple Bridge::fit(const std::vector<HostArray>& x, const std::vector<HostArr
   if (validation_data)
     o.validation_data.emplace(tensor_views(validation_data->first, "validation_data"),
                               tensor_views(validation_data->second, "validation_data"));
+  if (sample_weight) o.sample_weight = tensor_view(*sample_weight, "fit: sample_weight");
+  if (validation_sample_weight)
+    o.validation_sample_weight = tensor_view(*validation_sample_weight, "fit: validation_data sample_weight");
   const std::vector<tk::Tensor> xs = tensor_views(x, "fit: x"), ys = tensor_views(y, "fit: y");
   tk::History h;
   {
@@ -217,12 +223,15 @@ std::vector<nb::object> Bridge::predict_dataset(const tk::data::Dataset& dataset
   return out;
 }
 
-nb::dict Bridge::evaluate(const std::vector<HostArray>& x, const std::vector<HostArray>& y, int64_t batch_size) {
+nb::dict Bridge::evaluate(const std::vector<HostArray>& x, const std::vector<HostArray>& y, int64_t batch_size,
+                          const std::optional<HostArray>& sample_weight) {
   const std::vector<tk::Tensor> xs = tensor_views(x, "evaluate: x"), ys = tensor_views(y, "evaluate: y");
+  tk::EvaluateOptions o{.batch_size = batch_size};
+  if (sample_weight) o.sample_weight = tensor_view(*sample_weight, "evaluate: sample_weight");
   tk::Logs logs;
   {
     nb::gil_scoped_release release;
-    logs = model_->evaluate(xs, ys, {.batch_size = batch_size});
+    logs = model_->evaluate(xs, ys, o);
   }
   return logs_dict(logs);
 }

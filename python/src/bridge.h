@@ -6,6 +6,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -36,6 +37,8 @@ struct FitArgs {
   std::string tensorboard_dir;
   int tensorboard_histogram_freq = 0;
   int64_t tensorboard_update_freq = 0;  // 0: "epoch"; N: every N steps
+  // Keras' class_weight (tk::FitOptions::class_weight): class id -> weight; empty: none.
+  std::map<int, float> class_weight;
 };
 
 class Bridge {
@@ -73,15 +76,18 @@ class Bridge {
   // the model holds the weights of the steps that finished. `callbacks`: None, or the Python dispatcher of the Keras
   // callbacks (trainkit/_callbacks.py: its batch_begin / batch_end say whether it has batch hooks); an exception one
   // of them raises leaves fit as is.
+  // sample_weight / validation_sample_weight: Keras' per-row weights (tk::FitOptions), read in place.
   nb::tuple fit(const std::vector<HostArray>& x, const std::vector<HostArray>& y, const FitArgs& args,
                 const std::optional<std::pair<std::vector<HostArray>, std::vector<HostArray>>>& validation_data,
-                nb::object callbacks);
+                nb::object callbacks, const std::optional<HostArray>& sample_weight,
+                const std::optional<HostArray>& validation_sample_weight);
   // model.fit(dataset): elements are batches (x..., y...); batch_size, shuffle and validation_split do not apply.
   nb::tuple fit_dataset(const tk::data::Dataset& dataset, const FitArgs& args,
                         const std::optional<tk::data::Dataset>& validation, nb::object callbacks);
   nb::dict evaluate_dataset(const tk::data::Dataset& dataset);
   std::vector<nb::object> predict_dataset(const tk::data::Dataset& dataset);
-  nb::dict evaluate(const std::vector<HostArray>& x, const std::vector<HostArray>& y, int64_t batch_size);
+  nb::dict evaluate(const std::vector<HostArray>& x, const std::vector<HostArray>& y, int64_t batch_size,
+                    const std::optional<HostArray>& sample_weight);
   std::vector<nb::object> predict(const std::vector<HostArray>& x, int64_t batch_size);
   tk::MemoryPlan memory_plan(int64_t batch_size) { return model_->memory_plan(batch_size); }
   int64_t largest_batch_that_fits(size_t bytes, int64_t cap) { return model_->largest_batch_that_fits(bytes, cap); }

@@ -2,6 +2,7 @@
 // (Bridge, which is also the native API's model), tk.data's Dataset, the memory plan, byte sizes and trainkit's errors
 // as Python exceptions.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
@@ -64,7 +65,8 @@ NB_MODULE(_trainkit, m) {
       .def_rw("keep_backup", &tkpy::FitArgs::keep_backup)
       .def_rw("tensorboard_dir", &tkpy::FitArgs::tensorboard_dir)
       .def_rw("tensorboard_histogram_freq", &tkpy::FitArgs::tensorboard_histogram_freq)
-      .def_rw("tensorboard_update_freq", &tkpy::FitArgs::tensorboard_update_freq);
+      .def_rw("tensorboard_update_freq", &tkpy::FitArgs::tensorboard_update_freq)
+      .def_rw("class_weight", &tkpy::FitArgs::class_weight);
 
   nb::class_<tkpy::Bridge>(m, "Bridge", "A trainkit model built from a Keras model's config (model.to_json()).")
       .def(nb::init<const std::string&, const std::string&, bool>(), "config_json"_a, "label"_a, "compile"_a)
@@ -89,8 +91,8 @@ NB_MODULE(_trainkit, m) {
       .def("optimizer_variables", &tkpy::Bridge::optimizer_variables)
       .def("set_optimizer_variables", &tkpy::Bridge::set_optimizer_variables, "values"_a)
       .def("fit", &tkpy::Bridge::fit, "x"_a, "y"_a, "args"_a, "validation_data"_a = nb::none(),
-           "callbacks"_a = nb::none())
-      .def("evaluate", &tkpy::Bridge::evaluate, "x"_a, "y"_a, "batch_size"_a)
+           "callbacks"_a = nb::none(), "sample_weight"_a = nb::none(), "validation_sample_weight"_a = nb::none())
+      .def("evaluate", &tkpy::Bridge::evaluate, "x"_a, "y"_a, "batch_size"_a, "sample_weight"_a = nb::none())
       .def("predict", &tkpy::Bridge::predict, "x"_a, "batch_size"_a)
       .def("memory_plan", &tkpy::Bridge::memory_plan, "batch_size"_a)
       .def("largest_batch_that_fits", &tkpy::Bridge::largest_batch_that_fits, "bytes"_a, "cap"_a)

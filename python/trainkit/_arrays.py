@@ -1,6 +1,6 @@
 """NumPy arrays as trainkit takes them: in place when their dtype is one trainkit reads and they are C-contiguous."""
 
-from typing import Any, List, Sequence, Union
+from typing import Any, Dict, List, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -40,3 +40,37 @@ def as_arrays(a: Arrays, what: str) -> List[np.ndarray]:
     if isinstance(a, (list, tuple)):
         return [as_array(x, f"{what}[{i}]") for i, x in enumerate(a)]
     return [as_array(a, what)]
+
+
+def as_sample_weight(w: Any, what: str) -> Any:
+    """Keras' sample_weight: None, or one array read in place (float32; other dtypes become a float32 copy)."""
+    if w is None:
+        return None
+    if isinstance(w, dict):
+        raise ValueError(f"{what}: one array of per-row weights (a dict per output is not supported yet)")
+    arr = np.asarray(w)
+    if arr.dtype != np.float32 and arr.dtype.kind in "fiu":
+        arr = arr.astype(np.float32)
+    return as_array(arr, what)
+
+
+def as_class_weight(class_weight: Any, what: str) -> Dict[int, float]:
+    """Keras' class_weight: a dict {class id: weight} (keys ints, NumPy ints included)."""
+    if class_weight is None:
+        return {}
+    if not isinstance(class_weight, dict):
+        raise ValueError(f"{what}: class_weight must be a dict {{class id: weight}}, got {type(class_weight).__name__}")
+    out: Dict[int, float] = {}
+    for k, v in class_weight.items():
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+            raise ValueError(f"{what}: class_weight's keys must be integer class ids, got {k!r}")
+        out[int(k)] = float(v)
+    return out
+
+
+def split_validation(validation_data: Any, what: str) -> Tuple[Any, Any, Any]:
+    """Keras' validation_data: (x_val, y_val) or (x_val, y_val, val_sample_weight)."""
+    if not isinstance(validation_data, (tuple, list)) or len(validation_data) not in (2, 3):
+        raise ValueError(f"{what}: validation_data must be a tuple (x_val, y_val) or (x_val, y_val, val_sample_weight)")
+    w = validation_data[2] if len(validation_data) == 3 else None
+    return validation_data[0], validation_data[1], w

@@ -128,6 +128,7 @@ class FitArgs:
     tensorboard_dir: str
     tensorboard_histogram_freq: int
     tensorboard_update_freq: int
+    class_weight: Dict[int, float]  # Keras' class_weight; empty: none
     def __init__(self) -> None: ...
 
 class Bridge:
@@ -167,8 +168,16 @@ class Bridge:
         args: FitArgs,
         validation_data: Optional[Tuple[Sequence[np.ndarray], Sequence[np.ndarray]]] = None,
         callbacks: Optional[object] = None,  # trainkit._callbacks.KerasCallbacks
+        sample_weight: Optional[np.ndarray] = None,
+        validation_sample_weight: Optional[np.ndarray] = None,
     ) -> Tuple[List[int], Dict[str, List[float]], Dict[str, int]]: ...
-    def evaluate(self, x: Sequence[np.ndarray], y: Sequence[np.ndarray], batch_size: int) -> Dict[str, float]: ...
+    def evaluate(
+        self,
+        x: Sequence[np.ndarray],
+        y: Sequence[np.ndarray],
+        batch_size: int,
+        sample_weight: Optional[np.ndarray] = None,
+    ) -> Dict[str, float]: ...
     def predict(self, x: Sequence[np.ndarray], batch_size: int) -> List[np.ndarray]: ...
     def memory_plan(self, batch_size: int) -> MemoryPlan: ...
     def largest_batch_that_fits(self, bytes: int, cap: int) -> int: ...

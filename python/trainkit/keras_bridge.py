@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from . import _trainkit
-from ._arrays import Arrays, as_arrays
+from ._arrays import Arrays, as_arrays, as_class_weight, as_sample_weight, split_validation
 from ._callbacks import KerasCallbacks, split_callbacks, tensorboard_args
 
 BatchSize = Union[int, str, None]
@@ -161,8 +161,10 @@ def fit(
     epochs: int = 1,
     verbose: Union[int, str] = "auto",
     validation_split: float = 0.0,
-    validation_data: Optional[Tuple[Arrays, Arrays]] = None,
+    validation_data: Optional[Tuple[Any, ...]] = None,
     shuffle: bool = True,
+    class_weight: Optional[Dict[int, float]] = None,
+    sample_weight: Any = None,
     initial_epoch: int = 0,
     device: str = "cpu",
     dtype_policy: Optional[str] = None,
@@ -184,8 +186,11 @@ def fit(
     seed continues where it stopped; the backup is removed when training ends unless keep_backup.
     Ctrl-C stops at the next step boundary: the Keras model gets the weights of the steps that finished, then
     KeyboardInterrupt is raised. A callback raising leaves the same way, with its exception.
+    sample_weight (one weight per row, or (rows, steps) for a sequence output), class_weight ({class id: weight}) and
+    validation_data=(x, y, sample_weight) weight the loss as Keras does (compile's metrics are not weighted).
     """
     xs, ys = as_arrays(x, "fit: x"), as_arrays(y, "fit: y")
+    weights = as_sample_weight(sample_weight, "fit: sample_weight")
     split = split_callbacks(callbacks, _label(model))
     bridge = _bridge(model, device, dtype_policy, need_compile=True)
     batch = _batch_size(batch_size)
@@ -200,6 +205,7 @@ def fit(
     args.shuffle = bool(shuffle)
     args.initial_epoch = int(initial_epoch)
     args.seed = int(seed)
+    args.class_weight = as_class_weight(class_weight, "fit")
     if split["tensorboard"] is not None:
         tensorboard_args(split["tensorboard"], args, _label(model))
     if backup_dir is not None:
@@ -211,14 +217,14 @@ def fit(
         args.keep_backup = bool(keep_backup)
     elif keep_backup or backup_freq != "epoch":
         raise ValueError("fit: backup_freq and keep_backup need backup_dir")
-    val = None
+    val, val_weights = None, None
     if validation_data is not None:
-        if not isinstance(validation_data, (tuple, list)) or len(validation_data) != 2:
-            raise ValueError("fit: validation_data must be a tuple (x_val, y_val)")
-        val = (as_arrays(validation_data[0], "fit: validation_data x"), as_arrays(validation_data[1], "fit: validation_data y"))
+        vx, vy, vw = split_validation(validation_data, "fit")
+        val = (as_arrays(vx, "fit: validation_data x"), as_arrays(vy, "fit: validation_data y"))
+        val_weights = as_sample_weight(vw, "fit: validation_data sample_weight")
     dispatcher = KerasCallbacks(model, bridge, split["python"], _write_back)
     try:
-        bridge.fit(xs, ys, args, val, dispatcher)
+        bridge.fit(xs, ys, args, val, dispatcher, weights, val_weights)
     except KeyboardInterrupt:
         _write_back(model, bridge)  # the steps that ran: the model is consistent, as after Keras' own interrupt
         raise
@@ -238,14 +244,17 @@ def evaluate(
     return_dict: bool = False,
     device: str = "cpu",
     dtype_policy: Optional[str] = None,
+    sample_weight: Any = None,
 ) -> Union[float, List[float], Dict[str, float]]:
-    """The compiled Keras model's loss and metrics on (x, y), computed by trainkit (as model.evaluate returns them)."""
+    """The compiled Keras model's loss and metrics on (x, y), computed by trainkit (as model.evaluate returns them);
+    sample_weight weights the loss as Keras does."""
     xs, ys = as_arrays(x, "evaluate: x"), as_arrays(y, "evaluate: y")
+    weights = as_sample_weight(sample_weight, "evaluate: sample_weight")
     bridge = _bridge(model, device, dtype_policy, need_compile=True)
     batch = _batch_size(batch_size)
     if batch == _trainkit.AUTO_BATCH_SIZE:
         raise ValueError("evaluate: batch_size='auto' applies to fit only")
-    logs = bridge.evaluate(xs, ys, batch)
+    logs = bridge.evaluate(xs, ys, batch, weights)
     if return_dict:
         return dict(logs)
     values = list(logs.values())

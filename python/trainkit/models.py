@@ -20,7 +20,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from . import _trainkit
-from ._arrays import as_arrays
+from ._arrays import as_arrays, as_class_weight, as_sample_weight, split_validation
 from ._objects import serialize
 from . import data as tk_data
 from .data import Dataset
@@ -311,6 +311,8 @@ class Model:
         validation_split: float = 0.0,
         validation_data: Any = None,
         shuffle: bool = True,
+        class_weight: Optional[Dict[int, float]] = None,
+        sample_weight: Any = None,
         initial_epoch: int = 0,
         steps_per_epoch: Optional[int] = None,
         validation_steps: Optional[int] = None,
@@ -322,7 +324,9 @@ class Model:
         batch_size="auto": the largest batch whose memory plan fits the device budget. seed: the shuffle order
         (0: from tk.utils.set_random_seed). steps_per_epoch / validation_steps: batches per epoch / per validation
         (None: one pass; a repeated Dataset needs steps_per_epoch). backup_dir: crash-safe resume, as
-        `trainkit fit --backup-dir`.
+        `trainkit fit --backup-dir`. sample_weight (one weight per row; a Dataset's elements may carry it as
+        (x, y, sample_weight)), class_weight ({class id: weight}) and validation_data=(x, y, sample_weight) weight the
+        loss as Keras does (compile's metrics are not weighted).
         Ctrl-C stops at the next step boundary (KeyboardInterrupt; the model keeps the steps that ran)."""
         if isinstance(epochs, bool) or not isinstance(epochs, (int, np.integer)) or epochs < 1:
             raise ValueError(f"fit: epochs must be a positive integer, got {epochs!r}")
@@ -335,6 +339,7 @@ class Model:
         args.shuffle = bool(shuffle)
         args.initial_epoch = int(initial_epoch)
         args.seed = int(seed)
+        args.class_weight = as_class_weight(class_weight, "fit")
         for what, steps in (("steps_per_epoch", steps_per_epoch), ("validation_steps", validation_steps)):
             if steps is not None:
                 if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
@@ -352,6 +357,9 @@ class Model:
                 raise ValueError("fit: batch_size must be None when x is a tk.data.Dataset (the dataset batches)")
             if validation_split:
                 raise ValueError("fit: validation_split is not supported with a tk.data.Dataset: give validation_data")
+            if sample_weight is not None:
+                raise ValueError("fit: sample_weight must be None when x is a tk.data.Dataset (its elements carry the "
+                                 "weights: (x, y, sample_weight))")
             val = None
             if validation_data is not None:
                 val = validation_data if isinstance(validation_data, Dataset) else self._val_dataset(validation_data)
@@ -362,15 +370,16 @@ class Model:
         if x is None or y is None:
             raise ValueError("fit: give x and y (arrays), or x = a tk.data.Dataset of (x, y) batches")
         xs, ys = as_arrays(x, "fit: x"), as_arrays(y, "fit: y")
+        weights = as_sample_weight(sample_weight, "fit: sample_weight")
         args.batch_size = _batch_size(batch_size)
         bridge = self._compiled_bridge("fit", xs)
-        val = None
+        val, val_weights = None, None
         if validation_data is not None:
             if isinstance(validation_data, Dataset):
                 raise ValueError("fit: validation_data is a tk.data.Dataset: fit on a Dataset too, or give (x_val, y_val)")
-            vx, vy = self._val_arrays(validation_data)
-            val = (vx, vy)
-        epoch, history, params = bridge.fit(xs, ys, args, val, dispatcher)
+            vx, vy, vw = self._val_arrays(validation_data)
+            val, val_weights = (vx, vy), vw
+        epoch, history, params = bridge.fit(xs, ys, args, val, dispatcher, weights, val_weights)
         return History(epoch, history, params, self)
 
     def _first_batch(self, dataset: Dataset) -> Optional[List[np.ndarray]]:
@@ -382,15 +391,16 @@ class Model:
         raise ValueError("fit: the dataset is empty")
 
     @staticmethod
-    def _val_arrays(validation_data: Any) -> Tuple[List[np.ndarray], List[np.ndarray]]:
-        if not isinstance(validation_data, (tuple, list)) or len(validation_data) != 2:
-            raise ValueError("fit: validation_data must be a tuple (x_val, y_val) or a tk.data.Dataset")
-        return (as_arrays(validation_data[0], "fit: validation_data x"),
-                as_arrays(validation_data[1], "fit: validation_data y"))
+    def _val_arrays(validation_data: Any) -> Tuple[List[np.ndarray], List[np.ndarray], Optional[np.ndarray]]:
+        if isinstance(validation_data, Dataset):
+            raise ValueError("fit: validation_data is a tk.data.Dataset: fit on a Dataset too, or give (x_val, y_val)")
+        vx, vy, vw = split_validation(validation_data, "fit")
+        return (as_arrays(vx, "fit: validation_data x"), as_arrays(vy, "fit: validation_data y"),
+                as_sample_weight(vw, "fit: validation_data sample_weight"))
 
     def _val_dataset(self, validation_data: Any) -> Dataset:
-        vx, vy = self._val_arrays(validation_data)
-        return Dataset.from_tensor_slices(tuple(vx + vy)).batch(32)
+        vx, vy, vw = self._val_arrays(validation_data)
+        return Dataset.from_tensor_slices(tuple(vx + vy + ([] if vw is None else [vw]))).batch(32)
 
     def evaluate(
         self,
@@ -398,13 +408,15 @@ class Model:
         y: Any = None,
         batch_size: Optional[int] = None,
         verbose: Union[int, str] = "auto",
+        sample_weight: Any = None,
         return_dict: bool = False,
     ) -> Union[float, List[float], Dict[str, float]]:
-        """The loss and metrics (Keras' shapes: the loss alone, [loss, metric, ...], or a dict)."""
+        """The loss and metrics (Keras' shapes: the loss alone, [loss, metric, ...], or a dict). sample_weight weights
+        the loss as Keras does (a Dataset's elements may carry it: (x, y, sample_weight))."""
         del verbose  # evaluate prints nothing
         if isinstance(x, Dataset):
-            if y is not None or batch_size is not None:
-                raise ValueError("evaluate: y and batch_size must be None when x is a tk.data.Dataset")
+            if y is not None or batch_size is not None or sample_weight is not None:
+                raise ValueError("evaluate: y, batch_size and sample_weight must be None when x is a tk.data.Dataset")
             logs = self._compiled_bridge("evaluate", self._first_batch(x)).evaluate_dataset(x._native)
         else:
             if x is None or y is None:
@@ -413,7 +425,8 @@ class Model:
             batch = _batch_size(batch_size)
             if batch == _trainkit.AUTO_BATCH_SIZE:
                 raise ValueError("evaluate: batch_size='auto' applies to fit only")
-            logs = self._compiled_bridge("evaluate", xs).evaluate(xs, ys, batch)
+            weights = as_sample_weight(sample_weight, "evaluate: sample_weight")
+            logs = self._compiled_bridge("evaluate", xs).evaluate(xs, ys, batch, weights)
         if return_dict:
             return dict(logs)
         values = list(logs.values())

@@ -1,6 +1,7 @@
 // CLI subcommands.
 #pragma once
 #include <CLI/CLI.hpp>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -38,15 +39,18 @@ struct FitArgs {
   std::string history_json;        // --history-json: the History as JSON (tk::isolated_fit reads it back)
   int verbose = -1;
   bool summary = true;
-  std::string save;         // --save m.keras after training (keras_commands.cpp)
-  RunOptions run;           // --device, --dtype-policy, --memory-limit
-  int replicas = 1;         // --replicas N: data parallel over N logical devices of --device (MirroredStrategy)
-  CallbackArgs callbacks;   // --backup-dir, --early-stopping, --csv-log, ...
-  std::string tensorboard;  // --tensorboard DIR: a TensorBoard callback logging there
-  bool isolate = false;     // --isolate: train in a child process (run_command.cpp)
+  std::string save;          // --save m.keras after training (keras_commands.cpp)
+  RunOptions run;            // --device, --dtype-policy, --memory-limit
+  int replicas = 1;          // --replicas N: data parallel over N logical devices of --device (MirroredStrategy)
+  CallbackArgs callbacks;    // --backup-dir, --early-stopping, --csv-log, ...
+  std::string tensorboard;   // --tensorboard DIR: a TensorBoard callback logging there
+  bool isolate = false;      // --isolate: train in a child process (run_command.cpp)
+  std::string class_weight;  // --class-weight 0:1,1:5: Keras' class_weight (parse_class_weight)
 };
 
 void add_fit_command(CLI::App& app, FitArgs& args);
+// "0:1,1:5" -> Keras' class_weight {0: 1, 1: 5}; InvalidArgument naming the bad entry.
+std::map<int, float> parse_class_weight(const std::string& text);
 int run_fit(const FitArgs& args);
 
 struct PlanArgs {

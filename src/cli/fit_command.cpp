@@ -105,6 +105,9 @@ void add_fit_command(CLI::App& app, FitArgs& a) {
   // (silently ignoring one would train on something other than what the command line says).
   for (const char* name : {"--format", "--x", "--y", "--validation-y", "--shuffle-buffer"})
     fit->get_option(name)->each([&a, name](const std::string&) { a.given.emplace_back(name); });
+  fit->add_option("--class-weight", a.class_weight,
+                  "Keras' class_weight: CLASS:WEIGHT pairs, comma-separated (0:1,1:5); a row's loss is multiplied by "
+                  "its label's weight, 1 for a class not listed");
   fit->add_option("--dump-weights", a.dump_weights,
                   "Write the final weights to this file as text, exactly (%.9g; one 'tensor NAME float32 RANK DIMS' "
                   "line and one line of values per weight), to compare runs");
@@ -117,6 +120,32 @@ void add_fit_command(CLI::App& app, FitArgs& a) {
   fit->add_option("--tensorboard", a.tensorboard,
                   "Write TensorBoard logs (train/ and validation/ runs, epoch scalars) to this folder");
   fit->add_flag("--isolate", a.isolate, "Train in a child process: its memory is returned to the system when it ends");
+}
+
+std::map<int, float> parse_class_weight(const std::string& text) {
+  std::map<int, float> out;
+  size_t at = 0;
+  while (!text.empty() && at <= text.size()) {
+    const size_t end = std::min(text.find(',', at), text.size());
+    const std::string entry = text.substr(at, end - at);
+    const size_t colon = entry.find(':');
+    size_t used_id = 0, used_w = 0;
+    int id = 0;
+    float w = 0.0f;
+    try {
+      if (colon == std::string::npos) throw std::invalid_argument(entry);
+      id = std::stoi(entry.substr(0, colon), &used_id);
+      w = std::stof(entry.substr(colon + 1), &used_w);
+    } catch (const std::exception&) {
+      used_id = used_w = std::string::npos;
+    }
+    if (colon == std::string::npos || used_id != colon || used_w != entry.size() - colon - 1)
+      throw InvalidArgument("--class-weight: '" + entry + "' is not CLASS:WEIGHT (e.g. --class-weight 0:1,1:5)");
+    if (!out.emplace(id, w).second)
+      throw InvalidArgument("--class-weight: class " + std::to_string(id) + " is given twice");
+    at = end + 1;
+  }
+  return out;
 }
 
 int64_t parse_batch_option(const std::string& option, const std::string& value, bool zero_ok) {
@@ -376,7 +405,8 @@ int run_fit_data(const FitArgs& a, OptimizerPtr optimizer, int64_t batch_size, i
                                             .steps_per_epoch = a.steps_per_epoch,
                                             .validation_steps = a.validation_steps,
                                             .micro_batch_size = micro,
-                                            .validation_dataset = val});
+                                            .validation_dataset = val,
+                                            .class_weight = parse_class_weight(a.class_weight)});
   // Under mpirun every rank evaluates its share of the batches (Model::evaluate sums the ranks' logs).
   const std::optional<Logs> test = val ? std::optional<Logs>(model.evaluate(*val)) : std::nullopt;
   if (!chief) return 0;
@@ -405,6 +435,7 @@ int run_fit(const FitArgs& a) {
     throw InvalidArgument("--validation-steps needs validation data: add --validation-split or --validation-data");
   const int64_t batch_size = parse_batch_option("--batch-size", a.batch_size, false);
   const int64_t micro_batch_size = parse_batch_option("--micro-batch-size", a.micro_batch_size, true);
+  parse_class_weight(a.class_weight);  // a bad --class-weight fails before the data is loaded
   if (!(a.validation_split >= 0.0f && a.validation_split < 1.0f))
     throw InvalidArgument("--validation-split must be in [0, 1), got " + std::to_string(a.validation_split));
   std::vector<CallbackPtr> callbacks = cli_callbacks(a, a.validation_split > 0.0f || !a.validation_data.empty());
@@ -479,7 +510,8 @@ int run_fit(const FitArgs& a) {
                                      .initial_epoch = a.initial_epoch,
                                      .steps_per_epoch = a.steps_per_epoch,
                                      .validation_steps = a.validation_steps,
-                                     .micro_batch_size = micro_batch_size});
+                                     .micro_batch_size = micro_batch_size,
+                                     .class_weight = parse_class_weight(a.class_weight)});
   // Under mpirun every rank evaluates its share of the batches (Model::evaluate sums the ranks' logs).
   const Logs test = model.evaluate(d.x_test, d.y_test, {.batch_size = evaluation_batch(model, batch_size)});
   if (!chief) return 0;

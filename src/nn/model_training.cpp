@@ -39,6 +39,11 @@ const Logs& Model::train_on_batch(const std::vector<Tensor>& x, const std::vecto
   return trainer_->train_on_batch(x, y);
 }
 
+const Logs& Model::train_on_batch(const std::vector<Tensor>& x, const std::vector<Tensor>& y,
+                                  const Tensor& sample_weight) {
+  return trainer_->train_on_batch(x, y, &sample_weight);
+}
+
 MemoryPlan Model::memory_plan(int64_t batch_size) {
   trainer_->check_compiled("memory_plan");
   if (batch_size <= 0)

@@ -9,6 +9,12 @@
 //   tk::Logs test = model.evaluate(x_test, y_test);
 //   tk::Tensor logits = model.predict(x_test);
 //
+// Keras' sample and class weights (the loss only: compile's metrics are not weighted, as in Keras 3):
+//   model.fit(x, y, {.sample_weight = w});                      // w: (rows,) one weight per row
+//   model.fit(x, y, {.class_weight = {{0, 1.0f}, {1, 5.0f}}});  // each row weighted by its class
+//   model.evaluate(x, y, {.sample_weight = w});
+// A Dataset whose elements are (x..., y..., w) is weighted the same way.
+//
 // Where and how it runs: model.set_device(tk::Device::cpu()) and model.set_dtype_policy("float32") (Keras'
 // policy names; "mixed_float16" / "mixed_bfloat16" arrive with mixed precision), before the first
 // fit/evaluate/predict. Data of any dtype (uint8 images, float16 features) stays in its dtype in memory and
@@ -67,12 +73,26 @@ struct FitOptions {
   int64_t micro_batch_size = 0;   // 0: off; n: gradient accumulation over micro-batches of n; or kAutoBatchSize
   // Validation from a Dataset of (x..., y...) batches (with fit(Dataset); validation_data takes arrays).
   std::optional<data::Dataset> validation_dataset = std::nullopt;
+  // Keras' sample_weight: a host array of one weight per row of x, (rows,) or (rows, 1), or per time step of a sequence
+  // output, (rows, steps) (the output's shape without its last axis; one output). Each position's loss is multiplied by
+  // its weight and the batch's loss is their sum over the count of positions (Keras' "sum_over_batch_size": not over
+  // the sum of the weights). Negative and NaN weights are taken as given, as Keras does. With validation_split, the
+  // last fraction of the weights weights the validation loss.
+  std::optional<Tensor> sample_weight = std::nullopt;
+  // Keras' class_weight: class id -> weight; a row's weight is that of its class (its integer id, the argmax of a
+  // one-hot target, or the rounded value of a single binary target), 1 for a class not listed. fit only, one output,
+  // not together with sample_weight (Keras' rules). A class id outside the output's classes is an InvalidArgument.
+  std::map<int, float> class_weight = {};
+  // The weights of validation_data's rows (Keras' validation_data=(x, y, sample_weight)).
+  std::optional<Tensor> validation_sample_weight = std::nullopt;
 };
 
 struct EvaluateOptions {
   int64_t batch_size = 32;
   int verbose = 0;
   int64_t steps = 0;  // 0: all data
+  // Keras' sample_weight (FitOptions::sample_weight): weights the loss; the metrics are not weighted.
+  std::optional<Tensor> sample_weight = std::nullopt;
 };
 
 class Model {
@@ -93,7 +113,8 @@ class Model {
   Logs evaluate(const Tensor& x, const Tensor& y, EvaluateOptions options = {});
   Logs evaluate(const std::vector<Tensor>& x, const std::vector<Tensor>& y, EvaluateOptions options = {});
   // From a Dataset whose elements are batches (x..., y...): the model's inputs first, then one target per
-  // output (Keras' (x, y) convention). batch_size, shuffle and validation_split do not apply: the dataset
+  // output (Keras' (x, y) convention), and optionally one more: the rows' sample weights (Keras' (x, y, sample_weight);
+  // FitOptions::sample_weight's shapes). batch_size, shuffle and validation_split do not apply: the dataset
   // batches and shuffles. The next batch is staged while the current step runs (a prefetch is added when
   // the pipeline does not end with one), and every epoch reports how long the step waited for input
   // (logs "input_wait_fraction", "input_wait_p50_ms", "input_wait_p99_ms", and advice when input-bound).
@@ -106,6 +127,8 @@ class Model {
   // One optimizer step on exactly this batch; the returned logs are this batch's loss and metrics.
   // After the first call for a batch size it allocates nothing.
   const Logs& train_on_batch(const std::vector<Tensor>& x, const std::vector<Tensor>& y);
+  // The same with Keras' sample_weight for the batch's rows (FitOptions::sample_weight's shapes).
+  const Logs& train_on_batch(const std::vector<Tensor>& x, const std::vector<Tensor>& y, const Tensor& sample_weight);
 
   void summary(std::ostream& os = std::cout) const;
   // The inference program as an ONNX model (IR 8, opset 17, the batch axis dynamic, tensors channels_last as

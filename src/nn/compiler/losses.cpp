@@ -335,6 +335,34 @@ int emit_masked_loss(graph::Graph& g, const Loss& loss, int p, int t, int mask, 
   return mean_over_kept(b, per, kept);
 }
 
+int emit_weighted_loss(graph::Graph& g, const Loss& loss, int p, int t, int mask, int weight, const std::string& name) {
+  validate_loss(loss);
+  graph::OpBuilder b{g, nullptr, name};
+  int valid = -1;
+  const int per = position_losses(b, loss, p, t, &valid);  // (batch, ...): the last axis reduced
+  const Shape per_shape = g[per].shape;
+  int w = weight;
+  // Keras' squeeze_or_expand_to_same_rank: weights of (batch, 1) weight losses of (batch,).
+  if (g[w].shape.rank() == per_shape.rank() + 1 && g[w].shape[-1] == 1) w = o::reshape(b, w, per_shape);
+  // Then Keras multiplies with NumPy broadcasting: (batch, 1) weighs every step of (batch, steps) losses alike.
+  bool broadcasts = g[w].shape.rank() == per_shape.rank();
+  for (int i = 0; broadcasts && i < per_shape.rank(); ++i)
+    broadcasts = g[w].shape[i] == per_shape[i] || (i > 0 && g[w].shape[i] == 1);
+  if (!broadcasts)
+    throw InvalidArgument("loss '" + loss.name + "': sample_weight of shape " + g[weight].shape.to_string() +
+                          " does not match the per-position losses " + per_shape.to_string() +
+                          " (give one weight per row, or per time step of a sequence output)");
+  const int weighted = mul(b, per, w);
+  int kept = mask < 0 ? -1 : o::cast(b, mask, DType::f32);
+  if (kept >= 0 && g[kept].shape != per_shape)
+    throw Unsupported("loss '" + loss.name + "' over an output carrying a Keras mask: its per-step losses " +
+                      per_shape.to_string() + " do not have the mask's shape " + g[kept].shape.to_string());
+  if (valid >= 0) kept = kept < 0 ? valid : mul(b, kept, valid);
+  // Keras' reduce_weighted_values: sum(loss * w) over the count of positions (not the sum of the weights); with a
+  // mask (apply_mask), over the count of the kept positions.
+  return kept < 0 ? all_axes_mean(b, weighted) : mean_over_kept(b, weighted, kept);
+}
+
 }  // namespace tk::nn
 
 namespace tk::losses {

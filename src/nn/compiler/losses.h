@@ -47,5 +47,13 @@ int emit_loss(graph::Graph& g, const Loss& loss, int y_pred, int y_true, const s
 // when it is unmasked and its target is not the ignored class. Always composed from the general ops. Unsupported
 // when the per-step losses do not have the mask's shape.
 int emit_masked_loss(graph::Graph& g, const Loss& loss, int y_pred, int y_true, int mask, const std::string& name);
+// The loss weighted by Keras' sample_weight `weight` (float32, (batch,) or (batch, 1) for losses per row, the
+// per-position losses' shape, e.g. (batch, steps), or (batch, 1) broadcast over the steps), as Keras 3 reduces it
+// (losses/loss.py reduce_weighted_values): sum(loss * weight) over the count of positions ("sum_over_batch_size": not
+// over the sum of the weights); with a Keras mask `mask` (or -1) and ignore_class, over the count of the kept
+// positions. Always composed from the general ops. InvalidArgument when the weights' shape does not match the
+// per-position losses.
+int emit_weighted_loss(graph::Graph& g, const Loss& loss, int y_pred, int y_true, int mask, int weight,
+                       const std::string& name);
 
 }  // namespace tk::nn

@@ -170,9 +170,14 @@ std::string ProgramCache::arena_owner() const {
   return replica_ == 0 ? model_.name() : model_.name() + " (replica " + std::to_string(replica_) + ")";
 }
 
+int64_t ProgramCache::weight_key(ProgramKind kind) const {
+  const bool weighs = kind == ProgramKind::train || kind == ProgramKind::eval || kind == ProgramKind::accumulate;
+  return weighs ? trainer_.sample_weight_key : 0;
+}
+
 Compiled& ProgramCache::get(ProgramKind kind, int64_t batch) {
   const Device d = device_;
-  const Key key{static_cast<int>(kind), batch, d.kind, d.index};
+  const Key key{static_cast<int>(kind), batch, d.kind, d.index, weight_key(kind)};
   auto it = cache_.find(key);
   if (it != cache_.end()) {
     // A program that updates the weights has a StepControl node or not, as the optimizer's config asked when it was
@@ -452,6 +457,11 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
     std::vector<int> losses;
     std::vector<std::pair<std::string, int>> metric_logs;
     std::vector<LogStat> metric_stats;
+    // Keras' sample_weight (nn/training/sample_weights.h): one input, (batch,) or (batch, k), weighting every output's
+    // loss (Keras repeats one array of per-row weights for each output); staged after the targets.
+    const int64_t wkey = weight_key(kind);
+    const int weight =
+        wkey == 0 ? -1 : g.input("sample_weight", wkey < 0 ? Shape{batch} : Shape{batch, wkey}, DType::f32);
     for (size_t j = 0; j < model_.outputs().size(); ++j) {
       const Loss& loss = model_.losses().size() == 1 ? model_.losses()[0] : model_.losses()[j];  // one loss for all
       const Shape out_shape = g[c->outputs[j]].shape;  // a copy: g grows below
@@ -468,8 +478,11 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
       int y = g.input(prefix + "target", target_shape, target_dtype);
       c->y.push_back(y);
       c->y_dtype.push_back(target_dtype);
-      losses.push_back(out_mask < 0 ? emit_loss(g, loss, c->outputs[j], y, prefix + "loss")
-                                    : emit_masked_loss(g, loss, c->outputs[j], y, out_mask, prefix + "loss"));
+      if (weight >= 0)  // a program without weights keeps the fused losses
+        losses.push_back(emit_weighted_loss(g, loss, c->outputs[j], y, out_mask, weight, prefix + "loss"));
+      else
+        losses.push_back(out_mask < 0 ? emit_loss(g, loss, c->outputs[j], y, prefix + "loss")
+                                      : emit_masked_loss(g, loss, c->outputs[j], y, out_mask, prefix + "loss"));
       if (multi) c->logs.emplace_back(prefix + "loss", losses.back());
       for (const Metric& m : model_.metrics()) {
         auto [metric_value, stat] = out_mask < 0
@@ -478,6 +491,10 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
         metric_logs.emplace_back(prefix + m.name, metric_value);
         metric_stats.push_back(stat);
       }
+    }
+    if (weight >= 0) {
+      c->y.push_back(weight);
+      c->y_dtype.push_back(DType::f32);
     }
     int total = losses.size() == 1 ? losses[0] : g.add(Op::Add, losses, {}, "loss");
     c->logs.insert(c->logs.begin(), {"loss", total});

@@ -27,7 +27,7 @@ struct StageScale {
 
 struct Compiled {
   std::unique_ptr<graph::Program> program;
-  std::vector<int> x, y;                                      // input value ids: model inputs, targets
+  std::vector<int> x, y;  // input value ids: model inputs, targets (then the sample weights, in a weighted program)
   std::vector<DType> y_dtype;                                 // i32 for sparse targets
   std::vector<StageScale> x_scale;                            // per model input
   std::vector<char> x_conversion_seen;                        // per model input: staging has looked at its source dtype
@@ -115,12 +115,15 @@ class ProgramCache {
   std::vector<int> all_reduce(graph::Graph& g, const std::vector<int>& grads, const std::vector<Weight*>& weights,
                               bool zero_inputs);
   std::string arena_owner() const;  // the model's name, and the replica's when not 0
-  // Program cache key: (kind, batch, device). A cache belongs to one replica.
+  // The sample weights' input of a program of this kind now (Trainer::sample_weight_key; 0 for predict and apply).
+  int64_t weight_key(ProgramKind kind) const;
+  // Program cache key: (kind, batch, device, sample weights). A cache belongs to one replica.
   struct Key {
     int kind;
     int64_t batch;
     DeviceKind device_kind;
     int device_index;
+    int64_t weights;  // weight_key: a program with a sample-weight input is another program
     auto operator<=>(const Key&) const = default;
   };
   Trainer& trainer_;

@@ -6,6 +6,7 @@
 #include "nn/distribute/strategy_state.h"
 #include "nn/training/fit_common.h"
 #include "nn/training/read_batches.h"
+#include "nn/training/sample_weights.h"
 #include "nn/training/trainer.h"
 #include "trainkit/core/error.h"
 
@@ -31,8 +32,15 @@ Logs nn::Trainer::evaluate(const std::vector<Tensor>& x, const std::vector<Tenso
   require(o.batch_size > 0, "evaluate: batch_size must be a positive integer, got " + std::to_string(o.batch_size));
   model_.ensure_built(x);
   check_data(x, &y, "evaluate");
+  std::vector<Tensor> y_weighted;  // Keras' sample_weight: after the targets (nn/training/sample_weights.h)
+  if (o.sample_weight) {
+    nn::check_sample_weight(model_, *o.sample_weight, x.empty() ? 0 : x[0].dim(0), "evaluate");
+    y_weighted = y;
+    y_weighted.push_back(*o.sample_weight);
+  }
+  const nn::SampleWeightScope weights(*this, o.sample_weight ? &*o.sample_weight : nullptr);
   programs().mirrors().upload();
-  Logs logs = run_evaluation(x, y, o.batch_size, o.steps);
+  Logs logs = run_evaluation(x, o.sample_weight ? y_weighted : y, o.batch_size, o.steps);
   if (o.verbose > 0 && model_.is_chief()) nn::print_logs(logs);  // MPI: rank 0 alone prints
   return logs;
 }
@@ -73,6 +81,9 @@ Logs nn::Trainer::run_evaluation(const std::vector<Tensor>& x, const std::vector
 
 Logs nn::Trainer::run_evaluation(const data::Dataset& dataset, int64_t steps) {
   const int replicas = nn::distribute::replicated_in_process(strategy_.get()) ? strategy_->replicas() : 1;
+  // Elements (x..., y..., w) are weighted (Keras' sample_weight): each batch's prepare says so before its program is
+  // chosen; the caller's weighting (fit's training) comes back after.
+  const nn::SampleWeightScope weights(*this, int64_t{0});
   nn::DatasetReads source(dataset,
                           {.on_device = nn::DeviceDataset::of(dataset, model_.device(), replicated(), "evaluate"),
                            .split = [this](data::Element& e, std::vector<Tensor>& x,
@@ -80,7 +91,9 @@ Logs nn::Trainer::run_evaluation(const data::Dataset& dataset, int64_t steps) {
                            .prepare =
                                [this](const std::vector<Tensor>& x, const std::vector<Tensor>& y) {
                                  model_.ensure_built(x);
-                                 check_data(x, &y, "evaluate");
+                                 const bool weighted = y.size() > model_.outputs().size();
+                                 check_data(x, &y, "evaluate", weighted);
+                                 sample_weight_key = nn::sample_weight_key(weighted ? &y.back() : nullptr);
                                },
                            .inputs = model_.inputs().size(),
                            .outputs = model_.outputs().size(),

@@ -12,6 +12,7 @@
 #include "nn/training/array_batches.h"
 #include "nn/training/batching.h"
 #include "nn/training/fit_common.h"
+#include "nn/training/sample_weights.h"
 #include "nn/training/staging.h"
 #include "trainkit/core/error.h"
 #include "trainkit/runtime/memory.h"
@@ -38,14 +39,33 @@ History nn::Trainer::fit(const std::vector<Tensor>& x_all, const std::vector<Ten
           "fit: validation_split must be in [0, 1), got " + std::to_string(o.validation_split));
   model_.ensure_built(x_all);
   check_data(x_all, &y_all, "fit");
+  // Keras' sample_weight / class_weight: per-row weights, carried after the targets (nn/training/sample_weights.h).
+  require(
+      !o.sample_weight || o.class_weight.empty(),
+      "fit: give class_weight or sample_weight, not both (Keras: \"You cannot `class_weight` and `sample_weight` at "
+      "the same time\")");
+  std::vector<Tensor> y_weighted = y_all;
+  const int64_t n_all = rows_of(x_all);
+  if (o.sample_weight) {
+    nn::check_sample_weight(model_, *o.sample_weight, n_all, "fit");
+    y_weighted.push_back(*o.sample_weight);
+  } else if (!o.class_weight.empty()) {
+    y_weighted.push_back(nn::class_weight_to_sample_weights(model_, y_all[0], o.class_weight, "fit"));
+  }
+  const bool weighted = y_weighted.size() > y_all.size();
+  require(!o.validation_sample_weight || o.validation_data,
+          "fit: validation_sample_weight weights validation_data's rows: give validation_data too");
 
   // Validation data: given, or the last fraction of the arrays before shuffling (Keras' rule).
-  std::vector<Tensor> x = x_all, y = y_all, vx, vy;
-  const int64_t n_all = rows_of(x_all);
+  std::vector<Tensor> x = x_all, y = y_weighted, vx, vy;
   if (o.validation_data) {
     vx = o.validation_data->first;
     vy = o.validation_data->second;
     check_data(vx, &vy, "fit (validation_data)");
+    if (o.validation_sample_weight) {
+      nn::check_sample_weight(model_, *o.validation_sample_weight, rows_of(vx), "fit (validation_data)");
+      vy.push_back(*o.validation_sample_weight);
+    }
   } else if (o.validation_split > 0.0f) {
     const auto split = static_cast<int64_t>(std::ceil(static_cast<double>(n_all) * (1.0 - o.validation_split)));
     require(split > 0 && split < n_all, "fit: validation_split " + std::to_string(o.validation_split) + " of " +
@@ -55,9 +75,9 @@ History nn::Trainer::fit(const std::vector<Tensor>& x_all, const std::vector<Ten
       vx.push_back(x_all[i].slice_rows(split, n_all));
       x[i] = x_all[i].slice_rows(0, split);
     }
-    for (size_t j = 0; j < y.size(); ++j) {
-      vy.push_back(y_all[j].slice_rows(split, n_all));
-      y[j] = y_all[j].slice_rows(0, split);
+    for (size_t j = 0; j < y.size(); ++j) {  // the weights too: Keras splits every array (class weights: fit only)
+      if (j < y_all.size() || o.sample_weight) vy.push_back(y_weighted[j].slice_rows(split, n_all));
+      y[j] = y_weighted[j].slice_rows(0, split);
     }
   }
   const int64_t n = rows_of(x);
@@ -74,7 +94,12 @@ History nn::Trainer::fit(const std::vector<Tensor>& x_all, const std::vector<Ten
   if (strategy_ && strategy_->mpi) seed = strategy_->mpi->broadcast(seed, "shuffle seed");  // one shuffle everywhere
   nn::ArrayBatches source(x, y, batch, steps, o.shuffle, seed);
   std::function<Logs()> validate;
-  if (!vx.empty()) validate = [&] { return run_evaluation(vx, vy, micro > 0 ? micro : batch, o.validation_steps); };
+  if (!vx.empty())
+    validate = [&] {
+      const nn::SampleWeightScope val_weights(*this, vy.size() > y_all.size() ? &vy.back() : nullptr);
+      return run_evaluation(vx, vy, micro > 0 ? micro : batch, o.validation_steps);
+    };
+  const nn::SampleWeightScope weights(*this, weighted ? &y.back() : nullptr);
   return fit_loop(source, o, micro, validate);
 }
 
@@ -132,10 +157,21 @@ void print_logs(const Logs& logs) {
 }
 }  // namespace nn
 
-const Logs& nn::Trainer::train_on_batch(const std::vector<Tensor>& x, const std::vector<Tensor>& y) {
+const Logs& nn::Trainer::train_on_batch(const std::vector<Tensor>& x, const std::vector<Tensor>& y_in,
+                                        const Tensor* sample_weight) {
   check_compiled("train_on_batch");
   model_.ensure_built(x);
-  check_data(x, &y, "train_on_batch");
+  check_data(x, &y_in, "train_on_batch");
+  // Keras' sample_weight: staged after the targets. No allocation per step: the tensors are assigned into the
+  // vector's elements (a Tensor copy-constructed would allocate its Shape), which keep their size.
+  if (sample_weight) {
+    nn::check_sample_weight(model_, *sample_weight, rows_of(x), "train_on_batch");
+    weighted_y_.resize(y_in.size() + 1);
+    std::copy(y_in.begin(), y_in.end(), weighted_y_.begin());
+    weighted_y_.back() = *sample_weight;
+  }
+  const std::vector<Tensor>& y = sample_weight ? weighted_y_ : y_in;
+  const nn::SampleWeightScope weights(*this, sample_weight);
   const int64_t n = rows_of(x);
   if (n <= 0) throw InvalidArgument("train_on_batch: empty batch");
   if (replicated()) {  // data parallel: the replicas' weights may have been set since

@@ -53,7 +53,9 @@ class Trainer {
   Logs evaluate(const data::Dataset& dataset, EvaluateOptions options);
   std::vector<Tensor> predict(const std::vector<Tensor>& x, int64_t batch_size);
   std::vector<Tensor> predict(const data::Dataset& dataset);
-  const Logs& train_on_batch(const std::vector<Tensor>& x, const std::vector<Tensor>& y);
+  // sample_weight (or null): Keras' per-row weights of the batch.
+  const Logs& train_on_batch(const std::vector<Tensor>& x, const std::vector<Tensor>& y,
+                             const Tensor* sample_weight = nullptr);
 
   // ---- memory (nn/training/trainer_memory.cpp, nn/distribute/auto_batch.cpp)
   // The plan of replica `replica`'s training program on its device (0: the model's own programs and device).
@@ -87,8 +89,11 @@ class Trainer {
   void check_compiled(const char* what) const;
   // InvalidArgument naming the layer when a dtype policy changed after the programs were built.
   void check_policies(const char* what) const;
-  void check_data(const std::vector<Tensor>& x, const std::vector<Tensor>* y, const char* what) const;
-  // Splits a dataset element into x (the model's inputs) and y (the rest); InvalidArgument when it cannot.
+  // weighted: y ends with the rows' sample weights (checked by check_sample_weight).
+  void check_data(const std::vector<Tensor>& x, const std::vector<Tensor>* y, const char* what,
+                  bool weighted = false) const;
+  // Splits a dataset element into x (the model's inputs) and y (the rest: the targets, and with need_y an optional
+  // last component, the sample weights); InvalidArgument when it cannot.
   void split_element(data::Element& e, std::vector<Tensor>& x, std::vector<Tensor>& y, bool need_y,
                      const char* what) const;
 
@@ -96,6 +101,10 @@ class Trainer {
   FitPosition position;               // kept current by the fit loop (no allocation per step)
   std::optional<FitPosition> resume;  // set by restore_training_state, taken by the next fit
   bool replicas_synced = false;       // the replicas' weights equal the model's (fit/train_on_batch clear it)
+  // The sample weights of the pass running now (nn/training/sample_weights.h, SampleWeightScope): 0 none, else the
+  // key of their shape (sample_weight_key). Training and evaluation programs are built (and cached) with a weight
+  // input when it is not 0, and the pass's y arrays then end with the weights.
+  int64_t sample_weight_key = 0;
 
  private:
   // The batch loop of every fit (fit_loop.cpp): epochs of steps over `source`'s batches, resume, lagged logs,
@@ -134,7 +143,8 @@ class Trainer {
   // One per replica: [0] the model's own (made with the Trainer and at each reset), [r] made when first asked for.
   std::vector<std::unique_ptr<ProgramCache>> caches_;
   std::vector<std::string> run_policies_;
-  Logs batch_logs_;  // train_on_batch results, updated in place
+  Logs batch_logs_;                 // train_on_batch results, updated in place
+  std::vector<Tensor> weighted_y_;  // train_on_batch with sample weights: y, then the weights (capacity reused)
 };
 
 }  // namespace tk::nn

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "nn/compiler/losses.h"
+#include "nn/training/sample_weights.h"
 #include "nn/training/trainer.h"
 #include "trainkit/core/error.h"
 
@@ -42,7 +43,8 @@ int64_t sample_numel(const Shape& s) {
 }
 }  // namespace
 
-void Trainer::check_data(const std::vector<Tensor>& x, const std::vector<Tensor>* y, const char* what) const {
+void Trainer::check_data(const std::vector<Tensor>& x, const std::vector<Tensor>* y, const char* what,
+                         bool weighted) const {
   if (x.size() != model_.inputs().size())
     throw InvalidArgument(std::string(what) + ": model '" + model_.name() + "' has " +
                           std::to_string(model_.inputs().size()) + " input(s) but " + std::to_string(x.size()) +
@@ -64,14 +66,16 @@ void Trainer::check_data(const std::vector<Tensor>& x, const std::vector<Tensor>
                             x[i].device().to_string() + "; give host arrays (a Dataset's on_device() stages itself)");
   }
   if (!y) return;
-  if (y->size() != model_.outputs().size())
+  const size_t targets = y->size() - (weighted && !y->empty() ? 1 : 0);
+  if (targets != model_.outputs().size() || (weighted && y->empty()))
     throw InvalidArgument(std::string(what) + ": model '" + model_.name() + "' has " +
-                          std::to_string(model_.outputs().size()) + " output(s) but " + std::to_string(y->size()) +
+                          std::to_string(model_.outputs().size()) + " output(s) but " + std::to_string(targets) +
                           " y array(s) were given");
+  if (weighted) check_sample_weight(model_, y->back(), n, what);
   if (model_.losses().size() != 1 && model_.losses().size() != model_.outputs().size())
     throw InvalidArgument(std::string(what) + ": " + std::to_string(model_.losses().size()) + " losses for " +
                           std::to_string(model_.outputs().size()) + " outputs (give one loss, or one per output)");
-  for (size_t j = 0; j < y->size(); ++j) {
+  for (size_t j = 0; j < targets; ++j) {
     const Tensor& t = (*y)[j];
     const Shape& out = model_.outputs()[j].shape();
     const Loss& loss = model_.losses().size() == 1 ? model_.losses()[0] : model_.losses()[j];
@@ -105,12 +109,14 @@ void Trainer::check_data(const std::vector<Tensor>& x, const std::vector<Tensor>
 void Trainer::split_element(data::Element& e, std::vector<Tensor>& x, std::vector<Tensor>& y, bool need_y,
                             const char* what) const {
   const size_t nx = model_.inputs().size(), ny = model_.outputs().size();
-  if (e.size() < nx || (need_y && e.size() != nx + ny))
-    throw InvalidArgument(std::string(what) + ": the dataset's elements have " + std::to_string(e.size()) +
-                          " component(s) " + data::shapes_of(e) + " but model '" + model_.name() + "' takes " +
-                          std::to_string(nx) + " input(s)" +
-                          (need_y ? " and " + std::to_string(ny) + " target(s): elements must be (x..., y...)" : "") +
-                          " (batch the dataset, and map it to that tuple)");
+  if (e.size() < nx || (need_y && e.size() != nx + ny && e.size() != nx + ny + 1))
+    throw InvalidArgument(
+        std::string(what) + ": the dataset's elements have " + std::to_string(e.size()) + " component(s) " +
+        data::shapes_of(e) + " but model '" + model_.name() + "' takes " + std::to_string(nx) + " input(s)" +
+        (need_y
+             ? " and " + std::to_string(ny) + " target(s): elements must be (x..., y...) or (x..., y..., sample_weight)"
+             : "") +
+        " (batch the dataset, and map it to that tuple)");
   for (const Tensor& t : e)
     if (t.shape().rank() == 0)
       throw InvalidArgument(std::string(what) + ": the dataset's elements " + data::shapes_of(e) +
