@@ -146,6 +146,12 @@ enum class Op : uint8_t {
   LstmSequence,      // (proj (T * N, 4u), recurrent_kernel (u, 4u), h0 (N, u), c0 (N, u)) -> (6T + 2, N, u): the
                      // h states, the c states and the gate activations; attrs.reverse: steps run from t = T - 1
   LstmSequenceGrad,  // (dy, y, recurrent_kernel) -> (T + 1, N, 4u): d proj, then [dh0, dc0, 0, 0]
+  // LayerNormApply's whole gradient in one sweep over dy and x (the rule's choice when dx and a parameter's gradient
+  // are both needed): (dy, x, stats, gamma) -> (rows + 2, n): dx, then LayerNormGammaGrad's two rows
+  LayerNormGrad,
+  // log(softmax(x)) over the last axis in one op (graph/tensor_ops.h's log_softmax for that axis), TensorFlow's order:
+  // (x - max) - log(sum(exp(x - max))); a row holding a NaN, or whose max is +-inf, is NaN throughout
+  LogSoftmax,
   kCount
 };
 inline constexpr int kOpCount = static_cast<int>(Op::kCount);
