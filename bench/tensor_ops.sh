@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # Side-by-side tensor workloads (2 threads, float32, CPU): LayerNorm forward + backward over (4096, 512), softmax,
 # log-softmax and the softmax gradient over the last axis of (4096, 1024), batched matmul (64, 128, 64) x
-# (64, 64, 128); trainkit's graph runtime
-# (tk_bench_tensor_ops), PyTorch eager and Keras 3 on tensorflow-cpu (tf.function), interleaved for ROUNDS rounds
-# (default 5); prints each workload's medians and trainkit's time ratio to each peer (bench/summarize_ops.py), then the
-# machine line and every run's JSON.
+# (64, 64, 128); trainkit's graph runtime (tk_bench_tensor_ops), PyTorch eager and Keras 3 on tensorflow-cpu
+# (tf.function), interleaved for ROUNDS rounds (default 5); prints each workload's medians (wall and process CPU time
+# per run) and trainkit's time ratio to each peer (bench/summarize_ops.py), then the machine line and every run's JSON.
 #
 #   bench/tensor_ops.sh [ROUNDS] [ITERS]   # ITERS timed iterations per workload and run (default 30, after 5 warm-up)
 #   ROUNDS=3 bench/tensor_ops.sh           # peers from $TK_VENV (default .venv), created if missing
