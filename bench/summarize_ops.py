@@ -11,8 +11,6 @@ import statistics
 import sys
 
 FRAMEWORKS = ("trainkit", "pytorch", "keras")
-# trainkit workloads timed against another workload of the peers.
-PEER_WORKLOAD = {"layer_norm_fwd_bwd_excl_loss": "layer_norm_fwd_bwd"}
 
 with open(sys.argv[1]) as f:
     runs = [json.loads(line) for line in f if line.strip().startswith("{")]
@@ -30,29 +28,34 @@ for r in runs:
 rounds = max(len(fw) for w in by.values() for fw in w.values())
 print(f"cpu: {tk_any[0].get('cpu', '?')}, threads {tk_any[0].get('threads', '?')}, {rounds} interleaved rounds; "
       + ", ".join(f"{k} {v}" for k, v in versions.items()))
-print("ms: median over rounds of each round's median; ratio = trainkit ms / peer ms (above 1: trainkit slower)")
-print(f"{'workload':30s} {'framework':9s} {'median ms':>10s}  {'rounds (ms)':34s} {'tk/torch':>9s} {'tk/keras':>9s}")
+print("ms: median over rounds of each round's median; ratio = trainkit ms / peer ms (above 1: trainkit slower); "
+      "cpu ms: the same of the process's CPU time per run (at one thread the figure a loaded machine disturbs least)")
+print(f"{'workload':30s} {'framework':9s} {'median ms':>10s}  {'rounds (ms)':34s} {'tk/torch':>9s} {'tk/keras':>9s}"
+      f" {'cpu ms':>8s} {'tk/torch':>9s} {'tk/keras':>9s}")
 
 
-def median_ms(rs):
-    return statistics.median(r["ms"] for r in rs)
+def median_of(rs, key):
+    return statistics.median(r[key] for r in rs) if all(key in r for r in rs) else None
+
+
+def ratios(med, fws, key):
+    out = ""
+    for peer in ("pytorch", "keras"):
+        p = median_of(fws[peer], key) if peer in fws else None
+        out += f" {med / p:8.2f}x" if med is not None and p else f" {'-':>9s}"
+    return out
 
 
 for workload, fws in by.items():
-    peers = by.get(PEER_WORKLOAD.get(workload, workload), {})
     for fw in FRAMEWORKS:
         if fw not in fws:
             continue
         rs = fws[fw]
-        med = median_ms(rs)
+        med, cpu = median_of(rs, "ms"), median_of(rs, "cpu_ms")
         each = " / ".join(f"{r['ms']:.3f}" for r in rs)
-        ratios = ""
+        line = f"{workload:30s} {fw:9s} {med:10.3f}  {each:34s}"
+        line += ratios(med, fws, "ms") if fw == "trainkit" else " " * 20
+        line += f" {cpu:8.3f}" if cpu is not None else f" {'-':>8s}"
         if fw == "trainkit":
-            for peer in ("pytorch", "keras"):
-                ratios += f" {med / median_ms(peers[peer]):8.2f}x" if peer in peers else f" {'-':>9s}"
-        print(f"{workload:30s} {fw:9s} {med:10.3f}  {each:34s}{ratios}".rstrip())
-    note = [r for r in fws.get("trainkit", []) if "loss_ops_ms" in r]
-    if note:
-        print(f"{'':30s} (of which ops owned by the loss sum(y*dy) or its gradient, per-op profile: "
-              f"{statistics.median(r['loss_ops_ms'] for r in note):.3f} ms, "
-              f"{100 * statistics.median(r['loss_ops_share'] for r in note):.1f}% of the profiled step)")
+            line += ratios(cpu, fws, "cpu_ms")
+        print(line.rstrip())

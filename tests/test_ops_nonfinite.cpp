@@ -150,6 +150,20 @@ std::vector<Tensor> softmax_rule(const std::vector<Tensor>& in) {
   return {y};
 }
 
+// tf.nn.log_softmax: (x - max) - log(sum(exp(x - max))); a NaN, or a max of +-inf, makes the row NaN.
+std::vector<Tensor> log_softmax_rule(const std::vector<Tensor>& in) {
+  const int64_t n = in[0].shape()[-1], rows = in[0].numel() / n;
+  Tensor y = like(in[0].shape());
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* x = in[0].data<float>() + r * n;
+    double m = -INFINITY, s = 0;
+    for (int64_t j = 0; j < n; ++j) m = max_rule(m, x[j]);
+    for (int64_t j = 0; j < n; ++j) s += std::exp(x[j] - m);
+    for (int64_t j = 0; j < n; ++j) y.data<float>()[r * n + j] = static_cast<float>((x[j] - m) - std::log(s));
+  }
+  return {y};
+}
+
 // A loss whose batch holds a NaN prediction: NaN.
 std::vector<Tensor> nan_scalar(const std::vector<Tensor>&) { return {Tensor::from_vector<float>(Shape{}, {kNaN})}; }
 
@@ -201,6 +215,8 @@ std::vector<NonFiniteCase> nonfinite_cases() {
       elementwise2([](double dy, double y) { return y > 0 ? dy : 0.0; }));
   add({"Softmax", Op::Softmax, {{4, 6}}, {}, {}, nonfinite_init()}, softmax_rule);
   add({"Softmax wide", Op::Softmax, {{3, 40}}, {}, {}, nonfinite_init()}, softmax_rule);  // the vector max_row
+  add({"LogSoftmax", Op::LogSoftmax, {{4, 6}}, {}, {}, nonfinite_init()}, log_softmax_rule);
+  add({"LogSoftmax wide", Op::LogSoftmax, {{3, 40}}, {}, {}, nonfinite_init()}, log_softmax_rule);
   // Elementwise arithmetic.
   add({"Add", Op::Add, {{3, 4}, {3, 4}}, {}, {}, nonfinite_init({0, 1})},
       elementwise2([](double a, double b) { return a + b; }));

@@ -270,6 +270,7 @@ std::vector<Case> tensor_gradient_cases() {
     ln.rounds_intermediates = true;
     c.push_back(ln);
   }
+  c.push_back({"LogSoftmax", Op::LogSoftmax, {{3, 6}}, {true}});
   return c;
 }
 
@@ -376,6 +377,18 @@ std::vector<Case> tensor_forward_cases() {
     };
     gg.rounds_intermediates = true;
     c.push_back(gg);
+    // The whole gradient in one sweep: 37 rows make three blocks (16, 16, 5) and a 16-row chunk; 7 features a
+    // vector tail
+    for (const Shape& xs : {Shape{4, 6}, Shape{37, 7}}) {
+      Case all{xs[0] == 4 ? "LayerNormGrad" : "LayerNormGrad blocks", Op::LayerNormGrad, {xs, xs, {xs[-1]}}, {}, at};
+      all.build = [](Graph& g, const std::vector<int>& in, const Attrs& a) {
+        const int stats = g.add(Op::LayerNormStats, {in[1]}, a, "stats");
+        return std::vector<int>{g.add(Op::LayerNormGrad, {in[0], in[1], stats, in[2]}, a, "y")};
+      };
+      all.rounds_intermediates = true;
+      c.push_back(all);
+    }
+    c.push_back({"LogSoftmax long rows", Op::LogSoftmax, {{3, 1500}}});  // vector lanes and a masked tail
   }  // the variable's storage holds the value after the run
   return c;
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Keras 3 (TensorFlow CPU backend) peer of bench/tensor_ops.cpp: LayerNorm forward + backward, softmax, batched
-matmul, each step a tf.function (graph mode, no XLA: what Keras' fit runs on a CPU-only machine).
+"""Keras 3 (TensorFlow CPU backend) peer of bench/tensor_ops.cpp: LayerNorm forward + backward, softmax, log-softmax,
+batched matmul, each step a tf.function (graph mode, no XLA: what Keras' fit runs on a CPU-only machine).
 
 Prints one JSON line per workload on stdout; all logging goes to stderr. Each workload: --warmup untimed
 iterations (the first traces), then --iters iterations timed one by one; "ms" is their median.
@@ -23,14 +23,19 @@ def log(*a):
 
 
 def timed(fn, warmup, iters):
+    """Wall ms per run, and (in CPU_MS) the process's CPU ms per run, as tk_bench_tensor_ops' cpu_ms."""
     for _ in range(warmup):
         fn()
-    runs = []
+    runs, CPU_MS[:] = [], []
     for _ in range(iters):
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         fn()
         runs.append(1e3 * (time.perf_counter() - t0))
+        CPU_MS.append(1e3 * (time.process_time() - c0))
     return runs
+
+
+CPU_MS = []  # the last timed()'s CPU ms per run
 
 
 def main():
@@ -38,7 +43,7 @@ def main():
     ap.add_argument("--iters", type=int, default=30, help="timed iterations (after --warmup untimed ones)")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--only", default="", help="layer_norm, softmax or batch_matmul (default: all three)")
+    ap.add_argument("--only", default="", help="layer_norm, softmax, log_softmax or batch_matmul (default: all)")
     args = ap.parse_args()
 
     import tensorflow as tf
@@ -60,6 +65,7 @@ def main():
         print(json.dumps({
             "framework": "keras", "workload": workload, "shapes": shapes,
             "ms": round(statistics.median(runs), 4), "min_ms": round(min(runs), 4),
+            "cpu_ms": round(statistics.median(CPU_MS), 4),
             "version": keras.__version__, "backend": "tensorflow", "tensorflow_version": tf.__version__,
             "mode": "tf.function", "threads": args.threads, "runs_ms": [round(r, 4) for r in runs],
         }), flush=True)
@@ -86,6 +92,11 @@ def main():
         s = normal(4096, 1024)
         softmax = tf.function(lambda v: keras.ops.softmax(v, axis=-1))
         emit("softmax_fwd", "(4096, 1024), last axis", timed(lambda: softmax(s), args.warmup, args.iters))
+
+    if args.only in ("", "log_softmax"):
+        s = normal(4096, 1024)
+        log_softmax = tf.function(lambda v: keras.ops.log_softmax(v, axis=-1))
+        emit("log_softmax_fwd", "(4096, 1024), last axis", timed(lambda: log_softmax(s), args.warmup, args.iters))
 
     if args.only in ("", "batch_matmul"):
         a, b = normal(64, 128, 64), normal(64, 64, 128)

@@ -20,14 +20,19 @@ def log(*a):
 
 
 def timed(fn, warmup, iters):
+    """Wall ms per run, and (in CPU_MS) the process's CPU ms per run, as tk_bench_tensor_ops' cpu_ms."""
     for _ in range(warmup):
         fn()
-    runs = []
+    runs, CPU_MS[:] = [], []
     for _ in range(iters):
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         fn()
         runs.append(1e3 * (time.perf_counter() - t0))
+        CPU_MS.append(1e3 * (time.process_time() - c0))
     return runs
+
+
+CPU_MS = []  # the last timed()'s CPU ms per run
 
 
 def main():
@@ -50,6 +55,7 @@ def main():
         print(json.dumps({
             "framework": "pytorch", "workload": workload, "shapes": shapes,
             "ms": round(statistics.median(runs), 4), "min_ms": round(min(runs), 4),
+            "cpu_ms": round(statistics.median(CPU_MS), 4),
             "version": torch.__version__, "threads": torch.get_num_threads(),
             "runs_ms": [round(r, 4) for r in runs],
         }), flush=True)

@@ -105,7 +105,15 @@ std::vector<int> gradients(Graph& g, const std::vector<int>& losses, const std::
     return grad[static_cast<size_t>(value)];
   };
   for (int loss : losses) {
-    if (g[loss].shape.rank() != 0) throw InvalidArgument("gradients: loss '" + g[loss].name + "' is not a scalar");
+    // A non-scalar output takes an output gradient of its own shape and dtype as its seed (one output only).
+    const bool output_gradient = seed >= 0 && losses.size() == 1 && g[loss].shape.rank() != 0;
+    if (output_gradient && (g[seed].shape != g[loss].shape || g[seed].dtype != g[loss].dtype))
+      throw InvalidArgument("gradients: the output gradient '" + g[seed].name + "' " + g[seed].shape.to_string() + " " +
+                            std::string(dtype_name(g[seed].dtype)) + " does not match the output '" + g[loss].name +
+                            "' " + g[loss].shape.to_string() + " " + std::string(dtype_name(g[loss].dtype)));
+    if (g[loss].shape.rank() != 0 && !output_gradient)
+      throw InvalidArgument("gradients: loss '" + g[loss].name + "' " + g[loss].shape.to_string() +
+                            " is not a scalar (a single non-scalar output needs a seed of its shape)");
     accumulate(loss, seed >= 0 ? seed : g.fill(1.0f));
   }
 

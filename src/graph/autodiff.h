@@ -19,7 +19,9 @@ struct RematStats {
 };
 
 // Each loss in `losses` is a scalar seeded with gradient 1 (so the gradient is that of their sum), or with the
-// float32 scalar value `seed` when given (loss scaling: the gradients of the sum times the scale).
+// float32 scalar value `seed` when given (loss scaling: the gradients of the sum times the scale). A single output of
+// any shape may instead be seeded with `seed` of its shape and dtype (an output gradient, as PyTorch's y.backward(dy)
+// or TensorFlow's output_gradients): the gradients of sum(y * seed), without that loss's ops.
 // With `remat` non-null, rematerializes as above and fills it in.
 std::vector<int> gradients(Graph& g, const std::vector<int>& losses, const std::vector<int>& wrt,
                            RematStats* remat = nullptr, int seed = -1);

@@ -151,6 +151,12 @@ enum class Op : uint8_t {
   Attention,      // (q (N*T, H*D), k (N*S, H*D), v (N*S, H*Dv) [, mask (N, T, S) 0/1]) -> o (N*T, H*Dv); attrs.heads,
                   // .batch, .causal, .score_scale
   AttentionGrad,  // (do, q, k, v, o [, mask]) -> flat [dq | dk | dv], scores recomputed blockwise
+  // LayerNormApply's whole gradient in one sweep over dy and x (the rule's choice when dx and a parameter's gradient
+  // are both needed): (dy, x, stats, gamma) -> (rows + 2, n): dx, then LayerNormGammaGrad's two rows
+  LayerNormGrad,
+  // log(softmax(x)) over the last axis in one op (graph/tensor_ops.h's log_softmax for that axis), TensorFlow's order:
+  // (x - max) - log(sum(exp(x - max))); a row holding a NaN, or whose max is +-inf, is NaN throughout
+  LogSoftmax,
   kCount
 };
 inline constexpr int kOpCount = static_cast<int>(Op::kCount);

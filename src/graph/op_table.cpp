@@ -604,6 +604,8 @@ constexpr std::array<OpInfo, kOpCount> kTable{{
     {Op::LstmSequenceGrad, "LstmSequenceGrad", 3, true, shape_lstm_sequence_grad, dtype_same_float, nullptr},
     {Op::Attention, "Attention", -1, true, shape_attention, dtype_same_float, grad_attention},
     {Op::AttentionGrad, "AttentionGrad", -1, true, shape_attention_grad, dtype_same_float, nullptr},
+    {Op::LayerNormGrad, "LayerNormGrad", 4, true, shape_layer_norm, dtype_same_float, nullptr},
+    {Op::LogSoftmax, "LogSoftmax", 1, true, shape_same_as_first, dtype_same_float, grad_log_softmax},
 }};
 
 constexpr bool table_in_enum_order() {

@@ -261,6 +261,8 @@ int softmax(OpBuilder& b, int x, int axis) {
 }
 
 int log_softmax(OpBuilder& b, int x, int axis) {
+  const int r = shape_of(b, x).rank();
+  if (normalize_axis(axis, r, "log_softmax") == r - 1) return b.add(Op::LogSoftmax, {x});
   return binary(b, BinaryFn::subtract, x, reduce(b, ReduceFn::logsumexp, x, {axis}, true));
 }
 

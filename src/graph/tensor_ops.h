@@ -57,6 +57,6 @@ int one_hot(OpBuilder& b, int indices, int64_t depth, DType dtype = DType::f32);
 
 // Numerically stable (the max is subtracted): Softmax on the last axis, a transpose around it on another.
 int softmax(OpBuilder& b, int x, int axis = -1);
-int log_softmax(OpBuilder& b, int x, int axis = -1);  // x - logsumexp(x, axis)
+int log_softmax(OpBuilder& b, int x, int axis = -1);  // x - logsumexp(x, axis); the last axis: one LogSoftmax op
 
 }  // namespace tk::graph::ops

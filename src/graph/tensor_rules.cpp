@@ -1,5 +1,6 @@
 #include "graph/tensor_rules.h"
 
+#include "graph/bucket.h"
 #include "graph/tensor_ops.h"
 #include "trainkit/core/error.h"
 
@@ -222,7 +223,8 @@ Shape shape_assign(const Graph& g, int node) {
 // x (..., n); stats (rows, 2) from a LayerNormStats of x; gamma/beta (n); dy like x.
 Shape shape_layer_norm(const Graph& g, int node) {
   const Node& nd = g[node];
-  const int xi = nd.op == Op::LayerNormInputGrad || nd.op == Op::LayerNormGammaGrad ? 1 : 0;
+  const bool grad = nd.op == Op::LayerNormInputGrad || nd.op == Op::LayerNormGammaGrad || nd.op == Op::LayerNormGrad;
+  const int xi = grad ? 1 : 0;
   const Shape& x = in_shape(g, node, xi);
   if (x.rank() < 1 || x[-1] <= 0) shape_error(g, node, "x needs a known last (feature) axis");
   const int64_t n = x[-1], rows = x.numel() / n;
@@ -231,6 +233,7 @@ Shape shape_layer_norm(const Graph& g, int node) {
   if (in_shape(g, node, xi + 1) != Shape{rows, 2}) shape_error(g, node, "stats must be (rows, 2) of x");
   for (size_t i = static_cast<size_t>(xi) + 2; i < nd.inputs.size(); ++i)
     if (in_shape(g, node, static_cast<int>(i)) != Shape{n}) shape_error(g, node, "gamma and beta must be (features)");
+  if (nd.op == Op::LayerNormGrad) return Shape{rows + 2, n};
   return nd.op == Op::LayerNormGammaGrad ? Shape{2, n} : x;
 }
 
@@ -464,10 +467,36 @@ void grad_concat(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
   }
 }
 
+namespace {
+// Elements [begin, begin + shape.numel()) of v as `shape`: a View (no copy) where the start is aligned as Views need,
+// else a Slice of the flat value. Only for the gradient graph (a View has no gradient of its own).
+int part_of(OpBuilder& b, int v, int64_t begin, Shape shape) {
+  if (begin % kBucketAlignElements == 0) {
+    Attrs at;
+    at.begin = begin;
+    at.shape = std::move(shape);
+    return b.add(Op::View, {v}, at);
+  }
+  const int flat = ops::reshape(b, v, Shape{b.node(v).shape.numel()});
+  const int64_t size = shape.numel();
+  return ops::reshape(b, ops::slice(b, flat, 0, begin, size), std::move(shape));
+}
+}  // namespace
+
 // y = LayerNormApply(x, LayerNormStats(x), gamma, beta): dx includes the path through the statistics (the stats input
-// itself gets none); dgamma and dbeta (the sums of dy * xhat and of dy) come from one LayerNormGammaGrad.
+// itself gets none); dgamma and dbeta (the sums of dy * xhat and of dy) come from one LayerNormGammaGrad. When dx and
+// a parameter's gradient are both needed, one LayerNormGrad computes all three in one sweep (its parts read as Views).
 void grad_layer_norm_apply(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
   const Node n = b.node(node);
+  if (need[0] && (need[2] || need[3])) {
+    const int all = b.add(Op::LayerNormGrad, {dy, n.inputs[0], n.inputs[1], n.inputs[2]}, n.attrs);
+    const Shape xs = b.node(n.inputs[0]).shape, param = b.node(n.inputs[2]).shape;
+    const int64_t size = xs.numel(), features = xs[-1];
+    dx[0] = part_of(b, all, 0, xs);
+    if (need[2]) dx[2] = part_of(b, all, size, param);
+    if (need[3]) dx[3] = part_of(b, all, size + features, param);
+    return;
+  }
   if (need[0]) dx[0] = b.add(Op::LayerNormInputGrad, {dy, n.inputs[0], n.inputs[1], n.inputs[2]}, n.attrs);
   if (need[2] || need[3]) {  // both parameter gradients in one pass over dy and x
     const int sums = b.add(Op::LayerNormGammaGrad, {dy, n.inputs[0], n.inputs[1]}, n.attrs);
@@ -475,6 +504,14 @@ void grad_layer_norm_apply(GradBuilder& b, int node, int dy, const bool* need, i
     if (need[2]) dx[2] = ops::reshape(b, ops::slice(b, sums, 0, 0, 1), param);
     if (need[3]) dx[3] = ops::reshape(b, ops::slice(b, sums, 0, 1, 1), param);
   }
+}
+
+// y = LogSoftmax(x) over the last axis: dx = dy - exp(y) * sum(dy) (each row's sum of dy, kept as an axis).
+void grad_log_softmax(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
+  if (!need[0]) return;
+  const int sums = ops::reduce(b, ReduceFn::sum, dy, {-1}, true);
+  dx[0] = ops::binary(b, BinaryFn::subtract, dy,
+                      ops::binary(b, BinaryFn::multiply, ops::unary(b, UnaryFn::exp, node), sums));
 }
 
 void grad_slice(GradBuilder& b, int node, int dy, const bool* need, int* dx) {

@@ -42,5 +42,6 @@ void grad_gather(GradBuilder& b, int node, int dy, const bool* need, int* dx);
 void grad_concat(GradBuilder& b, int node, int dy, const bool* need, int* dx);
 void grad_slice(GradBuilder& b, int node, int dy, const bool* need, int* dx);
 void grad_layer_norm_apply(GradBuilder& b, int node, int dy, const bool* need, int* dx);
+void grad_log_softmax(GradBuilder& b, int node, int dy, const bool* need, int* dx);
 
 }  // namespace tk::graph::rules

@@ -165,9 +165,9 @@ std::vector<float> host_floats(const Tensor& t) {
 
 const char* supported_ops() {
   return "MatMul, BiasAdd, Add, Mul, Scale, Reshape, Concat, Slice, Relu, Sigmoid, Tanh, Gelu, Elu, LeakyRelu, "
-         "Softmax, Conv2D, MaxPool2D, AvgPool2D, Pad2D, BnInference, Cast (not to 16-bit floats), Fill, Unary (every "
-         "function), Binary, Compare, Where, Reduce, ArgReduce, BroadcastTo, Transpose, Pad, BatchMatMul, Gather, "
-         "OneHot";
+         "Softmax, LogSoftmax, Conv2D, MaxPool2D, AvgPool2D, Pad2D, BnInference, Cast (not to 16-bit floats), Fill, "
+         "Unary (every function), Binary, Compare, Where, Reduce, ArgReduce, BroadcastTo, Transpose, Pad, BatchMatMul, "
+         "Gather, OneHot";
 }
 
 }  // namespace
@@ -332,6 +332,9 @@ void export_onnx(Model& model, const std::string& path) {
         break;
       case graph::Op::Softmax:
         onnx.node("Softmax", {in(0)}, out, {attr_int("axis", -1)});
+        break;
+      case graph::Op::LogSoftmax:
+        onnx.node("LogSoftmax", {in(0)}, out, {attr_int("axis", -1)});
         break;
       case graph::Op::Elu:
         onnx.node("Elu", {in(0)}, out, {attr_float("alpha", n.attrs.alpha)});

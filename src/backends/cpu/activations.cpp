@@ -120,6 +120,15 @@ void softmax(const KernelArgs& a) {
       rows, [&](int64_t rb, int64_t re) { softmax_rows(x + rb * n, y + rb * n, re - rb, n); },
       kParallelGrain / std::max<int64_t>(n, 1));
 }
+// Log-softmax over the last axis: math::log_softmax_row in the vector lanes (vector_exp.h's log_softmax_rows).
+void log_softmax(const KernelArgs& a) {
+  const int64_t n = a.node.shape[-1], rows = a.node.shape.numel() / (n ? n : 1);
+  const float* x = a.input<float>(0);
+  float* y = a.output<float>();
+  parallel_for(
+      rows, [&](int64_t rb, int64_t re) { log_softmax_rows(x + rb * n, y + rb * n, re - rb, n); },
+      kParallelGrain / std::max<int64_t>(n, 1));
+}
 void softmax_grad(const KernelArgs& a) {
   const int64_t n = a.node.shape[-1], rows = a.node.shape.numel() / (n ? n : 1);
   const float* dy = a.input<float>(0);
@@ -154,6 +163,7 @@ void register_activation_kernels() {
   register_kernel(cpu, Op::LeakyReluGrad, f32, leaky_relu_grad);
   register_kernel(cpu, Op::Softmax, f32, softmax);
   register_kernel(cpu, Op::SoftmaxGrad, f32, softmax_grad);
+  register_kernel(cpu, Op::LogSoftmax, f32, log_softmax);
 }
 
 }  // namespace tk::cpu

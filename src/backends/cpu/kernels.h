@@ -27,7 +27,7 @@ void register_layout_kernels();        // layout.cpp: Transpose, Pad, Concat, Sl
 void register_gather_kernels();        // gather.cpp: Gather, GatherGrad, OneHot
 void register_batch_matmul_kernels();  // batch_matmul.cpp: BatchMatMul (gemm.h per batch)
 void register_assign_kernels();        // assign.cpp: StepValue, Assign (optimizers in the general ops)
-void register_layer_norm_kernels();    // layer_norm.cpp: LayerNormStats, Apply, InputGrad, GammaGrad (fused)
+void register_layer_norm_kernels();    // layer_norm.cpp: LayerNormStats, Apply, InputGrad, GammaGrad, Grad (fused)
 void register_lstm_kernels();          // lstm.cpp: LstmSequence, LstmSequenceGrad (fused, graph/lstm_rules.h)
 void register_attention_kernels();     // attention.cpp: Attention, AttentionGrad (fused, graph/attention_rules.h)
 // Throws InvalidArgument: the node's function field (attrs.unary, .binary, .reduce) names no function.

@@ -1,13 +1,14 @@
 // LayerNormalization's fused kernels on the CPU: the math of backends/math/layer_norm.h (which the CUDA kernels run)
-// with each row's sums vectorized (double lanes, combined in a fixed order: the bits depend on the build's vector
-// width, not on the thread count or the data). Rows split between threads; the gamma gradient's column sums in double
-// over rows in order, columns split between threads.
-#include "backends/math/layer_norm.h"
-
+// in the row loops of layer_norm_rows.h (vector lanes chosen at run time; statistics and row sums in double). Rows
+// split between threads. LayerNormGrad, the backward in one sweep: dx row by row, and the parameter sums over fixed
+// blocks of rows (their number set by the row count alone), each block's sums in the workspace, added in block order:
+// the bits do not depend on the thread count. LayerNormGammaGrad alone (when dx is not needed): columns split between
+// threads, rows in order.
 #include <algorithm>
-#include <cmath>
+#include <cstddef>
 
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/layer_norm_rows.h"
 #include "backends/cpu/parallel.h"
 #include "graph/kernel.h"
 
@@ -16,42 +17,11 @@ namespace {
 using graph::KernelArgs;
 using graph::Op;
 
-// Row statistics and input gradient with vectorized sums (math::layer_norm_stats / layer_norm_input_grad's math).
-void row_stats(const float* x, int64_t n, float eps, float* mean, float* rstd) {
-  double s = 0.0;
-#pragma omp simd reduction(+ : s)
-  for (int64_t j = 0; j < n; ++j) s += static_cast<double>(x[j]);
-  const double m = s / static_cast<double>(n);
-  double v = 0.0;
-#pragma omp simd reduction(+ : v)
-  for (int64_t j = 0; j < n; ++j) {
-    const double d = static_cast<double>(x[j]) - m;
-    v += d * d;
-  }
-  *mean = static_cast<float>(m);
-  *rstd = static_cast<float>(1.0 / std::sqrt(v / static_cast<double>(n) + static_cast<double>(eps)));
-}
-
-void row_input_grad(const float* dy, const float* x, int64_t n, float mean, float rstd, const float* gamma, float* dx) {
-  double sg = 0.0, sgx = 0.0;
-  const double m = mean, r = rstd;
-#pragma omp simd reduction(+ : sg, sgx)
-  for (int64_t j = 0; j < n; ++j) {
-    const double g = static_cast<double>(dy[j]) * gamma[j];
-    sg += g;
-    sgx += g * ((static_cast<double>(x[j]) - m) * r);
-  }
-  // The sums in double; the per-element result in float (as the float32 result it is rounded to).
-  const float mg = static_cast<float>(sg / static_cast<double>(n)),
-              mgx = static_cast<float>(sgx / static_cast<double>(n));
-#pragma omp simd
-  for (int64_t j = 0; j < n; ++j) dx[j] = rstd * (dy[j] * gamma[j] - mg - (x[j] - mean) * rstd * mgx);
-}
-
 struct Rows {
   int64_t rows, n;
 };
 Rows rows_of(const Shape& x) { return {x.numel() / x[-1], x[-1]}; }
+int64_t row_grain(int64_t n) { return std::max<int64_t>(1, kParallelGrain / n); }
 
 void stats(const KernelArgs& a) {
   const Rows r = rows_of(a.in_shape(0));
@@ -59,10 +29,8 @@ void stats(const KernelArgs& a) {
   float* s = a.output<float>();        // (rows, 2)
   parallel_for(
       r.rows,
-      [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) row_stats(x + i * r.n, r.n, a.node.attrs.epsilon, s + 2 * i, s + 2 * i + 1);
-      },
-      std::max<int64_t>(1, kParallelGrain / r.n));
+      [&](int64_t b, int64_t e) { layer_norm_stats_rows(x + b * r.n, s + 2 * b, e - b, r.n, a.node.attrs.epsilon); },
+      row_grain(r.n));
 }
 
 void apply(const KernelArgs& a) {
@@ -75,10 +43,9 @@ void apply(const KernelArgs& a) {
   parallel_for(
       r.rows,
       [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i)
-          math::layer_norm_apply(x + i * r.n, r.n, s[2 * i], s[2 * i + 1], gamma, beta, y + i * r.n);
+        layer_norm_apply_rows(x + b * r.n, s + 2 * b, gamma, beta, y + b * r.n, e - b, r.n);
       },
-      std::max<int64_t>(1, kParallelGrain / r.n));
+      row_grain(r.n));
 }
 
 void input_grad(const KernelArgs& a) {
@@ -91,10 +58,9 @@ void input_grad(const KernelArgs& a) {
   parallel_for(
       r.rows,
       [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i)
-          row_input_grad(dy + i * r.n, x + i * r.n, r.n, s[2 * i], s[2 * i + 1], gamma, dx + i * r.n);
+        layer_norm_input_grad_rows(dy + b * r.n, x + b * r.n, s + 2 * b, gamma, dx + b * r.n, e - b, r.n);
       },
-      std::max<int64_t>(1, kParallelGrain / r.n));
+      row_grain(r.n));
 }
 
 // (2, n): [sum over rows of dy * xhat; sum over rows of dy], columns in blocks split between threads, rows in order
@@ -136,6 +102,55 @@ void gamma_grad(const KernelArgs& a) {
       1);
 }
 
+// LayerNormGrad's blocks of rows: at most 32, each a multiple of 16 rows (the float chunks) but the last.
+struct GradBlocks {
+  int64_t count, rows;  // blocks, rows per block
+};
+GradBlocks grad_blocks(int64_t rows) {
+  const int64_t want = std::clamp<int64_t>((rows + 15) / 16, 1, 32);
+  const int64_t per = ((rows + want - 1) / want + 15) / 16 * 16;
+  return {std::max<int64_t>(1, (rows + per - 1) / per), per};
+}
+
+// Per block: its sums (2n doubles), then its float chunk (2n floats).
+size_t grad_workspace(const graph::Graph& g, int node) {
+  const Rows r = rows_of(g[g[node].inputs[1]].shape);
+  return static_cast<size_t>(grad_blocks(r.rows).count * 2 * r.n) * (sizeof(double) + sizeof(float));
+}
+
+// (dy, x, stats, gamma) -> (rows + 2, n): dx, then the sums over rows of dy * xhat (gamma's) and of dy (beta's).
+void grad(const KernelArgs& a) {
+  const Rows r = rows_of(a.in_shape(1));
+  const float* dy = a.input<float>(0);
+  const float* x = a.input<float>(1);
+  const float* s = a.input<float>(2);
+  const float* gamma = a.input<float>(3);
+  float* out = a.output<float>();
+  const GradBlocks bl = grad_blocks(r.rows);
+  auto* acc = static_cast<double*>(a.workspace);                       // (blocks, 2, n)
+  float* chunks = reinterpret_cast<float*>(acc + bl.count * 2 * r.n);  // (blocks, 2, n)
+  parallel_for(
+      bl.count,
+      [&](int64_t b0, int64_t b1) {
+        for (int64_t b = b0; b < b1; ++b) {
+          const int64_t i0 = b * bl.rows, i1 = std::min(r.rows, i0 + bl.rows);
+          double* sums = acc + b * 2 * r.n;
+          std::fill(sums, sums + 2 * r.n, 0.0);
+          layer_norm_grad_rows(dy + i0 * r.n, x + i0 * r.n, s + 2 * i0, gamma, out + i0 * r.n, i1 - i0, r.n, sums,
+                               chunks + b * 2 * r.n);
+        }
+      },
+      r.rows * r.n <= kParallelGrain ? bl.count : 1);
+  float* params = out + r.rows * r.n;  // (2, n)
+  parallel_for(2 * r.n, [&](int64_t j0, int64_t j1) {
+    for (int64_t j = j0; j < j1; ++j) {
+      double v = 0.0;
+      for (int64_t b = 0; b < bl.count; ++b) v += acc[b * 2 * r.n + j];
+      params[j] = static_cast<float>(v);
+    }
+  });
+}
+
 }  // namespace
 
 void register_layer_norm_kernels() {
@@ -143,6 +158,8 @@ void register_layer_norm_kernels() {
   graph::register_kernel(DeviceKind::cpu, Op::LayerNormApply, DType::f32, apply);
   graph::register_kernel(DeviceKind::cpu, Op::LayerNormInputGrad, DType::f32, input_grad);
   graph::register_kernel(DeviceKind::cpu, Op::LayerNormGammaGrad, DType::f32, gamma_grad);
+  graph::register_kernel(DeviceKind::cpu, Op::LayerNormGrad, DType::f32, grad);
+  graph::register_workspace(DeviceKind::cpu, Op::LayerNormGrad, grad_workspace);
 }
 
 }  // namespace tk::cpu

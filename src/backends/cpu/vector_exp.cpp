@@ -314,8 +314,28 @@ TK_AVX512 double exp_sum_avx512(const float* x, int64_t n, float shift) {
   for (double v : lanes) sum += v;
   return sum;
 }
+// y = (x - m) - l over one row (log_softmax_rows' last pass).
+TK_AVX512 void shift_avx512(const float* x, float* y, int64_t n, float m, float l) {
+  const __m512 vm = _mm512_set1_ps(m), vl = _mm512_set1_ps(l);
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) _mm512_storeu_ps(y + j, _mm512_sub_ps(_mm512_sub_ps(_mm512_loadu_ps(x + j), vm), vl));
+  if (j < n) {
+    const __mmask16 k = tail_mask(n - j);
+    _mm512_mask_storeu_ps(y + j, k, _mm512_sub_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + j), vm), vl));
+  }
+}
 #pragma GCC diagnostic pop
+TK_AVX2 void shift_avx2(const float* x, float* y, int64_t n, float m, float l) {
+  const __m256 vm = _mm256_set1_ps(m), vl = _mm256_set1_ps(l);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) _mm256_storeu_ps(y + j, _mm256_sub_ps(_mm256_sub_ps(_mm256_loadu_ps(x + j), vm), vl));
+  for (; j < n; ++j) y[j] = (x[j] - m) - l;
+}
 #endif  // TK_VEC_X86
+
+void shift_scalar(const float* x, float* y, int64_t n, float m, float l) {
+  for (int64_t j = 0; j < n; ++j) y[j] = (x[j] - m) - l;
+}
 
 VecIsa detect() {
 #if TK_VEC_X86
@@ -401,6 +421,46 @@ void softmax_grad_rows(const float* dy, const float* y, float* dx, int64_t rows,
 #endif
     default:
       for (int64_t r = 0; r < rows; ++r) softmax_grad_scalar(dy + r * n, y + r * n, dx + r * n, n);
+  }
+}
+
+namespace {
+double exp_sum(const float* x, int64_t n, float shift, VecIsa isa) {  // sum(exp(x - shift)), in double lanes
+  switch (isa) {
+#if TK_VEC_X86
+    case VecIsa::avx512:
+      return exp_sum_avx512(x, n, shift);
+    case VecIsa::avx2:
+      return exp_sum_avx2(x, n, shift);
+#endif
+    default:
+      return exp_sum_scalar(x, n, shift);
+  }
+}
+}  // namespace
+
+void log_softmax_rows(const float* x, float* y, int64_t rows, int64_t n, VecIsa isa) {
+  if (n <= 0) return;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * n;
+    float* yr = y + r * n;
+    const float m = max_row(xr, n, isa);  // NaN, +-inf: the exps' sum below is NaN, and so is the row
+    // The exps stored into y as they are summed (softmax's loop, two in flight), then overwritten; in place, x == y,
+    // they are only summed (in double lanes).
+    const float l =
+        static_cast<float>(xr != yr ? std::log(exp_row(xr, yr, n, m, isa)) : std::log(exp_sum(xr, n, m, isa)));
+    switch (isa) {
+#if TK_VEC_X86
+      case VecIsa::avx512:
+        shift_avx512(xr, yr, n, m, l);
+        break;
+      case VecIsa::avx2:
+        shift_avx2(xr, yr, n, m, l);
+        break;
+#endif
+      default:
+        shift_scalar(xr, yr, n, m, l);
+    }
   }
 }
 

@@ -51,6 +51,12 @@ float exp_row(const float* x, float* y, int64_t n, float shift, VecIsa isa = bes
 // docs/benchmarks.md. x == y is allowed.
 void softmax_rows(const float* x, float* y, int64_t rows, int64_t n, VecIsa isa = best_vec_isa());
 
+// Log-softmax of each row of x(rows, n) into y(rows, n), backends/math/activations.h's log_softmax_row in lanes:
+// (x - max) - log(sum(exp(x - max))), softmax's passes over a row in L1 (the max; the exps, stored into y and summed in
+// float lanes, two in flight; the subtraction overwriting them), x read from memory once. A NaN in a row, or a max of
+// +-inf, makes the row NaN (as tf.nn.log_softmax). x == y is allowed (the exps are then summed in double lanes).
+void log_softmax_rows(const float* x, float* y, int64_t rows, int64_t n, VecIsa isa = best_vec_isa());
+
 // Softmax's gradient over each row of y(rows, n): dx = y * (dy - sum(dy * y)), the sum in vector lanes.
 void softmax_grad_rows(const float* dy, const float* y, float* dx, int64_t rows, int64_t n,
                        VecIsa isa = best_vec_isa());

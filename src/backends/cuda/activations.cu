@@ -50,6 +50,9 @@ __global__ void scale_by(const float* x, float* y, int64_t n, const float* scale
 __global__ void softmax(const float* __restrict__ x, float* __restrict__ y, int64_t rows, int64_t n) {
   for (int64_t r = first_index(); r < rows; r += grid_stride()) math::softmax_row(x + r * n, y + r * n, n);
 }
+__global__ void log_softmax(const float* __restrict__ x, float* __restrict__ y, int64_t rows, int64_t n) {
+  for (int64_t r = first_index(); r < rows; r += grid_stride()) math::log_softmax_row(x + r * n, y + r * n, n);
+}
 __global__ void softmax_grad(const float* __restrict__ dy, const float* __restrict__ y, float* __restrict__ dx,
                              int64_t rows, int64_t n) {
   for (int64_t r = first_index(); r < rows; r += grid_stride())
@@ -171,6 +174,12 @@ void launch_softmax_grad(const float* dy, const float* y, float* dx, int64_t row
   else if (g.blocks)
     softmax_grad<<<g.blocks, g.threads, 0, s>>>(dy, y, dx, rows, n);
   check(cudaGetLastError(), "softmax gradient kernel launch", "launch_softmax_grad");
+}
+
+void launch_log_softmax(const float* x, float* y, int64_t rows, int64_t n, int sm_count, Stream stream) {
+  const Geometry g = elementwise_geometry(rows, sm_count);
+  if (g.blocks) log_softmax<<<g.blocks, g.threads, 0, static_cast<cudaStream_t>(stream)>>>(x, y, rows, n);
+  check(cudaGetLastError(), "log-softmax kernel launch", "launch_log_softmax");
 }
 
 void launch_relu_mask(float* c, const float* y, int64_t n, int sm_count, Stream stream) {

@@ -189,6 +189,10 @@ void softmax(const KernelArgs& a) {
   const auto [rows, n] = rows_and_width(a);
   launch_softmax(a.input<float>(0), a.output<float>(), rows, n, sms(a), a.ctx.stream);
 }
+void log_softmax(const KernelArgs& a) {
+  const auto [rows, n] = rows_and_width(a);
+  launch_log_softmax(a.input<float>(0), a.output<float>(), rows, n, sms(a), a.ctx.stream);
+}
 void softmax_grad(const KernelArgs& a) {
   const auto [rows, n] = rows_and_width(a);
   launch_softmax_grad(a.input<float>(0), a.input<float>(1), a.output<float>(), rows, n, sms(a), a.ctx.stream);
@@ -527,6 +531,7 @@ void register_kernels() {
   register_kernel(cuda, Op::DropoutMask, f32, dropout_mask);
   register_kernel(cuda, Op::Softmax, f32, softmax);
   register_kernel(cuda, Op::SoftmaxGrad, f32, softmax_grad);
+  register_kernel(cuda, Op::LogSoftmax, f32, log_softmax);
   register_kernel(cuda, Op::SparseCceLoss, f32, sparse_cce);
   register_kernel(cuda, Op::SparseCceLossGrad, f32, sparse_cce_grad);
   register_kernel(cuda, Op::SparseCategoricalAccuracy, f32, sparse_accuracy);

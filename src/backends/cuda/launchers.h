@@ -22,6 +22,8 @@ void launch_activation_grad(Activation f, const float* dy, const float* v, float
 void launch_softmax(const float* x, float* y, int64_t rows, int64_t n, int sm_count, Stream stream);
 void launch_softmax_grad(const float* dy, const float* y, float* dx, int64_t rows, int64_t n, int sm_count,
                          Stream stream);
+// Log-softmax over the last axis of (rows, n): math::log_softmax_row, one thread per row
+void launch_log_softmax(const float* x, float* y, int64_t rows, int64_t n, int sm_count, Stream stream);
 // c = y > 0 ? c : 0 in place (FusedMatMul's relu_grad epilogue after the cuBLASLt product)
 void launch_relu_mask(float* c, const float* y, int64_t n, int sm_count, Stream stream);
 

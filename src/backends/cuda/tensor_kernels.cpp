@@ -195,6 +195,17 @@ void ln_gamma_grad(const KernelArgs& a) {
   launch_layer_norm_gamma_grad(a.input<float>(0), a.input<float>(1), a.input<float>(2), a.output<float>(), ln_rows(x),
                                x[-1], sms(a), a.ctx.stream);
 }
+// LayerNormGrad's (rows + 2, n): the input gradient's and the parameter sums' kernels, one after the other on the
+// stream, each writing its part (the CPU computes both in one sweep; the math is the same).
+void ln_grad(const KernelArgs& a) {
+  const Shape& x = a.in_shape(1);
+  const int64_t rows = ln_rows(x), n = x[-1];
+  float* out = a.output<float>();
+  launch_layer_norm_input_grad(a.input<float>(0), a.input<float>(1), a.input<float>(2), a.input<float>(3), out, rows, n,
+                               sms(a), a.ctx.stream);
+  launch_layer_norm_gamma_grad(a.input<float>(0), a.input<float>(1), a.input<float>(2), out + rows * n, rows, n, sms(a),
+                               a.ctx.stream);
+}
 
 void step_value(const KernelArgs& a) {  // the scalars' addresses in device memory, never read on the host
   launch_step_value(a.node.attrs.step_value == 0 ? &a.scalars->learning_rate : nullptr, &a.scalars->iterations,
@@ -225,6 +236,7 @@ void register_tensor_kernels() {
   register_kernel(cuda, Op::LayerNormApply, f32, ln_apply);
   register_kernel(cuda, Op::LayerNormInputGrad, f32, ln_input_grad);
   register_kernel(cuda, Op::LayerNormGammaGrad, f32, ln_gamma_grad);
+  register_kernel(cuda, Op::LayerNormGrad, f32, ln_grad);
   graph::register_workspace(cuda, Op::BatchMatMul, batch_matmul_workspace);
   for (DType i : {DType::i32, DType::i64}) {  // the kernels read the index dtype at run time
     register_kernel(cuda, Op::GatherGrad, KernelSignature({f32, i}, f32), gather_grad);

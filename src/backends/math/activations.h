@@ -50,6 +50,16 @@ TK_HD void softmax_row(const float* x, float* y, int64_t n) {
   const float inv = 1.0f / sum;
   for (int64_t j = 0; j < n; ++j) y[j] *= inv;
 }
+// Log-softmax over one row of n in TensorFlow's order: (x - max) - log(sum(exp(x - max))), the sum in float in index
+// order. A NaN anywhere, or a max of +-inf, makes the sum and so the whole row NaN (as tf.nn.log_softmax).
+TK_HD void log_softmax_row(const float* x, float* y, int64_t n) {
+  float mx = x[0];
+  for (int64_t j = 1; j < n; ++j) mx = mx < x[j] ? x[j] : mx;
+  float sum = 0.0f;
+  for (int64_t j = 0; j < n; ++j) sum += expf(x[j] - mx);
+  const float l = logf(sum);
+  for (int64_t j = 0; j < n; ++j) y[j] = (x[j] - mx) - l;
+}
 // dx = y * (dy - sum(dy * y)) over one row.
 TK_HD void softmax_grad_row(const float* dy, const float* y, float* dx, int64_t n) {
   float dot = 0.0f;
