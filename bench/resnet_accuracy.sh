@@ -46,7 +46,7 @@ export OMP_NUM_THREADS="$TK_THREADS"  # oneDNN runs on OpenMP threads
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j2 --target trainkit_cli >/dev/null
 isa="$(grep -m1 -o -w -E 'avx2|fma|avx512f|avx512_bf16|avx512_vnni|amx_tile|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
-echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores, ISA: ${isa% }; $(date -u '+%F %H:%M UTC');" \
+echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc --all) cores, ISA: ${isa% }; $(date -u '+%F %H:%M UTC');" \
   "load $(cut -d' ' -f1-3 /proc/loadavg); trainkit threads $TK_THREADS" >&2
 echo "peer: $("$KERAS_VENV/bin/python" -c 'import keras, jax; print("keras", keras.__version__, "jax", jax.__version__)')" >&2
 echo "model: filters $FILTERS, $BLOCKS block(s) per stage, first stride $FIRST_STRIDE; $EPOCHS epochs, batch 128," \
