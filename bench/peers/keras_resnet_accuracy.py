@@ -17,6 +17,7 @@ Prints one JSON line on stdout; logging goes to stderr. Backend: KERAS_BACKEND (
   KERAS_BACKEND=jax python bench/peers/keras_resnet_accuracy.py --seed 1 --train m.keras --epochs 10
 """
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -91,7 +92,8 @@ def main():
     x_test = np.rint(x_test * 255).reshape(-1, 28, 28, 1).astype(np.float32)
     model = keras.models.load_model(args.train)
     t0 = time.perf_counter()
-    model.fit(x_train, y_train, batch_size=args.batch_size, epochs=args.epochs, shuffle=True, verbose=2)
+    with contextlib.redirect_stdout(sys.stderr):  # the epoch lines: stdout carries the one JSON line
+        model.fit(x_train, y_train, batch_size=args.batch_size, epochs=args.epochs, shuffle=True, verbose=2)
     seconds = time.perf_counter() - t0
     loss, acc = model.evaluate(x_test, y_test, batch_size=256, verbose=0)
     print(json.dumps({"peer": "keras-" + keras.backend.backend(), "version": "keras " + keras.__version__,
