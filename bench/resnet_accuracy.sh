@@ -6,8 +6,10 @@
 # the test accuracy on the 10,000 test images. Prints each run, the means, the difference in points (target: within
 # 0.5) and the verdict against 0.925. Each run's JSON line is appended to $RUNS (default a temporary file) as it ends.
 #
-#   bench/resnet_accuracy.sh [EPOCHS] [SEEDS]      # default 10, "1 2 3"; FILTERS=16,32,64 BLOCKS=1 FIRST_STRIDE=2 by default
-#   bench/resnet_accuracy.sh --summarize RUNS     # the summary of runs appended to RUNS (e.g. seeds run in parallel)
+#   bench/resnet_accuracy.sh [EPOCHS] [SEEDS]   # default 10, "1 2 3"
+#   bench/resnet_accuracy.sh --summarize RUNS  # the summary of the runs in RUNS (e.g. seeds run in parallel)
+# The model's size: FILTERS=16,32,64 BLOCKS=1 FIRST_STRIDE=2 by default (stages at 14x14, 7x7, 4x4: ~2.7 M
+# multiply-adds a sample; FIRST_STRIDE=1 runs stage 1 at 28x28, ~9 M, about 4.5x the time a step).
 # On a machine shared with other work, TK_THREADS=1 avoids two threads waiting on each other's time slices.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,10 +47,12 @@ export KERAS_BACKEND=jax TK_THREADS="${TK_THREADS:-2}"
 export OMP_NUM_THREADS="$TK_THREADS"  # oneDNN runs on OpenMP threads
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j2 --target trainkit_cli >/dev/null
-isa="$(grep -m1 -o -w -E 'avx2|fma|avx512f|avx512_bf16|avx512_vnni|amx_tile|amx_bf16' /proc/cpuinfo | sort -u | tr '\n' ' ')"
-echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc --all) cores, ISA: ${isa% }; $(date -u '+%F %H:%M UTC');" \
-  "load $(cut -d' ' -f1-3 /proc/loadavg); trainkit threads $TK_THREADS" >&2
-echo "peer: $("$KERAS_VENV/bin/python" -c 'import keras, jax; print("keras", keras.__version__, "jax", jax.__version__)')" >&2
+isa="$(grep -m1 -o -w -E 'avx2|fma|avx512f|avx512_bf16|avx512_vnni|amx_tile|amx_bf16' /proc/cpuinfo | sort -u |
+  tr '\n' ' ')"
+echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc --all) cores, ISA: ${isa% };" \
+  "$(date -u '+%F %H:%M UTC'); load $(cut -d' ' -f1-3 /proc/loadavg); trainkit threads $TK_THREADS" >&2
+versions='import keras, jax; print("keras", keras.__version__, "jax", jax.__version__)'
+echo "peer: $("$KERAS_VENV/bin/python" -c "$versions")" >&2
 echo "model: filters $FILTERS, $BLOCKS block(s) per stage, first stride $FIRST_STRIDE; $EPOCHS epochs, batch 128," \
   "seeds $SEEDS" >&2
 work=$(mktemp -d)

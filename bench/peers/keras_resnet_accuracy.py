@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Keras 3 peer for bench/resnet_accuracy.sh (issue 31's accuracy must-show): a small ResNet on Fashion-MNIST.
 
-The model: 28x28x1 uint8-range input, Rescaling(1/255) inside the model, a 3x3 stem convolution (--filters' first), then
-three stages of residual blocks (--filters, default 16, 32, 64; --blocks per stage, default 1). A block is conv3x3 -> BN -> relu -> conv3x3
--> BN, added to the shortcut, then relu; the first block of each stage strides its first convolution by 2 (stage 1:
---first-stride, default 2, so the stages run at 14x14, 7x7 and 4x4) and its shortcut is then a strided 1x1
-convolution + BN (also when the width changes). GlobalAveragePooling2D, Dense(10, softmax). Compiled with Adam
-(Keras' defaults), sparse categorical crossentropy and accuracy.
+The model: 28x28x1 uint8-range input, Rescaling(1/255) inside the model, a 3x3 stem convolution (--filters' first),
+then three stages of residual blocks (--filters, default 16, 32, 64; --blocks per stage, default 1). A block is
+conv3x3 -> BN -> relu -> conv3x3 -> BN, added to the shortcut, then relu; the first block of each stage strides its
+first convolution by 2 (stage 1: --first-stride, default 2, so the stages run at 14x14, 7x7 and 4x4) and its shortcut
+is then a strided 1x1 convolution + BN (also when the width changes). GlobalAveragePooling2D, Dense(10, softmax).
+Compiled with Adam (Keras' defaults), sparse categorical crossentropy and accuracy.
 
   --save FILE      seed the weights with --seed, save the untrained compiled model (what trainkit trains), exit
   --train FILE     load FILE (the same untrained model), fit it for --epochs with batch 128 (shuffled each epoch,

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """PyTorch eager peer: one training step of a keras.applications model written in torch as Keras builds it
-(torchvision is not installed). --model resnet50 (torchvision's resnet50 strides the 3x3 conv, Keras' the first 1x1): conv 7x7/2 + BN + relu,
-maxpool 3x3/2, stages of (3, 4, 6, 3) bottleneck blocks (64, 128, 256, 512 filters, x4 out; a 1x1 shortcut conv in
-each stage's first block; stride 2 from stage 2 on the block's first 1x1), global average pool, dense 10 logits;
-convolutions with bias and BatchNormalization eps 1.001e-5 as Keras'. 32x32 inputs, SGD(0.01), cross entropy. The
-median of one step over --steps after --warmup; --channels-last runs NHWC (trainkit's layout).
+(torchvision is not installed). --model resnet50 (torchvision's resnet50 strides the 3x3 conv, Keras' the first
+1x1): conv 7x7/2 + BN + relu, maxpool 3x3/2, stages of (3, 4, 6, 3) bottleneck blocks (64, 128, 256, 512 filters,
+x4 out; a 1x1 shortcut conv in each stage's first block; stride 2 from stage 2 on the block's first 1x1), global
+average pool, dense 10 logits; convolutions with bias and BatchNormalization eps 1.001e-5 as Keras'. 32x32 inputs,
+SGD(0.01), cross entropy. The median of one step over --steps after --warmup; --channels-last runs NHWC (trainkit's
+layout).
 
 --model mobilenetv2: keras.applications.MobileNetV2 (alpha 1.0): conv 3x3/2 (32, "same": padded bottom/right) + BN +
 ReLU6, 17 inverted residual blocks (expand 1x1 + BN + ReLU6 except the first, zero pad (0, 1) and depthwise 3x3 "valid"
@@ -116,8 +117,9 @@ def main():
             ms.append(1e3 * (time.perf_counter() - t0))
     med = statistics.median(ms)
     params = sum(p.numel() for p in model.parameters())
-    print(json.dumps({"peer": "pytorch" + ("-channels-last" if args.channels_last else ""), "version": torch.__version__,
-                      "threads": args.threads, "model": args.model, "params": params, "batch_size": args.batch_size,
+    peer = "pytorch" + ("-channels-last" if args.channels_last else "")
+    print(json.dumps({"peer": peer, "version": torch.__version__, "threads": args.threads, "model": args.model,
+                      "params": params, "batch_size": args.batch_size,
                       "step_ms": round(med, 2), "samples_per_s": round(1e3 * args.batch_size / med, 1)}), flush=True)
 
 
