@@ -3,6 +3,7 @@
 // line counts the batches; bad input is one clear error.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -71,6 +72,22 @@ TEST(CliPredict, WritesTheModelsOutputsForEverySampleAsPredictDoes) {
   ASSERT_EQ(quiet.code, 0) << describe(quiet);
   EXPECT_FALSE(contains(quiet.out, "[=")) << quiet.out;
   EXPECT_FALSE(contains(quiet.out, "wrote")) << quiet.out;
+}
+
+// A model file that starts with a Rescaling (as `trainkit fit` saves one for uint8 pixels, and Keras' image models
+// are built) is fed the pixels as they are when it trains further: `fit --model m.keras --epochs 0` reports the test
+// loss Model::evaluate gives on the raw uint8 images. Scaling them first as well would feed it pixels / 255^2.
+TEST(CliPredict, FitFeedsAModelThatRescalesItsInputTheRawPixels) {
+  const Result r =
+      run_cli("fit" + plain_data().args() + " --model " + quote(idx_model()) + " --epochs 0 -v 0 --no-summary");
+  ASSERT_EQ(r.code, 0) << describe(r);
+  const std::unique_ptr<tk::Model> m = tk::models::load_model(idx_model(), /*compile=*/true);
+  const auto [x, y] =
+      tk::data::load_idx_pair(plain_data().test_images, plain_data().test_labels);  // uint8 (64, 28, 28)
+  const double loss = m->evaluate(x, y, {.batch_size = 64}).get("loss");
+  char want[64];
+  std::snprintf(want, sizeof want, "test_loss: %.4f", loss);
+  EXPECT_CONTAINS(r.out, want);
 }
 
 TEST(CliPredict, ReadsTheFeaturesOfAnNpzByKey) {

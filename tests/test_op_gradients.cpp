@@ -199,7 +199,11 @@ std::vector<ConvWindow> conv_windows() {
       {"depthwise m2 stride2", Shape{2, 7, 6, 3}, Shape{3, 3, 1, 6},
        grouped(window(3, 3, 2, 2, 1, 1, {1, 1, 0, 1}), 3)},
       {"groups2 dilation2", Shape{1, 7, 7, 4}, Shape{3, 3, 2, 4}, grouped(window(3, 3, 1, 1, 2, 2, {2, 2, 2, 2}), 2)},
-      // One input channel: the direct kernels of backends/cpu/conv_c1.cpp (a multiple of 16 filters).
+      // Depthwise with multiplier 1 over 19 channels (the direct filter gradient's vector loop and its remainder).
+      {"depthwise m1 same", Shape{2, 5, 4, 19}, Shape{3, 3, 1, 19},
+       grouped(window(3, 3, 1, 1, 1, 1, {1, 1, 1, 1}), 19)},
+      // One input channel: the direct kernels of backends/cpu/conv_c1.cpp (a multiple of 16 filters). Last: the
+      // tests below take conv_windows().back() as this one.
       {"one channel", Shape{2, 6, 7, 1}, Shape{5, 5, 1, 16}, window(5, 5, 1, 1, 1, 1, {2, 2, 2, 2})}};
 }
 

@@ -118,7 +118,8 @@ bool is_model_file(const std::string& model);   // ends in .keras or .h5
 void check_save_path(const std::string& path);  // --save: InvalidArgument unless it ends in .keras
 void save_model_file(const Model& model, const std::string& path, int verbose);  // no-op for ""
 // Features for a loaded model: reshaped to its input when only the layout differs (28x28 -> 784), and uint8
-// pixels scaled to [0, 1] (a spec model does that with its Rescaling; a file's model has its own layers).
+// pixels scaled to [0, 1] unless the model starts with a Rescaling (then they stay uint8 and it scales them, as in
+// Keras, instead of scaling twice).
 Tensor features_for(const Model& model, const Tensor& x);
 struct SummaryArgs {
   std::string model;

@@ -51,6 +51,16 @@ void save_model_file(const Model& model, const std::string& path, int verbose) {
   if (verbose != 0) std::printf("saved %s\n", path.c_str());
 }
 
+namespace {
+// Whether the model scales its own input: a Rescaling is its first layer (Keras' image tutorials, and the models
+// `trainkit fit` itself saves for uint8 pixels).
+bool rescales_its_input(const Model& model) {
+  for (const LayerPtr& l : model.layers())
+    if (l->class_name() != "InputLayer") return l->class_name() == "Rescaling";
+  return false;
+}
+}  // namespace
+
 Tensor features_for(const Model& model, const Tensor& x) {
   const Shape want = model.inputs().at(0).shape();
   Tensor out = x;
@@ -60,7 +70,7 @@ Tensor features_for(const Model& model, const Tensor& x) {
     for (int i = 1; i < want.rank(); ++i) dims.push_back(want[i]), n *= want[i];
     if (n == x.shape().sample_shape().numel()) out = x.reshape(Shape(dims));
   }
-  if (out.dtype() == DType::u8) {
+  if (out.dtype() == DType::u8 && !rescales_its_input(model)) {  // else staging converts, the Rescaling scales
     out = out.to(DType::f32);
     float* p = out.data<float>();
     for (int64_t i = 0; i < out.numel(); ++i) p[i] *= 1.0f / 255.0f;

@@ -71,11 +71,48 @@ void grouped_conv2d(const KernelArgs& a) {
       1);
 }
 
+// Depthwise (F = C * M): dx(c) of the pixel each tap reads += sum over j of dy(c * M + j) * w(tap, c * M + j), along
+// the contiguous channels; the same order of sums as the grouped loop below (one image per thread).
+void depthwise_conv2d_grad_input(const KernelArgs& a) {
+  const Window w = Window::of(a.node.shape, a.node.attrs);
+  const int64_t f = a.in_shape(0)[3], m = f / w.c;  // filters, depth multiplier
+  const float* dy = a.input<float>(0);              // (N, OH, OW, F)
+  const float* k = a.input<float>(1);               // (KH, KW, 1, F)
+  float* dx = a.output<float>();                    // (N, H, W, C)
+  parallel_for(
+      w.n,
+      [&](int64_t b, int64_t e) {
+        for (int64_t n = b; n < e; ++n) {
+          std::fill(dx + n * w.h * w.w * w.c, dx + (n + 1) * w.h * w.w * w.c, 0.0f);
+          for (int64_t oh = 0; oh < w.oh; ++oh)
+            for (int64_t ow = 0; ow < w.ow; ++ow) {
+              const float* dyp = dy + ((n * w.oh + oh) * w.ow + ow) * f;
+              for_taps(w, oh, ow, [&](int64_t kh, int64_t kw, int64_t ih, int64_t iw) {
+                float* dxp = dx + ((n * w.h + ih) * w.w + iw) * w.c;
+                const float* kp = k + (kh * w.kw + kw) * f;
+                if (m == 1) {
+#pragma omp simd
+                  for (int64_t c = 0; c < w.c; ++c) dxp[c] += dyp[c] * kp[c];
+                } else {
+                  for (int64_t c = 0; c < w.c; ++c) {
+                    float s = 0.0f;
+                    for (int64_t j = 0; j < m; ++j) s += dyp[c * m + j] * kp[c * m + j];
+                    dxp[c] += s;
+                  }
+                }
+              });
+            }
+        }
+      },
+      1);
+}
+
 // dx(N, H, W, C): each image's output pixels scatter dy · wᵀ back to the pixels their taps read (one image per
 // thread: no two threads write one dx).
 void grouped_conv2d_grad_input(const KernelArgs& a) {
   const Window w = Window::of(a.node.shape, a.node.attrs);
   const Groups gr = groups_of(w, a.node.attrs.groups, a.in_shape(0)[3]);
+  if (gr.cg == 1) return depthwise_conv2d_grad_input(a);
   const float* dy = a.input<float>(0);  // (N, OH, OW, F)
   const float* k = a.input<float>(1);   // (KH, KW, CG, F)
   float* dx = a.output<float>();        // (N, H, W, C)
@@ -105,11 +142,45 @@ void grouped_conv2d_grad_input(const KernelArgs& a) {
       1);
 }
 
+// Depthwise (one input channel per group, F = C * M filters, M the depth multiplier): dw(KH, KW, 1, F) += x(c) *
+// dy(c * M + j) per tap, along the channels that x, dy and dw all store contiguously (the grouped loops below run
+// one group at a time, a scalar each). The channels are split among threads; each channel sums in a fixed order.
+void depthwise_conv2d_grad_filter(const KernelArgs& a) {
+  const Window w = Window::of(a.in_shape(0), a.node.attrs);
+  const int64_t f = a.node.shape[3], m = f / w.c;  // filters, depth multiplier
+  const float* x = a.input<float>(0);              // (N, H, W, C)
+  const float* dy = a.input<float>(1);             // (N, OH, OW, F)
+  float* dk = a.output<float>();                   // (KH, KW, 1, F)
+  parallel_for(
+      w.c,
+      [&](int64_t cb, int64_t ce) {
+        for (int64_t t = 0; t < w.kh * w.kw; ++t) std::fill(dk + t * f + cb * m, dk + t * f + ce * m, 0.0f);
+        for (int64_t n = 0; n < w.n; ++n)
+          for (int64_t oh = 0; oh < w.oh; ++oh)
+            for (int64_t ow = 0; ow < w.ow; ++ow) {
+              const float* dyp = dy + ((n * w.oh + oh) * w.ow + ow) * f;
+              for_taps(w, oh, ow, [&](int64_t kh, int64_t kw, int64_t ih, int64_t iw) {
+                const float* xp = x + ((n * w.h + ih) * w.w + iw) * w.c;
+                float* kp = dk + (kh * w.kw + kw) * f;
+                if (m == 1) {
+#pragma omp simd
+                  for (int64_t c = cb; c < ce; ++c) kp[c] += xp[c] * dyp[c];
+                } else {
+                  for (int64_t c = cb; c < ce; ++c)
+                    for (int64_t j = 0; j < m; ++j) kp[c * m + j] += xp[c] * dyp[c * m + j];
+                }
+              });
+            }
+      },
+      1);
+}
+
 // dw(KH, KW, CG, F) = sum over images and output pixels of x(ci of group g) * dy(g's filters); the groups are split
 // among threads (each writes only its groups' columns of dw).
 void grouped_conv2d_grad_filter(const KernelArgs& a) {
   const Window w = Window::of(a.in_shape(0), a.node.attrs);
   const Groups gr = groups_of(w, a.node.attrs.groups, a.node.shape[3]);
+  if (gr.cg == 1) return depthwise_conv2d_grad_filter(a);
   const float* x = a.input<float>(0);   // (N, H, W, C)
   const float* dy = a.input<float>(1);  // (N, OH, OW, F)
   float* dk = a.output<float>();        // (KH, KW, CG, F)
