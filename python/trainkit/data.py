@@ -207,9 +207,14 @@ class Dataset:
         """One pass: each element as a tuple of NumPy arrays (copies)."""
         it = self._native.iterator()
         _passes.add(it)
-        for element in it:
-            yield element if len(element) != 1 else element[0]
-        del it
+        try:
+            for element in it:
+                yield element if len(element) != 1 else element[0]
+        finally:
+            # The pass stops (its threads joined) while this frame still holds self, and with it the map functions
+            # its threads call (borrowed by the native map stage). Without it, an error or an abandoned iteration
+            # left the frame to be cleared later, self before it: a pass thread then called a freed function.
+            it.close()
 
     def as_numpy_iterator(self) -> Iterator[Any]:
         return iter(self)
