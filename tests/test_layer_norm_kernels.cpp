@@ -124,7 +124,9 @@ TEST(LayerNormGrad, OneSweepMatchesTheSeparateOps) {
     p.run(graph::ExecContext{});
     const Tensor a = p.output(all), d = p.output(dx), s = p.output(sums);
     EXPECT_LE(worst(a.data<float>(), d.data<float>(), xs.numel()), 1e-6) << xs.to_string();
-    EXPECT_LE(worst(a.data<float>() + xs.numel(), s.data<float>(), 2 * n), 2e-6) << xs.to_string();
+    // The parameter sums add 1000 rows in another order (32 fixed blocks against one pass): within 1e-5, as the sums
+    // above (2.9e-6 measured in the ASan build, whose code rounds differently from Release's).
+    EXPECT_LE(worst(a.data<float>() + xs.numel(), s.data<float>(), 2 * n), 1e-5) << xs.to_string();
   }
 }
 
