@@ -223,6 +223,11 @@ class MultiHeadAttentionLayer final : public Layer, public nn::MaskSupport {
   // The inputs' Keras masks ANDed as Keras' _compute_attention_mask, without the causal one: float32 (N, T, S) 0/1,
   // or -1 when no input has a mask.
   int input_masks(nn::CallContext& ctx, graph::OpBuilder& b, int64_t n, int64_t t, int64_t s) const {
+    const int mask = anded_input_masks(ctx, b, n, t, s);
+    return mask < 0 ? -1 : ops::broadcast_to(b, mask, Shape{n, t, s});
+  }
+  // query (N, T) -> (N, T, 1), value and key (N, S) -> (N, 1, S), ANDed: float32 0/1 broadcastable to (N, T, S), or -1.
+  static int anded_input_masks(nn::CallContext& ctx, graph::OpBuilder& b, int64_t n, int64_t t, int64_t s) {
     int mask = -1;
     auto and_in = [&](int m, Shape shape) {
       if (m < 0) return;
@@ -232,22 +237,14 @@ class MultiHeadAttentionLayer final : public Layer, public nn::MaskSupport {
     and_in(ctx.input_mask(0), Shape{n, t, 1});
     and_in(ctx.input_mask(1), Shape{n, 1, s});
     and_in(ctx.input_mask(2), Shape{n, 1, s});
-    return mask < 0 ? -1 : ops::broadcast_to(b, mask, Shape{n, t, s});
+    return mask;
   }
 
   // The attention mask from the inputs' Keras masks (query (N, T) -> (N, T, 1), value and key (N, S) -> (N, 1, S))
   // and the causal one, ANDed as Keras' _compute_attention_mask: a bool (N, 1, T, S) over the heads, the causal-only
   // (T, S), or -1 for none. The output's mask is the query's (MaskSupport::compute_mask's default).
   int attention_mask(nn::CallContext& ctx, graph::OpBuilder& b, int64_t n, int64_t t, int64_t s, bool causal) const {
-    int mask = -1;  // float32 0/1 (nn/layers/masks.h)
-    auto and_in = [&](int m, Shape shape) {
-      if (m < 0) return;
-      m = ops::reshape(b, m, std::move(shape));
-      mask = mask < 0 ? m : nn::masks::logical_and(b, mask, m);
-    };
-    and_in(ctx.input_mask(0), Shape{n, t, 1});
-    and_in(ctx.input_mask(1), Shape{n, 1, s});
-    and_in(ctx.input_mask(2), Shape{n, 1, s});
+    int mask = anded_input_masks(ctx, b, n, t, s);  // float32 0/1 (nn/layers/masks.h)
     if (mask < 0) return causal ? nn::masks::causal(b, t, s) : -1;
     if (causal) mask = nn::masks::logical_and(b, mask, nn::masks::as(b, nn::masks::causal(b, t, s), DType::f32));
     mask = ops::broadcast_to(b, mask, Shape{n, t, s});
