@@ -1,26 +1,27 @@
 // The fused attention ops on the CPU (graph/attention_rules.h), flash-attention style: per (sample, head) and block of
 // kBlockQ query rows, the keys and values go by in blocks of kBlockK; a block's scores (kBlockQ, kBlockK) are one
-// GEMM (gemm.h's engines), their softmax is online (the row max and sum carried from block to block, the partial
-// output rescaled when the max grows; exps in vector_exp.h's lanes, AVX-512 or AVX2 chosen at run time) and the
-// block's share of the output one more GEMM. No (T, S) value exists beyond one block, so the memory an attention
-// needs grows with T (the workspace below), not T * S.
+// GEMM (small_gemm.h's register tiles: for products this small a library call's packing and dispatch cost as much as
+// the arithmetic), their softmax is online (the row max and sum carried from block to block, the partial output
+// rescaled when the max grows; exps in vector_exp.h's lanes, AVX-512 or AVX2 chosen at run time) and the block's
+// share of the output one more GEMM. No (T, S) value exists beyond one block, so the memory an attention needs grows
+// with T (the workspace below), not T * S.
 // The gradient recomputes the scores: a first pass per query block finds each row's logsumexp, then per key block
 // (outer) and query block (inner) P = exp(scores - logsumexp), dV += P^T dO, dP = dO V^T, dS = P (dP - rowsum(dO o)),
 // dQ += dS K, dK += dS^T Q: four GEMMs per block pair, dK and dV summed over the query blocks in a block-sized
 // buffer and dQ over the key blocks in a (T, D) one. When the whole (T, S) is one block (T, S <= 128: the issue's
 // transformer) the first pass's exps are P itself and the scores are computed once.
 // Threads: one (sample, head[, query block]) at a time each (dynamically: a thread descheduled by another process
-// holds back only the pieces it has taken), its GEMMs on that thread alone; every sum runs in one
-// thread in a fixed order, so results do not depend on the thread count (no atomics).
+// holds back only the pieces it has taken); every sum runs in one thread in a fixed order, so results do not depend on
+// the thread count (no atomics).
 #include "backends/math/attention.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
-#include "backends/cpu/gemm.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
+#include "backends/cpu/small_gemm.h"
 #include "backends/cpu/vector_exp.h"
 #include "graph/attention_rules.h"
 #include "graph/kernel.h"
@@ -36,41 +37,14 @@ constexpr int64_t kBlockQ = 128, kBlockK = 128;
 size_t align64(size_t b) { return (b + 63) / 64 * 64; }
 int64_t blocks(int64_t n, int64_t b) { return (n + b - 1) / b; }
 
-// The block sizes a layout uses: the full one and the tail (0 when there is none).
-struct Sizes {
-  int64_t size[2];
-};
-Sizes sizes_of(int64_t n, int64_t b) { return {{std::min(n, b), n > b && n % b != 0 ? n % b : 0}}; }
-
-// fn(shape) for each GEMM of the two kernels (query block rows r, key block rows c, full and tail blocks).
-template <typename Fn>
-void for_each_gemm(const AttentionLayout& L, bool forward, Fn fn) {
-  const int64_t d = L.dim, dv = L.dim_v;
-  for (int64_t r : sizes_of(L.steps_q, kBlockQ).size)
-    for (int64_t c : sizes_of(L.steps_k, kBlockK).size) {
-      if (r == 0 || c == 0) continue;
-      fn(GemmShape{r, c, d, false, true, Epilogue::none});  // scores = Q K^T
-      if (forward) {
-        fn(GemmShape{r, dv, c, false, false, Epilogue::none});  // P V
-        continue;
-      }
-      fn(GemmShape{c, dv, r, true, false, Epilogue::none});  // P^T dO
-      fn(GemmShape{r, c, dv, false, true, Epilogue::none});  // dO V^T
-      fn(GemmShape{r, d, c, false, false, Epilogue::none});  // dS K
-      fn(GemmShape{c, d, r, true, false, Epilogue::none});   // dS^T Q
-    }
-}
-
-// One thread's scratch: the GEMMs' workspace, then float buffers (each 64-byte aligned). No allocation: the
-// kernels compute it every step.
-constexpr int kMaxBuffers = 12;
+// One thread's scratch: float buffers (each 64-byte aligned). No allocation: the kernels compute it every step.
+constexpr int kMaxBuffers = 13;
 struct Scratch {
-  size_t gemm = 0;
   size_t floats[kMaxBuffers] = {};  // element counts of the buffers, in order
   int count = 0;
   int64_t bq = 0;  // rows of a query block
   size_t bytes() const {
-    size_t b = align64(gemm);
+    size_t b = 0;
     for (int i = 0; i < count; ++i) b += align64(sizeof(float) * floats[i]);
     return b;
   }
@@ -79,7 +53,7 @@ struct Scratch {
     float* operator[](int i) const { return at[i]; }
   };
   Buffers carve(void* base) const {
-    char* p = static_cast<char*>(base) + align64(gemm);
+    char* p = static_cast<char*>(base);
     Buffers out{};
     for (int i = 0; i < count; ++i) {
       out.at[i] = reinterpret_cast<float*>(p);
@@ -91,20 +65,19 @@ struct Scratch {
 
 Scratch scratch_of(const AttentionLayout& L, bool forward) {
   Scratch s;
-  for_each_gemm(L, forward, [&](const GemmShape& g) { s.gemm = std::max(s.gemm, gemm_workspace(g)); });
   const auto bq = static_cast<size_t>(std::min(L.steps_q, kBlockQ));
   const auto bk = static_cast<size_t>(std::min(L.steps_k, kBlockK));
   const auto t = static_cast<size_t>(L.steps_q), d = static_cast<size_t>(L.dim), dv = static_cast<size_t>(L.dim_v);
-  const size_t wide = std::max(bq, bk) * std::max(d, dv);
   s.bq = static_cast<int64_t>(bq);
-  if (forward) {  // Q, K, V, S, O, tmp, [m, l, alpha, seen]
-    const size_t f[] = {bq * d, bk * d, bk * dv, bq * bk, bq * dv, bq * dv, 4 * bq};
+  if (forward) {  // Q, K^T, V, S, O, tmp, [m, l, alpha, seen]
+    const size_t f[] = {bq * d, d * bk, bk * dv, bq * bk, bq * dv, bq * dv, 4 * bq};
     std::copy(std::begin(f), std::end(f), s.floats);
     s.count = 7;
-  } else {  // Q, dO, dQ, [lse, D], K, V, dK, dV, P, dP, tmp, [m, l, seen]
-    const size_t f[] = {t * d, t * dv, t * d, 2 * t, bk * d, bk * dv, bk * d, bk * dv, bq * bk, bq * bk, wide, 3 * bq};
+  } else {  // Q, dO, dQ, [lse, D], K, V, dK, dV, P, dP, K^T, [m, l, seen], V^T
+    const size_t f[] = {t * d,   t * dv,  t * d,   2 * t,  bk * d, bk * dv, bk * d,
+                        bk * dv, bq * bk, bq * bk, d * bk, 3 * bq, dv * bk};
     std::copy(std::begin(f), std::end(f), s.floats);
-    s.count = 12;
+    s.count = 13;
   }
   return s;
 }
@@ -122,8 +95,12 @@ void pack(const float* x, int64_t stride, int64_t col, int64_t r, int64_t cols, 
     for (int64_t j = 0; j < cols; ++j) out[j] = src[j] * scale;
   }
 }
-void add_into(float* acc, const float* x, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) acc[i] += x[i];
+// The same rows transposed: dst (cols, r), dst[j * r + i] = x[i][col + j].
+void pack_transposed(const float* x, int64_t stride, int64_t col, int64_t r, int64_t cols, float* dst) {
+  for (int64_t i = 0; i < r; ++i) {
+    const float* src = x + i * stride + col;
+    for (int64_t j = 0; j < cols; ++j) dst[j * r + i] = src[j];
+  }
 }
 // dst rows (r, cols) at column `col` of a (.., stride) matrix = src * scale.
 void unpack(const float* src, int64_t r, int64_t cols, float scale, float* x, int64_t stride, int64_t col) {
@@ -183,9 +160,9 @@ struct Io {
 };
 
 void forward_block(const AttentionLayout& L, const Io& io, float* o, int64_t n, int64_t h, int64_t i0, int64_t i1,
-                   const Scratch::Buffers& buf, void* gemm_ws) {
+                   const Scratch::Buffers& buf) {
   const int64_t d = L.dim, dv = L.dim_v, hd = L.heads * d, hdv = L.heads * dv, r = i1 - i0;
-  float *qp = buf[0], *kp = buf[1], *vp = buf[2], *s = buf[3], *acc = buf[4], *tmp = buf[5];
+  float *qp = buf[0], *kt = buf[1], *vp = buf[2], *s = buf[3], *acc = buf[4], *tmp = buf[5];
   float *m = buf[6], *l = m + r, *alpha = l + r, *seen = alpha + r;
   pack(io.q + (n * L.steps_q + i0) * hd, hd, h * d, r, d, L.scale, qp);
   std::fill(m, m + r, -INFINITY);
@@ -195,14 +172,14 @@ void forward_block(const AttentionLayout& L, const Io& io, float* o, int64_t n, 
   const int64_t s_end = L.causal ? std::min(L.steps_k, i1) : L.steps_k;  // causal: keys j <= i < i1
   for (int64_t j0 = 0; j0 < s_end; j0 += kBlockK) {
     const int64_t c = std::min(kBlockK, L.steps_k - j0);
-    pack(io.k + (n * L.steps_k + j0) * hd, hd, h * d, c, d, 1.0f, kp);
+    pack_transposed(io.k + (n * L.steps_k + j0) * hd, hd, h * d, c, d, kt);  // (d, c)
     pack(io.v + (n * L.steps_k + j0) * hdv, hdv, h * dv, c, dv, 1.0f, vp);
-    gemm({r, c, d, false, true, Epilogue::none}, qp, kp, nullptr, nullptr, s, gemm_ws);
+    small_gemm({r, c, d}, qp, d, false, kt, c, s, c, false);  // S (r, c) = Q K^T
     for (int64_t i = 0; i < r; ++i) {
       if (mask_row(L, io.mask, n, i0 + i, j0, c, s + i * c)) seen[i] = 1.0f;
       alpha[i] = online_row(s + i * c, c, m[i], l[i]);
     }
-    gemm({r, dv, c, false, false, Epilogue::none}, s, vp, nullptr, nullptr, tmp, gemm_ws);
+    small_gemm({r, dv, c}, s, c, false, vp, dv, tmp, dv, false);  // (r, dv) = P V
     for (int64_t i = 0; i < r; ++i)
       for (int64_t e = 0; e < dv; ++e) acc[i * dv + e] = acc[i * dv + e] * alpha[i] + tmp[i * dv + e];
   }
@@ -231,16 +208,17 @@ void attention_forward(const KernelArgs& a) {
     for (int64_t item = 0; item < items; ++item) {
       const int64_t nh = item / qblocks, b = item % qblocks;
       const int64_t i0 = b * kBlockQ, i1 = std::min(L.steps_q, i0 + kBlockQ);
-      forward_block(L, io, o, nh / L.heads, nh % L.heads, i0, i1, buf, mine);
+      forward_block(L, io, o, nh / L.heads, nh % L.heads, i0, i1, buf);
     }
   }
 }
 
 void backward_head(const AttentionLayout& L, const Io& io, const float* dout, const float* out, float* grad, int64_t n,
-                   int64_t h, const Scratch::Buffers& buf, void* gemm_ws) {
+                   int64_t h, const Scratch::Buffers& buf) {
   const int64_t t = L.steps_q, sk = L.steps_k, d = L.dim, dv = L.dim_v, hd = L.heads * d, hdv = L.heads * dv;
   float *qs = buf[0], *dob = buf[1], *dq = buf[2], *lse = buf[3], *drow = lse + t;
-  float *kp = buf[4], *vp = buf[5], *dk = buf[6], *dvb = buf[7], *p = buf[8], *dp = buf[9], *tmp = buf[10];
+  float *kp = buf[4], *vp = buf[5], *dk = buf[6], *dvb = buf[7], *p = buf[8], *dp = buf[9], *kt = buf[10],
+        *vt = buf[12];
   const int64_t bq = std::min(kBlockQ, t);
   float *m = buf[11], *l = m + bq, *seen = l + bq;
   pack(io.q + n * t * hd, hd, h * d, t, d, L.scale, qs);
@@ -253,12 +231,15 @@ void backward_head(const AttentionLayout& L, const Io& io, const float* dout, co
   }
   std::fill(dq, dq + t * d, 0.0f);
   const bool one_block = t <= kBlockQ && sk <= kBlockK;  // the first pass's exps are P
-  auto scores = [&](int64_t i0, int64_t r, int64_t c) {
-    gemm({r, c, d, false, true, Epilogue::none}, qs + i0 * d, kp, nullptr, nullptr, p, gemm_ws);
+  auto scores = [&](int64_t i0, int64_t r, int64_t c) {  // P (r, c) = Q K^T
+    small_gemm({r, c, d}, qs + i0 * d, d, false, kt, c, p, c, false);
   };
-  auto pack_kv = [&](int64_t j0, int64_t c, bool with_v) {
+  auto pack_kv = [&](int64_t j0, int64_t c, bool with_v) {  // K (c, d) and K^T (d, c) [, V (c, dv) and V^T (dv, c)]
     pack(io.k + (n * sk + j0) * hd, hd, h * d, c, d, 1.0f, kp);
-    if (with_v) pack(io.v + (n * sk + j0) * hdv, hdv, h * dv, c, dv, 1.0f, vp);
+    pack_transposed(io.k + (n * sk + j0) * hd, hd, h * d, c, d, kt);
+    if (!with_v) return;
+    pack(io.v + (n * sk + j0) * hdv, hdv, h * dv, c, dv, 1.0f, vp);
+    pack_transposed(io.v + (n * sk + j0) * hdv, hdv, h * dv, c, dv, vt);
   };
   // Pass 1: each query row's logsumexp over the keys it sees (-inf: none; NaN as the forward's rows).
   for (int64_t i0 = 0; i0 < t; i0 += kBlockQ) {
@@ -305,19 +286,16 @@ void backward_head(const AttentionLayout& L, const Io& io, const float* dout, co
         }
       }
       const float* doi = dob + i0 * dv;
-      gemm({c, dv, r, true, false, Epilogue::none}, p, doi, nullptr, nullptr, tmp, gemm_ws);  // P^T dO
-      add_into(dvb, tmp, c * dv);
-      gemm({r, c, dv, false, true, Epilogue::none}, doi, vp, nullptr, nullptr, dp, gemm_ws);  // dO V^T
+      small_gemm({c, dv, r}, p, c, true, doi, dv, dvb, dv, true);   // dV (c, dv) += P^T dO
+      small_gemm({r, c, dv}, doi, dv, false, vt, c, dp, c, false);  // dP (r, c) = dO V^T
       for (int64_t i = 0; i < r; ++i) {
         const float di = drow[i0 + i];
         float* dpi = dp + i * c;
         const float* pi = p + i * c;
         for (int64_t j = 0; j < c; ++j) dpi[j] = pi[j] * (dpi[j] - di);  // dS
       }
-      gemm({r, d, c, false, false, Epilogue::none}, dp, kp, nullptr, nullptr, tmp, gemm_ws);  // dS K
-      add_into(dq + i0 * d, tmp, r * d);
-      gemm({c, d, r, true, false, Epilogue::none}, dp, qs + i0 * d, nullptr, nullptr, tmp, gemm_ws);  // dS^T Q
-      add_into(dk, tmp, c * d);
+      small_gemm({r, d, c}, dp, c, false, kp, d, dq + i0 * d, d, true);  // dQ (r, d) += dS K
+      small_gemm({c, d, r}, dp, c, true, qs + i0 * d, d, dk, d, true);   // dK (c, d) += dS^T Q
     }
     unpack(dk, c, d, 1.0f, grad + L.dk() + (n * sk + j0) * hd, hd, h * d);
     unpack(dvb, c, dv, 1.0f, grad + L.dv() + (n * sk + j0) * hdv, hdv, h * dv);
@@ -342,7 +320,7 @@ void attention_backward(const KernelArgs& a) {
     const Scratch::Buffers buf = sc.carve(mine);
 #pragma omp for schedule(dynamic)
     for (int64_t item = 0; item < items; ++item)
-      backward_head(L, io, dout, out, grad, item / L.heads, item % L.heads, buf, mine);
+      backward_head(L, io, dout, out, grad, item / L.heads, item % L.heads, buf);
   }
 }
 
