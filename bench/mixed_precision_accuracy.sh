@@ -10,7 +10,7 @@ EPOCHS="${1:-10}"
 SEEDS="${2:-1 2 3}"
 MODEL="${MODEL:-dense:256:relu,dense:128:relu,dense:10}"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j"$(nproc)" --target trainkit >/dev/null
+cmake --build build -j"$(nproc)" --target trainkit_cli >/dev/null
 export TK_THREADS="${TK_THREADS:-2}"
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; $(date -u +%F); model $MODEL, $EPOCHS epochs" >&2
 runs=$(mktemp)
