@@ -103,7 +103,7 @@ TEST(OnnxExport, MlpAndCnnAreTheAcceptedFilesAndPredictTheFixtureValues) {
 // part flattened and concatenated. The values stay in each function's domain (logs and roots of exp(x) or |x| + 1/2).
 class GeneralOpsLayer final : public Layer {
  public:
-  static constexpr int64_t kOpsWidth = 750;
+  static constexpr int64_t kOpsWidth = 1058;
   GeneralOpsLayer() : Layer("general_ops") {}
   std::string class_name() const override { return "GeneralOps"; }
   Shape build(const std::vector<Shape>& in) override {
@@ -139,9 +139,20 @@ class GeneralOpsLayer final : public Layer {
       part(o::reduce(b, ReduceFn::mean, v, {2}, false));  // (batch, 4)
     }
     for (BinaryFn f : {BinaryFn::add, BinaryFn::subtract, BinaryFn::multiply, BinaryFn::divide, BinaryFn::maximum,
-                       BinaryFn::minimum, BinaryFn::squared_difference})
+                       BinaryFn::minimum, BinaryFn::squared_difference, BinaryFn::floor_divide, BinaryFn::mod})
       part(o::binary(b, f, x, w));  // (batch, 4, 6) with (6)
     part(o::binary(b, BinaryFn::power, positive, w));
+    // Integers: x * 4 (x is on a grid of 1/4) over divisors (|x| + 1/2) * 4 >= 2, each function, cast back to float.
+    const int xi = o::cast(b, o::mul_scalar(b, x, 4.0f), DType::i32);
+    const int di = o::cast(b, o::mul_scalar(b, half_up, 4.0f), DType::i32);
+    for (BinaryFn f : {BinaryFn::add, BinaryFn::subtract, BinaryFn::multiply, BinaryFn::maximum, BinaryFn::minimum,
+                       BinaryFn::squared_difference, BinaryFn::floor_divide, BinaryFn::mod})
+      part(o::cast(b, o::binary(b, f, xi, di), DType::f32));
+    part(o::cast(b, o::binary(b, BinaryFn::power, xi, o::cast(b, c(3.0f), DType::i32)), DType::f32));
+    part(o::where(b, o::compare(b, BinaryFn::less, xi, di), x, c(-3.0f)));
+    for (ReduceFn f : {ReduceFn::sum, ReduceFn::max, ReduceFn::min, ReduceFn::prod})
+      part(o::cast(b, o::reduce(b, f, xi, {2}, false), DType::f32));  // (batch, 4)
+    part(o::cast(b, o::arg_reduce(b, ReduceFn::max, xi, 2, false), DType::f32));
     for (BinaryFn f : {BinaryFn::equal, BinaryFn::not_equal, BinaryFn::less, BinaryFn::less_equal, BinaryFn::greater,
                        BinaryFn::greater_equal})  // x is on a grid of 1/4: some elements equal 0.5
       part(o::where(b, o::compare(b, f, x, c(0.5f)), x, c(-3.0f)));

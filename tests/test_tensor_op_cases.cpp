@@ -47,6 +47,13 @@ void with_ties(int i, float* p, int64_t n, std::mt19937& g) {
   for (int64_t k = 0; k < n; ++k) p[k] = 0.5f * static_cast<float>(level(g)) - 0.5f;
   (void)i;
 }
+// floor_divide and mod: dividends m + 1/4 (m in -3 .. 3) over divisors +-1, +-2, +-4: every quotient is at least 1/16
+// from an integer, so no finite-difference step crosses floor's jumps (and every value is exact in 16 bits).
+void divmod_init(int i, float* p, int64_t n, std::mt19937& g) {
+  std::uniform_int_distribution<int> pick(0, i == 0 ? 6 : 5);
+  const float divisors[] = {1.0f, -1.0f, 2.0f, -2.0f, 4.0f, -4.0f};
+  for (int64_t k = 0; k < n; ++k) p[k] = i == 0 ? static_cast<float>(pick(g) - 3) + 0.25f : divisors[pick(g)];
+}
 // Input `idx` holds indices k * 3 + 1 mod `rows` (repeats when there are more indices than rows).
 InitFn indices_init(int idx, int64_t rows) {
   return [=](int i, float* p, int64_t n, std::mt19937& g) {
@@ -163,6 +170,7 @@ std::vector<Case> tensor_gradient_cases() {
       InitFn init = signed_init;
       if (fn == BinaryFn::power) init = positive({0});
       if (fn == BinaryFn::maximum || fn == BinaryFn::minimum) init = interleaved;
+      if (fn == BinaryFn::floor_divide || fn == BinaryFn::mod) init = divmod_init;
       c.push_back({std::string("Binary ") + binary_name(fn) + " " + a.to_string() + " " + b.to_string(),
                    Op::Binary,
                    {a, b},
@@ -499,6 +507,12 @@ double arithmetic_rule(BinaryFn f, double a, double b) {
       return nan_min(a, b);
     case BinaryFn::squared_difference:
       return (a - b) * (a - b);
+    case BinaryFn::floor_divide:  // the quotient as the kernels round it (float32), then floor
+      return std::floor(static_cast<float>(a) / static_cast<float>(b));
+    case BinaryFn::mod: {  // TensorFlow's FloorMod: fmod (exact), then the divisor's sign; NaN for x % 0 or inf % y
+      const double m = std::fmod(a, b);
+      return m != 0 && ((b < 0) != (m < 0)) ? m + b : m;
+    }
     default:
       return NAN;
   }
@@ -566,7 +580,7 @@ std::vector<NonFiniteCase> tensor_nonfinite_cases() {
          }});
   }
   for (BinaryFn f : {BinaryFn::add, BinaryFn::subtract, BinaryFn::multiply, BinaryFn::divide, BinaryFn::maximum,
-                     BinaryFn::minimum, BinaryFn::squared_difference}) {
+                     BinaryFn::minimum, BinaryFn::squared_difference, BinaryFn::floor_divide, BinaryFn::mod}) {
     // b broadcast along the rows: each NaN or Inf of b meets a whole column of a.
     c.push_back(
         {{std::string("Binary ") + binary_name(f), Op::Binary, {{4, 6}, {6}}, {}, binary_attrs(f), nonfinite_values},

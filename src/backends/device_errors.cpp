@@ -12,7 +12,9 @@ namespace {
 
 struct Site {
   std::string op, node;
-  Shape indices;
+  Shape indices;                 // a gather's indices, or an integer Binary's second operand
+  bool integer_operand = false;  // which message: gather_index_message or integer_operand_message
+  graph::BinaryFn fn{};          // the integer Binary's function
 };
 std::mutex& sites_lock() {
   static std::mutex m;
@@ -43,14 +45,64 @@ std::string gather_index_message(std::string_view op, const std::string& node, i
          "; an Embedding's input_dim, the vocabulary size, must exceed every token id)" + where;
 }
 
-int32_t gather_site(const graph::Node& node, const Shape& indices) {
-  const std::string_view op = graph::op_name(node.op);
+namespace {
+int32_t site_of(const Site& want) {
   std::lock_guard<std::mutex> hold(sites_lock());
   std::vector<Site>& s = sites();
   for (size_t i = 0; i < s.size(); ++i)  // found without allocating: a step's launches reuse their sites
-    if (s[i].op == op && s[i].node == node.name && s[i].indices == indices) return static_cast<int32_t>(i);
-  s.push_back({std::string(op), node.name, indices});
+    if (s[i].op == want.op && s[i].node == want.node && s[i].indices == want.indices &&
+        s[i].integer_operand == want.integer_operand && s[i].fn == want.fn)
+      return static_cast<int32_t>(i);
+  s.push_back(want);
   return static_cast<int32_t>(s.size() - 1);
+}
+
+std::string binary_fn_name(graph::BinaryFn f) {
+  switch (f) {
+#define TK_NAME(n)         \
+  case graph::BinaryFn::n: \
+    return #n;
+    TK_ARITHMETIC_FNS(TK_NAME)
+    TK_COMPARISON_FNS(TK_NAME)
+#undef TK_NAME
+    default:
+      return "?";
+  }
+}
+
+std::string integer_message(std::string_view op, const std::string& node, graph::BinaryFn f, int64_t value,
+                            int64_t position, const Shape& operand) {
+  const bool power = f == graph::BinaryFn::power;
+  return std::string(op) + " " + binary_fn_name(f) + " '" + node + "': " +
+         (power ? "integers to negative integer powers are not allowed: the exponent "
+                : "integer division by zero: the divisor ") +
+         std::to_string(value) + " at position " + std::to_string(position) + " of the second operand " +
+         operand.to_string() +
+         (power ? " (Cast both operands to a float dtype for a fractional result)"
+                : " (mask the zeros first, e.g. where(b == 0, 1, b), or Cast to a float dtype, where x // 0 is inf)");
+}
+}  // namespace
+
+int32_t gather_site(const graph::Node& node, const Shape& indices) {
+  Site s;
+  s.op = std::string(graph::op_name(node.op));
+  s.node = node.name;
+  s.indices = indices;
+  return site_of(s);
+}
+
+std::string integer_operand_message(const graph::Node& node, int64_t value, int64_t position, const Shape& operand) {
+  return integer_message(graph::op_name(node.op), node.name, node.attrs.binary, value, position, operand);
+}
+
+int32_t integer_operand_site(const graph::Node& node, const Shape& operand) {
+  Site s;
+  s.op = std::string(graph::op_name(node.op));
+  s.node = node.name;
+  s.indices = operand;
+  s.integer_operand = true;
+  s.fn = node.attrs.binary;
+  return site_of(s);
 }
 
 void raise_recorded_error(DeviceErrorRecord& r) {
@@ -65,6 +117,8 @@ void raise_recorded_error(DeviceErrorRecord& r) {
                   std::to_string(seen.value) + " at position " + std::to_string(seen.position) + ")");
     site = sites()[static_cast<size_t>(seen.site)];
   }
+  if (site.integer_operand)
+    throw InvalidArgument(integer_message(site.op, site.node, site.fn, seen.value, seen.position, site.indices));
   throw InvalidArgument(gather_index_message(site.op, site.node, seen.value, seen.position, site.indices, seen.limit));
 }
 

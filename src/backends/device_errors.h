@@ -29,6 +29,12 @@ std::string gather_index_message(std::string_view op, const std::string& node, i
 // number (looked up by its text, under a lock; called when a kernel is launched, not per element).
 int32_t gather_site(const graph::Node& node, const Shape& indices);
 
+// An integer Binary's bad second operand (math::bad_integer_operand: a divisor of 0, a negative exponent): the op,
+// the node, the function, the value, its position in b and b's shape, and what to do instead.
+std::string integer_operand_message(const graph::Node& node, int64_t value, int64_t position, const Shape& operand);
+// As gather_site, for an integer Binary node whose second operand has shape `operand`.
+int32_t integer_operand_site(const graph::Node& node, const Shape& operand);
+
 // If `r` holds an error: clears it and throws the InvalidArgument its site's CPU kernel would have thrown.
 void raise_recorded_error(DeviceErrorRecord& r);
 

@@ -1,7 +1,6 @@
 // The op-table rules of the fused attention ops (graph/attention_rules.h).
 #include "graph/attention_rules.h"
 
-#include "graph/bucket.h"
 #include "graph/tensor_ops.h"
 #include "trainkit/core/error.h"
 
@@ -14,19 +13,6 @@ namespace {
   throw InvalidArgument(std::string(op_name(g[node].op)) + " '" + g[node].name + "': " + why + " (input shapes " +
                         shapes + ", heads " + std::to_string(g[node].attrs.heads) + ", batch " +
                         std::to_string(g[node].attrs.batch) + ")");
-}
-
-// Elements [begin, begin + shape.numel()) of v as `shape`: a View (no copy) where the start is aligned as Views
-// need, else a Slice of the flat value. Only for the gradient graph (a View has no gradient of its own).
-int part(OpBuilder& b, int v, int64_t begin, Shape shape) {
-  if (begin % kBucketAlignElements == 0) {
-    Attrs at;
-    at.begin = begin;
-    at.shape = std::move(shape);
-    return b.add(Op::View, {v}, at);
-  }
-  const int64_t n = shape.numel();
-  return ops::reshape(b, ops::slice(b, v, 0, begin, n), std::move(shape));
 }
 
 // Checks q, k, v (inputs first..first+2) and the mask (input `mask`, when the node has it) and returns their layout.
@@ -89,9 +75,9 @@ void grad_attention(GradBuilder& b, int node, int dy, const bool* need, int* dx)
   std::vector<int> in = {dy, n.inputs[0], n.inputs[1], n.inputs[2], node};
   if (L.has_mask) in.push_back(n.inputs[3]);
   const int d = b.add(Op::AttentionGrad, std::move(in), n.attrs);
-  if (need[0]) dx[0] = part(b, d, L.dq(), Shape{L.batch * L.steps_q, L.heads * L.dim});
-  if (need[1]) dx[1] = part(b, d, L.dk(), Shape{L.batch * L.steps_k, L.heads * L.dim});
-  if (need[2]) dx[2] = part(b, d, L.dv(), Shape{L.batch * L.steps_k, L.heads * L.dim_v});
+  if (need[0]) dx[0] = ops::part(b, d, L.dq(), Shape{L.batch * L.steps_q, L.heads * L.dim});
+  if (need[1]) dx[1] = ops::part(b, d, L.dk(), Shape{L.batch * L.steps_k, L.heads * L.dim});
+  if (need[2]) dx[2] = ops::part(b, d, L.dv(), Shape{L.batch * L.steps_k, L.heads * L.dim_v});
   // The mask is a 0/1 condition: no gradient (as Where's condition).
 }
 

@@ -1,7 +1,6 @@
 // The op-table rules of the fused LSTM ops (graph/lstm_rules.h).
 #include "graph/lstm_rules.h"
 
-#include "graph/bucket.h"
 #include "graph/tensor_ops.h"
 #include "trainkit/core/error.h"
 
@@ -13,20 +12,6 @@ namespace {
   for (int in : g[node].inputs) shapes += (shapes.empty() ? "" : ", ") + g[in].shape.to_string();
   throw InvalidArgument(std::string(op_name(g[node].op)) + " '" + g[node].name + "': " + why + " (input shapes " +
                         shapes + ")");
-}
-
-// Elements [begin, begin + shape.numel()) of v as `shape`: a View (no copy) where the start is aligned as Views
-// need, else a Slice of the flat value. Only for the gradient graph (a View has no gradient of its own).
-int part(OpBuilder& b, int v, int64_t begin, Shape shape) {
-  if (begin % kBucketAlignElements == 0) {
-    Attrs at;
-    at.begin = begin;
-    at.shape = std::move(shape);
-    return b.add(Op::View, {v}, at);
-  }
-  const int flat = ops::reshape(b, v, Shape{b.node(v).shape.numel()});
-  const int64_t n = shape.numel();
-  return ops::reshape(b, ops::slice(b, flat, 0, begin, n), std::move(shape));
 }
 
 }  // namespace
@@ -72,15 +57,15 @@ void grad_lstm_sequence(GradBuilder& b, int node, int dy, const bool* need, int*
   const LstmLayout L = lstm_layout(b.g, node);
   const int64_t steps = L.steps, batch = L.batch, u = L.units;
   const int d = b.add(Op::LstmSequenceGrad, {dy, node, n.inputs[1]}, n.attrs);  // (T + 1, N, 4u)
-  if (need[0]) dx[0] = part(b, d, 0, Shape{steps * batch, 4 * u});
+  if (need[0]) dx[0] = ops::part(b, d, 0, Shape{steps * batch, 4 * u});
   if (need[1]) {  // dU = sum over steps of h_prev^T dz: one GEMM over the T blocks of h the steps multiplied by U
-    const int h_prev = part(b, node, L.h(L.first_prev_row()), Shape{steps * batch, u});
+    const int h_prev = ops::part(b, node, L.h(L.first_prev_row()), Shape{steps * batch, u});
     Attrs at;
     at.trans_a = true;
-    dx[1] = b.add(Op::MatMul, {h_prev, part(b, d, 0, Shape{steps * batch, 4 * u})}, at);
+    dx[1] = b.add(Op::MatMul, {h_prev, ops::part(b, d, 0, Shape{steps * batch, 4 * u})}, at);
   }
-  if (need[2]) dx[2] = part(b, d, L.dh0(), Shape{batch, u});
-  if (need[3]) dx[3] = part(b, d, L.dc0(), Shape{batch, u});
+  if (need[2]) dx[2] = ops::part(b, d, L.dh0(), Shape{batch, u});
+  if (need[3]) dx[3] = ops::part(b, d, L.dc0(), Shape{batch, u});
 }
 
 }  // namespace rules

@@ -22,9 +22,10 @@
 // clang-format on
 
 // y = f(a, b) with NumPy broadcasting: arithmetic (Binary, the operands' dtype; maximum/minimum propagate NaN as
-// NumPy and TensorFlow) and comparisons (Compare, bool).
+// NumPy and TensorFlow; floor_divide and mod are Python's // and %, rounding toward negative infinity) and
+// comparisons (Compare, bool). Floats, and int32/int64 for all but divide (backends/math/binary.h).
 #define TK_ARITHMETIC_FNS(X) \
-  X(add) X(subtract) X(multiply) X(divide) X(maximum) X(minimum) X(power) X(squared_difference)
+  X(add) X(subtract) X(multiply) X(divide) X(maximum) X(minimum) X(power) X(squared_difference) X(floor_divide) X(mod)
 #define TK_COMPARISON_FNS(X) X(equal) X(not_equal) X(less) X(less_equal) X(greater) X(greater_equal)
 
 // Reductions over Attrs::axes (Reduce); ArgReduce takes max or min.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "graph/bucket.h"
 #include "trainkit/core/error.h"
 
 namespace tk::graph::ops {
@@ -125,6 +126,18 @@ int broadcast_to(OpBuilder& b, int x, Shape shape) {
   Attrs at;
   at.shape = shape;
   return b.add(Op::BroadcastTo, {x}, at);
+}
+
+int part(OpBuilder& b, int v, int64_t begin, Shape shape) {
+  if (begin % kBucketAlignElements == 0) {
+    Attrs at;
+    at.begin = begin;
+    at.shape = std::move(shape);
+    return b.add(Op::View, {v}, at);
+  }
+  const int flat = reshape(b, v, Shape{shape_of(b, v).numel()});
+  const int64_t n = shape.numel();
+  return reshape(b, slice(b, flat, 0, begin, n), std::move(shape));
 }
 
 int reshape(OpBuilder& b, int x, Shape shape) {

@@ -45,6 +45,10 @@ int squeeze(OpBuilder& b, int x, int axis);
 int transpose(OpBuilder& b, int x, const std::vector<int>& perm);
 int concat(OpBuilder& b, const std::vector<int>& xs, int axis);
 int slice(OpBuilder& b, int x, int axis, int64_t begin, int64_t size);
+// Elements [begin, begin + shape.numel()) of v's data as `shape`: a View (the same memory, no copy) where begin is
+// aligned as Views need (graph/bucket.h's kBucketAlignElements), else a Slice of v flattened. For gradient graphs
+// reading the parts of a fused gradient op's one output (a View has no gradient of its own).
+int part(OpBuilder& b, int v, int64_t begin, Shape shape);
 std::vector<int> split(OpBuilder& b, int x, int axis, const std::vector<int64_t>& sizes);
 int stack(OpBuilder& b, const std::vector<int>& xs, int axis);
 int tile(OpBuilder& b, int x, const std::vector<int64_t>& reps);

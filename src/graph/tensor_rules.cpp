@@ -251,10 +251,39 @@ Shape shape_slice(const Graph& g, int node) {
 }
 
 // ---------------------------------------------------------------- dtypes
+namespace {
+// Numbers the general ops compute on: the floating dtypes and int32/int64 (uint8 and bool only move: Cast first).
+bool is_numeric(DType t) { return is_floating(t) || is_index(t); }
+}  // namespace
+
+// Binary: two operands of one dtype, floating or int32/int64; integers take every function but divide.
+DType dtype_arithmetic(const Graph& g, int node) {
+  const DType t = in_dtype(g, node, 0);
+  if (in_dtype(g, node, 1) != t) dtype_error(g, node, "operands must have one dtype");
+  if (!is_numeric(t)) dtype_error(g, node, "needs floating-point or int32/int64 operands");
+  if (is_comparison(g[node].attrs.binary)) dtype_error(g, node, "attrs.binary must be an arithmetic function");
+  if (is_index(t) && g[node].attrs.binary == BinaryFn::divide)
+    dtype_error(g, node,
+                "divide is true division, whose result on integers is a float (as Keras' ops.divide): Cast the "
+                "operands to a float dtype first, or use floor_divide for Python's //");
+  return t;
+}
+
 DType dtype_compare(const Graph& g, int node) {
   if (in_dtype(g, node, 0) != in_dtype(g, node, 1)) dtype_error(g, node, "operands must have one dtype");
+  if (!is_numeric(in_dtype(g, node, 0))) dtype_error(g, node, "needs floating-point or int32/int64 operands");
   if (!is_comparison(g[node].attrs.binary)) dtype_error(g, node, "attrs.binary must be a comparison");
   return DType::boolean;
+}
+
+// Reduce: floating inputs, or int32/int64 for sum, max, min and prod (exact, wrapping as the elementwise ops).
+DType dtype_reduce(const Graph& g, int node) {
+  const DType t = in_dtype(g, node, 0);
+  if (!is_numeric(t)) dtype_error(g, node, "needs a floating-point or int32/int64 input");
+  const ReduceFn f = g[node].attrs.reduce;
+  if (is_index(t) && (f == ReduceFn::mean || f == ReduceFn::logsumexp))
+    dtype_error(g, node, "mean and logsumexp of integers are not integers: Cast the input to a float dtype first");
+  return t;
 }
 
 DType dtype_where(const Graph& g, int node) {
@@ -264,7 +293,7 @@ DType dtype_where(const Graph& g, int node) {
 }
 
 DType dtype_arg_reduce(const Graph& g, int node) {
-  if (!is_floating(in_dtype(g, node, 0))) dtype_error(g, node, "needs floating-point input");
+  if (!is_numeric(in_dtype(g, node, 0))) dtype_error(g, node, "needs a floating-point or int32/int64 input");
   return DType::i32;
 }
 
@@ -302,6 +331,7 @@ void grad_unary(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
 
 void grad_binary(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
   const Node n = b.node(node);
+  if (!is_floating(n.dtype)) return;  // integers carry no gradient (TensorFlow's None)
   const int x = n.inputs[0], y = n.inputs[1];
   const Shape sx = b.node(x).shape, sy = b.node(y).shape;
   using ops::binary;
@@ -348,6 +378,18 @@ void grad_binary(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
       if (need[1]) gy = ops::unary(b, UnaryFn::negative, t);
       break;
     }
+    case BinaryFn::floor_divide: {  // piecewise constant: zeros (JAX's; TensorFlow's None), whatever dy holds
+      const int zero = ops::scalar(b, 0.0f, dy);
+      if (need[0]) dx[0] = ops::broadcast_to(b, zero, sx);
+      if (need[1]) dx[1] = ops::broadcast_to(b, zero, sy);
+      return;
+    }
+    case BinaryFn::mod:  // TensorFlow's FloorMod: d/dx = 1, d/dy = -floor(x / y)
+      gx = dy;
+      if (need[1])
+        gy = ops::unary(b, UnaryFn::negative,
+                        binary(b, BinaryFn::multiply, dy, binary(b, BinaryFn::floor_divide, x, y)));
+      break;
     default:
       throw Unsupported(std::string(op_name(n.op)) + " '" + n.name + "': no gradient for this function");
   }
@@ -365,6 +407,7 @@ void grad_where(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
 void grad_reduce(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
   if (!need[0]) return;
   const Node n = b.node(node);
+  if (!is_floating(n.dtype)) return;  // integers carry no gradient
   const int x = n.inputs[0];
   const Shape xs = b.node(x).shape;
   std::vector<int64_t> kd = xs.dims();
@@ -467,22 +510,6 @@ void grad_concat(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
   }
 }
 
-namespace {
-// Elements [begin, begin + shape.numel()) of v as `shape`: a View (no copy) where the start is aligned as Views need,
-// else a Slice of the flat value. Only for the gradient graph (a View has no gradient of its own).
-int part_of(OpBuilder& b, int v, int64_t begin, Shape shape) {
-  if (begin % kBucketAlignElements == 0) {
-    Attrs at;
-    at.begin = begin;
-    at.shape = std::move(shape);
-    return b.add(Op::View, {v}, at);
-  }
-  const int flat = ops::reshape(b, v, Shape{b.node(v).shape.numel()});
-  const int64_t size = shape.numel();
-  return ops::reshape(b, ops::slice(b, flat, 0, begin, size), std::move(shape));
-}
-}  // namespace
-
 // y = LayerNormApply(x, LayerNormStats(x), gamma, beta): dx includes the path through the statistics (the stats input
 // itself gets none); dgamma and dbeta (the sums of dy * xhat and of dy) come from one LayerNormGammaGrad. When dx and
 // a parameter's gradient are both needed, one LayerNormGrad computes all three in one sweep (its parts read as Views).
@@ -492,9 +519,9 @@ void grad_layer_norm_apply(GradBuilder& b, int node, int dy, const bool* need, i
     const int all = b.add(Op::LayerNormGrad, {dy, n.inputs[0], n.inputs[1], n.inputs[2]}, n.attrs);
     const Shape xs = b.node(n.inputs[0]).shape, param = b.node(n.inputs[2]).shape;
     const int64_t size = xs.numel(), features = xs[-1];
-    dx[0] = part_of(b, all, 0, xs);
-    if (need[2]) dx[2] = part_of(b, all, size, param);
-    if (need[3]) dx[3] = part_of(b, all, size + features, param);
+    dx[0] = ops::part(b, all, 0, xs);
+    if (need[2]) dx[2] = ops::part(b, all, size, param);
+    if (need[3]) dx[3] = ops::part(b, all, size + features, param);
     return;
   }
   if (need[0]) dx[0] = b.add(Op::LayerNormInputGrad, {dy, n.inputs[0], n.inputs[1], n.inputs[2]}, n.attrs);

@@ -21,7 +21,9 @@ Shape shape_assign(const Graph& g, int node);
 Shape shape_layer_norm(const Graph& g, int node);  // the four LayerNorm* ops
 Shape shape_slice(const Graph& g, int node);
 
+DType dtype_arithmetic(const Graph& g, int node);  // Binary
 DType dtype_compare(const Graph& g, int node);
+DType dtype_reduce(const Graph& g, int node);
 DType dtype_where(const Graph& g, int node);
 DType dtype_arg_reduce(const Graph& g, int node);
 DType dtype_gather(const Graph& g, int node);

@@ -165,9 +165,9 @@ std::vector<float> host_floats(const Tensor& t) {
 
 const char* supported_ops() {
   return "MatMul, BiasAdd, Add, Mul, Scale, Reshape, Concat, Slice, Relu, Sigmoid, Tanh, Gelu, Elu, LeakyRelu, "
-         "Softmax, LogSoftmax, Conv2D, MaxPool2D, AvgPool2D, Pad2D, BnInference, Cast (not to 16-bit floats), Fill, "
-         "Unary (every function), Binary, Compare, Where, Reduce, ArgReduce, BroadcastTo, Transpose, Pad, BatchMatMul, "
-         "Gather, OneHot";
+         "Softmax, LogSoftmax, LayerNormApply (with its LayerNormStats), Conv2D, MaxPool2D, AvgPool2D, Pad2D, "
+         "BnInference, Cast (not to 16-bit floats), Fill, Unary (every function), Binary, Compare, Where, Reduce, "
+         "ArgReduce, BroadcastTo, Transpose, Pad, BatchMatMul, Gather, OneHot";
 }
 
 }  // namespace
@@ -491,9 +491,23 @@ void export_onnx(Model& model, const std::string& path) {
         using graph::BinaryFn;
         static constexpr const char* kArithmetic[] = {"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow"};
         const BinaryFn f = n.attrs.binary;
+        const bool integers = n.dtype == DType::i32 || n.dtype == DType::i64;
         if (f == BinaryFn::squared_difference) {  // (a - b) * (a - b)
           const std::string d = onnx.node("Sub", {in(0), in(1)}, tmp("_sub"));
           onnx.node("Mul", {d, d}, out);
+        } else if (f == BinaryFn::mod && integers) {  // Mod with fmod 0: the divisor's sign, as Python's %
+          onnx.node("Mod", {in(0), in(1)}, out, {attr_int("fmod", 0)});
+        } else if (f == BinaryFn::floor_divide && integers) {  // (a - a % b) / b: exact, so Div's truncation is exact
+          const std::string m = onnx.node("Mod", {in(0), in(1)}, tmp("_mod"), {attr_int("fmod", 0)});
+          onnx.node("Div", {onnx.node("Sub", {in(0), m}, tmp("_sub")), in(1)}, out);
+        } else if (f == BinaryFn::floor_divide || f == BinaryFn::mod) {  // floor(a / b); a - floor(a / b) * b
+          const std::string d = onnx.node("Div", {in(0), in(1)}, tmp("_div"));
+          if (f == BinaryFn::floor_divide) {
+            onnx.node("Floor", {d}, out);
+          } else {
+            const std::string q = onnx.node("Floor", {d}, tmp("_floor"));
+            onnx.node("Sub", {in(0), onnx.node("Mul", {q, in(1)}, tmp("_mul"))}, out);
+          }
         } else if (f < BinaryFn::squared_difference) {
           onnx.node(kArithmetic[static_cast<int>(f)], {in(0), in(1)}, out);
         } else {

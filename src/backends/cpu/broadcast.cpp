@@ -1,13 +1,17 @@
-// Broadcasting ops on the CPU: Binary, Compare, Where and BroadcastTo over math::Strided layouts
-// (backends/strided.h), the per-element math of backends/math/binary.h. The inner loop is specialized for the
-// common strides (both operands contiguous, one a broadcast scalar along the row) so that it vectorizes.
+// Broadcasting ops on the CPU: Binary, Compare (float32, int32, int64), Where and BroadcastTo (every dtype) over
+// math::Strided layouts (backends/strided.h), the per-element math of backends/math/binary.h. The inner loop is
+// specialized for the common strides (both operands contiguous, one a broadcast scalar along the row) so that it
+// vectorizes.
 #include <cstring>
+#include <type_traits>
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/strided_loop.h"
+#include "backends/device_errors.h"
 #include "backends/math/binary.h"
 #include "backends/strided.h"
 #include "graph/kernel.h"
+#include "trainkit/core/error.h"
 
 namespace tk::cpu {
 namespace {
@@ -15,22 +19,22 @@ using graph::BinaryFn;
 using graph::KernelArgs;
 using graph::Op;
 
-template <typename F, typename Out>
-void rows2(const KernelArgs& a, const float* x, const float* y, Out* out, F f) {
+template <typename T, typename F, typename Out>
+void rows2(const KernelArgs& a, const T* x, const T* y, Out* out, F f) {
   const math::Strided s = backends::broadcast_layout(a.node.shape, {&a.in_shape(0), &a.in_shape(1)});
   for_rows(s, 2, [&](int64_t o, const int64_t* off, const int64_t* st, int64_t n) {
-    const float* xr = x + off[0];
-    const float* yr = y + off[1];
+    const T* xr = x + off[0];
+    const T* yr = y + off[1];
     Out* zr = out + o;
     if (st[0] == 1 && st[1] == 1) {
 #pragma omp simd
       for (int64_t j = 0; j < n; ++j) zr[j] = f(xr[j], yr[j]);
     } else if (st[0] == 1 && st[1] == 0) {
-      const float v = yr[0];
+      const T v = yr[0];
 #pragma omp simd
       for (int64_t j = 0; j < n; ++j) zr[j] = f(xr[j], v);
     } else if (st[0] == 0 && st[1] == 1) {
-      const float v = xr[0];
+      const T v = xr[0];
 #pragma omp simd
       for (int64_t j = 0; j < n; ++j) zr[j] = f(v, yr[j]);
     } else {
@@ -39,23 +43,35 @@ void rows2(const KernelArgs& a, const float* x, const float* y, Out* out, F f) {
   });
 }
 
-template <BinaryFn F>
+template <BinaryFn F, typename T>
 void arithmetic(const KernelArgs& a) {
-  rows2(a, a.input<float>(0), a.input<float>(1), a.output<float>(),
-        [](float u, float v) { return math::arithmetic<F>(u, v); });
+  rows2(a, a.input<T>(0), a.input<T>(1), a.output<T>(), [](T u, T v) { return math::arithmetic<F>(u, v); });
 }
 
-template <BinaryFn F>
+template <BinaryFn F, typename T>
 void comparison(const KernelArgs& a) {
-  rows2(a, a.input<float>(0), a.input<float>(1), a.output<bool>(),
-        [](float u, float v) { return math::comparison<F>(u, v); });
+  rows2(a, a.input<T>(0), a.input<T>(1), a.output<bool>(), [](T u, T v) { return math::comparison<F>(u, v); });
 }
 
+// Integers: a divisor of 0 or a negative exponent anywhere in b is an InvalidArgument before anything is computed
+// (TensorFlow's CPU kernels check too), worded as the CUDA kernels' record (backends/device_errors.h).
+template <typename T>
+void check_integer_operand(const KernelArgs& a) {
+  const BinaryFn f = a.node.attrs.binary;
+  const int64_t count = a.in_shape(1).numel();
+  if (a.node.shape.numel() == 0) return;
+  const T* b = a.input<T>(1);
+  if (const int64_t j = math::first_bad_operand(f, b, count, 0, 1); j < count)
+    throw InvalidArgument(backends::integer_operand_message(a.node, static_cast<int64_t>(b[j]), j, a.in_shape(1)));
+}
+
+template <typename T>
 void binary(const KernelArgs& a) {
+  if constexpr (std::is_integral_v<T>) check_integer_operand<T>(a);
   switch (a.node.attrs.binary) {
 #define TK_CASE(name)  \
   case BinaryFn::name: \
-    return arithmetic<BinaryFn::name>(a);
+    return arithmetic<BinaryFn::name, T>(a);
     TK_ARITHMETIC_FNS(TK_CASE)
 #undef TK_CASE
     default:
@@ -64,11 +80,12 @@ void binary(const KernelArgs& a) {
   unknown_function(a.node, "attrs.binary (an arithmetic function)");
 }
 
+template <typename T>
 void compare(const KernelArgs& a) {
   switch (a.node.attrs.binary) {
 #define TK_CASE(name)  \
   case BinaryFn::name: \
-    return comparison<BinaryFn::name>(a);
+    return comparison<BinaryFn::name, T>(a);
     TK_COMPARISON_FNS(TK_CASE)
 #undef TK_CASE
     default:
@@ -135,8 +152,12 @@ void broadcast_to(const KernelArgs& a) {
 void register_broadcast_kernels() {
   using graph::KernelSignature;
   using graph::register_kernel;
-  register_kernel(DeviceKind::cpu, Op::Binary, DType::f32, binary);
-  register_kernel(DeviceKind::cpu, Op::Compare, DType::f32, compare);
+  register_kernel(DeviceKind::cpu, Op::Binary, DType::f32, binary<float>);
+  register_kernel(DeviceKind::cpu, Op::Compare, DType::f32, compare<float>);
+  register_kernel(DeviceKind::cpu, Op::Binary, DType::i32, binary<int32_t>);
+  register_kernel(DeviceKind::cpu, Op::Compare, DType::i32, compare<int32_t>);
+  register_kernel(DeviceKind::cpu, Op::Binary, DType::i64, binary<int64_t>);
+  register_kernel(DeviceKind::cpu, Op::Compare, DType::i64, compare<int64_t>);
   for (int t = 0; t < kDTypeCount; ++t) {  // moves values: every dtype, exactly
     const auto dt = static_cast<DType>(t);
     register_kernel(DeviceKind::cpu, Op::Where, KernelSignature({DType::boolean, dt, dt}, dt), where);

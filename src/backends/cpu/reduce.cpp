@@ -1,4 +1,5 @@
-// Reductions on the CPU: Reduce over any set of axes and ArgReduce along one (backends/math/reduce.h's math). The
+// Reductions on the CPU: Reduce over any set of axes and ArgReduce along one (backends/math/reduce.h's math), on
+// float32 (16-bit widened) and int32/int64. The
 // input is seen as kept axes x reduced axes (math::Strided layouts); the output elements are split between threads
 // and each is reduced in index order, so results do not depend on the thread count (logsumexp over contiguous rows:
 // the exps in vector lanes, vector_exp.h, summed in double lanes).
@@ -167,7 +168,40 @@ void reduce(const KernelArgs& a) {
   unknown_function(a.node, "attrs.reduce");
 }
 
+// Integers: each output reduced over its strided elements in index order, outputs split between threads.
+template <ReduceFn F, typename T>
+void reduce_integers_fn(const KernelArgs& a) {
+  const T* x = a.input<T>(0);
+  T* y = a.output<T>();  // (outputs)
+  const ReduceLayout l = reduce_layout(a.in_shape(0), a.node.attrs.axes);
+  parallel_for(
+      l.outputs,
+      [&](int64_t o0, int64_t o1) {
+        for (int64_t o = o0; o < o1; ++o)
+          y[o] = math::reduce_integers<F>(x + math::strided_offset(l.kept, 0, o), l.reduced, l.count);
+      },
+      std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(l.count, 1)));
+}
+
+template <typename T>
+void reduce_integers(const KernelArgs& a) {
+  switch (a.node.attrs.reduce) {
+    case ReduceFn::sum:
+      return reduce_integers_fn<ReduceFn::sum, T>(a);
+    case ReduceFn::prod:
+      return reduce_integers_fn<ReduceFn::prod, T>(a);
+    case ReduceFn::max:
+      return reduce_integers_fn<ReduceFn::max, T>(a);
+    case ReduceFn::min:
+      return reduce_integers_fn<ReduceFn::min, T>(a);
+    default:
+      break;
+  }
+  unknown_function(a.node, "attrs.reduce (sum, prod, max or min of integers)");
+}
+
 // (outer, n, inner) -> (outer, inner): the index along the middle axis.
+template <typename T>
 void arg_reduce(const KernelArgs& a) {
   const Shape& xs = a.in_shape(0);
   const int axis = a.node.attrs.axis < 0 ? a.node.attrs.axis + xs.rank() : a.node.attrs.axis;
@@ -175,7 +209,7 @@ void arg_reduce(const KernelArgs& a) {
   for (int d = 0; d < axis; ++d) outer *= xs[d];
   for (int d = axis + 1; d < xs.rank(); ++d) inner *= xs[d];
   const int64_t n = xs[axis];
-  const float* x = a.input<float>(0);
+  const T* x = a.input<T>(0);
   int32_t* y = a.output<int32_t>();
   const bool max = a.node.attrs.reduce == ReduceFn::max;
   parallel_for(
@@ -193,7 +227,11 @@ void arg_reduce(const KernelArgs& a) {
 
 void register_reduce_kernels() {
   graph::register_kernel(DeviceKind::cpu, Op::Reduce, DType::f32, reduce);
-  graph::register_kernel(DeviceKind::cpu, Op::ArgReduce, DType::f32, arg_reduce);
+  graph::register_kernel(DeviceKind::cpu, Op::ArgReduce, DType::f32, arg_reduce<float>);
+  graph::register_kernel(DeviceKind::cpu, Op::Reduce, DType::i32, reduce_integers<int32_t>);
+  graph::register_kernel(DeviceKind::cpu, Op::ArgReduce, DType::i32, arg_reduce<int32_t>);
+  graph::register_kernel(DeviceKind::cpu, Op::Reduce, DType::i64, reduce_integers<int64_t>);
+  graph::register_kernel(DeviceKind::cpu, Op::ArgReduce, DType::i64, arg_reduce<int64_t>);
 }
 
 }  // namespace tk::cpu

@@ -1,7 +1,8 @@
 // Registers the general tensor ops' CUDA kernels (tensor_launchers.h): the layouts (math::Strided) are built on the
 // host from the node's shapes, as the CPU kernels build them (backends/strided.h); BatchMatMul is strided-batched
-// cuBLASLt GEMMs (gemm_cublaslt.h, backends/batch_layout.h). Float ops register float32 (16-bit through widen.cpp);
-// ops that move values register every dtype.
+// cuBLASLt GEMMs (gemm_cublaslt.h, backends/batch_layout.h). Float ops register float32 (16-bit through widen.cpp)
+// and, where integers make sense (Binary, Compare, Reduce, ArgReduce), int32/int64 (integer_launchers.h); ops that
+// move values register every dtype.
 #ifdef TK_HAVE_CUDA
 #include <cuda_runtime.h>
 
@@ -11,6 +12,7 @@
 #include "backends/cuda/check.h"
 #include "backends/cuda/device_errors_cuda.h"
 #include "backends/cuda/gemm_cublaslt.h"
+#include "backends/cuda/integer_launchers.h"
 #include "backends/cuda/launch_geometry.h"
 #include "backends/cuda/tensor_launchers.h"
 #include "backends/device_errors.h"
@@ -75,24 +77,36 @@ void pad(const KernelArgs& a) {
   launch_pad(a.in[0], a.out, bytes_of(a.out_dtype), g, fill, a.node.shape.numel(), sms(a), a.ctx.stream);
 }
 
-void reduce(const KernelArgs& a) {
-  const Shape& x = a.in_shape(0);
+// x as kept axes (the output's) x reduced axes, each a strided layout of x.
+struct ReduceLayout {
   math::Strided kept, reduced;
-  int64_t outputs = 1, count = 1, stride = 1;
+  int64_t outputs = 1, count = 1;
+};
+ReduceLayout reduce_layout(const KernelArgs& a) {
+  const Shape& x = a.in_shape(0);
+  ReduceLayout l;
+  int64_t stride = 1;
   int64_t xstride[graph::kMaxRank] = {};
   for (int d = x.rank() - 1; d >= 0; --d) xstride[d] = stride, stride *= x[d];
   for (int d = 0; d < x.rank(); ++d) {
     const bool r = a.node.attrs.axes & (1u << d);
-    math::Strided& s = r ? reduced : kept;
+    math::Strided& s = r ? l.reduced : l.kept;
     s.dims[s.rank] = x[d];
     s.stride[0][s.rank++] = xstride[d];
-    (r ? count : outputs) *= x[d];
+    (r ? l.count : l.outputs) *= x[d];
   }
-  for (math::Strided* s : {&kept, &reduced}) {
+  for (math::Strided* s : {&l.kept, &l.reduced}) {
     if (s->rank == 0) s->dims[s->rank++] = 1;
     backends::merge_axes(*s, 1);
   }
-  if (count == 0) throw Unsupported("Reduce '" + a.node.name + "' over an empty axis on CUDA");
+  if (l.count == 0) throw Unsupported("Reduce '" + a.node.name + "' over an empty axis on CUDA");
+  return l;
+}
+
+void reduce(const KernelArgs& a) {
+  const ReduceLayout l = reduce_layout(a);
+  const math::Strided &kept = l.kept, &reduced = l.reduced;
+  const int64_t outputs = l.outputs, count = l.count;
   const bool contiguous = reduced.rank == 1 && reduced.stride[0][0] == 1;
   const int group = reduce_group_threads(outputs, count, contiguous, sms(a));
   if (group > 1)
@@ -115,6 +129,39 @@ void arg_reduce(const KernelArgs& a) {
                              a.ctx.stream);
   else
     launch_arg_reduce(max, a.input<float>(0), a.output<int32_t>(), outer, x[axis], inner, sms(a), a.ctx.stream);
+}
+
+// int32/int64 (integer_launchers.h): a divisor of 0 or a negative exponent is checked on the device first and raised
+// at the next synchronization as the CPU kernel's InvalidArgument.
+void integer_binary(const KernelArgs& a) {
+  const math::Strided s = backends::broadcast_layout(a.node.shape, {&a.in_shape(0), &a.in_shape(1)});
+  const graph::BinaryFn f = a.node.attrs.binary;
+  if (a.node.shape.numel() > 0 &&
+      (f == graph::BinaryFn::floor_divide || f == graph::BinaryFn::mod || f == graph::BinaryFn::power))
+    launch_check_integer_operand(f, a.in[1], bytes_of(a.out_dtype), a.in_shape(1).numel(),
+                                 device_error_record(a.ctx.device.index),
+                                 backends::integer_operand_site(a.node, a.in_shape(1)), a.ctx.stream);
+  launch_integer_binary(f, a.in[0], a.in[1], a.out, bytes_of(a.out_dtype), s, a.node.shape.numel(), sms(a),
+                        a.ctx.stream);
+}
+void integer_compare(const KernelArgs& a) {
+  const math::Strided s = backends::broadcast_layout(a.node.shape, {&a.in_shape(0), &a.in_shape(1)});
+  launch_integer_compare(a.node.attrs.binary, a.in[0], a.in[1], a.output<bool>(), bytes_of(a.in_dtypes[0]), s,
+                         a.node.shape.numel(), sms(a), a.ctx.stream);
+}
+void integer_reduce(const KernelArgs& a) {
+  const ReduceLayout l = reduce_layout(a);
+  launch_integer_reduce(a.node.attrs.reduce, a.in[0], a.out, bytes_of(a.out_dtype), l.kept, l.reduced, l.outputs,
+                        l.count, sms(a), a.ctx.stream);
+}
+void integer_arg_reduce(const KernelArgs& a) {
+  const Shape& x = a.in_shape(0);
+  const int axis = axis_of(a, x.rank());
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= x[d];
+  for (int d = axis + 1; d < x.rank(); ++d) inner *= x[d];
+  launch_integer_arg_reduce(a.node.attrs.reduce == graph::ReduceFn::max, a.in[0], bytes_of(a.in_dtypes[0]),
+                            a.output<int32_t>(), outer, x[axis], inner, sms(a), a.ctx.stream);
 }
 
 struct Around {
@@ -238,6 +285,12 @@ void register_tensor_kernels() {
   register_kernel(cuda, Op::LayerNormGammaGrad, f32, ln_gamma_grad);
   register_kernel(cuda, Op::LayerNormGrad, f32, ln_grad);
   graph::register_workspace(cuda, Op::BatchMatMul, batch_matmul_workspace);
+  for (DType i : {DType::i32, DType::i64}) {
+    register_kernel(cuda, Op::Binary, i, integer_binary);
+    register_kernel(cuda, Op::Compare, i, integer_compare);
+    register_kernel(cuda, Op::Reduce, i, integer_reduce);
+    register_kernel(cuda, Op::ArgReduce, i, integer_arg_reduce);
+  }
   for (DType i : {DType::i32, DType::i64}) {  // the kernels read the index dtype at run time
     register_kernel(cuda, Op::GatherGrad, KernelSignature({f32, i}, f32), gather_grad);
     register_kernel(cuda, Op::OneHot, KernelSignature({i}, f32), one_hot);
