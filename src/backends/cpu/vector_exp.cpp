@@ -69,12 +69,12 @@ TK_AVX2 inline __m256 exp8(__m256 x) {
   return _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 }
 
+// The 8 lanes added as a tree (4 + 4, 2 + 2, 1 + 1): three dependent adds.
 TK_AVX2 float hsum8(__m256 v) {
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, v);
-  float s = 0.0f;
-  for (float l : lanes) s += l;
-  return s;
+  __m128 q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+  q = _mm_add_ss(q, _mm_shuffle_ps(q, q, 1));
+  return _mm_cvtss_f32(q);
 }
 
 // maxps(a, b) returns b when either is NaN: the accumulator goes second, so a NaN x[j] leaves it (and a NaN x[0],
@@ -91,12 +91,13 @@ TK_AVX2 float max_avx2(const float* x, int64_t n) {
       a3 = _mm256_max_ps(_mm256_loadu_ps(x + j + 24), a3);
     }
     for (; j + 8 <= n; j += 8) a0 = _mm256_max_ps(_mm256_loadu_ps(x + j), a0);
-    alignas(32) float lanes[32];
-    _mm256_store_ps(lanes, a0);
-    _mm256_store_ps(lanes + 8, a1);
-    _mm256_store_ps(lanes + 16, a2);
-    _mm256_store_ps(lanes + 24, a3);
-    for (float v : lanes) m = m < v ? v : m;
+    // As max_avx512: a lane is NaN only when x[0] is, which then wins.
+    const __m256 a = _mm256_max_ps(_mm256_max_ps(a0, a1), _mm256_max_ps(a2, a3));
+    __m128 q = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    q = _mm_max_ps(q, _mm_movehl_ps(q, q));
+    q = _mm_max_ss(q, _mm_shuffle_ps(q, q, 1));
+    const float v = _mm_cvtss_f32(q);
+    m = m < v ? v : m;
   }
   for (; j < n; ++j) m = m < x[j] ? x[j] : m;
   return m;
@@ -188,6 +189,10 @@ TK_AVX512 __mmask16 tail_mask(int64_t left) {
   return static_cast<__mmask16>((1u << static_cast<unsigned>(left)) - 1u);  // left in [0, 16)
 }
 
+// GCC 12 warns inside its own _mm512_max_ps once the lane combine below is inlined (-Wuninitialized on the
+// intrinsic's undefined pass-through operand, a known false positive): off for this function.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
 TK_AVX512 float max_avx512(const float* x, int64_t n) {
   const __m512 first = _mm512_set1_ps(x[0]);
   __m512 a0 = first, a1 = first, a2 = first, a3 = first;  // four chains: maxps' latency, not its rate
@@ -200,15 +205,20 @@ TK_AVX512 float max_avx512(const float* x, int64_t n) {
   }
   for (; j + 16 <= n; j += 16) a0 = _mm512_max_ps(_mm512_loadu_ps(x + j), a0);
   if (j < n) a1 = _mm512_max_ps(_mm512_mask_loadu_ps(first, tail_mask(n - j), x + j), a1);  // masked lanes: x[0]
-  alignas(64) float lanes[64];
-  _mm512_store_ps(lanes, a0);
-  _mm512_store_ps(lanes + 16, a1);
-  _mm512_store_ps(lanes + 32, a2);
-  _mm512_store_ps(lanes + 48, a3);
-  float m = x[0];
-  for (float v : lanes) m = m < v ? v : m;
-  return m;
+  // The lanes combined in vector maxes, then x[0]'s rule once: a lane holds NaN only when x[0] is NaN (NaN loads never
+  // win maxps' second-operand rule), and then x[0] wins below anyway; otherwise any order finds the same max.
+  const __m512 a = _mm512_max_ps(_mm512_max_ps(a0, a1), _mm512_max_ps(a2, a3));
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, a);
+  const __m256 h = _mm256_max_ps(_mm256_load_ps(lanes), _mm256_load_ps(lanes + 8));
+  __m128 q = _mm_max_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  q = _mm_max_ps(q, _mm_movehl_ps(q, q));
+  q = _mm_max_ss(q, _mm_shuffle_ps(q, q, 1));
+  const float v = _mm_cvtss_f32(q);
+  const float m = x[0];
+  return m < v ? v : m;
 }
+#pragma GCC diagnostic pop
 
 TK_AVX512 float exp_avx512(const float* x, float* y, int64_t n, float shift) {
   const __m512 s = _mm512_set1_ps(shift);
@@ -235,9 +245,13 @@ TK_AVX512 float exp_avx512(const float* x, float* y, int64_t n, float shift) {
   }
   alignas(64) float lanes[16];  // not _mm512_reduce_add_ps: GCC 12 warns inside it (-Wuninitialized)
   _mm512_store_ps(lanes, _mm512_add_ps(a0, a1));
-  float sum = 0.0f;
-  for (float v : lanes) sum += v;
-  return sum;
+  // The 16 lanes added as a tree (8 + 8, 4 + 4, 2 + 2, 1 + 1): four dependent adds, not sixteen (a short row's
+  // exps, attention's and softmax's, wait on this sum).
+  const __m256 h = _mm256_add_ps(_mm256_load_ps(lanes), _mm256_load_ps(lanes + 8));
+  __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+  q = _mm_add_ss(q, _mm_shuffle_ps(q, q, 1));
+  return _mm_cvtss_f32(q);
 }
 
 TK_AVX512 void scale_avx512(float* y, int64_t n, float s) {

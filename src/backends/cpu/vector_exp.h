@@ -43,7 +43,7 @@ inline float scalar_exp(float x) {
 // The largest x[j] as `m < x[j] ? x[j] : m` from m = x[0] finds it (a NaN never wins, except x[0] itself).
 float max_row(const float* x, int64_t n, VecIsa isa = best_vec_isa());
 
-// y[j] = exp(x[j] - shift); returns the sum of the y[j] (lane sums, then the tail in order).
+// y[j] = exp(x[j] - shift); returns the sum of the y[j] (lane sums added as a tree, then the tail in order).
 float exp_row(const float* x, float* y, int64_t n, float shift, VecIsa isa = best_vec_isa());
 
 // Softmax of each row of x(rows, n) into y(rows, n): exp(x - max) / sum, three passes over a row that sits in L1 (the
