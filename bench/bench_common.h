@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -25,6 +26,19 @@ inline Device device_arg(const std::string& d) {
 }
 
 inline double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+// /proc/self/status's `key` (VmRSS, VmHWM) in bytes; 0 when absent.
+inline size_t status_bytes(const char* key) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  const size_t n = std::strlen(key);
+  while (std::getline(f, line))
+    if (line.compare(0, n, key) == 0 && line.size() > n && line[n] == ':')
+      return std::stoull(line.substr(n + 1)) * 1024;
+  return 0;
+}
+// Resets VmHWM to the current RSS (the peer scripts do the same): a step's resident peak is then comparable.
+inline void reset_hwm() { std::ofstream("/proc/self/clear_refs") << "5"; }
 
 // GFLOP/s of C(m,n) = op(A) op(B) through OpenBLAS, best of three timed rounds.
 inline double sgemm_gflops(int m, int n, int k, bool ta = false, bool tb = false) {

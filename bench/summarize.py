@@ -23,6 +23,10 @@ for peer, rs in by_peer.items():
     each = " ".join(f"{r['samples_per_s']:.0f}" for r in rs)
     version = rs[0].get("version", "")
     print(f"{peer:16s} {med:16.0f} {each:>30s} {tk_median / med:11.2f}x  {version}")
+peaks = {peer: max(r["rss_peak_growth_bytes"] for r in rs) for peer, rs in by_peer.items()
+         if all("rss_peak_growth_bytes" in r for r in rs)}
+if peaks:  # resident memory grown from before the model was built to the end of the steps (largest round)
+    print("resident peak growth, MB: " + ", ".join(f"{p} {b / 1e6:.1f}" for p, b in peaks.items()))
 median_run = sorted(tk_runs, key=lambda r: r["samples_per_s"])[len(tk_runs) // 2]
 roof = median_run.get("roofline")
 if roof:

@@ -23,21 +23,6 @@
 #include "trainkit/nn/optimizers.h"
 #include "trainkit/runtime/memory.h"
 
-namespace {
-// /proc/self/status's `key` (VmRSS, VmHWM) in bytes; 0 when absent.
-size_t status_bytes(const char* key) {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  const size_t n = std::strlen(key);
-  while (std::getline(f, line))
-    if (line.compare(0, n, key) == 0 && line.size() > n && line[n] == ':')
-      return std::stoull(line.substr(n + 1)) * 1024;
-  return 0;
-}
-// Resets VmHWM to the current RSS (the peer scripts do the same): the step's resident peak is then comparable.
-void reset_hwm() { std::ofstream("/proc/self/clear_refs") << "5"; }
-}  // namespace
-
 int main(int argc, char** argv) {
   using namespace tk;
   int steps = 20;
@@ -77,8 +62,8 @@ int main(int argc, char** argv) {
   for (int64_t i = 0; i < xs.numel(); ++i) xs.data<float>()[i] = nd(gen), ys.data<float>()[i] = nd(gen);
   const size_t baseline = config::get_memory_info().current;  // the batch's tensors are not the model's
   config::reset_peak_memory();
-  reset_hwm();
-  const size_t rss_before = status_bytes("VmRSS");
+  bench::reset_hwm();
+  const size_t rss_before = bench::status_bytes("VmRSS");
   auto model = make();
   for (int i = 0; i < 3; ++i) model->train_on_batch({xs}, {ys});  // warm-up: GEMM choices measured, plan made
   std::vector<double> ms;
@@ -88,7 +73,7 @@ int main(int argc, char** argv) {
     ms.push_back(1e3 * bench::seconds(t0, bench::Clock::now()));
   }
   std::sort(ms.begin(), ms.end());
-  const size_t rss_growth = status_bytes("VmHWM") - rss_before;
+  const size_t rss_growth = bench::status_bytes("VmHWM") - rss_before;
   std::printf(
       "{\"peer\":\"trainkit\",\"shape\":[%lld,%lld,%lld],\"heads\":%lld,\"ff\":%lld,\"step_ms_median\":%.3f,"
       "\"step_ms_min\":%.3f,\"auto_batch\":%s,\"planned_bytes\":%zu,\"measured_bytes\":%zu,\"limit_bytes\":%zu,"

@@ -25,6 +25,8 @@ int main(int argc, char** argv) try {
     if (!std::strcmp(argv[i], "--warmup")) warmup = std::atoi(argv[i + 1]);
   }
   if (path.empty()) throw tk::InvalidArgument("--model FILE.keras is required");
+  tk::bench::reset_hwm();
+  const size_t rss_before = tk::bench::status_bytes("VmRSS");       // the peers measure from the same point
   std::unique_ptr<tk::Model> model = tk::models::load_model(path);  // compiled as the file says
   const tk::Shape in = model->inputs()[0].shape();                  // (None, H, W, C)
   std::vector<int64_t> dims{batch};
@@ -45,9 +47,9 @@ int main(int argc, char** argv) try {
   const size_t peak = tk::config::get_memory_info(model->device()).peak;
   std::printf(
       "{\"peer\":\"trainkit\",\"cpu\":\"%s\",\"threads\":%d,\"model\":\"%s\",\"batch_size\":%lld,\"step_ms\":%.2f,"
-      "\"samples_per_s\":%.1f,\"planned_peak_bytes\":%zu,\"measured_peak_bytes\":%zu}\n",
+      "\"samples_per_s\":%.1f,\"planned_peak_bytes\":%zu,\"measured_peak_bytes\":%zu,\"rss_peak_growth_bytes\":%zu}\n",
       tk::bench::cpu_description().c_str(), omp_get_max_threads(), model->name().c_str(), static_cast<long long>(batch),
-      median, 1e3 * double(batch) / median, planned, peak);
+      median, 1e3 * double(batch) / median, planned, peak, tk::bench::status_bytes("VmHWM") - rss_before);
   return 0;
 } catch (const tk::Error& e) {
   std::fprintf(stderr, "tk_bench_zoo: %s\n", e.what());

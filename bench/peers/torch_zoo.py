@@ -86,6 +86,15 @@ def build_mobilenetv2(nn):
 MODELS = {"resnet50": build_resnet50, "mobilenetv2": build_mobilenetv2}
 
 
+def status_bytes(key):
+    """/proc/self/status's `key` (VmRSS, VmHWM) in bytes."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="resnet50", choices=sorted(MODELS))
@@ -100,6 +109,9 @@ def main():
     torch.set_num_threads(args.threads)
     torch.set_num_interop_threads(1)
     torch.manual_seed(0)
+    with open("/proc/self/clear_refs", "w") as f:  # VmHWM from here: the model, the step's tensors, the allocator
+        f.write("5")
+    rss_before = status_bytes("VmRSS")
     model = MODELS[args.model](torch.nn)
     fmt = torch.channels_last if args.channels_last else torch.contiguous_format
     model = model.to(memory_format=fmt)
@@ -120,7 +132,8 @@ def main():
     peer = "pytorch" + ("-channels-last" if args.channels_last else "")
     print(json.dumps({"peer": peer, "version": torch.__version__, "threads": args.threads, "model": args.model,
                       "params": params, "batch_size": args.batch_size,
-                      "step_ms": round(med, 2), "samples_per_s": round(1e3 * args.batch_size / med, 1)}), flush=True)
+                      "step_ms": round(med, 2), "samples_per_s": round(1e3 * args.batch_size / med, 1),
+                      "rss_peak_growth_bytes": status_bytes("VmHWM") - rss_before}), flush=True)
 
 
 if __name__ == "__main__":
