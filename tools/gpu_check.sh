@@ -204,10 +204,11 @@ if [ "$built" -eq 0 ]; then
 
     # The op harness on cuda:0: every op's forward output and gradient program, float32 / float16 / bfloat16,
     # against the cpu float32 result (tests/op_harness.h); the cast pairs and dropout masks too; the NaN/Inf rule
-    # cases on cuda:0 (among them the cooperative reductions' rows of 600 and 2000, issue 30).
+    # cases on cuda:0 (among them the cooperative reductions' rows of 600 and 2000, issue 30); the int32/int64 ops
+    # on every device present, and the device-recorded errors (gather index, integer division by zero).
     say ""
     say "== op harness on cuda:0 (forward and gradient programs against the cpu)"
-    timeout 150 "$TESTS" --gtest_filter='*OpForward*cuda*:*OpGradientParity*cuda*:*OpNonFinite*cuda*:CastHarness*:OpDropout*:OpHarness*:OpCoverage*' \
+    timeout 150 "$TESTS" --gtest_filter='*OpForward*cuda*:*OpGradientParity*cuda*:*OpNonFinite*cuda*:CastHarness*:OpDropout*:OpHarness*:OpCoverage*:IntegerOps.*:TensorOpsErrors.*Cuda*' \
       >"$BUILD/harness.txt" 2>&1
     rc=$?
     tee -a "$LOG" <"$BUILD/harness.txt" | tail -40
