@@ -79,10 +79,11 @@ def main():
     wall = time.perf_counter() - start
     # The same judge for both: Keras' own evaluate on the trained Keras object.
     _, acc = model.evaluate(xt, yt, batch_size=1000, verbose=0)
-    log("%s %s: %d epochs in %.2f s, test accuracy %.4f" % (args.runner, args.model, args.epochs, wall, acc))
+    log("%s %s: %d epochs in %.2f s, test accuracy %.4f (seed %d)" % (args.runner, args.model, args.epochs, wall, acc,
+                                                                   args.seed))
     print(json.dumps({"runner": args.runner, "model": args.model, "version": version, "epochs": args.epochs,
-                      "threads": args.threads, "wall_s": round(wall, 3), "test_accuracy": round(float(acc), 4)}),
-          flush=True)
+                      "threads": args.threads, "seed": args.seed, "wall_s": round(wall, 3),
+                      "test_accuracy": round(float(acc), 4)}), flush=True)
 
 
 if __name__ == "__main__":
