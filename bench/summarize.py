@@ -27,6 +27,12 @@ peaks = {peer: max(r["rss_peak_growth_bytes"] for r in rs) for peer, rs in by_pe
          if all("rss_peak_growth_bytes" in r for r in rs)}
 if peaks:  # resident memory grown from before the model was built to the end of the steps (largest round)
     print("resident peak growth, MB: " + ", ".join(f"{p} {b / 1e6:.1f}" for p, b in peaks.items()))
+for r in tk_runs[:1]:
+    if "planned_peak_bytes" in r:  # the step's plan against the device's measured peak (the caller's batch apart)
+        caller = r.get("caller_tensor_bytes", 0)
+        total = r["planned_peak_bytes"] + caller
+        print(f"trainkit memory: planned {r['planned_peak_bytes']:,} + the caller's batch {caller:,} = {total:,} bytes; "
+              f"measured {r['measured_peak_bytes']:,} ({'equal' if total == r['measured_peak_bytes'] else 'DIFFERENT'})")
 median_run = sorted(tk_runs, key=lambda r: r["samples_per_s"])[len(tk_runs) // 2]
 roof = median_run.get("roofline")
 if roof:
