@@ -39,8 +39,19 @@ Tensor tensor(Shape s, const std::vector<T>& v) {
   return t;
 }
 
+// The storage of the variables of the graph being built (a Graph refers to them): one per test or run, outliving the
+// Program that reads them and released with it (never kept past a test).
+std::deque<Tensor>* g_kept = nullptr;
+struct KeepVariables {
+  std::deque<Tensor> kept;
+  KeepVariables() : previous(g_kept) { g_kept = &kept; }
+  ~KeepVariables() { g_kept = previous; }
+  std::deque<Tensor>* previous;
+};
+
 // Runs the node `out` of g on device d with the variables already on the host; returns the output on the host.
 Tensor run_on(Device d, const std::function<int(Graph&, OpBuilder&, Device)>& build) {
+  KeepVariables keep;
   Graph g;
   OpBuilder b{g, nullptr, "int_op"};
   const int out = build(g, b, d);
@@ -51,11 +62,10 @@ Tensor run_on(Device d, const std::function<int(Graph&, OpBuilder&, Device)>& bu
   return p.output(out).to_device(Device::cpu());
 }
 
-// A variable of g holding t on device d; the storage lives as long as the test binary (a Graph refers to it).
+// A variable of g holding t on device d, stored in the innermost KeepVariables.
 int variable(Graph& g, const std::string& name, const Tensor& t, Device d) {
-  static std::deque<Tensor> kept;
-  kept.push_back(d.kind == DeviceKind::cpu ? t : t.to_device(d));
-  return g.variable(name, kept.back());
+  g_kept->push_back(d.kind == DeviceKind::cpu ? t : t.to_device(d));
+  return g.variable(name, g_kept->back());
 }
 
 template <typename T>
@@ -272,6 +282,7 @@ TEST(IntegerOps, DivisionByZeroAndNegativePowersAreErrorsNamingThePosition) {
 }
 
 TEST(IntegerOps, TrueDivisionMeanAndUint8AreDtypeErrorsSayingWhatToDo) {
+  KeepVariables keep;
   Graph g;
   OpBuilder b{g, nullptr, "int_op"};
   const int a = variable(g, "a", tensor<int32_t>({3}, {1, 2, 3}), Device::cpu());
@@ -296,6 +307,7 @@ TEST(IntegerOps, TrueDivisionMeanAndUint8AreDtypeErrorsSayingWhatToDo) {
 // A float reaching the loss only through integers gets no gradient (TensorFlow's None), and building the gradient
 // program does not fail; the float path beside it keeps its gradient.
 TEST(IntegerOps, IntegersCarryNoGradient) {
+  KeepVariables keep;
   Graph g;
   OpBuilder b{g, nullptr, "int_op"};
   Tensor xv(Shape{4}, DType::f32);
