@@ -8,6 +8,8 @@ import argparse
 import json
 import time
 
+from _proc import reset_hwm, status_bytes
+
 import torch
 
 p = argparse.ArgumentParser()
@@ -21,18 +23,9 @@ torch.manual_seed(1)
 d = 128
 
 
-def status_bytes(key):
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
 x = torch.randn(a.batch, a.steps_t, d)
 y = torch.randn(a.batch, a.steps_t, d)
-with open("/proc/self/clear_refs", "w") as f:
-    f.write("5")
+reset_hwm()
 rss_before = status_bytes("VmRSS")
 layer = lambda: torch.nn.TransformerEncoderLayer(d, 4, 512, dropout=0.0, batch_first=True)  # noqa: E731
 model = torch.nn.Sequential(layer(), layer())

@@ -22,6 +22,8 @@ import os
 import statistics
 import time
 
+from _proc import reset_hwm, status_bytes
+
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
 
@@ -86,15 +88,6 @@ def build_mobilenetv2(nn):
 MODELS = {"resnet50": build_resnet50, "mobilenetv2": build_mobilenetv2}
 
 
-def status_bytes(key):
-    """/proc/self/status's `key` (VmRSS, VmHWM) in bytes."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="resnet50", choices=sorted(MODELS))
@@ -109,8 +102,7 @@ def main():
     torch.set_num_threads(args.threads)
     torch.set_num_interop_threads(1)
     torch.manual_seed(0)
-    with open("/proc/self/clear_refs", "w") as f:  # VmHWM from here: the model, the step's tensors, the allocator
-        f.write("5")
+    reset_hwm()  # VmHWM from here: the model, the step's tensors, the allocator
     rss_before = status_bytes("VmRSS")
     model = MODELS[args.model](torch.nn)
     fmt = torch.channels_last if args.channels_last else torch.contiguous_format
