@@ -9,6 +9,7 @@
 #include <string>
 
 #include "backends/cuda/check.h"
+#include "backends/cuda/first_error.cuh"
 #include "backends/cuda/integer_launchers.h"
 #include "backends/cuda/launch_geometry.h"
 #include "backends/math/binary.h"
@@ -47,25 +48,13 @@ __global__ void integer_arg_reduce_kernel(const T* __restrict__ x, int32_t* __re
   for (int64_t k = first_index(); k < outer * inner; k += grid_stride())
     y[k] = math::arg_extreme(x + (k / inner) * n * inner + k % inner, n, inner, max);
 }
-// The CPU's scan (math::first_bad_operand) split over one block's threads; the smallest bad position wins.
-constexpr int kCheckThreads = 256;
+// The operand check (first_error.cuh) with the CPU's scan, math::first_bad_operand.
 template <typename T>
 __global__ void check_operand_kernel(BinaryFn f, const T* __restrict__ b, int64_t count,
                                      backends::DeviceErrorRecord* record, int32_t site) {
-  __shared__ unsigned long long first;
-  if (threadIdx.x == 0) first = static_cast<unsigned long long>(count);
-  __syncthreads();
-  const int64_t j = math::first_bad_operand(f, b, count, static_cast<int64_t>(threadIdx.x), kCheckThreads);
-  if (j < count) atomicMin(&first, static_cast<unsigned long long>(j));
-  __syncthreads();
-  if (threadIdx.x == 0 && first < static_cast<unsigned long long>(count) && atomicCAS(&record->raised, 0u, 1u) == 0u) {
-    const int64_t p = static_cast<int64_t>(first);
-    record->site = site;
-    record->position = p;
-    record->value = static_cast<int64_t>(b[p]);
-    record->limit = 0;
-    __threadfence_system();  // host memory: visible to the host once the stream is synchronized
-  }
+  record_first_bad(
+      count, [&](int64_t start, int64_t step) { return math::first_bad_operand(f, b, count, start, step); }, b, 0,
+      record, site);
 }
 
 template <typename Kernel, typename... Args>

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "backends/cuda/check.h"
+#include "backends/cuda/first_error.cuh"
 #include "backends/cuda/launch_geometry.h"
 #include "backends/cuda/tensor_launchers.h"
 #include "backends/math/binary.h"
@@ -86,28 +87,14 @@ __global__ void arg_reduce_kernel(bool max, const float* __restrict__ x, int32_t
   for (int64_t k = first_index(); k < outer * inner; k += grid_stride())
     y[k] = math::arg_extreme(x + (k / inner) * n * inner + k % inner, n, inner, max);
 }
-// Gather's bounds check, one block before the gather: each thread scans a strided share of the indices (the CPU's
-// scan, math::first_outside), the block keeps the smallest bad position, and thread 0 records it with its value; the
-// record's first error since the host last looked wins (atomicCAS on `raised`). The host throws it at the next
-// synchronization (device_errors_cuda.h). Indices are tens of thousands at most: one block reads them in microseconds.
-constexpr int kCheckThreads = 256;
+// Gather's bounds check, one block before the gather (first_error.cuh), with the CPU's scan (math::first_outside).
+// Indices are tens of thousands at most: one block reads them in microseconds.
 template <typename I>
 __global__ void check_indices_kernel(const I* __restrict__ idx, int64_t count, int64_t rows,
                                      backends::DeviceErrorRecord* record, int32_t site) {
-  __shared__ unsigned long long first;
-  if (threadIdx.x == 0) first = static_cast<unsigned long long>(count);
-  __syncthreads();
-  const int64_t j = math::first_outside(idx, count, rows, static_cast<int64_t>(threadIdx.x), kCheckThreads);
-  if (j < count) atomicMin(&first, static_cast<unsigned long long>(j));
-  __syncthreads();
-  if (threadIdx.x == 0 && first < static_cast<unsigned long long>(count) && atomicCAS(&record->raised, 0u, 1u) == 0u) {
-    const int64_t p = static_cast<int64_t>(first);
-    record->site = site;
-    record->position = p;
-    record->value = static_cast<int64_t>(idx[p]);
-    record->limit = rows;
-    __threadfence_system();  // host memory: visible to the host once the stream is synchronized
-  }
+  record_first_bad(
+      count, [&](int64_t start, int64_t step) { return math::first_outside(idx, count, rows, start, step); }, idx, rows,
+      record, site);
 }
 template <typename T, typename I>
 __global__ void gather_kernel(const T* __restrict__ table, const I* __restrict__ idx, T* __restrict__ y, T bad,
