@@ -2,7 +2,8 @@
 # Issue 33's speed must-show: `tk.fit(keras_model, x, y, epochs=E)` — the bridge included — against
 # `keras_model.fit(x, y, epochs=E)` on the TensorFlow backend, for the default MLP and the TensorFlow tutorial CNN,
 # each run in its own process, interleaved for ROUNDS rounds (round r seeds both sides with SEED0 + r - 1: Keras'
-# initial weights, shuffling and dropout, trainkit's shuffling and dropout); prints the median wall times, their ratio
+# initial weights and dropout, trainkit's shuffling and dropout; Keras' shuffling is left unseeded, as a seeded
+# TensorFlow replays one order every epoch: see bench/peers/bridge_fit.py); prints the median wall times, their ratio
 # (target: MLP <= 0.5x, CNN <= 0.7x) and the mean test accuracies over the rounds' seeds that Keras' evaluate gives
 # (target: within 0.5 points).
 #
