@@ -106,6 +106,14 @@ TEST(CliFlags, LearningRateZeroLeavesTheWeightsUnchanged) {
     }
 }
 
+// A model file whose optimizer follows a learning-rate schedule (Keras' Adam(learning_rate=CosineDecay(...))): the rate
+// is the schedule's at every step, so --learning-rate is refused by name rather than silently ignored or overriding it.
+TEST(CliFlags, LearningRateIsRefusedForAModelFileWithASchedule) {
+  const std::string model = std::string(TK_SOURCE_DIR) + "/tests/fixtures/keras/optimizers/adam_cosine.keras";
+  const std::string args = "fit --data " + quote(cli_fixture("train.npz")) + " --model " + quote(model) + " -v 0";
+  expect_user_error(run_cli(args + " --learning-rate 0.1"), {"--learning-rate", "CosineDecay", "adam_cosine.keras"});
+}
+
 // ---------------------------------------------------------------- --optimizer: Keras' first step
 
 class CliOptimizerFirstStep : public ::testing::TestWithParam<const char*> {};

@@ -149,6 +149,13 @@ INSTANTIATE_TEST_SUITE_P(
                                                  .epsilon_2 = 0.01f,
                                                  .clip_threshold = 0.5f,
                                                  .relative_step = false});
+                 }},
+        RuleCase{"adam_cosine",
+                 [] {
+                   OptimizerPtr o = optimizers::Adam({.learning_rate = 0.01f});
+                   o->set_learning_rate_schedule(optimizers::schedules::CosineDecay(
+                       {.initial_learning_rate = 0.01f, .decay_steps = 4, .alpha = 0.1f}));
+                   return o;
                  }}),
     [](const ::testing::TestParamInfo<RuleCase>& i) { return i.param.name; });
 
@@ -190,16 +197,30 @@ TEST(OptimizerRules, ThePlanCountsTheirSlots) {
 // Keras saved a model compiled with Nadam / Adafactor after three steps (u_product, factored moments, int32
 // placeholders and all); trainkit reads the state, takes Keras' fourth step, and writes a file that Keras read back and
 // took the fifth step from as its own run did (optimizers_keras_loaded.json, step 2 of gen_optimizers.py).
-class OptimizerKerasFiles : public ::testing::TestWithParam<std::string> {};
+// adam_cosine: Adam(learning_rate=CosineDecay(0.01, decay_steps=4, alpha=0.1)): the config holds the schedule, the
+// optimizer variables no learning_rate, and the fourth step runs at the schedule's rate for iteration 3.
+struct OptimizerFile {
+  std::string name, optimizer, schedule;  // schedule: "" for a fixed rate of 0.01
+};
+class OptimizerKerasFiles : public ::testing::TestWithParam<OptimizerFile> {};
 
 TEST_P(OptimizerKerasFiles, KerasFileTrainsOnAndKerasReadsTrainkitsFile) {
-  const std::string name = GetParam();
+  const std::string name = GetParam().name;
   const std::string dir = std::string(TK_SOURCE_DIR) + "/tests/fixtures/keras/optimizers/";
   std::unique_ptr<Model> m = models::load_model(dir + name + ".keras");
   ASSERT_TRUE(m->optimizer());
-  EXPECT_EQ(optimizers::get(name)->name(), m->optimizer()->name());
+  EXPECT_EQ(optimizers::get(GetParam().optimizer)->name(), m->optimizer()->name());
   EXPECT_EQ(m->optimizer()->iterations(), 3);
-  EXPECT_FLOAT_EQ(m->optimizer()->learning_rate(), 0.01f);
+  if (GetParam().schedule.empty()) {
+    EXPECT_FALSE(m->optimizer()->learning_rate_schedule());
+    EXPECT_FLOAT_EQ(m->optimizer()->learning_rate(), 0.01f);
+  } else {
+    const auto& schedule = m->optimizer()->learning_rate_schedule();
+    ASSERT_TRUE(schedule);
+    EXPECT_EQ(schedule->name(), GetParam().schedule);
+    const float at3 = (1.0f - 0.1f) * 0.5f * (1.0f + std::cos(3.14159265f * 3.0f / 4.0f)) + 0.1f;
+    EXPECT_NEAR(m->optimizer()->learning_rate(), 0.01f * at3, 1e-8);
+  }
   expect_keras_state(*m, name);  // every variable of Keras' file, in Keras' order
   m->train_on_batch({fixture().at("x")}, {labels()});
   size_t i = 0;
@@ -229,7 +250,10 @@ TEST_P(OptimizerKerasFiles, KerasFileTrainsOnAndKerasReadsTrainkitsFile) {
                                io::read_h5_tree_image("now", now.weights.data(), now.weights.size()), 1e-6f);
 }
 
-INSTANTIATE_TEST_SUITE_P(Keras, OptimizerKerasFiles, ::testing::Values("nadam", "adafactor"));
+INSTANTIATE_TEST_SUITE_P(Keras, OptimizerKerasFiles,
+                         ::testing::Values(OptimizerFile{"nadam", "nadam", ""},
+                                           OptimizerFile{"adafactor", "adafactor", ""},
+                                           OptimizerFile{"adam_cosine", "adam", "CosineDecay"}));
 
 // Every rule in the table, by its name: a .keras file and a training state (resume, backups) carry its class,
 // hyperparameters, slots and optimizer variables, and the next step from either is the original's next step.

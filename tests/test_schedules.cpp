@@ -7,6 +7,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "io/keras_internal.h"
 #include "trainkit/trainkit.h"
 
 namespace {
@@ -52,6 +53,65 @@ TEST(Schedules, MatchKeras3) {
           << name << " at step " << steps[i] << " (Keras " << fx["keras_version"].get<std::string>() << ")";
     }
   }
+}
+
+// The schedule as a .keras config holds it (Keras' serialize()): read, it computes Keras' values; written back, it is
+// the same object Keras wrote, key for key.
+TEST(Schedules, KerasConfigsReadAndWriteAsKerasDoes) {
+  std::ifstream in(std::string(TK_SOURCE_DIR) + "/tests/fixtures/keras/schedules.json");
+  ASSERT_TRUE(in);
+  const nlohmann::json fx = nlohmann::json::parse(in);
+  const auto steps = fx["steps"].get<std::vector<int64_t>>();
+  ASSERT_EQ(fx["configs"].size(), fx["values"].size());
+  for (const auto& [name, config] : fx["configs"].items()) {
+    const s::LearningRateSchedulePtr schedule = tk::io::keras::schedule_from_json(config, "schedules.json");
+    EXPECT_EQ(schedule->name(), config["class_name"]) << name;
+    const auto expected = fx["values"][name].get<std::vector<double>>();
+    for (size_t i = 0; i < steps.size(); ++i)
+      EXPECT_NEAR((*schedule)(steps[i]), expected[i], 4e-7 * std::abs(expected[i]) + 1e-9)
+          << name << " at step " << steps[i];
+    EXPECT_EQ(tk::io::keras::schedule_to_json(*schedule, "test"), config) << name;
+  }
+}
+
+TEST(Schedules, KerasConfigsTrainkitLacksAreRefusedByName) {
+  using tk::io::keras::schedule_from_json;
+  const auto restarts = nlohmann::json::parse(
+      R"({"module": "keras.optimizers.schedules", "class_name": "CosineDecayRestarts", "config": {
+          "initial_learning_rate": 0.001, "first_decay_steps": 10, "t_mul": 2.0, "m_mul": 1.0, "alpha": 0.0,
+          "name": "SGDRDecay"}, "registered_name": null})");
+  EXPECT_THROW(
+      {
+        try {
+          schedule_from_json(restarts, "m.keras");
+        } catch (const tk::Unsupported& e) {
+          EXPECT_NE(std::string(e.what()).find("m.keras"), std::string::npos) << e.what();
+          EXPECT_NE(std::string(e.what()).find("CosineDecayRestarts"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      tk::Unsupported);
+  auto custom = restarts;
+  custom["class_name"] = "WarmupThenDecay";
+  custom["registered_name"] = "my_package>WarmupThenDecay";
+  EXPECT_THROW(schedule_from_json(custom, "m.keras"), tk::Unsupported);
+  auto bad = nlohmann::json::parse(
+      R"({"class_name": "ExponentialDecay", "config": {"initial_learning_rate": 0.1, "decay_steps": 0,
+          "decay_rate": 0.5}})");
+  EXPECT_THROW(schedule_from_json(bad, "m.keras"), tk::FormatError);  // decay_steps must be > 0
+  bad["config"]["decay_steps"] = 2.5;
+  EXPECT_THROW(schedule_from_json(bad, "m.keras"), tk::FormatError);
+  bad["config"]["decay_steps"] = 10;
+  bad["config"].erase("decay_rate");
+  EXPECT_THROW(schedule_from_json(bad, "m.keras"), tk::FormatError);
+  bad["config"]["decay_rate"] = 0.5;
+  EXPECT_NO_THROW(schedule_from_json(bad, "m.keras"));
+  // A schedule of the caller's own has no Keras config: saving it is an error, not a silent fixed rate.
+  struct Mine final : s::LearningRateSchedule {
+    float operator()(int64_t) const override { return 0.1f; }
+    std::string name() const override { return "Mine"; }
+  };
+  EXPECT_THROW(tk::io::keras::schedule_to_json(Mine{}, "save"), tk::Unsupported);
 }
 
 TEST(Schedules, OptimizerFollowsTheScheduleAndRefusesManualRates) {

@@ -170,6 +170,46 @@ def test_second_fit_continues_the_optimizer_state():
         np.testing.assert_allclose(wa, wb, rtol=0, atol=1e-6)
 
 
+def test_a_learning_rate_schedule_is_followed_and_handed_back(tmp_path):
+    """Adam(learning_rate=CosineDecay(...)): trainkit follows the schedule from the optimizer's iteration count and
+    hands Keras its variables (Keras keeps no learning_rate variable under a schedule). That the steps match Keras'
+    own is tests/test_optimizer_rules.cpp's adam_cosine (Keras' numpy backend cannot fit)."""
+    import warnings
+
+    x, y = make_data()
+
+    def make(learning_rate):
+        model = make_mlp()
+        model.compile(optimizer=keras.optimizers.Adam(learning_rate=learning_rate),
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        return model
+
+    def cosine():
+        return keras.optimizers.schedules.CosineDecay(1e-2, decay_steps=12, alpha=0.1)
+
+    a, b, fixed = make(cosine()), make(cosine()), make(1e-2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # "the optimizer's variables were not written back" fails here
+        tk.fit(a, x, y, batch_size=16, epochs=1, shuffle=False, verbose=0)
+        tk.fit(a, x, y, batch_size=16, epochs=1, shuffle=False, verbose=0)  # iterations 6..11 of the schedule
+        tk.fit(b, x, y, batch_size=16, epochs=2, shuffle=False, verbose=0)
+        tk.fit(fixed, x, y, batch_size=16, epochs=2, shuffle=False, verbose=0)
+    assert int(np.asarray(a.optimizer.iterations)) == int(np.asarray(b.optimizer.iterations)) == 12
+    assert not any(v.name == "learning_rate" for v in a.optimizer.variables)
+    for wa, wb in zip(a.get_weights(), b.get_weights()):
+        np.testing.assert_allclose(wa, wb, rtol=0, atol=1e-6)
+    assert any(np.abs(wa - wf).max() > 1e-4 for wa, wf in zip(a.get_weights(), fixed.get_weights())), \
+        "the schedule made no difference: was it followed?"
+    # The trained model saves and loads in Keras with its schedule and state.
+    path = tmp_path / "cosine.keras"
+    a.save(path)
+    back = keras.models.load_model(path)
+    assert type(back.optimizer._learning_rate).__name__ == "CosineDecay"
+    assert int(np.asarray(back.optimizer.iterations)) == 12
+    xt = np.ones((3, 20), np.float32)
+    np.testing.assert_allclose(tk.predict(back, xt), tk.predict(a, xt), rtol=0, atol=1e-6)
+
+
 class _SaysWhenFitting:
     """A bridge that sets `started` as its fit (the C++ training loop, GIL released) begins."""
 

@@ -264,7 +264,12 @@ void compile_model(Model& model, const OptimizerPtr& optimizer, const Strategies
                             model.optimizer()->name() +
                             " optimizer with its state, which trainkit keeps (drop --optimizer, or save the model "
                             "without its optimizer to start a new one)");
-    if (a.learning_rate) model.optimizer()->set_learning_rate(*a.learning_rate);
+    if (a.learning_rate) {
+      if (const auto& schedule = model.optimizer()->learning_rate_schedule())
+        throw InvalidArgument("--learning-rate: the optimizer in " + a.model + " follows a " + schedule->name() +
+                              " learning-rate schedule, which sets the rate at every step (drop --learning-rate)");
+      model.optimizer()->set_learning_rate(*a.learning_rate);
+    }
     if (!a.loss.empty() || !a.metrics.empty())  // the same optimizer object: its state is kept
       model.compile(model.optimizer(), a.loss.empty() ? model.losses() : std::vector<Loss>{Loss(a.loss)},
                     a.metrics.empty() ? model.metrics() : std::vector<Metric>(a.metrics.begin(), a.metrics.end()));

@@ -35,19 +35,21 @@ json optimizer_to_json(const Optimizer& opt, bool keras_wraps_it) {
   const std::string cls = opt.name();
   std::string lower = cls;
   for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  json config = {{"name", lower},
-                 {"learning_rate", float_json(c.learning_rate)},
-                 // null (off) unless the class decays by default (AdamW), where Keras needs a number
-                 {"weight_decay", nn::rule_state(opt).rule->weight_decay > 0.0f ? float_json(c.weight_decay)
-                                                                                : optional_float(c.weight_decay)},
-                 {"clipnorm", optional_float(c.clipnorm)},
-                 {"global_clipnorm", optional_float(c.global_clipnorm)},
-                 {"clipvalue", optional_float(c.clipvalue)},
-                 {"use_ema", false},
-                 {"ema_momentum", 0.99},
-                 {"ema_overwrite_frequency", nullptr},
-                 {"loss_scale_factor", nullptr},
-                 {"gradient_accumulation_steps", nullptr}};
+  json config = {
+      {"name", lower},
+      {"learning_rate", opt.learning_rate_schedule() ? schedule_to_json(*opt.learning_rate_schedule(), "save: " + cls)
+                                                     : float_json(c.learning_rate)},
+      // null (off) unless the class decays by default (AdamW), where Keras needs a number
+      {"weight_decay",
+       nn::rule_state(opt).rule->weight_decay > 0.0f ? float_json(c.weight_decay) : optional_float(c.weight_decay)},
+      {"clipnorm", optional_float(c.clipnorm)},
+      {"global_clipnorm", optional_float(c.global_clipnorm)},
+      {"clipvalue", optional_float(c.clipvalue)},
+      {"use_ema", false},
+      {"ema_momentum", 0.99},
+      {"ema_overwrite_frequency", nullptr},
+      {"loss_scale_factor", nullptr},
+      {"gradient_accumulation_steps", nullptr}};
   const nn::RuleState& st = nn::rule_state(opt);  // its hyperparameters by Keras name, in Keras' order
   for (const nn::Hyper& h : st.rule->hyper)
     config[h.key] = h.boolean ? json(st.hyper.at(h.key) != 0.0f) : float_json(st.hyper.at(h.key));
@@ -250,7 +252,7 @@ float number_or(const json& config, const char* key, float def, const std::strin
   if (it == config.end() || it->is_null()) return def;
   if (!it->is_number())
     throw Unsupported(label + ": compile_config: optimizer option '" + key + "' = " + it->dump() +
-                      " is not supported (a number; learning-rate schedules are not loaded)");
+                      " is not supported (a number)");
   return it->get<float>();
 }
 
@@ -309,6 +311,14 @@ OptimizerPtr optimizer_from_json(const json& j, const std::string& label) {
       throw Unsupported(label + ": compile_config: optimizer option '" + h.key + "' = " + config[h.key].dump() +
                         " is not supported");
     hyper[h.key] = v;
+  }
+  // learning_rate: a number, or a schedule (Keras then keeps no learning_rate variable: keras_weights.cpp).
+  const auto lr = config.find("learning_rate");
+  if (lr != config.end() && lr->is_object()) {
+    optimizers::schedules::LearningRateSchedulePtr schedule = schedule_from_json(*lr, label);
+    OptimizerPtr opt = nn::make_rule_optimizer(*rule, hyper, (*schedule)(0), common);
+    opt->set_learning_rate_schedule(std::move(schedule));
+    return opt;
   }
   return nn::make_rule_optimizer(*rule, hyper, number_or(config, "learning_rate", rule->learning_rate, label), common);
 }

@@ -43,6 +43,10 @@ json loss_to_json(const Loss& loss);
 Metric metric_from_json(const json& j, const std::string& label);
 json metric_to_json(const Metric& m);
 
+// ---- keras_schedules.cpp: an optimizer's learning_rate when it is a keras.optimizers.schedules object
+optimizers::schedules::LearningRateSchedulePtr schedule_from_json(const json& j, const std::string& label);
+json schedule_to_json(const optimizers::schedules::LearningRateSchedule& schedule, const std::string& label);
+
 // ---- keras_nested.cpp: a model in a Functional model's layer list (called like a layer: tk::call_model)
 bool is_nested_model(const json& layer);
 // Built from its config; trainable=False in it freezes all its layers, as Keras.

@@ -134,7 +134,10 @@ H5Tree weights_to_tree(const Model& model) {
   if (model.optimizer()) {
     const Optimizer& opt = *model.optimizer();
     const std::vector<std::vector<SlotView>> slots = optimizer_slot_views(model);
-    std::vector<SlotView> inner{{file_scalar<int64_t>(opt.iterations())}, {file_scalar<float>(opt.learning_rate())}};
+    // iterations, then learning_rate: a variable only where the rate is a number (a schedule is a function of
+    // iterations, and Keras then keeps no learning_rate variable)
+    std::vector<SlotView> inner{{file_scalar<int64_t>(opt.iterations())}};
+    if (!opt.learning_rate_schedule()) inner.push_back({file_scalar<float>(opt.learning_rate())});
     const std::vector<const Weight*> tw = model.trainable_weights();
     for (const auto& [k, s] : nn::keras_slot_order(opt, slots.size())) {
       const SlotView& view = slots[k][s];
@@ -296,23 +299,29 @@ void weights_from_tree(Model& model, const H5Tree& tree, const std::string& labe
     std::vector<const Weight*> tw = model.trainable_weights();
     const auto order = nn::keras_slot_order(opt, tw.size());
     optimizer_vars = model.get_optimizer_variables();  // absent from the file: initial values
-    const size_t full = 2 + order.size() + optimizer_vars.size();
-    if (have != 2 && have != full)
+    // iterations and learning_rate (iterations alone under a learning-rate schedule), then the slots
+    const bool scheduled = opt.learning_rate_schedule() != nullptr;
+    const size_t lead = scheduled ? 1 : 2;
+    const size_t full = lead + order.size() + optimizer_vars.size();
+    if (have != lead && have != full)
       throw FormatError(label + ": the file holds " + std::to_string(have) + " optimizer variables; " + opt.name() +
+                        (scheduled ? " with a learning-rate schedule" : " with a fixed learning rate") +
                         " over this model's " + std::to_string(tw.size()) + " trainable weights has " +
                         std::to_string(full) + " (compile with the optimizer the file was saved with)");
     const std::optional<H5DatasetInfo> it = tree.info(paths[0]);
-    const std::optional<H5DatasetInfo> lrt = tree.info(paths[1]);
+    const std::optional<H5DatasetInfo> lrt = scheduled ? it : tree.info(paths[1]);
     if (!it || it->shape.numel() != 1 || it->dtype != DType::i64 || !lrt || lrt->shape.numel() != 1 ||
-        lrt->dtype != DType::f32)
-      throw FormatError(label + ": '/" + paths[0] + "' and '/" + paths[1] +
-                        "' must be the optimizer's iteration count and learning rate");
+        lrt->dtype != (scheduled ? DType::i64 : DType::f32))
+      throw FormatError(label + ": '/" + paths[0] +
+                        (scheduled
+                             ? "' must be the optimizer's iteration count"
+                             : "' and '/" + paths[1] + "' must be the optimizer's iteration count and learning rate"));
     iterations = tree.load(paths[0], label).data<int64_t>()[0];
-    lr = tree.load(paths[1], label).data<float>()[0];
+    if (!scheduled) lr = tree.load(paths[1], label).data<float>()[0];
     if (iterations < 0) throw FormatError(label + ": the optimizer's iteration count is negative");
     slot_paths.assign(tw.size(), std::vector<std::string>(static_cast<size_t>(opt.slots_per_variable())));
-    if (have > 2) {
-      size_t i = 2;
+    if (have > lead) {
+      size_t i = lead;
       for (const auto& [k, s] : order) {
         const std::string& path = paths[i++];
         const std::optional<H5DatasetInfo> v = tree.info(path);
@@ -372,7 +381,7 @@ void weights_from_tree(Model& model, const H5Tree& tree, const std::string& labe
     }
     model.optimizer()->config().iterations = iterations;
     model.set_optimizer_variables(optimizer_vars);
-    model.optimizer()->set_learning_rate(lr);
+    if (!model.optimizer()->learning_rate_schedule()) model.optimizer()->set_learning_rate(lr);
     // A model that trains without loss scaling takes the inner optimizer's state alone.
     if (scaled && model.loss_scale() > 0.0f) model.set_loss_scale_state(scale, scale_counter);
   }
