@@ -17,13 +17,13 @@
 
 namespace tk::io::keras {
 
-namespace {
-
 json float_json(float v) {
   LayerConfig c;
   c.set_float("v", v);
   return c.items[0].second.d;
 }
+
+namespace {
 
 json optional_float(float v) { return v > 0.0f ? float_json(v) : json(nullptr); }
 

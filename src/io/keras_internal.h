@@ -43,6 +43,10 @@ json loss_to_json(const Loss& loss);
 Metric metric_from_json(const json& j, const std::string& label);
 json metric_to_json(const Metric& m);
 
+// A float32 config value as Keras writes it (the shortest decimal that reads back to the same float: 0.001, not
+// 0.0010000000474974513), in keras_config.cpp.
+json float_json(float v);
+
 // ---- keras_schedules.cpp: an optimizer's learning_rate when it is a keras.optimizers.schedules object
 optimizers::schedules::LearningRateSchedulePtr schedule_from_json(const json& j, const std::string& label);
 json schedule_to_json(const optimizers::schedules::LearningRateSchedule& schedule, const std::string& label);

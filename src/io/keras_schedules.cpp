@@ -18,18 +18,6 @@ namespace s = optimizers::schedules;
 
 namespace {
 
-json f32(float v) {
-  LayerConfig c;
-  c.set_float("v", v);
-  return config_value_json(c.items[0].second);
-}
-
-// Keras' default `name` of each class (what get_config writes when none was given).
-const char* default_name(const std::string& cls) {
-  if (cls == "PiecewiseConstantDecay") return "PiecewiseConstant";
-  return nullptr;
-}
-
 class Reader {
  public:
   Reader(const json& config, std::string where) : c_(config), where_(std::move(where)) {}
@@ -160,30 +148,29 @@ json schedule_to_json(const s::LearningRateSchedule& schedule, const std::string
   const std::string cls = schedule.name();
   json config;
   if (const auto* o = std::get_if<s::ExponentialDecayOptions>(&*options)) {
-    config = {{"initial_learning_rate", f32(o->initial_learning_rate)},
+    config = {{"initial_learning_rate", float_json(o->initial_learning_rate)},
               {"decay_steps", o->decay_steps},
-              {"decay_rate", f32(o->decay_rate)},
+              {"decay_rate", float_json(o->decay_rate)},
               {"staircase", o->staircase}};
   } else if (const auto* p = std::get_if<s::PiecewiseConstantOptions>(&*options)) {
     json values = json::array();
-    for (float v : p->values) values.push_back(f32(v));
+    for (float v : p->values) values.push_back(float_json(v));
     config = {{"boundaries", p->boundaries}, {"values", values}};
   } else if (const auto* q = std::get_if<s::PolynomialDecayOptions>(&*options)) {
-    config = {{"initial_learning_rate", f32(q->initial_learning_rate)},
+    config = {{"initial_learning_rate", float_json(q->initial_learning_rate)},
               {"decay_steps", q->decay_steps},
-              {"end_learning_rate", f32(q->end_learning_rate)},
-              {"power", f32(q->power)},
+              {"end_learning_rate", float_json(q->end_learning_rate)},
+              {"power", float_json(q->power)},
               {"cycle", q->cycle}};
   } else {
     const auto& c = std::get<s::CosineDecayOptions>(*options);
-    config = {{"initial_learning_rate", f32(c.initial_learning_rate)},
+    config = {{"initial_learning_rate", float_json(c.initial_learning_rate)},
               {"decay_steps", c.decay_steps},
-              {"alpha", f32(c.alpha)},
-              {"warmup_target", c.warmup_target ? f32(*c.warmup_target) : json(nullptr)},
+              {"alpha", float_json(c.alpha)},
+              {"warmup_target", c.warmup_target ? float_json(*c.warmup_target) : json(nullptr)},
               {"warmup_steps", c.warmup_steps}};
   }
-  const char* name = default_name(cls);
-  config["name"] = name ? name : cls;
+  config["name"] = cls == "PiecewiseConstantDecay" ? "PiecewiseConstant" : cls;  // Keras' default names
   return {
       {"module", "keras.optimizers.schedules"}, {"class_name", cls}, {"config", config}, {"registered_name", nullptr}};
 }

@@ -309,15 +309,15 @@ void weights_from_tree(Model& model, const H5Tree& tree, const std::string& labe
                         " over this model's " + std::to_string(tw.size()) + " trainable weights has " +
                         std::to_string(full) + " (compile with the optimizer the file was saved with)");
     const std::optional<H5DatasetInfo> it = tree.info(paths[0]);
-    const std::optional<H5DatasetInfo> lrt = scheduled ? it : tree.info(paths[1]);
-    if (!it || it->shape.numel() != 1 || it->dtype != DType::i64 || !lrt || lrt->shape.numel() != 1 ||
-        lrt->dtype != (scheduled ? DType::i64 : DType::f32))
-      throw FormatError(label + ": '/" + paths[0] +
-                        (scheduled
-                             ? "' must be the optimizer's iteration count"
-                             : "' and '/" + paths[1] + "' must be the optimizer's iteration count and learning rate"));
+    if (!it || it->shape.numel() != 1 || it->dtype != DType::i64)
+      throw FormatError(label + ": '/" + paths[0] + "' must be the optimizer's iteration count (an int64 scalar)");
     iterations = tree.load(paths[0], label).data<int64_t>()[0];
-    if (!scheduled) lr = tree.load(paths[1], label).data<float>()[0];
+    if (!scheduled) {
+      const std::optional<H5DatasetInfo> lrt = tree.info(paths[1]);
+      if (!lrt || lrt->shape.numel() != 1 || lrt->dtype != DType::f32)
+        throw FormatError(label + ": '/" + paths[1] + "' must be the optimizer's learning rate (a float32 scalar)");
+      lr = tree.load(paths[1], label).data<float>()[0];
+    }
     if (iterations < 0) throw FormatError(label + ": the optimizer's iteration count is negative");
     slot_paths.assign(tw.size(), std::vector<std::string>(static_cast<size_t>(opt.slots_per_variable())));
     if (have > lead) {
