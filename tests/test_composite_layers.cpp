@@ -360,9 +360,9 @@ TEST(CompositeLayers, ClearErrors) {
       "'pr': shared_axes entry 3");
   // A Keras option trainkit does not implement is Unsupported, naming the layer and the option.
   json relu = {{"class_name", "PReLU"},
-               {"config", {{"name", "pr2"}, {"alpha_regularizer", {{"class_name", "L2"}, {"config", {}}}}}}};
+               {"config", {{"name", "pr2"}, {"alpha_constraint", {{"class_name", "NonNeg"}, {"config", {}}}}}}};
   expect_error_mentions([&] { io::keras::layer_from_json(relu, "f.keras"); },
-                        "'pr2' (PReLU): option 'alpha_regularizer'");
+                        "'pr2' (PReLU): option 'alpha_constraint'");
 }
 
 // The CLI's --model spec spells the activation layers: relu:6 is MobileNetV2's ReLU(max_value=6); a bad number is

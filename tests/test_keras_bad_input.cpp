@@ -131,9 +131,10 @@ TEST_F(KerasBadInput, UnknownLayerClassNamesLayerClassAndWhatIsSupported) {
 
 TEST_F(KerasBadInput, UnknownOrUnsupportedOptionNamesIt) {
   std::string e = error_of<Unsupported>(with_config("reg.keras", [](json& c) {
-    c["config"]["layers"][6]["config"]["kernel_regularizer"] = {{"class_name", "L2"}, {"config", {{"l2", 0.01}}}};
+    c["config"]["layers"][6]["config"]["kernel_constraint"] = {{"class_name", "MaxNorm"},
+                                                               {"config", {{"max_value", 2}}}};
   }));
-  EXPECT_HAS(e, "layer 'dense_3' (Dense): option 'kernel_regularizer'");
+  EXPECT_HAS(e, "layer 'dense_3' (Dense): option 'kernel_constraint'");
   e = error_of<Unsupported>(
       with_config("opt.keras", [](json& c) { c["config"]["layers"][1]["config"]["frobnicate"] = 1; }));
   EXPECT_HAS(e, "layer 'conv2d' (Conv2D): option 'frobnicate' = 1 is not one trainkit knows for Conv2D");

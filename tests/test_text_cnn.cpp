@@ -230,7 +230,7 @@ TEST(SequenceLayers, FileOptionsTrainkitLacksAreUnsupportedNamingTheLayer) {
               {"registered_name", nullptr}};
   EXPECT_NO_THROW(io::keras::layer_from_json(emb, "m.keras"));
   emb["config"]["mask_zero"] = false;
-  emb["config"]["embeddings_regularizer"] = {{"class_name", "L2"}};
+  emb["config"]["embeddings_constraint"] = {{"class_name", "UnitNorm"}};
   EXPECT_THROW(io::keras::layer_from_json(emb, "m.keras"), Unsupported);
   json in = {{"module", "keras.layers"},
              {"class_name", "InputLayer"},

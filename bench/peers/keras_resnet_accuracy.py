@@ -29,11 +29,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
-def build(keras, filters, blocks, first_stride):
+def build(keras, filters, blocks, first_stride, schedule, epochs, batch_size, l2):
     L = keras.layers
+    reg = keras.regularizers.L2(l2) if l2 > 0 else None  # on every kernel
 
     def conv_bn(x, filters, kernel, stride):
-        x = L.Conv2D(filters, kernel, strides=stride, padding="same", use_bias=False)(x)
+        x = L.Conv2D(filters, kernel, strides=stride, padding="same", use_bias=False, kernel_regularizer=reg)(x)
         return L.BatchNormalization()(x)
 
     def block(x, filters, stride):
@@ -49,9 +50,13 @@ def build(keras, filters, blocks, first_stride):
         for b in range(blocks):
             x = block(x, width, (2 if stage > 0 else first_stride) if b == 0 else 1)
     x = L.GlobalAveragePooling2D()(x)
-    outputs = L.Dense(10, activation="softmax")(x)
+    outputs = L.Dense(10, activation="softmax", kernel_regularizer=reg)(x)
     model = keras.Model(inputs, outputs, name="small_resnet")
-    model.compile(optimizer=keras.optimizers.Adam(), loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    learning_rate = 0.001  # Keras' default
+    if schedule == "cosine":  # from 1e-3 down to 0 over the whole run
+        steps = epochs * -(-60000 // batch_size)
+        learning_rate = keras.optimizers.schedules.CosineDecay(0.001, decay_steps=steps)
+    model.compile(optimizer=keras.optimizers.Adam(learning_rate), loss="sparse_categorical_crossentropy", metrics=["accuracy"])
     return model
 
 
@@ -62,6 +67,11 @@ def main():
     ap.add_argument("--blocks", type=int, default=1, help="residual blocks per stage")
     ap.add_argument("--first-stride", type=int, default=2, choices=(1, 2),
                     help="stride of the first stage's first block (2: stages at 14x14, 7x7, 4x4; 1: 28, 14, 7)")
+    ap.add_argument("--lr-schedule", default="constant", choices=("constant", "cosine"),
+                    help="Adam's learning rate: Keras' constant 1e-3, or CosineDecay from 1e-3 to 0 over --epochs "
+                    "epochs of --batch-size batches (the schedule is saved in the file, so both sides follow it)")
+    ap.add_argument("--l2", type=float, default=0.0,
+                    help="kernel_regularizer=L2(this) on every convolution and the Dense layer (0: none)")
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--batch-size", type=int, default=128)
     ap.add_argument("--save", default="")
@@ -77,10 +87,11 @@ def main():
         filters = [int(f) for f in args.filters.split(",")]
         if len(filters) != 3:
             ap.error("--filters takes three comma-separated widths, got " + args.filters)
-        model = build(keras, filters, args.blocks, args.first_stride)
+        model = build(keras, filters, args.blocks, args.first_stride, args.lr_schedule, args.epochs,
+                      args.batch_size, args.l2)
         model.save(args.save)
         print(json.dumps({"saved": args.save, "seed": args.seed, "filters": filters, "blocks": args.blocks,
-                          "first_stride": args.first_stride, "params": model.count_params()}), flush=True)
+                          "first_stride": args.first_stride, "lr_schedule": args.lr_schedule, "l2": args.l2, "params": model.count_params()}), flush=True)
         return
     from _idx import load_fashion_mnist
 

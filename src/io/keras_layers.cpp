@@ -28,7 +28,62 @@ const char* const kSupported =
     "SimpleRNN, LSTM, GRU, Bidirectional, TimeDistributed, "
     "ReLU, LeakyReLU, PReLU, ELU, Softmax, Subtract, Multiply, Average, Maximum, Minimum, Permute, RepeatVector, "
     "Identity, Cropping2D, Normalization, DepthwiseConv2D, SeparableConv2D, Conv2DTranspose, MultiHeadAttention, "
-    "Attention, AdditiveAttention";
+    "Attention, AdditiveAttention, ActivityRegularization";
+
+// Keras' regularizer object {"class_name": "L2", "config": {"l2": 0.01}, ...} (or its name, "l2") -> Regularizer.
+Regularizer regularizer_from_json(const json& v, Opts& o, const std::string& key) {
+  auto factor = [&](const json& c, const char* k, float def) -> float {
+    if (!c.contains(k) || c[k].is_null()) return def;
+    if (!c[k].is_number()) o.bad(key, std::string("'s ") + k + " must be a number, got " + c[k].dump());
+    return c[k].get<float>();
+  };
+  std::string cls;
+  json c = json::object();
+  if (v.is_string()) {
+    cls = v.get<std::string>();
+  } else if (v.is_object() && v.contains("class_name") && v["class_name"].is_string()) {
+    cls = v["class_name"].get<std::string>();
+    if (v.contains("config") && v["config"].is_object()) c = v["config"];
+  } else {
+    o.bad(key, "must be a regularizer object, got " + v.dump());
+  }
+  try {
+    if (cls == "L1" || cls == "l1") return regularizers::L1(factor(c, "l1", 0.01f));
+    if (cls == "L2" || cls == "l2") return regularizers::L2(factor(c, "l2", 0.01f));
+    if (cls == "L1L2" || cls == "l1_l2") return regularizers::L1L2(factor(c, "l1", 0.0f), factor(c, "l2", 0.0f));
+  } catch (const InvalidArgument& e) {
+    o.bad(key, e.what());
+  }
+  o.unsupported(key, "regularizers: L1, L2, L1L2");
+}
+
+json regularizer_json(const Regularizer& r) {
+  json c = json::object();
+  if (r.kind != Regularizer::Kind::l2) c["l1"] = float_json(r.l1);
+  if (r.kind != Regularizer::Kind::l1) c["l2"] = float_json(r.l2);
+  return {
+      {"module", "keras.regularizers"}, {"class_name", r.class_name()}, {"config", c}, {"registered_name", nullptr}};
+}
+
+// Every non-null <key>_regularizer of a layer's config onto the layer. Wrappers' inner layers and
+// MultiHeadAttention's activity regularizer (which Keras hands to each of its dense sub-layers) are refused by name.
+void read_regularizers(Opts& o, const json& config, const std::string& cls, Layer& layer) {
+  static const std::string kSuffix = "_regularizer";
+  for (const auto& [key, value] : config.items()) {
+    if (key.size() <= kSuffix.size() || key.compare(key.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0)
+      continue;
+    o.get(key);  // read: null is Keras' default
+    if (value.is_null()) continue;
+    const std::string prefix = key.substr(0, key.size() - kSuffix.size());
+    if (prefix == "activity" && cls == "MultiHeadAttention")
+      o.unsupported(key, "MultiHeadAttention's activity_regularizer, which Keras applies inside each projection");
+    const Regularizer r = regularizer_from_json(value, o, key);
+    if (prefix == "activity")
+      layer.activity_regularizer = r;
+    else
+      layer.regularizers[prefix] = r;
+  }
+}
 
 }  // namespace
 
@@ -254,7 +309,6 @@ LayerPtr make_layer(const std::string& cls, Opts& o, const std::string& name, co
     const int64_t output_dim = o.integer("output_dim");
     EmbeddingOptions e;
     e.embeddings_initializer = o.initializer("embeddings_initializer", "uniform");
-    o.must_be_default("embeddings_regularizer");
     o.must_be_default("embeddings_constraint");
     e.mask_zero = o.boolean("mask_zero", false);
     e.name = name;
@@ -326,7 +380,6 @@ LayerPtr make_layer(const std::string& cls, Opts& o, const std::string& name, co
   if (cls == "PReLU") {
     PReLUOptions p;
     p.alpha_initializer = o.initializer("alpha_initializer", "zeros");
-    o.must_be_default("alpha_regularizer");
     o.must_be_default("alpha_constraint");
     if (const json* a = o.get("shared_axes"))
       p.shared_axes = a->is_number_integer() ? std::vector<int64_t>{a->get<int64_t>()} : o.ints("shared_axes");
@@ -350,6 +403,9 @@ LayerPtr make_layer(const std::string& cls, Opts& o, const std::string& name, co
   if (cls == "Permute") return Permute(o.ints("dims"), name);
   if (cls == "RepeatVector") return RepeatVector(o.integer("n"), name);
   if (cls == "Identity") return Identity(name);
+  if (cls == "ActivityRegularization")
+    return ActivityRegularization(static_cast<float>(o.number("l1", 0.0)), static_cast<float>(o.number("l2", 0.0)),
+                                  name);
   if (cls == "Cropping2D") {
     o.channels_last();
     const auto [top, bottom, left, right] = o.sides("cropping", 0);
@@ -397,7 +453,6 @@ LayerPtr make_layer(const std::string& cls, Opts& o, const std::string& name, co
     d.use_bias = o.boolean("use_bias", true);
     d.depthwise_initializer = o.initializer("depthwise_initializer", "glorot_uniform");
     d.bias_initializer = o.initializer("bias_initializer", "zeros");
-    o.must_be_default("depthwise_regularizer");
     o.must_be_default("depthwise_constraint");
     d.name = name;
     return DepthwiseConv2D(k, act, d);
@@ -416,9 +471,7 @@ LayerPtr make_layer(const std::string& cls, Opts& o, const std::string& name, co
     sc.depthwise_initializer = o.initializer("depthwise_initializer", "glorot_uniform");
     sc.pointwise_initializer = o.initializer("pointwise_initializer", "glorot_uniform");
     sc.bias_initializer = o.initializer("bias_initializer", "zeros");
-    for (const char* key :
-         {"depthwise_regularizer", "pointwise_regularizer", "depthwise_constraint", "pointwise_constraint"})
-      o.must_be_default(key);
+    for (const char* key : {"depthwise_constraint", "pointwise_constraint"}) o.must_be_default(key);
     sc.name = name;
     return SeparableConv2D(filters, k, act, sc);
   }
@@ -529,6 +582,9 @@ json layer_to_json(const Layer& layer, const std::string& policy) {
       value = json::array({json::array({v.ints[0], v.ints[1]}), json::array({v.ints[2], v.ints[3]})});
     config[key] = value;
   }
+  for (const auto& [key, r] : layer.regularizers) config[key + "_regularizer"] = regularizer_json(r);
+  if (layer.activity_regularizer && cls != "ActivityRegularization")  // whose config holds l1 and l2 instead
+    config["activity_regularizer"] = regularizer_json(*layer.activity_regularizer);
   return {{"module", "keras.layers"}, {"class_name", cls}, {"config", config}, {"registered_name", nullptr}};
 }
 
@@ -558,6 +614,7 @@ LayerPtr layer_from_json(const json& obj, const std::string& label) {
   } catch (const json::exception& e) {
     throw FormatError(o.where() + ": " + e.what());
   }
+  read_regularizers(o, config, cls, *layer);
   o.finish();
   if (config.contains("trainable")) {
     if (!config["trainable"].is_boolean()) o.bad("trainable", "must be true or false");

@@ -30,7 +30,6 @@ nn::RecurrentSpec read_spec(nn::RecurrentSpec::Kind kind, Opts& o, const std::st
   s.bias_initializer = o.initializer("bias_initializer", "zeros");
   if (kind == nn::RecurrentSpec::Kind::lstm) s.unit_forget_bias = o.boolean("unit_forget_bias", true);
   if (kind == nn::RecurrentSpec::Kind::gru) s.reset_after = o.boolean("reset_after", true);
-  o.must_be_default("recurrent_regularizer");
   o.must_be_default("recurrent_constraint");
   s.dropout = static_cast<float>(o.number("dropout", 0.0));
   s.recurrent_dropout = static_cast<float>(o.number("recurrent_dropout", 0.0));
@@ -39,6 +38,14 @@ nn::RecurrentSpec read_spec(nn::RecurrentSpec::Kind kind, Opts& o, const std::st
     if (!impl->is_number_integer() || (impl->get<int64_t>() != 1 && impl->get<int64_t>() != 2))
       o.bad("implementation", "must be 1 or 2, got " + impl->dump());
   return s;
+}
+
+// A wrapped layer's regularizers would be the wrapper's to apply; trainkit does not (yet): one clear error.
+void refuse_inner_regularizers(Opts& o, const Layer& inner) {
+  if (!inner.regularizers.empty() || inner.activity_regularizer)
+    throw Unsupported(o.where() + ": the wrapped layer '" + inner.name +
+                      "' has a regularizer, which trainkit does not apply inside a wrapper (regularize a layer "
+                      "outside it, or remove the regularizer)");
 }
 
 }  // namespace
@@ -53,6 +60,7 @@ LayerPtr rnn_layer_from_json(const std::string& cls, Opts& o, const std::string&
     const json* layer = o.get("layer");
     if (!layer) o.bad("layer", "is missing (the wrapped layer's object)");
     LayerPtr inner = layer_from_json(*layer, o.label() + ": TimeDistributed '" + name + "'");
+    refuse_inner_regularizers(o, *inner);
     return std::make_shared<nn::TimeDistributedLayer>(inner, name);
   }
   if (cls != "Bidirectional") return {};
@@ -63,9 +71,12 @@ LayerPtr rnn_layer_from_json(const std::string& cls, Opts& o, const std::string&
   const json* layer = o.get("layer");
   if (!layer) o.bad("layer", "is missing (the wrapped recurrent layer's object)");
   LayerPtr forward = layer_from_json(*layer, o.label() + ": Bidirectional '" + name + "'");
+  refuse_inner_regularizers(o, *forward);
   LayerPtr backward;
-  if (const json* b = o.get("backward_layer"))
+  if (const json* b = o.get("backward_layer")) {
     backward = layer_from_json(*b, o.label() + ": Bidirectional '" + name + "'");
+    refuse_inner_regularizers(o, *backward);
+  }
   return std::make_shared<nn::BidirectionalLayer>(forward, backward, merge_mode, name);
 }
 

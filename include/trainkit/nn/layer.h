@@ -11,6 +11,7 @@
 //   // Initial states follow the sequence among the inputs (Keras' initial_state=[h, c])
 //   tk::KerasTensor dec = tk::layers::LSTM(64, {.return_sequences = true})({y, enc[1], enc[2]});
 #pragma once
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "trainkit/core/tensor.h"
+#include "trainkit/nn/regularizers.h"
 
 namespace tk {
 
@@ -122,6 +124,16 @@ class Layer : public std::enable_shared_from_this<Layer> {
 
   std::string name;
   bool trainable = true;  // false: no gradients, no optimizer state, weights never change in fit
+
+  // Keras' <key>_regularizer options (trainkit/nn/regularizers.h), by the option's prefix: "kernel", "bias",
+  // "recurrent" (the recurrent kernel), "depthwise", "pointwise", "embeddings", "gamma", "beta", "alpha". A key whose
+  // weight the layer does not have (a bias with use_bias = false) adds nothing, as in Keras; an unknown key is an
+  // InvalidArgument when the model is traced.
+  std::map<std::string, Regularizer> regularizers;
+  // Keras' activity_regularizer: r(output) / batch size added to the loss.
+  std::optional<Regularizer> activity_regularizer;
+  // The regularizer of this layer's weight `w` (by the keys above), or null.
+  const Regularizer* regularizer_of(const Weight& w) const;
 
   // Keras' dtype policy (trainkit/nn/mixed_precision.h): "float32", "mixed_float16" or "mixed_bfloat16". Taken
   // from the global policy when the layer is made; a model's set_dtype_policy changes it for layers that have

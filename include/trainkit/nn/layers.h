@@ -346,6 +346,9 @@ LayerPtr Minimum(std::string name = {});
 LayerPtr Permute(std::vector<int64_t> dims, std::string name = {});
 LayerPtr RepeatVector(int64_t n, std::string name = {});  // (N, F) -> (N, n, F)
 LayerPtr Identity(std::string name = {});
+// Passes its input on and adds l1 * sum(|x|) + l2 * sum(x^2), divided by the batch size, to the loss of fit and
+// evaluate (Keras' ActivityRegularization; trainkit/nn/regularizers.h).
+LayerPtr ActivityRegularization(float l1 = 0.0f, float l2 = 0.0f, std::string name = {});
 LayerPtr Cropping2D(Size2 cropping = 0, std::string name = {});  // symmetric, channels_last
 LayerPtr Cropping2D(int64_t top, int64_t bottom, int64_t left, int64_t right, std::string name = {});
 

@@ -13,6 +13,7 @@
 #include "graph/fuse.h"
 #include "nn/compiler/losses.h"
 #include "nn/compiler/metrics.h"
+#include "nn/compiler/regularization.h"
 #include "nn/distribute/strategy_state.h"
 #include "nn/layers/context.h"
 #include "nn/layers/input_layer.h"
@@ -415,6 +416,10 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
   // Each layer runs in its compute dtype (its dtype policy): floating inputs are cast to it, and weights are
   // read through casts (CallContext::variable). A layer whose math is float32 (BatchNormalization) hands its
   // output back in the policy's dtype, as Keras does.
+  // Keras' regularization losses (nn/compiler/regularization.h), added to the compiled loss below: activity
+  // penalties as their layers are called, weight penalties after the forward pass.
+  const bool regularized = kind != ProgramKind::predict;
+  std::vector<int> penalties;
   std::function<int(const KerasTensor&)> eval = [&](const KerasTensor& t) -> int {
     auto found = value.find(t.node.get());
     if (found != value.end()) return found->second.at(static_cast<size_t>(t.index));
@@ -430,6 +435,15 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
     ctx.input_masks = masked ? masks : std::vector<int>{};
     ctx.call_options = &t.node->call_options;
     std::vector<int> ids = layer.call_outputs(ctx, ins);
+    if (regularized && layer.activity_regularizer)
+      for (size_t k = 0; k < ids.size(); ++k) {
+        const Shape out = g[ids[k]].shape;  // a copy: g grows below
+        if (!is_floating(g[ids[k]].dtype)) continue;
+        const float scale = out.rank() > 0 && out[0] > 0 ? 1.0f / static_cast<float>(out[0]) : 1.0f;
+        const int p =
+            emit_penalty(g, *layer.activity_regularizer, ids[k], scale, Shape{}, layer.name + "/activity_regularizer");
+        if (p >= 0) penalties.push_back(p);
+      }
     // A layer without Keras' supports_masking drops its inputs' masks, as Keras does (with a warning there).
     const auto* masking = dynamic_cast<const MaskSupport*>(&layer);
     mask[t.node.get()] = masking ? masking->compute_mask(ctx, ins, ids[0]) : -1;
@@ -452,6 +466,16 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
 
   std::vector<int> keep = c->outputs;
   std::vector<int> sinks;
+  if (regularized)
+    for (const LayerPtr& l : model_.layers()) {
+      check_regularizer_keys(*l);
+      if (!l->trainable) continue;  // Keras sums the regularizers of trainable_weights only
+      for (const Weight& w : l->weights())
+        if (const Regularizer* r = w.trainable ? l->regularizer_of(w) : nullptr) {
+          const int p = emit_penalty(g, *r, ctx.raw_variable(w), 1.0f, Shape{}, w.name + "/regularizer");
+          if (p >= 0) penalties.push_back(p);
+        }
+    }
   if (kind != ProgramKind::predict) {
     const bool multi = model_.outputs().size() > 1;
     std::vector<int> losses;
@@ -496,6 +520,13 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
       c->y.push_back(weight);
       c->y_dtype.push_back(DType::f32);
     }
+    for (int& p : penalties)  // shaped as the compiled loss
+      if (g[p].shape != g[losses[0]].shape) {
+        graph::Attrs at;
+        at.shape = g[losses[0]].shape;
+        p = g.add(Op::Reshape, {p}, at, g[p].name);
+      }
+    losses.insert(losses.end(), penalties.begin(), penalties.end());  // differentiated with the compiled loss
     int total = losses.size() == 1 ? losses[0] : g.add(Op::Add, losses, {}, "loss");
     c->logs.insert(c->logs.begin(), {"loss", total});
     c->logs.insert(c->logs.end(), metric_logs.begin(), metric_logs.end());
