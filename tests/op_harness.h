@@ -154,6 +154,7 @@ constexpr bool is_exact_op(Op op) {
     case Op::Where:
     case Op::BroadcastTo:
     case Op::Transpose:
+    case Op::Reverse:
     case Op::Pad:
     case Op::Gather:
     case Op::GatherGrad:

@@ -517,6 +517,16 @@ std::vector<Case> extra_forward_cases() {
     d.ctx_step = 2;
     c.push_back(d);
   }
+  {  // float32 whatever the dtype under test (the layers cast after drawing)
+    Attrs at;
+    at.seed = 7;
+    at.shape = Shape{30, 40};
+    for (Op op : {Op::RandomUniform, Op::RandomNormal}) {
+      Case r{op == Op::RandomUniform ? "RandomUniform" : "RandomNormal", op, {}, {}, at};
+      r.ctx_step = 3;
+      c.push_back(r);
+    }
+  }
   for (const ConvWindow& w : conv_windows()) {
     const Shape y = shape_of(Op::Conv2D, {w.x, w.w}, w.at);
     Attrs at = w.at;

@@ -213,6 +213,11 @@ std::vector<Case> tensor_gradient_cases() {
     t4.perm[0] = 0, t4.perm[1] = 2, t4.perm[2] = 1, t4.perm[3] = 3;  // attention's (B, T, H, D) -> (B, H, T, D)
     c.push_back({"Transpose 0213", Op::Transpose, {{2, 3, 2, 4}}, {true}, t4});
   }
+  for (int axis : {0, 1, -1}) {
+    Attrs at;
+    at.axis = axis;
+    c.push_back({"Reverse axis " + std::to_string(axis), Op::Reverse, {{2, 3, 4}}, {true}, at});
+  }
   {
     Attrs at;
     at.pad_before[0] = 1, at.pad_after[1] = 2, at.value = 0.5f;

@@ -29,7 +29,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
-def build(keras, filters, blocks, first_stride, schedule, epochs, batch_size, l2):
+def build(keras, filters, blocks, first_stride, schedule, epochs, batch_size, l2, dropout, flip):
     L = keras.layers
     reg = keras.regularizers.L2(l2) if l2 > 0 else None  # on every kernel
 
@@ -45,11 +45,15 @@ def build(keras, filters, blocks, first_stride, schedule, epochs, batch_size, l2
 
     inputs = keras.Input((28, 28, 1))
     x = L.Rescaling(1.0 / 255)(inputs)
+    if flip:  # training-only augmentation: each image mirrored left-right with probability 1/2
+        x = L.RandomFlip("horizontal")(x)
     x = L.ReLU()(conv_bn(x, filters[0], 3, 1))
     for stage, width in enumerate(filters):
         for b in range(blocks):
             x = block(x, width, (2 if stage > 0 else first_stride) if b == 0 else 1)
     x = L.GlobalAveragePooling2D()(x)
+    if dropout > 0:
+        x = L.Dropout(dropout)(x)
     outputs = L.Dense(10, activation="softmax", kernel_regularizer=reg)(x)
     model = keras.Model(inputs, outputs, name="small_resnet")
     learning_rate = 0.001  # Keras' default
@@ -72,6 +76,8 @@ def main():
                     "epochs of --batch-size batches (the schedule is saved in the file, so both sides follow it)")
     ap.add_argument("--l2", type=float, default=0.0,
                     help="kernel_regularizer=L2(this) on every convolution and the Dense layer (0: none)")
+    ap.add_argument("--dropout", type=float, default=0.0, help="Dropout(this) before the Dense layer (0: none)")
+    ap.add_argument("--flip", action="store_true", help="RandomFlip(\"horizontal\") after the Rescaling")
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--batch-size", type=int, default=128)
     ap.add_argument("--save", default="")
@@ -88,10 +94,10 @@ def main():
         if len(filters) != 3:
             ap.error("--filters takes three comma-separated widths, got " + args.filters)
         model = build(keras, filters, args.blocks, args.first_stride, args.lr_schedule, args.epochs,
-                      args.batch_size, args.l2)
+                      args.batch_size, args.l2, args.dropout, args.flip)
         model.save(args.save)
         print(json.dumps({"saved": args.save, "seed": args.seed, "filters": filters, "blocks": args.blocks,
-                          "first_stride": args.first_stride, "lr_schedule": args.lr_schedule, "l2": args.l2, "params": model.count_params()}), flush=True)
+                          "first_stride": args.first_stride, "lr_schedule": args.lr_schedule, "l2": args.l2, "dropout": args.dropout, "flip": args.flip, "params": model.count_params()}), flush=True)
         return
     from _idx import load_fashion_mnist
 

@@ -61,10 +61,11 @@ KernelSignature signature_for(Op op, DType t) {
   if (op == Op::Where) sig.in[0] = DType::boolean;                       // the condition
   if (op == Op::Gather || op == Op::GatherGrad) sig.in[1] = DType::i32;  // indices
   if (op == Op::OneHot) sig.in[0] = DType::i32;                          // indices
-  sig.out = is_loss_or_metric_value(op) ? DType::f32
-            : op == Op::Compare         ? DType::boolean
-            : op == Op::ArgReduce       ? DType::i32
-                                        : t;
+  sig.out = is_loss_or_metric_value(op)                         ? DType::f32
+            : op == Op::Compare                                 ? DType::boolean
+            : op == Op::ArgReduce                               ? DType::i32
+            : op == Op::RandomUniform || op == Op::RandomNormal ? DType::f32  // drawn in float32, cast after
+                                                                : t;
   return sig;
 }
 

@@ -157,6 +157,12 @@ enum class Op : uint8_t {
   // log(softmax(x)) over the last axis in one op (graph/tensor_ops.h's log_softmax for that axis), TensorFlow's order:
   // (x - max) - log(sum(exp(x - max))); a row holding a NaN, or whose max is +-inf, is NaN throughout
   LogSoftmax,
+  // Random values for the training-only noise and augmentation layers (GaussianNoise, GaussianDropout, RandomFlip,
+  // RandomContrast): () -> attrs.shape, float32, random per (attrs.seed, step, global index) as DropoutMask (rows
+  // keyed by the global sample, so data-parallel replicas draw what one device would). No gradient.
+  RandomUniform,  // uniform in [0, 1)
+  RandomNormal,   // standard normal
+  Reverse,        // x with the order along attrs.axis reversed (NumPy's flip); any dtype; its gradient reverses dy
   kCount
 };
 inline constexpr int kOpCount = static_cast<int>(Op::kCount);
@@ -219,7 +225,7 @@ struct Attrs {
   float scale = 1.0f;                     // Scale: the factor
   float offset = 0.0f;                    // Scale: added after the factor
   float value = 0.0f;                     // Fill, Pad: the constant
-  uint64_t seed = 0;                      // DropoutMask
+  uint64_t seed = 0;                      // DropoutMask, RandomUniform, RandomNormal
   int64_t begin = 0, size = 0;            // Slice; MultiUpdate: size = the number of variables
   Shape shape;                            // Reshape target, Fill shape
   DType dtype = DType::f32;               // Input, Variable, Fill, DropoutMask: the value's; Cast: the target
@@ -253,13 +259,13 @@ struct Attrs {
   ReduceFn reduce = ReduceFn::kCount;  // Reduce, ArgReduce: the function
   uint32_t axes = 0;                   // Reduce: bit i set = axis i is reduced
   bool keepdims = false;               // Reduce, ArgReduce: reduced axes stay as 1s
-  int axis = -1;                       // Concat, Slice, Gather, GatherGrad, ArgReduce; negative counts from the end
-  int8_t perm[kMaxRank] = {};          // Transpose
-  int64_t pad_before[kMaxRank] = {};   // Pad
-  int64_t pad_after[kMaxRank] = {};    // Pad
-  int64_t depth = 0;                   // OneHot: the number of classes
-  uint8_t step_value = 0;              // StepValue: 0 the learning rate, 1 the update count + 1
-  bool reverse = false;                // LstmSequence, LstmSequenceGrad: the steps run backwards in time
+  int axis = -1;               // Concat, Slice, Gather, GatherGrad, ArgReduce, Reverse; negative counts from the end
+  int8_t perm[kMaxRank] = {};  // Transpose
+  int64_t pad_before[kMaxRank] = {};  // Pad
+  int64_t pad_after[kMaxRank] = {};   // Pad
+  int64_t depth = 0;                  // OneHot: the number of classes
+  uint8_t step_value = 0;             // StepValue: 0 the learning rate, 1 the update count + 1
+  bool reverse = false;               // LstmSequence, LstmSequenceGrad: the steps run backwards in time
   Op epilogue = Op::kCount;  // FusedMatMul: Relu, ReluGrad or kCount (the bias alone); FusedConv2D: Relu or kCount;
                              // MaxPool2DGrad: ReluGrad (dx zeroed where the pool's input x <= 0) or kCount;
                              // MultiUpdate: its rule

@@ -606,6 +606,9 @@ constexpr std::array<OpInfo, kOpCount> kTable{{
     {Op::AttentionGrad, "AttentionGrad", -1, true, shape_attention_grad, dtype_same_float, nullptr},
     {Op::LayerNormGrad, "LayerNormGrad", 4, true, shape_layer_norm, dtype_same_float, nullptr},
     {Op::LogSoftmax, "LogSoftmax", 1, true, shape_same_as_first, dtype_same_float, grad_log_softmax},
+    {Op::RandomUniform, "RandomUniform", 0, true, shape_source, dtype_random, nullptr},
+    {Op::RandomNormal, "RandomNormal", 0, true, shape_source, dtype_random, nullptr},
+    {Op::Reverse, "Reverse", 1, true, shape_reverse, dtype_same_any, grad_reverse},
 }};
 
 constexpr bool table_in_enum_order() {

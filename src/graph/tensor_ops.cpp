@@ -197,6 +197,12 @@ int slice(OpBuilder& b, int x, int axis, int64_t begin, int64_t size) {
   return b.add(Op::Slice, {x}, at);
 }
 
+int reverse(OpBuilder& b, int x, int axis) {
+  Attrs at;
+  at.axis = normalize_axis(axis, shape_of(b, x).rank(), "reverse");
+  return b.add(Op::Reverse, {x}, at);
+}
+
 std::vector<int> split(OpBuilder& b, int x, int axis, const std::vector<int64_t>& sizes) {
   std::vector<int> out;
   int64_t begin = 0;

@@ -45,6 +45,7 @@ int squeeze(OpBuilder& b, int x, int axis);
 int transpose(OpBuilder& b, int x, const std::vector<int>& perm);
 int concat(OpBuilder& b, const std::vector<int>& xs, int axis);
 int slice(OpBuilder& b, int x, int axis, int64_t begin, int64_t size);
+int reverse(OpBuilder& b, int x, int axis);  // NumPy's flip along one axis
 // Elements [begin, begin + shape.numel()) of v's data as `shape`: a View (the same memory, no copy) where begin is
 // aligned as Views need (graph/bucket.h's kBucketAlignElements), else a Slice of v flattened. For gradient graphs
 // reading the parts of a fused gradient op's one output (a View has no gradient of its own).

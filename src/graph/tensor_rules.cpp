@@ -250,6 +250,13 @@ Shape shape_slice(const Graph& g, int node) {
   return s;
 }
 
+Shape shape_reverse(const Graph& g, int node) {
+  const Shape& s = in_shape(g, node, 0);
+  if (s.rank() < 1) shape_error(g, node, "input must have rank >= 1");
+  axis_of(g, node, s.rank());  // checks the axis
+  return s;
+}
+
 // ---------------------------------------------------------------- dtypes
 namespace {
 // Numbers the general ops compute on: the floating dtypes and int32/int64 (uint8 and bool only move: Cast first).
@@ -321,6 +328,11 @@ DType dtype_step_value(const Graph& g, int node) {
 DType dtype_assign(const Graph& g, int node) {
   if (in_dtype(g, node, 0) != in_dtype(g, node, 1)) dtype_error(g, node, "the value must have the variable's dtype");
   return in_dtype(g, node, 0);
+}
+
+DType dtype_random(const Graph& g, int node) {
+  if (g[node].attrs.dtype != DType::f32) dtype_error(g, node, "draws float32 values (cast them after)");
+  return DType::f32;
 }
 
 // ---------------------------------------------------------------- gradients
@@ -539,6 +551,10 @@ void grad_log_softmax(GradBuilder& b, int node, int dy, const bool* need, int* d
   const int sums = ops::reduce(b, ReduceFn::sum, dy, {-1}, true);
   dx[0] = ops::binary(b, BinaryFn::subtract, dy,
                       ops::binary(b, BinaryFn::multiply, ops::unary(b, UnaryFn::exp, node), sums));
+}
+
+void grad_reverse(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
+  if (need[0]) dx[0] = b.add(Op::Reverse, {dy}, b.node(node).attrs);
 }
 
 void grad_slice(GradBuilder& b, int node, int dy, const bool* need, int* dx) {

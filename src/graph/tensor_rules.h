@@ -20,6 +20,7 @@ Shape shape_concat(const Graph& g, int node);
 Shape shape_assign(const Graph& g, int node);
 Shape shape_layer_norm(const Graph& g, int node);  // the four LayerNorm* ops
 Shape shape_slice(const Graph& g, int node);
+Shape shape_reverse(const Graph& g, int node);
 
 DType dtype_arithmetic(const Graph& g, int node);  // Binary
 DType dtype_compare(const Graph& g, int node);
@@ -31,6 +32,7 @@ DType dtype_gather_grad(const Graph& g, int node);
 DType dtype_one_hot(const Graph& g, int node);
 DType dtype_step_value(const Graph& g, int node);
 DType dtype_assign(const Graph& g, int node);
+DType dtype_random(const Graph& g, int node);  // RandomUniform, RandomNormal: float32
 
 void grad_unary(GradBuilder& b, int node, int dy, const bool* need, int* dx);
 void grad_binary(GradBuilder& b, int node, int dy, const bool* need, int* dx);
@@ -45,5 +47,6 @@ void grad_concat(GradBuilder& b, int node, int dy, const bool* need, int* dx);
 void grad_slice(GradBuilder& b, int node, int dy, const bool* need, int* dx);
 void grad_layer_norm_apply(GradBuilder& b, int node, int dy, const bool* need, int* dx);
 void grad_log_softmax(GradBuilder& b, int node, int dy, const bool* need, int* dx);
+void grad_reverse(GradBuilder& b, int node, int dy, const bool* need, int* dx);
 
 }  // namespace tk::graph::rules

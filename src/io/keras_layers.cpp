@@ -28,7 +28,7 @@ const char* const kSupported =
     "SimpleRNN, LSTM, GRU, Bidirectional, TimeDistributed, "
     "ReLU, LeakyReLU, PReLU, ELU, Softmax, Subtract, Multiply, Average, Maximum, Minimum, Permute, RepeatVector, "
     "Identity, Cropping2D, Normalization, DepthwiseConv2D, SeparableConv2D, Conv2DTranspose, MultiHeadAttention, "
-    "Attention, AdditiveAttention, ActivityRegularization";
+    "Attention, AdditiveAttention, ActivityRegularization, GaussianNoise, GaussianDropout, RandomFlip";
 
 // Keras' regularizer object {"class_name": "L2", "config": {"l2": 0.01}, ...} (or its name, "l2") -> Regularizer.
 Regularizer regularizer_from_json(const json& v, Opts& o, const std::string& key) {
@@ -403,6 +403,15 @@ LayerPtr make_layer(const std::string& cls, Opts& o, const std::string& name, co
   if (cls == "Permute") return Permute(o.ints("dims"), name);
   if (cls == "RepeatVector") return RepeatVector(o.integer("n"), name);
   if (cls == "Identity") return Identity(name);
+  if (cls == "GaussianNoise" || cls == "GaussianDropout") {
+    const float v = static_cast<float>(o.number(cls == "GaussianNoise" ? "stddev" : "rate"));
+    const auto seed = static_cast<uint64_t>(o.integer("seed", 0));
+    return cls == "GaussianNoise" ? GaussianNoise(v, seed, name) : GaussianDropout(v, seed, name);
+  }
+  if (cls == "RandomFlip") {
+    o.channels_last();
+    return RandomFlip(o.str("mode", "horizontal_and_vertical"), static_cast<uint64_t>(o.integer("seed", 0)), name);
+  }
   if (cls == "ActivityRegularization")
     return ActivityRegularization(static_cast<float>(o.number("l1", 0.0)), static_cast<float>(o.number("l2", 0.0)),
                                   name);

@@ -349,6 +349,14 @@ LayerPtr Identity(std::string name = {});
 // Passes its input on and adds l1 * sum(|x|) + l2 * sum(x^2), divided by the batch size, to the loss of fit and
 // evaluate (Keras' ActivityRegularization; trainkit/nn/regularizers.h).
 LayerPtr ActivityRegularization(float l1 = 0.0f, float l2 = 0.0f, std::string name = {});
+// Training-only noise (evaluate and predict pass the input on), drawn anew each step from `seed` (0: from the global
+// seed): x + N(0, stddev^2) per element, stddev in [0, 1] (Keras' GaussianNoise); x * N(1, rate / (1 - rate)), rate
+// in [0, 1) (Keras' GaussianDropout).
+LayerPtr GaussianNoise(float stddev, uint64_t seed = 0, std::string name = {});
+LayerPtr GaussianDropout(float rate, uint64_t seed = 0, std::string name = {});
+// Training-only image augmentation (Keras' RandomFlip): each image of (N, H, W, C) flipped with probability 1/2;
+// mode "horizontal" (W), "vertical" (H) or "horizontal_and_vertical" (both, under one draw, as Keras).
+LayerPtr RandomFlip(std::string mode = "horizontal_and_vertical", uint64_t seed = 0, std::string name = {});
 LayerPtr Cropping2D(Size2 cropping = 0, std::string name = {});  // symmetric, channels_last
 LayerPtr Cropping2D(int64_t top, int64_t bottom, int64_t left, int64_t right, std::string name = {});
 

@@ -81,6 +81,22 @@ void dropout_mask(const KernelArgs& a) {
   });
 }
 
+// RandomUniform / RandomNormal: DropoutMask's stream and non-spatial layout (rows keyed by the global sample).
+template <bool Normal>
+void random_values(const KernelArgs& a) {
+  const Shape& s = a.node.shape;
+  const int64_t n = s.numel(), rows = s.rank() && s[0] > 0 ? s[0] : 1;
+  const uint64_t stream = math::dropout_stream(a.node.attrs.seed, a.scalars->step);
+  const math::DropoutLayout layout{false, 1, 1, n / rows, a.scalars->sample_offset};
+  float* y = a.output<float>();
+  parallel_for(n, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const uint64_t key = math::dropout_key(i, layout);
+      y[i] = Normal ? math::standard_normal(stream, key) : math::uniform01(stream, key);
+    }
+  });
+}
+
 }  // namespace
 
 void register_elementwise_kernels() {
@@ -92,6 +108,8 @@ void register_elementwise_kernels() {
   for (int t = 0; t < kDTypeCount; ++t)  // a byte copy: every dtype
     register_kernel(DeviceKind::cpu, Op::Reshape, static_cast<DType>(t), reshape);
   register_kernel(DeviceKind::cpu, Op::DropoutMask, DType::f32, dropout_mask);
+  register_kernel(DeviceKind::cpu, Op::RandomUniform, DType::f32, random_values<false>);
+  register_kernel(DeviceKind::cpu, Op::RandomNormal, DType::f32, random_values<true>);
 }
 
 }  // namespace tk::cpu

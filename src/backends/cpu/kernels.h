@@ -10,7 +10,7 @@ struct Node;
 namespace tk::cpu {
 
 void register_linalg_kernels();       // linalg.cpp: MatMul, FusedMatMul (gemm.h), BiasAdd, BiasGrad
-void register_elementwise_kernels();  // elementwise.cpp: Fill, Add, Mul, Scale, Reshape, DropoutMask
+void register_elementwise_kernels();  // elementwise.cpp: Fill, Add, Mul, Scale, Reshape, DropoutMask, Random*
 void register_cast_kernels();         // cast.cpp: Cast between every pair of dtypes
 void register_activation_kernels();   // activations.cpp
 void register_loss_kernels();         // losses.cpp: losses, their gradients, accuracy metrics
@@ -23,7 +23,7 @@ void register_collective_kernels();  // collectives.cpp: AllReduce (data paralle
 void register_unary_kernels();         // unary.cpp: Unary, UnaryGrad
 void register_broadcast_kernels();     // broadcast.cpp: Binary, Compare, Where, BroadcastTo
 void register_reduce_kernels();        // reduce.cpp: Reduce, ArgReduce
-void register_layout_kernels();        // layout.cpp: Transpose, Pad, Concat, Slice (any axis, any dtype)
+void register_layout_kernels();        // layout.cpp: Transpose, Pad, Concat, Slice, Reverse (any axis, any dtype)
 void register_gather_kernels();        // gather.cpp: Gather, GatherGrad, OneHot
 void register_batch_matmul_kernels();  // batch_matmul.cpp: BatchMatMul (gemm.h per batch)
 void register_assign_kernels();        // assign.cpp: StepValue, Assign (optimizers in the general ops)

@@ -1,5 +1,5 @@
-// Ops that move values on the CPU, in any dtype (bytes, never arithmetic): Transpose, Pad, and Concat / Slice along
-// any axis. Along an axis, a tensor is (outer, axis * inner) rows: concatenating or slicing there is copying runs
+// Ops that move values on the CPU, in any dtype (bytes, never arithmetic): Transpose, Pad, and Concat / Slice / Reverse
+// along any axis. Along an axis, a tensor is (outer, axis * inner) rows: concatenating or slicing there is copying runs
 // of bytes per outer row.
 #include <cstring>
 
@@ -130,6 +130,26 @@ void slice(const KernelArgs& a) {
     std::memcpy(y + static_cast<size_t>(r) * size, x + static_cast<size_t>(r) * width + begin, size);
 }
 
+// y(outer, L, unit) = x(outer, L - 1 - j, unit): the order along the axis reversed
+void reverse(const KernelArgs& a) {
+  const Shape& xs = a.in_shape(0);
+  const int axis = axis_of(a, xs.rank());
+  int64_t outer;
+  size_t unit;
+  around_axis(xs, axis, dtype_size(a.out_dtype), outer, unit);
+  const int64_t len = xs[axis];
+  const size_t row = unit * static_cast<size_t>(len);
+  const auto* x = static_cast<const char*>(a.in[0]);
+  auto* y = static_cast<char*>(a.out);
+  parallel_for(outer * len, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const int64_t r = i / len, j = i % len;
+      std::memcpy(y + static_cast<size_t>(r) * row + static_cast<size_t>(j) * unit,
+                  x + static_cast<size_t>(r) * row + static_cast<size_t>(len - 1 - j) * unit, unit);
+    }
+  });
+}
+
 }  // namespace
 
 void register_layout_kernels() {
@@ -139,6 +159,7 @@ void register_layout_kernels() {
     graph::register_kernel(DeviceKind::cpu, Op::Pad, dt, by_size<PadFn>);
     graph::register_kernel(DeviceKind::cpu, Op::Concat, dt, concat);
     graph::register_kernel(DeviceKind::cpu, Op::Slice, dt, slice);
+    graph::register_kernel(DeviceKind::cpu, Op::Reverse, dt, reverse);
   }
 }
 

@@ -244,6 +244,14 @@ void accumulate_grad(const KernelArgs& a) {
                     a.ctx.stream);
 }
 
+template <bool Normal>
+void random_values(const KernelArgs& a) {  // as backends/cpu/elementwise.cpp's, on the device
+  const Shape& s = a.node.shape;
+  const int64_t n = s.numel(), rows = s.rank() && s[0] > 0 ? s[0] : 1;
+  launch_random_values(a.output<float>(), n, Normal, a.node.attrs.seed, &a.scalars->step, &a.scalars->sample_offset,
+                       n / rows, sms(a), a.ctx.stream);
+}
+
 void dropout_mask(const KernelArgs& a) {  // as backends/cpu/elementwise.cpp's, on the device
   const Shape& s = a.node.shape;
   const int64_t n = s.numel();
@@ -372,6 +380,13 @@ void slice(const KernelArgs& a) {
   launch_slice(a.input<float>(0), a.output<float>(), outer_of(xs, axis), xs[axis] * inner, a.node.attrs.begin * inner,
                a.node.attrs.size * inner, sms(a), a.ctx.stream);
 }
+void reverse(const KernelArgs& a) {
+  const Shape& xs = a.in_shape(0);
+  const int axis = a.node.attrs.axis < 0 ? a.node.attrs.axis + xs.rank() : a.node.attrs.axis;
+  launch_reverse(a.in[0], a.out, static_cast<int>(dtype_size(a.out_dtype)), outer_of(xs, axis), xs[axis],
+                 inner_of(xs, axis), sms(a), a.ctx.stream);
+}
+
 Image image_of(const Shape& s) { return {s[0], s[1], s[2], s[3]}; }
 template <bool Pad>
 void pad_or_crop(const KernelArgs& a) {
@@ -529,6 +544,9 @@ void register_kernels() {
   graph::register_workspace(cuda, Op::BiasGrad, bias_grad_workspace);
   register_kernel(cuda, Op::AccumulateGrad, f32, accumulate_grad);
   register_kernel(cuda, Op::DropoutMask, f32, dropout_mask);
+  register_kernel(cuda, Op::RandomUniform, f32, random_values<false>);
+  register_kernel(cuda, Op::RandomNormal, f32, random_values<true>);
+  for (int t = 0; t < kDTypeCount; ++t) register_kernel(cuda, Op::Reverse, static_cast<DType>(t), reverse);
   register_kernel(cuda, Op::Softmax, f32, softmax);
   register_kernel(cuda, Op::SoftmaxGrad, f32, softmax_grad);
   register_kernel(cuda, Op::LogSoftmax, f32, log_softmax);

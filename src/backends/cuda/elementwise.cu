@@ -77,6 +77,16 @@ __global__ void dropout_mask(float* __restrict__ y, int64_t n, uint64_t node_see
     y[i] = math::dropout_value(stream, math::dropout_key(i, layout), rate, keep);
 }
 
+__global__ void random_values(float* __restrict__ y, int64_t n, bool normal, uint64_t node_seed, const uint64_t* step,
+                              const int64_t* first_row, int64_t per_row) {
+  const uint64_t stream = math::dropout_stream(node_seed, *step);
+  const math::DropoutLayout layout{false, 1, 1, per_row, *first_row};
+  for (int64_t i = first_index(); i < n; i += grid_stride()) {
+    const uint64_t key = math::dropout_key(i, layout);
+    y[i] = normal ? math::standard_normal(stream, key) : math::uniform01(stream, key);
+  }
+}
+
 template <typename Kernel, typename... Args>
 void launch(const char* what, int64_t n, int sms, Stream stream, Kernel kernel, Args... args) {
   const Geometry g = elementwise_geometry(n, sms);
@@ -127,6 +137,12 @@ void launch_dropout_mask(float* y, int64_t n, uint64_t node_seed, const uint64_t
   const math::DropoutLayout layout{spatial, per_sample, channels, per_row, 0};
   launch("dropout mask kernel launch", n, sm_count, stream, dropout_mask, y, n, node_seed, step, first_row, rate,
          layout);
+}
+
+void launch_random_values(float* y, int64_t n, bool normal, uint64_t node_seed, const uint64_t* step,
+                          const int64_t* first_row, int64_t per_row, int sm_count, Stream stream) {
+  launch("random values kernel launch", n, sm_count, stream, random_values, y, n, normal, node_seed, step, first_row,
+         per_row);
 }
 
 }  // namespace tk::cuda

@@ -90,6 +90,9 @@ void launch_accumulate(float* acc, const float* g, int64_t n, const float* scale
 void launch_dropout_mask(float* y, int64_t n, uint64_t node_seed, const uint64_t* step, const int64_t* first_row,
                          float rate, bool spatial, int64_t per_sample, int64_t channels, int64_t per_row, int sm_count,
                          Stream stream);
+// RandomUniform (normal = false) / RandomNormal: backends/math/random.h's values, keyed as the CPU kernel keys them
+void launch_random_values(float* y, int64_t n, bool normal, uint64_t node_seed, const uint64_t* step,
+                          const int64_t* first_row, int64_t per_row, int sm_count, Stream stream);
 
 // Mean squared error, binary crossentropy (from logits or probabilities) and binary accuracy: the mean over all n
 // elements of the per-element math of backends/math/losses.h, summed in double and in order as on the CPU.
@@ -132,6 +135,9 @@ void launch_concat(const float* const* x, const int64_t* widths, int k, float* y
 // y(rows, size) = x(rows, width)[:, begin:begin + size]
 void launch_slice(const float* x, float* y, int64_t rows, int64_t width, int64_t begin, int64_t size, int sm_count,
                   Stream stream);
+// y(outer, len, inner) = x(outer, len - 1 - j, inner): Reverse along an axis, elements of elem_bytes (1, 2, 4, 8)
+void launch_reverse(const void* x, void* y, int elem_bytes, int64_t outer, int64_t len, int64_t inner, int sm_count,
+                    Stream stream);
 // dst = src shifted by (dh, dw) pixels, zeros elsewhere (Pad2D: +top, +left; Crop2D: -top, -left)
 void launch_shifted(const float* src, Image s, float* dst, Image d, int64_t dh, int64_t dw, int sm_count,
                     Stream stream);

@@ -1,7 +1,7 @@
-// Ops that only move values, on CUDA: Concat and Slice over the last axis, Pad2D / Crop2D (an image block shifted
-// into a zeroed one) and nearest-neighbour Upsample2D with its gradient, in NHWC as the CPU kernels
-// (backends/cpu/elementwise.cpp, pooling.cpp). One thread per output element; the upsampling gradient adds each
-// pixel's sources in the CPU's order (rows, then columns), so it gives the CPU's bits.
+// Ops that only move values, on CUDA: Concat and Slice over the last axis, Reverse along any axis (any dtype), Pad2D /
+// Crop2D (an image block shifted into a zeroed one) and nearest-neighbour Upsample2D with its gradient, in NHWC as the
+// CPU kernels (backends/cpu/elementwise.cpp, pooling.cpp). One thread per output element; the upsampling gradient adds
+// each pixel's sources in the CPU's order (rows, then columns), so it gives the CPU's bits.
 #include <cuda_runtime.h>
 
 #include "backends/cuda/check.h"
@@ -56,7 +56,39 @@ __global__ void upsample_grad(const float* __restrict__ dy, Image ys, float* __r
   }
 }
 
+template <typename T>
+__global__ void reverse_axis(const T* __restrict__ x, T* __restrict__ y, int64_t outer, int64_t len, int64_t inner) {
+  for (int64_t i = first_index(); i < outer * len * inner; i += grid_stride()) {
+    const int64_t k = i % inner, j = (i / inner) % len, r = i / (inner * len);
+    y[i] = x[(r * len + len - 1 - j) * inner + k];
+  }
+}
+
 }  // namespace
+
+void launch_reverse(const void* x, void* y, int elem_bytes, int64_t outer, int64_t len, int64_t inner, int sm_count,
+                    Stream stream) {
+  const Geometry g = elementwise_geometry(outer * len * inner, sm_count);
+  const auto s = static_cast<cudaStream_t>(stream);
+  if (g.blocks) switch (elem_bytes) {
+      case 1:
+        reverse_axis<<<g.blocks, g.threads, 0, s>>>(static_cast<const uint8_t*>(x), static_cast<uint8_t*>(y), outer,
+                                                    len, inner);
+        break;
+      case 2:
+        reverse_axis<<<g.blocks, g.threads, 0, s>>>(static_cast<const uint16_t*>(x), static_cast<uint16_t*>(y), outer,
+                                                    len, inner);
+        break;
+      case 4:
+        reverse_axis<<<g.blocks, g.threads, 0, s>>>(static_cast<const uint32_t*>(x), static_cast<uint32_t*>(y), outer,
+                                                    len, inner);
+        break;
+      default:
+        reverse_axis<<<g.blocks, g.threads, 0, s>>>(static_cast<const uint64_t*>(x), static_cast<uint64_t*>(y), outer,
+                                                    len, inner);
+    }
+  check(cudaGetLastError(), "reverse kernel launch", "launch_reverse");
+}
 
 void launch_concat(const float* const* x, const int64_t* widths, int k, float* y, int64_t rows, int sm_count,
                    Stream stream) {

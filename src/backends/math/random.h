@@ -5,6 +5,7 @@
 //   const uint64_t s = tk::math::dropout_stream(node_seed, step);
 //   mask[i] = tk::math::dropout_value(s, tk::math::dropout_key(i, shape), rate);
 #pragma once
+#include <cmath>
 #include <cstdint>
 
 #include "backends/math/host_device.h"
@@ -24,7 +25,14 @@ TK_HD float uniform01(uint64_t stream, uint64_t index) {
   return static_cast<float>(mix64(stream ^ mix64(index)) >> 40) * (1.0f / 16777216.0f);
 }
 
-// A DropoutMask node's stream for one training step.
+// Standard normal (Box-Muller over two uniforms keyed 2 * index and 2 * index + 1; 1 - u in (0, 1] keeps the log
+// finite).
+TK_HD float standard_normal(uint64_t stream, uint64_t index) {
+  const float u1 = 1.0f - uniform01(stream, 2 * index), u2 = uniform01(stream, 2 * index + 1);
+  return sqrtf(-2.0f * logf(u1)) * cosf(6.28318530717958647692f * u2);
+}
+
+// A DropoutMask node's stream for one training step (RandomUniform's and RandomNormal's too).
 TK_HD uint64_t dropout_stream(uint64_t node_seed, uint64_t step) {
   return mix64(node_seed ^ mix64(step + 0x632BE59BD9B4E019ull));
 }
