@@ -1,4 +1,5 @@
-// The training-only noise and augmentation layers (issue 31): GaussianNoise, GaussianDropout and RandomFlip, and the
+// The training-only noise and augmentation layers (issue 31): GaussianNoise, GaussianDropout, RandomFlip and
+// RandomContrast, and the
 // ops under them (RandomUniform, RandomNormal, Reverse; their kernels on every backend are in the op harness,
 // tests/test_op_gradients.cpp). Random draws cannot equal Keras' bit for bit, so: their distributions, that they are
 // identities outside training (Keras' predict and evaluate of a Keras-made file, gen_augment.py), that each step draws
@@ -153,6 +154,48 @@ TEST(NoiseLayers, RandomFlipFlipsAboutHalfTheImagesAlongItsAxes) {
   }
 }
 
+// Per image one factor f in [1 - lower, 1 + upper]: y = (x - mean) * f + mean (mean per image and channel), clipped.
+TEST(NoiseLayers, RandomContrastScalesEachImageAboutItsMeanByOneFactor) {
+  const int64_t n = 300, h = 3, w = 4, c = 2;
+  Tensor x(Shape{n, h, w, c}, DType::f32);
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = 100.0f + static_cast<float>((i * 37) % 23);
+  LayerPtr layer = layers::RandomContrast(0.2f, 0.5f, {.seed = 81});
+  (*layer)(Input({h, w, c}));
+  const Tensor y = run_layer(layer, x, true, 1);
+  double lo = 9.0, hi = -9.0;
+  for (int64_t s = 0; s < n; ++s) {
+    double f = -1.0;
+    for (int64_t ch = 0; ch < c; ++ch) {
+      double mean = 0.0;
+      for (int64_t p = 0; p < h * w; ++p) mean += x.data<float>()[(s * h * w + p) * c + ch];
+      mean /= static_cast<double>(h * w);
+      for (int64_t p = 0; p < h * w; ++p) {
+        const int64_t i = (s * h * w + p) * c + ch;
+        const double dx = x.data<float>()[i] - mean;
+        if (std::abs(dx) < 1.0) continue;
+        const double fi = (y.data<float>()[i] - mean) / dx;
+        if (f < 0.0) f = fi;
+        ASSERT_NEAR(fi, f, 1e-4) << "image " << s << ": one factor for all its pixels and channels";
+      }
+    }
+    lo = std::min(lo, f), hi = std::max(hi, f);
+  }
+  EXPECT_GE(lo, 0.8 - 1e-5);
+  EXPECT_LE(hi, 1.5 + 1e-5);
+  EXPECT_LT(lo, 0.85);  // 300 draws cover the range
+  EXPECT_GT(hi, 1.45);
+  // Clipped to value_range; Keras' single factor f draws in [1, 1 + f].
+  LayerPtr clipped = layers::RandomContrast(1.0f, {.value_range = {100.0f, 110.0f}, .seed = 82});
+  (*clipped)(Input({h, w, c}));
+  const Tensor z = run_layer(clipped, x, true, 1);
+  for (int64_t i = 0; i < z.numel(); ++i) {
+    ASSERT_GE(z.data<float>()[i], 100.0f);
+    ASSERT_LE(z.data<float>()[i], 110.0f);
+  }
+  const Tensor same = run_layer(layer, x, false);
+  for (int64_t i = 0; i < x.numel(); ++i) ASSERT_EQ(same.data<float>()[i], x.data<float>()[i]);
+}
+
 // Its gradient reverses dy: a model with a trainable layer before the flip trains (the rule is in the op harness).
 TEST(NoiseLayers, AugmentationTrainsBehindATrainableLayer) {
   utils::set_random_seed(5);
@@ -160,6 +203,7 @@ TEST(NoiseLayers, AugmentationTrainsBehindATrainableLayer) {
   KerasTensor h = layers::Conv2D(2, 3, "relu", {.padding = "same"})(in);
   h = layers::RandomFlip("horizontal")(h);
   h = layers::GaussianNoise(0.1f)(h);
+  h = layers::RandomContrast(0.2f, {.value_range = {-100.0f, 100.0f}})(h);
   h = layers::GaussianDropout(0.1f)(h);
   KerasTensor out = layers::Dense(1)(layers::Flatten()(h));
   Model model(in, out);
@@ -205,7 +249,7 @@ TEST(NoiseLayers, KerasFileLoadsAndIsTheIdentityOutsideTraining) {
                          .at("config")
                          .at("layers");
   for (size_t i = 0; i < config.size(); ++i)
-    for (const char* key : {"stddev", "rate", "mode"})
+    for (const char* key : {"stddev", "rate", "mode", "factor", "value_range"})
       if (keras[i].at("config").contains(key))
         EXPECT_EQ(config[i].at("config").at(key), keras[i].at("config").at(key)) << i << " " << key;
   EXPECT_EQ(config[1].at("config").at("seed"), 5);  // Keras' seed kept
@@ -229,6 +273,8 @@ TEST(NoiseLayers, BadValuesAreClearErrors) {
   EXPECT_THROW(layers::GaussianNoise(1.5f), InvalidArgument);  // Keras: stddev in [0, 1]
   EXPECT_THROW(layers::GaussianDropout(1.0f), InvalidArgument);
   EXPECT_THROW(layers::RandomFlip("diagonal"), InvalidArgument);
+  EXPECT_THROW(layers::RandomContrast(1.5f), InvalidArgument);
+  EXPECT_THROW(layers::RandomContrast(0.1f, {.value_range = {1.0f, 0.0f}}), InvalidArgument);
   LayerPtr flip = layers::RandomFlip();
   EXPECT_THROW((*flip)(Input({8, 3})), InvalidArgument);  // not a batch of images
 }

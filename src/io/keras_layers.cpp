@@ -28,7 +28,7 @@ const char* const kSupported =
     "SimpleRNN, LSTM, GRU, Bidirectional, TimeDistributed, "
     "ReLU, LeakyReLU, PReLU, ELU, Softmax, Subtract, Multiply, Average, Maximum, Minimum, Permute, RepeatVector, "
     "Identity, Cropping2D, Normalization, DepthwiseConv2D, SeparableConv2D, Conv2DTranspose, MultiHeadAttention, "
-    "Attention, AdditiveAttention, ActivityRegularization, GaussianNoise, GaussianDropout, RandomFlip";
+    "Attention, AdditiveAttention, ActivityRegularization, GaussianNoise, GaussianDropout, RandomFlip, RandomContrast";
 
 // Keras' regularizer object {"class_name": "L2", "config": {"l2": 0.01}, ...} (or its name, "l2") -> Regularizer.
 Regularizer regularizer_from_json(const json& v, Opts& o, const std::string& key) {
@@ -411,6 +411,23 @@ LayerPtr make_layer(const std::string& cls, Opts& o, const std::string& name, co
   if (cls == "RandomFlip") {
     o.channels_last();
     return RandomFlip(o.str("mode", "horizontal_and_vertical"), static_cast<uint64_t>(o.integer("seed", 0)), name);
+  }
+  if (cls == "RandomContrast") {
+    o.channels_last();
+    RandomContrastOptions rc;
+    rc.seed = static_cast<uint64_t>(o.integer("seed", 0));
+    rc.name = name;
+    if (const json* vr = o.get("value_range")) {
+      if (!vr->is_array() || vr->size() != 2 || !(*vr)[0].is_number() || !(*vr)[1].is_number())
+        o.bad("value_range", "must be a (low, high) pair of numbers, got " + vr->dump());
+      rc.value_range = {(*vr)[0].get<float>(), (*vr)[1].get<float>()};
+    }
+    const json* f = o.get("factor");
+    if (!f) o.bad("factor", "is missing");
+    if (f->is_number()) return RandomContrast(f->get<float>(), rc);
+    if (!f->is_array() || f->size() != 2 || !(*f)[0].is_number() || !(*f)[1].is_number())
+      o.bad("factor", "must be a number or a (lower, upper) pair, got " + f->dump());
+    return RandomContrast((*f)[0].get<float>(), (*f)[1].get<float>(), rc);
   }
   if (cls == "ActivityRegularization")
     return ActivityRegularization(static_cast<float>(o.number("l1", 0.0)), static_cast<float>(o.number("l2", 0.0)),

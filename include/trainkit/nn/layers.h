@@ -4,6 +4,7 @@
 //   auto model = tk::Sequential({Input({28, 28}), Flatten(), Dense(128, "relu"), Dropout(0.2), Dense(10)});
 //   Dense(64, "relu", {.use_bias = false, .kernel_initializer = "he_normal", .name = "hidden"});
 #pragma once
+#include <array>
 #include <optional>
 
 #include "trainkit/nn/layer.h"
@@ -357,6 +358,16 @@ LayerPtr GaussianDropout(float rate, uint64_t seed = 0, std::string name = {});
 // Training-only image augmentation (Keras' RandomFlip): each image of (N, H, W, C) flipped with probability 1/2;
 // mode "horizontal" (W), "vertical" (H) or "horizontal_and_vertical" (both, under one draw, as Keras).
 LayerPtr RandomFlip(std::string mode = "horizontal_and_vertical", uint64_t seed = 0, std::string name = {});
+struct RandomContrastOptions {
+  std::array<float, 2> value_range = {0.0f, 255.0f};  // the output is clipped to it
+  uint64_t seed = 0;                                  // 0: from the global seed
+  std::string name = {};
+};
+// Training-only (Keras' RandomContrast): per image one factor f uniform in [1 - lower, 1 + upper]; (x - mean) * f +
+// mean with the mean per image and channel, clipped to value_range. A single factor is Keras 3's (0, factor): f in
+// [1, 1 + factor]. Factors in [0, 1].
+LayerPtr RandomContrast(float factor, RandomContrastOptions options = {});
+LayerPtr RandomContrast(float lower, float upper, RandomContrastOptions options = {});
 LayerPtr Cropping2D(Size2 cropping = 0, std::string name = {});  // symmetric, channels_last
 LayerPtr Cropping2D(int64_t top, int64_t bottom, int64_t left, int64_t right, std::string name = {});
 
