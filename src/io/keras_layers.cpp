@@ -28,7 +28,8 @@ const char* const kSupported =
     "SimpleRNN, LSTM, GRU, Bidirectional, TimeDistributed, "
     "ReLU, LeakyReLU, PReLU, ELU, Softmax, Subtract, Multiply, Average, Maximum, Minimum, Permute, RepeatVector, "
     "Identity, Cropping2D, Normalization, DepthwiseConv2D, SeparableConv2D, Conv2DTranspose, MultiHeadAttention, "
-    "Attention, AdditiveAttention, ActivityRegularization, GaussianNoise, GaussianDropout, RandomFlip, RandomContrast";
+    "Attention, AdditiveAttention, ActivityRegularization, GaussianNoise, GaussianDropout, RandomFlip, RandomContrast, "
+    "Dot, CenterCrop";
 
 // Keras' regularizer object {"class_name": "L2", "config": {"l2": 0.01}, ...} (or its name, "l2") -> Regularizer.
 Regularizer regularizer_from_json(const json& v, Opts& o, const std::string& key) {
@@ -411,6 +412,17 @@ LayerPtr make_layer(const std::string& cls, Opts& o, const std::string& name, co
   if (cls == "RandomFlip") {
     o.channels_last();
     return RandomFlip(o.str("mode", "horizontal_and_vertical"), static_cast<uint64_t>(o.integer("seed", 0)), name);
+  }
+  if (cls == "Dot") {
+    const json* axes = o.get("axes");
+    if (!axes) o.bad("axes", "is missing");
+    const bool normalize = o.boolean("normalize", false);
+    if (axes->is_number_integer()) return Dot({axes->get<int64_t>()}, normalize, name);
+    return Dot(o.ints("axes"), normalize, name);
+  }
+  if (cls == "CenterCrop") {
+    o.channels_last();
+    return CenterCrop(o.integer("height"), o.integer("width"), name);
   }
   if (cls == "RandomContrast") {
     o.channels_last();

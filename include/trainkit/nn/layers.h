@@ -358,6 +358,13 @@ LayerPtr GaussianDropout(float rate, uint64_t seed = 0, std::string name = {});
 // Training-only image augmentation (Keras' RandomFlip): each image of (N, H, W, C) flipped with probability 1/2;
 // mode "horizontal" (W), "vertical" (H) or "horizontal_and_vertical" (both, under one draw, as Keras).
 LayerPtr RandomFlip(std::string mode = "horizontal_and_vertical", uint64_t seed = 0, std::string name = {});
+// Keras' Dot: the dot product of two inputs along axes (one axis for both, or a pair; negative from the end): two
+// (N, d) -> (N, 1); two (N, a, b) -> the first's other axis by the second's (a BatchMatMul). normalize: each input
+// L2-normalized along its axis first (Keras' ops.normalize).
+LayerPtr Dot(std::vector<int64_t> axes, bool normalize = false, std::string name = {});
+// Keras' CenterCrop on (N, H, W, C): the central height x width window (start (H - height) / 2, rounded down), in
+// training and inference alike. A crop larger than the input is an InvalidArgument (Keras resizes instead).
+LayerPtr CenterCrop(int64_t height, int64_t width, std::string name = {});
 struct RandomContrastOptions {
   std::array<float, 2> value_range = {0.0f, 255.0f};  // the output is clipped to it
   uint64_t seed = 0;                                  // 0: from the global seed
