@@ -101,11 +101,11 @@ def test_arrays_trainkit_reads_are_passed_without_a_copy():
 
 
 def test_unsupported_layer_is_not_implemented_error_naming_layer_and_class():
-    model = keras.Sequential([keras.Input((8, 2)), keras.layers.Dense(2), keras.layers.ActivityRegularization(l1=0.01, name="my_reg")])
+    model = keras.Sequential([keras.Input((8, 2)), keras.layers.Dense(2), keras.layers.UnitNormalization(name="my_reg")])
     model.compile(optimizer="adam", loss="mse")
     with pytest.raises(NotImplementedError) as err:
         tk.fit(model, np.zeros((4, 8, 2), np.float32), np.zeros((4, 8, 2), np.float32), verbose=0)
-    assert "my_reg" in str(err.value) and "ActivityRegularization" in str(err.value)
+    assert "my_reg" in str(err.value) and "UnitNormalization" in str(err.value)
     assert isinstance(err.value, tk.UnsupportedError)
 
 
