@@ -211,6 +211,24 @@ TEST(CliPlan, DepthwiseAndSeparableSpecItems) {
   EXPECT_CONTAINS(bad.err, "positive depth multiplier");
 }
 
+// The augmentation and noise spec items: an image model starting with a flip gets the channel axis and trains.
+TEST(CliPlan, AugmentationSpecItems) {
+  Result r = run_cli(
+      "plan --model random_flip:horizontal,random_contrast:0.2,center_crop:24:24,conv2d:4:3:relu,"
+      "gaussian_noise:0.1,globalavgpool,gaussian_dropout:0.2,dense:10");
+  EXPECT_EQ(r.code, 0) << describe(r);
+  EXPECT_CONTAINS(r.out, "reshape");
+  EXPECT_CONTAINS(r.out, "random_flip");
+  EXPECT_CONTAINS(r.out, "center_crop");
+  EXPECT_CONTAINS(r.out, "gaussian_dropout");
+  Result bad = run_cli("plan --model random_flip:diagonal,dense:10");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_CONTAINS(bad.err, "horizontal_and_vertical");
+  Result noise = run_cli("plan --model dense:4,gaussian_noise,dense:10");
+  EXPECT_NE(noise.code, 0);
+  EXPECT_CONTAINS(noise.err, "gaussian_noise needs a stddev");
+}
+
 // A model file is planned with its own compiled optimizer and loss (what `trainkit fit --model f.keras` trains with),
 // not the default adam: SGD with momentum holds one slot per weight, Adam two; --optimizer replaces the file's in the
 // plan ("what if"). The file's weights are never read for it.

@@ -41,7 +41,9 @@ std::vector<LayerPtr> parse_model_spec(const std::string& spec) {
                              "softmax[:AXIS], flatten, embedding:INPUT_DIM:OUTPUT_DIM, "
                              "conv1d:FILTERS:KERNEL[:ACTIVATION[:PADDING]], maxpool1d[:SIZE], avgpool1d[:SIZE], "
                              "globalavgpool1d, globalmaxpool1d, lstm:UNITS[:seq], gru:UNITS[:seq], "
-                             "simplernn:UNITS[:seq], bilstm:UNITS[:seq] or bigru:UNITS[:seq], separated by commas)");
+                             "simplernn:UNITS[:seq], bilstm:UNITS[:seq], bigru:UNITS[:seq], gaussian_noise:STDDEV, "
+                             "gaussian_dropout:RATE, random_flip[:MODE], random_contrast:FACTOR or "
+                             "center_crop:HEIGHT:WIDTH, separated by commas)");
     };
     auto positive = [&](size_t k, const char* what) {
       int64_t v = 0;
@@ -151,6 +153,21 @@ std::vector<LayerPtr> parse_model_spec(const std::string& spec) {
       } else if (kind == "flatten") {
         arguments(0, 0);
         layers.push_back(layers::Flatten());
+      } else if (kind == "gaussian_noise" || kind == "gaussian_dropout" || kind == "random_contrast") {
+        float v = 0;
+        if (f.size() != 2 || !parse_number(f[1], v))
+          throw fail(kind + (kind == "gaussian_noise"     ? " needs a stddev"
+                             : kind == "gaussian_dropout" ? " needs a rate"
+                                                          : " needs a factor"));
+        layers.push_back(kind == "gaussian_noise"     ? layers::GaussianNoise(v)
+                         : kind == "gaussian_dropout" ? layers::GaussianDropout(v)
+                                                      : layers::RandomContrast(v));
+      } else if (kind == "random_flip") {
+        arguments(0, 1);
+        layers.push_back(layers::RandomFlip(f.size() == 2 ? f[1] : "horizontal_and_vertical"));
+      } else if (kind == "center_crop") {
+        arguments(2, 2);
+        layers.push_back(layers::CenterCrop(positive(1, "a positive height"), positive(2, "a positive width")));
       } else {
         throw fail("unknown layer '" + kind + "'");
       }
@@ -168,7 +185,8 @@ bool model_spec_takes_images(const std::vector<LayerPtr>& layers) {
   if (layers.empty()) return false;
   const std::string c = layers.front()->class_name();
   return c == "Conv2D" || c == "DepthwiseConv2D" || c == "SeparableConv2D" || c == "MaxPooling2D" ||
-         c == "AveragePooling2D" || c == "GlobalAveragePooling2D" || c == "GlobalMaxPooling2D";
+         c == "AveragePooling2D" || c == "GlobalAveragePooling2D" || c == "GlobalMaxPooling2D" || c == "RandomFlip" ||
+         c == "RandomContrast" || c == "CenterCrop";
 }
 
 bool model_spec_takes_tokens(const std::vector<LayerPtr>& layers) {
