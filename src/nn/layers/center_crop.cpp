@@ -1,7 +1,7 @@
 // keras.layers.CenterCrop(height, width) on (N, H, W, C): the central window, its start (H - height) // 2 as Keras,
 // two Slices; applied in training and inference alike (a preprocessing layer, not an augmentation).
 #include "graph/tensor_ops.h"
-#include "nn/layers/context.h"
+#include "nn/layers/random_values.h"
 #include "trainkit/core/error.h"
 #include "trainkit/nn/layers.h"
 
@@ -23,8 +23,7 @@ class CenterCropLayer final : public Layer {
   }
   Shape build(const std::vector<Shape>& in) override {
     const Shape& x = in[0];
-    if (x.rank() != 4)
-      throw InvalidArgument("CenterCrop '" + name + "': takes a batch of images (N, H, W, C), got " + x.to_string());
+    nn::check_images(*this, x);
     if (x[1] < height_ || x[2] < width_)
       throw InvalidArgument("CenterCrop '" + name + "': the images " + x.to_string() + " are smaller than the crop (" +
                             std::to_string(height_) + ", " + std::to_string(width_) +
@@ -32,8 +31,7 @@ class CenterCropLayer final : public Layer {
     return Shape{-1, height_, width_, x[3]};
   }
   int call(nn::CallContext& ctx, const std::vector<int>& in) const override {
-    int x = in[0];
-    if (!is_floating(ctx.g[x].dtype)) x = ctx.cast(x, ctx.compute, name + "/cast_input");  // as Keras' image layers
+    int x = nn::image_input(ctx, in[0], name);
     const Shape xs = ctx.g[x].shape;
     graph::OpBuilder b{ctx.g, nullptr, name};
     x = ops::slice(b, x, 1, (xs[1] - height_) / 2, height_);  // Keras: the start is (H - height) // 2

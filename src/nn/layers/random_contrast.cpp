@@ -39,18 +39,14 @@ class RandomContrastLayer final : public Layer {
         .set("data_format", "channels_last");
   }
   Shape build(const std::vector<Shape>& in) override {
-    if (in[0].rank() != 4)
-      throw InvalidArgument("RandomContrast '" + name + "': takes a batch of images (N, H, W, C), got " +
-                            in[0].to_string());
+    nn::check_images(*this, in[0]);
     return in[0];
   }
   int call(nn::CallContext& ctx, const std::vector<int>& in) const override {
-    int x = in[0];
-    if (!is_floating(ctx.g[x].dtype)) x = ctx.cast(x, ctx.compute, name + "/cast_input");
+    const int x = nn::image_input(ctx, in[0], name);
     if (!ctx.training) return x;
-    const Shape xs = ctx.g[x].shape;
     graph::OpBuilder b{ctx.g, nullptr, name};
-    const int u = nn::random_values(ctx, graph::Op::RandomUniform, Shape{xs[0], 1, 1, 1}, seed_, name + "/draw");
+    const int u = nn::per_image_uniform(ctx, x, seed_, name + "/draw");
     int f = ops::add_scalar(b, ops::mul_scalar(b, u, lower_ + upper_), 1.0f - lower_);  // (N, 1, 1, 1)
     f = ctx.cast(f, ctx.g[x].dtype, name + "/cast_factor");
     const int mean = ops::reduce(b, graph::ReduceFn::mean, x, {1, 2}, true);  // (N, 1, 1, C)

@@ -28,18 +28,14 @@ class RandomFlipLayer final : public Layer {
         .set("data_format", "channels_last");
   }
   Shape build(const std::vector<Shape>& in) override {
-    if (in[0].rank() != 4)
-      throw InvalidArgument("RandomFlip '" + name + "': takes a batch of images (N, H, W, C), got " +
-                            in[0].to_string());
+    nn::check_images(*this, in[0]);
     return in[0];
   }
   int call(nn::CallContext& ctx, const std::vector<int>& in) const override {
-    int x = in[0];
-    if (!is_floating(ctx.g[x].dtype)) x = ctx.cast(x, ctx.compute, name + "/cast_input");
+    int x = nn::image_input(ctx, in[0], name);
     if (!ctx.training) return x;
-    const Shape xs = ctx.g[x].shape;
     graph::OpBuilder b{ctx.g, nullptr, name};
-    const int u = nn::random_values(ctx, graph::Op::RandomUniform, Shape{xs[0], 1, 1, 1}, seed_, name + "/draw");
+    const int u = nn::per_image_uniform(ctx, x, seed_, name + "/draw");
     const int flips = ops::compare(b, graph::BinaryFn::less_equal, u, ops::scalar(b, 0.5f, u));  // (N, 1, 1, 1)
     if (mode_ != "vertical") x = ops::where(b, flips, ops::reverse(b, x, 2), x);
     if (mode_ != "horizontal") x = ops::where(b, flips, ops::reverse(b, x, 1), x);
