@@ -59,8 +59,7 @@ void check_regularizer_keys(const Layer& layer) {
   }
 }
 
-int emit_penalty(graph::Graph& g, const Regularizer& r, int x, float scale, const Shape& like,
-                 const std::string& name) {
+int emit_penalty(graph::Graph& g, const Regularizer& r, int x, float scale, const std::string& name) {
   namespace o = graph::ops;
   graph::OpBuilder b{g, nullptr, name};
   if (g[x].dtype != DType::f32) x = o::cast(b, x, DType::f32);
@@ -73,8 +72,7 @@ int emit_penalty(graph::Graph& g, const Regularizer& r, int x, float scale, cons
     const int l2 = o::mul_scalar(b, sum_of(graph::UnaryFn::square), r.l2 * scale);
     total = total < 0 ? l2 : o::binary(b, graph::BinaryFn::add, total, l2);
   }
-  if (total < 0) return -1;
-  return g[total].shape == like ? total : o::reshape(b, total, like);
+  return total;  // -1: both factors 0
 }
 
 }  // namespace nn

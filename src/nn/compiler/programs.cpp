@@ -440,8 +440,7 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
         const Shape out = g[ids[k]].shape;  // a copy: g grows below
         if (!is_floating(g[ids[k]].dtype)) continue;
         const float scale = out.rank() > 0 && out[0] > 0 ? 1.0f / static_cast<float>(out[0]) : 1.0f;
-        const int p =
-            emit_penalty(g, *layer.activity_regularizer, ids[k], scale, Shape{}, layer.name + "/activity_regularizer");
+        const int p = emit_penalty(g, *layer.activity_regularizer, ids[k], scale, layer.name + "/activity_regularizer");
         if (p >= 0) penalties.push_back(p);
       }
     // A layer without Keras' supports_masking drops its inputs' masks, as Keras does (with a warning there).
@@ -472,7 +471,7 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
       if (!l->trainable) continue;  // Keras sums the regularizers of trainable_weights only
       for (const Weight& w : l->weights())
         if (const Regularizer* r = w.trainable ? l->regularizer_of(w) : nullptr) {
-          const int p = emit_penalty(g, *r, ctx.raw_variable(w), 1.0f, Shape{}, w.name + "/regularizer");
+          const int p = emit_penalty(g, *r, ctx.raw_variable(w), 1.0f, w.name + "/regularizer");
           if (p >= 0) penalties.push_back(p);
         }
     }
