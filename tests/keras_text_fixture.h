@@ -7,6 +7,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "trainkit/core/error.h"
@@ -32,5 +33,24 @@ inline std::map<std::string, Tensor> load_keras_text(const std::string& path) {
   }
   return out;
 }
+
+// One fixture file, read once, its records by name (a missing name throws, naming it):
+//   const tk::testing::KerasTextFixture fx(kDir + "constraints_expect.txt");
+//   const Tensor& x = fx.at("dense/x");   float loss = fx.scalar("dense/fit/loss");
+class KerasTextFixture {
+ public:
+  explicit KerasTextFixture(std::string path) : path_(std::move(path)) {}
+  const Tensor& at(const std::string& key) const {
+    if (records_.empty()) records_ = load_keras_text(path_);
+    auto it = records_.find(key);
+    if (it == records_.end()) throw IoError("no record '" + key + "' in fixture " + path_);
+    return it->second;
+  }
+  float scalar(const std::string& key) const { return at(key).data<float>()[0]; }
+
+ private:
+  std::string path_;
+  mutable std::map<std::string, Tensor> records_;
+};
 
 }  // namespace tk::testing

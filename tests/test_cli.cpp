@@ -227,6 +227,12 @@ TEST(CliPlan, AugmentationSpecItems) {
   Result noise = run_cli("plan --model dense:4,gaussian_noise,dense:10");
   EXPECT_NE(noise.code, 0);
   EXPECT_CONTAINS(noise.err, "gaussian_noise needs a stddev");
+  Result resized = run_cli("plan --model resizing:32:32,conv2d:4:3:relu,resizing:16:16:nearest,flatten,dense:10");
+  EXPECT_EQ(resized.code, 0) << describe(resized);
+  EXPECT_CONTAINS(resized.out, "resizing");
+  Result cubic = run_cli("plan --model resizing:32:32:bicubic,dense:10");
+  EXPECT_NE(cubic.code, 0);
+  EXPECT_CONTAINS(cubic.err, "bicubic");
 }
 
 // A model file is planned with its own compiled optimizer and loss (what `trainkit fit --model f.keras` trains with),

@@ -359,8 +359,9 @@ TEST(CompositeLayers, ClearErrors) {
       },
       "'pr': shared_axes entry 3");
   // A Keras option trainkit does not implement is Unsupported, naming the layer and the option.
-  json relu = {{"class_name", "PReLU"},
-               {"config", {{"name", "pr2"}, {"alpha_constraint", {{"class_name", "NonNeg"}, {"config", {}}}}}}};
+  json relu = {
+      {"class_name", "PReLU"},
+      {"config", {{"name", "pr2"}, {"alpha_constraint", {{"class_name", "RadialConstraint"}, {"config", {}}}}}}};
   expect_error_mentions([&] { io::keras::layer_from_json(relu, "f.keras"); },
                         "'pr2' (PReLU): option 'alpha_constraint'");
 }

@@ -131,7 +131,7 @@ TEST_F(KerasBadInput, UnknownLayerClassNamesLayerClassAndWhatIsSupported) {
 
 TEST_F(KerasBadInput, UnknownOrUnsupportedOptionNamesIt) {
   std::string e = error_of<Unsupported>(with_config("reg.keras", [](json& c) {
-    c["config"]["layers"][6]["config"]["kernel_constraint"] = {{"class_name", "MaxNorm"},
+    c["config"]["layers"][6]["config"]["kernel_constraint"] = {{"class_name", "RadialConstraint"},
                                                                {"config", {{"max_value", 2}}}};
   }));
   EXPECT_HAS(e, "layer 'dense_3' (Dense): option 'kernel_constraint'");

@@ -55,6 +55,8 @@ constexpr std::array kUnsupported{
                       "the micro-batch gradient accumulator is optimizer state: float32"},
     UnsupportedKernel{Op::BnUpdateMoving, kAnyDevice, k16Bit,
                       "moving mean and variance are float32 state, updated in place like weights"},
+    UnsupportedKernel{Op::Constrain, kAnyDevice, k16Bit,
+                      "constrains weights in place after their update: weights stay float32"},
 };
 
 // Ops every backend must have in every float dtype: no entry above may name them.
@@ -114,6 +116,14 @@ void default_init(int, float* p, int64_t n, std::mt19937& gen) {
   std::uniform_real_distribution<float> mag(0.1f, 2.0f);
   std::bernoulli_distribution sign(0.5);
   for (int64_t i = 0; i < n; ++i) p[i] = sign(gen) ? mag(gen) : -mag(gen);
+}
+// AffineTransform's transforms (input 1): image 0 rotated by 0.3 rad about its center and shifted, image 1 zoomed by
+// 1.3 (reaching past every edge, so each fill mode is read); the images as default_init.
+void affine_init(int i, float* p, int64_t n, std::mt19937& g) {
+  if (i != 1) return default_init(i, p, n, g);
+  const float c = std::cos(0.3f), s = std::sin(0.3f);
+  const float t[16] = {c, -s, 1.7f, s, c, -0.9f, 0, 0, 1.3f, 0, -0.8f, 0, 1.3f, -0.55f, 0, 0};
+  for (int64_t k = 0; k < n; ++k) p[k] = t[k % 16];
 }
 void probs_init(int, float* p, int64_t n, std::mt19937& gen) {
   std::uniform_real_distribution<float> u(0.1f, 0.9f);
@@ -355,6 +365,31 @@ std::vector<Case> gradient_cases() {
     at.kernel[0] = 2, at.kernel[1] = 3;
     c.push_back({"Upsample2D", Op::Upsample2D, {{2, 2, 3, 2}}, {true}, at});
   }
+  for (bool bilinear : {true, false})  // Keras' image affine transform, every fill mode
+    for (uint8_t mode = 0; mode < 5; ++mode) {
+      Attrs at;
+      at.bilinear = bilinear;
+      at.fill_mode = mode;
+      at.value = 0.5f;
+      const char* names[] = {"constant", "nearest", "wrap", "mirror", "reflect"};
+      c.push_back({std::string("AffineTransform ") + (bilinear ? "bilinear " : "nearest ") + names[mode],
+                   Op::AffineTransform,
+                   {{2, 5, 6, 2}, {2, 8}},
+                   {true, false},
+                   at,
+                   affine_init});
+    }
+  for (bool bilinear : {true, false}) {  // Keras' image resize: up, down, and odd ratios on each axis
+    Attrs at;
+    at.bilinear = bilinear;
+    const std::string kind = bilinear ? "bilinear" : "nearest";
+    at.shape = Shape{2, 5, 7, 2};
+    c.push_back({"Resize " + kind + " up", Op::Resize, {{2, 3, 4, 2}}, {true}, at});
+    at.shape = Shape{1, 4, 2, 3};
+    c.push_back({"Resize " + kind + " down", Op::Resize, {{1, 6, 5, 3}}, {true}, at});
+    at.shape = Shape{1, 7, 3, 1};
+    c.push_back({"Resize " + kind + " mixed", Op::Resize, {{1, 3, 8, 1}}, {true}, at});
+  }
   {
     Attrs at;
     at.epsilon = 1e-3f;
@@ -569,6 +604,24 @@ std::vector<Case> extra_forward_cases() {
     at.kernel[0] = 2, at.kernel[1] = 3;
     at.shape = Shape{2, 2, 3, 2};
     c.push_back({"Upsample2DGrad", Op::Upsample2DGrad, {{2, 4, 9, 2}}, {}, at});
+  }
+  for (bool bilinear : {true, false}) {
+    Attrs at;
+    at.bilinear = bilinear;
+    at.fill_mode = 4;  // reflect, Keras' default
+    c.push_back({std::string("AffineTransformGrad ") + (bilinear ? "bilinear" : "nearest"),
+                 Op::AffineTransformGrad,
+                 {{2, 5, 6, 2}, {2, 8}},
+                 {},
+                 at,
+                 affine_init});
+  }
+  for (bool bilinear : {true, false}) {
+    Attrs at;
+    at.bilinear = bilinear;
+    at.shape = Shape{1, 3, 8, 2};
+    c.push_back(
+        {std::string("ResizeGrad ") + (bilinear ? "bilinear" : "nearest"), Op::ResizeGrad, {{1, 7, 3, 2}}, {}, at});
   }
   {
     Attrs at;

@@ -372,6 +372,23 @@ std::vector<Case> tensor_forward_cases() {
     c.push_back(sv);
   }
   c.push_back({"Assign", Op::Assign, {{3, 4}, {3, 4}}});
+  {  // Keras' weight constraints, in place on a variable (backends/math/constraints.h)
+    Attrs at;
+    c.push_back({"Constrain NonNeg", Op::Constrain, {{3, 4}}, {}, at});
+    at.constraint = 1;  // MaxNorm 1.5 over axis 0
+    at.norm_max = 1.5f;
+    at.axes = 1u;
+    c.push_back({"Constrain MaxNorm axis 0", Op::Constrain, {{5, 4}}, {}, at});
+    at.constraint = 2;  // UnitNorm over a Conv2D kernel's window and input channels
+    at.axes = 7u;
+    c.push_back({"Constrain UnitNorm axes 0,1,2", Op::Constrain, {{2, 2, 3, 4}}, {}, at});
+    at.constraint = 3;  // MinMaxNorm over axis 1
+    at.norm_min = 0.5f;
+    at.norm_max = 1.0f;
+    at.norm_rate = 0.5f;
+    at.axes = 2u;
+    c.push_back({"Constrain MinMaxNorm axis 1", Op::Constrain, {{4, 6}}, {}, at});
+  }
   {  // LayerNorm's fused ops; their statistics come from LayerNormStats of x (rounded to the dtype under test)
     Attrs at;
     at.epsilon = 1e-3f;

@@ -230,7 +230,9 @@ TEST(SequenceLayers, FileOptionsTrainkitLacksAreUnsupportedNamingTheLayer) {
               {"registered_name", nullptr}};
   EXPECT_NO_THROW(io::keras::layer_from_json(emb, "m.keras"));
   emb["config"]["mask_zero"] = false;
-  emb["config"]["embeddings_constraint"] = {{"class_name", "UnitNorm"}};
+  emb["config"]["embeddings_constraint"] = {{"class_name", "UnitNorm"}};  // Keras' own: read (test_constraints.cpp)
+  EXPECT_EQ(io::keras::layer_from_json(emb, "m.keras")->constraints.count("embeddings"), 1u);
+  emb["config"]["embeddings_constraint"] = {{"class_name", "RadialConstraint"}};  // a custom class: refused
   EXPECT_THROW(io::keras::layer_from_json(emb, "m.keras"), Unsupported);
   json in = {{"module", "keras.layers"},
              {"class_name", "InputLayer"},

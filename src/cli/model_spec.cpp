@@ -42,8 +42,8 @@ std::vector<LayerPtr> parse_model_spec(const std::string& spec) {
                              "conv1d:FILTERS:KERNEL[:ACTIVATION[:PADDING]], maxpool1d[:SIZE], avgpool1d[:SIZE], "
                              "globalavgpool1d, globalmaxpool1d, lstm:UNITS[:seq], gru:UNITS[:seq], "
                              "simplernn:UNITS[:seq], bilstm:UNITS[:seq], bigru:UNITS[:seq], gaussian_noise:STDDEV, "
-                             "gaussian_dropout:RATE, random_flip[:MODE], random_contrast:FACTOR or "
-                             "center_crop:HEIGHT:WIDTH, separated by commas)");
+                             "gaussian_dropout:RATE, random_flip[:MODE], random_contrast:FACTOR, "
+                             "center_crop:HEIGHT:WIDTH or resizing:HEIGHT:WIDTH[:nearest], separated by commas)");
     };
     auto positive = [&](size_t k, const char* what) {
       int64_t v = 0;
@@ -168,6 +168,11 @@ std::vector<LayerPtr> parse_model_spec(const std::string& spec) {
       } else if (kind == "center_crop") {
         arguments(2, 2);
         layers.push_back(layers::CenterCrop(positive(1, "a positive height"), positive(2, "a positive width")));
+      } else if (kind == "resizing") {
+        arguments(2, 3);
+        layers::ResizingOptions r;
+        if (f.size() == 4) r.interpolation = f[3];
+        layers.push_back(layers::Resizing(positive(1, "a positive height"), positive(2, "a positive width"), r));
       } else {
         throw fail("unknown layer '" + kind + "'");
       }
@@ -186,7 +191,7 @@ bool model_spec_takes_images(const std::vector<LayerPtr>& layers) {
   const std::string c = layers.front()->class_name();
   return c == "Conv2D" || c == "DepthwiseConv2D" || c == "SeparableConv2D" || c == "MaxPooling2D" ||
          c == "AveragePooling2D" || c == "GlobalAveragePooling2D" || c == "GlobalMaxPooling2D" || c == "RandomFlip" ||
-         c == "RandomContrast" || c == "CenterCrop";
+         c == "RandomContrast" || c == "CenterCrop" || c == "Resizing";
 }
 
 bool model_spec_takes_tokens(const std::vector<LayerPtr>& layers) {

@@ -163,6 +163,18 @@ enum class Op : uint8_t {
   RandomUniform,  // uniform in [0, 1)
   RandomNormal,   // standard normal
   Reverse,        // x with the order along attrs.axis reversed (NumPy's flip); any dtype; its gradient reverses dy
+  // Keras' weight constraints, applied after the optimizer's update (nn/compiler/programs.cpp): in place, (variable
+  // f32) -> no output; attrs.constraint names the rule (backends/math/constraints.h), over the axes in attrs.axes. The
+  // schedule runs it after every other in-place writer of the variable (its update).
+  Constrain,
+  // Keras' image resize (keras.ops.image.resize, antialias=False; backends/math/resize.h) on NHWC float images:
+  Resize,      // x (N, H, W, C) -> attrs.shape (N, H', W', C): attrs.bilinear, else nearest; half-pixel centers
+  ResizeGrad,  // dy (N, H', W', C) -> attrs.shape (x's): every output pixel's gradient back to the pixels it sampled
+  // Keras' image affine transform (keras.ops.image.affine_transform; backends/math/affine.h), behind RandomTranslation,
+  // RandomRotation and RandomZoom: (images (N, H, W, C), transforms (N, 8) in the images' dtype) -> (N, H, W, C);
+  // attrs.bilinear (else nearest), attrs.fill_mode, attrs.value the constant fill. Differentiable in the images.
+  AffineTransform,
+  AffineTransformGrad,  // (dy, transforms) -> d images: each output pixel's gradient back to the pixels it read
   kCount
 };
 inline constexpr int kOpCount = static_cast<int>(Op::kCount);
@@ -224,10 +236,10 @@ struct Attrs {
   float rate = 0.0f;                      // DropoutMask: the fraction of elements dropped
   float scale = 1.0f;                     // Scale: the factor
   float offset = 0.0f;                    // Scale: added after the factor
-  float value = 0.0f;                     // Fill, Pad: the constant
+  float value = 0.0f;                     // Fill, Pad: the constant; AffineTransform(Grad): the fill value
   uint64_t seed = 0;                      // DropoutMask, RandomUniform, RandomNormal
   int64_t begin = 0, size = 0;            // Slice; MultiUpdate: size = the number of variables
-  Shape shape;                            // Reshape target, Fill shape
+  Shape shape;                            // Reshape target, Fill shape; Resize output, ResizeGrad input
   DType dtype = DType::f32;               // Input, Variable, Fill, DropoutMask: the value's; Cast: the target
   void* external = nullptr;               // Variable: the bound storage (in the variable's dtype)
   UpdateConfig* update = nullptr;         // update ops
@@ -257,7 +269,7 @@ struct Attrs {
   float fn_param[2] = {0.0f, 0.0f};    // Unary, UnaryGrad: the function's parameters (tensor_fns.h says which)
   BinaryFn binary = BinaryFn::kCount;  // Binary, Compare: the function
   ReduceFn reduce = ReduceFn::kCount;  // Reduce, ArgReduce: the function
-  uint32_t axes = 0;                   // Reduce: bit i set = axis i is reduced
+  uint32_t axes = 0;                   // Reduce: bit i set = axis i is reduced; Constrain: the norm axes
   bool keepdims = false;               // Reduce, ArgReduce: reduced axes stay as 1s
   int axis = -1;               // Concat, Slice, Gather, GatherGrad, ArgReduce, Reverse; negative counts from the end
   int8_t perm[kMaxRank] = {};  // Transpose
@@ -274,6 +286,12 @@ struct Attrs {
   int64_t batch = 0;         // N: q's rows are N * T, k's and v's N * S
   bool causal = false;       // query step i sees key step j only when j <= i
   float score_scale = 1.0f;  // the scores' factor (1 / sqrt(key_dim) for MultiHeadAttention)
+  // Constrain: Keras' constraint class (0 NonNeg, 1 MaxNorm, 2 UnitNorm, 3 MinMaxNorm: math::ConstraintKind) and its
+  // norm bounds and rate (MaxNorm: norm_max; MinMaxNorm: all three); the norms run over attrs.axes.
+  uint8_t constraint = 0;
+  bool bilinear = false;  // Resize, ResizeGrad, AffineTransform(Grad): bilinear interpolation (else nearest)
+  uint8_t fill_mode = 0;  // AffineTransform(Grad): math::FillMode (constant, nearest, wrap, mirror, reflect)
+  float norm_min = 0.0f, norm_max = 0.0f, norm_rate = 1.0f;
 };
 
 // Sources: values no kernel computes, ready before the program's first kernel (the schedule, buckets and

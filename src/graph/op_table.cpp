@@ -182,6 +182,25 @@ Shape shape_upsample(const Graph& g, int node) {
   return s;
 }
 
+Shape shape_resize(const Graph& g, int node) {  // Resize: (N, H, W, C) -> attrs.shape, the same N and C
+  const Shape x = rank4(g, node, 0, "input");
+  const Shape& out = g[node].attrs.shape;
+  if (out.rank() != 4 || out[1] < 1 || out[2] < 1 || out[0] != x[0] || out[3] != x[3])
+    shape_error(
+        g, node,
+        "the output " + out.to_string() + " must be (N, height >= 1, width >= 1, C) of the input " + x.to_string());
+  return out;
+}
+
+Shape shape_affine(const Graph& g, int node) {  // (images (N, H, W, C), transforms (N, 8)) -> like the images
+  const Shape x = rank4(g, node, 0, "images");
+  const Shape& t = in_shape(g, node, 1);
+  if (t.rank() != 2 || t[1] != 8 || t[0] != x[0])
+    shape_error(g, node, "the transforms " + t.to_string() + " must be (N, 8) for the images " + x.to_string());
+  if (g[node].attrs.fill_mode > 4) shape_error(g, node, "unknown fill mode " + std::to_string(g[node].attrs.fill_mode));
+  return x;
+}
+
 Shape shape_bn_stats(const Graph& g, int node) {
   const Shape& x = in_shape(g, node, 0);
   if (x.rank() < 2) shape_error(g, node, "needs a batch and a channel axis");
@@ -481,6 +500,11 @@ void grad_to_input_shape(GradBuilder& b, int node, int dy, const bool* need, int
   if (need[0]) dx[0] = b.add(GradOp, {dy}, at);
 }
 
+void grad_affine(GradBuilder& b, int node, int dy, const bool* need, int* dx) {  // the transforms: no gradient
+  Node n = b.node(node);
+  if (need[0]) dx[0] = b.add(Op::AffineTransformGrad, {dy, n.inputs[1]}, n.attrs);
+}
+
 template <Op Inverse>
 void grad_pad_crop(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
   if (need[0]) dx[0] = b.add(Inverse, {dy}, b.node(node).attrs);
@@ -609,6 +633,11 @@ constexpr std::array<OpInfo, kOpCount> kTable{{
     {Op::RandomUniform, "RandomUniform", 0, true, shape_source, dtype_random, nullptr},
     {Op::RandomNormal, "RandomNormal", 0, true, shape_source, dtype_random, nullptr},
     {Op::Reverse, "Reverse", 1, true, shape_reverse, dtype_same_any, grad_reverse},
+    {Op::Constrain, "Constrain", 1, false, shape_constrain, dtype_constrain, nullptr},
+    {Op::Resize, "Resize", 1, true, shape_resize, dtype_same_float, grad_to_input_shape<Op::ResizeGrad>},
+    {Op::ResizeGrad, "ResizeGrad", 1, true, shape_attr, dtype_same_float, nullptr},
+    {Op::AffineTransform, "AffineTransform", 2, true, shape_affine, dtype_same_float, grad_affine},
+    {Op::AffineTransformGrad, "AffineTransformGrad", 2, true, shape_affine, dtype_same_float, nullptr},
 }};
 
 constexpr bool table_in_enum_order() {

@@ -56,8 +56,20 @@ std::vector<int> schedule(const Graph& g, const std::vector<int>& roots) {
       k = key[static_cast<size_t>(g[id].inputs[0])] + 0.0625;
     }
     key[static_cast<size_t>(id)] = k;
-    keyed.emplace_back(k, id);
   }
+  // - Constrain ops, which go right after every other in-place writer of their variable (its update, or the
+  //   MultiUpdate a fusion pass grouped it into, whatever their ids). Nothing reads a Constrain: moving it moves
+  //   no other key.
+  for (int id = 0; id < g.size(); ++id) {
+    if (!needed[static_cast<size_t>(id)] || g[id].op != Op::Constrain) continue;
+    const int var = g[id].inputs[0];
+    for (int w = 0; w < g.size(); ++w)
+      if (w != id && needed[static_cast<size_t>(w)] && !op_info(g[w].op).has_output &&
+          std::find(g[w].inputs.begin(), g[w].inputs.end(), var) != g[w].inputs.end())
+        key[static_cast<size_t>(id)] = std::max(key[static_cast<size_t>(id)], key[static_cast<size_t>(w)] + 0.125);
+  }
+  for (int id = 0; id < g.size(); ++id)
+    if (needed[static_cast<size_t>(id)]) keyed.emplace_back(key[static_cast<size_t>(id)], id);
   std::stable_sort(keyed.begin(), keyed.end());
   std::vector<int> order;
   order.reserve(keyed.size());

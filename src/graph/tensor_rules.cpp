@@ -257,6 +257,16 @@ Shape shape_reverse(const Graph& g, int node) {
   return s;
 }
 
+Shape shape_constrain(const Graph& g, int node) {
+  if (g[g[node].inputs[0]].op != Op::Variable) shape_error(g, node, "the constrained value must be a Variable");
+  const Attrs& at = g[node].attrs;
+  if (at.constraint > 3) shape_error(g, node, "unknown constraint " + std::to_string(at.constraint));
+  const int rank = in_shape(g, node, 0).rank();
+  if (rank < 32 && (at.axes >> rank) != 0)
+    shape_error(g, node, "a norm axis is beyond the variable's rank " + std::to_string(rank));
+  return Shape{};
+}
+
 // ---------------------------------------------------------------- dtypes
 namespace {
 // Numbers the general ops compute on: the floating dtypes and int32/int64 (uint8 and bool only move: Cast first).
@@ -328,6 +338,11 @@ DType dtype_step_value(const Graph& g, int node) {
 DType dtype_assign(const Graph& g, int node) {
   if (in_dtype(g, node, 0) != in_dtype(g, node, 1)) dtype_error(g, node, "the value must have the variable's dtype");
   return in_dtype(g, node, 0);
+}
+
+DType dtype_constrain(const Graph& g, int node) {
+  if (!is_floating(in_dtype(g, node, 0))) dtype_error(g, node, "constrains floating-point variables");
+  return in_dtype(g, node, 0);  // kernels: float32 (weights stay float32)
 }
 
 DType dtype_random(const Graph& g, int node) {

@@ -21,6 +21,7 @@ Shape shape_assign(const Graph& g, int node);
 Shape shape_layer_norm(const Graph& g, int node);  // the four LayerNorm* ops
 Shape shape_slice(const Graph& g, int node);
 Shape shape_reverse(const Graph& g, int node);
+Shape shape_constrain(const Graph& g, int node);  // (Variable f32) -> no output
 
 DType dtype_arithmetic(const Graph& g, int node);  // Binary
 DType dtype_compare(const Graph& g, int node);
@@ -33,6 +34,7 @@ DType dtype_one_hot(const Graph& g, int node);
 DType dtype_step_value(const Graph& g, int node);
 DType dtype_assign(const Graph& g, int node);
 DType dtype_random(const Graph& g, int node);  // RandomUniform, RandomNormal: float32
+DType dtype_constrain(const Graph& g, int node);
 
 void grad_unary(GradBuilder& b, int node, int dy, const bool* need, int* dx);
 void grad_binary(GradBuilder& b, int node, int dy, const bool* need, int* dx);

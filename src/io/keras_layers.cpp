@@ -29,7 +29,7 @@ const char* const kSupported =
     "ReLU, LeakyReLU, PReLU, ELU, Softmax, Subtract, Multiply, Average, Maximum, Minimum, Permute, RepeatVector, "
     "Identity, Cropping2D, Normalization, DepthwiseConv2D, SeparableConv2D, Conv2DTranspose, MultiHeadAttention, "
     "Attention, AdditiveAttention, ActivityRegularization, GaussianNoise, GaussianDropout, RandomFlip, RandomContrast, "
-    "Dot, CenterCrop";
+    "Dot, CenterCrop, Resizing, RandomTranslation, RandomRotation, RandomZoom";
 
 // Keras' regularizer object {"class_name": "L2", "config": {"l2": 0.01}, ...} (or its name, "l2") -> Regularizer.
 Regularizer regularizer_from_json(const json& v, Opts& o, const std::string& key) {
@@ -301,8 +301,7 @@ LayerPtr make_layer(const std::string& cls, Opts& o, const std::string& name, co
   if (cls == "UpSampling2D") {
     const Size2 size = o.pair("size", Size2(2));
     o.channels_last();
-    if (o.str("interpolation", "nearest") != "nearest") o.unsupported("interpolation", "only 'nearest'");
-    return UpSampling2D(size, name);
+    return UpSampling2D(size, name, o.str("interpolation", "nearest"));
   }
   // ---- sequence layers (issue 32): Embedding and the 1D layers, (batch, steps, channels)
   if (cls == "Embedding") {
@@ -310,7 +309,6 @@ LayerPtr make_layer(const std::string& cls, Opts& o, const std::string& name, co
     const int64_t output_dim = o.integer("output_dim");
     EmbeddingOptions e;
     e.embeddings_initializer = o.initializer("embeddings_initializer", "uniform");
-    o.must_be_default("embeddings_constraint");
     e.mask_zero = o.boolean("mask_zero", false);
     e.name = name;
     return Embedding(input_dim, output_dim, e);
@@ -381,7 +379,6 @@ LayerPtr make_layer(const std::string& cls, Opts& o, const std::string& name, co
   if (cls == "PReLU") {
     PReLUOptions p;
     p.alpha_initializer = o.initializer("alpha_initializer", "zeros");
-    o.must_be_default("alpha_constraint");
     if (const json* a = o.get("shared_axes"))
       p.shared_axes = a->is_number_integer() ? std::vector<int64_t>{a->get<int64_t>()} : o.ints("shared_axes");
     p.name = name;
@@ -412,6 +409,45 @@ LayerPtr make_layer(const std::string& cls, Opts& o, const std::string& name, co
   if (cls == "RandomFlip") {
     o.channels_last();
     return RandomFlip(o.str("mode", "horizontal_and_vertical"), static_cast<uint64_t>(o.integer("seed", 0)), name);
+  }
+  if (cls == "RandomTranslation" || cls == "RandomRotation" || cls == "RandomZoom") {
+    o.channels_last();
+    RandomAffineOptions ra;
+    ra.fill_mode = o.str("fill_mode", "reflect");
+    ra.interpolation = o.str("interpolation", "bilinear");
+    ra.fill_value = static_cast<float>(o.number("fill_value", 0.0));
+    ra.seed = static_cast<uint64_t>(o.integer("seed", 0));
+    ra.name = name;
+    if (cls == "RandomRotation") o.must_be_default("value_range", json::array({0, 255}));  // bounding boxes only
+    auto factor = [&](const std::string& key, bool required) -> std::optional<FactorRange> {
+      const json* f = o.get(key);
+      if (!f) {
+        if (required) o.bad(key, "is missing");
+        return std::nullopt;
+      }
+      if (f->is_number()) return FactorRange(f->get<float>());
+      if (!f->is_array() || f->size() != 2 || !(*f)[0].is_number() || !(*f)[1].is_number())
+        o.bad(key, "must be a number or a (lower, upper) pair, got " + f->dump());
+      return FactorRange((*f)[0].get<float>(), (*f)[1].get<float>());
+    };
+    if (cls == "RandomRotation") return RandomRotation(*factor("factor", true), ra);
+    if (cls == "RandomTranslation")
+      return RandomTranslation(*factor("height_factor", true), *factor("width_factor", true), ra);
+    const std::optional<FactorRange> h = factor("height_factor", true);
+    return RandomZoom(*h, factor("width_factor", false), ra);
+  }
+  if (cls == "Resizing") {
+    const int64_t height = o.integer("height"), width = o.integer("width");
+    ResizingOptions r;
+    r.interpolation = o.str("interpolation", "bilinear");
+    r.crop_to_aspect_ratio = o.boolean("crop_to_aspect_ratio", false);
+    r.pad_to_aspect_ratio = o.boolean("pad_to_aspect_ratio", false);
+    if (o.str("fill_mode", "constant") != "constant") o.unsupported("fill_mode", "Keras' resize pads with constants");
+    r.fill_value = static_cast<float>(o.number("fill_value", 0.0));
+    if (o.boolean("antialias", false)) o.unsupported("antialias", "trainkit resizes without antialiasing");
+    o.channels_last();
+    r.name = name;
+    return Resizing(height, width, r);
   }
   if (cls == "Dot") {
     const json* axes = o.get("axes");
@@ -491,7 +527,6 @@ LayerPtr make_layer(const std::string& cls, Opts& o, const std::string& name, co
     d.use_bias = o.boolean("use_bias", true);
     d.depthwise_initializer = o.initializer("depthwise_initializer", "glorot_uniform");
     d.bias_initializer = o.initializer("bias_initializer", "zeros");
-    o.must_be_default("depthwise_constraint");
     d.name = name;
     return DepthwiseConv2D(k, act, d);
   }
@@ -509,7 +544,6 @@ LayerPtr make_layer(const std::string& cls, Opts& o, const std::string& name, co
     sc.depthwise_initializer = o.initializer("depthwise_initializer", "glorot_uniform");
     sc.pointwise_initializer = o.initializer("pointwise_initializer", "glorot_uniform");
     sc.bias_initializer = o.initializer("bias_initializer", "zeros");
-    for (const char* key : {"depthwise_constraint", "pointwise_constraint"}) o.must_be_default(key);
     sc.name = name;
     return SeparableConv2D(filters, k, act, sc);
   }
@@ -621,6 +655,7 @@ json layer_to_json(const Layer& layer, const std::string& policy) {
     config[key] = value;
   }
   for (const auto& [key, r] : layer.regularizers) config[key + "_regularizer"] = regularizer_json(r);
+  write_constraints(config, layer);
   if (layer.activity_regularizer && cls != "ActivityRegularization")  // whose config holds l1 and l2 instead
     config["activity_regularizer"] = regularizer_json(*layer.activity_regularizer);
   return {{"module", "keras.layers"}, {"class_name", cls}, {"config", config}, {"registered_name", nullptr}};
@@ -653,6 +688,7 @@ LayerPtr layer_from_json(const json& obj, const std::string& label) {
     throw FormatError(o.where() + ": " + e.what());
   }
   read_regularizers(o, config, cls, *layer);
+  read_constraints(o, config, *layer);
   o.finish();
   if (config.contains("trainable")) {
     if (!config["trainable"].is_boolean()) o.bad("trainable", "must be true or false");

@@ -30,7 +30,6 @@ nn::RecurrentSpec read_spec(nn::RecurrentSpec::Kind kind, Opts& o, const std::st
   s.bias_initializer = o.initializer("bias_initializer", "zeros");
   if (kind == nn::RecurrentSpec::Kind::lstm) s.unit_forget_bias = o.boolean("unit_forget_bias", true);
   if (kind == nn::RecurrentSpec::Kind::gru) s.reset_after = o.boolean("reset_after", true);
-  o.must_be_default("recurrent_constraint");
   s.dropout = static_cast<float>(o.number("dropout", 0.0));
   s.recurrent_dropout = static_cast<float>(o.number("recurrent_dropout", 0.0));
   s.seed = static_cast<uint64_t>(o.integer("seed", 0));
@@ -40,12 +39,17 @@ nn::RecurrentSpec read_spec(nn::RecurrentSpec::Kind kind, Opts& o, const std::st
   return s;
 }
 
-// A wrapped layer's regularizers would be the wrapper's to apply; trainkit does not (yet): one clear error.
+// A wrapped layer's regularizers and constraints would be the wrapper's to apply; trainkit does not (yet): one clear
+// error.
 void refuse_inner_regularizers(Opts& o, const Layer& inner) {
   if (!inner.regularizers.empty() || inner.activity_regularizer)
     throw Unsupported(o.where() + ": the wrapped layer '" + inner.name +
                       "' has a regularizer, which trainkit does not apply inside a wrapper (regularize a layer "
                       "outside it, or remove the regularizer)");
+  if (!inner.constraints.empty())
+    throw Unsupported(o.where() + ": the wrapped layer '" + inner.name +
+                      "' has a weight constraint, which trainkit does not apply inside a wrapper (constrain a layer "
+                      "outside it, or remove the constraint)");
 }
 
 }  // namespace

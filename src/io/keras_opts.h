@@ -236,5 +236,9 @@ json initializer_object(const std::string& name);
 // The attention layers' readers (keras_layers_attention.cpp): the layer for `cls`, or null when `cls` is not one of
 // theirs.
 LayerPtr attention_layer_from_json(const std::string& cls, Opts& o, const std::string& name);
+// Weight constraints (keras_constraints.cpp): every non-null <key>_constraint of a layer's config onto
+// Layer::constraints, and back as Keras' objects.
+void read_constraints(Opts& o, const json& config, Layer& layer);
+void write_constraints(json& config, const Layer& layer);
 
 }  // namespace tk::io::keras

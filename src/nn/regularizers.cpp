@@ -7,6 +7,7 @@
 
 #include "graph/tensor_ops.h"
 #include "nn/compiler/regularization.h"
+#include "nn/weight_options.h"
 #include "trainkit/core/error.h"
 #include "trainkit/nn/layer.h"
 
@@ -20,10 +21,6 @@ float checked(float v, const char* what, const char* cls) {
   return v;
 }
 
-// The keys of Keras' <key>_regularizer options across its layers.
-constexpr const char* kKeys[] = {"kernel",     "bias",  "recurrent", "depthwise", "pointwise",
-                                 "embeddings", "gamma", "beta",      "alpha"};
-
 }  // namespace
 
 Regularizer regularizers::L1(float l1) { return {Regularizer::Kind::l1, checked(l1, "l1", "L1"), 0.0f}; }
@@ -32,31 +29,12 @@ Regularizer regularizers::L1L2(float l1, float l2) {
   return {Regularizer::Kind::l1_l2, checked(l1, "l1", "L1L2"), checked(l2, "l2", "L1L2")};
 }
 
-// A weight is named "<layer>/<what>" ("lstm/recurrent_kernel", "mha/query/kernel"): the key "kernel" names every
-// "kernel" (MultiHeadAttention's four, as Keras hands kernel_regularizer to each of its dense sub-layers),
-// "recurrent" / "depthwise" / "pointwise" their "<key>_kernel", and DepthwiseConv2D's depthwise_regularizer its
-// "kernel" (Keras 3 names that weight kernel).
-const Regularizer* Layer::regularizer_of(const Weight& w) const {
-  if (regularizers.empty()) return nullptr;
-  const std::string what = w.name.substr(w.name.rfind('/') + 1);
-  for (const auto& [key, r] : regularizers)
-    if (what == key || what == key + "_kernel" ||
-        (key == "depthwise" && what == "kernel" && class_name() == "DepthwiseConv2D"))
-      return &r;
-  return nullptr;
-}
+const Regularizer* Layer::regularizer_of(const Weight& w) const { return nn::option_of(*this, regularizers, w); }
 
 namespace nn {
 
 void check_regularizer_keys(const Layer& layer) {
-  for (const auto& [key, r] : layer.regularizers) {
-    bool known = false;
-    for (const char* k : kKeys) known = known || key == k;
-    if (!known)
-      throw InvalidArgument("layer '" + layer.name + "' (" + layer.class_name() + "): regularizers[\"" + key +
-                            "\"] names no Keras option (kernel, bias, recurrent, depthwise, pointwise, embeddings, "
-                            "gamma, beta, alpha: the prefix of Keras' <key>_regularizer)");
-  }
+  check_option_keys(layer, layer.regularizers, "regularizers", "regularizer");
 }
 
 int emit_penalty(graph::Graph& g, const Regularizer& r, int x, float scale, const std::string& name) {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "trainkit/core/tensor.h"
+#include "trainkit/nn/constraints.h"
 #include "trainkit/nn/regularizers.h"
 
 namespace tk {
@@ -134,6 +135,11 @@ class Layer : public std::enable_shared_from_this<Layer> {
   std::optional<Regularizer> activity_regularizer;
   // The regularizer of this layer's weight `w` (by the keys above), or null.
   const Regularizer* regularizer_of(const Weight& w) const;
+  // Keras' <key>_constraint options (trainkit/nn/constraints.h), by the same keys as the regularizers: applied to the
+  // weight after each optimizer step.
+  std::map<std::string, Constraint> constraints;
+  // The constraint of this layer's weight `w`, or null.
+  const Constraint* constraint_of(const Weight& w) const;
 
   // Keras' dtype policy (trainkit/nn/mixed_precision.h): "float32", "mixed_float16" or "mixed_bfloat16". Taken
   // from the global policy when the layer is made; a model's set_dtype_policy changes it for layers that have

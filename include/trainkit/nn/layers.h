@@ -4,7 +4,9 @@
 //   auto model = tk::Sequential({Input({28, 28}), Flatten(), Dense(128, "relu"), Dropout(0.2), Dense(10)});
 //   Dense(64, "relu", {.use_bias = false, .kernel_initializer = "he_normal", .name = "hidden"});
 #pragma once
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <optional>
 
 #include "trainkit/nn/layer.h"
@@ -166,7 +168,9 @@ LayerPtr LayerNormalization(LayerNormalizationOptions options = {});
 LayerPtr SpatialDropout2D(float rate, uint64_t seed = 0, std::string name = {});
 LayerPtr ZeroPadding2D(Size2 padding = 1, std::string name = {});  // symmetric
 LayerPtr ZeroPadding2D(int64_t top, int64_t bottom, int64_t left, int64_t right, std::string name = {});
-LayerPtr UpSampling2D(Size2 size = 2, std::string name = {});  // nearest
+// Keras' UpSampling2D: rows and columns repeated (interpolation "nearest") or a bilinear resize to size times the
+// input ("bilinear": keras.ops.image.resize, half-pixel centers).
+LayerPtr UpSampling2D(Size2 size = 2, std::string name = {}, std::string interpolation = "nearest");
 
 // ---------------------------------------------------------------- sequences, channels_last (N, steps, channels)
 struct EmbeddingOptions {
@@ -363,8 +367,43 @@ LayerPtr RandomFlip(std::string mode = "horizontal_and_vertical", uint64_t seed 
 // L2-normalized along its axis first (Keras' ops.normalize).
 LayerPtr Dot(std::vector<int64_t> axes, bool normalize = false, std::string name = {});
 // Keras' CenterCrop on (N, H, W, C): the central height x width window (start (H - height) / 2, rounded down), in
-// training and inference alike. A crop larger than the input is an InvalidArgument (Keras resizes instead).
+// training and inference alike. An input smaller than the crop on either axis is resized instead, as Keras'
+// smart_resize: its largest central window of the crop's aspect ratio, bilinearly resized to height x width.
 LayerPtr CenterCrop(int64_t height, int64_t width, std::string name = {});
+// Keras' Resizing on (N, H, W, C): every image to height x width (keras.ops.image.resize with half-pixel centers,
+// antialias=False), optionally after a central crop (crop_to_aspect_ratio) or fill_value bands (pad_to_aspect_ratio)
+// to the target's aspect ratio. Differentiable; in training and inference alike.
+struct ResizingOptions {
+  std::string interpolation = "bilinear";  // or "nearest"
+  bool crop_to_aspect_ratio = false;
+  bool pad_to_aspect_ratio = false;
+  float fill_value = 0.0f;  // pad_to_aspect_ratio's bands
+  std::string name = {};
+};
+LayerPtr Resizing(int64_t height, int64_t width, const ResizingOptions& options = {});
+// Keras' random affine augmentations on (N, H, W, C), training only (identity in evaluate/predict): each image gets
+// its own transform, sampled with fill_mode outside the image. A factor is a number f, meaning (-|f|, f), or a
+// (lower, upper) range within [-1, 1]:
+//   RandomTranslation(0.1, 0.2)   shifts by up to 10% of the height and 20% of the width
+//   RandomRotation(0.05)          rotates by up to 0.05 * 360 degrees about the center
+//   RandomZoom(0.2)               scales by 1 + u, u in [-0.2, 0.2] (zooms out above 1), both axes alike unless
+//                                 width_factor is given
+struct FactorRange {
+  float lower, upper;
+  FactorRange(float f) : lower(-std::abs(f)), upper(std::abs(f)) {}  // NOLINT: Keras' single number
+  FactorRange(float low, float high) : lower(std::min(low, high)), upper(std::max(low, high)) {}
+};
+struct RandomAffineOptions {
+  std::string fill_mode = "reflect";       // "constant", "nearest", "wrap", "mirror", "reflect" (Keras')
+  std::string interpolation = "bilinear";  // or "nearest"
+  float fill_value = 0.0f;                 // fill_mode "constant"'s value
+  uint64_t seed = 0;                       // 0: from the global seed
+  std::string name = {};
+};
+LayerPtr RandomTranslation(FactorRange height_factor, FactorRange width_factor, RandomAffineOptions options = {});
+LayerPtr RandomRotation(FactorRange factor, RandomAffineOptions options = {});
+LayerPtr RandomZoom(FactorRange height_factor, std::optional<FactorRange> width_factor = std::nullopt,
+                    RandomAffineOptions options = {});
 struct RandomContrastOptions {
   std::array<float, 2> value_range = {0.0f, 255.0f};  // the output is clipped to it
   uint64_t seed = 0;                                  // 0: from the global seed

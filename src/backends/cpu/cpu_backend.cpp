@@ -19,6 +19,7 @@ void register_kernels() {
   register_optimizer_kernels();
   register_conv_kernels();
   register_pooling_kernels();
+  register_image_transform_kernels();
   register_batchnorm_kernels();
   register_collective_kernels();
   register_unary_kernels();

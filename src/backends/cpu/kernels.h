@@ -16,9 +16,10 @@ void register_activation_kernels();   // activations.cpp
 void register_loss_kernels();         // losses.cpp: losses, their gradients, accuracy metrics
 void register_optimizer_kernels();    // optimizers.cpp: SGD, Adam(W), RMSprop updates, AccumulateGrad
 void register_conv_kernels();  // conv.cpp: Conv2D, FusedConv2D and the gradients (im2col + OpenBLAS) and their scratch
-void register_pooling_kernels();     // pooling.cpp: max/avg pooling, Pad2D, Crop2D, Upsample2D
-void register_batchnorm_kernels();   // batchnorm.cpp
-void register_collective_kernels();  // collectives.cpp: AllReduce (data parallel)
+void register_pooling_kernels();          // pooling.cpp: max/avg pooling, Pad2D, Crop2D, Upsample2D, Resize
+void register_image_transform_kernels();  // image_transform.cpp: AffineTransform (Keras' random image transforms)
+void register_batchnorm_kernels();        // batchnorm.cpp
+void register_collective_kernels();       // collectives.cpp: AllReduce (data parallel)
 // The general tensor ops (graph/op.h from Unary on; their math in backends/math/):
 void register_unary_kernels();         // unary.cpp: Unary, UnaryGrad
 void register_broadcast_kernels();     // broadcast.cpp: Binary, Compare, Where, BroadcastTo

@@ -1,4 +1,4 @@
-// Max and average pooling (NHWC), and the spatial reshaping ops Pad2D, Crop2D, Upsample2D.
+// Max and average pooling (NHWC), and the spatial reshaping ops Pad2D, Crop2D, Upsample2D, Resize.
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -7,6 +7,7 @@
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
 #include "backends/math/activations.h"
+#include "backends/math/resize.h"
 #include "graph/kernel.h"
 #include "graph/window.h"
 
@@ -269,6 +270,33 @@ void upsample_grad(const KernelArgs& a) {
       }
 }
 
+// Resize and its gradient (backends/math/resize.h): one output (input) pixel's channels per step, pixels in parallel.
+math::ResizeLayout resize_layout(const Shape& x, const Shape& y, bool bilinear) {
+  return {x[0], x[1], x[2], y[1], y[2], x[3], bilinear};
+}
+void resize(const KernelArgs& a) {
+  const math::ResizeLayout l = resize_layout(a.in_shape(0), a.node.shape, a.node.attrs.bilinear);
+  const float* x = a.input<float>(0);
+  float* y = a.output<float>();
+  parallel_for(l.n * l.out_h * l.out_w, [&](int64_t b, int64_t e) {
+    for (int64_t p = b; p < e; ++p) {
+      const int64_t ow = p % l.out_w, oh = p / l.out_w % l.out_h, n = p / (l.out_w * l.out_h);
+      for (int64_t c = 0; c < l.c; ++c) y[p * l.c + c] = math::resize_at(x, l, n, oh, ow, c);
+    }
+  });
+}
+void resize_grad(const KernelArgs& a) {
+  const math::ResizeLayout l = resize_layout(a.node.shape, a.in_shape(0), a.node.attrs.bilinear);
+  const float* dy = a.input<float>(0);
+  float* dx = a.output<float>();
+  parallel_for(l.n * l.in_h * l.in_w, [&](int64_t b, int64_t e) {
+    for (int64_t p = b; p < e; ++p) {
+      const int64_t iw = p % l.in_w, ih = p / l.in_w % l.in_h, n = p / (l.in_w * l.in_h);
+      for (int64_t c = 0; c < l.c; ++c) dx[p * l.c + c] = math::resize_grad_at(dy, l, n, ih, iw, c);
+    }
+  });
+}
+
 }  // namespace
 
 void register_pooling_kernels() {
@@ -284,6 +312,8 @@ void register_pooling_kernels() {
   register_kernel(cpu, Op::Crop2D, f32, crop2d);
   register_kernel(cpu, Op::Upsample2D, f32, upsample);
   register_kernel(cpu, Op::Upsample2DGrad, f32, upsample_grad);
+  register_kernel(cpu, Op::Resize, f32, resize);
+  register_kernel(cpu, Op::ResizeGrad, f32, resize_grad);
 }
 
 }  // namespace tk::cpu

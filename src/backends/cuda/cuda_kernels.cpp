@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/constraint_layout.h"
 #include "backends/cuda/check.h"
 #include "backends/cuda/cudnn_conv.h"
 #include "backends/cuda/device_info.h"
@@ -127,6 +128,11 @@ void update(const KernelArgs& a) {
       check(cudaMemsetAsync(a.inout<float>(k), 0, sizeof(float) * static_cast<size_t>(a.in_shape(k).numel()),
                             static_cast<cudaStream_t>(a.ctx.stream)),
             "cudaMemsetAsync", "zeroing the gradient accumulators of '" + a.node.name + "'");
+}
+
+// (variable) -> the variable constrained in place, after its update (the schedule orders it so).
+void constrain(const KernelArgs& a) {
+  launch_constrain(a.inout<float>(0), backends::constraint_layout(a.in_shape(0), a.node.attrs), sms(a), a.ctx.stream);
 }
 
 // (grad) -> sum over replicas of grad * grad_scale, through the replicas' NCCL group when there is one
@@ -402,6 +408,28 @@ void upsample_grad(const KernelArgs& a) {
   launch_upsample_grad(a.input<float>(0), image_of(a.in_shape(0)), a.output<float>(), image_of(a.node.shape),
                        a.node.attrs.kernel[0], a.node.attrs.kernel[1], sms(a), a.ctx.stream);
 }
+math::ResizeLayout resize_layout(const Shape& x, const Shape& y, bool bilinear) {
+  return {x[0], x[1], x[2], y[1], y[2], x[3], bilinear};
+}
+math::AffineLayout affine_layout(const Shape& x, const graph::Attrs& at) {
+  return {x[0], x[1], x[2], x[3], at.bilinear, static_cast<math::FillMode>(at.fill_mode), at.value};
+}
+void affine(const KernelArgs& a) {
+  launch_affine(a.input<float>(0), a.input<float>(1), a.output<float>(), affine_layout(a.in_shape(0), a.node.attrs),
+                sms(a), a.ctx.stream);
+}
+void affine_grad(const KernelArgs& a) {
+  launch_affine_grad(a.input<float>(0), a.input<float>(1), a.output<float>(),
+                     affine_layout(a.in_shape(0), a.node.attrs), sms(a), a.ctx.stream);
+}
+void resize(const KernelArgs& a) {
+  launch_resize(a.input<float>(0), a.output<float>(), resize_layout(a.in_shape(0), a.node.shape, a.node.attrs.bilinear),
+                sms(a), a.ctx.stream);
+}
+void resize_grad(const KernelArgs& a) {
+  launch_resize_grad(a.input<float>(0), a.output<float>(),
+                     resize_layout(a.node.shape, a.in_shape(0), a.node.attrs.bilinear), sms(a), a.ctx.stream);
+}
 
 // BatchNormalization (batchnorm.cu): x (or dy, input 0 either way) viewed as (M, C), channels last; stats(2, C) =
 // [mean; biased variance]; epsilon and momentum from the node's attrs, as on the CPU.
@@ -561,6 +589,10 @@ void register_kernels() {
   register_kernel(cuda, Op::Crop2D, f32, pad_or_crop<false>);
   register_kernel(cuda, Op::Upsample2D, f32, upsample);
   register_kernel(cuda, Op::Upsample2DGrad, f32, upsample_grad);
+  register_kernel(cuda, Op::Resize, f32, resize);
+  register_kernel(cuda, Op::ResizeGrad, f32, resize_grad);
+  register_kernel(cuda, Op::AffineTransform, f32, affine);
+  register_kernel(cuda, Op::AffineTransformGrad, f32, affine_grad);
   for (int f = 0; f < kDTypeCount; ++f)
     for (int t = 0; t < kDTypeCount; ++t)
       register_kernel(cuda, Op::Cast, graph::KernelSignature({static_cast<DType>(f)}, static_cast<DType>(t)), cast);
@@ -585,6 +617,7 @@ void register_kernels() {
   register_kernel(cuda, Op::BnInferenceGrad, f32, bn_inference_grad);
   register_kernel(cuda, Op::BnInferenceGammaGrad, f32, bn_inference_gamma_grad);
   register_kernel(cuda, Op::BnUpdateMoving, f32, bn_update_moving);  // float32 state only: no 16-bit kernel
+  register_kernel(cuda, Op::Constrain, f32, constrain);              // weights stay float32
   for (Op op : {Op::BnStats, Op::BnInputGrad, Op::BnGammaGrad, Op::BnInferenceGammaGrad})
     graph::register_workspace(cuda, op, bn_workspace);
   register_gemm_kernels();

@@ -6,6 +6,10 @@
 #pragma once
 #include <cstdint>
 
+#include "backends/math/affine.h"
+#include "backends/math/constraints.h"
+#include "backends/math/resize.h"
+
 namespace tk::cuda {
 
 using Stream = void*;  // cudaStream_t
@@ -142,6 +146,13 @@ void launch_reverse(const void* x, void* y, int elem_bytes, int64_t outer, int64
 void launch_shifted(const float* src, Image s, float* dst, Image d, int64_t dh, int64_t dw, int sm_count,
                     Stream stream);
 // Nearest-neighbour upsampling by (fh, fw) and its gradient
+// Keras' image affine transform and its gradient (backends/math/affine.h), NHWC float32, t (N, 8)
+void launch_affine(const float* x, const float* t, float* y, const math::AffineLayout& l, int sm_count, Stream stream);
+void launch_affine_grad(const float* dy, const float* t, float* dx, const math::AffineLayout& l, int sm_count,
+                        Stream stream);
+// Keras' image resize and its gradient (backends/math/resize.h), NHWC float32
+void launch_resize(const float* x, float* y, const math::ResizeLayout& l, int sm_count, Stream stream);
+void launch_resize_grad(const float* dy, float* dx, const math::ResizeLayout& l, int sm_count, Stream stream);
 void launch_upsample(const float* x, Image xs, float* y, Image ys, int64_t fh, int64_t fw, int sm_count, Stream stream);
 void launch_upsample_grad(const float* dy, Image ys, float* dx, Image xs, int64_t fh, int64_t fw, int sm_count,
                           Stream stream);
@@ -207,6 +218,8 @@ struct UpdateArgs {
   bool nesterov = false, centered = false;
 };
 void launch_update(Rule rule, const UpdateArgs& args, int sm_count, Stream stream);
+// A Keras weight constraint on a float32 variable, in place (backends/math/constraints.h): one thread per slice.
+void launch_constrain(float* w, const math::ConstraintLayout& layout, int sm_count, Stream stream);
 
 // clipnorm (step_control.cu): *factor = math::clipnorm_factor(sum of g^2, clipnorm, control ? control[1] : 1), the sum
 // over a fixed grid of kStepControlBlocks partials in double (`partials` holds that many), added in order.

@@ -7,6 +7,8 @@
 #include "backends/cuda/check.h"
 #include "backends/cuda/launch_geometry.h"
 #include "backends/cuda/launchers.h"
+#include "backends/math/affine.h"
+#include "backends/math/resize.h"
 
 namespace tk::cuda {
 namespace {
@@ -61,6 +63,42 @@ __global__ void reverse_axis(const T* __restrict__ x, T* __restrict__ y, int64_t
   for (int64_t i = first_index(); i < outer * len * inner; i += grid_stride()) {
     const int64_t k = i % inner, j = (i / inner) % len, r = i / (inner * len);
     y[i] = x[(r * len + len - 1 - j) * inner + k];
+  }
+}
+
+// Resize: one thread per output element; ResizeGrad: one per input element, gathering (backends/math/resize.h).
+// AffineTransform: one thread per output element; its gradient: one thread per (image, channel), scattering in the
+// CPU kernel's order (backends/math/affine.h), so both backends sum alike and nothing races.
+__global__ void affine(const float* __restrict__ x, const float* __restrict__ t, float* __restrict__ y,
+                       math::AffineLayout l) {
+  const int64_t total = l.n * l.h * l.w * l.c;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
+    const int64_t c = i % l.c, ox = i / l.c % l.w, oy = i / (l.c * l.w) % l.h, n = i / (l.c * l.w * l.h);
+    y[i] = math::affine_at(x, t + 8 * n, l, n, oy, ox, c);
+  }
+}
+__global__ void affine_grad(const float* __restrict__ dy, const float* __restrict__ t, float* __restrict__ dx,
+                            math::AffineLayout l) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < l.n * l.c; k += stride)
+    math::affine_scatter_grad(dy, t + 8 * (k / l.c), l, k / l.c, k % l.c, dx);
+}
+
+__global__ void resize(const float* __restrict__ x, float* __restrict__ y, math::ResizeLayout l) {
+  const int64_t total = l.n * l.out_h * l.out_w * l.c;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
+    const int64_t c = i % l.c, ow = i / l.c % l.out_w, oh = i / (l.c * l.out_w) % l.out_h;
+    y[i] = math::resize_at(x, l, i / (l.c * l.out_w * l.out_h), oh, ow, c);
+  }
+}
+__global__ void resize_grad(const float* __restrict__ dy, float* __restrict__ dx, math::ResizeLayout l) {
+  const int64_t total = l.n * l.in_h * l.in_w * l.c;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
+    const int64_t c = i % l.c, iw = i / l.c % l.in_w, ih = i / (l.c * l.in_w) % l.in_h;
+    dx[i] = math::resize_grad_at(dy, l, i / (l.c * l.in_w * l.in_h), ih, iw, c);
   }
 }
 
@@ -124,6 +162,34 @@ void launch_upsample(const float* x, Image xs, float* y, Image ys, int64_t fh, i
   const Geometry g = elementwise_geometry(ys.n * ys.h * ys.w * ys.c, sm_count);
   if (g.blocks) upsample<<<g.blocks, g.threads, 0, static_cast<cudaStream_t>(stream)>>>(x, xs, y, ys, fh, fw);
   check(cudaGetLastError(), "upsample kernel launch", "launch_upsample");
+}
+
+void launch_affine(const float* x, const float* t, float* y, const math::AffineLayout& l, int sm_count, Stream stream) {
+  const Geometry g = elementwise_geometry(l.n * l.h * l.w * l.c, sm_count);
+  if (g.blocks) affine<<<g.blocks, g.threads, 0, static_cast<cudaStream_t>(stream)>>>(x, t, y, l);
+  check(cudaGetLastError(), "affine transform kernel launch", "launch_affine");
+}
+
+void launch_affine_grad(const float* dy, const float* t, float* dx, const math::AffineLayout& l, int sm_count,
+                        Stream stream) {
+  const auto s = static_cast<cudaStream_t>(stream);
+  check(cudaMemsetAsync(dx, 0, sizeof(float) * static_cast<size_t>(l.n * l.h * l.w * l.c), s), "cudaMemsetAsync",
+        "launch_affine_grad");
+  const Geometry g = elementwise_geometry(l.n * l.c, sm_count);
+  if (g.blocks) affine_grad<<<g.blocks, g.threads, 0, s>>>(dy, t, dx, l);
+  check(cudaGetLastError(), "affine transform gradient kernel launch", "launch_affine_grad");
+}
+
+void launch_resize(const float* x, float* y, const math::ResizeLayout& l, int sm_count, Stream stream) {
+  const Geometry g = elementwise_geometry(l.n * l.out_h * l.out_w * l.c, sm_count);
+  if (g.blocks) resize<<<g.blocks, g.threads, 0, static_cast<cudaStream_t>(stream)>>>(x, y, l);
+  check(cudaGetLastError(), "resize kernel launch", "launch_resize");
+}
+
+void launch_resize_grad(const float* dy, float* dx, const math::ResizeLayout& l, int sm_count, Stream stream) {
+  const Geometry g = elementwise_geometry(l.n * l.in_h * l.in_w * l.c, sm_count);
+  if (g.blocks) resize_grad<<<g.blocks, g.threads, 0, static_cast<cudaStream_t>(stream)>>>(dy, dx, l);
+  check(cudaGetLastError(), "resize gradient kernel launch", "launch_resize_grad");
 }
 
 void launch_upsample_grad(const float* dy, Image ys, float* dx, Image xs, int64_t fh, int64_t fw, int sm_count,

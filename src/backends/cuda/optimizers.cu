@@ -6,6 +6,7 @@
 #include "backends/cuda/check.h"
 #include "backends/cuda/launch_geometry.h"
 #include "backends/cuda/launchers.h"
+#include "backends/math/constraints.h"
 #include "backends/math/optimizers.h"
 
 namespace tk::cuda {
@@ -50,7 +51,21 @@ __global__ void update(UpdateArgs a) {
   }
 }
 
+// One thread per slice of the variable (the elements that share a norm), as the CPU loop runs them.
+__global__ void constrain(float* w, math::ConstraintLayout l) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < l.slices; k += stride)
+    math::constrain_slice(w, l, k);
+}
+
 }  // namespace
+
+void launch_constrain(float* w, const math::ConstraintLayout& layout, int sm_count, Stream stream) {
+  const Geometry g = elementwise_geometry(layout.slices, sm_count);
+  if (!g.blocks) return;
+  constrain<<<g.blocks, g.threads, 0, static_cast<cudaStream_t>(stream)>>>(w, layout);
+  check(cudaGetLastError(), "weight constraint kernel launch", "launch_constrain");
+}
 
 void launch_update(Rule rule, const UpdateArgs& args, int sm_count, Stream stream) {
   const Geometry g = elementwise_geometry(args.n, sm_count);

@@ -11,6 +11,7 @@
 #include "graph/autodiff.h"
 #include "graph/bucket.h"
 #include "graph/fuse.h"
+#include "nn/compiler/constraint_ops.h"
 #include "nn/compiler/losses.h"
 #include "nn/compiler/metrics.h"
 #include "nn/compiler/regularization.h"
@@ -339,6 +340,7 @@ void ProgramCache::add_update(graph::Graph& g, const Weight& w, int var, int gra
     const std::vector<int> assigns = nn::emit_rule_update(g, opt, w.name + "/update", var, grad, slot_values, control,
                                                           zero_grad, state_->variables_of(allocate_slots));
     sinks.insert(sinks.end(), assigns.begin(), assigns.end());
+    add_constraint(g, w, var, sinks);
     return;
   }
   const Op update = opt.config().update_op;  // the optimizer's own rule, never a guess from its name
@@ -352,6 +354,17 @@ void ProgramCache::add_update(graph::Graph& g, const Weight& w, int var, int gra
     at.gated = true;
   }
   sinks.push_back(g.add(update, ins, at, w.name + "/update"));
+  add_constraint(g, w, var, sinks);
+}
+
+void ProgramCache::add_constraint(graph::Graph& g, const Weight& w, int var, std::vector<int>& sinks) {
+  for (const LayerPtr& l : model_.layers())  // Keras: variable.assign(constraint(variable)) after the update
+    for (const Weight& own : l->weights())
+      if (&own == &w) {
+        check_constraint_keys(*l);
+        if (const Constraint* c = l->constraint_of(w)) sinks.push_back(emit_constraint(g, *c, var, w));
+        return;
+      }
 }
 
 ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool allocate_slots, bool remat,

@@ -103,6 +103,8 @@ class ProgramCache {
   // Appends the update's sinks: one fused update op, or an optimizer rule's Assigns (nn/optimizer_rule.h).
   void add_update(graph::Graph& g, const Weight& w, int var, int grad, bool zero_grad, bool allocate_slots, int control,
                   std::vector<int>& sinks);
+  // Keras' constraint of `w` (its layer's <key>_constraint), as a Constrain node after its update; none: nothing.
+  void add_constraint(graph::Graph& g, const Weight& w, int var, std::vector<int>& sinks);
   // The StepControl over a step's gradients when the optimizer needs one (else -1).
   int step_control(graph::Graph& g, const std::vector<int>& grads, bool allocate);
   // Whether the optimizer's config asks for a StepControl node now (global_clipnorm, skip_nonfinite, loss scaling).

@@ -1,7 +1,10 @@
 // keras.layers.CenterCrop(height, width) on (N, H, W, C): the central window, its start (H - height) // 2 as Keras,
-// two Slices; applied in training and inference alike (a preprocessing layer, not an augmentation).
+// two Slices; an input smaller than the crop on either axis is resized as Keras' smart_resize does (its largest central
+// window of the crop's aspect ratio, bilinearly resized). Applied in training and inference alike (a preprocessing
+// layer, not an augmentation).
 #include "graph/tensor_ops.h"
 #include "nn/layers/random_values.h"
+#include "nn/layers/resize_images.h"
 #include "trainkit/core/error.h"
 #include "trainkit/nn/layers.h"
 
@@ -24,15 +27,18 @@ class CenterCropLayer final : public Layer {
   Shape build(const std::vector<Shape>& in) override {
     const Shape& x = in[0];
     nn::check_images(*this, x);
-    if (x[1] < height_ || x[2] < width_)
-      throw InvalidArgument("CenterCrop '" + name + "': the images " + x.to_string() + " are smaller than the crop (" +
-                            std::to_string(height_) + ", " + std::to_string(width_) +
-                            "); Keras resizes them instead, which trainkit does not (yet): crop to at most the input");
     return Shape{-1, height_, width_, x[3]};
   }
   int call(nn::CallContext& ctx, const std::vector<int>& in) const override {
     int x = nn::image_input(ctx, in[0], name);
     const Shape xs = ctx.g[x].shape;
+    if (xs[1] < height_ || xs[2] < width_) {  // Keras: image_utils.smart_resize
+      nn::ResizeImages r;
+      r.height = height_;
+      r.width = width_;
+      r.crop_to_aspect_ratio = true;
+      return nn::resize_images(ctx, x, r, name);
+    }
     graph::OpBuilder b{ctx.g, nullptr, name};
     x = ops::slice(b, x, 1, (xs[1] - height_) / 2, height_);  // Keras: the start is (H - height) // 2
     return ops::slice(b, x, 2, (xs[2] - width_) / 2, width_);
