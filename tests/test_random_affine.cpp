@@ -7,11 +7,13 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 
 #include "graph/graph.h"
 #include "graph/program.h"
+#include "io/keras_internal.h"
 #include "keras_text_fixture.h"
 #include "nn/layers/context.h"
 #include "trainkit/core/error.h"
@@ -166,12 +168,36 @@ TEST(RandomAffine, KerasFileLoadsPredictsAndTrains) {
   model->fit(fx.at("augment_x"), Tensor::zeros(Shape{3, 2}), {.batch_size = 3, .epochs = 1, .verbose = 0});
   const fs::path path = fs::temp_directory_path() / ("tk_affine_" + std::to_string(::getpid()) + ".keras");
   model->save(path.string());
+  if (const char* out = std::getenv("TK_KERAS_FIXTURE_OUT")) {  // for gen_affine.py --check-trainkit
+    fs::copy_file(path, fs::path(out) / "trainkit_augment.keras", fs::copy_options::overwrite_existing);
+    const Tensor mine = model->predict(fx.at("augment_x"));
+    std::ofstream t(std::string(out) + "/trainkit_augment_predict.txt");
+    t << "# trainkit's predictions of trainkit_augment.keras (tests/test_random_affine.cpp; gen_affine.py checks "
+         "Keras')\n";
+    t << "predict 3 2 :";
+    t.precision(9);
+    for (int64_t i = 0; i < mine.numel(); ++i) t << ' ' << mine.data<float>()[i];
+    t << '\n';
+  }
   auto again = models::load_model(path.string());
   expect_close(again->predict(fx.at("augment_x")), model->predict(fx.at("augment_x")), 0.0f, "reloaded");
   const LayerConfig c = again->get_layer("random_zoom")->get_config();
   ASSERT_NE(c.find("fill_mode"), nullptr);
   EXPECT_EQ(c.find("fill_mode")->s, "nearest");
   fs::remove(path);
+}
+
+// The file trainkit saved after that epoch, as committed: trainkit still predicts what it did, and Keras 3 loaded it
+// with the same predictions and options (gen_affine.py --check-trainkit wrote keras_loaded_trainkit_augment.json).
+TEST(RandomAffine, TheFileTrainkitSavedLoadsInKerasWithTheSamePredictions) {
+  const testing::KerasTextFixture mine(kDir + "trainkit_augment_predict.txt");
+  expect_close(models::load_model(kDir + "trainkit_augment.keras")->predict(fx.at("augment_x")), mine.at("predict"),
+               1e-6f, "trainkit's own predictions");
+  std::ifstream f(kDir + "keras_loaded_trainkit_augment.json");
+  ASSERT_TRUE(f.good());
+  const auto verdict = nlohmann::json::parse(f);
+  EXPECT_LT(verdict.at("max_abs_predict_difference").get<double>(), 1e-5);
+  EXPECT_EQ(verdict.at("layers").at(2).at("config").at("fill_mode"), "nearest");  // RandomZoom
 }
 
 TEST(RandomAffine, BadOptionsAreClearErrors) {

@@ -27,7 +27,8 @@ void add_fit_command(CLI::App& app, FitArgs& a) {
                   "leakyrelu, elu, prelu, softmax[:axis], flatten; on token ids embedding:INPUT_DIM:OUTPUT_DIM first, "
                   "then conv1d, maxpool1d, avgpool1d, globalavgpool1d, globalmaxpool1d, lstm:UNITS[:seq], gru, "
                   "simplernn, bilstm, bigru; training-only gaussian_noise:STDDEV, gaussian_dropout:RATE, "
-                  "random_flip[:MODE], random_contrast:FACTOR; center_crop:H:W, resizing:H:W[:nearest]); \"cnn\"; or a "
+                  "random_flip[:MODE], random_contrast:FACTOR, random_translation:H:W, random_rotation:F, random_zoom:H[:W]; "
+                  "center_crop:H:W, resizing:H:W[:nearest]); \"cnn\"; or a "
                   "model file "
                   "(.keras, Keras 2 .h5) to train further with its compile config and optimizer state")
       ->capture_default_str();

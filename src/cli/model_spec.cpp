@@ -43,6 +43,7 @@ std::vector<LayerPtr> parse_model_spec(const std::string& spec) {
                              "globalavgpool1d, globalmaxpool1d, lstm:UNITS[:seq], gru:UNITS[:seq], "
                              "simplernn:UNITS[:seq], bilstm:UNITS[:seq], bigru:UNITS[:seq], gaussian_noise:STDDEV, "
                              "gaussian_dropout:RATE, random_flip[:MODE], random_contrast:FACTOR, "
+                             "random_translation:HEIGHT_FACTOR:WIDTH_FACTOR, random_rotation:FACTOR, random_zoom:HEIGHT_FACTOR[:WIDTH_FACTOR], "
                              "center_crop:HEIGHT:WIDTH or resizing:HEIGHT:WIDTH[:nearest], separated by commas)");
     };
     auto positive = [&](size_t k, const char* what) {
@@ -168,6 +169,18 @@ std::vector<LayerPtr> parse_model_spec(const std::string& spec) {
       } else if (kind == "center_crop") {
         arguments(2, 2);
         layers.push_back(layers::CenterCrop(positive(1, "a positive height"), positive(2, "a positive width")));
+      } else if (kind == "random_translation" || kind == "random_rotation" || kind == "random_zoom") {
+        const size_t wanted = kind == "random_translation" ? 2 : 1;
+        arguments(wanted, kind == "random_zoom" ? 2 : wanted);
+        std::vector<float> v(f.size() - 1);
+        for (size_t k = 1; k < f.size(); ++k)
+          if (!parse_number(f[k], v[k - 1])) throw fail(kind + " takes numbers (factors, as Keras'), got '" + f[k] + "'");
+        if (kind == "random_translation")
+          layers.push_back(layers::RandomTranslation(v[0], v[1]));
+        else if (kind == "random_rotation")
+          layers.push_back(layers::RandomRotation(v[0]));
+        else
+          layers.push_back(v.size() == 2 ? layers::RandomZoom(v[0], layers::FactorRange(v[1])) : layers::RandomZoom(v[0]));
       } else if (kind == "resizing") {
         arguments(2, 3);
         layers::ResizingOptions r;
@@ -191,7 +204,8 @@ bool model_spec_takes_images(const std::vector<LayerPtr>& layers) {
   const std::string c = layers.front()->class_name();
   return c == "Conv2D" || c == "DepthwiseConv2D" || c == "SeparableConv2D" || c == "MaxPooling2D" ||
          c == "AveragePooling2D" || c == "GlobalAveragePooling2D" || c == "GlobalMaxPooling2D" || c == "RandomFlip" ||
-         c == "RandomContrast" || c == "CenterCrop" || c == "Resizing";
+         c == "RandomContrast" || c == "CenterCrop" || c == "Resizing" || c == "RandomTranslation" ||
+         c == "RandomRotation" || c == "RandomZoom";
 }
 
 bool model_spec_takes_tokens(const std::vector<LayerPtr>& layers) {
