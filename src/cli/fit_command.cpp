@@ -20,17 +20,18 @@ namespace tk::cli {
 void add_fit_command(CLI::App& app, FitArgs& a) {
   CLI::App* fit = app.add_subcommand(
       "fit", "Train a model (default: MLP 784-256-128-10 on Fashion-MNIST) and report test accuracy");
-  fit->add_option("-m,--model", a.model,
-                  "Layers after the input, e.g. dense:256:relu,dropout:0.2,dense:10 or "
-                  "conv2d:32:3:relu,maxpool:2,batchnorm,flatten,dense:10 (conv2d, dwconv2d, sepconv2d, maxpool, "
-                  "avgpool, globalavgpool, globalmaxpool, batchnorm[:sync], dense, dropout, activation, relu[:max], "
-                  "leakyrelu, elu, prelu, softmax[:axis], flatten; on token ids embedding:INPUT_DIM:OUTPUT_DIM first, "
-                  "then conv1d, maxpool1d, avgpool1d, globalavgpool1d, globalmaxpool1d, lstm:UNITS[:seq], gru, "
-                  "simplernn, bilstm, bigru; training-only gaussian_noise:STDDEV, gaussian_dropout:RATE, "
-                  "random_flip[:MODE], random_contrast:FACTOR, random_translation:H:W, random_rotation:F, random_zoom:H[:W]; "
-                  "center_crop:H:W, resizing:H:W[:nearest]); \"cnn\"; or a "
-                  "model file "
-                  "(.keras, Keras 2 .h5) to train further with its compile config and optimizer state")
+  fit->add_option(
+         "-m,--model", a.model,
+         "Layers after the input, e.g. dense:256:relu,dropout:0.2,dense:10 or "
+         "conv2d:32:3:relu,maxpool:2,batchnorm,flatten,dense:10 (conv2d, dwconv2d, sepconv2d, maxpool, "
+         "avgpool, globalavgpool, globalmaxpool, batchnorm[:sync], dense, dropout, activation, relu[:max], "
+         "leakyrelu, elu, prelu, softmax[:axis], flatten; on token ids embedding:INPUT_DIM:OUTPUT_DIM first, "
+         "then conv1d, maxpool1d, avgpool1d, globalavgpool1d, globalmaxpool1d, lstm:UNITS[:seq], gru, "
+         "simplernn, bilstm, bigru; training-only gaussian_noise:STDDEV, gaussian_dropout:RATE, "
+         "random_flip[:MODE], random_contrast:FACTOR, random_translation:H:W, random_rotation:F, random_zoom:H[:W]; "
+         "center_crop:H:W, resizing:H:W[:nearest]); \"cnn\"; or a "
+         "model file "
+         "(.keras, Keras 2 .h5) to train further with its compile config and optimizer state")
       ->capture_default_str();
   fit->add_option("--save", a.save, "Save the trained model as a Keras 3 .keras file");
   fit->add_option("-e,--epochs", a.epochs, "Passes over the training data")->capture_default_str();

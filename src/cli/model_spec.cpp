@@ -43,7 +43,8 @@ std::vector<LayerPtr> parse_model_spec(const std::string& spec) {
                              "globalavgpool1d, globalmaxpool1d, lstm:UNITS[:seq], gru:UNITS[:seq], "
                              "simplernn:UNITS[:seq], bilstm:UNITS[:seq], bigru:UNITS[:seq], gaussian_noise:STDDEV, "
                              "gaussian_dropout:RATE, random_flip[:MODE], random_contrast:FACTOR, "
-                             "random_translation:HEIGHT_FACTOR:WIDTH_FACTOR, random_rotation:FACTOR, random_zoom:HEIGHT_FACTOR[:WIDTH_FACTOR], "
+                             "random_translation:HEIGHT_FACTOR:WIDTH_FACTOR, random_rotation:FACTOR, "
+                             "random_zoom:HEIGHT_FACTOR[:WIDTH_FACTOR], "
                              "center_crop:HEIGHT:WIDTH or resizing:HEIGHT:WIDTH[:nearest], separated by commas)");
     };
     auto positive = [&](size_t k, const char* what) {
@@ -174,13 +175,15 @@ std::vector<LayerPtr> parse_model_spec(const std::string& spec) {
         arguments(wanted, kind == "random_zoom" ? 2 : wanted);
         std::vector<float> v(f.size() - 1);
         for (size_t k = 1; k < f.size(); ++k)
-          if (!parse_number(f[k], v[k - 1])) throw fail(kind + " takes numbers (factors, as Keras'), got '" + f[k] + "'");
+          if (!parse_number(f[k], v[k - 1]))
+            throw fail(kind + " takes numbers (factors, as Keras'), got '" + f[k] + "'");
         if (kind == "random_translation")
           layers.push_back(layers::RandomTranslation(v[0], v[1]));
         else if (kind == "random_rotation")
           layers.push_back(layers::RandomRotation(v[0]));
         else
-          layers.push_back(v.size() == 2 ? layers::RandomZoom(v[0], layers::FactorRange(v[1])) : layers::RandomZoom(v[0]));
+          layers.push_back(v.size() == 2 ? layers::RandomZoom(v[0], layers::FactorRange(v[1]))
+                                         : layers::RandomZoom(v[0]));
       } else if (kind == "resizing") {
         arguments(2, 3);
         layers::ResizingOptions r;
