@@ -230,8 +230,9 @@ TEST(CliPlan, AugmentationSpecItems) {
   Result resized = run_cli("plan --model resizing:32:32,conv2d:4:3:relu,resizing:16:16:nearest,flatten,dense:10");
   EXPECT_EQ(resized.code, 0) << describe(resized);
   EXPECT_CONTAINS(resized.out, "resizing");
-  Result affine = run_cli("plan --model random_translation:0.1:0.2,random_rotation:0.05,random_zoom:0.1:0.2,conv2d:4:3,"
-                          "flatten,dense:10");
+  Result affine = run_cli(
+      "plan --model random_translation:0.1:0.2,random_rotation:0.05,random_zoom:0.1:0.2,conv2d:4:3,"
+      "flatten,dense:10");
   EXPECT_EQ(affine.code, 0) << describe(affine);
   EXPECT_CONTAINS(affine.out, "random_zoom");
   Result bad_zoom = run_cli("plan --model random_zoom:big,dense:10");
