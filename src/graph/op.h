@@ -286,7 +286,7 @@ struct Attrs {
   int64_t batch = 0;         // N: q's rows are N * T, k's and v's N * S
   bool causal = false;       // query step i sees key step j only when j <= i
   float score_scale = 1.0f;  // the scores' factor (1 / sqrt(key_dim) for MultiHeadAttention)
-  // Constrain: Keras' constraint class (0 NonNeg, 1 MaxNorm, 2 UnitNorm, 3 MinMaxNorm: math::ConstraintKind) and its
+  // Constrain: Keras' constraint class (0 NonNeg, 1 MaxNorm, 2 UnitNorm, 3 MinMaxNorm: graph::ConstraintKind) and its
   // norm bounds and rate (MaxNorm: norm_max; MinMaxNorm: all three); the norms run over attrs.axes.
   uint8_t constraint = 0;
   bool bilinear = false;  // Resize, ResizeGrad, AffineTransform(Grad): bilinear interpolation (else nearest)

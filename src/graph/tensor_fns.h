@@ -47,4 +47,7 @@ constexpr bool is_comparison(BinaryFn f) { return f >= BinaryFn::equal && f < Bi
 // The highest rank the general ops take (broadcasting, transposes, reductions).
 inline constexpr int kMaxRank = 8;
 
+// Constrain's rule (Attrs::constraint; backends/math/constraints.h has the formulas): Keras' weight constraints.
+enum class ConstraintKind : uint8_t { non_neg = 0, max_norm = 1, unit_norm = 2, min_max_norm = 3 };
+
 }  // namespace tk::graph

@@ -6,7 +6,6 @@
 #include <string>
 #include <utility>
 
-#include "backends/math/constraints.h"
 #include "nn/compiler/constraint_ops.h"
 #include "nn/weight_options.h"
 #include "trainkit/core/error.h"
@@ -76,10 +75,10 @@ void check_constraint_keys(const Layer& layer) {
 
 int emit_constraint(graph::Graph& g, const Constraint& c, int var, const Weight& w) {
   graph::Attrs at;
-  at.constraint = static_cast<uint8_t>(c.kind == Constraint::Kind::non_neg     ? math::ConstraintKind::non_neg
-                                       : c.kind == Constraint::Kind::max_norm  ? math::ConstraintKind::max_norm
-                                       : c.kind == Constraint::Kind::unit_norm ? math::ConstraintKind::unit_norm
-                                                                               : math::ConstraintKind::min_max_norm);
+  at.constraint = static_cast<uint8_t>(c.kind == Constraint::Kind::non_neg     ? graph::ConstraintKind::non_neg
+                                       : c.kind == Constraint::Kind::max_norm  ? graph::ConstraintKind::max_norm
+                                       : c.kind == Constraint::Kind::unit_norm ? graph::ConstraintKind::unit_norm
+                                                                               : graph::ConstraintKind::min_max_norm);
   at.norm_min = c.min_value;
   at.norm_max = c.max_value;
   at.norm_rate = c.rate;

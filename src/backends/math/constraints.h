@@ -20,7 +20,7 @@
 
 namespace tk::math {
 
-enum class ConstraintKind : uint8_t { non_neg = 0, max_norm = 1, unit_norm = 2, min_max_norm = 3 };
+using graph::ConstraintKind;                        // non_neg, max_norm, unit_norm, min_max_norm
 inline constexpr float kConstraintEpsilon = 1e-7f;  // Keras' backend.epsilon()
 
 struct ConstraintLayout {

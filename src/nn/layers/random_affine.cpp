@@ -1,6 +1,6 @@
 // keras.layers.RandomTranslation, RandomRotation and RandomZoom (Keras 3): in training programs each image of an
 // (N, H, W, C) batch gets its own random affine transform, drawn per image (RandomUniform, keyed by the global sample
-// as every trainkit draw) and applied by the AffineTransform op (backends/math/affine.h: Keras' jax backend's
+// as every trainkit draw) and applied by the AffineTransform op (graph/op.h: Keras' jax backend's
 // map_coordinates, with its fill modes). The transforms are Keras' (…/image_preprocessing/random_*.py):
 //   translation  [1, 0, -dx, 0, 1, -dy, 0, 0],  dx = u_w * W, dy = u_h * H   (u uniform in [lower, upper])
 //   rotation     angle = u * 2 pi about the center ((W - 1) / 2, (H - 1) / 2)
