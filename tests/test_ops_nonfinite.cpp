@@ -176,6 +176,69 @@ Attrs window(int64_t kh, int64_t kw, int64_t sh, int64_t sw, std::array<int64_t,
 
 }  // namespace
 
+// Keras' (TensorFlow's) bilinear resize with half-pixel centers, in double, in TensorFlow's order of operations:
+// top = tl + (tr - tl) * fw, bottom likewise, y = top + (bottom - top) * fh. So an Inf pixel makes NaN wherever it is
+// one of the four taps (Inf - Inf, or Inf * 0 where its weight is 0): TensorFlow's behaviour, kept.
+RuleFn resize_rule(Shape out) {
+  return [out](const std::vector<Tensor>& in) {
+    const Shape& x = in[0].shape();
+    Tensor y = like(out);
+    auto tap = [](int64_t j, int64_t n_in, int64_t n_out, int64_t& lo, int64_t& hi, double& frac) {
+      const double f = (static_cast<double>(j) + 0.5) * static_cast<double>(n_in) / static_cast<double>(n_out) - 0.5;
+      lo = std::clamp<int64_t>(static_cast<int64_t>(std::floor(f)), 0, n_in - 1);
+      hi = std::clamp<int64_t>(static_cast<int64_t>(std::floor(f)) + 1, 0, n_in - 1);
+      frac = f - std::floor(f);
+    };
+    const float* v = in[0].data<float>();
+    for (int64_t n = 0; n < out[0]; ++n)
+      for (int64_t oh = 0; oh < out[1]; ++oh)
+        for (int64_t ow = 0; ow < out[2]; ++ow)
+          for (int64_t c = 0; c < out[3]; ++c) {
+            int64_t h0, h1, w0, w1;
+            double fh, fw;
+            tap(oh, x[1], out[1], h0, h1, fh);
+            tap(ow, x[2], out[2], w0, w1, fw);
+            auto at = [&](int64_t h, int64_t w) { return double(v[((n * x[1] + h) * x[2] + w) * x[3] + c]); };
+            const double top = at(h0, w0) + (at(h0, w1) - at(h0, w0)) * fw;
+            const double bottom = at(h1, w0) + (at(h1, w1) - at(h1, w0)) * fw;
+            y.data<float>()[((n * out[1] + oh) * out[2] + ow) * out[3] + c] =
+                static_cast<float>(top + (bottom - top) * fh);
+          }
+    return std::vector<Tensor>{y};
+  };
+}
+
+// Keras' affine transform (its jax backend's map_coordinates, order 1, fill_mode nearest), in double: the sum over
+// the 2 x 2 taps of weight * pixel, so a NaN or Inf pixel reaches every output that reads it (Inf * 0 = NaN where its
+// weight is 0).
+RuleFn affine_rule() {
+  return [](const std::vector<Tensor>& in) {
+    const Shape& x = in[0].shape();
+    Tensor y = like(x);
+    const float* v = in[0].data<float>();
+    for (int64_t n = 0; n < x[0]; ++n) {
+      const float* t = in[1].data<float>() + 8 * n;
+      for (int64_t oy = 0; oy < x[1]; ++oy)
+        for (int64_t ox = 0; ox < x[2]; ++ox)
+          for (int64_t c = 0; c < x[3]; ++c) {
+            const double row = double(t[3]) * ox + double(t[4]) * oy + t[5];
+            const double col = double(t[0]) * ox + double(t[1]) * oy + t[2];
+            const double fr = std::floor(row), fc = std::floor(col);
+            double sum = 0.0;
+            for (int i = 0; i < 2; ++i)
+              for (int j = 0; j < 2; ++j) {
+                const double w = (i ? row - fr : 1.0 - (row - fr)) * (j ? col - fc : 1.0 - (col - fc));
+                const int64_t h = std::clamp<int64_t>(static_cast<int64_t>(fr) + i, 0, x[1] - 1);
+                const int64_t ww = std::clamp<int64_t>(static_cast<int64_t>(fc) + j, 0, x[2] - 1);
+                sum += w * double(v[((n * x[1] + h) * x[2] + ww) * x[3] + c]);
+              }
+            y.data<float>()[((n * x[1] + oy) * x[2] + ox) * x[3] + c] = static_cast<float>(sum);
+          }
+    }
+    return std::vector<Tensor>{y};
+  };
+}
+
 std::vector<NonFiniteCase> nonfinite_cases() {
   std::vector<NonFiniteCase> c;
   auto add = [&](Case cs, RuleFn rule, int64_t spread_block = 0) {
@@ -331,6 +394,29 @@ std::vector<NonFiniteCase> nonfinite_cases() {
          },
          {std::nullopt, DType::i32}},
         nan_scalar);
+  }
+  {  // Keras' image resize and affine transform: a NaN or Inf pixel reaches the outputs that read it
+    Attrs at;
+    at.bilinear = true;
+    at.shape = Shape{2, 7, 5, 3};
+    add({"Resize bilinear", Op::Resize, {{2, 4, 6, 3}}, {}, at, nonfinite_init()}, resize_rule(at.shape));
+    Attrs af;
+    af.bilinear = true;
+    af.fill_mode = 1;  // nearest: every tap is a pixel
+    add({"AffineTransform bilinear",
+         Op::AffineTransform,
+         {{2, 5, 6, 2}, {2, 8}},
+         {},
+         af,
+         [](int i, float* p, int64_t n, std::mt19937& g) {
+           if (i == 1) {  // a rotation with a shift, and a zoom
+             const float t[16] = {0.9f, -0.3f, 1.2f, 0.3f, 0.9f, -0.7f, 0, 0, 1.3f, 0, -0.8f, 0, 1.3f, -0.55f, 0, 0};
+             for (int64_t k = 0; k < n; ++k) p[k] = t[k % 16];
+             return;
+           }
+           nonfinite_init()(i, p, n, g);
+         }},
+        affine_rule());
   }
   for (NonFiniteCase& t : tensor_nonfinite_cases()) c.push_back(std::move(t));
   for (NonFiniteCase& t : lstm_nonfinite_cases()) c.push_back(std::move(t));
