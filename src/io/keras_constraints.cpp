@@ -11,16 +11,7 @@ namespace tk::io::keras {
 namespace {
 
 Constraint constraint_from_json(const json& v, Opts& o, const std::string& key) {
-  std::string cls;
-  json c = json::object();
-  if (v.is_string()) {
-    cls = v.get<std::string>();
-  } else if (v.is_object() && v.contains("class_name") && v["class_name"].is_string()) {
-    cls = v["class_name"].get<std::string>();
-    if (v.contains("config") && v["config"].is_object()) c = v["config"];
-  } else {
-    o.bad(key, "must be a constraint object, got " + v.dump());
-  }
+  const auto [cls, c] = o.keras_object(v, key, "a constraint object");
   auto number = [&](const char* k, float def) -> float {
     if (!c.contains(k) || c[k].is_null()) return def;
     if (!c[k].is_number()) o.bad(key, std::string("'s ") + k + " must be a number, got " + c[k].dump());

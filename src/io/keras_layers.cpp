@@ -38,16 +38,7 @@ Regularizer regularizer_from_json(const json& v, Opts& o, const std::string& key
     if (!c[k].is_number()) o.bad(key, std::string("'s ") + k + " must be a number, got " + c[k].dump());
     return c[k].get<float>();
   };
-  std::string cls;
-  json c = json::object();
-  if (v.is_string()) {
-    cls = v.get<std::string>();
-  } else if (v.is_object() && v.contains("class_name") && v["class_name"].is_string()) {
-    cls = v["class_name"].get<std::string>();
-    if (v.contains("config") && v["config"].is_object()) c = v["config"];
-  } else {
-    o.bad(key, "must be a regularizer object, got " + v.dump());
-  }
+  const auto [cls, c] = o.keras_object(v, key, "a regularizer object");
   try {
     if (cls == "L1" || cls == "l1") return regularizers::L1(factor(c, "l1", 0.01f));
     if (cls == "L2" || cls == "l2") return regularizers::L2(factor(c, "l2", 0.01f));

@@ -49,6 +49,15 @@ class Opts {
     throw Unsupported(where() + ": option '" + key + "' = " + c_.at(key).dump() + " is not supported by trainkit (" +
                       what + ")");
   }
+  // A Keras object option ({"class_name": ..., "config": {...}}) or its short name ("l2", "max_norm"): the class and
+  // the config ({} for a name). FormatError naming the option for anything else; `what` says what it must be.
+  std::pair<std::string, json> keras_object(const json& v, const std::string& key, const std::string& what) const {
+    if (v.is_string()) return {v.get<std::string>(), json::object()};
+    if (!v.is_object() || !v.contains("class_name") || !v["class_name"].is_string())
+      bad(key, "must be " + what + ", got " + v.dump());
+    const bool has_config = v.contains("config") && v["config"].is_object();
+    return {v["class_name"].get<std::string>(), has_config ? v["config"] : json::object()};
+  }
   const json* get(const std::string& key) {
     used_.insert(key);
     auto it = c_.find(key);

@@ -4,8 +4,8 @@
 // place after the update (backends/math/constraints.h).
 #include <cstring>
 
-#include "backends/constraint_layout.h"
 #include "backends/cpu/kernels.h"
+#include "backends/op_layouts.h"
 #include "graph/kernel.h"
 
 namespace tk::cpu {

@@ -5,7 +5,7 @@
 
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
-#include "backends/math/affine.h"
+#include "backends/op_layouts.h"
 #include "graph/kernel.h"
 
 namespace tk::cpu {
@@ -13,12 +13,8 @@ namespace {
 using graph::KernelArgs;
 using graph::Op;
 
-math::AffineLayout affine_layout(const Shape& x, const graph::Attrs& at) {
-  return {x[0], x[1], x[2], x[3], at.bilinear, static_cast<math::FillMode>(at.fill_mode), at.value};
-}
-
 void affine(const KernelArgs& a) {
-  const math::AffineLayout l = affine_layout(a.in_shape(0), a.node.attrs);
+  const math::AffineLayout l = backends::affine_layout(a.in_shape(0), a.node.attrs);
   const float* x = a.input<float>(0);
   const float* t = a.input<float>(1);  // (N, 8)
   float* y = a.output<float>();
@@ -31,7 +27,7 @@ void affine(const KernelArgs& a) {
 }
 
 void affine_grad(const KernelArgs& a) {
-  const math::AffineLayout l = affine_layout(a.in_shape(0), a.node.attrs);
+  const math::AffineLayout l = backends::affine_layout(a.in_shape(0), a.node.attrs);
   const float* dy = a.input<float>(0);
   const float* t = a.input<float>(1);
   float* dx = a.output<float>();

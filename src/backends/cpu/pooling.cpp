@@ -7,7 +7,7 @@
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/parallel.h"
 #include "backends/math/activations.h"
-#include "backends/math/resize.h"
+#include "backends/op_layouts.h"
 #include "graph/kernel.h"
 #include "graph/window.h"
 
@@ -271,11 +271,8 @@ void upsample_grad(const KernelArgs& a) {
 }
 
 // Resize and its gradient (backends/math/resize.h): one output (input) pixel's channels per step, pixels in parallel.
-math::ResizeLayout resize_layout(const Shape& x, const Shape& y, bool bilinear) {
-  return {x[0], x[1], x[2], y[1], y[2], x[3], bilinear};
-}
 void resize(const KernelArgs& a) {
-  const math::ResizeLayout l = resize_layout(a.in_shape(0), a.node.shape, a.node.attrs.bilinear);
+  const math::ResizeLayout l = backends::resize_layout(a.in_shape(0), a.node.shape, a.node.attrs.bilinear);
   const float* x = a.input<float>(0);
   float* y = a.output<float>();
   parallel_for(l.n * l.out_h * l.out_w, [&](int64_t b, int64_t e) {
@@ -286,7 +283,7 @@ void resize(const KernelArgs& a) {
   });
 }
 void resize_grad(const KernelArgs& a) {
-  const math::ResizeLayout l = resize_layout(a.node.shape, a.in_shape(0), a.node.attrs.bilinear);
+  const math::ResizeLayout l = backends::resize_layout(a.node.shape, a.in_shape(0), a.node.attrs.bilinear);
   const float* dy = a.input<float>(0);
   float* dx = a.output<float>();
   parallel_for(l.n * l.in_h * l.in_w, [&](int64_t b, int64_t e) {

@@ -14,12 +14,12 @@
 #include <string>
 #include <vector>
 
-#include "backends/constraint_layout.h"
 #include "backends/cuda/check.h"
 #include "backends/cuda/cudnn_conv.h"
 #include "backends/cuda/device_info.h"
 #include "backends/cuda/gemm_cublaslt.h"
 #include "backends/cuda/launchers.h"
+#include "backends/op_layouts.h"
 #include "graph/bucket.h"
 #include "graph/collective.h"
 #include "graph/kernel.h"
@@ -408,27 +408,21 @@ void upsample_grad(const KernelArgs& a) {
   launch_upsample_grad(a.input<float>(0), image_of(a.in_shape(0)), a.output<float>(), image_of(a.node.shape),
                        a.node.attrs.kernel[0], a.node.attrs.kernel[1], sms(a), a.ctx.stream);
 }
-math::ResizeLayout resize_layout(const Shape& x, const Shape& y, bool bilinear) {
-  return {x[0], x[1], x[2], y[1], y[2], x[3], bilinear};
-}
-math::AffineLayout affine_layout(const Shape& x, const graph::Attrs& at) {
-  return {x[0], x[1], x[2], x[3], at.bilinear, static_cast<math::FillMode>(at.fill_mode), at.value};
-}
 void affine(const KernelArgs& a) {
-  launch_affine(a.input<float>(0), a.input<float>(1), a.output<float>(), affine_layout(a.in_shape(0), a.node.attrs),
-                sms(a), a.ctx.stream);
+  launch_affine(a.input<float>(0), a.input<float>(1), a.output<float>(),
+                backends::affine_layout(a.in_shape(0), a.node.attrs), sms(a), a.ctx.stream);
 }
 void affine_grad(const KernelArgs& a) {
   launch_affine_grad(a.input<float>(0), a.input<float>(1), a.output<float>(),
-                     affine_layout(a.in_shape(0), a.node.attrs), sms(a), a.ctx.stream);
+                     backends::affine_layout(a.in_shape(0), a.node.attrs), sms(a), a.ctx.stream);
 }
 void resize(const KernelArgs& a) {
-  launch_resize(a.input<float>(0), a.output<float>(), resize_layout(a.in_shape(0), a.node.shape, a.node.attrs.bilinear),
-                sms(a), a.ctx.stream);
+  launch_resize(a.input<float>(0), a.output<float>(),
+                backends::resize_layout(a.in_shape(0), a.node.shape, a.node.attrs.bilinear), sms(a), a.ctx.stream);
 }
 void resize_grad(const KernelArgs& a) {
   launch_resize_grad(a.input<float>(0), a.output<float>(),
-                     resize_layout(a.node.shape, a.in_shape(0), a.node.attrs.bilinear), sms(a), a.ctx.stream);
+                     backends::resize_layout(a.node.shape, a.in_shape(0), a.node.attrs.bilinear), sms(a), a.ctx.stream);
 }
 
 // BatchNormalization (batchnorm.cu): x (or dy, input 0 either way) viewed as (M, C), channels last; stats(2, C) =

@@ -44,8 +44,7 @@ class RandomAffineLayer final : public Layer {
     const std::string who = class_name() + " '" + name + "'";
     for (const FactorRange* r : {&h_, w_ ? &*w_ : nullptr}) {
       if (!r) continue;
-      const float low_bound = kind_ == Kind::zoom ? -1.0f : -1.0f;
-      if (!(r->lower <= r->upper && r->lower >= low_bound && r->upper <= 1.0f) ||
+      if (!(r->lower <= r->upper && r->lower >= -1.0f && r->upper <= 1.0f) ||
           (kind_ == Kind::zoom && r->lower <= -1.0f))
         throw InvalidArgument(who + ": a factor must be a number or a (lower, upper) range within [-1, 1]" +
                               std::string(kind_ == Kind::zoom ? " (above -1 for a zoom)" : "") + ", got (" +

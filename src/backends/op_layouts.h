@@ -1,9 +1,13 @@
-// The Constrain op's layout (backends/math/constraints.h), built on the host by every backend's kernel from the
-// variable's shape and the node's attrs: which axes a norm runs over, and the rule.
+// The layouts of the ops whose per-element math both backends share (backends/math/), built on the host by every
+// backend's kernel from shapes and the node's attrs: Constrain (which axes a norm runs over, and the rule), Resize and
+// AffineTransform.
 //
 //   math::ConstraintLayout l = backends::constraint_layout(a.in_shape(0), a.node.attrs);
+//   math::ResizeLayout r = backends::resize_layout(x_shape, y_shape, a.node.attrs.bilinear);
 #pragma once
+#include "backends/math/affine.h"
 #include "backends/math/constraints.h"
+#include "backends/math/resize.h"
 #include "graph/op.h"
 #include "trainkit/core/shape.h"
 
@@ -34,6 +38,16 @@ inline math::ConstraintLayout constraint_layout(const Shape& var, const graph::A
     }
   }
   return l;
+}
+
+// Resize between x (N, H, W, C) and y (N, H', W', C) (ResizeGrad: the same two shapes).
+inline math::ResizeLayout resize_layout(const Shape& x, const Shape& y, bool bilinear) {
+  return {x[0], x[1], x[2], y[1], y[2], x[3], bilinear};
+}
+
+// AffineTransform (and its gradient) on images x (N, H, W, C).
+inline math::AffineLayout affine_layout(const Shape& x, const graph::Attrs& at) {
+  return {x[0], x[1], x[2], x[3], at.bilinear, static_cast<math::FillMode>(at.fill_mode), at.value};
 }
 
 }  // namespace tk::backends
