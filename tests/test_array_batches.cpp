@@ -23,8 +23,8 @@ std::vector<std::vector<int64_t>> epoch_orders(nn::ArrayBatches& source, int epo
     source.begin_epoch(0);
     std::vector<int64_t> order;
     for (int64_t s = 0; s < source.steps(); ++s) {
-      nn::StepBatch b;
-      EXPECT_TRUE(source.next(b));
+      nn::Batch b;
+      EXPECT_TRUE(source.next(0, b));
       EXPECT_EQ(b.n, std::min(kBatch, kRows - s * kBatch)) << "step " << s;
       order.insert(order.end(), b.rows, b.rows + b.n);
     }
@@ -39,7 +39,7 @@ struct Arrays {
 
 TEST(ArrayBatches, ShuffleDrawsANewPermutationEachEpoch) {
   Arrays a;
-  nn::ArrayBatches source(a.x, a.y, kBatch, kSteps, /*shuffle=*/true, /*seed=*/7);
+  nn::ArrayBatches source(a.x, &a.y, kBatch, kSteps, /*shuffle=*/true, /*seed=*/7);
   const auto orders = epoch_orders(source, 4);
   std::vector<int64_t> all(kRows);
   std::iota(all.begin(), all.end(), 0);
@@ -54,8 +54,8 @@ TEST(ArrayBatches, ShuffleDrawsANewPermutationEachEpoch) {
 
 TEST(ArrayBatches, TheSameSeedGivesTheSameEpochsAndAnotherSeedOthers) {
   Arrays a;
-  nn::ArrayBatches first(a.x, a.y, kBatch, kSteps, true, 7), again(a.x, a.y, kBatch, kSteps, true, 7),
-      other(a.x, a.y, kBatch, kSteps, true, 8);
+  nn::ArrayBatches first(a.x, &a.y, kBatch, kSteps, true, 7), again(a.x, &a.y, kBatch, kSteps, true, 7),
+      other(a.x, &a.y, kBatch, kSteps, true, 8);
   const auto want = epoch_orders(first, 3);
   EXPECT_EQ(epoch_orders(again, 3), want);
   const auto got = epoch_orders(other, 3);
@@ -64,7 +64,7 @@ TEST(ArrayBatches, TheSameSeedGivesTheSameEpochsAndAnotherSeedOthers) {
 
 TEST(ArrayBatches, WithoutShuffleEveryEpochRunsInRowOrder) {
   Arrays a;
-  nn::ArrayBatches source(a.x, a.y, kBatch, kSteps, /*shuffle=*/false, 7);
+  nn::ArrayBatches source(a.x, &a.y, kBatch, kSteps, /*shuffle=*/false, 7);
   std::vector<int64_t> all(kRows);
   std::iota(all.begin(), all.end(), 0);
   for (const auto& order : epoch_orders(source, 2)) EXPECT_EQ(order, all);
@@ -72,13 +72,13 @@ TEST(ArrayBatches, WithoutShuffleEveryEpochRunsInRowOrder) {
 
 TEST(ArrayBatches, AResumedSourceReplaysTheEpochsItHadNotRun) {
   Arrays a;
-  nn::ArrayBatches first(a.x, a.y, kBatch, kSteps, true, 7);
+  nn::ArrayBatches first(a.x, &a.y, kBatch, kSteps, true, 7);
   const auto want = epoch_orders(first, 3);
-  nn::ArrayBatches ran_one(a.x, a.y, kBatch, kSteps, true, 7);
+  nn::ArrayBatches ran_one(a.x, &a.y, kBatch, kSteps, true, 7);
   epoch_orders(ran_one, 1);
   FitPosition p;
   ran_one.record(p, /*epoch_end=*/true);
-  nn::ArrayBatches resumed(a.x, a.y, kBatch, kSteps, true, /*seed=*/12345);  // the saved seed wins
+  nn::ArrayBatches resumed(a.x, &a.y, kBatch, kSteps, true, /*seed=*/12345);  // the saved seed wins
   resumed.resume(p);
   const auto got = epoch_orders(resumed, 2);
   EXPECT_EQ(got[0], want[1]);

@@ -7,13 +7,13 @@
 
 namespace tk::nn {
 
-ArrayBatches::ArrayBatches(const std::vector<Tensor>& x, const std::vector<Tensor>& y, int64_t batch, int64_t steps,
+ArrayBatches::ArrayBatches(const std::vector<Tensor>& x, const std::vector<Tensor>* y, int64_t batch, int64_t steps,
                            bool shuffle, uint64_t seed)
     : x_(x),
       y_(y),
-      rows_(x.empty() ? 0 : x[0].dim(0)),
+      rows_(x.empty() || x[0].shape().rank() == 0 ? 0 : x[0].dim(0)),
       batch_(batch),
-      steps_(steps),
+      steps_(steps > 0 ? steps : (rows_ + batch - 1) / batch),
       shuffle_(shuffle),
       seed_(seed),
       rng_(seed),
@@ -38,20 +38,23 @@ void ArrayBatches::begin_epoch(int64_t start) {
     ++shuffles_;
   }
   cursor_ = 0;
+  taken_ = start;
   for (int64_t s = 0; s < start; ++s) {  // the batches trained on before the save
     if (cursor_ >= rows_) cursor_ = 0;
     cursor_ += std::min(batch_, rows_ - cursor_);
   }
 }
 
-bool ArrayBatches::next(StepBatch& b) {
+bool ArrayBatches::next(size_t /*slot*/, Batch& b) {
+  if (taken_ == steps_) return false;
   if (cursor_ >= rows_) cursor_ = 0;  // steps_per_epoch beyond one pass wraps around
   b.x = &x_;
-  b.y = &y_;
+  b.y = y_;
   b.rows = perm_.data() + cursor_;
+  b.begin = cursor_;
   b.n = std::min(batch_, rows_ - cursor_);
-  b.own_rows = false;
   cursor_ += b.n;
+  ++taken_;
   return true;
 }
 

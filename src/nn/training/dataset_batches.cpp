@@ -77,7 +77,7 @@ void DatasetBatches::begin_epoch(int64_t /*start*/) {
   meter_.reset();
 }
 
-bool DatasetBatches::next(StepBatch& b) {
+bool DatasetBatches::next(size_t /*slot*/, Batch& b) {
   const auto t0 = Clock::now();
   if (!pending_ && !pull(element_)) {
     if (persistent_ && setup_.chief)

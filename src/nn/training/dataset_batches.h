@@ -50,7 +50,7 @@ class DatasetBatches final : public BatchSource {
   void learned_steps(int64_t steps) override { steps_ = steps; }
   void resume(const FitPosition& p) override;
   void begin_epoch(int64_t start) override;
-  bool next(StepBatch& b) override;
+  bool next(size_t slot, Batch& b) override;
   bool stop_when_exhausted() const override { return persistent_; }
   void step_done() override;
   void record(FitPosition& p, bool epoch_end) const override;

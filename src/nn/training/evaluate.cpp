@@ -4,6 +4,7 @@
 #include "nn/distribute/mpi_collective.h"
 #include "nn/distribute/replicated_eval.h"
 #include "nn/distribute/strategy_state.h"
+#include "nn/training/array_batches.h"
 #include "nn/training/fit_common.h"
 #include "nn/training/read_batches.h"
 #include "nn/training/sample_weights.h"
@@ -19,9 +20,7 @@ using nn::require;
 nn::InferenceHooks evaluation_hooks(std::vector<nn::Accumulator>& sums, int64_t steps) {
   nn::InferenceHooks h;
   h.steps = steps;
-  h.ran = [&sums](nn::Compiled& c, int r, int64_t, const nn::ReadBatch& b) {
-    sums[static_cast<size_t>(r)].add(c, b.n);
-  };
+  h.ran = [&sums](nn::Compiled& c, int r, int64_t, const nn::Batch& b) { sums[static_cast<size_t>(r)].add(c, b.n); };
   return h;
 }
 
@@ -66,7 +65,7 @@ Logs nn::Trainer::run_evaluation(const std::vector<Tensor>& x, const std::vector
       "evaluate arrays of " + std::to_string(n) + " rows" + (steps > 0 ? ", " + std::to_string(steps) + " steps" : ""),
       {&x, &y});
   if (world) batch = static_cast<int64_t>(world->broadcast(static_cast<uint64_t>(batch), "evaluation batch size"));
-  nn::ArrayReads source(x, &y, batch);
+  nn::ArrayBatches source(x, &y, batch);
   std::vector<nn::Accumulator> sums(static_cast<size_t>(replicas));
   nn::InferenceHooks h = evaluation_hooks(sums, steps);
   h.group = [world] { return world; };

@@ -92,7 +92,7 @@ History nn::Trainer::fit(const std::vector<Tensor>& x_all, const std::vector<Ten
 
   uint64_t seed = o.seed ? o.seed : nn::next_seed();
   if (strategy_ && strategy_->mpi) seed = strategy_->mpi->broadcast(seed, "shuffle seed");  // one shuffle everywhere
-  nn::ArrayBatches source(x, y, batch, steps, o.shuffle, seed);
+  nn::ArrayBatches source(x, &y, batch, steps, o.shuffle, seed);
   std::function<Logs()> validate;
   if (!vx.empty())
     validate = [&] {

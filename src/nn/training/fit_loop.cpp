@@ -55,10 +55,10 @@ History nn::Trainer::fit_loop(nn::BatchSource& source, const FitOptions& o, int6
     };
     const nn::DeliverOnUnwind deliver_on_unwind(lagged.get(), acc, end_batch);  // an exception: trained batches first
     const int64_t steps = source.steps();  // 0: until the source runs out (its length is learned then)
-    nn::StepBatch batch;
+    nn::Batch batch;
     int64_t s = start;
     for (; steps == 0 || s < steps; ++s) {
-      if (!source.next(batch)) {
+      if (!source.next(0, batch)) {
         if (source.stop_when_exhausted()) model_.stop_training = true;
         break;
       }

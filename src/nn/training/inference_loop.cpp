@@ -15,15 +15,15 @@
 
 namespace tk {
 
-nn::distribute::MpiCollective* nn::Trainer::inference_loop(nn::ReadSource& source, const nn::InferenceHooks& h) {
+nn::distribute::MpiCollective* nn::Trainer::inference_loop(nn::BatchSource& source, const nn::InferenceHooks& h) {
   const nn::ProgramKind kind = h.predict ? nn::ProgramKind::predict : nn::ProgramKind::eval;
   const bool in_process = nn::distribute::replicated_in_process(strategy_.get());
   const int replicas = in_process ? strategy_->replicas() : 1;
-  std::vector<nn::ReadBatch> round(static_cast<size_t>(source.round_size(replicas)));  // batches s, s + 1, ...
+  std::vector<nn::Batch> round(static_cast<size_t>(source.round_size(replicas)));  // batches s, s + 1, ...
   std::vector<nn::ProgramCache*> caches;
   nn::distribute::MpiCollective* world = nullptr;
   const graph::ExecContext ctx = nn::exec_context(model_.device(), step, false, model_.optimizer().get());
-  auto bind_and_run = [&](nn::Compiled& c, const nn::ReadBatch& b, const graph::ExecContext& on) {
+  auto bind_and_run = [&](nn::Compiled& c, const nn::Batch& b, const graph::ExecContext& on) {
     nn::HostStager::bind_rows(c, *b.x, b.y, b.rows, b.begin, b.n);
     c.program->run(on);
   };
@@ -41,7 +41,7 @@ nn::distribute::MpiCollective* nn::Trainer::inference_loop(nn::ReadSource& sourc
         caches = nn::distribute::synced_replicas(replicas, [&](int r) -> nn::ProgramCache& { return programs(r); });
         replicas_synced = true;
       }
-      auto batch = [&](int64_t k) -> const nn::ReadBatch& { return round[static_cast<size_t>(k - s)]; };
+      auto batch = [&](int64_t k) -> const nn::Batch& { return round[static_cast<size_t>(k - s)]; };
       nn::distribute::run_on_replicas(
           *strategy_, caches, s, count, ctx,
           [&](int r, int64_t k) {
@@ -57,7 +57,7 @@ nn::distribute::MpiCollective* nn::Trainer::inference_loop(nn::ReadSource& sourc
       if (s == 0 && h.group) world = h.group();
       for (int64_t k = s; k < s + count; ++k) {
         if (world && k % world->size() != world->rank()) continue;
-        const nn::ReadBatch& b = round[static_cast<size_t>(k - s)];
+        const nn::Batch& b = round[static_cast<size_t>(k - s)];
         try {  // a failure on one rank ends the job at once, not after the others' collective timeout
           if (h.prepare) h.prepare(0, k, b);
           nn::Compiled& c = programs().get(kind, b.n);

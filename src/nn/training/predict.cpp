@@ -7,6 +7,7 @@
 #include "nn/distribute/mpi_collective.h"
 #include "nn/distribute/replicated_eval.h"
 #include "nn/distribute/strategy_state.h"
+#include "nn/training/array_batches.h"
 #include "nn/training/fit_common.h"
 #include "nn/training/read_batches.h"
 #include "nn/training/trainer.h"
@@ -52,16 +53,16 @@ std::vector<Tensor> nn::Trainer::predict(const std::vector<Tensor>& x, int64_t b
   if (world) batch = static_cast<int64_t>(world->broadcast(static_cast<uint64_t>(batch), "predict batch size"));
   std::vector<Tensor> out;
   for (const KerasTensor& o : model_.outputs()) out.push_back(allocate(o.shape().with_batch(n), world));
-  nn::ArrayReads source(x, nullptr, batch);
+  nn::ArrayBatches source(x, nullptr, batch);
   nn::InferenceHooks h;
   h.predict = true;
   h.group = [world] { return world; };
   // Batch k's predictions straight into its rows of the outputs.
-  h.ran = [&](nn::Compiled& c, int, int64_t, const nn::ReadBatch& b) { read_outputs(c, out, b.begin, b.n, n); };
+  h.ran = [&](nn::Compiled& c, int, int64_t, const nn::Batch& b) { read_outputs(c, out, b.begin, b.n, n); };
   inference_loop(source, h);
   if (world) {
     std::vector<int64_t> rows;
-    for (int64_t k = 0; k < source.batches(); ++k) rows.push_back(std::min(batch, n - k * batch));
+    for (int64_t k = 0; k < source.steps(); ++k) rows.push_back(std::min(batch, n - k * batch));
     nn::distribute::gather_batches(*world, out, rows, "predict outputs");
   }
   return out;
@@ -93,15 +94,15 @@ std::vector<Tensor> nn::Trainer::predict(const data::Dataset& dataset) {
   nn::InferenceHooks h;
   h.predict = true;
   h.group = [&] { return evaluation_group("predict the dataset " + dataset.describe()); };
-  h.read = [&](int64_t, const nn::ReadBatch& b) {
+  h.read = [&](int64_t, const nn::Batch& b) {
     rows.push_back(b.n);
     parts.emplace_back();
   };
-  h.prepare = [&](int, int64_t k, const nn::ReadBatch& b) {
+  h.prepare = [&](int, int64_t k, const nn::Batch& b) {
     for (const KerasTensor& o : model_.outputs())
       parts[static_cast<size_t>(k)].emplace_back(o.shape().with_batch(b.n), DType::f32);
   };
-  h.ran = [&](nn::Compiled& c, int, int64_t k, const nn::ReadBatch& b) {
+  h.ran = [&](nn::Compiled& c, int, int64_t k, const nn::Batch& b) {
     read_outputs(c, parts[static_cast<size_t>(k)], 0, b.n, b.n);
   };
   nn::distribute::MpiCollective* world = inference_loop(source, h);

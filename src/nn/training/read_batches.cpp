@@ -4,30 +4,12 @@
 
 namespace tk::nn {
 
-ArrayReads::ArrayReads(const std::vector<Tensor>& x, const std::vector<Tensor>* y, int64_t batch)
-    : x_(x),
-      y_(y),
-      rows_(x.empty() || x[0].shape().rank() == 0 ? 0 : x[0].dim(0)),
-      batch_(batch),
-      batches_(batch > 0 ? (rows_ + batch - 1) / batch : 0) {}
-
-bool ArrayReads::next(size_t /*slot*/, ReadBatch& b) {
-  if (read_ >= batches_) return false;
-  b.x = &x_;
-  b.y = y_;
-  b.rows = nullptr;
-  b.begin = read_ * batch_;
-  b.n = std::min(batch_, rows_ - b.begin);
-  ++read_;
-  return true;
-}
-
 DatasetReads::DatasetReads(const data::Dataset& dataset, Setup setup, int replicas)
     : setup_(std::move(setup)),
       it_(evaluation_pass(dataset, staged(setup_.on_device ? setup_.on_device->indices() : dataset))),
       slots_(static_cast<size_t>(std::max(replicas, 1))) {}
 
-bool DatasetReads::next(size_t slot, ReadBatch& b) {
+bool DatasetReads::next(size_t slot, Batch& b) {
   Slot& s = slots_.at(slot);
   if (!it_.next(s.element)) return false;
   if (setup_.on_device) {

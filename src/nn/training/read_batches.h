@@ -1,10 +1,11 @@
-// Where evaluate's and predict's one batch loop (Model::inference_loop, nn/training/inference_loop.cpp) gets its
-// batches, in order: rows [k * batch, ...) of host arrays (ArrayReads: no copy), or the batches of a Dataset pass
-// (DatasetReads: host batches, or a device-resident dataset's row numbers into its arrays on the GPU). Batches are
-// read in rounds (one per replica under MirroredStrategy), so a source keeps one slot per batch of a round alive.
+// evaluate's and predict's side of the batch sources (batch_source.h): the hooks of their one batch loop
+// (Trainer::inference_loop, nn/training/inference_loop.cpp), and DatasetReads, the batches of a Dataset pass (host
+// batches, or a device-resident dataset's row numbers into its arrays on the GPU). Batches are read in rounds (one
+// per replica under MirroredStrategy), so a source keeps one slot per batch of a round alive; host arrays are read
+// by ArrayBatches (array_batches.h).
 //
-//   nn::ArrayReads source(x, &y, 32);
-//   nn::ReadBatch b;
+//   nn::DatasetReads source(dataset, setup, replicas);
+//   nn::Batch b;
 //   for (int64_t k = 0; source.next(0, b); ++k) ...   // b.x, b.y, b.rows / b.begin, b.n
 #pragma once
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include <memory>
 #include <vector>
 
+#include "nn/training/batch_source.h"
 #include "nn/training/device_dataset.h"
 #include "trainkit/core/tensor.h"
 #include "trainkit/data/dataset.h"
@@ -23,25 +25,6 @@ namespace distribute {
 class MpiCollective;
 }
 
-// One batch of evaluate or predict: rows rows[0..n) of x, y — or [begin, begin + n) when rows is null.
-struct ReadBatch {
-  const std::vector<Tensor>* x = nullptr;
-  const std::vector<Tensor>* y = nullptr;  // null for predict
-  const int64_t* rows = nullptr;
-  int64_t begin = 0;
-  int64_t n = 0;
-};
-
-class ReadSource {
- public:
-  virtual ~ReadSource() = default;
-  // Batches to read per round when `replicas` run them (at least one per replica).
-  virtual int64_t round_size(int replicas) const { return replicas; }
-  // The next batch into slot `slot` of the round (slot < round_size), valid until that slot is read again; false at
-  // the end of the data.
-  virtual bool next(size_t slot, ReadBatch& b) = 0;
-};
-
 // What evaluate or predict does around the loop's steps (Model::inference_loop).
 struct InferenceHooks {
   bool predict = false;  // the programs: predict (outputs) or eval (logs)
@@ -50,30 +33,16 @@ struct InferenceHooks {
   // is built then); batch k then runs on rank k % ranks.
   std::function<distribute::MpiCollective*()> group;
   // On this thread, after batch k was read (every batch, also those another rank runs).
-  std::function<void(int64_t k, const ReadBatch&)> read;
+  std::function<void(int64_t k, const Batch&)> read;
   // On this thread, before batch k runs (on replica r: the thread that runs it may not allocate in shared vectors).
-  std::function<void(int r, int64_t k, const ReadBatch&)> prepare;
+  std::function<void(int r, int64_t k, const Batch&)> prepare;
   // On replica r's thread, after batch k ran on its program c (read its logs or outputs).
-  std::function<void(Compiled& c, int r, int64_t k, const ReadBatch&)> ran;
-};
-
-// Host arrays in batches of `batch` rows (the last one shorter).
-class ArrayReads final : public ReadSource {
- public:
-  ArrayReads(const std::vector<Tensor>& x, const std::vector<Tensor>* y, int64_t batch);
-  int64_t batches() const { return batches_; }
-  int64_t round_size(int /*replicas*/) const override { return batches_ > 0 ? batches_ : 1; }  // all at once: free
-  bool next(size_t slot, ReadBatch& b) override;
-
- private:
-  const std::vector<Tensor>& x_;
-  const std::vector<Tensor>* y_;
-  int64_t rows_, batch_, batches_, read_ = 0;
+  std::function<void(Compiled& c, int r, int64_t k, const Batch&)> ran;
 };
 
 // A pass of a Dataset. `prepare(x, y)` is called with each batch's host tensors (the stand-ins of a device-resident
 // source for the first): split checks and builds the model (Model::ensure_built + check_data).
-class DatasetReads final : public ReadSource {
+class DatasetReads final : public BatchSource {
  public:
   using Split = std::function<void(data::Element&, std::vector<Tensor>&, std::vector<Tensor>&)>;
   using Prepare = std::function<void(const std::vector<Tensor>&, const std::vector<Tensor>&)>;
@@ -86,7 +55,8 @@ class DatasetReads final : public ReadSource {
   };
   // Opens the pass evaluate / predict reads (nn::evaluation_pass); slots for rounds of `replicas` batches.
   DatasetReads(const data::Dataset& dataset, Setup setup, int replicas);
-  bool next(size_t slot, ReadBatch& b) override;
+  int64_t steps() const override { return 0; }
+  bool next(size_t slot, Batch& b) override;
 
  private:
   struct Slot {

@@ -8,7 +8,7 @@
 //
 // Responsibilities, each in its own class: nn::ProgramCache (per replica: compiled programs, their arena and stream;
 // with it nn::OptimizerState, the slots / loss scale / accumulators, and nn::DeviceMirrors, the weights' device
-// copies), the batch sources (nn/training/batch_source.h, read_batches.h), the one fit loop (fit_loop.cpp) and the one
+// copies), the batch sources (nn/training/batch_source.h), the one fit loop (fit_loop.cpp) and the one
 // inference loop (inference_loop.cpp). The Trainer owns the caches and the counters the passes share (step, resume
 // position).
 #pragma once
@@ -26,7 +26,6 @@ namespace tk::nn {
 class ProgramCache;
 struct Accumulator;
 class BatchSource;
-class ReadSource;
 struct InferenceHooks;
 namespace distribute {
 class MpiCollective;
@@ -113,7 +112,7 @@ class Trainer {
   // The batch loop of every evaluate and predict (inference_loop.cpp): `source`'s batches in rounds, on this thread,
   // on the replicas (MirroredStrategy) or on this rank's share (MultiWorkerMirroredStrategy). Returns the ranks'
   // group when there is one (the caller sums the logs / gathers the outputs), else null.
-  distribute::MpiCollective* inference_loop(ReadSource& source, const InferenceHooks& hooks);
+  distribute::MpiCollective* inference_loop(BatchSource& source, const InferenceHooks& hooks);
   Logs run_evaluation(const std::vector<Tensor>& x, const std::vector<Tensor>& y, int64_t batch_size, int64_t steps);
   Logs run_evaluation(const data::Dataset& dataset, int64_t steps);
   // One optimizer step on rows idx[0..bs) (or [0, bs) when idx is null), in micro-batches when micro > 0.
