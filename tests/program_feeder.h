@@ -19,16 +19,6 @@ class ProgramFeeder final : public nn::BatchStager {
                              " buffer");
     return static_cast<T*>(s.data);
   }
-  void stage(std::vector<Tensor> x, std::vector<Tensor> y) override {
-    x_ = std::move(x);
-    y_ = std::move(y);
-  }
-  int64_t bind(nn::Compiled&, bool) override { return 0; }
-  const std::vector<Tensor>& x() const override { return x_; }
-  const std::vector<Tensor>& y() const override { return y_; }
-
- private:
-  std::vector<Tensor> x_, y_;
 };
 
 }  // namespace tk::testing

@@ -24,9 +24,7 @@
 namespace tk {
 
 Model::Model(std::vector<KerasTensor> inputs, std::vector<KerasTensor> outputs, std::string name)
-    : name_(name.empty() ? nn::unique_name("functional") : std::move(name)),
-      dtype_policy_(mixed_precision::global_policy()),
-      trainer_(std::make_unique<nn::Trainer>(*this)) {
+    : Model("functional", std::move(name)) {
   init_graph(std::move(inputs), std::move(outputs));
 }
 

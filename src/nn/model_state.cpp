@@ -140,13 +140,12 @@ void Model::restore_training_state(const TrainingState& s) {
     for (size_t k = 0; k < per; ++k) slots[i].push_back(s.optimizer_slots[i * file_per + pick[k]]);
   set_optimizer_slots(slots, s.iterations);
   set_optimizer_variables(vars);
+  nn::OptimizerState& st = trainer_->programs().optimizer_state();
   if (s.loss_scale > 0.0f)
-    trainer_->programs().optimizer_state().set_loss_scale_state(s.loss_scale, static_cast<float>(s.loss_scale_counter),
-                                                                static_cast<float>(s.skipped_steps));
-  else if (trainer_->programs()
-               .optimizer_state()
-               .loss_scale_state())  // a state without loss scaling (format 2): start from the initial scale
-    trainer_->programs().optimizer_state().set_loss_scale_state(
+    st.set_loss_scale_state(s.loss_scale, static_cast<float>(s.loss_scale_counter),
+                            static_cast<float>(s.skipped_steps));
+  else if (st.loss_scale_state())  // a state without loss scaling (format 2): start from the initial scale
+    st.set_loss_scale_state(
         optimizer_->config().loss_scale_initial > 0.0f ? optimizer_->config().loss_scale_initial : 32768.0f, 0.0f,
         0.0f);
   if (!optimizer_->learning_rate_schedule())

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 
 #include "trainkit/core/error.h"
 
@@ -30,21 +31,18 @@ void LocalCollective::begin_step(int participants) {
   failure_.clear();
 }
 
-void LocalCollective::abort(const std::string& why) {
-  std::lock_guard<std::mutex> lock(m_);
-  if (!failed_) {
-    failed_ = true;
-    failure_ = why;
-  }
+void LocalCollective::mark_failed_locked(const std::string& why) {
+  if (!std::exchange(failed_, true)) failure_ = why;  // the first failure is the one reported
   cv_.notify_all();
 }
 
+void LocalCollective::abort(const std::string& why) {
+  std::lock_guard<std::mutex> lock(m_);
+  mark_failed_locked(why);
+}
+
 void LocalCollective::fail_locked(const std::string& why) {
-  if (!failed_) {
-    failed_ = true;
-    failure_ = why;
-  }
-  cv_.notify_all();
+  mark_failed_locked(why);
   throw CollectiveError(failure_);
 }
 

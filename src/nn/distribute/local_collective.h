@@ -41,6 +41,8 @@ class LocalCollective final : public graph::Collective {
   };
   // Waits until all participants have arrived (phase `phase` of `what`); throws when aborted or timed out.
   void barrier(int replica, const char* what, const char* phase);
+  // Under m_: marks the collective failed (keeping the first reason) and wakes the waiting replicas.
+  void mark_failed_locked(const std::string& why);
   [[noreturn]] void fail_locked(const std::string& why);
 
   std::chrono::milliseconds timeout_;

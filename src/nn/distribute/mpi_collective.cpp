@@ -36,6 +36,16 @@ void finalize_at_exit() {
   MPI_Finalized(&finalized);
   if (!finalized) MPI_Finalize();
 }
+
+// The sum over the ranks of `count` values at `data`, in place, the same bits on every rank (see all_reduce).
+void sum_in_place(void* data, int count, MPI_Datatype type, int rank, int size) {
+  if (size == 2) {
+    MPI_Allreduce(MPI_IN_PLACE, data, count, type, MPI_SUM, MPI_COMM_WORLD);
+  } else {
+    MPI_Reduce(rank == 0 ? MPI_IN_PLACE : data, rank == 0 ? data : nullptr, count, type, MPI_SUM, 0, MPI_COMM_WORLD);
+    MPI_Bcast(data, count, type, 0, MPI_COMM_WORLD);
+  }
+}
 }  // namespace
 
 void MpiCollective::end_job_after_error(int exit_code) {
@@ -131,13 +141,7 @@ void MpiCollective::all_reduce(int, const float* in, float* out, int64_t n, floa
   const InFlight guard(*this, what, sequence);
   for (int64_t done = 0; done < n;) {  // MPI counts are int
     const int count = static_cast<int>(std::min<int64_t>(n - done, int64_t{1} << 30));
-    if (size_ == 2) {
-      MPI_Allreduce(MPI_IN_PLACE, out + done, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    } else {
-      MPI_Reduce(rank_ == 0 ? MPI_IN_PLACE : out + done, rank_ == 0 ? out + done : nullptr, count, MPI_FLOAT, MPI_SUM,
-                 0, MPI_COMM_WORLD);
-      MPI_Bcast(out + done, count, MPI_FLOAT, 0, MPI_COMM_WORLD);
-    }
+    sum_in_place(out + done, count, MPI_FLOAT, rank_, size_);
     done += count;
   }
   seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -220,14 +224,7 @@ void MpiCollective::finish_all_reduce(int, int64_t sequence) {
 void MpiCollective::all_reduce_sum(double* data, int64_t n, const char* what) {
   if (size_ == 1 || n == 0) return;
   const InFlight guard(*this, what, -1);
-  const int count = static_cast<int>(n);  // a few logs
-  if (size_ == 2) {
-    MPI_Allreduce(MPI_IN_PLACE, data, count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-  } else {  // one association for every rank, as all_reduce
-    MPI_Reduce(rank_ == 0 ? MPI_IN_PLACE : data, rank_ == 0 ? data : nullptr, count, MPI_DOUBLE, MPI_SUM, 0,
-               MPI_COMM_WORLD);
-    MPI_Bcast(data, count, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-  }
+  sum_in_place(data, static_cast<int>(n), MPI_DOUBLE, rank_, size_);  // a few logs: one association, as all_reduce
 }
 
 void MpiCollective::all_gather(void* data, const std::vector<int64_t>& counts, size_t item_bytes, const char* what) {

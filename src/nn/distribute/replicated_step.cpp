@@ -47,7 +47,7 @@ void run_shard(nn::ProgramCache& pc, const Shard& s, bool micro_batched, int64_t
   const int64_t at = own_rows ? 0 : s.first;  // the shard's first row in x
   if (!micro_batched) {
     nn::Compiled& c = pc.get(nn::ProgramKind::train, s.rows);
-    nn::HostStager::bind_rows(c, x, &y, idx ? idx + s.first : nullptr, idx ? 0 : at, s.rows);
+    nn::BatchStager::bind_rows(c, x, &y, idx ? idx + s.first : nullptr, idx ? 0 : at, s.rows);
     ctx.scalars.grad_scale = s.weight;    // AllReduce: this replica's share of the global batch
     ctx.scalars.sample_offset = s.first;  // dropout: keyed by the global sample index
     c.program->run(ctx);
@@ -57,7 +57,7 @@ void run_shard(nn::ProgramCache& pc, const Shard& s, bool micro_batched, int64_t
   for (int64_t m = 0; m < s.rows; m += micro) {  // as one device's micro-batches, at their global rows
     const int64_t mb = std::min(micro, s.rows - m);
     nn::Compiled& c = pc.get(nn::ProgramKind::accumulate, mb);
-    nn::HostStager::bind_rows(c, x, &y, idx ? idx + s.first + m : nullptr, idx ? 0 : at + m, mb);
+    nn::BatchStager::bind_rows(c, x, &y, idx ? idx + s.first + m : nullptr, idx ? 0 : at + m, mb);
     ctx.scalars.step = (step << 20) + static_cast<uint64_t>(s.first + m);
     ctx.scalars.grad_scale = counts ? static_cast<float>(mb) / static_cast<float>(bs) : 0.0f;
     c.program->run(ctx);
@@ -114,22 +114,6 @@ nn::distribute::MpiCollective* nn::Trainer::evaluation_group(const std::string& 
     replicas_synced = true;
   }
   return &world;
-}
-
-void nn::Trainer::all_reduce_logs(nn::distribute::MpiCollective& world, nn::Accumulator& acc) {
-  if (acc.names.empty()) {  // this rank ran no batch: the names (from the smallest eval program) and zeros
-    try {
-      acc.reset(programs(0).get(nn::ProgramKind::eval, 1));
-    } catch (const std::exception& e) {
-      world.abort(std::string("evaluation: ") + e.what());
-    }
-  }
-  std::vector<double> sums = acc.sum;
-  sums.push_back(acc.count);
-  world.all_reduce_sum(sums.data(), static_cast<int64_t>(sums.size()), "evaluation logs");
-  acc.count = sums.back();
-  sums.pop_back();
-  acc.sum = std::move(sums);
 }
 
 void nn::Trainer::train_step_replicated(const std::vector<Tensor>& x, const std::vector<Tensor>& y, const int64_t* idx,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "nn/training/fit_common.h"
 #include "trainkit/core/error.h"
 
 namespace tk::nn {
@@ -11,7 +12,7 @@ ArrayBatches::ArrayBatches(const std::vector<Tensor>& x, const std::vector<Tenso
                            bool shuffle, uint64_t seed)
     : x_(x),
       y_(y),
-      rows_(x.empty() || x[0].shape().rank() == 0 ? 0 : x[0].dim(0)),
+      rows_(rows_of(x)),
       batch_(batch),
       steps_(steps > 0 ? steps : (rows_ + batch - 1) / batch),
       shuffle_(shuffle),

@@ -92,7 +92,6 @@ bool DatasetBatches::next(size_t /*slot*/, Batch& b) {
   if (!pending_) ++consumed_;
   pending_ = false;
   staged_at_ = Clock::now();
-  stager_.recycle(x_, y_);
   int64_t n = 0;
   if (setup_.on_device) {
     n = setup_.on_device->split(element_, setup_.inputs, x_, y_, true, rows_);
@@ -101,9 +100,8 @@ bool DatasetBatches::next(size_t /*slot*/, Batch& b) {
     setup_.check(x_, y_);
     n = x_[0].dim(0);
   }
-  stager_.stage(std::move(x_), std::move(y_));
-  b.x = &stager_.x();
-  b.y = &stager_.y();
+  b.x = &x_;
+  b.y = &y_;
   b.rows = rows_;
   b.n = global_ ? global_rows_ : n;
   b.own_rows = global_ != nullptr;

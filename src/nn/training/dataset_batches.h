@@ -18,7 +18,6 @@
 #include "data/auto_shard.h"
 #include "nn/training/batch_source.h"
 #include "nn/training/device_dataset.h"
-#include "nn/training/staging.h"
 #include "trainkit/data/dataset.h"
 #include "trainkit/data/stall.h"
 
@@ -43,8 +42,6 @@ class DatasetBatches final : public BatchSource {
 
   const std::vector<Tensor>& first_x() const { return x_; }
   const std::vector<Tensor>& first_y() const { return y_; }
-  // The pass fit starts with (FitPosition::data_pass).
-  uint64_t pass() const { return pass_; }
 
   int64_t steps() const override { return steps_; }
   void learned_steps(int64_t steps) override { steps_ = steps; }
@@ -80,8 +77,7 @@ class DatasetBatches final : public BatchSource {
   bool next_pass_ = false;  // each epoch after the first reads a new pass (unless persistent)
   int64_t global_rows_ = 0;
   const int64_t* rows_ = nullptr;  // on_device: the batch's rows of x_, y_
-  std::vector<Tensor> x_, y_;
-  HostStager stager_;
+  std::vector<Tensor> x_, y_;      // the batch next() gave (before it: the first batch)
   data::StallMeter meter_;
   Clock::time_point staged_at_;
   data::StallReport report_;

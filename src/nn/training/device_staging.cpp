@@ -29,17 +29,9 @@ void BatchStager::stage_on_device(Compiled& c, const std::vector<Tensor>& x, con
   }
   graph::RowGather& g = *c.gather;
   g.begin_batch(idx, begin, n, stream);
-  const graph::InputAccess access;
-  for (size_t i = 0; i < c.x.size(); ++i) {
-    if (p.plan().offset[static_cast<size_t>(c.x[i])] < 0) continue;  // an input no output needs
-    const graph::InputSlot slot = access.slot(p, c.x[i]);
-    g.rows(x[i], slot.data, slot.dtype, c.x_scale[i].scale, c.x_scale[i].offset);
-  }
-  if (y)
-    for (size_t j = 0; j < c.y.size(); ++j) {
-      const graph::InputSlot slot = access.slot(p, c.y[j]);
-      g.rows((*y)[j], slot.data, slot.dtype, 1.0f, 0.0f);
-    }
+  for_each_input(c, x, y, [&](const graph::InputSlot& slot, const Tensor& src, size_t, const StageScale& sc) {
+    g.rows(src, slot.data, slot.dtype, sc.scale, sc.offset);
+  });
 }
 
 }  // namespace tk::nn

@@ -2,8 +2,6 @@
 // inference loop (inference_loop.cpp).
 #include "nn/compiler/programs.h"
 #include "nn/distribute/mpi_collective.h"
-#include "nn/distribute/replicated_eval.h"
-#include "nn/distribute/strategy_state.h"
 #include "nn/training/array_batches.h"
 #include "nn/training/fit_common.h"
 #include "nn/training/read_batches.h"
@@ -56,8 +54,8 @@ Logs nn::Trainer::evaluate(const data::Dataset& dataset, EvaluateOptions o) {
 
 Logs nn::Trainer::run_evaluation(const std::vector<Tensor>& x, const std::vector<Tensor>& y, int64_t batch_size,
                                  int64_t steps) {
-  const int replicas = nn::distribute::replicated_in_process(strategy_.get()) ? strategy_->replicas() : 1;
-  const int64_t n = x.empty() || x[0].shape().rank() == 0 ? 0 : x[0].dim(0);
+  const int replicas = inference_replicas();
+  const int64_t n = nn::rows_of(x);
   int64_t batch = std::min(batch_size, std::max<int64_t>(n, 1));
   // MultiWorkerMirroredStrategy: batch k on rank k % ranks, the logs summed over the ranks at the end; rank 0's batch
   // size (an automatic one follows each rank's free memory).
@@ -70,16 +68,11 @@ Logs nn::Trainer::run_evaluation(const std::vector<Tensor>& x, const std::vector
   nn::InferenceHooks h = evaluation_hooks(sums, steps);
   h.group = [world] { return world; };
   inference_loop(source, h);
-  nn::Accumulator acc;
-  for (const nn::Accumulator& a : sums) acc.merge(a);
-  if (world && n > 0) all_reduce_logs(*world, acc);
-  Logs logs;
-  acc.write(logs);
-  return logs;
+  return evaluation_logs(sums, world && n > 0 ? world : nullptr);
 }
 
 Logs nn::Trainer::run_evaluation(const data::Dataset& dataset, int64_t steps) {
-  const int replicas = nn::distribute::replicated_in_process(strategy_.get()) ? strategy_->replicas() : 1;
+  const int replicas = inference_replicas();
   // Elements (x..., y..., w) are weighted (Keras' sample_weight): each batch's prepare says so before its program is
   // chosen; the caller's weighting (fit's training) comes back after.
   const nn::SampleWeightScope weights(*this, int64_t{0});
@@ -106,10 +99,28 @@ Logs nn::Trainer::run_evaluation(const data::Dataset& dataset, int64_t steps) {
     return evaluation_group("evaluate the dataset " + dataset.describe() +
                             (steps > 0 ? ", " + std::to_string(steps) + " steps" : std::string()));
   };
-  nn::distribute::MpiCollective* world = inference_loop(source, h);
+  return evaluation_logs(sums, inference_loop(source, h));
+}
+
+Logs nn::Trainer::evaluation_logs(const std::vector<nn::Accumulator>& sums, nn::distribute::MpiCollective* world) {
   nn::Accumulator acc;
   for (const nn::Accumulator& a : sums) acc.merge(a);
-  if (world) all_reduce_logs(*world, acc);
+  // Every rank's sums added to acc's (a rank that ran no batch contributes zeros).
+  if (world) {
+    if (acc.names.empty()) {  // this rank ran no batch: the names (from the smallest eval program) and zeros
+      try {
+        acc.reset(programs(0).get(nn::ProgramKind::eval, 1));
+      } catch (const std::exception& e) {
+        world->abort(std::string("evaluation: ") + e.what());
+      }
+    }
+    std::vector<double> all = acc.sum;
+    all.push_back(acc.count);
+    world->all_reduce_sum(all.data(), static_cast<int64_t>(all.size()), "evaluation logs");
+    acc.count = all.back();
+    all.pop_back();
+    acc.sum = std::move(all);
+  }
   Logs logs;
   acc.write(logs);
   return logs;

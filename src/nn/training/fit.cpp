@@ -22,8 +22,6 @@ namespace {
 
 using nn::require;
 
-int64_t rows_of(const std::vector<Tensor>& x) { return x.empty() || x[0].shape().rank() == 0 ? 0 : x[0].dim(0); }
-
 }  // namespace
 
 History nn::Trainer::fit(const std::vector<Tensor>& x_all, const std::vector<Tensor>& y_all, FitOptions o) {
@@ -113,14 +111,14 @@ void nn::Trainer::train_step(const std::vector<Tensor>& x, const std::vector<Ten
   graph::ExecContext ctx = nn::exec_context(model_.device(), step, true, model_.optimizer().get());
   if (micro == 0 || micro >= bs) {
     nn::Compiled& c = programs().get(nn::ProgramKind::train, bs);
-    nn::HostStager::bind_rows(c, x, &y, idx, 0, bs);
+    nn::BatchStager::bind_rows(c, x, &y, idx, 0, bs);
     c.program->run(ctx);
     acc.add(c, bs);
   } else {  // gradient accumulation over micro-batches, then one update
     for (int64_t r = 0; r < bs; r += micro) {
       const int64_t mb = std::min(micro, bs - r);
       nn::Compiled& c = programs().get(nn::ProgramKind::accumulate, mb);
-      nn::HostStager::bind_rows(c, x, &y, idx ? idx + r : nullptr, idx ? 0 : r, mb);
+      nn::BatchStager::bind_rows(c, x, &y, idx ? idx + r : nullptr, idx ? 0 : r, mb);
       ctx.scalars.step = (step << 20) + static_cast<uint64_t>(r);  // distinct dropout draws per micro-batch
       ctx.scalars.grad_scale = static_cast<float>(mb) / static_cast<float>(bs);
       c.program->run(ctx);
@@ -178,8 +176,7 @@ const Logs& nn::Trainer::train_on_batch(const std::vector<Tensor>& x, const std:
     replicas_synced = false;
     programs().mirrors().upload();  // replica 0 on a GPU: weights set on the host since reach its copies
     nn::Accumulator acc;
-    train_step_replicated(x, y, nullptr, n, 0, acc);
-    programs().mirrors().mark_trained();
+    train_step(x, y, nullptr, n, 0, acc);  // the replicated step
     programs().mirrors().download();
     Logs logs;
     acc.write(logs);
@@ -189,7 +186,7 @@ const Logs& nn::Trainer::train_on_batch(const std::vector<Tensor>& x, const std:
   }
   programs().mirrors().upload();
   nn::Compiled& c = programs().get(nn::ProgramKind::train, n);
-  nn::HostStager::bind_rows(c, x, &y, nullptr, 0, n);
+  nn::BatchStager::bind_rows(c, x, &y, nullptr, 0, n);
   graph::ExecContext ctx = nn::exec_context(model_.device(), step++, true, model_.optimizer().get());
   c.program->run(ctx);
   programs().mirrors().mark_trained();

@@ -2,6 +2,7 @@
 #pragma once
 #include <exception>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nn/compiler/programs.h"
@@ -55,11 +56,9 @@ struct Accumulator {
   LaggedLogs* lagged = nullptr;
   // Names, stats and zero sums for the logs of `c` (which may have no log_stats: all means).
   void reset(const Compiled& c) {
-    names.clear();
-    for (const auto& [name, id] : c.logs) names.push_back(name);
-    stats = c.log_stats;
-    stats.resize(names.size());
-    sum.assign(width(stats), 0.0);
+    std::vector<std::string> n;
+    for (const auto& [name, id] : c.logs) n.push_back(name);
+    start(std::move(n), c.log_stats);
   }
   static size_t width(const std::vector<LogStat>& s) {
     size_t w = 0;
@@ -85,12 +84,7 @@ struct Accumulator {
   // One program's log values (as add() reads them, flat), read elsewhere.
   void add_values(const std::vector<std::string>& value_names, const std::vector<LogStat>& value_stats,
                   const float* values, int64_t n) {
-    if (names.size() != value_names.size()) {
-      names = value_names;
-      stats = value_stats;
-      stats.resize(names.size());
-      sum.assign(width(stats), 0.0);
-    }
+    if (names.size() != value_names.size()) start(value_names, value_stats);
     size_t at = 0;
     for (size_t k = 0; k < names.size(); ++k) {
       const LogStat& st = stats[k];
@@ -101,11 +95,7 @@ struct Accumulator {
   }
   void merge(const Accumulator& other) {  // another's batches (a data-parallel replica's), in order: counts sum
     if (other.names.empty()) return;
-    if (names.empty()) {
-      names = other.names;
-      stats = other.stats;
-      sum.assign(other.sum.size(), 0.0);
-    }
+    if (names.empty()) start(other.names, other.stats);  // other.sum has width(other.stats) values
     for (size_t k = 0; k < sum.size() && k < other.sum.size(); ++k) sum[k] += other.sum[k];
     count += other.count;
   }
@@ -121,7 +111,19 @@ struct Accumulator {
       at += static_cast<size_t>(st.width);
     }
   }
+
+ private:
+  // Logs `n`, their stats `s` (a mean for each name past its end) and zero sums.
+  void start(std::vector<std::string> n, const std::vector<LogStat>& s) {
+    names = std::move(n);
+    stats = s;
+    stats.resize(names.size());
+    sum.assign(width(stats), 0.0);
+  }
 };
+
+// Rows of a pass's arrays: x[0]'s first dimension (0 without inputs or for a scalar).
+inline int64_t rows_of(const std::vector<Tensor>& x) { return x.empty() || x[0].shape().rank() == 0 ? 0 : x[0].dim(0); }
 
 // fit's lagged logs (lagged_logs.h) for a model whose programs `pc` are: null when the lag is 0 (the CPU: the loop
 // reads each step's logs right after it, as it always did).

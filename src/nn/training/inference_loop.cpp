@@ -15,16 +15,20 @@
 
 namespace tk {
 
+int nn::Trainer::inference_replicas() const {
+  return nn::distribute::replicated_in_process(strategy_.get()) ? strategy_->replicas() : 1;
+}
+
 nn::distribute::MpiCollective* nn::Trainer::inference_loop(nn::BatchSource& source, const nn::InferenceHooks& h) {
   const nn::ProgramKind kind = h.predict ? nn::ProgramKind::predict : nn::ProgramKind::eval;
   const bool in_process = nn::distribute::replicated_in_process(strategy_.get());
-  const int replicas = in_process ? strategy_->replicas() : 1;
+  const int replicas = inference_replicas();
   std::vector<nn::Batch> round(static_cast<size_t>(source.round_size(replicas)));  // batches s, s + 1, ...
   std::vector<nn::ProgramCache*> caches;
   nn::distribute::MpiCollective* world = nullptr;
   const graph::ExecContext ctx = nn::exec_context(model_.device(), step, false, model_.optimizer().get());
   auto bind_and_run = [&](nn::Compiled& c, const nn::Batch& b, const graph::ExecContext& on) {
-    nn::HostStager::bind_rows(c, *b.x, b.y, b.rows, b.begin, b.n);
+    nn::BatchStager::bind_rows(c, *b.x, b.y, b.rows, b.begin, b.n);
     c.program->run(on);
   };
   for (int64_t s = 0;;) {

@@ -6,7 +6,6 @@
 #include "nn/compiler/programs.h"
 #include "nn/distribute/mpi_collective.h"
 #include "nn/distribute/replicated_eval.h"
-#include "nn/distribute/strategy_state.h"
 #include "nn/training/array_batches.h"
 #include "nn/training/fit_common.h"
 #include "nn/training/read_batches.h"
@@ -46,7 +45,7 @@ std::vector<Tensor> nn::Trainer::predict(const std::vector<Tensor>& x, int64_t b
   model_.ensure_built(x);
   check_data(x, nullptr, "predict");
   programs().mirrors().upload();
-  const int64_t n = x.empty() || x[0].shape().rank() == 0 ? 0 : x[0].dim(0);
+  const int64_t n = nn::rows_of(x);
   // MultiWorkerMirroredStrategy: batch k on rank k % ranks (rank 0's batch size), then every rank gets every row.
   nn::distribute::MpiCollective* world = evaluation_group("predict arrays of " + std::to_string(n) + " rows", {&x});
   int64_t batch = batch_size;
@@ -73,7 +72,6 @@ std::vector<Tensor> nn::Trainer::predict(const data::Dataset& dataset) {
           "predict: the dataset is infinite (repeat() without a count): add take(n)");
   check_policies("predict");
   programs().mirrors().upload();
-  const bool in_process = nn::distribute::replicated_in_process(strategy_.get());
   nn::DatasetReads source(dataset,
                           {.on_device = nn::DeviceDataset::of(dataset, model_.device(), replicated(), "predict"),
                            .split = [this](data::Element& e, std::vector<Tensor>& x,
@@ -86,7 +84,7 @@ std::vector<Tensor> nn::Trainer::predict(const data::Dataset& dataset) {
                            .inputs = model_.inputs().size(),
                            .outputs = model_.outputs().size(),
                            .need_y = false},
-                          in_process ? strategy_->replicas() : 1);
+                          inference_replicas());
   // Batch k's predictions (parts[k][j]: output j), and its rows. Under MultiWorkerMirroredStrategy another rank's
   // batch stays without parts until the gather.
   std::vector<std::vector<Tensor>> parts;

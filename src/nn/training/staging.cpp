@@ -29,6 +29,12 @@ void log_conversion(Compiled& c, const graph::Graph& g, size_t input, const Tens
                how);
 }
 
+// Bytes of n rows of `src` in `dtype` (gather_rows writes n * row elements).
+size_t rows_bytes(const Tensor& src, int64_t n, DType dtype) {
+  const int64_t row = src.shape().rank() > 0 && src.dim(0) > 0 ? src.numel() / src.dim(0) : 0;
+  return static_cast<size_t>(n * row) * dtype_size(dtype);
+}
+
 // gather_rows into a program input anywhere: directly into host memory; for a device the host cannot address, into
 // a host buffer (grown once per thread, so steps allocate nothing) copied to the device. Programs whose backend has
 // input staging of its own (CUDA) take stage_async below instead; this path is for any other device the host cannot
@@ -37,8 +43,7 @@ void gather_into(const graph::InputSlot& slot, const Tensor& src, const int64_t*
                  float scale = 1.0f, float offset = 0.0f) {
   if (slot.device.kind == DeviceKind::cpu) return gather_rows(src, idx, begin, n, slot.data, slot.dtype, scale, offset);
   thread_local std::vector<char> host;
-  const int64_t row = src.shape().rank() > 0 && src.dim(0) > 0 ? src.numel() / src.dim(0) : 0;
-  const size_t bytes = static_cast<size_t>(n * row) * dtype_size(slot.dtype);
+  const size_t bytes = rows_bytes(src, n, slot.dtype);
   if (host.size() < bytes) host.resize(bytes);
   gather_rows(src, idx, begin, n, host.data(), slot.dtype, scale, offset);
   device_copy(slot.data, slot.device, host.data(), Device::cpu(), bytes);
@@ -69,7 +74,6 @@ std::vector<size_t> input_bytes(const Compiled& c) {
 void BatchStager::stage_async(Compiled& c, const std::vector<Tensor>& x, const std::vector<Tensor>* y,
                               const int64_t* idx, int64_t begin, int64_t n) {
   graph::Program& p = *c.program;
-  const graph::InputAccess access;
   graph::InputStaging& s = *c.staging;
   // Copies are only queued here (submit() issues them), so each is recorded before its gather: copy() refuses more
   // bytes than the region holds before gather_rows could write past it.
@@ -80,31 +84,16 @@ void BatchStager::stage_async(Compiled& c, const std::vector<Tensor>& x, const s
       if (s) s->abandon();
     }
   } abandon{&s};
-  // Bytes of n rows of `src` in the slot's dtype (gather_rows writes n * row elements).
-  auto rows_bytes = [&](const Tensor& src, DType dtype) {
-    const int64_t row = src.shape().rank() > 0 && src.dim(0) > 0 ? src.numel() / src.dim(0) : 0;
-    return static_cast<size_t>(n * row) * dtype_size(dtype);
-  };
-  for (size_t i = 0; i < c.x.size(); ++i) {
-    if (p.plan().offset[static_cast<size_t>(c.x[i])] < 0) continue;  // an input no output needs
-    const graph::InputSlot slot = access.slot(p, c.x[i]);
-    const StageScale& sc = c.x_scale[i];
-    log_conversion(c, p.graph(), i, x[i]);
-    s.copy(i, slot.data, rows_bytes(x[i], slot.dtype));  // first: it refuses more bytes than the region holds
-    gather_rows(x[i], idx, begin, n, host + s.offset(i), slot.dtype, sc.scale, sc.offset);
-  }
-  if (y)
-    for (size_t j = 0; j < c.y.size(); ++j) {
-      const size_t region = c.x.size() + j;
-      const graph::InputSlot slot = access.slot(p, c.y[j]);
-      s.copy(region, slot.data, rows_bytes((*y)[j], slot.dtype));
-      gather_rows((*y)[j], idx, begin, n, host + s.offset(region), slot.dtype);
-    }
+  for_each_input(c, x, y, [&](const graph::InputSlot& slot, const Tensor& src, size_t i, const StageScale& sc) {
+    if (i < c.x.size()) log_conversion(c, p.graph(), i, src);
+    s.copy(i, slot.data, rows_bytes(src, n, slot.dtype));  // first: it refuses more bytes than the region holds
+    gather_rows(src, idx, begin, n, host + s.offset(i), slot.dtype, sc.scale, sc.offset);
+  });
   abandon.s = nullptr;
   s.submit();
 }
 
-void BatchStager::copy_rows(Compiled& c, const std::vector<Tensor>& x, const std::vector<Tensor>* y, const int64_t* idx,
+void BatchStager::bind_rows(Compiled& c, const std::vector<Tensor>& x, const std::vector<Tensor>* y, const int64_t* idx,
                             int64_t begin, int64_t n) {
   graph::Program& p = *c.program;
   if (!x.empty() && !x[0].on_host()) return stage_on_device(c, x, y, idx, begin, n);
@@ -116,19 +105,10 @@ void BatchStager::copy_rows(Compiled& c, const std::vector<Tensor>& x, const std
     }
     if (c.staging) return stage_async(c, x, y, idx, begin, n);
   }
-  const graph::InputAccess access;
-  for (size_t i = 0; i < c.x.size(); ++i) {
-    if (p.plan().offset[static_cast<size_t>(c.x[i])] < 0) continue;  // an input no output needs
-    const graph::InputSlot slot = access.slot(p, c.x[i]);
-    const StageScale& sc = c.x_scale[i];
-    log_conversion(c, p.graph(), i, x[i]);
-    gather_into(slot, x[i], idx, begin, n, sc.scale, sc.offset);
-  }
-  if (y)
-    for (size_t j = 0; j < c.y.size(); ++j) {
-      const graph::InputSlot slot = access.slot(p, c.y[j]);
-      gather_into(slot, (*y)[j], idx, begin, n);
-    }
+  for_each_input(c, x, y, [&](const graph::InputSlot& slot, const Tensor& src, size_t i, const StageScale& sc) {
+    if (i < c.x.size()) log_conversion(c, p.graph(), i, src);
+    gather_into(slot, src, idx, begin, n, sc.scale, sc.offset);
+  });
 }
 
 }  // namespace tk::nn

@@ -9,15 +9,10 @@
 // waits for the compute queued so far, and the program's stream waits for the copy. fit reads the logs one step late
 // there (lagged_logs.h), so the gather of batch k+1 overlaps step k. A device-resident dataset's batches are
 // gathered on the device (graph::RowGather, device_staging.cpp).
-// fit() only talks to this interface.
+// fit, evaluate and predict bind every batch through BatchStager::bind_rows:
 //
-//   nn::HostStager stager;
-//   stager.stage(std::move(x), std::move(y));     // a batch from the pipeline
-//   int64_t rows = stager.bind(compiled, true);   // into the program's inputs
-//   nn::HostStager::bind_rows(compiled, x, &y, perm, 0, 128);   // rows perm[0..128) of whole arrays
+//   nn::BatchStager::bind_rows(compiled, x, &y, perm, 0, 128);   // rows perm[0..128) of x, y into the inputs
 #pragma once
-#include <memory>
-#include <utility>
 #include <vector>
 
 #include "nn/compiler/programs.h"
@@ -27,58 +22,33 @@ namespace tk::nn {
 
 class BatchStager {
  public:
-  virtual ~BatchStager() = default;
-  // Takes ownership of the next batch (may start copying it to the device).
-  virtual void stage(std::vector<Tensor> x, std::vector<Tensor> y) = 0;
-  // Binds the staged batch to the program's inputs; returns its row count.
-  virtual int64_t bind(Compiled& c, bool with_targets) = 0;
-  virtual const std::vector<Tensor>& x() const = 0;
-  virtual const std::vector<Tensor>& y() const = 0;
+  // Rows idx[0..n) (or [begin, begin + n) when idx is null) of x, y (y null: inputs only) into the program's
+  // inputs: from host arrays, the CPU copy with dtype conversion and fused scaling. Allocates nothing.
+  static void bind_rows(Compiled& c, const std::vector<Tensor>& x, const std::vector<Tensor>* y, const int64_t* idx,
+                        int64_t begin, int64_t n);
 
  protected:
   // A program input's memory, for stagers that fill it their own way.
   static graph::InputSlot input_slot(graph::Program& p, int value) { return graph::InputAccess().slot(p, value); }
-  // Rows idx[0..n) (or [begin, begin + n) when idx is null) of host arrays into the program's inputs: the
-  // CPU copy with dtype conversion and fused scaling. Allocates nothing.
-  static void copy_rows(Compiled& c, const std::vector<Tensor>& x, const std::vector<Tensor>* y, const int64_t* idx,
-                        int64_t begin, int64_t n);
 
  private:
-  // copy_rows for a program whose backend made it an input staging (Compiled::staging): through its host buffers.
+  // bind_rows for a program whose backend made it an input staging (Compiled::staging): through its host buffers.
   static void stage_async(Compiled& c, const std::vector<Tensor>& x, const std::vector<Tensor>* y, const int64_t* idx,
                           int64_t begin, int64_t n);
-  // copy_rows for arrays in the program's GPU memory (Dataset::on_device): gathered there (device_staging.cpp).
+  // bind_rows for arrays in the program's GPU memory (Dataset::on_device): gathered there (device_staging.cpp).
   static void stage_on_device(Compiled& c, const std::vector<Tensor>& x, const std::vector<Tensor>* y,
                               const int64_t* idx, int64_t begin, int64_t n);
-};
-
-// Host batches bound by copying: the CPU device.
-class HostStager final : public BatchStager {
- public:
-  void stage(std::vector<Tensor> x, std::vector<Tensor> y) override {
-    x_ = std::move(x);
-    y_ = std::move(y);
+  // f(slot, src, region, scale) for each x input an output needs (region i), then, when y is given, each y (region
+  // c.x.size() + j, no scaling): the order every path binds in.
+  template <typename F>
+  static void for_each_input(Compiled& c, const std::vector<Tensor>& x, const std::vector<Tensor>* y, F&& f) {
+    graph::Program& p = *c.program;
+    const graph::InputAccess access;
+    for (size_t i = 0; i < c.x.size(); ++i)
+      if (p.plan().offset[static_cast<size_t>(c.x[i])] >= 0) f(access.slot(p, c.x[i]), x[i], i, c.x_scale[i]);
+    if (y)
+      for (size_t j = 0; j < c.y.size(); ++j) f(access.slot(p, c.y[j]), (*y)[j], c.x.size() + j, StageScale{});
   }
-  // Hands the previous batch's vectors back, so a loop reuses their capacity.
-  void recycle(std::vector<Tensor>& x, std::vector<Tensor>& y) {
-    std::swap(x, x_);
-    std::swap(y, y_);
-  }
-  int64_t bind(Compiled& c, bool with_targets) override {
-    const int64_t n = x_.empty() ? 0 : x_[0].dim(0);
-    copy_rows(c, x_, with_targets ? &y_ : nullptr, nullptr, 0, n);
-    return n;
-  }
-  const std::vector<Tensor>& x() const override { return x_; }
-  const std::vector<Tensor>& y() const override { return y_; }
-  // Binds rows of whole arrays (fit/evaluate/predict over tensors) without staging them first.
-  static void bind_rows(Compiled& c, const std::vector<Tensor>& x, const std::vector<Tensor>* y, const int64_t* idx,
-                        int64_t begin, int64_t n) {
-    copy_rows(c, x, y, idx, begin, n);
-  }
-
- private:
-  std::vector<Tensor> x_, y_;
 };
 
 }  // namespace tk::nn

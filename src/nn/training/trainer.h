@@ -79,7 +79,6 @@ class Trainer {
   void weights_changed_on_host();
   // The dtype policy each layer's programs were built under (empty before the first build): set by ProgramCache.
   std::vector<std::string>& run_policies() { return run_policies_; }
-  const std::vector<std::string>& run_policies() const { return run_policies_; }
   const std::shared_ptr<::tk::distribute::StrategyState>& strategy() const { return strategy_; }
   // Under loss scaling: "loss_scale" and "skipped_steps" in the logs callbacks receive.
   void add_loss_scale_logs(Logs& logs) const;
@@ -125,13 +124,15 @@ class Trainer {
   void train_step_replicated(const std::vector<Tensor>& x, const std::vector<Tensor>& y, const int64_t* idx, int64_t bs,
                              int64_t micro, Accumulator& acc, bool own_rows = false);
   // Evaluation under MultiWorkerMirroredStrategy with more than one rank (replicated_step.cpp): batch k runs on rank
-  // k % size, and all_reduce_logs sums the ranks' logs. Checks that every rank evaluates the same model on the same
+  // k % size, and evaluation_logs sums the ranks' logs. Checks that every rank evaluates the same model on the same
   // `data` (its description, and the CRC-32C of `arrays`' bytes when given) and gives every rank rank 0's weights
   // when they may differ (before the first fit); null without such a strategy (this process runs every batch).
   distribute::MpiCollective* evaluation_group(const std::string& data,
                                               const std::vector<const std::vector<Tensor>*>& arrays = {});
-  // Every rank's row-weighted sums added to acc's (a rank that ran no batch contributes zeros).
-  void all_reduce_logs(distribute::MpiCollective& world, Accumulator& acc);
+  // evaluate's logs: the replicas' row-weighted sums merged, then (world not null) summed over the ranks.
+  Logs evaluation_logs(const std::vector<Accumulator>& sums, distribute::MpiCollective* world);
+  // The replicas evaluate and predict run on in this process (MirroredStrategy), else 1.
+  int inference_replicas() const;
   // auto_batch_size / auto_micro_batch_size under a strategy with several replicas in sync (auto_batch.cpp).
   int64_t replicated_auto_batch(int64_t cap, bool micro, int64_t batch, bool report, const std::string& what);
   bool replicated() const;  // a strategy with several replicas in sync
