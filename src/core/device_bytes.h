@@ -12,5 +12,7 @@ namespace tk {
 
 void device_memset_zero(void* p, size_t bytes, Device device);
 void device_copy(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes);
+// What an allocation of `bytes` takes: rounded up to the device allocator's granularity (256 bytes).
+constexpr size_t allocated_bytes(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 }  // namespace tk

@@ -2,17 +2,16 @@
 #include "graph/attention_rules.h"
 
 #include "graph/tensor_ops.h"
-#include "trainkit/core/error.h"
+#include "graph/tensor_rules.h"
 
 namespace tk::graph {
 namespace {
 
+// rules::shape_error with the node's heads and batch after the input shapes.
 [[noreturn]] void attention_shape_error(const Graph& g, int node, const std::string& why) {
-  std::string shapes;
-  for (int in : g[node].inputs) shapes += (shapes.empty() ? "" : ", ") + g[in].shape.to_string();
-  throw InvalidArgument(std::string(op_name(g[node].op)) + " '" + g[node].name + "': " + why + " (input shapes " +
-                        shapes + ", heads " + std::to_string(g[node].attrs.heads) + ", batch " +
-                        std::to_string(g[node].attrs.batch) + ")");
+  rules::shape_error(
+      g, node, why,
+      ", heads " + std::to_string(g[node].attrs.heads) + ", batch " + std::to_string(g[node].attrs.batch));
 }
 
 // Checks q, k, v (inputs first..first+2) and the mask (input `mask`, when the node has it) and returns their layout.

@@ -133,7 +133,6 @@ std::vector<int> gradients(Graph& g, const std::vector<int>& losses, const std::
       // would run the collective again. (BnApply carries the group for its gradient and is recomputed as usual.)
       const bool collective = node.attrs.collective && (node.op == Op::BnStats || node.op == Op::AllReduce);
       if (!source && op_info(node.op).has_output && !collective) forward.push_back(id);
-      remat->forward_flops += op_flops(g, id);
     }
     const auto k = static_cast<size_t>(std::ceil(std::sqrt(double(std::max<size_t>(forward.size(), 1)))));
     for (size_t i = 0; i < forward.size(); ++i)

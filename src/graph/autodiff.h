@@ -15,7 +15,6 @@ namespace tk::graph {
 struct RematStats {
   int recomputed_ops = 0;
   double recomputed_flops = 0;  // extra work per step (GEMM/conv multiply-adds count 2 flops)
-  double forward_flops = 0;     // the forward pass it repeats part of
 };
 
 // Each loss in `losses` is a scalar seeded with gradient 1 (so the gradient is that of their sum), or with the

@@ -13,6 +13,30 @@ namespace {
 // "dense_1/matmul" -> "dense_1"
 std::string layer_of(const std::string& name) { return name.substr(0, name.find('/')); }
 
+// The bias-gradient part of fuse_epilogues (run after the chains): returns the BiasGrads fused.
+int fuse_bias_gradients(Graph& g, const std::vector<char>& needed) {
+  int fused = 0;
+  auto all_f32 = [&](const Node& n) {
+    return n.dtype == DType::f32 &&
+           std::all_of(n.inputs.begin(), n.inputs.end(), [&](int in) { return g[in].dtype == DType::f32; });
+  };
+  for (int id = 0; id < g.size(); ++id) {
+    Node& bg = g[id];
+    if (!needed[static_cast<size_t>(id)] || bg.op != Op::BiasGrad || bg.attrs.side_output) continue;
+    Node& p = g[bg.inputs[0]];
+    const bool producer = (p.op == Op::FusedMatMul && p.attrs.epilogue == Op::ReluGrad) || p.op == Op::MaxPool2DGrad ||
+                          p.op == Op::ReluGrad;
+    if (!producer || p.attrs.side_output || !all_f32(p) || bg.dtype != DType::f32) continue;
+    p.attrs.side_output = bg.attrs.side_output = true;
+    p.name += "+bias_grad";
+    ++fused;
+  }
+  return fused;
+}
+
+// TK_FUSE_BIAS_GRAD=0 turns it off alone (A/B measurements).
+bool bias_grad_fusion_enabled() { return runtime::setting_bool_or_default(runtime::Setting::fuse_bias_grad); }
+
 }  // namespace
 
 bool fusion_enabled() { return runtime::setting_bool_or_default(runtime::Setting::fuse); }
@@ -98,28 +122,6 @@ int fuse_epilogues(Graph& g, const std::vector<int>& roots, const std::vector<in
   if (bias_grad_fusion_enabled()) fused += fuse_bias_gradients(g, needed);
   return fused;
 }
-
-int fuse_bias_gradients(Graph& g, const std::vector<char>& needed) {
-  int fused = 0;
-  auto all_f32 = [&](const Node& n) {
-    return n.dtype == DType::f32 &&
-           std::all_of(n.inputs.begin(), n.inputs.end(), [&](int in) { return g[in].dtype == DType::f32; });
-  };
-  for (int id = 0; id < g.size(); ++id) {
-    Node& bg = g[id];
-    if (!needed[static_cast<size_t>(id)] || bg.op != Op::BiasGrad || bg.attrs.side_output) continue;
-    Node& p = g[bg.inputs[0]];
-    const bool producer = (p.op == Op::FusedMatMul && p.attrs.epilogue == Op::ReluGrad) || p.op == Op::MaxPool2DGrad ||
-                          p.op == Op::ReluGrad;
-    if (!producer || p.attrs.side_output || !all_f32(p) || bg.dtype != DType::f32) continue;
-    p.attrs.side_output = bg.attrs.side_output = true;
-    p.name += "+bias_grad";
-    ++fused;
-  }
-  return fused;
-}
-
-bool bias_grad_fusion_enabled() { return runtime::setting_bool_or_default(runtime::Setting::fuse_bias_grad); }
 
 std::vector<int> group_updates(Graph& g, const std::vector<int>& sinks) {
   auto single = [](Op op) { return op == Op::SgdUpdate || op == Op::AdamUpdate || op == Op::RmspropUpdate; };

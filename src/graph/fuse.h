@@ -44,9 +44,5 @@ std::vector<int> group_updates(Graph& g, const std::vector<int>& sinks);
 int fuse_epilogues(Graph& g, const std::vector<int>& roots, const std::vector<int>& keep);
 // False when TK_FUSE=0 is set.
 bool fusion_enabled();
-// The bias-gradient part of fuse_epilogues (also run by it, after the chains): returns the BiasGrads fused.
-// TK_FUSE_BIAS_GRAD=0 turns it off alone (A/B measurements).
-int fuse_bias_gradients(Graph& g, const std::vector<char>& needed);
-bool bias_grad_fusion_enabled();
 
 }  // namespace tk::graph

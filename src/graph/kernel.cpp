@@ -114,8 +114,7 @@ std::vector<KernelSignature> kernel_signatures(DeviceKind device, Op op) {
 
 KernelFn find_kernel(DeviceKind device, Op op, const KernelSignature& sig) {
   ensure_backends_registered();
-  auto it = table().find(Key{device, op, sig});
-  if (it != table().end()) return it->second;
+  if (KernelFn fn = registered_kernel(device, op, sig)) return fn;
   std::string have;
   for (const KernelSignature& s : kernel_signatures(device, op)) have += (have.empty() ? "" : ", ") + s.to_string();
   const std::string where = Device{device, 0}.to_string();

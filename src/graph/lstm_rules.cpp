@@ -2,19 +2,9 @@
 #include "graph/lstm_rules.h"
 
 #include "graph/tensor_ops.h"
-#include "trainkit/core/error.h"
+#include "graph/tensor_rules.h"
 
 namespace tk::graph {
-namespace {
-
-[[noreturn]] void lstm_shape_error(const Graph& g, int node, const std::string& why) {
-  std::string shapes;
-  for (int in : g[node].inputs) shapes += (shapes.empty() ? "" : ", ") + g[in].shape.to_string();
-  throw InvalidArgument(std::string(op_name(g[node].op)) + " '" + g[node].name + "': " + why + " (input shapes " +
-                        shapes + ")");
-}
-
-}  // namespace
 
 LstmLayout lstm_layout(const Graph& g, const Node& n) {
   LstmLayout L;
@@ -34,12 +24,12 @@ namespace rules {
 Shape shape_lstm_sequence(const Graph& g, int node) {
   const Node& n = g[node];
   const Shape &p = g[n.inputs[0]].shape, &w = g[n.inputs[1]].shape, &h0 = g[n.inputs[2]].shape;
-  if (p.rank() != 2 || p[1] % 4 != 0 || p[1] == 0) lstm_shape_error(g, node, "proj must be (steps * batch, 4 * units)");
+  if (p.rank() != 2 || p[1] % 4 != 0 || p[1] == 0) shape_error(g, node, "proj must be (steps * batch, 4 * units)");
   const int64_t u = p[1] / 4;
-  if (w != Shape{u, 4 * u}) lstm_shape_error(g, node, "recurrent_kernel must be (units, 4 * units)");
+  if (w != Shape{u, 4 * u}) shape_error(g, node, "recurrent_kernel must be (units, 4 * units)");
   if (h0.rank() != 2 || h0[0] < 1 || h0[1] != u || g[n.inputs[3]].shape != h0)
-    lstm_shape_error(g, node, "the initial states must both be (batch >= 1, units)");
-  if (p[0] < h0[0] || p[0] % h0[0] != 0) lstm_shape_error(g, node, "proj's rows must be steps >= 1 times the batch");
+    shape_error(g, node, "the initial states must both be (batch >= 1, units)");
+  if (p[0] < h0[0] || p[0] % h0[0] != 0) shape_error(g, node, "proj's rows must be steps >= 1 times the batch");
   return Shape{6 * (p[0] / h0[0]) + 2, h0[0], u};
 }
 
@@ -47,8 +37,8 @@ Shape shape_lstm_sequence_grad(const Graph& g, int node) {
   const Node& n = g[node];
   const Shape &dy = g[n.inputs[0]].shape, &y = g[n.inputs[1]].shape, &w = g[n.inputs[2]].shape;
   if (y.rank() != 3 || y[0] < 8 || (y[0] - 2) % 6 != 0 || dy != y)
-    lstm_shape_error(g, node, "dy and y must both be an LstmSequence's (6 * steps + 2, batch, units)");
-  if (w != Shape{y[2], 4 * y[2]}) lstm_shape_error(g, node, "recurrent_kernel must be (units, 4 * units)");
+    shape_error(g, node, "dy and y must both be an LstmSequence's (6 * steps + 2, batch, units)");
+  if (w != Shape{y[2], 4 * y[2]}) shape_error(g, node, "recurrent_kernel must be (units, 4 * units)");
   return Shape{(y[0] - 2) / 6 + 1, y[1], 4 * y[2]};
 }
 

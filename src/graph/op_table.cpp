@@ -15,16 +15,6 @@ namespace tk::graph {
 namespace {
 using namespace rules;  // the general tensor ops' rules (graph/tensor_rules.h)
 
-// ---------------------------------------------------------------- helpers
-const Shape& in_shape(const Graph& g, int node, int i) { return g[g[node].inputs[static_cast<size_t>(i)]].shape; }
-
-[[noreturn]] void shape_error(const Graph& g, int node, const std::string& why) {
-  std::string shapes;
-  for (int in : g[node].inputs) shapes += (shapes.empty() ? "" : ", ") + g[in].shape.to_string();
-  throw InvalidArgument(std::string(op_name(g[node].op)) + " '" + g[node].name + "': " + why + " (input shapes " +
-                        shapes + ")");
-}
-
 // ---------------------------------------------------------------- shape rules
 Shape shape_source(const Graph& g, int node) { return g[node].attrs.shape; }
 Shape shape_scalar(const Graph&, int) { return Shape{}; }

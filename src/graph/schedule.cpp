@@ -136,17 +136,15 @@ MemoryPlan plan_memory(const Graph& g, const std::vector<int>& order, const std:
     for (const Placed& p : placed)
       if (!(p.last < first || last < p.first)) busy.emplace_back(p.offset, p.offset + p.bytes);
     std::sort(busy.begin(), busy.end());
-    size_t best = 0, best_gap = SIZE_MAX, cursor = 0;
-    bool found = false;
+    size_t best = 0, best_gap = SIZE_MAX, cursor = 0;  // best_gap SIZE_MAX: no gap fits, place it at the end
     for (auto& [b, e] : busy) {
       if (b > cursor && b - cursor >= it.bytes && b - cursor < best_gap) {
         best = cursor;
         best_gap = b - cursor;
-        found = true;
       }
       cursor = std::max(cursor, e);
     }
-    if (!found) best = cursor;
+    if (best_gap == SIZE_MAX) best = cursor;
     placed.push_back({best, it.bytes, first, last});
     plan.offset[static_cast<size_t>(it.id)] = static_cast<int64_t>(best);
     plan.arena_bytes = std::max(plan.arena_bytes, best + it.bytes);

@@ -115,20 +115,4 @@ bool StepCapture::invalidate() {
   return true;
 }
 
-const char* capture_state_name(StepCapture::State s) {
-  switch (s) {
-    case StepCapture::State::off:
-      return "off";
-    case StepCapture::State::cold:
-      return "cold";
-    case StepCapture::State::warm:
-      return "warm";
-    case StepCapture::State::captured:
-      return "captured";
-    case StepCapture::State::failed:
-      return "failed";
-  }
-  return "?";
-}
-
 }  // namespace tk::graph

@@ -102,6 +102,4 @@ class StepCapture {
   int captures_ = 0, replays_ = 0, drops_ = 0;
 };
 
-const char* capture_state_name(StepCapture::State s);
-
 }  // namespace tk::graph

@@ -6,17 +6,20 @@
 
 namespace tk::graph::rules {
 namespace {
+std::string what(const Graph& g, int node) { return std::string(op_name(g[node].op)) + " '" + g[node].name + "'"; }
+}  // namespace
 
 const Shape& in_shape(const Graph& g, int node, int i) { return g[g[node].inputs[static_cast<size_t>(i)]].shape; }
-DType in_dtype(const Graph& g, int node, int i) { return g[g[node].inputs[static_cast<size_t>(i)]].dtype; }
 
-std::string what(const Graph& g, int node) { return std::string(op_name(g[node].op)) + " '" + g[node].name + "'"; }
-
-[[noreturn]] void shape_error(const Graph& g, int node, const std::string& why) {
+void shape_error(const Graph& g, int node, const std::string& why, const std::string& extra) {
   std::string shapes;
   for (int in : g[node].inputs) shapes += (shapes.empty() ? "" : ", ") + g[in].shape.to_string();
-  throw InvalidArgument(what(g, node) + ": " + why + " (input shapes " + shapes + ")");
+  throw InvalidArgument(what(g, node) + ": " + why + " (input shapes " + shapes + extra + ")");
 }
+
+namespace {
+
+DType in_dtype(const Graph& g, int node, int i) { return g[g[node].inputs[static_cast<size_t>(i)]].dtype; }
 
 [[noreturn]] void dtype_error(const Graph& g, int node, const std::string& why) {
   std::string s;

@@ -5,6 +5,10 @@
 
 namespace tk::graph::rules {
 
+const Shape& in_shape(const Graph& g, int node, int i);  // the node's i-th input's shape
+// Throws InvalidArgument "<op> '<name>': <why> (input shapes <shapes><extra>)".
+[[noreturn]] void shape_error(const Graph& g, int node, const std::string& why, const std::string& extra = {});
+
 Shape shape_unary_grad(const Graph& g, int node);  // (dy, x) -> x, equal shapes
 Shape shape_broadcast(const Graph& g, int node);   // Binary, Compare, Where
 Shape shape_reduce(const Graph& g, int node);

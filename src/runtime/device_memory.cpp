@@ -345,16 +345,6 @@ void DeviceMemory::reset_peak() {
   peak_ = current_;
 }
 
-std::vector<std::pair<std::string, size_t>> DeviceMemory::largest_allocations(size_t n) const {
-  std::lock_guard lock(mu_);
-  std::vector<std::pair<std::string, size_t>> live;
-  for (const auto& [p, b] : blocks_)
-    if (!b.free) live.emplace_back(b.owner.empty() ? "(unnamed tensor)" : b.owner, b.size);
-  std::sort(live.begin(), live.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
-  if (live.size() > n) live.resize(n);
-  return live;
-}
-
 namespace {
 thread_local const FileOperation* current_file_operation = nullptr;
 }

@@ -49,8 +49,6 @@ class DeviceMemory {
   void free(void* p) noexcept;
   MemoryInfo info() const;
   void reset_peak();
-  // The live allocations, largest first: (owner, bytes).
-  std::vector<std::pair<std::string, size_t>> largest_allocations(size_t n) const;
 
   // Budget configuration; only before the first allocation.
   // source: "TK_MEMORY_LIMIT", "fraction 0.45 of total", ...; `chosen` false for a default that nobody asked for

@@ -19,7 +19,6 @@ struct ChildResult {
   // "`trainkit fit` crashed: SIGSEGV (segmentation fault)", "... ran out of memory: <its error line>",
   // "... was killed by SIGKILL (the kernel's OOM killer sends it ...)", "... exited with status 3".
   std::string describe(const std::string& command) const;
-  int shell_status() const { return exited ? exit_code : 128 + signal; }  // what a shell's $? would be
 };
 
 // argv[0] is looked up in PATH when it has no '/'. `extra_env` ("NAME=value") is added to (and overrides) this

@@ -442,21 +442,18 @@ Lease Ledger::acquire(const LeaseDevice& device, uint64_t bytes, const WaitPolic
     uint64_t ticket = now_ns();
     for (const LeaseRecord& r : live) ticket = std::max(ticket, r.ticket + 1);
     const std::string n = pid + "-" + std::to_string(g_serial++);
-    if (u.waiters.empty() && bytes <= u.available()) {
-      lease.record_ = new_record(device, bytes, false, ticket);
-      lease.record_.file = dir_ + "/lease-" + n;
-      lease.fd_ = create_locked(dir_ + "/.tmp-" + n, lease.record_.file, format_lease_record(lease.record_));
-      track(lease.record_.file);
+    const bool queued = !u.waiters.empty() || bytes > u.available();
+    if (queued && !policy.wait)
+      throw OutOfMemoryError("cannot lease " + format_bytes(bytes) + " now (--no-wait): " + refusal(device, bytes, u) +
+                             " (wait for them: drop --no-wait; or lower the memory limit)");
+    lease.record_ = new_record(device, bytes, queued, ticket);
+    lease.record_.file = dir_ + (queued ? "/wait-" : "/lease-") + n;
+    lease.fd_ = create_locked(dir_ + "/.tmp-" + n, lease.record_.file, format_lease_record(lease.record_));
+    track(lease.record_.file);
+    if (!queued) {
       check_invariant(device);
       return lease;
     }
-    if (!policy.wait)
-      throw OutOfMemoryError("cannot lease " + format_bytes(bytes) + " now (--no-wait): " + refusal(device, bytes, u) +
-                             " (wait for them: drop --no-wait; or lower the memory limit)");
-    lease.record_ = new_record(device, bytes, true, ticket);
-    lease.record_.file = dir_ + "/wait-" + n;
-    lease.fd_ = create_locked(dir_ + "/.tmp-" + n, lease.record_.file, format_lease_record(lease.record_));
-    track(lease.record_.file);
   }
   // Queued: look again every poll_s, until first in line for the device and the bytes are free.
   double next_progress = 0;

@@ -68,7 +68,7 @@ void DeviceMirrors::copy_from(const DeviceMirrors& primary) {
 
 size_t DeviceMirrors::bytes() const {
   size_t bytes = 0;
-  for (const auto& [id, t] : copies_) bytes += (t.nbytes() + 255) / 256 * 256;
+  for (const auto& [id, t] : copies_) bytes += allocated_bytes(t.nbytes());
   return bytes;
 }
 

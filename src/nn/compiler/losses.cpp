@@ -60,9 +60,9 @@ int mul(graph::OpBuilder& b, int x, int y) { return o::binary(b, BinaryFn::multi
 int one_minus(graph::OpBuilder& b, int x) { return o::add_scalar(b, o::mul_scalar(b, x, -1.0f), 1.0f); }
 int log_of(graph::OpBuilder& b, int x) { return o::unary(b, UnaryFn::log, x); }
 
-// Keras' binary label smoothing: t (1 - s) + s / 2.
-int smooth_binary(graph::OpBuilder& b, int t, float s) {
-  return s == 0.0f ? t : o::add_scalar(b, o::mul_scalar(b, t, 1.0f - s), 0.5f * s);
+// Keras' label smoothing: t (1 - s) + s / classes (2 for the binary losses).
+int smooth_labels(graph::OpBuilder& b, int t, float s, float classes) {
+  return s == 0.0f ? t : o::add_scalar(b, o::mul_scalar(b, t, 1.0f - s), s / classes);
 }
 
 // Keras' hinge labels: {0, 1} targets become {-1, 1}, when every target of the batch is 0 or 1 (a data-dependent
@@ -70,9 +70,7 @@ int smooth_binary(graph::OpBuilder& b, int t, float s) {
 int hinge_labels(graph::OpBuilder& b, int t) {
   const int is0 = o::cast(b, o::compare(b, BinaryFn::equal, t, o::scalar(b, 0.0f, t)), DType::f32);
   const int is1 = o::cast(b, o::compare(b, BinaryFn::equal, t, o::scalar(b, 1.0f, t)), DType::f32);
-  std::vector<int> axes;
-  for (int i = 0; i < b.node(t).shape.rank(); ++i) axes.push_back(i);
-  const int binary = o::reduce(b, ReduceFn::min, o::binary(b, BinaryFn::maximum, is0, is1), axes, false);  // 1 or 0
+  const int binary = reduce_all_axes(b, ReduceFn::min, o::binary(b, BinaryFn::maximum, is0, is1));  // 1 or 0
   const int converted = o::add_scalar(b, o::mul_scalar(b, t, 2.0f), -1.0f);
   return o::binary(b, BinaryFn::add, mul(b, binary, converted), mul(b, one_minus(b, binary), t));
 }
@@ -82,6 +80,20 @@ int l2_normalize(graph::OpBuilder& b, int x) {
   const int ss = o::reduce(b, ReduceFn::sum, o::unary(b, UnaryFn::square, x), {-1}, true);
   const int inv = o::binary(b, BinaryFn::minimum, o::unary(b, UnaryFn::rsqrt, ss), o::scalar(b, 1.0f / kEpsilon, ss));
   return mul(b, x, inv);
+}
+
+// Keras' categorical_crossentropy per position: -sum(t log q) over the class axis, q the normalized and clipped
+// probabilities (or log_softmax of logits).
+int cce_positions(graph::OpBuilder& b, const Loss& loss, int p, int t) {
+  t = smooth_labels(b, t, loss.label_smoothing, float(b.node(p).shape[-1]));
+  int logp;
+  if (loss.from_logits) {
+    logp = o::log_softmax(b, p, -1);
+  } else {
+    const int q = o::binary(b, BinaryFn::divide, p, o::reduce(b, ReduceFn::sum, p, {-1}, true));
+    logp = log_of(b, o::unary(b, UnaryFn::clip, q, kEpsilon, 1.0f - kEpsilon));
+  }
+  return o::mul_scalar(b, o::reduce(b, ReduceFn::sum, mul(b, t, logp), {-1}, false), -1.0f);
 }
 
 // Keras' sparse_categorical_crossentropy per position (batch, ...) of probabilities or logits (batch, ..., classes).
@@ -100,41 +112,19 @@ int sparse_cce_positions(graph::OpBuilder& b, const Loss& loss, int p, int t, in
     // normalization whose NaN would reach the gradient as 0 * NaN).
     p = o::where(b, counted_p, p, o::scalar(b, loss.from_logits ? 0.0f : 1.0f, p));
   }
-  int logp;
-  if (loss.from_logits) {
-    logp = o::log_softmax(b, p, -1);
-  } else {
-    const int q = o::binary(b, BinaryFn::divide, p, o::reduce(b, ReduceFn::sum, p, {-1}, true));
-    logp = log_of(b, o::unary(b, UnaryFn::clip, q, kEpsilon, 1.0f - kEpsilon));
-  }
-  const int onehot = o::one_hot(b, t, ps[-1]);  // an id outside [0, classes) is a zero row
-  const int per = o::mul_scalar(b, o::reduce(b, ReduceFn::sum, mul(b, onehot, logp), {-1}, false), -1.0f);
+  // The categorical one of one-hot targets (validate_loss: no label smoothing); an id outside [0, classes) is a zero
+  // row.
+  const int per = cce_positions(b, loss, p, o::one_hot(b, t, ps[-1]));
   if (counted < 0) return per;
   *valid = o::cast(b, counted, DType::f32);
   return o::where(b, counted, per, o::scalar(b, 0.0f, per));
-}
-
-// Keras' categorical_crossentropy per position: -sum(t log q) over the class axis, q the normalized and clipped
-// probabilities (or log_softmax of logits).
-int cce_positions(graph::OpBuilder& b, const Loss& loss, int p, int t) {
-  if (loss.label_smoothing != 0.0f)  // t (1 - s) + s / classes
-    t = o::add_scalar(b, o::mul_scalar(b, t, 1.0f - loss.label_smoothing),
-                      loss.label_smoothing / float(b.node(p).shape[-1]));
-  int logp;
-  if (loss.from_logits) {
-    logp = o::log_softmax(b, p, -1);
-  } else {
-    const int q = o::binary(b, BinaryFn::divide, p, o::reduce(b, ReduceFn::sum, p, {-1}, true));
-    logp = log_of(b, o::unary(b, UnaryFn::clip, q, kEpsilon, 1.0f - kEpsilon));
-  }
-  return o::mul_scalar(b, o::reduce(b, ReduceFn::sum, mul(b, t, logp), {-1}, false), -1.0f);
 }
 
 // Keras' binary_crossentropy per element (the mean over the last axis is the caller's): from logits
 // -(t log_sigmoid(x) + (1 - t) log_sigmoid(-x)), log_sigmoid(x) = -softplus(-x); from probabilities clipped to
 // [eps, 1 - eps].
 int bce_elements(graph::OpBuilder& b, const Loss& loss, int p, int t) {
-  t = smooth_binary(b, t, loss.label_smoothing);
+  t = smooth_labels(b, t, loss.label_smoothing, 2.0f);
   if (loss.from_logits) {
     const int sp_neg = o::unary(b, UnaryFn::softplus, o::mul_scalar(b, p, -1.0f));  // -log_sigmoid(x)
     const int sp_pos = o::unary(b, UnaryFn::softplus, p);                           // -log_sigmoid(-x)
@@ -149,7 +139,7 @@ int bce_elements(graph::OpBuilder& b, const Loss& loss, int p, int t) {
 int last_axis_mean(graph::OpBuilder& b, int x) { return o::reduce(b, ReduceFn::mean, x, {-1}, false); }
 
 int binary_focal(graph::OpBuilder& b, const Loss& loss, int p, int t) {
-  t = smooth_binary(b, t, loss.label_smoothing);
+  t = smooth_labels(b, t, loss.label_smoothing, 2.0f);
   if (loss.from_logits) p = o::unary(b, UnaryFn::sigmoid, p);
   const int c = o::unary(b, UnaryFn::clip, p, kEpsilon, 1.0f - kEpsilon);
   const int bce = o::mul_scalar(
@@ -306,12 +296,8 @@ int emit_loss(graph::Graph& g, const Loss& loss, int p, int t, const std::string
   graph::OpBuilder b{g, nullptr, name};
   const std::string n = canonical_loss_name(loss.name);
   if (std::optional<Op> fused = fused_loss_op(loss)) {
-    if (n == "binary_crossentropy") {
-      t = smooth_binary(b, t, loss.label_smoothing);
-    } else if (n == "categorical_crossentropy" && loss.label_smoothing != 0.0f) {  // t (1 - s) + s / classes
-      const float classes = float(g[p].shape[-1]);
-      t = o::add_scalar(b, o::mul_scalar(b, t, 1.0f - loss.label_smoothing), loss.label_smoothing / classes);
-    }
+    if (n == "binary_crossentropy") t = smooth_labels(b, t, loss.label_smoothing, 2.0f);
+    if (n == "categorical_crossentropy") t = smooth_labels(b, t, loss.label_smoothing, float(g[p].shape[-1]));
     graph::Attrs at;
     at.from_logits = loss.from_logits;
     return g.add(*fused, {p, t}, at, name);
@@ -321,43 +307,34 @@ int emit_loss(graph::Graph& g, const Loss& loss, int p, int t, const std::string
   return valid < 0 ? all_axes_mean(b, per) : mean_over_kept(b, per, valid);
 }
 
-int emit_masked_loss(graph::Graph& g, const Loss& loss, int p, int t, int mask, const std::string& name) {
-  validate_loss(loss);
-  graph::OpBuilder b{g, nullptr, name};
-  int valid = -1;
-  const int per = position_losses(b, loss, p, t, &valid);  // (batch, steps)
-  if (g[per].shape != g[mask].shape)
-    throw Unsupported("loss '" + loss.name + "' over an output carrying a Keras mask: its per-step losses " +
-                      g[per].shape.to_string() + " do not have the mask's shape " + g[mask].shape.to_string() +
-                      " (a mask of (batch, steps) weights losses of (batch, steps, features) outputs)");
-  int kept = o::cast(b, mask, DType::f32);
-  if (valid >= 0) kept = mul(b, kept, valid);  // Keras: the input mask AND the loss's own (ignore_class)
-  return mean_over_kept(b, per, kept);
-}
-
 int emit_weighted_loss(graph::Graph& g, const Loss& loss, int p, int t, int mask, int weight, const std::string& name) {
   validate_loss(loss);
   graph::OpBuilder b{g, nullptr, name};
   int valid = -1;
   const int per = position_losses(b, loss, p, t, &valid);  // (batch, ...): the last axis reduced
   const Shape per_shape = g[per].shape;
-  int w = weight;
-  // Keras' squeeze_or_expand_to_same_rank: weights of (batch, 1) weight losses of (batch,).
-  if (g[w].shape.rank() == per_shape.rank() + 1 && g[w].shape[-1] == 1) w = o::reshape(b, w, per_shape);
-  // Then Keras multiplies with NumPy broadcasting: (batch, 1) weighs every step of (batch, steps) losses alike.
-  bool broadcasts = g[w].shape.rank() == per_shape.rank();
-  for (int i = 0; broadcasts && i < per_shape.rank(); ++i)
-    broadcasts = g[w].shape[i] == per_shape[i] || (i > 0 && g[w].shape[i] == 1);
-  if (!broadcasts)
-    throw InvalidArgument("loss '" + loss.name + "': sample_weight of shape " + g[weight].shape.to_string() +
-                          " does not match the per-position losses " + per_shape.to_string() +
-                          " (give one weight per row, or per time step of a sequence output)");
-  const int weighted = mul(b, per, w);
+  int weighted = per;
+  if (weight >= 0) {
+    int w = weight;
+    // Keras' squeeze_or_expand_to_same_rank: weights of (batch, 1) weight losses of (batch,).
+    if (g[w].shape.rank() == per_shape.rank() + 1 && g[w].shape[-1] == 1) w = o::reshape(b, w, per_shape);
+    // Then Keras multiplies with NumPy broadcasting: (batch, 1) weighs every step of (batch, steps) losses alike.
+    bool broadcasts = g[w].shape.rank() == per_shape.rank();
+    for (int i = 0; broadcasts && i < per_shape.rank(); ++i)
+      broadcasts = g[w].shape[i] == per_shape[i] || (i > 0 && g[w].shape[i] == 1);
+    if (!broadcasts)
+      throw InvalidArgument("loss '" + loss.name + "': sample_weight of shape " + g[weight].shape.to_string() +
+                            " does not match the per-position losses " + per_shape.to_string() +
+                            " (give one weight per row, or per time step of a sequence output)");
+    weighted = mul(b, per, w);
+  }
+  if (mask >= 0 && g[mask].shape != per_shape)
+    throw Unsupported(
+        "loss '" + loss.name + "' over an output carrying a Keras mask: its per-step losses " + per_shape.to_string() +
+        " do not have the mask's shape " + g[mask].shape.to_string() +
+        (weight >= 0 ? "" : " (a mask of (batch, steps) weights losses of (batch, steps, features) outputs)"));
   int kept = mask < 0 ? -1 : o::cast(b, mask, DType::f32);
-  if (kept >= 0 && g[kept].shape != per_shape)
-    throw Unsupported("loss '" + loss.name + "' over an output carrying a Keras mask: its per-step losses " +
-                      per_shape.to_string() + " do not have the mask's shape " + g[kept].shape.to_string());
-  if (valid >= 0) kept = kept < 0 ? valid : mul(b, kept, valid);
+  if (valid >= 0) kept = kept < 0 ? valid : mul(b, kept, valid);  // the mask AND the loss's own (ignore_class)
   // Keras' reduce_weighted_values: sum(loss * w) over the count of positions (not the sum of the weights); with a
   // mask (apply_mask), over the count of the kept positions.
   return kept < 0 ? all_axes_mean(b, weighted) : mean_over_kept(b, weighted, kept);

@@ -35,24 +35,20 @@ void validate_loss(const Loss& loss);
 bool is_sparse(const Loss& loss);
 // The fused op computing `loss` directly (no options that change its math), or nullopt when it is composed.
 std::optional<graph::Op> fused_loss_op(const Loss& loss);
-// Emits the loss of predictions y_pred (float32) against targets y_true (float32, or int32 class ids when sparse):
-// a float32 scalar named `name`.
 // `x` reduced over every axis to a scalar (Keras' "sum_over_batch_size" means, a metric's counts): losses and metrics.
 int reduce_all_axes(graph::OpBuilder& b, graph::ReduceFn f, int x);
 
+// Emits the loss of predictions y_pred (float32) against targets y_true (float32, or int32 class ids when sparse):
+// a float32 scalar named `name`.
 int emit_loss(graph::Graph& g, const Loss& loss, int y_pred, int y_true, const std::string& name);
-// The loss of an output that carries a Keras mask `mask` (float32 0/1, (batch, steps)), as Keras 3 weights it
-// (losses/loss.py apply_mask): the per-step losses (the last axis of (batch, steps, ...) reduced by the loss) summed
-// over the unmasked steps and divided by their count (0 when every step is masked); with ignore_class, a step counts
-// when it is unmasked and its target is not the ignored class. Always composed from the general ops. Unsupported
-// when the per-step losses do not have the mask's shape.
-int emit_masked_loss(graph::Graph& g, const Loss& loss, int y_pred, int y_true, int mask, const std::string& name);
-// The loss weighted by Keras' sample_weight `weight` (float32, (batch,) or (batch, 1) for losses per row, the
-// per-position losses' shape, e.g. (batch, steps), or (batch, 1) broadcast over the steps), as Keras 3 reduces it
-// (losses/loss.py reduce_weighted_values): sum(loss * weight) over the count of positions ("sum_over_batch_size": not
-// over the sum of the weights); with a Keras mask `mask` (or -1) and ignore_class, over the count of the kept
-// positions. Always composed from the general ops. InvalidArgument when the weights' shape does not match the
-// per-position losses.
+// The loss weighted by Keras' sample_weight `weight` (or -1: none; float32, (batch,) or (batch, 1) for losses per
+// row, the per-position losses' shape, e.g. (batch, steps), or (batch, 1) broadcast over the steps), as Keras 3
+// reduces it (losses/loss.py reduce_weighted_values): sum(loss * weight) over the count of positions
+// ("sum_over_batch_size": not over the sum of the weights); with a Keras mask `mask` (or -1; float32 0/1 of the
+// per-step losses' shape, (batch, steps): losses/loss.py apply_mask) and ignore_class, over the count of the kept
+// positions (0 when none is kept); a step counts when it is unmasked and its target is not the ignored class. Always
+// composed from the general ops. InvalidArgument when the weights' shape does not match the per-position losses,
+// Unsupported when the mask's does not.
 int emit_weighted_loss(graph::Graph& g, const Loss& loss, int y_pred, int y_true, int mask, int weight,
                        const std::string& name);
 

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "core/device_bytes.h"
 #include "graph/autodiff.h"
 #include "graph/schedule.h"
 #include "io/file_staging.h"
@@ -17,8 +18,6 @@
 
 namespace tk {
 namespace {
-
-size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }  // the device allocator's granularity
 
 std::string layer_of(const std::string& node_name) { return node_name.substr(0, node_name.find('/')); }
 
@@ -37,14 +36,15 @@ MemoryPlan plan_from_trace(const ProgramCache::Traced& t, const std::vector<Laye
 
   MemoryPlan plan;
   plan.batch_size = batch_size;
-  plan.arena = aligned(std::max(mp.arena_bytes + mp.workspace_bytes, graph::kArenaAlignment)) - mp.workspace_bytes;
+  plan.arena =
+      allocated_bytes(std::max(mp.arena_bytes + mp.workspace_bytes, graph::kArenaAlignment)) - mp.workspace_bytes;
   plan.workspace = mp.workspace_bytes;
   plan.unshared = mp.unplanned_bytes;
   std::map<std::string, size_t> index;
   for (const LayerPtr& l : layers) {
     index[l->name] = plan.layers.size();
     LayerMemory lm{l->name};
-    for (const Weight& w : l->weights()) lm.weights += aligned(w.value.nbytes());
+    for (const Weight& w : l->weights()) lm.weights += allocated_bytes(w.value.nbytes());
     plan.layers.push_back(lm);
     plan.weights += lm.weights;
   }
@@ -62,7 +62,7 @@ MemoryPlan plan_from_trace(const ProgramCache::Traced& t, const std::vector<Laye
         const graph::Node& param = t.g[n.inputs[v]];
         auto it = index.find(layer_of(param.name));
         const size_t bytes = static_cast<size_t>(param.shape.numel()) * dtype_size(param.dtype);
-        const size_t slots = per_var_slots * aligned(bytes);
+        const size_t slots = per_var_slots * allocated_bytes(bytes);
         plan.optimizer_state += slots;
         plan.gradients += bytes;
         if (it != index.end())
@@ -75,14 +75,14 @@ MemoryPlan plan_from_trace(const ProgramCache::Traced& t, const std::vector<Laye
       // ProgramCache::add_update's slot names, and the rule's optimizer variables ("optimizer/u_product")
       const bool slot = dst.name.find("/slot") != std::string::npos || dst.name.rfind("optimizer/", 0) == 0;
       if (slot) {
-        plan.optimizer_state += aligned(bytes);
-        if (it != index.end()) plan.layers[it->second].optimizer_state += aligned(bytes);
+        plan.optimizer_state += allocated_bytes(bytes);
+        if (it != index.end()) plan.layers[it->second].optimizer_state += allocated_bytes(bytes);
       } else if (weight_names.count(dst.name)) {  // the update of a weight: its gradient
         plan.gradients += bytes;
         if (it != index.end()) plan.layers[it->second].gradients += bytes;
       }
     } else if (n.op == graph::Op::StepControl && n.attrs.update->loss_scale_initial > 0.0f) {
-      plan.optimizer_state += aligned(3 * sizeof(float));  // the loss-scale state
+      plan.optimizer_state += allocated_bytes(3 * sizeof(float));  // the loss-scale state
     } else if (mp.offset[static_cast<size_t>(id)] >= 0 && !graph::is_alias(t.g, id) &&
                n.name.find('/') != std::string::npos) {
       auto it = index.find(layer_of(n.name));

@@ -331,9 +331,8 @@ double finish_log(const LogStat& s, const double* v) {
       return v[0];
     case LogStat::Kind::weighted_mean:
       return divide_no_nan(v[0], v[1]);
-    case LogStat::Kind::precision:
-      return divide_no_nan(v[0], v[0] + v[1]);
-    case LogStat::Kind::recall:
+    case LogStat::Kind::precision:  // [tp, fp]
+    case LogStat::Kind::recall:     // [tp, fn]
       return divide_no_nan(v[0], v[0] + v[1]);
     case LogStat::Kind::auc:
       return finish_auc(s, v);

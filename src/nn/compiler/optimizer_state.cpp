@@ -7,9 +7,6 @@
 #include "trainkit/core/error.h"
 
 namespace tk::nn {
-namespace {
-size_t granules(size_t bytes) { return (bytes + 255) / 256 * 256; }  // the device allocator's granularity
-}  // namespace
 
 OptimizerState::OptimizerState(OptimizerPtr optimizer, Device device, std::function<void()> synchronize)
     : optimizer_(std::move(optimizer)), device_(device), synchronize_(std::move(synchronize)) {}
@@ -158,10 +155,10 @@ void OptimizerState::copy_from(const OptimizerState& primary, const std::vector<
 
 size_t OptimizerState::bytes() const {
   size_t bytes = 0;
-  for (const auto& [w, acc] : accumulators_) bytes += granules(acc.nbytes());
+  for (const auto& [w, acc] : accumulators_) bytes += allocated_bytes(acc.nbytes());
   if (loss_scale_.defined()) bytes += 256;
   for (const auto& [w, slots] : slots_)
-    for (const Tensor& t : slots) bytes += granules(t.nbytes());
+    for (const Tensor& t : slots) bytes += allocated_bytes(t.nbytes());
   bytes += variables_.size() * 256;
   return bytes;
 }

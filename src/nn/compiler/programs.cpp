@@ -193,7 +193,7 @@ Compiled& ProgramCache::get(ProgramKind kind, int64_t batch) {
 }
 
 size_t ProgramCache::persistent_bytes() const {
-  return (arena_.defined() ? (arena_.nbytes() + 255) / 256 * 256 : 0) + state_->bytes();
+  return (arena_.defined() ? allocated_bytes(arena_.nbytes()) : 0) + state_->bytes();
 }
 
 size_t ProgramCache::held_bytes() const { return persistent_bytes() + mirrors_->bytes(); }
@@ -513,12 +513,10 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
       }
       int y = g.input(prefix + "target", target_shape, target_dtype);
       c->y.push_back(y);
-      c->y_dtype.push_back(target_dtype);
-      if (weight >= 0)  // a program without weights keeps the fused losses
-        losses.push_back(emit_weighted_loss(g, loss, c->outputs[j], y, out_mask, weight, prefix + "loss"));
+      if (weight < 0 && out_mask < 0)  // a program without weights or mask keeps the fused losses
+        losses.push_back(emit_loss(g, loss, c->outputs[j], y, prefix + "loss"));
       else
-        losses.push_back(out_mask < 0 ? emit_loss(g, loss, c->outputs[j], y, prefix + "loss")
-                                      : emit_masked_loss(g, loss, c->outputs[j], y, out_mask, prefix + "loss"));
+        losses.push_back(emit_weighted_loss(g, loss, c->outputs[j], y, out_mask, weight, prefix + "loss"));
       if (multi) c->logs.emplace_back(prefix + "loss", losses.back());
       for (const Metric& m : model_.metrics()) {
         auto [metric_value, stat] = out_mask < 0
@@ -528,10 +526,7 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
         metric_stats.push_back(stat);
       }
     }
-    if (weight >= 0) {
-      c->y.push_back(weight);
-      c->y_dtype.push_back(DType::f32);
-    }
+    if (weight >= 0) c->y.push_back(weight);
     for (int& p : penalties)  // shaped as the compiled loss
       if (g[p].shape != g[losses[0]].shape) {
         graph::Attrs at;

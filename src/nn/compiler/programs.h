@@ -28,7 +28,6 @@ struct StageScale {
 struct Compiled {
   std::unique_ptr<graph::Program> program;
   std::vector<int> x, y;  // input value ids: model inputs, targets (then the sample weights, in a weighted program)
-  std::vector<DType> y_dtype;                                 // i32 for sparse targets
   std::vector<StageScale> x_scale;                            // per model input
   std::vector<char> x_conversion_seen;                        // per model input: staging has looked at its source dtype
   std::shared_ptr<std::set<std::string>> conversions_logged;  // shared by a model's programs
