@@ -1,4 +1,5 @@
-// Writing a whole buffer to a file descriptor: write(2) may write less than asked or be interrupted by a signal.
+// Writing a whole buffer to a file descriptor (write(2) may write less than asked or be interrupted by a signal), and
+// closing one at scope exit.
 //
 //   if (io::write_fully(fd, bytes, n) < n) throw IoError("cannot write " + path + ": " + std::strerror(errno));
 #pragma once
@@ -22,5 +23,13 @@ inline size_t write_fully(int fd, const void* data, size_t n) {
   }
   return done;
 }
+
+// Closes fd at scope exit unless it is negative (set it to -1 once the descriptor is closed by hand).
+struct CloseFd {
+  int fd;
+  ~CloseFd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
 
 }  // namespace tk::io

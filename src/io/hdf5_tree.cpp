@@ -319,12 +319,7 @@ H5Tree read_h5_tree_file_in_process(const std::string& path, const std::string& 
     data_fd = ::open(data_path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
     if (data_fd < 0) throw IoError(label + ": cannot open the data file " + data_path + ": " + std::strerror(errno));
   }
-  struct Close {
-    int fd;
-    ~Close() {
-      if (fd >= 0) ::close(fd);
-    }
-  } close_data{data_fd};
+  CloseFd close_data{data_fd};
   Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   if (file.id < 0) damaged(label, "cannot open");
   return read_open_file(label, file.id, data_fd);

@@ -99,6 +99,17 @@ zip_t* open_file(const std::string& path) {
   return za;
 }
 
+// Adds source s (null: false) as the member `name`, stored uncompressed; false on failure, zip_get_error(za) says why.
+bool add_stored(zip_t* za, const char* name, zip_source_t* s) {
+  if (!s) return false;
+  const zip_int64_t idx = zip_file_add(za, name, s, ZIP_FL_ENC_UTF_8);
+  if (idx < 0) {
+    zip_source_free(s);
+    return false;
+  }
+  return zip_set_file_compression(za, static_cast<zip_uint64_t>(idx), ZIP_CM_STORE, 0) == 0;
+}
+
 }  // namespace
 
 Archive read_archive(const std::string& path, bool with_weights) {
@@ -170,16 +181,8 @@ std::string write_archive(const Archive& a) {
   };
   for (const auto& [name, bytes] : {std::pair<const char*, const std::string*>{"metadata.json", &a.metadata},
                                     {"config.json", &a.config},
-                                    {"model.weights.h5", &a.weights}}) {
-    zip_source_t* s = zip_source_buffer(za, bytes->data(), bytes->size(), 0);
-    if (!s) fail(name);
-    const zip_int64_t idx = zip_file_add(za, name, s, ZIP_FL_ENC_UTF_8);
-    if (idx < 0) {
-      zip_source_free(s);
-      fail(name);
-    }
-    if (zip_set_file_compression(za, static_cast<zip_uint64_t>(idx), ZIP_CM_STORE, 0) != 0) fail(name);
-  }
+                                    {"model.weights.h5", &a.weights}})
+    if (!add_stored(za, name, zip_source_buffer(za, bytes->data(), bytes->size(), 0))) fail(name);
   if (zip_close(za) != 0) fail("close");
   std::string out;
   if (zip_source_open(src) != 0 || zip_source_seek(src, 0, SEEK_END) != 0) {
@@ -208,13 +211,7 @@ void write_archive_file(const std::string& metadata, const std::string& config, 
     throw IoError(m);
   };
   auto add = [&](const char* name, zip_source_t* s) {
-    if (!s) fail(name);
-    const zip_int64_t idx = zip_file_add(za, name, s, ZIP_FL_ENC_UTF_8);
-    if (idx < 0) {
-      zip_source_free(s);
-      fail(name);
-    }
-    if (zip_set_file_compression(za, static_cast<zip_uint64_t>(idx), ZIP_CM_STORE, 0) != 0) fail(name);
+    if (!add_stored(za, name, s)) fail(name);
   };
   add("metadata.json", zip_source_buffer(za, metadata.data(), metadata.size(), 0));
   add("config.json", zip_source_buffer(za, config.data(), config.size(), 0));

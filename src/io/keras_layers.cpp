@@ -108,44 +108,53 @@ json initializer_object(const std::string& name) {
 
 namespace {
 
+// A dtype option's name: a string, or a DTypePolicy object's config.name; nullopt for anything else.
+std::optional<std::string> policy_name(const json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_object() && v.contains("config") && v["config"].is_object() && v["config"].contains("name") &&
+      v["config"]["name"].is_string())
+    return v["config"]["name"].get<std::string>();
+  return std::nullopt;
+}
+
 // The layer's policy in the file; empty when the file gives none.
 std::string check_dtype(const json& config, const std::string& where) {
   auto it = config.find("dtype");
   if (it == config.end() || it->is_null()) return {};
-  std::string policy;
-  if (it->is_string()) {
-    policy = it->get<std::string>();
-  } else if (it->is_object() && it->contains("config") && (*it)["config"].is_object() &&
-             (*it)["config"].contains("name") && (*it)["config"]["name"].is_string()) {
-    policy = (*it)["config"]["name"].get<std::string>();
-  } else {
-    throw FormatError(where + ": 'dtype' must be a policy name or a DTypePolicy object, got " + it->dump());
-  }
+  const std::optional<std::string> policy = policy_name(*it);
+  if (!policy) throw FormatError(where + ": 'dtype' must be a policy name or a DTypePolicy object, got " + it->dump());
   try {
-    mixed_precision::check_policy(policy);
+    mixed_precision::check_policy(*policy);
   } catch (const Error& e) {
-    throw Unsupported(where + ": dtype policy '" + policy + "' is not supported (" + e.what() + ")");
+    throw Unsupported(where + ": dtype policy '" + *policy + "' is not supported (" + e.what() + ")");
   }
-  return policy;
+  return *policy;
 }
 
 // An InputLayer's tensor dtype: a name ("int32") or a DTypePolicy object, as Keras writes either.
 DType input_dtype(Opts& o) {
   const json* d = o.get("dtype");
   if (!d) return DType::f32;
-  std::string n;
-  if (d->is_string()) {
-    n = d->get<std::string>();
-  } else if (d->is_object() && d->contains("config") && (*d)["config"].is_object() && (*d)["config"].contains("name") &&
-             (*d)["config"]["name"].is_string()) {
-    n = (*d)["config"]["name"].get<std::string>();
-  } else {
-    o.bad("dtype", "must be a dtype name or a DTypePolicy object, got " + d->dump());
-  }
-  if (n == "float32") return DType::f32;
-  if (n == "int32") return DType::i32;
-  if (n == "int64") return DType::i64;
+  const std::optional<std::string> n = policy_name(*d);
+  if (!n) o.bad("dtype", "must be a dtype name or a DTypePolicy object, got " + d->dump());
+  if (*n == "float32") return DType::f32;
+  if (*n == "int32") return DType::i32;
+  if (*n == "int64") return DType::i64;
   o.unsupported("dtype", "an Input is float32, or int32 / int64 for token ids");
+}
+
+// The options the 2D convolutions share (Conv2D, DepthwiseConv2D, SeparableConv2D, Conv2DTranspose) into c; the
+// activation.
+template <class C>
+std::string read_conv2d(Opts& o, C& c, const std::string& name) {
+  c.strides = o.pair("strides", layers::Size2(1));
+  c.padding = o.str("padding", "valid");
+  o.channels_last();
+  c.dilation_rate = o.pair("dilation_rate", layers::Size2(1));
+  c.use_bias = o.boolean("use_bias", true);
+  c.bias_initializer = o.initializer("bias_initializer", "zeros");
+  c.name = name;
+  return o.activation();
 }
 
 LayerPtr make_layer(const std::string& cls, Opts& o, const std::string& name, const json& config) {
@@ -221,16 +230,9 @@ LayerPtr make_layer(const std::string& cls, Opts& o, const std::string& name, co
     const int64_t filters = o.integer("filters");
     const Size2 k = o.pair("kernel_size");
     Conv2DOptions c;
-    c.strides = o.pair("strides", Size2(1));
-    c.padding = o.str("padding", "valid");
-    o.channels_last();
-    c.dilation_rate = o.pair("dilation_rate", Size2(1));
+    const std::string act = read_conv2d(o, c, name);
     c.groups = o.integer("groups", 1);
-    const std::string act = o.activation();
-    c.use_bias = o.boolean("use_bias", true);
     c.kernel_initializer = o.initializer("kernel_initializer", "glorot_uniform");
-    c.bias_initializer = o.initializer("bias_initializer", "zeros");
-    c.name = name;
     return Conv2D(filters, k, act, c);
   }
   if (cls == "MaxPooling2D" || cls == "AveragePooling2D") {
@@ -268,13 +270,7 @@ LayerPtr make_layer(const std::string& cls, Opts& o, const std::string& name, co
   }
   if (cls == "LayerNormalization") {
     LayerNormalizationOptions l;
-    const json* axis = o.get("axis");  // an int or a list of ints
-    if (axis && axis->is_number_integer()) {
-      l.axis = {static_cast<int>(axis->get<int64_t>())};
-    } else if (axis) {
-      l.axis.clear();
-      for (int64_t a : o.ints("axis")) l.axis.push_back(static_cast<int>(a));
-    }
+    if (const auto axis = o.int_list("axis")) l.axis.assign(axis->begin(), axis->end());
     l.epsilon = static_cast<float>(o.number("epsilon", 1e-3));
     l.center = o.boolean("center", true);
     l.scale = o.boolean("scale", true);
@@ -370,8 +366,7 @@ LayerPtr make_layer(const std::string& cls, Opts& o, const std::string& name, co
   if (cls == "PReLU") {
     PReLUOptions p;
     p.alpha_initializer = o.initializer("alpha_initializer", "zeros");
-    if (const json* a = o.get("shared_axes"))
-      p.shared_axes = a->is_number_integer() ? std::vector<int64_t>{a->get<int64_t>()} : o.ints("shared_axes");
+    if (auto a = o.int_list("shared_axes")) p.shared_axes = std::move(*a);
     p.name = name;
     return PReLU(p);
   }
@@ -411,11 +406,8 @@ LayerPtr make_layer(const std::string& cls, Opts& o, const std::string& name, co
     ra.name = name;
     if (cls == "RandomRotation") o.must_be_default("value_range", json::array({0, 255}));  // bounding boxes only
     auto factor = [&](const std::string& key, bool required) -> std::optional<FactorRange> {
-      const json* f = o.get(key);
-      if (!f) {
-        if (required) o.bad(key, "is missing");
-        return std::nullopt;
-      }
+      const json* f = o.need(key, !required);
+      if (!f) return std::nullopt;
       if (f->is_number()) return FactorRange(f->get<float>());
       if (!f->is_array() || f->size() != 2 || !(*f)[0].is_number() || !(*f)[1].is_number())
         o.bad(key, "must be a number or a (lower, upper) pair, got " + f->dump());
@@ -441,11 +433,9 @@ LayerPtr make_layer(const std::string& cls, Opts& o, const std::string& name, co
     return Resizing(height, width, r);
   }
   if (cls == "Dot") {
-    const json* axes = o.get("axes");
-    if (!axes) o.bad("axes", "is missing");
+    o.need("axes");
     const bool normalize = o.boolean("normalize", false);
-    if (axes->is_number_integer()) return Dot({axes->get<int64_t>()}, normalize, name);
-    return Dot(o.ints("axes"), normalize, name);
+    return Dot(*o.int_list("axes"), normalize, name);
   }
   if (cls == "CenterCrop") {
     o.channels_last();
@@ -461,8 +451,7 @@ LayerPtr make_layer(const std::string& cls, Opts& o, const std::string& name, co
         o.bad("value_range", "must be a (low, high) pair of numbers, got " + vr->dump());
       rc.value_range = {(*vr)[0].get<float>(), (*vr)[1].get<float>()};
     }
-    const json* f = o.get("factor");
-    if (!f) o.bad("factor", "is missing");
+    const json* f = o.need("factor");
     if (f->is_number()) return RandomContrast(f->get<float>(), rc);
     if (!f->is_array() || f->size() != 2 || !(*f)[0].is_number() || !(*f)[1].is_number())
       o.bad("factor", "must be a number or a (lower, upper) pair, got " + f->dump());
@@ -478,13 +467,8 @@ LayerPtr make_layer(const std::string& cls, Opts& o, const std::string& name, co
   }
   if (cls == "Normalization") {
     NormalizationOptions n;
-    const json* axis = o.get("axis");  // an int, a list, or null (Keras: one statistic for everything)
-    n.axis.clear();
-    if (axis && axis->is_number_integer()) {
-      n.axis = {static_cast<int>(axis->get<int64_t>())};
-    } else if (axis) {
-      for (int64_t a : o.ints("axis")) n.axis.push_back(static_cast<int>(a));
-    }
+    n.axis.clear();  // axis: an int, a list, or null (Keras: one statistic for everything)
+    if (const auto axis = o.int_list("axis")) n.axis.assign(axis->begin(), axis->end());
     if (!config.contains("axis")) n.axis = {-1};  // absent: Keras' default; null: ()
     n.invert = o.boolean("invert", false);
     // Given statistics: a number or a flat list (nested lists, Keras' multi-axis form, are not read).
@@ -509,50 +493,28 @@ LayerPtr make_layer(const std::string& cls, Opts& o, const std::string& name, co
   if (cls == "DepthwiseConv2D") {
     const Size2 k = o.pair("kernel_size");
     DepthwiseConv2DOptions d;
-    d.strides = o.pair("strides", Size2(1));
-    d.padding = o.str("padding", "valid");
+    const std::string act = read_conv2d(o, d, name);
     d.depth_multiplier = o.integer("depth_multiplier", 1);
-    o.channels_last();
-    d.dilation_rate = o.pair("dilation_rate", Size2(1));
-    const std::string act = o.activation();
-    d.use_bias = o.boolean("use_bias", true);
     d.depthwise_initializer = o.initializer("depthwise_initializer", "glorot_uniform");
-    d.bias_initializer = o.initializer("bias_initializer", "zeros");
-    d.name = name;
     return DepthwiseConv2D(k, act, d);
   }
   if (cls == "SeparableConv2D") {
     const int64_t filters = o.integer("filters");
     const Size2 k = o.pair("kernel_size");
     SeparableConv2DOptions sc;
-    sc.strides = o.pair("strides", Size2(1));
-    sc.padding = o.str("padding", "valid");
+    const std::string act = read_conv2d(o, sc, name);
     sc.depth_multiplier = o.integer("depth_multiplier", 1);
-    o.channels_last();
-    sc.dilation_rate = o.pair("dilation_rate", Size2(1));
-    const std::string act = o.activation();
-    sc.use_bias = o.boolean("use_bias", true);
     sc.depthwise_initializer = o.initializer("depthwise_initializer", "glorot_uniform");
     sc.pointwise_initializer = o.initializer("pointwise_initializer", "glorot_uniform");
-    sc.bias_initializer = o.initializer("bias_initializer", "zeros");
-    sc.name = name;
     return SeparableConv2D(filters, k, act, sc);
   }
   if (cls == "Conv2DTranspose") {
     const int64_t filters = o.integer("filters");
     const Size2 k = o.pair("kernel_size");
     Conv2DTransposeOptions t;
-    t.strides = o.pair("strides", Size2(1));
-    t.padding = o.str("padding", "valid");
-    const json* op = o.get("output_padding");
-    if (op && !op->is_null()) t.output_padding = o.pair("output_padding");
-    o.channels_last();
-    t.dilation_rate = o.pair("dilation_rate", Size2(1));
-    const std::string act = o.activation();
-    t.use_bias = o.boolean("use_bias", true);
+    const std::string act = read_conv2d(o, t, name);
+    if (o.get("output_padding")) t.output_padding = o.pair("output_padding");
     t.kernel_initializer = o.initializer("kernel_initializer", "glorot_uniform");
-    t.bias_initializer = o.initializer("bias_initializer", "zeros");
-    t.name = name;
     return Conv2DTranspose(filters, k, act, t);
   }
   if (LayerPtr l = attention_layer_from_json(cls, o, name)) return l;  // keras_layers_attention.cpp

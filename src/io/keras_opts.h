@@ -63,21 +63,21 @@ class Opts {
     auto it = c_.find(key);
     return it == c_.end() || it->is_null() ? nullptr : &*it;
   }
-  int64_t integer(const std::string& key, std::optional<int64_t> def = std::nullopt) {
+  // get(key), FormatError when it is missing (or null) unless `optional`.
+  const json* need(const std::string& key, bool optional = false) {
     const json* v = get(key);
-    if (!v) {
-      if (def) return *def;
-      bad(key, "is missing");
-    }
+    if (!v && !optional) bad(key, "is missing");
+    return v;
+  }
+  int64_t integer(const std::string& key, std::optional<int64_t> def = std::nullopt) {
+    const json* v = need(key, def.has_value());
+    if (!v) return *def;
     if (!v->is_number_integer()) bad(key, "must be an integer, got " + v->dump());
     return v->get<int64_t>();
   }
   double number(const std::string& key, std::optional<double> def = std::nullopt) {
-    const json* v = get(key);
-    if (!v) {
-      if (def) return *def;
-      bad(key, "is missing");
-    }
+    const json* v = need(key, def.has_value());
+    if (!v) return *def;
     if (!v->is_number()) bad(key, "must be a number, got " + v->dump());
     return v->get<double>();
   }
@@ -103,13 +103,17 @@ class Opts {
     }
     return out;
   }
+  // An int or a list of ints, as {int} or the list (LayerNormalization's axis); nullopt when missing.
+  std::optional<std::vector<int64_t>> int_list(const std::string& key) {
+    const json* v = get(key);
+    if (!v) return std::nullopt;
+    if (v->is_number_integer()) return std::vector<int64_t>{v->get<int64_t>()};
+    return ints(key);
+  }
   // An int or an (h, w) pair, as Keras' kernel_size.
   layers::Size2 pair(const std::string& key, std::optional<layers::Size2> def = std::nullopt) {
-    const json* v = get(key);
-    if (!v) {
-      if (def) return *def;
-      bad(key, "is missing");
-    }
+    const json* v = need(key, def.has_value());
+    if (!v) return *def;
     if (v->is_number_integer()) return layers::Size2(v->get<int64_t>());
     std::vector<int64_t> p = ints(key);
     if (p.size() != 2) bad(key, "must be an integer or a pair, got " + v->dump());
@@ -117,11 +121,8 @@ class Opts {
   }
   // An int or a one-element list, as Keras' 1D kernel_size / strides / pool_size.
   int64_t single(const std::string& key, std::optional<int64_t> def = std::nullopt) {
-    const json* v = get(key);
-    if (!v) {
-      if (def) return *def;
-      bad(key, "is missing");
-    }
+    const json* v = need(key, def.has_value());
+    if (!v) return *def;
     if (v->is_number_integer()) return v->get<int64_t>();
     std::vector<int64_t> p = ints(key);
     if (p.size() != 1) bad(key, "must be an integer or a one-element list, got " + v->dump());

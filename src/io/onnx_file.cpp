@@ -126,12 +126,7 @@ void write_model(const std::string& path, const ModelParts& m) {
   AtomicFile file(path);
   const int fd = ::open(file.temp_path().c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) throw IoError("cannot create " + file.temp_path().string() + ": " + std::strerror(errno));
-  struct Close {
-    int fd;
-    ~Close() {
-      if (fd >= 0) ::close(fd);
-    }
-  } closer{fd};
+  CloseFd closer{fd};
   Sink out(fd, path, total);
   out.put(m.head.bytes());
   out.put_len_header(7, graph);

@@ -13,6 +13,7 @@
 
 #include "data/formats/bytes.h"
 #include "data/formats/crc32c.h"
+#include "io/fd_write.h"
 #include "io/file_staging.h"
 #include "runtime/device_memory.h"
 #include "trainkit/core/error.h"
@@ -279,12 +280,7 @@ void save_training_state(const std::filesystem::path& path, const TrainingState&
   AtomicFile file(path);
   const int fd = ::open(file.temp_path().c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) throw IoError("cannot create " + file.temp_path().string() + ": " + std::strerror(errno));
-  struct Close {
-    int fd;
-    ~Close() {
-      if (fd >= 0) ::close(fd);
-    }
-  } closer{fd};
+  CloseFd closer{fd};
   size_t written = 0;
   const size_t total = kHeader + p.size() + 4;
   auto put = [&](const void* bytes, size_t n) {

@@ -48,20 +48,19 @@ void nn::require(bool ok, const std::string& opt, const std::string& what, float
 }
 
 void nn::apply_common(Optimizer& opt, const std::string& name, float lr, const optimizers::Common& c) {
-  Optimizer* o = &opt;
-  o->set_learning_rate(lr);
+  opt.set_learning_rate(lr);
   nn::require(c.weight_decay >= 0.0f && std::isfinite(c.weight_decay), name, "weight_decay", c.weight_decay, ">= 0");
   nn::require(c.clipnorm >= 0.0f && std::isfinite(c.clipnorm), name, "clipnorm", c.clipnorm, ">= 0 (0 disables it)");
   nn::require(c.clipvalue >= 0.0f && std::isfinite(c.clipvalue), name, "clipvalue", c.clipvalue,
               ">= 0 (0 disables it)");
-  o->config().weight_decay = c.weight_decay;
-  o->config().clipnorm = c.clipnorm;
-  o->config().clipvalue = c.clipvalue;
+  opt.config().weight_decay = c.weight_decay;
+  opt.config().clipnorm = c.clipnorm;
+  opt.config().clipvalue = c.clipvalue;
   nn::require(c.global_clipnorm >= 0.0f && std::isfinite(c.global_clipnorm), name, "global_clipnorm", c.global_clipnorm,
               ">= 0 (0 disables it)");
   if (c.clipnorm > 0.0f && c.global_clipnorm > 0.0f)
     throw InvalidArgument(name + ": only one of clipnorm and global_clipnorm can be set (as Keras)");
-  o->config().global_clipnorm = c.global_clipnorm;
+  opt.config().global_clipnorm = c.global_clipnorm;
 }
 
 namespace optimizers {

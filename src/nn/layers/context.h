@@ -2,6 +2,7 @@
 #pragma once
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -86,6 +87,13 @@ inline constexpr int64_t kLayerCollectiveBase = int64_t{1} << 32;
 int apply_activation(CallContext& ctx, const std::string& activation, int x, const std::string& owner);
 // Throws InvalidArgument listing the valid names.
 void check_activation(const std::string& activation);
+
+// std::make_shared<L>(args..., options) with options.dtype as its dtype policy (with_dtype), for the layer factories.
+template <class L, class Options, class... Args>
+LayerPtr make_with_dtype(Options options, Args&&... args) {
+  const std::string dtype = options.dtype;
+  return with_dtype(std::make_shared<L>(std::forward<Args>(args)..., std::move(options)), dtype);
+}
 
 // Initializers by Keras name: glorot_uniform, glorot_normal, he_normal, he_uniform, lecun_normal,
 // lecun_uniform, zeros, ones, random_normal, random_uniform, orthogonal.

@@ -8,6 +8,7 @@
 #include "graph/tensor_ops.h"
 #include "graph/window.h"
 #include "nn/layers/context.h"
+#include "nn/layers/image_layer_util.h"
 #include "trainkit/core/error.h"
 #include "trainkit/nn/layers.h"
 
@@ -21,15 +22,11 @@ class Conv1DLayer final : public Layer {
  public:
   Conv1DLayer(int64_t filters, int64_t k, std::string activation, layers::Conv1DOptions o)
       : Layer("conv1d", o.name), filters_(filters), k_(k), activation_(std::move(activation)), o_(std::move(o)) {
-    auto positive = [&](const char* what, int64_t v) {
-      if (v <= 0)
-        throw InvalidArgument("Conv1D '" + name + "': " + what + " must be positive, got " + std::to_string(v));
-    };
-    positive("filters", filters_);
-    positive("kernel_size", k_);
-    positive("strides", o_.strides);
-    positive("dilation_rate", o_.dilation_rate);
-    positive("groups", o_.groups);
+    nn::check_positive(*this, "filters", filters_);
+    nn::check_positive(*this, "kernel_size", k_);
+    nn::check_positive(*this, "strides", o_.strides);
+    nn::check_positive(*this, "dilation_rate", o_.dilation_rate);
+    nn::check_positive(*this, "groups", o_.groups);
     if (o_.strides > 1 && o_.dilation_rate > 1)
       throw InvalidArgument("Conv1D '" + name +
                             "': strides > 1 together with dilation_rate > 1 is not supported (as "
@@ -67,13 +64,9 @@ class Conv1DLayer final : public Layer {
     if (x[2] % o_.groups != 0)
       throw InvalidArgument("Conv1D '" + name + "': input channels (" + std::to_string(x[2]) +
                             ") must be a multiple of groups (" + std::to_string(o_.groups) + ")");
-    if (!built_) {
-      in_channels_ = x[2];
+    if (nn::first_build(*this, built_, in_channels_, x)) {
       add_weight("kernel", Shape{k_, in_channels_ / o_.groups, filters_}, o_.kernel_initializer);
       if (o_.use_bias) add_weight("bias", Shape{filters_}, o_.bias_initializer);
-    } else if (x[2] != in_channels_) {
-      throw InvalidArgument("Conv1D '" + name + "' was built for " + std::to_string(in_channels_) +
-                            " channels, called on " + x.to_string());
     }
     const graph::Window w = graph::Window::of(Shape{1, 1, x[1], x[2]}, attrs(x[1]));
     if (w.ow <= 0)
@@ -122,9 +115,7 @@ class Conv1DLayer final : public Layer {
 
 namespace layers {
 LayerPtr Conv1D(int64_t filters, int64_t kernel_size, std::string activation, Conv1DOptions options) {
-  const std::string dtype = options.dtype;
-  return with_dtype(std::make_shared<Conv1DLayer>(filters, kernel_size, std::move(activation), std::move(options)),
-                    dtype);
+  return nn::make_with_dtype<Conv1DLayer>(std::move(options), filters, kernel_size, std::move(activation));
 }
 }  // namespace layers
 

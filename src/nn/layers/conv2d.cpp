@@ -13,8 +13,7 @@ class Conv2DLayer final : public Layer {
  public:
   Conv2DLayer(int64_t filters, layers::Size2 k, std::string activation, layers::Conv2DOptions o)
       : Layer("conv2d", o.name), filters_(filters), k_(k), activation_(std::move(activation)), o_(std::move(o)) {
-    if (filters <= 0)
-      throw InvalidArgument("Conv2D '" + name + "': filters must be positive, got " + std::to_string(filters));
+    nn::check_positive(*this, "filters", filters);
     nn::check_conv_window(*this, k, o_.strides, o_.dilation_rate);
     if (o_.groups <= 0 || filters % o_.groups != 0)
       throw InvalidArgument("Conv2D '" + name + "': groups = " + std::to_string(o_.groups) +
@@ -41,16 +40,12 @@ class Conv2DLayer final : public Layer {
   }
   Shape build(const std::vector<Shape>& in) override {
     const Shape& x = nn::image_input(*this, in);
-    if (!built_) {
+    if (nn::first_build(*this, built_, in_channels_, x)) {
       if (x[3] % o_.groups != 0)
         throw InvalidArgument("Conv2D '" + name + "': groups = " + std::to_string(o_.groups) +
                               " must divide the input channels of " + x.to_string() + " (as Keras)");
-      in_channels_ = x[3];
       add_weight("kernel", Shape{k_.h, k_.w, in_channels_ / o_.groups, filters_}, o_.kernel_initializer);
       if (o_.use_bias) add_weight("bias", Shape{filters_}, o_.bias_initializer);
-    } else if (x[3] != in_channels_) {
-      throw InvalidArgument("Conv2D '" + name + "' was built for " + std::to_string(in_channels_) +
-                            " channels, called on " + x.to_string());
     }
     return nn::window_output(*this, x, attrs(x), filters_);
   }
@@ -77,9 +72,7 @@ class Conv2DLayer final : public Layer {
 
 namespace layers {
 LayerPtr Conv2D(int64_t filters, Size2 kernel_size, std::string activation, Conv2DOptions options) {
-  const std::string dtype = options.dtype;
-  return with_dtype(std::make_shared<Conv2DLayer>(filters, kernel_size, std::move(activation), std::move(options)),
-                    dtype);
+  return nn::make_with_dtype<Conv2DLayer>(std::move(options), filters, kernel_size, std::move(activation));
 }
 }  // namespace layers
 

@@ -47,8 +47,7 @@ class Conv2DTransposeLayer final : public Layer {
         k_(k),
         activation_(std::move(activation)),
         o_(std::move(o)) {
-    if (filters <= 0)
-      throw InvalidArgument("Conv2DTranspose '" + name + "': filters must be positive, got " + std::to_string(filters));
+    nn::check_positive(*this, "filters", filters);
     nn::check_positive(*this, "kernel_size", k);
     nn::check_positive(*this, "strides", o_.strides);
     nn::check_positive(*this, "dilation_rate", o_.dilation_rate);
@@ -81,13 +80,9 @@ class Conv2DTransposeLayer final : public Layer {
   }
   Shape build(const std::vector<Shape>& in) override {
     const Shape& x = nn::image_input(*this, in);
-    if (!built_) {
-      in_channels_ = x[3];
+    if (nn::first_build(*this, built_, in_channels_, x)) {
       add_weight("kernel", Shape{k_.h, k_.w, filters_, in_channels_}, o_.kernel_initializer);
       if (o_.use_bias) add_weight("bias", Shape{filters_}, o_.bias_initializer);
-    } else if (x[3] != in_channels_) {
-      throw InvalidArgument("Conv2DTranspose '" + name + "' was built for " + std::to_string(in_channels_) +
-                            " channels, called on " + x.to_string());
     }
     const Attrs a = attrs(x);
     return Shape{-1, a.shape[1], a.shape[2], filters_};
@@ -131,9 +126,7 @@ class Conv2DTransposeLayer final : public Layer {
 
 namespace layers {
 LayerPtr Conv2DTranspose(int64_t filters, Size2 kernel_size, std::string activation, Conv2DTransposeOptions options) {
-  const std::string dtype = options.dtype;
-  return with_dtype(
-      std::make_shared<Conv2DTransposeLayer>(filters, kernel_size, std::move(activation), std::move(options)), dtype);
+  return nn::make_with_dtype<Conv2DTransposeLayer>(std::move(options), filters, kernel_size, std::move(activation));
 }
 }  // namespace layers
 

@@ -71,8 +71,7 @@ class DenseLayer final : public Layer, public nn::MaskSupport {
 }  // namespace
 
 LayerPtr layers::Dense(int64_t units, std::string activation, DenseOptions options) {
-  const std::string dtype = options.dtype;
-  return with_dtype(std::make_shared<DenseLayer>(units, std::move(activation), std::move(options)), dtype);
+  return nn::make_with_dtype<DenseLayer>(std::move(options), units, std::move(activation));
 }
 
 }  // namespace tk

@@ -15,9 +15,7 @@ class DepthwiseConv2DLayer final : public Layer {
  public:
   DepthwiseConv2DLayer(layers::Size2 k, std::string activation, layers::DepthwiseConv2DOptions o)
       : Layer("depthwise_conv2d", o.name), k_(k), activation_(std::move(activation)), o_(std::move(o)) {
-    if (o_.depth_multiplier <= 0)
-      throw InvalidArgument("DepthwiseConv2D '" + name + "': depth_multiplier must be positive, got " +
-                            std::to_string(o_.depth_multiplier));
+    nn::check_positive(*this, "depth_multiplier", o_.depth_multiplier);
     nn::check_conv_window(*this, k, o_.strides, o_.dilation_rate);
     same_ = nn::parse_padding(*this, o_.padding);
     nn::check_activation(activation_);
@@ -40,13 +38,9 @@ class DepthwiseConv2DLayer final : public Layer {
   }
   Shape build(const std::vector<Shape>& in) override {
     const Shape& x = nn::image_input(*this, in);
-    if (!built_) {
-      in_channels_ = x[3];
+    if (nn::first_build(*this, built_, in_channels_, x)) {
       add_weight("kernel", Shape{k_.h, k_.w, in_channels_, o_.depth_multiplier}, o_.depthwise_initializer);
       if (o_.use_bias) add_weight("bias", Shape{in_channels_ * o_.depth_multiplier}, o_.bias_initializer);
-    } else if (x[3] != in_channels_) {
-      throw InvalidArgument("DepthwiseConv2D '" + name + "' was built for " + std::to_string(in_channels_) +
-                            " channels, called on " + x.to_string());
     }
     return nn::window_output(*this, x, attrs(x), in_channels_ * o_.depth_multiplier);
   }
@@ -69,9 +63,7 @@ class DepthwiseConv2DLayer final : public Layer {
 
 namespace layers {
 LayerPtr DepthwiseConv2D(Size2 kernel_size, std::string activation, DepthwiseConv2DOptions options) {
-  const std::string dtype = options.dtype;
-  return with_dtype(std::make_shared<DepthwiseConv2DLayer>(kernel_size, std::move(activation), std::move(options)),
-                    dtype);
+  return nn::make_with_dtype<DepthwiseConv2DLayer>(std::move(options), kernel_size, std::move(activation));
 }
 }  // namespace layers
 

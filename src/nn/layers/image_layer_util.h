@@ -1,4 +1,4 @@
-// Helpers shared by the image layers (channels_last): input checks, padding names, window attributes.
+// Helpers shared by the image layers (channels_last) and Conv1D: input checks, padding names, window attributes.
 #pragma once
 #include <string>
 #include <tuple>
@@ -22,6 +22,21 @@ inline void check_positive(const Layer& l, const char* what, layers::Size2 s) {
   if (s.h <= 0 || s.w <= 0)
     throw InvalidArgument(l.class_name() + " '" + l.name + "': " + what + " must be positive, got (" +
                           std::to_string(s.h) + ", " + std::to_string(s.w) + ")");
+}
+inline void check_positive(const Layer& l, const char* what, int64_t v) {
+  if (v <= 0)
+    throw InvalidArgument(l.class_name() + " '" + l.name + "': " + what + " must be positive, got " +
+                          std::to_string(v));
+}
+
+// build()'s channel check: true on the first build (in_channels set to x's last axis, the weights to add), false
+// after it; InvalidArgument when x's channels differ from the built ones.
+inline bool first_build(const Layer& l, bool built, int64_t& in_channels, const Shape& x) {
+  if (built && x[-1] != in_channels)
+    throw InvalidArgument(l.class_name() + " '" + l.name + "' was built for " + std::to_string(in_channels) +
+                          " channels, called on " + x.to_string());
+  if (!built) in_channels = x[-1];
+  return !built;
 }
 
 // A convolution's window options, checked as Keras checks them: kernel_size, strides and dilation_rate positive, and

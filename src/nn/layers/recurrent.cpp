@@ -307,10 +307,7 @@ nn::RecurrentSpec common(nn::RecurrentSpec::Kind kind, int64_t units, const O& o
   s.dtype = o.dtype;
   return s;
 }
-LayerPtr make(nn::RecurrentSpec s) {
-  const std::string dtype = s.dtype;
-  return with_dtype(std::make_shared<nn::RecurrentLayer>(std::move(s)), dtype);
-}
+LayerPtr make(nn::RecurrentSpec s) { return nn::make_with_dtype<nn::RecurrentLayer>(std::move(s)); }
 }  // namespace
 
 LayerPtr SimpleRNN(int64_t units, SimpleRNNOptions o) {

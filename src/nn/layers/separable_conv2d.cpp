@@ -20,11 +20,8 @@ class SeparableConv2DLayer final : public Layer {
         k_(k),
         activation_(std::move(activation)),
         o_(std::move(o)) {
-    if (filters <= 0)
-      throw InvalidArgument("SeparableConv2D '" + name + "': filters must be positive, got " + std::to_string(filters));
-    if (o_.depth_multiplier <= 0)
-      throw InvalidArgument("SeparableConv2D '" + name + "': depth_multiplier must be positive, got " +
-                            std::to_string(o_.depth_multiplier));
+    nn::check_positive(*this, "filters", filters);
+    nn::check_positive(*this, "depth_multiplier", o_.depth_multiplier);
     nn::check_conv_window(*this, k, o_.strides, o_.dilation_rate);
     same_ = nn::parse_padding(*this, o_.padding);
     nn::check_activation(activation_);
@@ -50,15 +47,11 @@ class SeparableConv2DLayer final : public Layer {
   }
   Shape build(const std::vector<Shape>& in) override {
     const Shape& x = nn::image_input(*this, in);
-    if (!built_) {
-      in_channels_ = x[3];
+    if (nn::first_build(*this, built_, in_channels_, x)) {
       add_weight("depthwise_kernel", Shape{k_.h, k_.w, in_channels_, o_.depth_multiplier}, o_.depthwise_initializer);
       add_weight("pointwise_kernel", Shape{1, 1, in_channels_ * o_.depth_multiplier, filters_},
                  o_.pointwise_initializer);
       if (o_.use_bias) add_weight("bias", Shape{filters_}, o_.bias_initializer);
-    } else if (x[3] != in_channels_) {
-      throw InvalidArgument("SeparableConv2D '" + name + "' was built for " + std::to_string(in_channels_) +
-                            " channels, called on " + x.to_string());
     }
     return nn::window_output(*this, x, attrs(x), filters_);
   }
@@ -83,9 +76,7 @@ class SeparableConv2DLayer final : public Layer {
 
 namespace layers {
 LayerPtr SeparableConv2D(int64_t filters, Size2 kernel_size, std::string activation, SeparableConv2DOptions options) {
-  const std::string dtype = options.dtype;
-  return with_dtype(
-      std::make_shared<SeparableConv2DLayer>(filters, kernel_size, std::move(activation), std::move(options)), dtype);
+  return nn::make_with_dtype<SeparableConv2DLayer>(std::move(options), filters, kernel_size, std::move(activation));
 }
 }  // namespace layers
 
