@@ -110,36 +110,34 @@ void leaky_relu_grad(const KernelArgs& a) {
   binary_grad(a, [](float dy, float x, float al) { return math::leaky_relu_grad(dy, x, al); });
 }
 
+// Calls f(offset, rows, n) over blocks of the rows of n elements along s's last axis, split between threads.
+template <typename F>
+void last_axis_rows(const Shape& s, F f) {
+  const int64_t n = s[-1], rows = s.numel() / (n ? n : 1);
+  parallel_for(
+      rows, [&](int64_t rb, int64_t re) { f(rb * n, re - rb, n); }, kParallelGrain / std::max<int64_t>(n, 1));
+}
+
 // Softmax over the last axis, y(rows, n): backends/math/activations.h's softmax_row (the max subtracted, the sum
 // normalized), in the CPU's vector lanes (vector_exp.h: exp within 1.2e-7 of expf, the ISA chosen at run time).
 void softmax(const KernelArgs& a) {
-  const int64_t n = a.node.shape[-1], rows = a.node.shape.numel() / (n ? n : 1);
   const float* x = a.input<float>(0);
   float* y = a.output<float>();
-  parallel_for(
-      rows, [&](int64_t rb, int64_t re) { softmax_rows(x + rb * n, y + rb * n, re - rb, n); },
-      kParallelGrain / std::max<int64_t>(n, 1));
+  last_axis_rows(a.node.shape, [&](int64_t o, int64_t rows, int64_t n) { softmax_rows(x + o, y + o, rows, n); });
 }
 // Log-softmax over the last axis: math::log_softmax_row in the vector lanes (vector_exp.h's log_softmax_rows).
 void log_softmax(const KernelArgs& a) {
-  const int64_t n = a.node.shape[-1], rows = a.node.shape.numel() / (n ? n : 1);
   const float* x = a.input<float>(0);
   float* y = a.output<float>();
-  parallel_for(
-      rows, [&](int64_t rb, int64_t re) { log_softmax_rows(x + rb * n, y + rb * n, re - rb, n); },
-      kParallelGrain / std::max<int64_t>(n, 1));
+  last_axis_rows(a.node.shape, [&](int64_t o, int64_t rows, int64_t n) { log_softmax_rows(x + o, y + o, rows, n); });
 }
 void softmax_grad(const KernelArgs& a) {
-  const int64_t n = a.node.shape[-1], rows = a.node.shape.numel() / (n ? n : 1);
   const float* dy = a.input<float>(0);
   const float* y = a.input<float>(1);
   float* dx = a.output<float>();
-  parallel_for(
-      rows,
-      [&](int64_t rb, int64_t re) {
-        softmax_grad_rows(dy + rb * n, y + rb * n, dx + rb * n, re - rb, n);  // math::softmax_grad_row in lanes
-      },
-      kParallelGrain / std::max<int64_t>(n, 1));
+  last_axis_rows(a.node.shape, [&](int64_t o, int64_t rows, int64_t n) {
+    softmax_grad_rows(dy + o, y + o, dx + o, rows, n);  // math::softmax_grad_row in lanes
+  });
 }
 
 }  // namespace

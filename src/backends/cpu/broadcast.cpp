@@ -2,7 +2,6 @@
 // math::Strided layouts (backends/strided.h), the per-element math of backends/math/binary.h. The inner loop is
 // specialized for the common strides (both operands contiguous, one a broadcast scalar along the row) so that it
 // vectorizes.
-#include <cstring>
 #include <type_traits>
 
 #include "backends/cpu/kernels.h"
@@ -97,56 +96,26 @@ void compare(const KernelArgs& a) {
 
 // y = cond ? x : z over elements of `bytes` each (any dtype: the branches are copied, not computed).
 template <typename T>
-void where_typed(const KernelArgs& a) {
-  const bool* c = static_cast<const bool*>(a.in[0]);
-  const T* x = static_cast<const T*>(a.in[1]);
-  const T* z = static_cast<const T*>(a.in[2]);
-  T* y = static_cast<T*>(a.out);
-  const math::Strided s = backends::broadcast_layout(a.node.shape, {&a.in_shape(0), &a.in_shape(1), &a.in_shape(2)});
-  for_rows(s, 3, [&](int64_t o, const int64_t* off, const int64_t* st, int64_t n) {
-    for (int64_t j = 0; j < n; ++j) y[o + j] = c[off[0] + j * st[0]] ? x[off[1] + j * st[1]] : z[off[2] + j * st[2]];
-  });
-}
-
-void where(const KernelArgs& a) {
-  switch (dtype_size(a.out_dtype)) {
-    case 1:
-      return where_typed<uint8_t>(a);
-    case 2:
-      return where_typed<uint16_t>(a);
-    case 4:
-      return where_typed<uint32_t>(a);
-    default:
-      return where_typed<uint64_t>(a);
+struct Where {
+  static void run(const KernelArgs& a) {
+    const bool* c = static_cast<const bool*>(a.in[0]);
+    const T* x = static_cast<const T*>(a.in[1]);
+    const T* z = static_cast<const T*>(a.in[2]);
+    T* y = static_cast<T*>(a.out);
+    const math::Strided s = backends::broadcast_layout(a.node.shape, {&a.in_shape(0), &a.in_shape(1), &a.in_shape(2)});
+    for_rows(s, 3, [&](int64_t o, const int64_t* off, const int64_t* st, int64_t n) {
+      for (int64_t j = 0; j < n; ++j) y[o + j] = c[off[0] + j * st[0]] ? x[off[1] + j * st[1]] : z[off[2] + j * st[2]];
+    });
   }
-}
+};
 
 template <typename T>
-void broadcast_typed(const KernelArgs& a) {
-  const T* x = static_cast<const T*>(a.in[0]);
-  T* y = static_cast<T*>(a.out);
-  const math::Strided s = backends::broadcast_layout(a.node.shape, {&a.in_shape(0)});
-  for_rows(s, 1, [&](int64_t o, const int64_t* off, const int64_t* st, int64_t n) {
-    if (st[0] == 1) {
-      std::memcpy(y + o, x + off[0], sizeof(T) * static_cast<size_t>(n));
-    } else {
-      for (int64_t j = 0; j < n; ++j) y[o + j] = x[off[0] + j * st[0]];
-    }
-  });
-}
-
-void broadcast_to(const KernelArgs& a) {
-  switch (dtype_size(a.out_dtype)) {
-    case 1:
-      return broadcast_typed<uint8_t>(a);
-    case 2:
-      return broadcast_typed<uint16_t>(a);
-    case 4:
-      return broadcast_typed<uint32_t>(a);
-    default:
-      return broadcast_typed<uint64_t>(a);
+struct BroadcastTo {
+  static void run(const KernelArgs& a) {
+    copy_rows(backends::broadcast_layout(a.node.shape, {&a.in_shape(0)}), static_cast<const T*>(a.in[0]),
+              static_cast<T*>(a.out));
   }
-}
+};
 
 }  // namespace
 
@@ -161,8 +130,8 @@ void register_broadcast_kernels() {
   register_kernel(DeviceKind::cpu, Op::Compare, DType::i64, compare<int64_t>);
   for (int t = 0; t < kDTypeCount; ++t) {  // moves values: every dtype, exactly
     const auto dt = static_cast<DType>(t);
-    register_kernel(DeviceKind::cpu, Op::Where, KernelSignature({DType::boolean, dt, dt}, dt), where);
-    register_kernel(DeviceKind::cpu, Op::BroadcastTo, dt, broadcast_to);
+    register_kernel(DeviceKind::cpu, Op::Where, KernelSignature({DType::boolean, dt, dt}, dt), by_size<Where>);
+    register_kernel(DeviceKind::cpu, Op::BroadcastTo, dt, by_size<BroadcastTo>);
   }
 }
 

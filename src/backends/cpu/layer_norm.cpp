@@ -21,16 +21,19 @@ struct Rows {
   int64_t rows, n;
 };
 Rows rows_of(const Shape& x) { return {x.numel() / x[-1], x[-1]}; }
-int64_t row_grain(int64_t n) { return std::max<int64_t>(1, kParallelGrain / n); }
+// Calls f(b, e) over blocks [b, e) of r's rows, split between threads.
+template <typename F>
+void for_rows(Rows r, F f) {
+  parallel_for(r.rows, f, std::max<int64_t>(1, kParallelGrain / r.n));
+}
 
 void stats(const KernelArgs& a) {
   const Rows r = rows_of(a.in_shape(0));
   const float* x = a.input<float>(0);  // (rows, n)
   float* s = a.output<float>();        // (rows, 2)
-  parallel_for(
-      r.rows,
-      [&](int64_t b, int64_t e) { layer_norm_stats_rows(x + b * r.n, s + 2 * b, e - b, r.n, a.node.attrs.epsilon); },
-      row_grain(r.n));
+  for_rows(r, [&](int64_t b, int64_t e) {
+    layer_norm_stats_rows(x + b * r.n, s + 2 * b, e - b, r.n, a.node.attrs.epsilon);
+  });
 }
 
 void apply(const KernelArgs& a) {
@@ -40,12 +43,9 @@ void apply(const KernelArgs& a) {
   const float* gamma = a.input<float>(2);
   const float* beta = a.input<float>(3);
   float* y = a.output<float>();
-  parallel_for(
-      r.rows,
-      [&](int64_t b, int64_t e) {
-        layer_norm_apply_rows(x + b * r.n, s + 2 * b, gamma, beta, y + b * r.n, e - b, r.n);
-      },
-      row_grain(r.n));
+  for_rows(r, [&](int64_t b, int64_t e) {
+    layer_norm_apply_rows(x + b * r.n, s + 2 * b, gamma, beta, y + b * r.n, e - b, r.n);
+  });
 }
 
 void input_grad(const KernelArgs& a) {
@@ -55,12 +55,9 @@ void input_grad(const KernelArgs& a) {
   const float* s = a.input<float>(2);
   const float* gamma = a.input<float>(3);
   float* dx = a.output<float>();
-  parallel_for(
-      r.rows,
-      [&](int64_t b, int64_t e) {
-        layer_norm_input_grad_rows(dy + b * r.n, x + b * r.n, s + 2 * b, gamma, dx + b * r.n, e - b, r.n);
-      },
-      row_grain(r.n));
+  for_rows(r, [&](int64_t b, int64_t e) {
+    layer_norm_input_grad_rows(dy + b * r.n, x + b * r.n, s + 2 * b, gamma, dx + b * r.n, e - b, r.n);
+  });
 }
 
 // (2, n): [sum over rows of dy * xhat; sum over rows of dy], columns in blocks split between threads, rows in order

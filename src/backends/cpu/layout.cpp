@@ -16,93 +16,65 @@ using graph::KernelArgs;
 using graph::Op;
 
 template <typename T>
-void transpose_typed(const KernelArgs& a) {
-  const T* x = static_cast<const T*>(a.in[0]);
-  T* y = static_cast<T*>(a.out);
-  const math::Strided s = backends::transpose_layout(a.in_shape(0), a.node.attrs.perm);
-  for_rows(s, 1, [&](int64_t o, const int64_t* off, const int64_t* st, int64_t n) {
-    const T* xr = x + off[0];
-    if (st[0] == 1) {
-      std::memcpy(y + o, xr, sizeof(T) * static_cast<size_t>(n));
-    } else {
-      for (int64_t j = 0; j < n; ++j) y[o + j] = xr[j * st[0]];
+struct Transpose {
+  static void run(const KernelArgs& a) {
+    copy_rows(backends::transpose_layout(a.in_shape(0), a.node.attrs.perm), static_cast<const T*>(a.in[0]),
+              static_cast<T*>(a.out));
+  }
+};
+
+template <typename T>
+struct Pad {
+  static void run(const KernelArgs& a) {
+    const Shape& xs = a.in_shape(0);
+    const Shape& ys = a.node.shape;
+    const T* x = static_cast<const T*>(a.in[0]);
+    T* y = static_cast<T*>(a.out);
+    T fill;
+    convert_elements(&a.node.attrs.value, DType::f32, &fill, a.out_dtype, 1);
+    const int64_t total = ys.numel();
+    parallel_for(total, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) y[i] = fill;
+    });
+    // x's elements in x's order (operand 0: y's strides); the block starts at the padding before each axis.
+    math::Strided s;
+    s.rank = xs.rank();
+    int64_t stride = 1, base = 0;
+    for (int d = ys.rank() - 1; d >= 0; --d) {
+      s.dims[d] = xs[d];
+      s.stride[0][d] = stride;
+      base += a.node.attrs.pad_before[d] * stride;
+      stride *= ys[d];
     }
-  });
-}
-
-template <typename T>
-void pad_typed(const KernelArgs& a) {
-  const Shape& xs = a.in_shape(0);
-  const Shape& ys = a.node.shape;
-  const T* x = static_cast<const T*>(a.in[0]);
-  T* y = static_cast<T*>(a.out);
-  T fill;
-  convert_elements(&a.node.attrs.value, DType::f32, &fill, a.out_dtype, 1);
-  const int64_t total = ys.numel();
-  parallel_for(total, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) y[i] = fill;
-  });
-  // x's elements in x's order (operand 0: y's strides); the block starts at the padding before each axis.
-  math::Strided s;
-  s.rank = xs.rank();
-  int64_t stride = 1, base = 0;
-  for (int d = ys.rank() - 1; d >= 0; --d) {
-    s.dims[d] = xs[d];
-    s.stride[0][d] = stride;
-    base += a.node.attrs.pad_before[d] * stride;
-    stride *= ys[d];
+    if (xs.numel() == 0) return;
+    if (s.rank == 0) {
+      y[0] = x[0];
+      return;
+    }
+    backends::merge_axes(s, 1);
+    for_rows(s, 1, [&](int64_t o, const int64_t* off, const int64_t*, int64_t n) {
+      std::memcpy(y + base + off[0], x + o, sizeof(T) * static_cast<size_t>(n));
+    });
   }
-  if (xs.numel() == 0) return;
-  if (s.rank == 0) {
-    y[0] = x[0];
-    return;
-  }
-  backends::merge_axes(s, 1);
-  for_rows(s, 1, [&](int64_t o, const int64_t* off, const int64_t*, int64_t n) {
-    std::memcpy(y + base + off[0], x + o, sizeof(T) * static_cast<size_t>(n));
-  });
-}
-
-template <template <typename> class Fn>
-void by_size(const KernelArgs& a) {
-  switch (dtype_size(a.out_dtype)) {
-    case 1:
-      return Fn<uint8_t>::run(a);
-    case 2:
-      return Fn<uint16_t>::run(a);
-    case 4:
-      return Fn<uint32_t>::run(a);
-    default:
-      return Fn<uint64_t>::run(a);
-  }
-}
-template <typename T>
-struct TransposeFn {
-  static void run(const KernelArgs& a) { transpose_typed<T>(a); }
-};
-template <typename T>
-struct PadFn {
-  static void run(const KernelArgs& a) { pad_typed<T>(a); }
 };
 
-int axis_of(const KernelArgs& a, int rank) {
-  return a.node.attrs.axis < 0 ? a.node.attrs.axis + rank : a.node.attrs.axis;
-}
-
-// outer rows, and the bytes per outer row of one unit along the axis
-void around_axis(const Shape& s, int axis, size_t elem, int64_t& outer, size_t& unit) {
-  outer = 1;
-  unit = elem;
-  for (int d = 0; d < axis; ++d) outer *= s[d];
-  for (int d = axis + 1; d < s.rank(); ++d) unit *= static_cast<size_t>(s[d]);
+// The node's axis of s, s's outer rows before it, and the bytes per outer row of one unit along it.
+struct AroundAxis {
+  int axis;
+  int64_t outer;
+  size_t unit;
+};
+AroundAxis around_axis(const KernelArgs& a, const Shape& s) {
+  const int axis = a.node.attrs.axis < 0 ? a.node.attrs.axis + s.rank() : a.node.attrs.axis;
+  AroundAxis r{axis, 1, dtype_size(a.out_dtype)};
+  for (int d = 0; d < axis; ++d) r.outer *= s[d];
+  for (int d = axis + 1; d < s.rank(); ++d) r.unit *= static_cast<size_t>(s[d]);
+  return r;
 }
 
 // y(outer, sum of widths) = [x_0 | x_1 | ...] per outer row
 void concat(const KernelArgs& a) {
-  const int axis = axis_of(a, a.node.shape.rank());
-  int64_t outer;
-  size_t unit;
-  around_axis(a.node.shape, axis, dtype_size(a.out_dtype), outer, unit);
+  const auto [axis, outer, unit] = around_axis(a, a.node.shape);
   const size_t row = unit * static_cast<size_t>(a.node.shape[axis]);
   auto* y = static_cast<char*>(a.out);
   size_t col = 0;
@@ -118,10 +90,7 @@ void concat(const KernelArgs& a) {
 // y(outer, size) = x(outer, width)[:, begin:begin + size] along the axis
 void slice(const KernelArgs& a) {
   const Shape& xs = a.in_shape(0);
-  const int axis = axis_of(a, xs.rank());
-  int64_t outer;
-  size_t unit;
-  around_axis(xs, axis, dtype_size(a.out_dtype), outer, unit);
+  const auto [axis, outer, unit] = around_axis(a, xs);
   const size_t width = unit * static_cast<size_t>(xs[axis]), size = unit * static_cast<size_t>(a.node.attrs.size);
   const size_t begin = unit * static_cast<size_t>(a.node.attrs.begin);
   const auto* x = static_cast<const char*>(a.in[0]);
@@ -133,10 +102,7 @@ void slice(const KernelArgs& a) {
 // y(outer, L, unit) = x(outer, L - 1 - j, unit): the order along the axis reversed
 void reverse(const KernelArgs& a) {
   const Shape& xs = a.in_shape(0);
-  const int axis = axis_of(a, xs.rank());
-  int64_t outer;
-  size_t unit;
-  around_axis(xs, axis, dtype_size(a.out_dtype), outer, unit);
+  const auto [axis, outer, unit] = around_axis(a, xs);
   const int64_t len = xs[axis];
   const size_t row = unit * static_cast<size_t>(len);
   const auto* x = static_cast<const char*>(a.in[0]);
@@ -155,8 +121,8 @@ void reverse(const KernelArgs& a) {
 void register_layout_kernels() {
   for (int t = 0; t < kDTypeCount; ++t) {  // bytes: every dtype, exactly
     const auto dt = static_cast<DType>(t);
-    graph::register_kernel(DeviceKind::cpu, Op::Transpose, dt, by_size<TransposeFn>);
-    graph::register_kernel(DeviceKind::cpu, Op::Pad, dt, by_size<PadFn>);
+    graph::register_kernel(DeviceKind::cpu, Op::Transpose, dt, by_size<Transpose>);
+    graph::register_kernel(DeviceKind::cpu, Op::Pad, dt, by_size<Pad>);
     graph::register_kernel(DeviceKind::cpu, Op::Concat, dt, concat);
     graph::register_kernel(DeviceKind::cpu, Op::Slice, dt, slice);
     graph::register_kernel(DeviceKind::cpu, Op::Reverse, dt, reverse);

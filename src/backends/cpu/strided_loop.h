@@ -7,9 +7,11 @@
 //   });
 #pragma once
 #include <algorithm>
+#include <cstring>
 
 #include "backends/cpu/parallel.h"
 #include "backends/math/strided.h"
+#include "graph/kernel.h"
 
 namespace tk::cpu {
 
@@ -36,6 +38,34 @@ void for_rows(const math::Strided& s, int operands, Body body) {
         }
       },
       std::max<int64_t>(1, kParallelGrain / piece));
+}
+
+// y = x in s's order (operand 0: x's offsets), runs of contiguous x copied at once.
+template <typename T>
+void copy_rows(const math::Strided& s, const T* x, T* y) {
+  for_rows(s, 1, [&](int64_t o, const int64_t* off, const int64_t* st, int64_t n) {
+    const T* xr = x + off[0];
+    if (st[0] == 1) {
+      std::memcpy(y + o, xr, sizeof(T) * static_cast<size_t>(n));
+    } else {
+      for (int64_t j = 0; j < n; ++j) y[o + j] = xr[j * st[0]];
+    }
+  });
+}
+
+// Fn<T>::run(a) with T the unsigned integer as wide as the output's elements: ops that move values, in any dtype.
+template <template <typename> class Fn>
+void by_size(const graph::KernelArgs& a) {
+  switch (dtype_size(a.out_dtype)) {
+    case 1:
+      return Fn<uint8_t>::run(a);
+    case 2:
+      return Fn<uint16_t>::run(a);
+    case 4:
+      return Fn<uint32_t>::run(a);
+    default:
+      return Fn<uint64_t>::run(a);
+  }
 }
 
 }  // namespace tk::cpu

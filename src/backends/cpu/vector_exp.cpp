@@ -245,13 +245,9 @@ TK_AVX512 float exp_avx512(const float* x, float* y, int64_t n, float shift) {
   }
   alignas(64) float lanes[16];  // not _mm512_reduce_add_ps: GCC 12 warns inside it (-Wuninitialized)
   _mm512_store_ps(lanes, _mm512_add_ps(a0, a1));
-  // The 16 lanes added as a tree (8 + 8, 4 + 4, 2 + 2, 1 + 1): four dependent adds, not sixteen (a short row's
-  // exps, attention's and softmax's, wait on this sum).
-  const __m256 h = _mm256_add_ps(_mm256_load_ps(lanes), _mm256_load_ps(lanes + 8));
-  __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-  q = _mm_add_ps(q, _mm_movehl_ps(q, q));
-  q = _mm_add_ss(q, _mm_shuffle_ps(q, q, 1));
-  return _mm_cvtss_f32(q);
+  // The 16 lanes added as a tree (8 + 8, then hsum8's 4 + 4, 2 + 2, 1 + 1): four dependent adds, not sixteen (a short
+  // row's exps, attention's and softmax's, wait on this sum).
+  return hsum8(_mm256_add_ps(_mm256_load_ps(lanes), _mm256_load_ps(lanes + 8)));
 }
 
 TK_AVX512 void scale_avx512(float* y, int64_t n, float s) {
@@ -366,6 +362,19 @@ void check(VecIsa isa) {
                       " asked for, which this CPU lacks; pass best_vec_isa()");
 }
 
+double exp_sum(const float* x, int64_t n, float shift, VecIsa isa) {  // sum(exp(x - shift)), in double lanes
+  switch (isa) {
+#if TK_VEC_X86
+    case VecIsa::avx512:
+      return exp_sum_avx512(x, n, shift);
+    case VecIsa::avx2:
+      return exp_sum_avx2(x, n, shift);
+#endif
+    default:
+      return exp_sum_scalar(x, n, shift);
+  }
+}
+
 }  // namespace
 
 VecIsa best_vec_isa() {
@@ -437,21 +446,6 @@ void softmax_grad_rows(const float* dy, const float* y, float* dx, int64_t rows,
       for (int64_t r = 0; r < rows; ++r) softmax_grad_scalar(dy + r * n, y + r * n, dx + r * n, n);
   }
 }
-
-namespace {
-double exp_sum(const float* x, int64_t n, float shift, VecIsa isa) {  // sum(exp(x - shift)), in double lanes
-  switch (isa) {
-#if TK_VEC_X86
-    case VecIsa::avx512:
-      return exp_sum_avx512(x, n, shift);
-    case VecIsa::avx2:
-      return exp_sum_avx2(x, n, shift);
-#endif
-    default:
-      return exp_sum_scalar(x, n, shift);
-  }
-}
-}  // namespace
 
 void log_softmax_rows(const float* x, float* y, int64_t rows, int64_t n, VecIsa isa) {
   if (n <= 0) return;
