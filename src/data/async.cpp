@@ -34,6 +34,16 @@ class TunePeriod {
   int64_t next_ = 0;
 };
 
+// in.next(e), or false with what it threw in `err` (an error ends the stage's input like end of data).
+bool next_or_error(IteratorImpl& in, Element& e, std::exception_ptr& err) {
+  try {
+    return in.next(e);
+  } catch (...) {
+    err = std::current_exception();
+    return false;
+  }
+}
+
 // ---- prefetch
 
 class PrefetchIterator final : public IteratorImpl {
@@ -92,12 +102,7 @@ class PrefetchIterator final : public IteratorImpl {
       }
       Element e;
       std::exception_ptr err;
-      bool ok = false;
-      try {
-        ok = in_->next(e);
-      } catch (...) {
-        err = std::current_exception();
-      }
+      const bool ok = next_or_error(*in_, e, err);
       std::lock_guard<std::mutex> lock(mu_);
       if (!ok) {
         done_ = true;
@@ -121,10 +126,6 @@ class PrefetchIterator final : public IteratorImpl {
     ++limit_;
     counters_->buffer_limit = limit_;
     cv_.notify_all();
-  }
-  void account(int64_t bytes) {
-    pipeline_->buffered_bytes.fetch_add(bytes, std::memory_order_relaxed);
-    counters_->buffered_bytes.fetch_add(bytes, std::memory_order_relaxed);
   }
   void release_all() {
     for (auto& [e, bytes] : queue_) account(-bytes);
@@ -303,12 +304,7 @@ class ParallelMapIterator final : public IteratorImpl {
         if (cancelled_ || in_done_) return;
         lock.unlock();
         std::exception_ptr err;
-        bool ok = false;
-        try {
-          ok = in_->next(e);
-        } catch (...) {
-          err = std::current_exception();
-        }
+        const bool ok = next_or_error(*in_, e, err);
         lock.lock();
         if (!ok) {
           in_done_ = true;
@@ -369,10 +365,6 @@ class ParallelMapIterator final : public IteratorImpl {
     counters_->buffer_limit = limit_;
     idle_cv_.notify_all();
     room_cv_.notify_all();
-  }
-  void account(int64_t bytes) {
-    pipeline_->buffered_bytes.fetch_add(bytes, std::memory_order_relaxed);
-    counters_->buffered_bytes.fetch_add(bytes, std::memory_order_relaxed);
   }
 
   const MapSpec& m_;

@@ -102,6 +102,11 @@ class IteratorImpl {
 
  protected:
   virtual bool do_next(Element& out) = 0;
+  // Adds `bytes` (negative: releases them) to the buffered bytes of the pipeline and of this stage.
+  void account(int64_t bytes) {
+    pipeline_->buffered_bytes.fetch_add(bytes, std::memory_order_relaxed);
+    counters_->buffered_bytes.fetch_add(bytes, std::memory_order_relaxed);
+  }
   // Asynchronous stages: the consumer's time inside next() is waiting, not work.
   bool async_ = false;
   std::shared_ptr<Pipeline> pipeline_;

@@ -110,19 +110,7 @@ class ShuffleNode final : public UnaryNode {
       forwards_index_ = in_->indexed() != nullptr;
     }
     bool next_index(int64_t& index) override {
-      while (!in_done_ && static_cast<int64_t>(indices_.size()) < limit_) {
-        int64_t i = 0;
-        if (pull_index(i))
-          indices_.push_back(i);
-        else
-          in_done_ = true;
-      }
-      if (indices_.empty()) return false;
-      const size_t k = pick(indices_.size());
-      index = indices_[k];
-      indices_[k] = indices_.back();
-      indices_.pop_back();
-      return true;
+      return draw(indices_, index, [&](int64_t& i) { return pull_index(i); });
     }
 
    protected:
@@ -133,23 +121,27 @@ class ShuffleNode final : public UnaryNode {
         in_->indexed()->get(i, out);
         return true;
       }
-      while (!in_done_ && static_cast<int64_t>(items_.size()) < limit_) {
-        Element e;
-        if (pull(e))
-          items_.push_back(std::move(e));
-        else
-          in_done_ = true;
-      }
-      if (items_.empty()) return false;
-      const size_t k = pick(items_.size());
-      out = std::move(items_[k]);
-      if (k + 1 != items_.size()) items_[k] = std::move(items_.back());
-      items_.pop_back();
-      return true;
+      return draw(items_, out, [&](Element& e) { return pull(e); });
     }
 
    private:
-    size_t pick(size_t n) { return static_cast<size_t>(std::uniform_int_distribution<uint64_t>(0, n - 1)(rng_)); }
+    // Tops `buf` up from upstream to the buffer size, then moves a uniformly drawn entry of it to `out`.
+    template <typename T, typename Pull>
+    bool draw(std::vector<T>& buf, T& out, Pull pull_one) {
+      while (!in_done_ && static_cast<int64_t>(buf.size()) < limit_) {
+        T v{};
+        if (pull_one(v))
+          buf.push_back(std::move(v));
+        else
+          in_done_ = true;
+      }
+      if (buf.empty()) return false;
+      const size_t k = static_cast<size_t>(std::uniform_int_distribution<uint64_t>(0, buf.size() - 1)(rng_));
+      out = std::move(buf[k]);
+      if (k + 1 != buf.size()) buf[k] = std::move(buf.back());
+      buf.pop_back();
+      return true;
+    }
     int64_t limit_;
     Rng rng_;
     bool in_done_ = false;

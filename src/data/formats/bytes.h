@@ -8,17 +8,22 @@
 //   byteswap_in_place(data, n, 4);                // n elements of 4 bytes, each reversed (big-endian -> host)
 //   "found bytes " + hex_bytes(p, 4)              // "93 4e 55 4d"
 //   "descr " + quoted(descr)                      // 'text' with \xNN escapes, cut after 40 bytes with ...
+//   std::FILE* f = open_file(path, prefix);       // fopen(path, "rb"), or an IoError naming errno's words
 //
 // Loads and stores go through memcpy, which compilers turn into one (unaligned) move plus a bswap where the
 // orders differ.
 #pragma once
 #include <bit>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <string_view>
 #include <type_traits>
+
+#include "trainkit/core/error.h"
 
 namespace tk::data {
 
@@ -124,6 +129,16 @@ inline std::string quoted(std::string_view s, size_t max = 40, Escape how = Esca
   out += escaped(s, max, how);
   out += '\'';
   return out;
+}
+
+// fopen(path, "rb"); on failure an IoError: prefix + "cannot open: <errno's words> (check the path and ...)".
+inline std::FILE* open_file(const std::string& path, const std::string& prefix) {
+  errno = 0;
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f)
+    throw IoError(prefix + "cannot open: " + (errno ? std::strerror(errno) : "unknown error") +
+                  " (check the path and its permissions)");
+  return f;
 }
 
 }  // namespace tk::data

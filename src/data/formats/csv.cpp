@@ -72,11 +72,7 @@ class CsvParser {
  public:
   CsvParser(const std::string& path, char delimiter)
       : path_(path), delimiter_(delimiter), delimiter_byte_(static_cast<unsigned char>(delimiter)) {
-    errno = 0;
-    file_ = std::fopen(path.c_str(), "rb");
-    if (!file_)
-      throw IoError(prefix() + "cannot open: " + (errno ? std::strerror(errno) : "unknown error") +
-                    " (check the path and its permissions)");
+    file_ = open_file(path, prefix());
     buffer_.resize(kBufferBytes);
     // A UTF-8 byte order mark (Excel writes one) is not part of the first column's name.
     if (fill() && len_ >= 3 && std::memcmp(buffer_.data(), "\xEF\xBB\xBF", 3) == 0) pos_ = offset_ = 3;

@@ -41,7 +41,10 @@ class Source {
   // Reads up to n bytes; fewer only at the end of the stream. Throws on read errors.
   virtual size_t read(void* dst, size_t n) = 0;
   // Reads one byte past the declared size: nothing may follow it (a zip member verifies its CRC here).
-  virtual bool has_more() = 0;
+  bool has_more() {
+    char c;
+    return read(&c, 1) != 0;
+  }
 
   uint64_t size = 0;      // of the whole .npy stream, known before reading it
   std::string prefix;     // "NPY file 'x.npy': " or "NPZ file 'a.npz', member 'x.npy': "
@@ -67,11 +70,7 @@ class FileSource final : public Source {
   explicit FileSource(const std::string& path) {
     prefix = "NPY file '" + path + "': ";
     owner = path;
-    errno = 0;
-    file_ = std::fopen(path.c_str(), "rb");
-    if (!file_)
-      throw IoError(prefix + "cannot open: " + (errno ? std::strerror(errno) : "unknown error") +
-                    " (check the path and its permissions)");
+    file_ = open_file(path, prefix);
     struct stat st {};
     if (fstat(fileno(file_), &st) != 0) {
       int e = errno;
@@ -97,10 +96,6 @@ class FileSource final : public Source {
                     (errno ? std::strerror(errno) : "unknown error") + " (check the file and the disk)");
     offset_ += got;
     return got;
-  }
-  bool has_more() override {
-    char c;
-    return read(&c, 1) != 0;
   }
 
  private:
@@ -144,10 +139,6 @@ class ZipMemberSource final : public Source {
     }
     offset_ += total;
     return total;
-  }
-  bool has_more() override {
-    char c;
-    return read(&c, 1) != 0;
   }
 
  private:
@@ -696,11 +687,7 @@ class ZipArchive {
  public:
   explicit ZipArchive(const std::string& path) : path_(path), prefix_("NPZ file '" + path + "': ") {
     // Opened here first for errno's words (libzip reports only "Can't open file"), the size and the magic.
-    errno = 0;
-    std::FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f)
-      throw IoError(prefix_ + "cannot open: " + (errno ? std::strerror(errno) : "unknown error") +
-                    " (check the path and its permissions)");
+    std::FILE* f = open_file(path, prefix_);
     struct stat st {};
     bool regular = fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode);
     bool directory = !regular && S_ISDIR(st.st_mode);

@@ -102,11 +102,7 @@ struct TFRecordReader::Impl {
   uint64_t compressed_offset() const { return compressed_fed - z.avail_in; }
 
   void open() {
-    errno = 0;
-    file = std::fopen(path.c_str(), "rb");
-    if (!file)
-      throw IoError(file_label() + ": cannot open: " + (errno ? std::strerror(errno) : "unknown error") +
-                    " (check the path and its permissions)");
+    file = open_file(path, file_label() + ": ");
     struct stat st {};
     if (fstat(fileno(file), &st) != 0)
       throw IoError(file_label() + ": cannot stat: " + std::strerror(errno) + " (check the file and the disk)");
@@ -569,30 +565,25 @@ void parse_features(wire::Reader r, Example& out) {
 }
 
 std::string serialize_feature(const Feature& f) {
-  std::string list, out;
+  std::string list, packed, out;
   switch (f.kind) {
-    case Feature::Kind::none:
-      return out;
     case Feature::Kind::bytes:
       for (const std::string& v : f.bytes) wire::put_len(list, 1, v);
-      wire::put_len(out, 1, list);
-      return out;
-    case Feature::Kind::floats: {
-      std::string packed;
+      break;
+    case Feature::Kind::floats:
       packed.reserve(4 * f.floats.size());
       for (float v : f.floats) wire::put_fixed32(packed, std::bit_cast<uint32_t>(v));
-      if (!packed.empty()) wire::put_len(list, 1, packed);
-      wire::put_len(out, 2, list);
-      return out;
-    }
-    case Feature::Kind::int64s: {
-      std::string packed;
+      break;
+    case Feature::Kind::int64s:
       for (int64_t v : f.int64s) wire::put_varint(packed, static_cast<uint64_t>(v));
-      if (!packed.empty()) wire::put_len(list, 1, packed);
-      wire::put_len(out, 3, list);
+      break;
+    case Feature::Kind::none:
+    default:
       return out;
-    }
   }
+  if (!packed.empty()) wire::put_len(list, 1, packed);
+  // The oneof's field number is the kind's value: bytes_list 1, float_list 2, int64_list 3.
+  wire::put_len(out, static_cast<uint32_t>(f.kind), list);
   return out;
 }
 
