@@ -126,6 +126,10 @@ struct SummaryArgs {
 };
 void add_summary_command(CLI::App& app, SummaryArgs& args);
 int run_summary(const SummaryArgs& args);
+// --format (auto, or a format data_format knows) for a command that reads a data file.
+void add_format_option(CLI::App* command, std::string& format);
+// One line "<prefix>NAME: 0.1234 - ..." of every log; a NaN prints "nan" as Keras does (printf would say "-nan").
+void print_logs(const Logs& logs, const std::string& prefix = "");
 struct EvaluateArgs {
   std::string model, data, format = "auto", x, y;
   int64_t batch_size = 128;

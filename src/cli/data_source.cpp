@@ -15,22 +15,6 @@
 namespace tk::cli {
 namespace {
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= s.size()) {
-    const size_t end = s.find(sep, start);
-    out.push_back(s.substr(start, end == std::string::npos ? std::string::npos : end - start));
-    if (end == std::string::npos) break;
-    start = end + 1;
-  }
-  return out;
-}
-
 // Labels as int32 scalars per sample (sparse categorical targets).
 Tensor as_labels(const Tensor& t, const std::string& where) {
   if (t.dtype() == DType::f32 || t.dtype() == DType::f16 || t.dtype() == DType::bf16) {
@@ -118,6 +102,18 @@ data::Compression sniff_tfrecord_compression(const std::string& path) {
 
 }  // namespace
 
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    const size_t end = s.find(sep, start);
+    out.push_back(s.substr(start, end == std::string::npos ? std::string::npos : end - start));
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return out;
+}
+
 Tensor as_features(const Tensor& t) {
   // Kept in their own dtype: staging converts each batch (and a Rescaling layer scales uint8 pixels).
   if (t.dtype() == DType::boolean) return t.to(DType::u8);
@@ -134,14 +130,14 @@ std::string data_format(const std::string& path, const std::string& format) {
     return format;
   }
   std::string p = path;
-  if (ends_with(p, ".gz")) p = p.substr(0, p.size() - 3);
-  if (ends_with(p, ".zlib")) p = p.substr(0, p.size() - 5);
-  if (ends_with(p, ".csv")) return "csv";
-  if (ends_with(p, ".npz")) return "npz";
-  if (ends_with(p, ".npy")) return "npy";
-  if (ends_with(p, ".h5") || ends_with(p, ".hdf5") || ends_with(p, ".hdf")) return "hdf5";
-  if (ends_with(p, ".tfrecord") || ends_with(p, ".tfrecords")) return "tfrecord";
-  if (ends_with(p, "-ubyte") || ends_with(p, ".idx")) return "idx";
+  if (p.ends_with(".gz")) p = p.substr(0, p.size() - 3);
+  if (p.ends_with(".zlib")) p = p.substr(0, p.size() - 5);
+  if (p.ends_with(".csv")) return "csv";
+  if (p.ends_with(".npz")) return "npz";
+  if (p.ends_with(".npy")) return "npy";
+  if (p.ends_with(".h5") || p.ends_with(".hdf5") || p.ends_with(".hdf")) return "hdf5";
+  if (p.ends_with(".tfrecord") || p.ends_with(".tfrecords")) return "tfrecord";
+  if (p.ends_with("-ubyte") || p.ends_with(".idx")) return "idx";
   throw InvalidArgument("cannot tell the format of '" + path +
                         "' from its name: pass --format (idx, csv, npy, npz, hdf5, tfrecord)");
 }

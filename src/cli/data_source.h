@@ -11,6 +11,7 @@
 // Integer features (uint8 pixels) are scaled to [0, 1] as Keras' tutorials do.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "trainkit/data/dataset.h"
 
@@ -20,6 +21,9 @@ struct DataArgs {
   std::string format = "auto";  // auto (from the extension), idx, csv, npy, npz, hdf5, tfrecord
   std::string x, y;             // meaning depends on the format (above)
 };
+
+// `s` cut at every `sep` ("a,,b" -> a, "", b; "" -> one empty piece): --model items, CSV columns, dimensions.
+std::vector<std::string> split(const std::string& s, char sep);
 
 // Features in their own dtype (uint8 pixels stay uint8: 1 byte per pixel in memory, not 4); each batch is
 // converted as it is staged into the program.

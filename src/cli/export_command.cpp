@@ -17,8 +17,8 @@ void add_export_command(CLI::App& app, ExportArgs& a) {
 }
 
 int run_export(const ExportArgs& a) {
-  const std::string ext = a.output.size() >= 5 ? a.output.substr(a.output.size() - 5) : "";
-  if (ext != ".onnx") throw InvalidArgument("export: the output file must end in .onnx, got '" + a.output + "'");
+  if (!a.output.ends_with(".onnx"))
+    throw InvalidArgument("export: the output file must end in .onnx, got '" + a.output + "'");
   utils::set_random_seed(a.seed);
   if (a.model != "cnn" && !is_model_file(a.model)) {
     parse_model_spec(a.model);  // validates the spec first

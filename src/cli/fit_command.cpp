@@ -90,11 +90,7 @@ void add_fit_command(CLI::App& app, FitArgs& a) {
                   "--format); replaces Fashion-MNIST");
   fit->add_option("--validation-data", a.validation_data,
                   "Data file (same format as --data) evaluated after every epoch and at the end");
-  fit->add_option("--format", a.format, "auto, idx, csv, npy, npz, hdf5 or tfrecord")
-      ->check(choice_of([](const std::string& format) {
-        if (format != "auto") data_format("", format);
-      }))
-      ->capture_default_str();
+  add_format_option(fit, a.format);
   fit->add_option("--x", a.x,
                   "Features: CSV columns (comma-separated; default all but --y), NPZ key (x), HDF5 dataset (x), "
                   "TFRecord feature NAME[:DIMS[:DTYPE]] (e.g. image:28x28)");
@@ -191,27 +187,6 @@ std::unique_ptr<Model> make_model(const std::string& model, const Shape& sample,
 
 namespace {
 
-// The test line after training; a NaN prints "nan" as Keras does (printf would keep a sign bit: "-nan").
-// Every log (--metrics) after the loss, each as test_<name>.
-void print_test(const Logs& test) {
-  std::string line;
-  for (const auto& [name, value] : test.items())
-    line += (line.empty() ? "" : " - ") + std::string("test_") + name + ": " + [](double v) {
-      char buf[64];
-      std::snprintf(buf, sizeof(buf), "%.4f", std::isnan(v) ? std::fabs(v) : v);
-      return std::string(buf);
-    }(value);
-  std::printf("%s\n", line.c_str());
-}
-
-// Under an MPI launcher (`mpirun -np N trainkit fit ...`, mpiexec, srun): data parallel over the ranks, one replica
-// per process (MultiWorkerMirroredStrategy). Every rank loads the same data and trains on its rows of each global
-// batch; rank 0 alone prints and writes files.
-std::optional<distribute::MultiWorkerMirroredStrategy> mpi_strategy() {
-  if (!distribute::MultiWorkerMirroredStrategy::launched_by_mpi()) return std::nullopt;
-  return distribute::MultiWorkerMirroredStrategy();
-}
-
 // The data-parallel strategy of a run, if any: MPI's ranks under a launcher, or --replicas N logical devices.
 struct Strategies {
   std::optional<distribute::MultiWorkerMirroredStrategy> mpi;
@@ -239,7 +214,13 @@ std::optional<distribute::MultiWorkerMirroredStrategy> mpi_gpu_strategy(const Ru
 Strategies make_strategies(const FitArgs& a, Device device,
                            std::optional<distribute::MultiWorkerMirroredStrategy> gpu_ranks) {
   Strategies s;
-  s.mpi = gpu_ranks ? std::move(gpu_ranks) : mpi_strategy();
+  // Under an MPI launcher (`mpirun -np N trainkit fit ...`, mpiexec, srun): data parallel over the ranks, one replica
+  // per process (MultiWorkerMirroredStrategy). Every rank loads the same data and trains on its rows of each global
+  // batch; rank 0 alone prints and writes files.
+  if (gpu_ranks)
+    s.mpi = std::move(gpu_ranks);
+  else if (distribute::MultiWorkerMirroredStrategy::launched_by_mpi())
+    s.mpi.emplace();
   if (s.mpi && s.mpi->device().kind != device.kind)  // --device auto chose a GPU: it would train on the cpu
     throw InvalidArgument("--device " + device.to_string() +
                           " under mpirun: pass --device cuda (each rank on its local rank's GPU) or --device cpu");
@@ -342,24 +323,19 @@ int64_t evaluation_batch(Model& model, int64_t batch_size) {
   return std::max<int64_t>(1, model.largest_batch_that_fits(model.memory_available_for_training(), kEvaluationBatch));
 }
 
-// fit(Dataset) takes the batch size from the dataset, so the CLI resolves "auto" for --data itself, by the
-// rules Model::fit applies to arrays (Model::auto_batch_size / auto_micro_batch_size: per replica under a strategy)
-// and with the same report line; the sample count is unknown for a stream, so the cap is FitOptions' auto_batch_cap.
-int64_t auto_batch_size(Model& model, int verbose) {
-  return model.auto_batch_size(FitOptions{}.auto_batch_cap, verbose != 0, "--batch-size auto");
-}
-
-// The largest micro-batch whose plan fits next to the gradient accumulators (one per trainable weight).
-int64_t auto_micro_batch_size(Model& model, int64_t batch, int verbose) {
-  return model.auto_micro_batch_size(batch, verbose != 0, "--micro-batch-size auto");
-}
-
-// The last line of a fit: the peak memory of the model's device (a GPU's, not the host's, for --device cuda).
-void print_peak_memory(const Model& model) {
+// After fit, rank 0 alone: --dump-weights, --history-json, the test line (each log as test_<name>), --save, and last
+// the peak memory of the model's device (a GPU's, not the host's, for --device cuda).
+int finish_fit(const FitArgs& a, Model& model, const History& history, const std::optional<Logs>& test) {
+  if (!model.is_chief()) return 0;
+  if (!a.dump_weights.empty()) dump_weights(model, a.dump_weights);
+  if (!a.history_json.empty()) write_history_json(history, a.history_json);
+  if (test) print_logs(*test, "test_");
+  save_model_file(model, a.save, a.verbose);
   const MemoryInfo mem = config::get_memory_info(model.device());
   std::printf("peak memory: %zu bytes (%s) of a %zu-byte budget (%s) on %s\n", mem.peak,
               config::format_bytes(mem.peak).c_str(), mem.limit, config::format_bytes(mem.limit).c_str(),
               model.device().to_string().c_str());
+  return 0;
 }
 
 // fit over a --data file: file -> shuffle -> batch -> prefetch, validation from --validation-data.
@@ -399,11 +375,17 @@ int run_fit_data(const FitArgs& a, OptimizerPtr optimizer, int64_t batch_size, i
   Model& model = *owned;
   configure_model(model, a.run, device);
   compile_model(model, optimizer, strategies, a);
-  const bool chief = model.is_chief();  // under mpirun: rank 0 prints and writes
-  if (a.summary && a.verbose != 0 && chief) model.summary();
-  const int64_t batch = batch_size == kAutoBatchSize ? auto_batch_size(model, a.verbose) : batch_size;
-  const int64_t micro =
-      micro_batch_size == kAutoBatchSize ? auto_micro_batch_size(model, batch, a.verbose) : micro_batch_size;
+  if (a.summary && a.verbose != 0 && model.is_chief()) model.summary();  // under mpirun: rank 0 prints
+  // fit(Dataset) takes the batch size from the dataset, so the CLI resolves "auto" for --data itself, by the
+  // rules Model::fit applies to arrays (Model::auto_batch_size / auto_micro_batch_size: per replica under a strategy)
+  // and with the same report line; the sample count is unknown for a stream, so the cap is FitOptions'
+  // auto_batch_cap. The micro-batch: the largest whose plan fits next to the gradient accumulators.
+  const int64_t batch = batch_size == kAutoBatchSize
+                            ? model.auto_batch_size(FitOptions{}.auto_batch_cap, a.verbose != 0, "--batch-size auto")
+                            : batch_size;
+  const int64_t micro = micro_batch_size == kAutoBatchSize
+                            ? model.auto_micro_batch_size(batch, a.verbose != 0, "--micro-batch-size auto")
+                            : micro_batch_size;
   const data::Dataset train = train_src.shuffle(a.shuffle_buffer, a.seed).batch(batch).prefetch(data::AUTOTUNE);
   std::optional<data::Dataset> val;
   if (val_src) val = val_src->batch(std::min(batch, kEvaluationBatch)).prefetch(data::AUTOTUNE);
@@ -418,13 +400,7 @@ int run_fit_data(const FitArgs& a, OptimizerPtr optimizer, int64_t batch_size, i
                                             .class_weight = parse_class_weight(a.class_weight)});
   // Under mpirun every rank evaluates its share of the batches (Model::evaluate sums the ranks' logs).
   const std::optional<Logs> test = val ? std::optional<Logs>(model.evaluate(*val)) : std::nullopt;
-  if (!chief) return 0;
-  if (!a.dump_weights.empty()) dump_weights(model, a.dump_weights);
-  if (!a.history_json.empty()) write_history_json(history, a.history_json);
-  if (test) print_test(*test);
-  save_model_file(model, a.save, a.verbose);
-  print_peak_memory(model);
-  return 0;
+  return finish_fit(a, model, history, test);
 }
 
 }  // namespace
@@ -466,7 +442,7 @@ int run_fit(const FitArgs& a) {
   }
 
   if (!a.data.empty()) {
-    if (!a.train_images.empty() || !a.train_labels.empty() || !a.test_images.empty() || !a.test_labels.empty())
+    if (explicit_files_given(a))
       throw InvalidArgument(
           "--data replaces --train-images/--train-labels/--test-images/--test-labels: give one or "
           "the other");
@@ -481,9 +457,7 @@ int run_fit(const FitArgs& a) {
                                                    : std::string("the built-in Fashion-MNIST has its own")) +
                           "): drop it, or train on a file with --data");
   data::FashionMnist d;
-  const bool explicit_files =
-      !a.train_images.empty() || !a.train_labels.empty() || !a.test_images.empty() || !a.test_labels.empty();
-  if (explicit_files) {
+  if (explicit_files_given(a)) {
     if (a.train_images.empty() || a.train_labels.empty() || a.test_images.empty() || a.test_labels.empty())
       throw InvalidArgument("--train-images, --train-labels, --test-images and --test-labels must be given together");
     std::tie(d.x_train, d.y_train) = data::load_idx_pair(a.train_images, a.train_labels);
@@ -507,8 +481,7 @@ int run_fit(const FitArgs& a) {
   Model& model = *owned;
   configure_model(model, a.run, device);
   compile_model(model, optimizer, strategies, a);
-  const bool chief = model.is_chief();  // under mpirun: rank 0 prints and writes
-  if (a.summary && a.verbose != 0 && chief) model.summary();
+  if (a.summary && a.verbose != 0 && model.is_chief()) model.summary();  // under mpirun: rank 0 prints
 
   const History history = model.fit(d.x_train, d.y_train,
                                     {.batch_size = batch_size,
@@ -523,13 +496,7 @@ int run_fit(const FitArgs& a) {
                                      .class_weight = parse_class_weight(a.class_weight)});
   // Under mpirun every rank evaluates its share of the batches (Model::evaluate sums the ranks' logs).
   const Logs test = model.evaluate(d.x_test, d.y_test, {.batch_size = evaluation_batch(model, batch_size)});
-  if (!chief) return 0;
-  if (!a.dump_weights.empty()) dump_weights(model, a.dump_weights);
-  if (!a.history_json.empty()) write_history_json(history, a.history_json);
-  print_test(test);
-  save_model_file(model, a.save, a.verbose);
-  print_peak_memory(model);
-  return 0;
+  return finish_fit(a, model, history, test);
 }
 
 }  // namespace tk::cli

@@ -14,17 +14,12 @@
 namespace tk::cli {
 
 bool is_model_file(const std::string& model) {
-  auto ends = [&](const char* s) {
-    const std::string x(s);
-    return model.size() > x.size() && model.compare(model.size() - x.size(), x.size(), x) == 0;
-  };
-  return ends(".keras") || ends(".h5");
+  // A name before the extension: ".keras" alone is not a model file.
+  return (model.size() > 6 && model.ends_with(".keras")) || (model.size() > 3 && model.ends_with(".h5"));
 }
 
 void check_save_path(const std::string& path) {
-  if (path.empty()) return;
-  const std::string ext = ".keras";
-  if (path.size() <= ext.size() || path.compare(path.size() - ext.size(), ext.size(), ext) != 0)
+  if (!path.empty() && !(path.size() > 6 && path.ends_with(".keras")))
     throw InvalidArgument("--save " + path + ": the path must end in .keras (Keras 3's model format)");
 }
 
@@ -78,6 +73,24 @@ Tensor features_for(const Model& model, const Tensor& x) {
   return out;
 }
 
+void add_format_option(CLI::App* command, std::string& format) {
+  command->add_option("--format", format, "auto, idx, csv, npy, npz, hdf5 or tfrecord")
+      ->check(choice_of([](const std::string& f) {
+        if (f != "auto") data_format("", f);
+      }))
+      ->capture_default_str();
+}
+
+void print_logs(const Logs& logs, const std::string& prefix) {
+  std::string line;
+  for (const auto& [name, value] : logs.items()) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.4f", std::isnan(value) ? std::fabs(value) : value);  // "nan", never "-nan"
+    line += (line.empty() ? "" : " - ") + prefix + name + ": " + buf;
+  }
+  std::printf("%s\n", line.c_str());
+}
+
 namespace {
 
 void print_compile_config(const Model& m) {
@@ -120,11 +133,7 @@ void add_evaluate_command(CLI::App& app, EvaluateArgs& a) {
   e->add_option("model", a.model, "A Keras 3 .keras file (compiled) or a Keras 2 .h5 model file")->required();
   e->add_option("--data", a.data, "Data file: .csv, .npz, .npy, .h5/.hdf5, .tfrecord or IDX, as for `trainkit fit`")
       ->required();
-  e->add_option("--format", a.format, "auto, idx, csv, npy, npz, hdf5 or tfrecord")
-      ->check(choice_of([](const std::string& format) {
-        if (format != "auto") data_format("", format);
-      }))
-      ->capture_default_str();
+  add_format_option(e, a.format);
   e->add_option("--x", a.x, "Features (as for `trainkit fit --x`)");
   e->add_option("--y", a.y, "Labels (as for `trainkit fit --y`)");
   e->add_option("-b,--batch-size", a.batch_size, "Samples per step")->capture_default_str();
@@ -142,14 +151,7 @@ int run_evaluate(const EvaluateArgs& a) {
                           " has no compile config, so no loss to evaluate (save it from a compiled model)");
   configure_model(*m, a.run, device);
   const data::Dataset data = open_data_file(a.data, DataArgs{a.format, a.x, a.y}, "--data");
-  Logs logs = m->evaluate(data.batch(a.batch_size).prefetch(data::AUTOTUNE));
-  std::string line;
-  for (const auto& [k, v] : logs.items()) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%s: %.4f", k.c_str(), std::isnan(v) ? std::fabs(v) : v);  // "nan", never "-nan"
-    line += (line.empty() ? "" : " - ") + std::string(buf);
-  }
-  std::printf("%s\n", line.c_str());
+  print_logs(m->evaluate(data.batch(a.batch_size).prefetch(data::AUTOTUNE)));
   return 0;
 }
 

@@ -2,21 +2,11 @@
 
 #include <charconv>
 
+#include "cli/data_source.h"
 #include "trainkit/core/error.h"
 
 namespace tk::cli {
 namespace {
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  for (size_t i = 0; i <= s.size(); ++i)
-    if (i == s.size() || s[i] == sep) {
-      out.push_back(s.substr(start, i - start));
-      start = i + 1;
-    }
-  return out;
-}
 
 template <typename T>
 bool parse_number(const std::string& s, T& out) {
@@ -65,13 +55,22 @@ std::vector<LayerPtr> parse_model_spec(const std::string& spec) {
         if (f.size() < 2 || f.size() > 3 || !parse_number(f[1], units) || units <= 0)
           throw fail("dense needs a positive unit count");
         layers.push_back(layers::Dense(units, f.size() == 3 ? f[2] : "linear"));
-      } else if (kind == "conv2d") {
+      } else if (kind == "conv2d" || kind == "sepconv2d" || kind == "conv1d") {
         arguments(2, 4);
         const int64_t filters = positive(1, "a positive filter count");
         const int64_t kernel = positive(2, "a positive kernel size");
-        layers::Conv2DOptions o;
-        if (f.size() == 5) o.padding = f[4];
-        layers.push_back(layers::Conv2D(filters, layers::Size2(kernel), f.size() >= 4 ? f[3] : "linear", o));
+        const std::string activation = f.size() >= 4 ? f[3] : "linear";
+        auto padded = [&](auto options) {  // the layer's options, with PADDING when given
+          if (f.size() == 5) options.padding = f[4];
+          return options;
+        };
+        if (kind == "conv2d")
+          layers.push_back(layers::Conv2D(filters, layers::Size2(kernel), activation, padded(layers::Conv2DOptions{})));
+        else if (kind == "sepconv2d")
+          layers.push_back(layers::SeparableConv2D(filters, layers::Size2(kernel), activation,
+                                                   padded(layers::SeparableConv2DOptions{})));
+        else
+          layers.push_back(layers::Conv1D(filters, kernel, activation, padded(layers::Conv1DOptions{})));
       } else if (kind == "dwconv2d") {
         arguments(1, 4);
         layers::DepthwiseConv2DOptions o;
@@ -79,13 +78,6 @@ std::vector<LayerPtr> parse_model_spec(const std::string& spec) {
         if (f.size() >= 4) o.padding = f[3];
         if (f.size() == 5) o.depth_multiplier = positive(4, "a positive depth multiplier");
         layers.push_back(layers::DepthwiseConv2D(layers::Size2(kernel), f.size() >= 3 ? f[2] : "linear", o));
-      } else if (kind == "sepconv2d") {
-        arguments(2, 4);
-        const int64_t filters = positive(1, "a positive filter count");
-        const int64_t kernel = positive(2, "a positive kernel size");
-        layers::SeparableConv2DOptions o;
-        if (f.size() == 5) o.padding = f[4];
-        layers.push_back(layers::SeparableConv2D(filters, layers::Size2(kernel), f.size() >= 4 ? f[3] : "linear", o));
       } else if (kind == "maxpool" || kind == "avgpool") {
         arguments(0, 1);
         const int64_t size = f.size() == 2 ? positive(1, "a positive pool size") : 2;
@@ -109,13 +101,6 @@ std::vector<LayerPtr> parse_model_spec(const std::string& spec) {
         arguments(2, 2);
         layers.push_back(layers::Embedding(positive(1, "a positive input_dim (the vocabulary size)"),
                                            positive(2, "a positive output_dim")));
-      } else if (kind == "conv1d") {
-        arguments(2, 4);
-        const int64_t filters = positive(1, "a positive filter count");
-        const int64_t kernel = positive(2, "a positive kernel size");
-        layers::Conv1DOptions o;
-        if (f.size() == 5) o.padding = f[4];
-        layers.push_back(layers::Conv1D(filters, kernel, f.size() >= 4 ? f[3] : "linear", o));
       } else if (kind == "maxpool1d" || kind == "avgpool1d") {
         arguments(0, 1);
         const int64_t size = f.size() == 2 ? positive(1, "a positive pool size") : 2;

@@ -19,10 +19,6 @@
 namespace tk::cli {
 namespace {
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // Keras' progress bar for predict: "k/N [=====>....]" redrawn on a terminal (at most every 50 ms), and one final
 // line "N/N [==============================] - 1s 2ms/step". verbose 0: nothing; 2: the final line only.
 class Progress {
@@ -77,11 +73,7 @@ void add_predict_command(CLI::App& app, PredictArgs& a) {
                 "Where to write the predictions: a .npy file (samples, outputs...), or a .npz with one array per "
                 "output named after its output layer (needed for a model with several outputs)")
       ->required();
-  p->add_option("--format", a.format, "auto, idx, csv, npy, npz, hdf5 or tfrecord")
-      ->check(choice_of([](const std::string& format) {
-        if (format != "auto") data_format("", format);
-      }))
-      ->capture_default_str();
+  add_format_option(p, a.format);
   p->add_option("--x", a.x,
                 "Features: NPZ key (x), HDF5 dataset (x), CSV columns (comma-separated; default all), TFRecord "
                 "feature NAME[:DIMS[:DTYPE]]");
@@ -96,8 +88,8 @@ int run_predict(const PredictArgs& a) {
   if (a.batch_size <= 0)
     throw InvalidArgument("--batch-size must be a positive integer, got " + std::to_string(a.batch_size));
   if (!is_model_file(a.model)) throw InvalidArgument("predict: '" + a.model + "' must be a .keras or .h5 model file");
-  const bool npz = ends_with(a.out, ".npz");
-  if (!npz && !ends_with(a.out, ".npy"))
+  const bool npz = a.out.ends_with(".npz");
+  if (!npz && !a.out.ends_with(".npy"))
     throw InvalidArgument("--out " + a.out +
                           ": the predictions are written as NumPy files: give a path ending in .npy (one output) or "
                           ".npz (one array per output)");

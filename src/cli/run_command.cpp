@@ -114,12 +114,7 @@ void add_run_command(CLI::App& app, RunArgs& a) {
 int run_run(const RunArgs& a) {
   if (a.memory_limit.empty())
     throw InvalidArgument("trainkit run needs --memory-limit: how much of the device the job may use, e.g. 8GiB");
-  size_t bytes = 0;
-  try {
-    bytes = config::parse_bytes(a.memory_limit);
-  } catch (const Error& e) {
-    throw InvalidArgument("--memory-limit " + a.memory_limit + ": " + e.what());
-  }
+  const size_t bytes = parse_memory_limit(a.memory_limit);
   if (bytes == 0) throw InvalidArgument("--memory-limit must be positive");
   apply_lease_options(a.lease);
   const Device device = parse_run_device(a.device);

@@ -158,50 +158,45 @@ void loop(const void* src, void* dst, size_t n, bool scaled, float scale, float 
   }
 }
 
-template <typename S>
-void to_any(const void* src, void* dst, DType to, size_t n, bool scaled, float scale, float offset) {
-  switch (to) {
+// Calls f(T{}) with T the element type of `type` (float, float16, bfloat16, int32_t, int64_t, uint8_t, bool).
+template <typename F>
+void with_element_type(DType type, F&& f) {
+  switch (type) {
     case DType::f32:
-      return loop<S, float>(src, dst, n, scaled, scale, offset);
+      return f(float{});
     case DType::f16:
-      return loop<S, float16>(src, dst, n, scaled, scale, offset);
+      return f(float16{});
     case DType::bf16:
-      return loop<S, bfloat16>(src, dst, n, scaled, scale, offset);
+      return f(bfloat16{});
     case DType::i32:
-      return loop<S, int32_t>(src, dst, n, scaled, scale, offset);
+      return f(int32_t{});
     case DType::i64:
-      return loop<S, int64_t>(src, dst, n, scaled, scale, offset);
+      return f(int64_t{});
     case DType::u8:
-      return loop<S, uint8_t>(src, dst, n, scaled, scale, offset);
+      return f(uint8_t{});
     case DType::boolean:
-      return loop<S, bool>(src, dst, n, scaled, scale, offset);
+      return f(bool{});
   }
 }
 
+template <typename S>
+void to_any(const void* src, void* dst, DType to, size_t n, bool scaled, float scale, float offset) {
+  with_element_type(to, [&](auto d) { loop<S, decltype(d)>(src, dst, n, scaled, scale, offset); });
+}
+
 void dispatch(const void* src, DType from, void* dst, DType to, size_t n, bool scaled, float scale, float offset) {
-  switch (from) {
-    case DType::f32:
-      return to_any<float>(src, dst, to, n, scaled, scale, offset);
-    case DType::f16:
-      return to_any<float16>(src, dst, to, n, scaled, scale, offset);
-    case DType::bf16:
-      return to_any<bfloat16>(src, dst, to, n, scaled, scale, offset);
-    case DType::i32:
-      return to_any<int32_t>(src, dst, to, n, scaled, scale, offset);
-    case DType::i64:
-      return to_any<int64_t>(src, dst, to, n, scaled, scale, offset);
-    case DType::u8:
-      return to_any<uint8_t>(src, dst, to, n, scaled, scale, offset);
-    case DType::boolean: {
+  with_element_type(from, [&](auto s) {
+    if constexpr (std::is_same_v<decltype(s), bool>) {
       // Read bools as bytes (any nonzero byte is true) so foreign bytes are never undefined behaviour.
       const auto* b = static_cast<const uint8_t*>(src);
       for (size_t i = 0; i < n; ++i) {
         const uint8_t v = b[i] != 0;
         to_any<uint8_t>(&v, static_cast<char*>(dst) + i * dtype_size(to), to, 1, scaled, scale, offset);
       }
-      return;
+    } else {
+      to_any<decltype(s)>(src, dst, to, n, scaled, scale, offset);
     }
-  }
+  });
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // The only getenv of a TK_* variable in trainkit.
 #include "runtime/settings.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
@@ -27,12 +28,9 @@ std::vector<std::string_view> words(std::string_view text) {
 }
 
 bool same(std::string_view a, std::string_view b, bool any_case) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (any_case ? std::toupper(static_cast<unsigned char>(a[i])) != std::toupper(static_cast<unsigned char>(b[i]))
-                 : a[i] != b[i])
-      return false;
-  return true;
+  return std::ranges::equal(a, b, [any_case](unsigned char x, unsigned char y) {
+    return any_case ? std::toupper(x) == std::toupper(y) : x == y;
+  });
 }
 
 // A boolean row's values: "ON WORDS / OFF WORDS".
@@ -47,9 +45,7 @@ BoolWords bool_words(const SettingInfo& s) {
   return {words(v.substr(0, slash)), words(v.substr(slash + 3))};
 }
 bool listed(const std::vector<std::string_view>& list, std::string_view value) {
-  for (std::string_view w : list)
-    if (w == value) return true;
-  return false;
+  return std::ranges::find(list, value) != list.end();
 }
 bool any_other(const std::vector<std::string_view>& list) { return listed(list, "*"); }
 std::optional<bool> match(const BoolWords& b, std::string_view value) {
@@ -105,6 +101,25 @@ const SettingInfo& checked(Setting id, SettingType type) {
   throw std::logic_error(std::string("settings: ") + s.name + "'s default '" + s.fallback + "' is not a value");
 }
 
+// The variable's value read by `parse` (nullopt when unset): the setting_<type> accessors.
+template <typename T>
+std::optional<T> read_setting(Setting id, std::optional<T> (*parse)(Setting, std::string_view)) {
+  const char* v = setting_raw(id);
+  return v ? parse(id, v) : std::nullopt;
+}
+
+// `value` when set, else the row's fallback read by `parse(row, fallback)` (no_default when it is not a value).
+template <typename T, typename Parse>
+T or_default(Setting id, const std::optional<T>& value, Parse parse) {
+  if (value) return *value;
+  const SettingInfo& s = setting_info(id);
+  try {
+    if (const std::optional<T> d = parse(s, s.fallback)) return *d;
+  } catch (const InvalidArgument&) {
+  }
+  no_default(s);
+}
+
 }  // namespace
 
 const SettingInfo& setting_info(Setting id) {
@@ -120,23 +135,10 @@ const SettingInfo* find_setting(std::string_view name) {
 }
 
 const char* type_name(SettingType type) {
-  switch (type) {
-    case SettingType::boolean:
-      return "boolean";
-    case SettingType::integer:
-      return "integer";
-    case SettingType::bytes:
-      return "bytes";
-    case SettingType::number:
-      return "number";
-    case SettingType::text:
-      return "text";
-    case SettingType::path:
-      return "path";
-    case SettingType::choice:
-      return "choice";
-  }
-  return "?";
+  // In SettingType's order.
+  static constexpr const char* kNames[] = {"boolean", "integer", "bytes", "number", "text", "path", "choice"};
+  const auto i = static_cast<size_t>(type);
+  return i < std::size(kNames) ? kNames[i] : "?";
 }
 
 std::string allowed_text(const SettingInfo& s) {
@@ -211,47 +213,17 @@ std::optional<std::string> setting_text(Setting id) {
   return std::string(v);
 }
 
-std::optional<bool> setting_bool(Setting id) {
-  const char* v = setting_raw(id);
-  return v ? parse_setting_bool(id, v) : std::nullopt;
-}
-std::optional<std::string> setting_choice(Setting id) {
-  const char* v = setting_raw(id);
-  return v ? parse_setting_choice(id, v) : std::nullopt;
-}
-std::optional<double> setting_number(Setting id) {
-  const char* v = setting_raw(id);
-  return v ? parse_setting_number(id, v) : std::nullopt;
-}
-std::optional<size_t> setting_bytes(Setting id) {
-  const char* v = setting_raw(id);
-  return v ? parse_setting_bytes(id, v) : std::nullopt;
-}
+std::optional<bool> setting_bool(Setting id) { return read_setting(id, parse_setting_bool); }
+std::optional<std::string> setting_choice(Setting id) { return read_setting(id, parse_setting_choice); }
+std::optional<double> setting_number(Setting id) { return read_setting(id, parse_setting_number); }
+std::optional<size_t> setting_bytes(Setting id) { return read_setting(id, parse_setting_bytes); }
 
 bool setting_bool_or_default(Setting id) {
-  if (const std::optional<bool> v = setting_bool(id)) return *v;
-  const SettingInfo& s = setting_info(id);
-  if (const std::optional<bool> d = match(bool_words(s), s.fallback)) return *d;
-  no_default(s);
+  return or_default(id, setting_bool(id),
+                    [](const SettingInfo& s, std::string_view fallback) { return match(bool_words(s), fallback); });
 }
-double setting_number_or_default(Setting id) {
-  if (const std::optional<double> v = setting_number(id)) return *v;
-  const SettingInfo& s = setting_info(id);
-  try {
-    if (const std::optional<double> d = parse_number(s, s.fallback)) return *d;
-  } catch (const InvalidArgument&) {
-  }
-  no_default(s);
-}
-size_t setting_bytes_or_default(Setting id) {
-  if (const std::optional<size_t> v = setting_bytes(id)) return *v;
-  const SettingInfo& s = setting_info(id);
-  try {
-    if (const std::optional<size_t> d = parse_bytes(s, s.fallback)) return *d;
-  } catch (const InvalidArgument&) {
-  }
-  no_default(s);
-}
+double setting_number_or_default(Setting id) { return or_default(id, setting_number(id), parse_number); }
+size_t setting_bytes_or_default(Setting id) { return or_default(id, setting_bytes(id), parse_bytes); }
 
 SettingState inspect_setting(Setting id) {
   const SettingInfo& s = setting_info(id);
