@@ -92,14 +92,6 @@ std::mutex& hdf5_library_mutex() {
   return mu;
 }
 
-namespace {
-
-constexpr uint64_t kMaxTotalBytes = uint64_t{1} << 30;
-
-using Handle = Hdf5Handle;
-
-}  // namespace
-
 std::string hdf5_innermost_error() {
   std::string inner;
   H5Ewalk2(
@@ -117,6 +109,11 @@ std::string hdf5_innermost_error() {
 }
 
 namespace {
+
+constexpr uint64_t kMaxTotalBytes = uint64_t{1} << 30;
+constexpr char kSignature[8] = {'\x89', 'H', 'D', 'F', '\r', '\n', '\x1a', '\n'};  // an HDF5 file's first bytes
+
+using Handle = Hdf5Handle;
 
 [[noreturn]] void damaged(const std::string& label, const std::string& what) {
   throw FormatError(label + ": " + what + ": " + hdf5_innermost_error() +
@@ -304,16 +301,13 @@ H5Tree read_h5_tree_file_in_process(const std::string& path, const std::string& 
   const runtime::FileOperation op("loading " + label);  // an OOM here (the helper has the budget too) is about the file
   std::lock_guard lock(hdf5_library_mutex());
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  if (FILE* f = std::fopen(path.c_str(), "rb")) {
-    char sig[8] = {};
-    const size_t got = std::fread(sig, 1, 8, f);
-    std::fclose(f);
-    static const char kSignature[8] = {'\x89', 'H', 'D', 'F', '\r', '\n', '\x1a', '\n'};
-    if (got < 8 || std::memcmp(sig, kSignature, 8) != 0)
-      throw FormatError(label + ": not an HDF5 file (no HDF5 signature at byte 0; expected Keras weights)");
-  } else {
-    throw IoError(label + ": cannot open: " + std::strerror(errno) + " (check the path)");
-  }
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) throw IoError(label + ": cannot open: " + std::strerror(errno) + " (check the path)");
+  char sig[8] = {};
+  const size_t got = std::fread(sig, 1, 8, f);
+  std::fclose(f);
+  if (got < 8 || std::memcmp(sig, kSignature, 8) != 0)
+    throw FormatError(label + ": not an HDF5 file (no HDF5 signature at byte 0; expected Keras weights)");
   int data_fd = -1;
   if (!data_path.empty()) {
     data_fd = ::open(data_path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
@@ -348,7 +342,6 @@ H5Tree read_h5_tree_file(const std::string& path) {
 }
 
 H5Tree read_h5_tree_image(const std::string& label, const void* data, size_t size) {
-  static const char kSignature[8] = {'\x89', 'H', 'D', 'F', '\r', '\n', '\x1a', '\n'};
   if (size < 8 || std::memcmp(data, kSignature, 8) != 0)
     throw FormatError(label + ": not an HDF5 file (no HDF5 signature at byte 0)");
   // The helper reads files: the image goes to a private temporary first.

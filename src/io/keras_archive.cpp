@@ -15,12 +15,17 @@ namespace {
 constexpr zip_uint64_t kMaxMemberBytes = zip_uint64_t{1} << 31;
 constexpr zip_uint64_t kPieceBytes = zip_uint64_t{1} << 16;
 
-std::string zip_message(int code) {
-  zip_error_t e;
-  zip_error_init_with_code(&e, code);
+// The error's text, e finished.
+std::string zip_message(zip_error_t& e) {
   std::string msg = zip_error_strerror(&e);
   zip_error_fini(&e);
   return msg;
+}
+
+std::string zip_message(int code) {
+  zip_error_t e;
+  zip_error_init_with_code(&e, code);
+  return zip_message(e);
 }
 
 // Calls `piece(bytes, n)` over a member's bytes in order, at most 64 KiB at a time; false when the member is absent
@@ -83,16 +88,10 @@ Archive read_open(zip_t* za, const std::string& label, bool with_weights = true)
                     " (the file is truncated, damaged or not a .keras file; save it again)");
 }
 
-}  // namespace
-
-namespace {
-
 zip_t* open_file(const std::string& path) {
-  if (FILE* f = std::fopen(path.c_str(), "rb")) {
-    std::fclose(f);
-  } else {
-    throw IoError(path + ": cannot open: " + std::strerror(errno) + " (check the path)");
-  }
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) throw IoError(path + ": cannot open: " + std::strerror(errno) + " (check the path)");
+  std::fclose(f);
   int code = 0;
   zip_t* za = zip_open(path.c_str(), ZIP_RDONLY | ZIP_CHECKCONS, &code);
   if (!za) not_zip(path, zip_message(code));
@@ -125,17 +124,11 @@ Archive read_archive_bytes(const std::string& label, const void* data, size_t si
   zip_error_t err;
   zip_error_init(&err);
   zip_source_t* src = zip_source_buffer_create(data, size, 0, &err);
-  if (!src) {
-    std::string m = zip_error_strerror(&err);
-    zip_error_fini(&err);
-    throw Error(label + ": libzip: " + m);
-  }
+  if (!src) throw Error(label + ": libzip: " + zip_message(err));
   zip_t* za = zip_open_from_source(src, ZIP_RDONLY | ZIP_CHECKCONS, &err);
   if (!za) {
     zip_source_free(src);
-    std::string m = zip_error_strerror(&err);
-    zip_error_fini(&err);
-    not_zip(label, m);
+    not_zip(label, zip_message(err));
   }
   zip_error_fini(&err);
   return read_open(za, label);

@@ -33,10 +33,8 @@ json optional_float(float v) { return v > 0.0f ? float_json(v) : json(nullptr); 
 json optimizer_to_json(const Optimizer& opt, bool keras_wraps_it) {
   const graph::UpdateConfig& c = opt.config();
   const std::string cls = opt.name();
-  std::string lower = cls;
-  for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   json config = {
-      {"name", lower},
+      {"name", ascii_lower(cls)},
       {"learning_rate", opt.learning_rate_schedule() ? schedule_to_json(*opt.learning_rate_schedule(), "save: " + cls)
                                                      : float_json(c.learning_rate)},
       // null (off) unless the class decays by default (AdamW), where Keras needs a number
@@ -53,16 +51,13 @@ json optimizer_to_json(const Optimizer& opt, bool keras_wraps_it) {
   const nn::RuleState& st = nn::rule_state(opt);  // its hyperparameters by Keras name, in Keras' order
   for (const nn::Hyper& h : st.rule->hyper)
     config[h.key] = h.boolean ? json(st.hyper.at(h.key) != 0.0f) : float_json(st.hyper.at(h.key));
-  json inner = {{"module", "keras.optimizers"}, {"class_name", cls}, {"config", config}, {"registered_name", nullptr}};
+  json inner = keras_object_json("keras.optimizers", cls, config);
   if (c.loss_scale_initial <= 0.0f || keras_wraps_it) return inner;
-  return {{"module", "keras.optimizers"},
-          {"class_name", "LossScaleOptimizer"},
-          {"config",
-           {{"name", "loss_scale_optimizer"},
-            {"inner_optimizer", inner},
-            {"initial_scale", float_json(c.loss_scale_initial)},
-            {"dynamic_growth_steps", c.loss_scale_growth_steps}}},
-          {"registered_name", nullptr}};
+  return keras_object_json("keras.optimizers", "LossScaleOptimizer",
+                           {{"name", "loss_scale_optimizer"},
+                            {"inner_optimizer", inner},
+                            {"initial_scale", float_json(c.loss_scale_initial)},
+                            {"dynamic_growth_steps", c.loss_scale_growth_steps}});
 }
 
 }  // namespace
@@ -89,7 +84,7 @@ json loss_to_json(const Loss& l) {
   // Keras 3's Huber.get_config leaves delta out (a Huber(delta=2) file reloads in Keras with delta 1); its constructor
   // takes it, so trainkit writes it when it is not the default and Keras then loads the same loss.
   if (cls == "Huber" && l.delta != 1.0f) config["delta"] = float_json(l.delta);
-  return {{"module", "keras.losses"}, {"class_name", cls}, {"config", config}, {"registered_name", nullptr}};
+  return keras_object_json("keras.losses", cls, config);
 }
 
 Loss loss_from_json(const json& j, const std::string& label) {
@@ -111,26 +106,21 @@ Loss loss_from_json(const json& j, const std::string& label) {
   }
   const json config = j.value("config", json::object());
   Loss loss(lc->name);
-  auto number = [&](const char* key, float& out) {
+  auto option = [&](const char* key, auto& out) {  // a bool or float option, kept when absent or null
+    using T = std::remove_reference_t<decltype(out)>;
+    constexpr bool kBool = std::is_same_v<T, bool>;
     if (!config.contains(key) || config[key].is_null()) return;
-    if (!config[key].is_number())
-      throw FormatError(label + ": compile_config: " + cls + "'s " + key + " must be a number, got " +
-                        config[key].dump());
-    out = config[key].get<float>();
+    if (kBool ? !config[key].is_boolean() : !config[key].is_number())
+      throw FormatError(label + ": compile_config: " + cls + "'s " + key + " must be " +
+                        (kBool ? "true or false" : "a number") + ", got " + config[key].dump());
+    out = config[key].get<T>();
   };
-  auto boolean = [&](const char* key, bool& out) {
-    if (!config.contains(key) || config[key].is_null()) return;
-    if (!config[key].is_boolean())
-      throw FormatError(label + ": compile_config: " + cls + "'s " + key + " must be true or false, got " +
-                        config[key].dump());
-    out = config[key].get<bool>();
-  };
-  boolean("from_logits", loss.from_logits);
-  number("label_smoothing", loss.label_smoothing);
-  number("delta", loss.delta);
-  number("gamma", loss.gamma);
-  number("alpha", loss.alpha);
-  boolean("apply_class_balancing", loss.apply_class_balancing);
+  option("from_logits", loss.from_logits);
+  option("label_smoothing", loss.label_smoothing);
+  option("delta", loss.delta);
+  option("gamma", loss.gamma);
+  option("alpha", loss.alpha);
+  option("apply_class_balancing", loss.apply_class_balancing);
   if (config.contains("ignore_class") && !config["ignore_class"].is_null()) {
     if (!config["ignore_class"].is_number_integer())
       throw FormatError(label + ": compile_config: ignore_class must be an integer, got " +
@@ -183,7 +173,7 @@ json metric_to_json(const Metric& m) {
     config["sparse_y_pred"] = m.sparse_y_pred;
     config["axis"] = -1;
   }
-  return {{"module", "keras.metrics"}, {"class_name", cls}, {"config", config}, {"registered_name", nullptr}};
+  return keras_object_json("keras.metrics", cls, config);
 }
 
 Metric metric_from_json(const json& j, const std::string& label) {
@@ -357,16 +347,13 @@ json model_to_json(const Model& model) {
     json shape = json::array({nullptr});
     const Shape& in = model.inputs().at(0).shape();
     for (int i = 1; i < in.rank(); ++i) shape.push_back(in[i]);
-    out = {{"module", "keras"},
-           {"class_name", "Sequential"},
-           {"config",
-            {{"name", model.name()},
-             {"trainable", true},
-             {"dtype", dtype_policy_json(model.dtype_policy())},
-             {"layers", layers},
-             {"build_input_shape", shape}}},
-           {"registered_name", nullptr},
-           {"build_config", {{"input_shape", shape}}}};
+    out = keras_object_json("keras", "Sequential",
+                            {{"name", model.name()},
+                             {"trainable", true},
+                             {"dtype", dtype_policy_json(model.dtype_policy())},
+                             {"layers", layers},
+                             {"build_input_shape", shape}});
+    out["build_config"] = {{"input_shape", shape}};
   } else {
     // Inbound nodes: each layer's calls in the order they appear walking from the outputs (call order).
     std::map<const Layer*, std::vector<const KerasTensor::NodeData*>> calls;
@@ -398,6 +385,11 @@ json model_to_json(const Model& model) {
       const int index = static_cast<int>(std::find(nodes.begin(), nodes.end(), t.node.get()) - nodes.begin());
       return tensor_ref(t.node->layer->name, index, t.shape(), t.index);
     };
+    auto refs = [&](const std::vector<KerasTensor>& xs, size_t from = 0) {  // a list of xs[from:]'s refs
+      json list = json::array();
+      for (size_t i = from; i < xs.size(); ++i) list.push_back(ref(xs[i]));
+      return list;
+    };
     std::set<const Model*> written;
     for (const LayerPtr& l : model.layers()) {
       if (const Model* inner = model.nested_model_of(*l)) {
@@ -410,14 +402,7 @@ json model_to_json(const Model& model) {
         j["name"] = inner->name();
         json inbound = json::array();
         for (const NestedCall* call : nested_calls[inner]) {
-          json args = json::array();
-          if (call->inputs.size() == 1) {
-            args.push_back(ref(call->inputs[0]));
-          } else {
-            json list = json::array();
-            for (const KerasTensor& x : call->inputs) list.push_back(ref(x));
-            args.push_back(list);
-          }
+          const json args = json::array({call->inputs.size() == 1 ? ref(call->inputs[0]) : refs(call->inputs)});
           json kwargs = {{"mask", nullptr}};
           if (call->training) kwargs["training"] = *call->training;
           inbound.push_back({{"args", args}, {"kwargs", kwargs}});
@@ -436,17 +421,11 @@ json model_to_json(const Model& model) {
         const std::string state = l->state_argument();
         if (!state.empty()) {  // the sequence, then Keras' initial_state=[...] (as Keras writes it: a kwarg)
           args.push_back(ref(n->inputs[0]));
-          if (n->inputs.size() > 1) {
-            json list = json::array();
-            for (size_t i = 1; i < n->inputs.size(); ++i) list.push_back(ref(n->inputs[i]));
-            kwargs[state] = list;
-          }
+          if (n->inputs.size() > 1) kwargs[state] = refs(n->inputs, 1);
         } else if (n->inputs.size() == 1 || !l->call_arguments().empty()) {  // named tensors: positional, in order
-          for (const KerasTensor& x : n->inputs) args.push_back(ref(x));
+          args = refs(n->inputs);
         } else {
-          json list = json::array();
-          for (const KerasTensor& x : n->inputs) list.push_back(ref(x));
-          args.push_back(list);
+          args.push_back(refs(n->inputs));
         }
         for (const auto& [key, v] : n->call_options.items) kwargs[key] = config_value_json(v);
         inbound.push_back({{"args", args}, {"kwargs", kwargs}});

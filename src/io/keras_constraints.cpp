@@ -12,11 +12,7 @@ namespace {
 
 Constraint constraint_from_json(const json& v, Opts& o, const std::string& key) {
   const auto [cls, c] = o.keras_object(v, key, "a constraint object");
-  auto number = [&](const char* k, float def) -> float {
-    if (!c.contains(k) || c[k].is_null()) return def;
-    if (!c[k].is_number()) o.bad(key, std::string("'s ") + k + " must be a number, got " + c[k].dump());
-    return c[k].get<float>();
-  };
+  auto number = [&](const char* k, float def) { return o.object_number(c, key, k, def); };
   auto axis = [&]() -> std::vector<int> {  // Keras' axis: an int or a list of ints (default 0)
     if (!c.contains("axis") || c["axis"].is_null()) return {0};
     const json& a = c["axis"];
@@ -63,20 +59,15 @@ json constraint_json(const Constraint& k) {
            {"axis", axis}};
       break;
   }
-  return {{"module", "keras.constraints"}, {"class_name", k.class_name()}, {"config", c}, {"registered_name", nullptr}};
+  return keras_object_json("keras.constraints", k.class_name(), c);
 }
 
 }  // namespace
 
-void read_constraints(Opts& o, const json& config, Layer& layer) {
-  static const std::string kSuffix = "_constraint";
-  for (const auto& [key, value] : config.items()) {
-    if (key.size() <= kSuffix.size() || key.compare(key.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0)
-      continue;
-    o.get(key);  // read: null is Keras' default
-    if (value.is_null()) continue;
-    layer.constraints[key.substr(0, key.size() - kSuffix.size())] = constraint_from_json(value, o, key);
-  }
+void read_constraints(Opts& o, Layer& layer) {
+  o.each_suffixed("_constraint", [&](const std::string& key, const std::string& prefix, const json& value) {
+    layer.constraints[prefix] = constraint_from_json(value, o, key);
+  });
 }
 
 void write_constraints(json& config, const Layer& layer) {

@@ -12,10 +12,6 @@ namespace tk {
 
 namespace {
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 std::string now_string() {
   const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   std::tm tm{};
@@ -45,7 +41,7 @@ io::H5Tree open_weights_member(const std::string& path) {
 namespace io {
 
 void save_keras(const Model& model, const std::string& path) {
-  if (!ends_with(path, ".keras"))
+  if (!path.ends_with(".keras"))
     throw InvalidArgument("save: '" + path +
                           "' must end in .keras (Keras 3's format; use save_weights for .weights.h5)");
   const runtime::FileOperation op("saving " + path);
@@ -60,7 +56,7 @@ void save_keras(const Model& model, const std::string& path) {
 }
 
 void save_keras_weights(const Model& model, const std::string& path) {
-  if (!ends_with(path, ".weights.h5"))
+  if (!path.ends_with(".weights.h5"))
     throw InvalidArgument("save_weights: '" + path + "' must end in .weights.h5 (as Keras 3 requires)");
   const runtime::FileOperation op("saving " + path);
   AtomicFile file(path);
@@ -70,13 +66,13 @@ void save_keras_weights(const Model& model, const std::string& path) {
 
 void load_keras_weights(Model& model, const std::string& path) {
   const runtime::FileOperation op("loading " + path);
-  if (ends_with(path, ".keras")) {
+  if (path.ends_with(".keras")) {
     keras::Archive a = keras::read_archive(path, /*with_weights=*/false);
     keras::check_metadata(a.metadata, path);
     keras::weights_from_tree(model, open_weights_member(path), path + ": model.weights.h5");
     return;
   }
-  if (!ends_with(path, ".h5"))
+  if (!path.ends_with(".h5"))
     throw InvalidArgument("load_weights: '" + path + "' must end in .weights.h5, .h5 or .keras");
   keras::weights_from_tree(model, open_h5_tree_file(path, path), path);
 }
@@ -95,7 +91,7 @@ bool has_compile_config(const io::keras::json& config) {
 
 std::unique_ptr<Model> load_model(const std::string& path, bool compile) {
   const runtime::FileOperation op("loading " + path);
-  if (ends_with(path, ".keras")) {
+  if (path.ends_with(".keras")) {
     io::keras::Archive a = io::keras::read_archive(path, /*with_weights=*/false);
     io::keras::check_metadata(a.metadata, path);
     const std::string label = path + ": config.json";
@@ -106,7 +102,7 @@ std::unique_ptr<Model> load_model(const std::string& path, bool compile) {
     io::keras::weights_from_tree(*model, weights, path + ": model.weights.h5");
     return model;
   }
-  if (ends_with(path, ".h5")) {
+  if (path.ends_with(".h5")) {
     io::H5Tree tree = io::open_h5_tree_file(path, path);
     const std::string* config = tree.attr("", "model_config");
     if (!config)
@@ -137,7 +133,7 @@ std::unique_ptr<Model> load_model(const std::string& path, bool compile) {
 
 std::unique_ptr<Model> load_model_for_planning(const std::string& path) {
   const runtime::FileOperation op("loading " + path + " for planning");
-  if (!ends_with(path, ".keras")) return load_model(path, /*compile=*/false);  // Keras 2: the config is in the HDF5
+  if (!path.ends_with(".keras")) return load_model(path, /*compile=*/false);  // Keras 2: the config is in the HDF5
   io::keras::Archive a = io::keras::read_archive(path, /*with_weights=*/false);
   io::keras::check_metadata(a.metadata, path);
   const std::string label = path + ": config.json";

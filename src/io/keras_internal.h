@@ -19,6 +19,8 @@ using json = nlohmann::json;
 // DTypePolicy object.
 json layer_to_json(const Layer& layer, const std::string& policy = "float32");
 json dtype_policy_json(const std::string& policy);
+// Keras' serialized object: {"module", "class_name", "config", "registered_name": null}.
+json keras_object_json(const std::string& module, const std::string& class_name, const json& config);
 // One LayerConfig value as Keras writes it (a layer's option, or a call's keyword option in an inbound node).
 json config_value_json(const LayerConfig::Value& v);
 // The dtype policy a layer is made with on load (the file's: a DTypePolicy object or a name; the global policy
@@ -31,6 +33,8 @@ LayerPtr layer_from_json(const json& obj, const std::string& label);
 std::string policy_in_config(const json& config, const std::string& where);
 // Keras' snake_case of a class name: "BatchNormalization" -> "batch_normalization", "Conv2D" -> "conv2d".
 std::string snake_case(const std::string& class_name);
+// s in lower case (ASCII letters): an optimizer's default name, "Adam" -> "adam".
+std::string ascii_lower(std::string s);
 
 // ---- keras_config.cpp: models and compile configs
 json model_to_json(const Model& model);  // with compile_config when compiled

@@ -33,16 +33,12 @@ const char* const kSupported =
 
 // Keras' regularizer object {"class_name": "L2", "config": {"l2": 0.01}, ...} (or its name, "l2") -> Regularizer.
 Regularizer regularizer_from_json(const json& v, Opts& o, const std::string& key) {
-  auto factor = [&](const json& c, const char* k, float def) -> float {
-    if (!c.contains(k) || c[k].is_null()) return def;
-    if (!c[k].is_number()) o.bad(key, std::string("'s ") + k + " must be a number, got " + c[k].dump());
-    return c[k].get<float>();
-  };
   const auto [cls, c] = o.keras_object(v, key, "a regularizer object");
+  auto factor = [&](const char* k, float def) { return o.object_number(c, key, k, def); };
   try {
-    if (cls == "L1" || cls == "l1") return regularizers::L1(factor(c, "l1", 0.01f));
-    if (cls == "L2" || cls == "l2") return regularizers::L2(factor(c, "l2", 0.01f));
-    if (cls == "L1L2" || cls == "l1_l2") return regularizers::L1L2(factor(c, "l1", 0.0f), factor(c, "l2", 0.0f));
+    if (cls == "L1" || cls == "l1") return regularizers::L1(factor("l1", 0.01f));
+    if (cls == "L2" || cls == "l2") return regularizers::L2(factor("l2", 0.01f));
+    if (cls == "L1L2" || cls == "l1_l2") return regularizers::L1L2(factor("l1", 0.0f), factor("l2", 0.0f));
   } catch (const InvalidArgument& e) {
     o.bad(key, e.what());
   }
@@ -53,20 +49,13 @@ json regularizer_json(const Regularizer& r) {
   json c = json::object();
   if (r.kind != Regularizer::Kind::l2) c["l1"] = float_json(r.l1);
   if (r.kind != Regularizer::Kind::l1) c["l2"] = float_json(r.l2);
-  return {
-      {"module", "keras.regularizers"}, {"class_name", r.class_name()}, {"config", c}, {"registered_name", nullptr}};
+  return keras_object_json("keras.regularizers", r.class_name(), c);
 }
 
 // Every non-null <key>_regularizer of a layer's config onto the layer. Wrappers' inner layers and
 // MultiHeadAttention's activity regularizer (which Keras hands to each of its dense sub-layers) are refused by name.
-void read_regularizers(Opts& o, const json& config, const std::string& cls, Layer& layer) {
-  static const std::string kSuffix = "_regularizer";
-  for (const auto& [key, value] : config.items()) {
-    if (key.size() <= kSuffix.size() || key.compare(key.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0)
-      continue;
-    o.get(key);  // read: null is Keras' default
-    if (value.is_null()) continue;
-    const std::string prefix = key.substr(0, key.size() - kSuffix.size());
+void read_regularizers(Opts& o, const std::string& cls, Layer& layer) {
+  o.each_suffixed("_regularizer", [&](const std::string& key, const std::string& prefix, const json& value) {
     if (prefix == "activity" && cls == "MultiHeadAttention")
       o.unsupported(key, "MultiHeadAttention's activity_regularizer, which Keras applies inside each projection");
     const Regularizer r = regularizer_from_json(value, o, key);
@@ -74,14 +63,17 @@ void read_regularizers(Opts& o, const json& config, const std::string& cls, Laye
       layer.activity_regularizer = r;
     else
       layer.regularizers[prefix] = r;
-  }
+  });
 }
 
 }  // namespace
 
+json keras_object_json(const std::string& module, const std::string& class_name, const json& config) {
+  return {{"module", module}, {"class_name", class_name}, {"config", config}, {"registered_name", nullptr}};
+}
+
 json dtype_policy_json(const std::string& policy) {
-  return {
-      {"module", "keras"}, {"class_name", "DTypePolicy"}, {"config", {{"name", policy}}}, {"registered_name", nullptr}};
+  return keras_object_json("keras", "DTypePolicy", {{"name", policy}});
 }
 
 json initializer_object(const std::string& name) {
@@ -91,17 +83,14 @@ json initializer_object(const std::string& name) {
                          {"mode", name.substr(b + 1, c - b - 1)},
                          {"distribution", name.substr(c + 1)},
                          {"seed", nullptr}};
-    return {{"module", "keras.initializers"},
-            {"class_name", "VarianceScaling"},
-            {"config", config},
-            {"registered_name", nullptr}};
+    return keras_object_json("keras.initializers", "VarianceScaling", config);
   }
   for (const auto& [cls, n] : initializer_classes())
     if (n == name) {
       json config = json::object();
       if (cls != "Zeros" && cls != "Ones") config["seed"] = nullptr;
       if (cls == "Orthogonal") config["gain"] = 1.0;
-      return {{"module", "keras.initializers"}, {"class_name", cls}, {"config", config}, {"registered_name", nullptr}};
+      return keras_object_json("keras.initializers", cls, config);
     }
   return name;  // unreachable for a constructed layer (its initializer was validated)
 }
@@ -238,8 +227,7 @@ LayerPtr make_layer(const std::string& cls, Opts& o, const std::string& name, co
   if (cls == "MaxPooling2D" || cls == "AveragePooling2D") {
     const Size2 pool = o.pair("pool_size", Size2(2));
     PoolOptions p;
-    const json* s = o.get("strides");
-    if (s) p.strides = o.pair("strides");
+    if (o.get("strides")) p.strides = o.pair("strides");
     p.padding = o.str("padding", "valid");
     o.channels_last();
     p.name = name;
@@ -406,12 +394,9 @@ LayerPtr make_layer(const std::string& cls, Opts& o, const std::string& name, co
     ra.name = name;
     if (cls == "RandomRotation") o.must_be_default("value_range", json::array({0, 255}));  // bounding boxes only
     auto factor = [&](const std::string& key, bool required) -> std::optional<FactorRange> {
-      const json* f = o.need(key, !required);
+      const json* f = o.number_or_pair(key, !required);
       if (!f) return std::nullopt;
-      if (f->is_number()) return FactorRange(f->get<float>());
-      if (!f->is_array() || f->size() != 2 || !(*f)[0].is_number() || !(*f)[1].is_number())
-        o.bad(key, "must be a number or a (lower, upper) pair, got " + f->dump());
-      return FactorRange((*f)[0].get<float>(), (*f)[1].get<float>());
+      return f->is_number() ? FactorRange(f->get<float>()) : FactorRange((*f)[0].get<float>(), (*f)[1].get<float>());
     };
     if (cls == "RandomRotation") return RandomRotation(*factor("factor", true), ra);
     if (cls == "RandomTranslation")
@@ -451,10 +436,8 @@ LayerPtr make_layer(const std::string& cls, Opts& o, const std::string& name, co
         o.bad("value_range", "must be a (low, high) pair of numbers, got " + vr->dump());
       rc.value_range = {(*vr)[0].get<float>(), (*vr)[1].get<float>()};
     }
-    const json* f = o.need("factor");
+    const json* f = o.number_or_pair("factor");
     if (f->is_number()) return RandomContrast(f->get<float>(), rc);
-    if (!f->is_array() || f->size() != 2 || !(*f)[0].is_number() || !(*f)[1].is_number())
-      o.bad("factor", "must be a number or a (lower, upper) pair, got " + f->dump());
     return RandomContrast((*f)[0].get<float>(), (*f)[1].get<float>(), rc);
   }
   if (cls == "ActivityRegularization")
@@ -554,6 +537,10 @@ std::string snake_case(const std::string& class_name) {
       s += a[i++];
     }
   }
+  return ascii_lower(s);
+}
+
+std::string ascii_lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
 }
@@ -586,7 +573,7 @@ json layer_to_json(const Layer& layer, const std::string& policy) {
               {"sparse", false},
               {"ragged", false},
               {"name", layer.name}};
-    return {{"module", "keras.layers"}, {"class_name", "InputLayer"}, {"config", config}, {"registered_name", nullptr}};
+    return keras_object_json("keras.layers", "InputLayer", config);
   }
   if (std::optional<json> rnn = rnn_layer_to_json(layer, policy)) return *rnn;  // keras_layers_rnn.cpp
   const std::string cls = layer.class_name();
@@ -596,7 +583,7 @@ json layer_to_json(const Layer& layer, const std::string& policy) {
   config["dtype"] = dtype_policy_json(policy);
   for (const auto& [key, v] : layer.get_config().items) {
     json value = config_value_json(v);
-    if (key.size() > 12 && key.compare(key.size() - 12, 12, "_initializer") == 0) value = initializer_object(v.s);
+    if (key.size() > 12 && key.ends_with("_initializer")) value = initializer_object(v.s);
     // trainkit's 0: from the global seed (Keras' None). Keras seeds are uint32: a drawn 64-bit seed is written
     // modulo 2^32 (dropout masks after a reload then differ from the original's; the weights do not).
     if (key == "seed") value = v.i == 0 ? json(nullptr) : json(static_cast<uint64_t>(v.i) & 0xFFFFFFFFu);
@@ -611,7 +598,7 @@ json layer_to_json(const Layer& layer, const std::string& policy) {
   write_constraints(config, layer);
   if (layer.activity_regularizer && cls != "ActivityRegularization")  // whose config holds l1 and l2 instead
     config["activity_regularizer"] = regularizer_json(*layer.activity_regularizer);
-  return {{"module", "keras.layers"}, {"class_name", cls}, {"config", config}, {"registered_name", nullptr}};
+  return keras_object_json("keras.layers", cls, config);
 }
 
 LayerPtr layer_from_json(const json& obj, const std::string& label) {
@@ -640,8 +627,8 @@ LayerPtr layer_from_json(const json& obj, const std::string& label) {
   } catch (const json::exception& e) {
     throw FormatError(o.where() + ": " + e.what());
   }
-  read_regularizers(o, config, cls, *layer);
-  read_constraints(o, config, *layer);
+  read_regularizers(o, cls, *layer);
+  read_constraints(o, *layer);
   o.finish();
   if (config.contains("trainable")) {
     if (!config["trainable"].is_boolean()) o.bad("trainable", "must be true or false");

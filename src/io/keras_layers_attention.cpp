@@ -12,12 +12,7 @@ LayerPtr attention_layer_from_json(const std::string& cls, Opts& o, const std::s
     m.value_dim = o.integer("value_dim", 0);  // null: key_dim
     m.dropout = static_cast<float>(o.number("dropout", 0.0));
     m.use_bias = o.boolean("use_bias", true);
-    if (const json* s = o.get("output_shape")) {  // an int or a list (Keras keeps a tuple)
-      if (s->is_number_integer())
-        m.output_shape = {s->get<int64_t>()};
-      else
-        m.output_shape = o.ints("output_shape");
-    }
+    if (auto s = o.int_list("output_shape")) m.output_shape = std::move(*s);  // an int or a list (Keras: a tuple)
     // Attention over the steps of (batch, steps, features): Keras writes the axis it chose at build, (1,).
     if (const json* a = o.get("attention_axes")) {
       const bool steps = (a->is_number_integer() && a->get<int64_t>() == 1) ||

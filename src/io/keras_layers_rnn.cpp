@@ -39,17 +39,19 @@ nn::RecurrentSpec read_spec(nn::RecurrentSpec::Kind kind, Opts& o, const std::st
   return s;
 }
 
-// A wrapped layer's regularizers and constraints would be the wrapper's to apply; trainkit does not (yet): one clear
-// error.
-void refuse_inner_regularizers(Opts& o, const Layer& inner) {
-  if (!inner.regularizers.empty() || inner.activity_regularizer)
-    throw Unsupported(o.where() + ": the wrapped layer '" + inner.name +
+// The layer a wrapper (`wrapper` '`name`') holds, from its object. Its regularizers and constraints would be the
+// wrapper's to apply; trainkit does not (yet): one clear error.
+LayerPtr wrapped_layer(Opts& o, const json& obj, const std::string& wrapper, const std::string& name) {
+  LayerPtr inner = layer_from_json(obj, o.label() + ": " + wrapper + " '" + name + "'");
+  if (!inner->regularizers.empty() || inner->activity_regularizer)
+    throw Unsupported(o.where() + ": the wrapped layer '" + inner->name +
                       "' has a regularizer, which trainkit does not apply inside a wrapper (regularize a layer "
                       "outside it, or remove the regularizer)");
-  if (!inner.constraints.empty())
-    throw Unsupported(o.where() + ": the wrapped layer '" + inner.name +
+  if (!inner->constraints.empty())
+    throw Unsupported(o.where() + ": the wrapped layer '" + inner->name +
                       "' has a weight constraint, which trainkit does not apply inside a wrapper (constrain a layer "
                       "outside it, or remove the constraint)");
+  return inner;
 }
 
 }  // namespace
@@ -63,9 +65,7 @@ LayerPtr rnn_layer_from_json(const std::string& cls, Opts& o, const std::string&
   if (cls == "TimeDistributed") {
     const json* layer = o.get("layer");
     if (!layer) o.bad("layer", "is missing (the wrapped layer's object)");
-    LayerPtr inner = layer_from_json(*layer, o.label() + ": TimeDistributed '" + name + "'");
-    refuse_inner_regularizers(o, *inner);
-    return std::make_shared<nn::TimeDistributedLayer>(inner, name);
+    return std::make_shared<nn::TimeDistributedLayer>(wrapped_layer(o, *layer, "TimeDistributed", name), name);
   }
   if (cls != "Bidirectional") return {};
   auto it = config.find("merge_mode");
@@ -74,13 +74,9 @@ LayerPtr rnn_layer_from_json(const std::string& cls, Opts& o, const std::string&
   const std::string merge_mode = o.str("merge_mode", "concat");
   const json* layer = o.get("layer");
   if (!layer) o.bad("layer", "is missing (the wrapped recurrent layer's object)");
-  LayerPtr forward = layer_from_json(*layer, o.label() + ": Bidirectional '" + name + "'");
-  refuse_inner_regularizers(o, *forward);
+  LayerPtr forward = wrapped_layer(o, *layer, "Bidirectional", name);
   LayerPtr backward;
-  if (const json* b = o.get("backward_layer")) {
-    backward = layer_from_json(*b, o.label() + ": Bidirectional '" + name + "'");
-    refuse_inner_regularizers(o, *backward);
-  }
+  if (const json* b = o.get("backward_layer")) backward = wrapped_layer(o, *b, "Bidirectional", name);
   return std::make_shared<nn::BidirectionalLayer>(forward, backward, merge_mode, name);
 }
 
@@ -90,10 +86,7 @@ std::optional<json> rnn_layer_to_json(const Layer& layer, const std::string& pol
     inner["config"]["trainable"] = layer.trainable;
     const json config = {
         {"name", layer.name}, {"trainable", layer.trainable}, {"dtype", dtype_policy_json(policy)}, {"layer", inner}};
-    return json{{"module", "keras.layers"},
-                {"class_name", "TimeDistributed"},
-                {"config", config},
-                {"registered_name", nullptr}};
+    return keras_object_json("keras.layers", "TimeDistributed", config);
   }
   auto* bi = dynamic_cast<const nn::BidirectionalLayer*>(&layer);
   if (!bi) return std::nullopt;  // SimpleRNN, LSTM and GRU: their get_config() is flat
@@ -106,8 +99,7 @@ std::optional<json> rnn_layer_to_json(const Layer& layer, const std::string& pol
                        {"merge_mode", bi->merge_mode()},
                        {"layer", forward},
                        {"backward_layer", backward}};
-  return json{
-      {"module", "keras.layers"}, {"class_name", "Bidirectional"}, {"config", config}, {"registered_name", nullptr}};
+  return keras_object_json("keras.layers", "Bidirectional", config);
 }
 
 }  // namespace tk::io::keras

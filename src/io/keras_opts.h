@@ -110,6 +110,29 @@ class Opts {
     if (v->is_number_integer()) return std::vector<int64_t>{v->get<int64_t>()};
     return ints(key);
   }
+  // A number or a (lower, upper) pair of numbers (the random layers' factors); null when absent and `optional`.
+  const json* number_or_pair(const std::string& key, bool optional = false) {
+    const json* v = need(key, optional);
+    if (v && !v->is_number() && (!v->is_array() || v->size() != 2 || !(*v)[0].is_number() || !(*v)[1].is_number()))
+      bad(key, "must be a number or a (lower, upper) pair, got " + v->dump());
+    return v;
+  }
+  // The number `k` in `c`, the config of the Keras object in option `key` (a regularizer's l2); def when absent/null.
+  float object_number(const json& c, const std::string& key, const char* k, float def) const {
+    if (!c.contains(k) || c[k].is_null()) return def;
+    if (!c[k].is_number()) bad(key, std::string("'s ") + k + " must be a number, got " + c[k].dump());
+    return c[k].get<float>();
+  }
+  // Reads every option named <prefix><suffix> (kernel_regularizer, bias_constraint): f(key, prefix, value) for each
+  // that is not null (Keras' default).
+  template <class F>
+  void each_suffixed(const std::string& suffix, F&& f) {
+    for (const auto& [key, value] : c_.items()) {
+      if (key.size() <= suffix.size() || !key.ends_with(suffix)) continue;
+      used_.insert(key);
+      if (!value.is_null()) f(key, key.substr(0, key.size() - suffix.size()), value);
+    }
+  }
   // An int or an (h, w) pair, as Keras' kernel_size.
   layers::Size2 pair(const std::string& key, std::optional<layers::Size2> def = std::nullopt) {
     const json* v = need(key, def.has_value());
@@ -248,7 +271,7 @@ json initializer_object(const std::string& name);
 LayerPtr attention_layer_from_json(const std::string& cls, Opts& o, const std::string& name);
 // Weight constraints (keras_constraints.cpp): every non-null <key>_constraint of a layer's config onto
 // Layer::constraints, and back as Keras' objects.
-void read_constraints(Opts& o, const json& config, Layer& layer);
+void read_constraints(Opts& o, Layer& layer);
 void write_constraints(json& config, const Layer& layer);
 
 }  // namespace tk::io::keras

@@ -171,8 +171,7 @@ json schedule_to_json(const s::LearningRateSchedule& schedule, const std::string
               {"warmup_steps", c.warmup_steps}};
   }
   config["name"] = cls == "PiecewiseConstantDecay" ? "PiecewiseConstant" : cls;  // Keras' default names
-  return {
-      {"module", "keras.optimizers.schedules"}, {"class_name", cls}, {"config", config}, {"registered_name", nullptr}};
+  return keras_object_json("keras.optimizers.schedules", cls, config);
 }
 
 }  // namespace tk::io::keras

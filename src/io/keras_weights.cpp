@@ -81,17 +81,14 @@ Tensor from_keras_dtype(const Tensor& t) {
   return out;
 }
 
-std::string lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-void add_groups(H5Tree& t, const std::string& path) {
+// The group at `path` and those above it; `name`: its "name" attribute (a vars group's, as Keras writes them).
+void add_groups(H5Tree& t, const std::string& path, const std::optional<std::string>& name = std::nullopt) {
   size_t pos = 0;
   while (pos != std::string::npos) {
     pos = path.find('/', pos + 1);
     t.groups.insert(path.substr(0, pos));
   }
+  if (name) t.attrs[path]["name"] = {*name};
 }
 
 // A scalar for a file, in memory of its own (not the device budget's: a save allocates nothing there).
@@ -107,20 +104,14 @@ H5Tree weights_to_tree(const Model& model) {
     throw InvalidArgument("save_weights: model '" + model.name() + "' is not built yet (fit it once or give an Input)");
   H5Tree t;
   t.groups.insert("");
-  add_groups(t, "vars");
-  t.attrs["vars"]["name"] = {model.name()};
+  add_groups(t, "vars", model.name());
   add_groups(t, "layers");
   for (const auto& [key, layer, model_name] : walk(model)) {
     if (!layer) {  // a nested model's own group
-      add_groups(t, "layers/" + key + "/vars");
-      t.attrs["layers/" + key + "/vars"]["name"] = {model_name};
+      add_groups(t, "layers/" + key + "/vars", model_name);
       continue;
     }
-    for (const KerasGroup& g : layer->keras_groups()) {
-      const std::string vars = "layers/" + key + "/" + g.path;
-      add_groups(t, vars);
-      t.attrs[vars]["name"] = {g.name};
-    }
+    for (const KerasGroup& g : layer->keras_groups()) add_groups(t, "layers/" + key + "/" + g.path, g.name);
     std::map<std::string, int> index;  // per group
     for (const Weight& w : layer->weights()) {
       const std::string vars = "layers/" + key + "/" + w.keras_vars;
@@ -155,8 +146,7 @@ H5Tree weights_to_tree(const Model& model) {
     for (const float v : model.get_optimizer_variables())  // after the slots, as Keras builds them (Nadam's u_product)
       inner.push_back({file_scalar<float>(v)});
     auto write = [&](const std::string& group, const std::string& name, const std::vector<SlotView>& vars) {
-      add_groups(t, group);
-      t.attrs[group]["name"] = {name};
+      add_groups(t, group, name);
       for (size_t i = 0; i < vars.size(); ++i) {
         const std::string path = group + "/" + std::to_string(i);
         if (vars[i].value.defined())
@@ -172,9 +162,9 @@ H5Tree weights_to_tree(const Model& model) {
                                   {file_scalar<float>(model.loss_scale())}};
       outer.insert(outer.end(), inner.begin(), inner.end());
       write("optimizer/vars", "loss_scale_optimizer", outer);
-      write("optimizer/inner_optimizer/vars", lower(opt.name()), inner);
+      write("optimizer/inner_optimizer/vars", ascii_lower(opt.name()), inner);
     } else {
-      write("optimizer/vars", lower(opt.name()), inner);
+      write("optimizer/vars", ascii_lower(opt.name()), inner);
     }
   }
   return t;

@@ -331,16 +331,12 @@ void export_onnx(Model& model, const std::string& path) {
         onnx.node("Tanh", {in(0)}, out);
         break;
       case graph::Op::Softmax:
-        onnx.node("Softmax", {in(0)}, out, {attr_int("axis", -1)});
-        break;
       case graph::Op::LogSoftmax:
-        onnx.node("LogSoftmax", {in(0)}, out, {attr_int("axis", -1)});
+        onnx.node(n.op == graph::Op::Softmax ? "Softmax" : "LogSoftmax", {in(0)}, out, {attr_int("axis", -1)});
         break;
       case graph::Op::Elu:
-        onnx.node("Elu", {in(0)}, out, {attr_float("alpha", n.attrs.alpha)});
-        break;
       case graph::Op::LeakyRelu:
-        onnx.node("LeakyRelu", {in(0)}, out, {attr_float("alpha", n.attrs.alpha)});
+        onnx.node(n.op == graph::Op::Elu ? "Elu" : "LeakyRelu", {in(0)}, out, {attr_float("alpha", n.attrs.alpha)});
         break;
       case graph::Op::Gelu:
         gelu_exact(in(0), out);
@@ -368,29 +364,37 @@ void export_onnx(Model& model, const std::string& path) {
       }
       case graph::Op::Unary: {
         using graph::UnaryFn;
+        // The functions opset 17 has under their own name, with the same math (HardSwish: alpha 1/6, beta 1/2).
+        static const std::map<UnaryFn, const char*> kNamesakes = {{UnaryFn::exp, "Exp"},
+                                                                  {UnaryFn::log, "Log"},
+                                                                  {UnaryFn::sqrt, "Sqrt"},
+                                                                  {UnaryFn::abs, "Abs"},
+                                                                  {UnaryFn::negative, "Neg"},
+                                                                  {UnaryFn::sign, "Sign"},
+                                                                  {UnaryFn::reciprocal, "Reciprocal"},
+                                                                  {UnaryFn::sin, "Sin"},
+                                                                  {UnaryFn::cos, "Cos"},
+                                                                  {UnaryFn::tanh, "Tanh"},
+                                                                  {UnaryFn::sigmoid, "Sigmoid"},
+                                                                  {UnaryFn::softplus, "Softplus"},
+                                                                  {UnaryFn::softsign, "Softsign"},
+                                                                  {UnaryFn::erf, "Erf"},
+                                                                  {UnaryFn::hard_swish, "HardSwish"},
+                                                                  {UnaryFn::relu, "Relu"}};
         const std::string x = in(0);
         const float p0 = n.attrs.fn_param[0], p1 = n.attrs.fn_param[1];
         auto same = [&](const char* op, std::vector<Message> attrs = {}) { onnx.node(op, {x}, out, attrs); };
         switch (n.attrs.unary) {
-          case UnaryFn::exp:
-            same("Exp");
-            break;
           case UnaryFn::expm1: {  // exp(x) - 1: within float32's absolute rounding of expm1 near 0
             const std::string e = onnx.node("Exp", {x}, tmp("_exp"));
             onnx.node("Sub", {e, scalar(out + "_one", 1.0f)}, out);
             break;
           }
-          case UnaryFn::log:
-            same("Log");
-            break;
           case UnaryFn::log1p: {  // log(1 + x)
             const std::string v = onnx.node("Add", {x, scalar(out + "_one", 1.0f)}, tmp("_add"));
             onnx.node("Log", {v}, out);
             break;
           }
-          case UnaryFn::sqrt:
-            same("Sqrt");
-            break;
           case UnaryFn::rsqrt: {  // 1 / sqrt(x), as trainkit computes it
             const std::string v = onnx.node("Sqrt", {x}, tmp("_sqrt"));
             onnx.node("Reciprocal", {v}, out);
@@ -398,39 +402,6 @@ void export_onnx(Model& model, const std::string& path) {
           }
           case UnaryFn::square:
             onnx.node("Mul", {x, x}, out);
-            break;
-          case UnaryFn::abs:
-            same("Abs");
-            break;
-          case UnaryFn::negative:
-            same("Neg");
-            break;
-          case UnaryFn::sign:
-            same("Sign");
-            break;
-          case UnaryFn::reciprocal:
-            same("Reciprocal");
-            break;
-          case UnaryFn::sin:
-            same("Sin");
-            break;
-          case UnaryFn::cos:
-            same("Cos");
-            break;
-          case UnaryFn::tanh:
-            same("Tanh");
-            break;
-          case UnaryFn::sigmoid:
-            same("Sigmoid");
-            break;
-          case UnaryFn::softplus:
-            same("Softplus");
-            break;
-          case UnaryFn::softsign:
-            same("Softsign");
-            break;
-          case UnaryFn::erf:
-            same("Erf");
             break;
           case UnaryFn::gelu:
             gelu_exact(x, out);
@@ -461,12 +432,6 @@ void export_onnx(Model& model, const std::string& path) {
           case UnaryFn::hard_sigmoid:  // relu6(x + 3) / 6 = max(0, min(1, x / 6 + 1 / 2))
             same("HardSigmoid", {attr_float("alpha", 1.0f / 6.0f), attr_float("beta", 0.5f)});
             break;
-          case UnaryFn::hard_swish:  // x * hard_sigmoid(x), ONNX's alpha 1/6 and beta 1/2
-            same("HardSwish");
-            break;
-          case UnaryFn::relu:
-            same("Relu");
-            break;
           case UnaryFn::relu6:
             onnx.node("Clip", {x, scalar(out + "_min", 0.0f), scalar(out + "_max", 6.0f)}, out);
             break;
@@ -482,8 +447,11 @@ void export_onnx(Model& model, const std::string& path) {
           case UnaryFn::clip:
             onnx.node("Clip", {x, scalar(out + "_min", p0), scalar(out + "_max", p1)}, out);
             break;
-          case UnaryFn::kCount:
-            fail(id, "a Unary op without a function");
+          default: {
+            const auto it = kNamesakes.find(n.attrs.unary);
+            if (it == kNamesakes.end()) fail(id, "a Unary op without a function");
+            same(it->second);
+          }
         }
         break;
       }
@@ -517,30 +485,19 @@ void export_onnx(Model& model, const std::string& path) {
       }
       case graph::Op::Compare: {
         using graph::BinaryFn;
-        switch (n.attrs.binary) {
-          case BinaryFn::equal:
-            onnx.node("Equal", {in(0), in(1)}, out);
-            break;
-          case BinaryFn::not_equal: {
-            const std::string e = onnx.node("Equal", {in(0), in(1)}, tmp("_equal"));
-            onnx.node("Not", {e}, out);
-            break;
-          }
-          case BinaryFn::less:
-            onnx.node("Less", {in(0), in(1)}, out);
-            break;
-          case BinaryFn::less_equal:
-            onnx.node("LessOrEqual", {in(0), in(1)}, out);
-            break;
-          case BinaryFn::greater:
-            onnx.node("Greater", {in(0), in(1)}, out);
-            break;
-          case BinaryFn::greater_equal:
-            onnx.node("GreaterOrEqual", {in(0), in(1)}, out);
-            break;
-          default:
-            fail(id, "a Compare op without a comparison");
+        static const std::map<BinaryFn, const char*> kComparisons = {{BinaryFn::equal, "Equal"},
+                                                                     {BinaryFn::less, "Less"},
+                                                                     {BinaryFn::less_equal, "LessOrEqual"},
+                                                                     {BinaryFn::greater, "Greater"},
+                                                                     {BinaryFn::greater_equal, "GreaterOrEqual"}};
+        if (n.attrs.binary == BinaryFn::not_equal) {
+          const std::string e = onnx.node("Equal", {in(0), in(1)}, tmp("_equal"));
+          onnx.node("Not", {e}, out);
+          break;
         }
+        const auto it = kComparisons.find(n.attrs.binary);
+        if (it == kComparisons.end()) fail(id, "a Compare op without a comparison");
+        onnx.node(it->second, {in(0), in(1)}, out);
         break;
       }
       case graph::Op::Where:
@@ -555,29 +512,16 @@ void export_onnx(Model& model, const std::string& path) {
           onnx.node("Identity", {in(0)}, out);
           break;
         }
+        static constexpr const char* kReductions[] = {"ReduceSum", "ReduceMean", "ReduceMax",
+                                                      "ReduceMin", "ReduceProd", "ReduceLogSumExp"};  // ReduceFn order
+        static_assert(std::size(kReductions) == graph::kReduceFnCount);
+        if (n.attrs.reduce >= ReduceFn::kCount) fail(id, "a Reduce op without a reduction");
+        const char* op = kReductions[static_cast<int>(n.attrs.reduce)];
         const Message keep = attr_int("keepdims", n.attrs.keepdims ? 1 : 0);
-        switch (n.attrs.reduce) {
-          case ReduceFn::sum:  // opset 13 on: axes as an input
-            onnx.node("ReduceSum", {in(0), i64s(out + "_axes", axes)}, out, {keep});
-            break;
-          case ReduceFn::mean:
-            onnx.node("ReduceMean", {in(0)}, out, {attr_ints("axes", axes), keep});
-            break;
-          case ReduceFn::max:
-            onnx.node("ReduceMax", {in(0)}, out, {attr_ints("axes", axes), keep});
-            break;
-          case ReduceFn::min:
-            onnx.node("ReduceMin", {in(0)}, out, {attr_ints("axes", axes), keep});
-            break;
-          case ReduceFn::prod:
-            onnx.node("ReduceProd", {in(0)}, out, {attr_ints("axes", axes), keep});
-            break;
-          case ReduceFn::logsumexp:
-            onnx.node("ReduceLogSumExp", {in(0)}, out, {attr_ints("axes", axes), keep});
-            break;
-          case ReduceFn::kCount:
-            fail(id, "a Reduce op without a reduction");
-        }
+        if (n.attrs.reduce == ReduceFn::sum)  // opset 13 on: axes as an input
+          onnx.node(op, {in(0), i64s(out + "_axes", axes)}, out, {keep});
+        else
+          onnx.node(op, {in(0)}, out, {attr_ints("axes", axes), keep});
         break;
       }
       case graph::Op::ArgReduce: {  // ONNX's first index, int64; trainkit's int32

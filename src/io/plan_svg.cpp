@@ -15,27 +15,15 @@ namespace {
 constexpr double kLeft = 90, kTop = 40, kPlotW = 900, kPlotH = 520, kLegendW = 260;
 
 std::string escaped(const std::string& s) {
+  static const std::map<char, std::string_view> kEntities = {
+      {'&', "&amp;"}, {'<', "&lt;"}, {'>', "&gt;"}, {'"', "&quot;"}, {'\'', "&apos;"}};
   std::string out;
   for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&apos;";
-        break;
-      default:
-        out += c;
-    }
+    const auto it = kEntities.find(c);
+    if (it == kEntities.end())
+      out += c;
+    else
+      out += it->second;
   }
   return out;
 }

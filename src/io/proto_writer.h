@@ -11,8 +11,8 @@
 // Fields are written in the order the calls make them, which for trainkit's writers is field-number order,
 // as protobuf's own serializer does; proto3 scalars equal to their default are the caller's to omit.
 #pragma once
+#include <bit>
 #include <cstdint>
-#include <cstring>
 #include <span>
 #include <string>
 #include <string_view>
@@ -33,17 +33,13 @@ class Message {
   // int32 / int64 / enum: negative values take ten bytes (two's complement as uint64), as protobuf does.
   Message& i64(uint32_t field, int64_t v) { return varint(field, static_cast<uint64_t>(v)); }
   Message& f32(uint32_t field, float v) {
-    uint32_t bits;
-    std::memcpy(&bits, &v, 4);
     data::wire::put_tag(out_, field, WireType::fixed32);
-    data::wire::put_fixed32(out_, bits);
+    data::wire::put_fixed32(out_, std::bit_cast<uint32_t>(v));
     return *this;
   }
   Message& f64(uint32_t field, double v) {
-    uint64_t bits;
-    std::memcpy(&bits, &v, 8);
     data::wire::put_tag(out_, field, WireType::fixed64);
-    put_fixed64(bits);
+    put_fixed64(out_, std::bit_cast<uint64_t>(v));
     return *this;
   }
   Message& str(uint32_t field, std::string_view s) {
@@ -54,24 +50,15 @@ class Message {
   Message& packed_f64(uint32_t field, std::span<const double> v) {
     std::string body;
     body.reserve(v.size() * 8);
-    for (double d : v) {
-      uint64_t bits;
-      std::memcpy(&bits, &d, 8);
-      for (int i = 0; i < 8; ++i) body.push_back(static_cast<char>(bits >> (8 * i)));
-    }
-    return str(field, body);
-  }
-  Message& packed_i64(uint32_t field, std::span<const int64_t> v) {
-    std::string body;
-    for (int64_t x : v) data::wire::put_varint(body, static_cast<uint64_t>(x));
+    for (double d : v) put_fixed64(body, std::bit_cast<uint64_t>(d));
     return str(field, body);
   }
   const std::string& bytes() const { return out_; }
   bool empty() const { return out_.empty(); }
 
  private:
-  void put_fixed64(uint64_t v) {
-    for (int i = 0; i < 8; ++i) out_.push_back(static_cast<char>(v >> (8 * i)));
+  static void put_fixed64(std::string& out, uint64_t v) {
+    for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>(v >> (8 * i)));
   }
   std::string out_;
 };

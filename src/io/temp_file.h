@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <utility>
 
 #include "io/fd_write.h"
 #include "trainkit/core/error.h"
@@ -48,9 +49,7 @@ class TempFile {
   int release_fd() {
     ::unlink(path_.c_str());
     path_.clear();
-    const int fd = fd_;
-    fd_ = -1;
-    return fd;
+    return std::exchange(fd_, -1);
   }
 
  private:
