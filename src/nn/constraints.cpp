@@ -2,7 +2,6 @@
 // Constrain node a training program runs after a weight's update (nn/compiler/constraint_ops.h).
 #include "trainkit/nn/constraints.h"
 
-#include <cmath>
 #include <string>
 #include <utility>
 
@@ -11,17 +10,6 @@
 #include "trainkit/core/error.h"
 
 namespace tk {
-namespace {
-
-float bound(float v, const char* what, const char* cls) {
-  if (!std::isfinite(v) || v < 0.0f)
-    throw InvalidArgument(std::string("constraints.") + cls + ": " + what + " must be a finite number >= 0, got " +
-                          std::to_string(v));
-  return v;
-}
-
-}  // namespace
-
 std::string Constraint::class_name() const {
   switch (kind) {
     case Kind::non_neg:
@@ -38,23 +26,18 @@ std::string Constraint::class_name() const {
 
 Constraint constraints::NonNeg() { return Constraint{}; }
 Constraint constraints::MaxNorm(float max_value, std::vector<int> axis) {
-  Constraint c;
-  c.kind = Constraint::Kind::max_norm;
-  c.max_value = bound(max_value, "max_value", "MaxNorm");
-  c.axis = std::move(axis);
-  return c;
+  return {.kind = Constraint::Kind::max_norm,
+          .max_value = nn::finite_non_negative(max_value, "constraints", "MaxNorm", "max_value"),
+          .axis = std::move(axis)};
 }
 Constraint constraints::UnitNorm(std::vector<int> axis) {
-  Constraint c;
-  c.kind = Constraint::Kind::unit_norm;
-  c.axis = std::move(axis);
-  return c;
+  return {.kind = Constraint::Kind::unit_norm, .axis = std::move(axis)};
 }
 Constraint constraints::MinMaxNorm(float min_value, float max_value, float rate, std::vector<int> axis) {
   Constraint c;
   c.kind = Constraint::Kind::min_max_norm;
-  c.min_value = bound(min_value, "min_value", "MinMaxNorm");
-  c.max_value = bound(max_value, "max_value", "MinMaxNorm");
+  c.min_value = nn::finite_non_negative(min_value, "constraints", "MinMaxNorm", "min_value");
+  c.max_value = nn::finite_non_negative(max_value, "constraints", "MinMaxNorm", "max_value");
   if (c.min_value > c.max_value)
     throw InvalidArgument("constraints.MinMaxNorm: min_value " + std::to_string(min_value) + " is above max_value " +
                           std::to_string(max_value));

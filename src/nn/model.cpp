@@ -217,10 +217,8 @@ float Model::loss_scale() const {
   if (const float* st = trainer_->programs().optimizer_state().loss_scale_state()) return st[0];
   if (!optimizer_) return 0.0f;
   if (optimizer_->config().loss_scale_initial > 0.0f) return optimizer_->config().loss_scale_initial;
-  if (auto_scale_loss)  // switched on when the first training program is built (ProgramCache::enable_loss_scaling)
-    for (const LayerPtr& l : layers_)
-      if (layer_compute_dtype(*l) == DType::f16) return 32768.0f;
-  return 0.0f;
+  // Automatic: switched on when the first training program is built (ProgramCache::enable_loss_scaling).
+  return trainer_->programs().scales_loss() ? 32768.0f : 0.0f;
 }
 
 int64_t Model::loss_scale_step_counter() const {

@@ -126,10 +126,7 @@ void Model::restore_training_state(const TrainingState& s) {
     throw InvalidArgument(where + "bad loss-scale state in the state (scale " + std::to_string(s.loss_scale) +
                           ", counter " + std::to_string(s.loss_scale_counter) + ", skipped " +
                           std::to_string(s.skipped_steps) + ")");
-  bool scaling = optimizer_->config().loss_scale_initial > 0.0f;  // as ProgramCache::enable_loss_scaling decides
-  if (!scaling && auto_scale_loss)
-    for (const LayerPtr& l : layers_) scaling |= layer_compute_dtype(*l) == DType::f16;
-  if (s.loss_scale > 0.0f && !scaling)
+  if (s.loss_scale > 0.0f && !trainer_->programs().scales_loss())
     throw InvalidArgument(where + "the state holds a loss scale (" + std::to_string(s.loss_scale) +
                           ") but the model trains without loss scaling (compile with "
                           "tk::optimizers::LossScaleOptimizer, or under mixed_float16)");
@@ -148,9 +145,8 @@ void Model::restore_training_state(const TrainingState& s) {
     st.set_loss_scale_state(
         optimizer_->config().loss_scale_initial > 0.0f ? optimizer_->config().loss_scale_initial : 32768.0f, 0.0f,
         0.0f);
-  if (!optimizer_->learning_rate_schedule())
-    optimizer_->set_learning_rate(s.learning_rate);  // a schedule follows
-                                                     // the step count
+  // A schedule follows the step count.
+  if (!optimizer_->learning_rate_schedule()) optimizer_->set_learning_rate(s.learning_rate);
   trainer_->step = s.step;
   // The same bits need the same partitions: run on the thread count the state was made with.
   if (s.threads > 0 && device_.kind == DeviceKind::cpu && s.threads != graph::host_threads()) {

@@ -6,6 +6,7 @@
 
 #include "graph/op.h"
 #include "graph/tensor_ops.h"
+#include "nn/compiler/losses.h"
 #include "trainkit/core/error.h"
 
 namespace tk::nn {
@@ -238,11 +239,8 @@ std::vector<int> emit_rule_update(graph::Graph& g, const Optimizer& opt, const s
   }
   if (c.clipvalue > 0.0f) grad = ops::unary(b, UnaryFn::clip, grad, -c.clipvalue, c.clipvalue);
   if (c.clipnorm > 0.0f) {  // Keras: g * clipnorm / max(||g||, clipnorm)
-    const Shape s = g[grad].shape;
-    std::vector<int> all(static_cast<size_t>(s.rank()));
-    for (int i = 0; i < s.rank(); ++i) all[static_cast<size_t>(i)] = i;
     const int norm =
-        ops::unary(b, UnaryFn::sqrt, ops::reduce(b, ReduceFn::sum, ops::unary(b, UnaryFn::square, grad), all, false));
+        ops::unary(b, UnaryFn::sqrt, reduce_all_axes(b, ReduceFn::sum, ops::unary(b, UnaryFn::square, grad)));
     const int denom = ops::binary(b, BinaryFn::maximum, norm, ops::scalar(b, c.clipnorm, norm));
     grad = ops::binary(b, BinaryFn::divide, ops::mul_scalar(b, grad, c.clipnorm), denom);
   }

@@ -2,10 +2,10 @@
 // penalty a traced program adds to the loss (nn/compiler/regularization.h).
 #include "trainkit/nn/regularizers.h"
 
-#include <cmath>
 #include <string>
 
 #include "graph/tensor_ops.h"
+#include "nn/compiler/losses.h"
 #include "nn/compiler/regularization.h"
 #include "nn/weight_options.h"
 #include "trainkit/core/error.h"
@@ -13,14 +13,9 @@
 
 namespace tk {
 namespace {
-
 float checked(float v, const char* what, const char* cls) {
-  if (!std::isfinite(v) || v < 0.0f)
-    throw InvalidArgument(std::string("regularizers.") + cls + ": " + what + " must be a finite number >= 0, got " +
-                          std::to_string(v));
-  return v;
+  return nn::finite_non_negative(v, "regularizers", cls, what);
 }
-
 }  // namespace
 
 Regularizer regularizers::L1(float l1) { return {Regularizer::Kind::l1, checked(l1, "l1", "L1"), 0.0f}; }
@@ -41,9 +36,7 @@ int emit_penalty(graph::Graph& g, const Regularizer& r, int x, float scale, cons
   namespace o = graph::ops;
   graph::OpBuilder b{g, nullptr, name};
   if (g[x].dtype != DType::f32) x = o::cast(b, x, DType::f32);
-  std::vector<int> axes;
-  for (int i = 0; i < g[x].shape.rank(); ++i) axes.push_back(i);
-  auto sum_of = [&](graph::UnaryFn f) { return o::reduce(b, graph::ReduceFn::sum, o::unary(b, f, x), axes, false); };
+  auto sum_of = [&](graph::UnaryFn f) { return reduce_all_axes(b, graph::ReduceFn::sum, o::unary(b, f, x)); };
   int total = -1;
   if (r.l1 != 0.0f) total = o::mul_scalar(b, sum_of(graph::UnaryFn::abs), r.l1 * scale);
   if (r.l2 != 0.0f) {

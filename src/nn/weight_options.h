@@ -1,6 +1,7 @@
 // Which weight of a layer a Keras per-weight option names: the `key` of <key>_regularizer and <key>_constraint
 // ("kernel", "bias", "recurrent", ...), shared by Layer::regularizer_of and Layer::constraint_of.
 #pragma once
+#include <cmath>
 #include <map>
 #include <string>
 
@@ -26,6 +27,15 @@ const T* option_of(const Layer& layer, const std::map<std::string, T>& options, 
         (key == "depthwise" && what == "kernel" && layer.class_name() == "DepthwiseConv2D"))
       return &value;
   return nullptr;
+}
+
+// `v`, or an InvalidArgument "<family>.<cls>: <what> must be a finite number >= 0" (the factories' bounds; family:
+// "constraints" or "regularizers").
+inline float finite_non_negative(float v, const char* family, const char* cls, const char* what) {
+  if (!std::isfinite(v) || v < 0.0f)
+    throw InvalidArgument(std::string(family) + "." + cls + ": " + what + " must be a finite number >= 0, got " +
+                          std::to_string(v));
+  return v;
 }
 
 // InvalidArgument naming the layer for a key that is none of Keras' options (a typo would otherwise apply to nothing);

@@ -35,7 +35,8 @@ void validate_loss(const Loss& loss);
 bool is_sparse(const Loss& loss);
 // The fused op computing `loss` directly (no options that change its math), or nullopt when it is composed.
 std::optional<graph::Op> fused_loss_op(const Loss& loss);
-// `x` reduced over every axis to a scalar (Keras' "sum_over_batch_size" means, a metric's counts): losses and metrics.
+// `x` reduced over every axis to a scalar (Keras' "sum_over_batch_size" means, a metric's counts, a weight's norm or
+// penalty): losses, metrics, regularizers and optimizers.
 int reduce_all_axes(graph::OpBuilder& b, graph::ReduceFn f, int x);
 
 // Emits the loss of predictions y_pred (float32) against targets y_true (float32, or int32 class ids when sparse):

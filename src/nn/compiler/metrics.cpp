@@ -279,29 +279,24 @@ std::pair<int, LogStat> emit_metric(graph::Graph& g, const Metric& m, const Loss
     g[id].name = name;
     return id;
   };
-  LogStat s;
   if (kind == "top_k_categorical_accuracy" || kind == "sparse_top_k_categorical_accuracy" ||
       kind == "mean_absolute_error" || kind == "mean_squared_error")
-    return {named(reduce_all_axes(b, ReduceFn::mean, position_values(b, kind, m, p, t))), s};
-  if (kind == "precision" || kind == "recall") {
-    s.kind = kind == "precision" ? LogStat::Kind::precision : LogStat::Kind::recall;
-    s.width = 2;
-    return {named(confusion_at_threshold(b, m, p, t, kind == "precision")), s};
-  }
+    return {named(reduce_all_axes(b, ReduceFn::mean, position_values(b, kind, m, p, t))), {}};
+  if (kind == "precision" || kind == "recall")
+    return {named(confusion_at_threshold(b, m, p, t, kind == "precision")),
+            {.kind = kind == "precision" ? LogStat::Kind::precision : LogStat::Kind::recall, .width = 2}};
   if (kind == "auc") {
-    s.kind = LogStat::Kind::auc;
-    s.num_thresholds = m.num_thresholds;
-    s.width = 2 * m.num_thresholds + 2;
-    s.pr_curve = m.curve == "PR";
-    s.summation = m.summation_method == "interpolation" ? 0 : m.summation_method == "minoring" ? 1 : 2;
-    return {named(auc_counts(b, m, p, t)), s};
+    const uint8_t summation = m.summation_method == "interpolation" ? 0 : m.summation_method == "minoring" ? 1 : 2;
+    return {named(auc_counts(b, m, p, t)),
+            {.kind = LogStat::Kind::auc,
+             .width = 2 * m.num_thresholds + 2,
+             .num_thresholds = m.num_thresholds,
+             .pr_curve = m.curve == "PR",
+             .summation = summation}};
   }
-  if (kind == "mean_io_u") {
-    s.kind = LogStat::Kind::mean_iou;
-    s.num_classes = m.num_classes;
-    s.width = m.num_classes * m.num_classes;
-    return {named(iou_counts(b, m, p, t)), s};
-  }
+  if (kind == "mean_io_u")
+    return {named(iou_counts(b, m, p, t)),
+            {.kind = LogStat::Kind::mean_iou, .width = m.num_classes * m.num_classes, .num_classes = m.num_classes}};
   throw InvalidArgument("metric '" + m.name + "' has no implementation");  // every kind is handled above
 }
 
@@ -319,10 +314,7 @@ std::pair<int, LogStat> emit_masked_metric(graph::Graph& g, const Metric& m, con
   const int weighted = reduce_all_axes(b, ReduceFn::sum, o::binary(b, BinaryFn::multiply, per, w));
   const int out = o::stack(b, {weighted, reduce_all_axes(b, ReduceFn::sum, w)}, 0);  // (2): [sum(v m), sum(m)]
   g[out].name = name;
-  LogStat s;
-  s.kind = LogStat::Kind::weighted_mean;
-  s.width = 2;
-  return {out, s};
+  return {out, {.kind = LogStat::Kind::weighted_mean, .width = 2}};
 }
 
 double finish_log(const LogStat& s, const double* v) {

@@ -1,7 +1,5 @@
 #include "nn/compiler/optimizer_state.h"
 
-#include <algorithm>
-
 #include "core/device_bytes.h"
 #include "nn/optimizer_rule.h"
 #include "trainkit/core/error.h"
@@ -21,8 +19,7 @@ std::vector<Tensor>* OptimizerState::slots_of(const Weight& w, bool create) {
       const Shape shape = slot_shape(opt, s, w.value.shape());  // Adafactor's factored moments differ
       fresh.emplace_back(shape, w.value.dtype(), device_, w.name + "/" + opt.name() + " slot " + std::to_string(s));
       if (const float init = slot_initial_value(opt, s); init != 0.0f) {  // Adagrad's accumulator: 0.1
-        Tensor host = Tensor::zeros(shape, DType::f32);
-        std::fill(host.data<float>(), host.data<float>() + host.numel(), init);
+        Tensor host = Tensor::full(shape, init);
         device_copy(fresh.back().raw(), fresh.back().device(), host.raw(), Device::cpu(), host.nbytes());
       }
     }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "core/device_bytes.h"
 #include "nn/compiler/programs.h"
 #include "nn/distribute/strategy_state.h"
 #include "trainkit/core/error.h"
@@ -14,7 +15,7 @@ namespace {
 // Micro-batching's gradient accumulators: one per trainable weight, each rounded to the device allocator's 256 bytes.
 size_t accumulator_bytes(nn::ProgramCache& programs) {
   size_t bytes = 0;
-  for (Weight* w : programs.trainable_weights()) bytes += (w->value.nbytes() + 255) / 256 * 256;
+  for (Weight* w : programs.trainable_weights()) bytes += allocated_bytes(w->value.nbytes());
   return bytes;
 }
 

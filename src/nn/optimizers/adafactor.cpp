@@ -6,9 +6,8 @@
 //   else:      v = b v + (1 - b) g2
 //   u = g / sqrt(v);  w -= alpha * u / max(1, rms(u) / clip_threshold)
 // (relative_step's min(lr, 1 / sqrt(t)) is the same min again: it changes nothing.)
-#include <numeric>
-
 #include "graph/tensor_ops.h"
+#include "nn/compiler/losses.h"
 #include "nn/optimizer_rule.h"
 
 namespace tk {
@@ -38,9 +37,7 @@ UpdateValues update(graph::OpBuilder& b, const UpdateOperands& in) {
   auto bin = [&](BinaryFn f, int x, int y) { return ops::binary(b, f, x, y); };
   auto mean = [&](int x, std::vector<int> axes, bool keep) { return ops::reduce(b, ReduceFn::mean, x, axes, keep); };
   auto rms = [&](int x) {  // sqrt(mean(x^2)) over every axis
-    std::vector<int> all(static_cast<size_t>(b.node(x).shape.rank()));
-    std::iota(all.begin(), all.end(), 0);
-    return ops::unary(b, UnaryFn::sqrt, mean(ops::unary(b, UnaryFn::square, x), all, false));
+    return ops::unary(b, UnaryFn::sqrt, reduce_all_axes(b, ReduceFn::mean, ops::unary(b, UnaryFn::square, x)));
   };
   const int rank = b.node(in.variable).shape.rank();
   const int g = in.gradient, t = in.step;

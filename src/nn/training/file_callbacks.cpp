@@ -139,14 +139,10 @@ void CSVLogger::on_train_begin(const Logs&) {
     text_ = ss.str();
     if (!text_.empty() && text_.back() != '\n') text_ += '\n';
     // Keep the existing header's columns: the rows that follow must line up with it.
-    const std::string header = text_.substr(0, text_.find('\n'));
+    std::istringstream header(text_.substr(0, text_.find('\n')));
     std::string field;
-    std::istringstream hs(header);
-    bool first = true;
-    while (std::getline(hs, field, sep_)) {
-      if (!first) keys_.push_back(field);
-      first = false;
-    }
+    std::getline(header, field, sep_);  // "epoch"
+    while (std::getline(header, field, sep_)) keys_.push_back(field);
   }
 }
 
@@ -167,15 +163,8 @@ void CSVLogger::on_epoch_end(int epoch, const Logs& logs) {
   if (is_chief()) io::write_file_atomic(filename_, text_);  // under MPI: rank 0 alone
 }
 
-}  // namespace tk::callbacks
-
 // ---------------------------------------------------------------- ModelCheckpoint
-namespace tk::callbacks {
 namespace {
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 // One Python format field: value with spec ("02d", ".2f", ".4e", "" ...), as str.format prints it.
 std::string format_field(double value, const std::string& spec, const std::string& field) {
@@ -210,10 +199,10 @@ std::string format_field(double value, const std::string& spec, const std::strin
 
 ModelCheckpoint::ModelCheckpoint(std::string filepath, ModelCheckpointOptions options)
     : filepath_(std::move(filepath)), o_(std::move(options)) {
-  if (o_.save_weights_only && !ends_with(filepath_, ".weights.h5"))
+  if (o_.save_weights_only && !filepath_.ends_with(".weights.h5"))
     throw InvalidArgument("ModelCheckpoint: with save_weights_only the filepath must end in .weights.h5, got " +
                           filepath_);
-  if (!o_.save_weights_only && !ends_with(filepath_, ".keras"))
+  if (!o_.save_weights_only && !filepath_.ends_with(".keras"))
     throw InvalidArgument(
         "ModelCheckpoint: the filepath must end in .keras (or .weights.h5 with "
         "save_weights_only), got " +

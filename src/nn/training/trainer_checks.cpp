@@ -84,8 +84,8 @@ void Trainer::check_data(const std::vector<Tensor>& x, const std::vector<Tensor>
     if (ok && sparse) {
       // Integer class ids: the output's shape without its last axis, or with a last axis of 1.
       const Shape& s = t.shape();
-      ok = (s.rank() == out.rank() - 1 && sample_numel(s) * out[-1] == sample_numel(out)) ||
-           (s.rank() == out.rank() && s[-1] == 1 && sample_numel(s) * out[-1] == sample_numel(out));
+      ok = (s.rank() == out.rank() - 1 || (s.rank() == out.rank() && s[-1] == 1)) &&
+           sample_numel(s) * out[-1] == sample_numel(out);
     } else if (ok) {
       ok = same_sample_shape(t.shape(), out);
     }

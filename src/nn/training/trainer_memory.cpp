@@ -2,6 +2,7 @@
 // fits, the memory available beside what others hold.
 #include <algorithm>
 
+#include "core/device_bytes.h"
 #include "nn/compiler/programs.h"
 #include "nn/distribute/strategy_state.h"
 #include "nn/training/trainer.h"
@@ -10,8 +11,6 @@
 
 namespace tk::nn {
 namespace {
-
-size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }  // the device allocator's granularity
 
 // What a training step on `device` may use: 95% of its budget, less what others hold there (`mine`: what the
 // caller's own weights, optimizer state and arena hold, which the plan includes).
@@ -60,7 +59,7 @@ size_t Trainer::memory_available_for_training() const {
   if (absent_device_budget_ > 0) return static_cast<size_t>(0.95 * double(absent_device_budget_));
   size_t mine = 0;
   for (const LayerPtr& l : model_.layers())
-    for (const Weight& w : l->weights()) mine += aligned(w.value.nbytes());
+    for (const Weight& w : l->weights()) mine += allocated_bytes(w.value.nbytes());
   mine += caches_[0]->persistent_bytes();
   return available_beside(model_.device(), mine);  // the model's device (was: always the cpu)
 }
