@@ -67,39 +67,25 @@ class ReLULayer final : public Layer, public nn::MaskSupport {
   layers::ReLUOptions o_;
 };
 
-// keras.layers.LeakyReLU: x >= 0 ? x : negative_slope * x (Keras 3's key; its default 0.3, not leaky_relu's 0.2).
-class LeakyReLULayer final : public Layer, public nn::MaskSupport {
+// keras.layers.LeakyReLU: x >= 0 ? x : negative_slope * x (Keras 3's key; its default 0.3, not leaky_relu's 0.2), and
+// keras.layers.ELU (elu): x > 0 ? x : alpha * (exp(x) - 1); each one op with `alpha` as its attribute.
+class AlphaActivationLayer final : public Layer, public nn::MaskSupport {
  public:
-  LeakyReLULayer(float slope, std::string n) : Layer("leaky_re_lu", std::move(n)), slope_(slope) {
-    check_non_negative("LeakyReLU", name, "negative_slope", slope_);
+  AlphaActivationLayer(bool elu, float alpha, std::string n)
+      : Layer(elu ? "elu" : "leaky_re_lu", std::move(n)), elu_(elu), alpha_(alpha) {
+    if (!elu_) check_non_negative("LeakyReLU", name, "negative_slope", alpha_);
   }
-  std::string class_name() const override { return "LeakyReLU"; }
-  LayerConfig get_config() const override { return LayerConfig{}.set_float("negative_slope", slope_); }
-  Shape build(const std::vector<Shape>& in) override { return in[0]; }
-  int call(nn::CallContext& ctx, const std::vector<int>& in) const override {
-    graph::Attrs at;
-    at.alpha = slope_;
-    return ctx.g.add(graph::Op::LeakyRelu, {in[0]}, at, name);
-  }
-
- private:
-  float slope_;
-};
-
-// keras.layers.ELU: x > 0 ? x : alpha * (exp(x) - 1).
-class ELULayer final : public Layer, public nn::MaskSupport {
- public:
-  ELULayer(float alpha, std::string n) : Layer("elu", std::move(n)), alpha_(alpha) {}
-  std::string class_name() const override { return "ELU"; }
-  LayerConfig get_config() const override { return LayerConfig{}.set_float("alpha", alpha_); }
+  std::string class_name() const override { return elu_ ? "ELU" : "LeakyReLU"; }
+  LayerConfig get_config() const override { return LayerConfig{}.set_float(elu_ ? "alpha" : "negative_slope", alpha_); }
   Shape build(const std::vector<Shape>& in) override { return in[0]; }
   int call(nn::CallContext& ctx, const std::vector<int>& in) const override {
     graph::Attrs at;
     at.alpha = alpha_;
-    return ctx.g.add(graph::Op::Elu, {in[0]}, at, name);
+    return ctx.g.add(elu_ ? graph::Op::Elu : graph::Op::LeakyRelu, {in[0]}, at, name);
   }
 
  private:
+  bool elu_;
   float alpha_;
 };
 
@@ -197,10 +183,12 @@ class SoftmaxLayer final : public Layer, public nn::MaskSupport {
 namespace layers {
 LayerPtr ReLU(ReLUOptions options) { return std::make_shared<ReLULayer>(std::move(options)); }
 LayerPtr LeakyReLU(float negative_slope, std::string name) {
-  return std::make_shared<LeakyReLULayer>(negative_slope, std::move(name));
+  return std::make_shared<AlphaActivationLayer>(false, negative_slope, std::move(name));
 }
 LayerPtr PReLU(PReLUOptions options) { return std::make_shared<PReLULayer>(std::move(options)); }
-LayerPtr ELU(float alpha, std::string name) { return std::make_shared<ELULayer>(alpha, std::move(name)); }
+LayerPtr ELU(float alpha, std::string name) {
+  return std::make_shared<AlphaActivationLayer>(true, alpha, std::move(name));
+}
 LayerPtr Softmax(int axis, std::string name) {
   return std::make_shared<SoftmaxLayer>(std::vector<int>{axis}, false, std::move(name));
 }

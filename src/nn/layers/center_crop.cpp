@@ -25,8 +25,7 @@ class CenterCropLayer final : public Layer {
     return LayerConfig{}.set("height", height_).set("width", width_).set("data_format", "channels_last");
   }
   Shape build(const std::vector<Shape>& in) override {
-    const Shape& x = in[0];
-    nn::check_images(*this, x);
+    const Shape& x = nn::check_images(*this, in[0]);
     return Shape{-1, height_, width_, x[3]};
   }
   int call(nn::CallContext& ctx, const std::vector<int>& in) const override {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "graph/graph.h"
+#include "trainkit/core/error.h"
 #include "trainkit/nn/layer.h"
 
 namespace tk::nn {
@@ -93,6 +94,13 @@ template <class L, class Options, class... Args>
 LayerPtr make_with_dtype(Options options, Args&&... args) {
   const std::string dtype = options.dtype;
   return with_dtype(std::make_shared<L>(std::forward<Args>(args)..., std::move(options)), dtype);
+}
+
+// InvalidArgument "<Class> '<name>': <what> must be positive, got <v>" unless v > 0.
+inline void check_positive(const Layer& l, const char* what, int64_t v) {
+  if (v <= 0)
+    throw InvalidArgument(l.class_name() + " '" + l.name + "': " + what + " must be positive, got " +
+                          std::to_string(v));
 }
 
 // Initializers by Keras name: glorot_uniform, glorot_normal, he_normal, he_uniform, lecun_normal,

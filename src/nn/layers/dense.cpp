@@ -10,7 +10,7 @@ class DenseLayer final : public Layer, public nn::MaskSupport {
  public:
   DenseLayer(int64_t units, std::string activation, layers::DenseOptions o)
       : Layer("dense", o.name), units_(units), activation_(std::move(activation)), options_(std::move(o)) {
-    if (units <= 0) throw InvalidArgument("Dense '" + name + "': units must be positive, got " + std::to_string(units));
+    nn::check_positive(*this, "units", units);
     nn::check_activation(activation_);
     nn::check_initializer(options_.kernel_initializer);
     nn::check_initializer(options_.bias_initializer);

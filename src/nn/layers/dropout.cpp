@@ -88,11 +88,7 @@ class SpatialDropoutLayer final : public Layer, public nn::MaskSupport {
     return c;
   }
   Shape build(const std::vector<Shape>& in) override {
-    if (!one_d_) return nn::image_input(*this, in);
-    if (in[0].rank() != 3 || !in[0].sample_shape().fully_known())
-      throw InvalidArgument("SpatialDropout1D '" + name + "': expects (batch, steps, channels), got " +
-                            in[0].to_string());
-    return in[0];
+    return one_d_ ? nn::sequence_input(*this, in) : nn::image_input(*this, in);
   }
   int call(nn::CallContext& ctx, const std::vector<int>& in) const override {
     if (!ctx.training || rate_ == 0.0f) return in[0];

@@ -1,4 +1,5 @@
-// Helpers shared by the image layers (channels_last) and Conv1D: input checks, padding names, window attributes.
+// Helpers shared by the image layers (channels_last), Conv1D and the sequence layers: input checks, padding names,
+// window attributes.
 #pragma once
 #include <string>
 #include <tuple>
@@ -6,6 +7,7 @@
 
 #include "graph/op.h"
 #include "graph/window.h"
+#include "nn/layers/context.h"
 #include "trainkit/core/error.h"
 #include "trainkit/nn/layers.h"
 
@@ -18,15 +20,19 @@ inline const Shape& image_input(const Layer& l, const std::vector<Shape>& in) {
   return in[0];
 }
 
+// A sequence layer's input: (batch, steps, channels) with known steps and channels, or InvalidArgument.
+inline const Shape& sequence_input(const Layer& l, const std::vector<Shape>& in) {
+  if (in[0].rank() != 3 || !in[0].sample_shape().fully_known())
+    throw InvalidArgument(l.class_name() + " '" + l.name + "': expects (batch, steps, channels), got " +
+                          in[0].to_string());
+  return in[0];
+}
+
+// check_positive (nn/layers/context.h) for both values of a Size2.
 inline void check_positive(const Layer& l, const char* what, layers::Size2 s) {
   if (s.h <= 0 || s.w <= 0)
     throw InvalidArgument(l.class_name() + " '" + l.name + "': " + what + " must be positive, got (" +
                           std::to_string(s.h) + ", " + std::to_string(s.w) + ")");
-}
-inline void check_positive(const Layer& l, const char* what, int64_t v) {
-  if (v <= 0)
-    throw InvalidArgument(l.class_name() + " '" + l.name + "': " + what + " must be positive, got " +
-                          std::to_string(v));
 }
 
 // build()'s channel check: true on the first build (in_channels set to x's last axis, the weights to add), false

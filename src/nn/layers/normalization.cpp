@@ -228,7 +228,6 @@ class NormalizationLayer final : public Layer, public nn::MaskSupport {
   layers::NormalizationOptions o_;
   std::vector<int> keep_;        // the kept axes, sorted
   std::vector<int64_t> bshape_;  // the statistics' broadcast shape: kept axes' sizes, 1 elsewhere
-  mutable Tensor mean_, var_;    // given in the config: (bshape_) constants
 };
 
 }  // namespace

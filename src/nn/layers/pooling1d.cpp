@@ -8,6 +8,7 @@
 #include "graph/tensor_ops.h"
 #include "graph/window.h"
 #include "nn/layers/context.h"
+#include "nn/layers/image_layer_util.h"
 #include "nn/layers/masks.h"
 #include "trainkit/core/error.h"
 #include "trainkit/nn/layers.h"
@@ -17,11 +18,6 @@ namespace {
 using graph::Attrs;
 using graph::Op;
 namespace ops = graph::ops;
-
-void check_sequence(const Layer& l, const Shape& x) {
-  if (x.rank() != 3 || !x.sample_shape().fully_known())
-    throw InvalidArgument(l.class_name() + " '" + l.name + "': expects (batch, steps, channels), got " + x.to_string());
-}
 
 class Pool1DLayer final : public Layer {
  public:
@@ -33,10 +29,7 @@ class Pool1DLayer final : public Layer {
     if (pool_ <= 0 || strides_ <= 0)
       throw InvalidArgument(class_name() + " '" + name + "': pool_size and strides must be positive, got " +
                             std::to_string(pool_) + " and " + std::to_string(strides_));
-    if (o.padding != "valid" && o.padding != "same")
-      throw InvalidArgument(class_name() + " '" + name + "': padding must be \"valid\" or \"same\", got \"" +
-                            o.padding + "\"");
-    same_ = o.padding == "same";
+    same_ = nn::parse_padding(*this, o.padding);
   }
   std::string class_name() const override { return max_ ? "MaxPooling1D" : "AveragePooling1D"; }
   LayerConfig get_config() const override {
@@ -47,12 +40,12 @@ class Pool1DLayer final : public Layer {
         .set("data_format", std::string("channels_last"));
   }
   Shape build(const std::vector<Shape>& in) override {
-    check_sequence(*this, in[0]);
-    const graph::Window w = graph::Window::of(Shape{1, 1, in[0][1], in[0][2]}, attrs(in[0][1]));
+    const Shape& x = nn::sequence_input(*this, in);
+    const graph::Window w = graph::Window::of(Shape{1, 1, x[1], x[2]}, attrs(x[1]));
     if (w.ow <= 0)
       throw InvalidArgument(class_name() + " '" + name + "': pool_size " + std::to_string(pool_) +
-                            " does not fit input " + in[0].to_string() + " (use padding=\"same\")");
-    return Shape{-1, w.ow, in[0][2]};
+                            " does not fit input " + x.to_string() + " (use padding=\"same\")");
+    return Shape{-1, w.ow, x[2]};
   }
   int call(nn::CallContext& ctx, const std::vector<int>& in) const override {
     graph::OpBuilder b{ctx.g, nullptr, name};
@@ -86,8 +79,8 @@ class GlobalPool1DLayer final : public Layer, public nn::MaskSupport {
     return LayerConfig{}.set("data_format", std::string("channels_last")).set("keepdims", keepdims_);
   }
   Shape build(const std::vector<Shape>& in) override {
-    check_sequence(*this, in[0]);
-    return keepdims_ ? Shape{-1, 1, in[0][2]} : Shape{-1, in[0][2]};
+    const int64_t channels = nn::sequence_input(*this, in)[2];
+    return keepdims_ ? Shape{-1, 1, channels} : Shape{-1, channels};
   }
   int compute_mask(nn::CallContext&, const std::vector<int>&, int) const override { return -1; }
   int call(nn::CallContext& ctx, const std::vector<int>& in) const override {

@@ -38,10 +38,7 @@ class RandomContrastLayer final : public Layer {
         .set("seed", static_cast<int64_t>(seed_))
         .set("data_format", "channels_last");
   }
-  Shape build(const std::vector<Shape>& in) override {
-    nn::check_images(*this, in[0]);
-    return in[0];
-  }
+  Shape build(const std::vector<Shape>& in) override { return nn::check_images(*this, in[0]); }
   int call(nn::CallContext& ctx, const std::vector<int>& in) const override {
     const int x = nn::image_input(ctx, in[0], name);
     if (!ctx.training) return x;

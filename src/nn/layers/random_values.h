@@ -22,11 +22,12 @@ inline int per_image_uniform(CallContext& ctx, int x, uint64_t seed, const std::
   return random_values(ctx, graph::Op::RandomUniform, Shape{ctx.g[x].shape[0], 1, 1, 1}, seed, name);
 }
 
-// Keras' image layers take a batch of images: InvalidArgument naming the layer for another rank.
-inline void check_images(const Layer& layer, const Shape& s) {
+// Keras' image layers take a batch of images: s itself, or InvalidArgument naming the layer for another rank.
+inline const Shape& check_images(const Layer& layer, const Shape& s) {
   if (s.rank() != 4)
     throw InvalidArgument(layer.class_name() + " '" + layer.name + "': takes a batch of images (N, H, W, C), got " +
                           s.to_string());
+  return s;
 }
 
 // The images in the layer's compute dtype: a non-float input (uint8 pixels) cast, as Keras' image layers do.

@@ -70,7 +70,7 @@ const char* prefix_of(RecurrentSpec::Kind k) {
 RecurrentLayer::RecurrentLayer(RecurrentSpec spec) : Layer(prefix_of(spec.kind), spec.name), spec_(std::move(spec)) {
   spec_.name = name;
   const std::string where = class_name() + " '" + name + "'";
-  if (spec_.units <= 0) throw InvalidArgument(where + ": units must be positive, got " + std::to_string(spec_.units));
+  check_positive(*this, "units", spec_.units);
   check_activation(spec_.activation);
   if (spec_.kind != RecurrentSpec::Kind::simple_rnn) check_activation(spec_.recurrent_activation);
   check_initializer(spec_.kernel_initializer);

@@ -48,7 +48,7 @@ class PermuteLayer final : public Layer {
 class RepeatVectorLayer final : public Layer {
  public:
   RepeatVectorLayer(int64_t n, std::string nm) : Layer("repeat_vector", std::move(nm)), n_(n) {
-    if (n_ <= 0) throw InvalidArgument("RepeatVector '" + name + "': n must be positive, got " + std::to_string(n_));
+    nn::check_positive(*this, "n", n_);
   }
   std::string class_name() const override { return "RepeatVector"; }
   LayerConfig get_config() const override { return LayerConfig{}.set("n", n_); }

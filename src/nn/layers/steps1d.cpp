@@ -3,6 +3,7 @@
 // merged into the steps). Their gradients are autodiff's.
 #include "graph/tensor_ops.h"
 #include "nn/layers/context.h"
+#include "nn/layers/image_layer_util.h"
 #include "trainkit/core/error.h"
 #include "trainkit/nn/layers.h"
 
@@ -38,9 +39,7 @@ class Steps1DLayer final : public Layer {
     return c;
   }
   Shape build(const std::vector<Shape>& in) override {
-    const Shape& x = in[0];
-    if (x.rank() != 3 || !x.sample_shape().fully_known())
-      throw InvalidArgument(class_name() + " '" + name + "': expects (batch, steps, channels), got " + x.to_string());
+    const Shape& x = nn::sequence_input(*this, in);
     int64_t steps = x[1];
     if (kind_ == Kind::pad) steps += a_ + b_;
     if (kind_ == Kind::upsample) steps *= a_;
