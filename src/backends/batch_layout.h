@@ -63,9 +63,8 @@ inline GemmBatches gemm_batches(const Shape& a, const Shape& b, const Shape& y, 
   for (int d = 0; d < last; ++d) {
     g.outer.dims[d] = l.dims[d];
     for (int k = 0; k < 2; ++k) g.outer.stride[k][d] = l.stride[k][d];
+    g.calls *= l.dims[d];
   }
-  g.calls = 1;
-  for (int d = 0; d < last; ++d) g.calls *= l.dims[d];
   return g;
 }
 

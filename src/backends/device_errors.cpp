@@ -15,6 +15,7 @@ struct Site {
   Shape indices;                 // a gather's indices, or an integer Binary's second operand
   bool integer_operand = false;  // which message: gather_index_message or integer_operand_message
   graph::BinaryFn fn{};          // the integer Binary's function
+  bool operator==(const Site&) const = default;
 };
 std::mutex& sites_lock() {
   static std::mutex m;
@@ -49,10 +50,8 @@ namespace {
 int32_t site_of(const Site& want) {
   std::lock_guard<std::mutex> hold(sites_lock());
   std::vector<Site>& s = sites();
-  for (size_t i = 0; i < s.size(); ++i)  // found without allocating: a step's launches reuse their sites
-    if (s[i].op == want.op && s[i].node == want.node && s[i].indices == want.indices &&
-        s[i].integer_operand == want.integer_operand && s[i].fn == want.fn)
-      return static_cast<int32_t>(i);
+  const auto found = std::find(s.begin(), s.end(), want);  // without allocating: a step's launches reuse their sites
+  if (found != s.end()) return static_cast<int32_t>(found - s.begin());
   s.push_back(want);
   return static_cast<int32_t>(s.size() - 1);
 }
@@ -84,11 +83,7 @@ std::string integer_message(std::string_view op, const std::string& node, graph:
 }  // namespace
 
 int32_t gather_site(const graph::Node& node, const Shape& indices) {
-  Site s;
-  s.op = std::string(graph::op_name(node.op));
-  s.node = node.name;
-  s.indices = indices;
-  return site_of(s);
+  return site_of({std::string(graph::op_name(node.op)), node.name, indices, false, {}});
 }
 
 std::string integer_operand_message(const graph::Node& node, int64_t value, int64_t position, const Shape& operand) {
@@ -96,13 +91,7 @@ std::string integer_operand_message(const graph::Node& node, int64_t value, int6
 }
 
 int32_t integer_operand_site(const graph::Node& node, const Shape& operand) {
-  Site s;
-  s.op = std::string(graph::op_name(node.op));
-  s.node = node.name;
-  s.indices = operand;
-  s.integer_operand = true;
-  s.fn = node.attrs.binary;
-  return site_of(s);
+  return site_of({std::string(graph::op_name(node.op)), node.name, operand, true, node.attrs.binary});
 }
 
 void raise_recorded_error(DeviceErrorRecord& r) {

@@ -29,11 +29,7 @@ AttentionLayout check(const Graph& g, int node, size_t first, size_t mask) {
     attention_shape_error(g, node, "q's rows must be batch * T, k's and v's batch * S (T, S >= 1)");
   if (q[1] % heads != 0 || v[1] % heads != 0 || q[1] == 0 || v[1] == 0 || k[1] != q[1])
     attention_shape_error(g, node, "q's and k's columns must be heads * key_dim, v's heads * value_dim");
-  AttentionLayout L;
-  L.batch = batch, L.heads = heads, L.steps_q = q[0] / batch, L.steps_k = k[0] / batch;
-  L.dim = q[1] / heads, L.dim_v = v[1] / heads;
-  L.causal = n.attrs.causal, L.scale = n.attrs.score_scale;
-  L.has_mask = n.inputs.size() == mask + 1;
+  const AttentionLayout L = attention_layout(g, n);
   if (L.has_mask && g[n.inputs[mask]].shape != Shape{batch, L.steps_q, L.steps_k})
     attention_shape_error(g, node, "the mask must be (batch, T, S)");
   return L;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <utility>
 
 #include "trainkit/core/error.h"
 
@@ -50,8 +51,7 @@ std::vector<int> gradients(Graph& g, const std::vector<int>& losses, const std::
   };
   auto add_to = [&](int& slot, int dv) { slot = slot < 0 ? dv : g.add(Op::Add, {slot, dv}, {}, "grad/accumulate"); };
   auto release = [&](int value) {  // the held pieces into grad[value]
-    std::vector<int> pieces = std::move(held[static_cast<size_t>(value)]);
-    held[static_cast<size_t>(value)].clear();
+    const std::vector<int> pieces = std::exchange(held[static_cast<size_t>(value)], {});
     int& slot = grad[static_cast<size_t>(value)];
     const int axis = pieces.empty() ? -1 : pad_axis(pieces[0]);
     bool disjoint = pieces.size() > 1 && slot < 0;
@@ -94,11 +94,10 @@ std::vector<int> gradients(Graph& g, const std::vector<int>& losses, const std::
       held[static_cast<size_t>(value)].push_back(dv);
       return;
     }
-    if (!held[static_cast<size_t>(value)].empty()) {  // something else arrived: the held pieces first, in order
-      for (int p : held[static_cast<size_t>(value)]) add_to(slot, p);
-      held[static_cast<size_t>(value)].clear();
-    }
-    add_to(grad[static_cast<size_t>(value)], dv);
+    // Something else arrived: the held pieces (if any) first, in order.
+    for (int p : held[static_cast<size_t>(value)]) add_to(slot, p);
+    held[static_cast<size_t>(value)].clear();
+    add_to(slot, dv);
   };
   auto take = [&](int value) {
     if (!held[static_cast<size_t>(value)].empty()) release(value);

@@ -69,13 +69,16 @@ int fuse_epilogues(Graph& g, const std::vector<int>& roots, const std::vector<in
   for (int id = 0; id < g.size(); ++id) {
     if (!needed[static_cast<size_t>(id)]) continue;
     Node& mm = g[id];
-    if (mm.op == Op::MaxPool2DGrad && !mm.attrs.split_ties) {
+    const bool pool_grad = mm.op == Op::MaxPool2DGrad && !mm.attrs.split_ties;
+    const bool conv = mm.op == Op::Conv2D;
+    if (!pool_grad && mm.op != Op::MatMul && !conv) continue;
+    const int next = only_reader(id);
+    if (next < 0) continue;
+    Node& r = g[next];
+    if (pool_grad) {
       // The backward pass of relu -> max pooling: MaxPool2DGrad -> ReluGrad(., the pool's input) becomes one
       // MaxPool2DGrad that zeroes what lands on a non-positive input (one pass over the convolution's output
       // gradient instead of two).
-      const int next = only_reader(id);
-      if (next < 0) continue;
-      Node& r = g[next];
       if (r.op != Op::ReluGrad || r.inputs[0] != id || r.inputs[1] != mm.inputs[1] || !same_dtype(mm, r)) continue;
       Attrs at = mm.attrs;
       at.epilogue = Op::ReluGrad;
@@ -83,11 +86,6 @@ int fuse_epilogues(Graph& g, const std::vector<int>& roots, const std::vector<in
       rewrite(next, Op::MaxPool2DGrad, mm.inputs, at, layer_of(mm.name) + "/max_pool_grad+relu_grad");
       continue;
     }
-    const bool conv = mm.op == Op::Conv2D;
-    if (mm.op != Op::MatMul && !conv) continue;
-    const int next = only_reader(id);
-    if (next < 0) continue;
-    Node& r = g[next];
     Attrs at = mm.attrs;
     int target = -1;
     std::vector<int> inputs{mm.inputs[0], mm.inputs[1]};

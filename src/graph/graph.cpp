@@ -4,33 +4,33 @@
 
 namespace tk::graph {
 
-int Graph::input(std::string name, Shape shape, DType dtype) {
+namespace {
+// The attrs of a source node holding a `shape` `dtype` value.
+Attrs source_attrs(Shape shape, DType dtype) {
   Attrs at;
   at.shape = std::move(shape);
   at.dtype = dtype;
-  return add(Op::Input, {}, std::move(at), std::move(name));
+  return at;
+}
+}  // namespace
+
+int Graph::input(std::string name, Shape shape, DType dtype) {
+  return add(Op::Input, {}, source_attrs(std::move(shape), dtype), std::move(name));
 }
 
 int Graph::variable(std::string name, Tensor& storage) {
-  Attrs at;
-  at.shape = storage.shape();
+  Attrs at = source_attrs(storage.shape(), storage.dtype());
   at.external = storage.raw();
-  at.dtype = storage.dtype();
   return add(Op::Variable, {}, std::move(at), std::move(name));
 }
 
 int Graph::placeholder_variable(std::string name, Shape shape, DType dtype) {
-  Attrs at;
-  at.shape = std::move(shape);
-  at.dtype = dtype;
-  return add(Op::Variable, {}, std::move(at), std::move(name));
+  return add(Op::Variable, {}, source_attrs(std::move(shape), dtype), std::move(name));
 }
 
 int Graph::fill(float value, Shape shape, DType dtype) {
-  Attrs at;
+  Attrs at = source_attrs(std::move(shape), dtype);
   at.value = value;
-  at.shape = std::move(shape);
-  at.dtype = dtype;
   return add(Op::Fill, {}, std::move(at), "fill");
 }
 

@@ -6,10 +6,10 @@
 #include "graph/bucket.h"
 #include "graph/graph.h"
 #include "graph/lstm_rules.h"
+#include "graph/tensor_ops.h"
 #include "graph/tensor_rules.h"
 #include "graph/window.h"
 #include "trainkit/core/dtype.h"
-#include "trainkit/core/error.h"
 
 namespace tk::graph {
 namespace {
@@ -78,10 +78,9 @@ Shape shape_dy_x(const Graph& g, int node) {  // (dy, x) -> shape of x
 Shape shape_loss(const Graph& g, int node) {
   const Shape& p = in_shape(g, node, 0);
   const Shape& t = in_shape(g, node, 1);
-  Op op = g[node].op;
-  const bool sparse = is_sparse_target_op(op);
+  const Op op = g[node].op;
   if (p.rank() < 1) shape_error(g, node, "predictions need a batch dimension");
-  if (sparse) {
+  if (is_sparse_target_op(op)) {
     bool ok = (t.rank() == p.rank() - 1 || (t.rank() == p.rank() && t[-1] == 1)) && t[0] == p[0];
     if (!ok)
       shape_error(g, node,
@@ -89,8 +88,7 @@ Shape shape_loss(const Graph& g, int node) {
   } else if (t != p) {
     shape_error(g, node, "targets must have the shape of the predictions");
   }
-  const bool is_grad = is_loss_grad_op(op);
-  return is_grad ? p : Shape{};
+  return is_loss_grad_op(op) ? p : Shape{};
 }
 
 // ---------------------------------------------------------------- images (NHWC)
@@ -296,23 +294,13 @@ Shape shape_view(const Graph& g, int node) {
 }
 
 // ---------------------------------------------------------------- dtype rules
-std::string dtype_list(const Graph& g, int node) {
-  std::string s;
-  for (int in : g[node].inputs) s += (s.empty() ? "" : ", ") + std::string(dtype_name(g[in].dtype));
-  return s;
-}
-
+// rules::dtype_error with the remedy for the ops here, which never mix dtypes.
 [[noreturn]] void dtype_error(const Graph& g, int node, const std::string& why) {
-  throw InvalidArgument(std::string(op_name(g[node].op)) + " '" + g[node].name + "': " + why + " (input dtypes " +
-                        dtype_list(g, node) + "; insert a Cast where dtypes differ)");
+  rules::dtype_error(g, node, why, "; insert a Cast where dtypes differ");
 }
 
-DType in_dtype(const Graph& g, int node, int i) { return g[g[node].inputs[static_cast<size_t>(i)]].dtype; }
-
-// Sources: the dtype the graph builder gave.
+// Sources: the dtype the graph builder gave; Cast: its target.
 DType dtype_source(const Graph& g, int node) { return g[node].attrs.dtype; }
-
-DType dtype_cast(const Graph& g, int node) { return g[node].attrs.dtype; }
 
 // All inputs of one floating dtype, which is the output's (arithmetic, activations, windows, updates; a
 // gated update's float32 StepControl input aside).
@@ -360,35 +348,11 @@ DType dtype_loss(const Graph& g, int node) {
 // The gradient of a cast is dy cast back (nothing flows into integer inputs).
 void grad_cast(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
   const DType from = b.node(b.node(node).inputs[0]).dtype;
-  if (!need[0] || !is_floating(from)) return;
-  Attrs at;
-  at.dtype = from;
-  dx[0] = b.node(dy).dtype == from ? dy : b.add(Op::Cast, {dy}, at);
+  if (need[0] && is_floating(from)) dx[0] = ops::cast(b, dy, from);
 }
 
 void grad_matmul(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
-  Node n = b.node(node);
-  int A = n.inputs[0], B = n.inputs[1];
-  bool ta = n.attrs.trans_a, tb = n.attrs.trans_b;
-  auto mm = [&](int x, int y, bool tx, bool ty) {
-    Attrs at;
-    at.trans_a = tx;
-    at.trans_b = ty;
-    return b.add(Op::MatMul, {x, y}, at);
-  };
-  if (!ta && !tb) {
-    if (need[0]) dx[0] = mm(dy, B, false, true);
-    if (need[1]) dx[1] = mm(A, dy, true, false);
-  } else if (!ta && tb) {
-    if (need[0]) dx[0] = mm(dy, B, false, false);
-    if (need[1]) dx[1] = mm(dy, A, true, false);
-  } else if (ta && !tb) {
-    if (need[0]) dx[0] = mm(B, dy, false, true);
-    if (need[1]) dx[1] = mm(A, dy, false, false);
-  } else {
-    if (need[0]) dx[0] = mm(B, dy, true, true);
-    if (need[1]) dx[1] = mm(dy, A, true, true);
-  }
+  matmul_grads(b, Op::MatMul, node, dy, need, dx);
 }
 
 void grad_bias_add(GradBuilder& b, int, int dy, const bool* need, int* dx) {
@@ -408,9 +372,7 @@ void grad_mul(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
 }
 
 void grad_scale(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
-  Attrs at;
-  at.scale = b.node(node).attrs.scale;
-  if (need[0]) dx[0] = b.add(Op::Scale, {dy}, at);
+  if (need[0]) dx[0] = ops::mul_scalar(b, dy, b.node(node).attrs.scale);
 }
 
 void grad_reshape(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
@@ -419,7 +381,7 @@ void grad_reshape(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
   if (need[0]) dx[0] = b.add(Op::Reshape, {dy}, at);
 }
 
-// Activation gradient from the input x: GradOp(dy, x).
+// Activation (and Unary) gradient from the input x: GradOp(dy, x).
 template <Op GradOp>
 void grad_from_x(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
   Node n = b.node(node);
@@ -439,7 +401,7 @@ void grad_fused_matmul(GradBuilder& b, int node, int dy, const bool* need, int* 
   int d = dy;
   if (n.attrs.epilogue == Op::Relu) d = b.add(Op::ReluGrad, {dy, node});
   if (n.attrs.epilogue == Op::ReluGrad) d = b.add(Op::ReluGrad, {dy, n.inputs[2]});
-  grad_matmul(b, node, d, need, dx);
+  matmul_grads(b, Op::MatMul, node, d, need, dx);
   if (need[2] && n.attrs.epilogue != Op::ReluGrad) dx[2] = b.add(Op::BiasGrad, {d});
 }
 
@@ -495,8 +457,9 @@ void grad_affine(GradBuilder& b, int node, int dy, const bool* need, int* dx) { 
   if (need[0]) dx[0] = b.add(Op::AffineTransformGrad, {dy, n.inputs[1]}, n.attrs);
 }
 
+// The inverse op on dy with the node's attrs (Pad2D and Crop2D; Reverse, its own inverse).
 template <Op Inverse>
-void grad_pad_crop(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
+void grad_inverse(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
   if (need[0]) dx[0] = b.add(Inverse, {dy}, b.node(node).attrs);
 }
 
@@ -528,7 +491,7 @@ constexpr std::array<OpInfo, kOpCount> kTable{{
     {Op::Input, "Input", 0, true, shape_source, dtype_source, nullptr},
     {Op::Variable, "Variable", 0, true, shape_source, dtype_source, nullptr},
     {Op::Fill, "Fill", 0, true, shape_source, dtype_source, nullptr},
-    {Op::Cast, "Cast", 1, true, shape_same_as_first, dtype_cast, grad_cast},
+    {Op::Cast, "Cast", 1, true, shape_same_as_first, dtype_source, grad_cast},
     {Op::MatMul, "MatMul", 2, true, shape_matmul, dtype_same_float, grad_matmul},
     {Op::BiasAdd, "BiasAdd", 2, true, shape_bias_add, dtype_same_float, grad_bias_add},
     {Op::BiasGrad, "BiasGrad", 1, true, shape_bias_grad, dtype_same_float, nullptr},
@@ -562,8 +525,8 @@ constexpr std::array<OpInfo, kOpCount> kTable{{
     {Op::MaxPool2DGrad, "MaxPool2DGrad", 3, true, shape_attr_from_x, dtype_same_float, nullptr},
     {Op::AvgPool2D, "AvgPool2D", 1, true, shape_pool, dtype_same_float, grad_to_input_shape<Op::AvgPool2DGrad>},
     {Op::AvgPool2DGrad, "AvgPool2DGrad", 1, true, shape_attr, dtype_same_float, nullptr},
-    {Op::Pad2D, "Pad2D", 1, true, shape_pad, dtype_same_any, grad_pad_crop<Op::Crop2D>},
-    {Op::Crop2D, "Crop2D", 1, true, shape_pad, dtype_same_any, grad_pad_crop<Op::Pad2D>},
+    {Op::Pad2D, "Pad2D", 1, true, shape_pad, dtype_same_any, grad_inverse<Op::Crop2D>},
+    {Op::Crop2D, "Crop2D", 1, true, shape_pad, dtype_same_any, grad_inverse<Op::Pad2D>},
     {Op::Upsample2D, "Upsample2D", 1, true, shape_upsample, dtype_same_any, grad_to_input_shape<Op::Upsample2DGrad>},
     {Op::Upsample2DGrad, "Upsample2DGrad", 1, true, shape_attr, dtype_same_float, nullptr},
     {Op::BnStats, "BnStats", 1, true, shape_bn_stats, dtype_same_float, nullptr},
@@ -594,8 +557,8 @@ constexpr std::array<OpInfo, kOpCount> kTable{{
     {Op::AllReduce, "AllReduce", -1, true, shape_all_reduce, dtype_same_float, nullptr},
     {Op::AllReduceWait, "AllReduceWait", 1, true, shape_all_reduce_wait, dtype_same_float, nullptr},
     {Op::View, "View", 1, true, shape_view, dtype_same_any, nullptr},
-    {Op::Unary, "Unary", 1, true, shape_same_as_first, dtype_same_float, grad_unary},
-    {Op::UnaryGrad, "UnaryGrad", 2, true, shape_unary_grad, dtype_same_float, nullptr},
+    {Op::Unary, "Unary", 1, true, shape_same_as_first, dtype_same_float, grad_from_x<Op::UnaryGrad>},
+    {Op::UnaryGrad, "UnaryGrad", 2, true, shape_dy_x, dtype_same_float, nullptr},
     {Op::Binary, "Binary", 2, true, shape_broadcast, dtype_arithmetic, grad_binary},
     {Op::Compare, "Compare", 2, true, shape_broadcast, dtype_compare, nullptr},
     {Op::Where, "Where", 3, true, shape_broadcast, dtype_where, grad_where},
@@ -622,7 +585,7 @@ constexpr std::array<OpInfo, kOpCount> kTable{{
     {Op::LogSoftmax, "LogSoftmax", 1, true, shape_same_as_first, dtype_same_float, grad_log_softmax},
     {Op::RandomUniform, "RandomUniform", 0, true, shape_source, dtype_random, nullptr},
     {Op::RandomNormal, "RandomNormal", 0, true, shape_source, dtype_random, nullptr},
-    {Op::Reverse, "Reverse", 1, true, shape_reverse, dtype_same_any, grad_reverse},
+    {Op::Reverse, "Reverse", 1, true, shape_reverse, dtype_same_any, grad_inverse<Op::Reverse>},
     {Op::Constrain, "Constrain", 1, false, shape_constrain, dtype_constrain, nullptr},
     {Op::Resize, "Resize", 1, true, shape_resize, dtype_same_float, grad_to_input_shape<Op::ResizeGrad>},
     {Op::ResizeGrad, "ResizeGrad", 1, true, shape_attr, dtype_same_float, nullptr},

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <numeric>
 
 #include "core/float_bytes.h"
 #include "runtime/log.h"
@@ -38,13 +39,12 @@ Program::Program(Graph g, std::vector<int> outputs, std::vector<int> sinks, Devi
   for (int id : order_)
     if (is_side_output(g_, id)) side[static_cast<size_t>(g_[id].inputs[0])] = id;
   steps_.reserve(order_.size());
-  size_t n_inputs = 0;
   for (int id : order_) {
     const Node& n = g_[id];
     if (n.op == Op::Input || n.op == Op::Variable || n.op == Op::View || is_side_output(g_, id)) continue;
-    steps_.push_back(Step{find_kernel(device.kind, n.op, signature_of(g_, id)), id, nullptr, n_inputs,
+    steps_.push_back(Step{find_kernel(device.kind, n.op, signature_of(g_, id)), id, nullptr, in_dtypes_.size(),
                           side[static_cast<size_t>(id)]});
-    n_inputs += n.inputs.size();
+    for (int in : n.inputs) in_dtypes_.push_back(g_[in].dtype);
   }
   // Between an overlapping AllReduce and its AllReduceWait the other kernels' steps give the collective a chance to
   // progress (Collective::progress: MPI moves a nonblocking collective on only inside MPI calls).
@@ -56,10 +56,7 @@ Program::Program(Graph g, std::vector<int> outputs, std::vector<int> sinks, Devi
     if (n.op == Op::AllReduceWait && g_[n.inputs[0]].attrs.collective && --waits_left == 0) in_flight = nullptr;
     s.poll = in_flight;
   }
-  in_ptrs_.assign(n_inputs, nullptr);
-  in_dtypes_.assign(n_inputs, DType::f32);
-  for (const Step& s : steps_)
-    for (size_t i = 0; i < g_[s.node].inputs.size(); ++i) in_dtypes_[s.in_begin + i] = g_[g_[s.node].inputs[i]].dtype;
+  in_ptrs_.assign(in_dtypes_.size(), nullptr);
   step_seconds_.assign(steps_.size(), 0.0);
   if (own_arena) bind_arena(Tensor(Shape{static_cast<int64_t>(arena_bytes_required())}, DType::u8, device, owner));
   profiling_ = print_profile_ = runtime::setting_bool_or_default(runtime::Setting::profile);
@@ -284,10 +281,9 @@ Program::~Program() {
 
 std::string Program::profile_report(size_t top) const {
   std::vector<size_t> idx(steps_.size());
-  for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+  std::iota(idx.begin(), idx.end(), size_t{0});
   std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return step_seconds_[a] > step_seconds_[b]; });
-  double total = 0;
-  for (double t : step_seconds_) total += t;
+  const double total = std::accumulate(step_seconds_.begin(), step_seconds_.end(), 0.0);
   char line[256];
   std::snprintf(line, sizeof line, "program profile: %lld runs, %.3f ms per run, %zu ops, arena %.2f MiB\n",
                 static_cast<long long>(runs_), runs_ ? 1e3 * total / double(runs_) : 0.0, steps_.size(),

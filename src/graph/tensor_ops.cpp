@@ -12,6 +12,20 @@ namespace {
 // A copy: adding nodes may move the graph's storage.
 Shape shape_of(OpBuilder& b, int x) { return b.node(x).shape; }
 
+int binary_op(OpBuilder& b, Op op, BinaryFn f, int x, int y) {  // Binary or Compare
+  Attrs at;
+  at.binary = f;
+  return b.add(op, {x, y}, at);
+}
+
+// x itself when it already has `shape`, else `op` (Reshape or BroadcastTo) to it.
+int to_shape(OpBuilder& b, Op op, int x, Shape shape) {
+  if (shape_of(b, x) == shape) return x;
+  Attrs at;
+  at.shape = std::move(shape);
+  return b.add(op, {x}, at);
+}
+
 }  // namespace
 
 Shape broadcast_shapes(const Shape& a, const Shape& b, const std::string& what) {
@@ -45,17 +59,9 @@ int unary(OpBuilder& b, UnaryFn f, int x, float p0, float p1) {
   return b.add(Op::Unary, {x}, at);
 }
 
-int binary(OpBuilder& b, BinaryFn f, int x, int y) {
-  Attrs at;
-  at.binary = f;
-  return b.add(Op::Binary, {x, y}, at);
-}
+int binary(OpBuilder& b, BinaryFn f, int x, int y) { return binary_op(b, Op::Binary, f, x, y); }
 
-int compare(OpBuilder& b, BinaryFn f, int x, int y) {
-  Attrs at;
-  at.binary = f;
-  return b.add(Op::Compare, {x, y}, at);
-}
+int compare(OpBuilder& b, BinaryFn f, int x, int y) { return binary_op(b, Op::Compare, f, x, y); }
 
 int where(OpBuilder& b, int cond, int x, int y) { return b.add(Op::Where, {cond, x, y}); }
 
@@ -121,12 +127,7 @@ int sum_to(OpBuilder& b, int v, Shape shape) {
   return shape_of(b, summed) == shape ? summed : reshape(b, summed, shape);
 }
 
-int broadcast_to(OpBuilder& b, int x, Shape shape) {
-  if (shape_of(b, x) == shape) return x;
-  Attrs at;
-  at.shape = shape;
-  return b.add(Op::BroadcastTo, {x}, at);
-}
+int broadcast_to(OpBuilder& b, int x, Shape shape) { return to_shape(b, Op::BroadcastTo, x, std::move(shape)); }
 
 int part(OpBuilder& b, int v, int64_t begin, Shape shape) {
   if (begin % kBucketAlignElements == 0) {
@@ -140,12 +141,7 @@ int part(OpBuilder& b, int v, int64_t begin, Shape shape) {
   return reshape(b, slice(b, flat, 0, begin, n), std::move(shape));
 }
 
-int reshape(OpBuilder& b, int x, Shape shape) {
-  if (shape_of(b, x) == shape) return x;
-  Attrs at;
-  at.shape = shape;
-  return b.add(Op::Reshape, {x}, at);
-}
+int reshape(OpBuilder& b, int x, Shape shape) { return to_shape(b, Op::Reshape, x, std::move(shape)); }
 
 int expand_dims(OpBuilder& b, int x, int axis) {
   std::vector<int64_t> d = shape_of(b, x).dims();

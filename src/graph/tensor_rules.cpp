@@ -17,15 +17,15 @@ void shape_error(const Graph& g, int node, const std::string& why, const std::st
   throw InvalidArgument(what(g, node) + ": " + why + " (input shapes " + shapes + extra + ")");
 }
 
-namespace {
-
 DType in_dtype(const Graph& g, int node, int i) { return g[g[node].inputs[static_cast<size_t>(i)]].dtype; }
 
-[[noreturn]] void dtype_error(const Graph& g, int node, const std::string& why) {
+void dtype_error(const Graph& g, int node, const std::string& why, const std::string& extra) {
   std::string s;
   for (int in : g[node].inputs) s += (s.empty() ? "" : ", ") + std::string(dtype_name(g[in].dtype));
-  throw InvalidArgument(what(g, node) + ": " + why + " (input dtypes " + s + ")");
+  throw InvalidArgument(what(g, node) + ": " + why + " (input dtypes " + s + extra + ")");
 }
+
+namespace {
 
 void check_rank(const Graph& g, int node, const Shape& s) {
   if (s.rank() > kMaxRank) shape_error(g, node, "rank above " + std::to_string(kMaxRank) + " is not supported");
@@ -50,11 +50,6 @@ std::vector<int> axes_of(uint32_t mask, int rank) {
 }  // namespace
 
 // ---------------------------------------------------------------- shapes
-Shape shape_unary_grad(const Graph& g, int node) {
-  if (in_shape(g, node, 0) != in_shape(g, node, 1)) shape_error(g, node, "dy and x must have equal shapes");
-  return in_shape(g, node, 1);
-}
-
 Shape shape_broadcast(const Graph& g, int node) {
   Shape s = in_shape(g, node, 0);
   for (size_t i = 1; i < g[node].inputs.size(); ++i) {
@@ -354,11 +349,6 @@ DType dtype_random(const Graph& g, int node) {
 }
 
 // ---------------------------------------------------------------- gradients
-void grad_unary(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
-  const Node n = b.node(node);
-  if (need[0]) dx[0] = b.add(Op::UnaryGrad, {dy, n.inputs[0]}, n.attrs);
-}
-
 void grad_binary(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
   const Node n = b.node(node);
   if (!is_floating(n.dtype)) return;  // integers carry no gradient (TensorFlow's None)
@@ -496,28 +486,27 @@ void grad_pad(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
   dx[0] = v;
 }
 
-void grad_batch_matmul(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
+void matmul_grads(GradBuilder& b, Op op, int node, int dy, const bool* need, int* g) {
   const Node n = b.node(node);
   const int A = n.inputs[0], B = n.inputs[1];
-  const Shape sa = b.node(A).shape, sb = b.node(B).shape;
   const bool ta = n.attrs.trans_a, tb = n.attrs.trans_b;
-  auto mm = [&](int x, int y, bool tx, bool ty) { return ops::batch_matmul(b, x, y, tx, ty); };
-  int ga = -1, gb = -1;
-  if (!ta && !tb) {
-    if (need[0]) ga = mm(dy, B, false, true);
-    if (need[1]) gb = mm(A, dy, true, false);
-  } else if (!ta && tb) {
-    if (need[0]) ga = mm(dy, B, false, false);
-    if (need[1]) gb = mm(dy, A, true, false);
-  } else if (ta && !tb) {
-    if (need[0]) ga = mm(B, dy, false, true);
-    if (need[1]) gb = mm(A, dy, false, false);
-  } else {
-    if (need[0]) ga = mm(B, dy, true, true);
-    if (need[1]) gb = mm(dy, A, true, true);
-  }
-  if (need[0]) dx[0] = ops::sum_to(b, ga, sa);
-  if (need[1]) dx[1] = ops::sum_to(b, gb, sb);
+  auto mm = [&](int x, int y, bool tx, bool ty) {
+    Attrs at;
+    at.trans_a = tx;
+    at.trans_b = ty;
+    return b.add(op, {x, y}, at);
+  };
+  if (need[0]) g[0] = ta ? mm(B, dy, tb, true) : mm(dy, B, false, !tb);
+  if (need[1]) g[1] = tb ? mm(dy, A, true, ta) : mm(A, dy, !ta, false);
+}
+
+void grad_batch_matmul(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
+  const Node n = b.node(node);
+  const Shape sa = b.node(n.inputs[0]).shape, sb = b.node(n.inputs[1]).shape;
+  int g[2] = {-1, -1};
+  matmul_grads(b, Op::BatchMatMul, node, dy, need, g);
+  if (need[0]) dx[0] = ops::sum_to(b, g[0], sa);
+  if (need[1]) dx[1] = ops::sum_to(b, g[1], sb);
 }
 
 void grad_gather(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
@@ -569,10 +558,6 @@ void grad_log_softmax(GradBuilder& b, int node, int dy, const bool* need, int* d
   const int sums = ops::reduce(b, ReduceFn::sum, dy, {-1}, true);
   dx[0] = ops::binary(b, BinaryFn::subtract, dy,
                       ops::binary(b, BinaryFn::multiply, ops::unary(b, UnaryFn::exp, node), sums));
-}
-
-void grad_reverse(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
-  if (need[0]) dx[0] = b.add(Op::Reverse, {dy}, b.node(node).attrs);
 }
 
 void grad_slice(GradBuilder& b, int node, int dy, const bool* need, int* dx) {
