@@ -56,17 +56,15 @@ int64_t images_per_chunk(const Window& g, int64_t f) {
   chunk = std::max(step, chunk / step * step);
   return std::min(chunk, n);
 }
-Window window_of(const graph::Graph& gr, const graph::Node& n) { return conv_window(gr, n); }
-int64_t filters_of(const graph::Graph& gr, const graph::Node& n) { return conv_filters(gr, n); }
 size_t col_bytes(const Window& g, int64_t f) {
   return align256(static_cast<size_t>(images_per_chunk(g, f) * g.pixels() * g.patch()) * sizeof(float));
 }
 // [col | the GEMM's workspace]
 size_t conv_workspace(const graph::Graph& gr, int node) {
-  return col_bytes(window_of(gr, gr[node]), filters_of(gr, gr[node])) + gemm_workspace_bytes();
+  return col_bytes(conv_window(gr, gr[node]), conv_filters(gr, gr[node])) + gemm_workspace_bytes();
 }
 
-// What every convolution kernel needs of a node: its window (window_of), filters (filters_of), chunking and scratch
+// What every convolution kernel needs of a node: its window (conv_window), filters (conv_filters), chunking and scratch
 // ([col | the GEMM's workspace]), the same numbers conv_workspace planned.
 struct Conv {
   Window g;
@@ -76,32 +74,33 @@ struct Conv {
   void* gemm_ws;
   int sms;
   explicit Conv(const KernelArgs& a)
-      : g(window_of(a.g, a.node)),
+      : g(conv_window(a.g, a.node)),
         geo(geo_of(g)),
-        f(filters_of(a.g, a.node)),
+        f(conv_filters(a.g, a.node)),
         chunk(images_per_chunk(g, f)),
         col(static_cast<float*>(a.workspace)),
         gemm_ws(static_cast<char*>(a.workspace) + col_bytes(g, f)),
         sms(sm_count(a.ctx.device.index)) {}
 };
 
-// The im2col path multiplies one (K, F) kernel: a grouped convolution (attrs.groups > 1, DepthwiseConv2D) runs on
-// cuDNN only. Called where that path would start.
-void require_ungrouped(const KernelArgs& a) {
+// True where cuDNN ran the convolution, in the bytes conv_workspace planned for this node (which it divides its own
+// way); else the im2col path starts. That path multiplies one (K, F) kernel: a grouped convolution (attrs.groups > 1,
+// DepthwiseConv2D) runs on cuDNN only.
+bool ran_on_cudnn(const KernelArgs& a, const Conv& c, ConvKind kind) {
+  if (cudnn_convolution(a, kind, c.g, c.f, col_bytes(c.g, c.f) + gemm_workspace_bytes())) return true;
   if (a.node.attrs.groups != 1)
     throw Unsupported(
         "node '" + a.node.name + "': a grouped convolution (groups = " + std::to_string(a.node.attrs.groups) +
         ") runs on CUDA through cuDNN only, and cuDNN is not loaded, switched off (TK_CUDNN=0) or refused "
         "it (the log says which); run it on the CPU or install cuDNN");
+  count_conv_path(false);
+  return false;
 }
-
-// The bytes conv_workspace planned for this node, which the cuDNN path divides its own way.
-size_t planned_workspace(const Conv& c) { return col_bytes(c.g, c.f) + gemm_workspace_bytes(); }
 
 // y(N, OH, OW, F) = epilogue(conv(x(N, H, W, C), w(KH, KW, C, F)))
 void convolve(const KernelArgs& a, Epilogue epilogue, const float* bias) {
   const Conv c(a);
-  if (cudnn_convolution(a, ConvKind::forward, c.g, c.f, planned_workspace(c))) {
+  if (ran_on_cudnn(a, c, ConvKind::forward)) {
     // cuDNN's product, then the epilogue as the CPU's FusedConv2D applies it: one pass each over y (N·P rows of F).
     const int64_t rows = c.g.n * c.g.pixels();
     if (epilogue == Epilogue::bias || epilogue == Epilogue::bias_relu)
@@ -110,8 +109,6 @@ void convolve(const KernelArgs& a, Epilogue epilogue, const float* bias) {
       launch_activation(Activation::relu, a.output<float>(), a.output<float>(), rows * c.f, 0.0f, c.sms, a.ctx.stream);
     return;
   }
-  require_ungrouped(a);
-  count_conv_path(false);
   for (int64_t n0 = 0; n0 < c.g.n; n0 += c.chunk) {
     const int64_t count = std::min(c.chunk, c.g.n - n0);
     launch_im2col(a.input<float>(0), c.geo, n0, count, c.col, c.sms, a.ctx.stream);
@@ -127,9 +124,7 @@ void fused_conv2d(const KernelArgs& a) {
 // dx = col2im(dy(N·P, F) · wᵀ(F, K))
 void conv2d_grad_input(const KernelArgs& a) {
   const Conv c(a);
-  if (cudnn_convolution(a, ConvKind::backward_data, c.g, c.f, planned_workspace(c))) return;
-  require_ungrouped(a);
-  count_conv_path(false);
+  if (ran_on_cudnn(a, c, ConvKind::backward_data)) return;
   for (int64_t n0 = 0; n0 < c.g.n; n0 += c.chunk) {
     const int64_t count = std::min(c.chunk, c.g.n - n0);
     gemm({count * c.g.pixels(), c.g.patch(), c.f, false, true, Epilogue::none},
@@ -142,9 +137,7 @@ void conv2d_grad_input(const KernelArgs& a) {
 // dw(K, F) = sum over chunks of colᵀ(K, N·P) · dy(N·P, F)
 void conv2d_grad_filter(const KernelArgs& a) {
   const Conv c(a);
-  if (cudnn_convolution(a, ConvKind::backward_filter, c.g, c.f, planned_workspace(c))) return;
-  require_ungrouped(a);
-  count_conv_path(false);
+  if (ran_on_cudnn(a, c, ConvKind::backward_filter)) return;
   for (int64_t n0 = 0; n0 < c.g.n; n0 += c.chunk) {
     const int64_t count = std::min(c.chunk, c.g.n - n0);
     launch_im2col(a.input<float>(0), c.geo, n0, count, c.col, c.sms, a.ctx.stream);

@@ -590,19 +590,16 @@ void register_kernels() {
   for (int f = 0; f < kDTypeCount; ++f)
     for (int t = 0; t < kDTypeCount; ++t)
       register_kernel(cuda, Op::Cast, graph::KernelSignature({static_cast<DType>(f)}, static_cast<DType>(t)), cast);
-  graph::register_workspace(cuda, Op::SparseCceLoss, rows_workspace);
-  graph::register_workspace(cuda, Op::SparseCategoricalAccuracy, rows_workspace);
   for (Op op : {Op::MseLoss, Op::BceLoss, Op::BinaryAccuracy}) {
     register_kernel(cuda, op, f32, element_loss);
     graph::register_workspace(cuda, op, elements_workspace);
   }
-  register_kernel(cuda, Op::MseLossGrad, f32, element_loss_grad);
-  register_kernel(cuda, Op::BceLossGrad, f32, element_loss_grad);
+  for (Op op : {Op::MseLossGrad, Op::BceLossGrad}) register_kernel(cuda, op, f32, element_loss_grad);
   register_kernel(cuda, Op::CceLoss, f32, cce);
   register_kernel(cuda, Op::CceLossGrad, f32, cce_grad);
   register_kernel(cuda, Op::CategoricalAccuracy, f32, categorical_accuracy);
-  graph::register_workspace(cuda, Op::CceLoss, rows_workspace);
-  graph::register_workspace(cuda, Op::CategoricalAccuracy, rows_workspace);
+  for (Op op : {Op::SparseCceLoss, Op::SparseCategoricalAccuracy, Op::CceLoss, Op::CategoricalAccuracy})
+    graph::register_workspace(cuda, op, rows_workspace);
   register_kernel(cuda, Op::BnStats, f32, bn_stats);
   register_kernel(cuda, Op::BnApply, f32, bn_apply);
   register_kernel(cuda, Op::BnInputGrad, f32, bn_input_grad);

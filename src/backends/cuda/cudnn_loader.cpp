@@ -98,34 +98,28 @@ std::string CudnnLibrary::open(const std::string& name, bool& unopened) {
     close_all();
     return "cannot tell which folder " + name + " was loaded from, to load its sub-libraries from there";
   }
-  const auto load = [&](const char* sub) -> std::string {
+  // Opens `sub` from the front library's folder: "" when it did (or when an optional one is absent: cuDNN does without
+  // it), else why not, everything opened so far closed again.
+  const auto load = [&](const char* sub, bool optional) -> std::string {
     const std::string path = folder + "/" + sub;
+    if (optional && access(path.c_str(), F_OK) != 0) return "";
     void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (h) {
       subs.push_back(h);
       return "";
     }
     const char* e = dlerror();
-    return std::string(sub) + " next to " + folder + "/" + name.substr(name.rfind('/') + 1) + ": " +
-           (e ? std::string(e) : "cannot be opened") +
-           " (cuDNN 9's front library needs its sub-libraries in its own folder; install the whole "
-           "nvidia-cudnn-cu13 wheel or cuDNN 9 package)";
+    const std::string problem = std::string(sub) + " next to " + folder + "/" + name.substr(name.rfind('/') + 1) +
+                                ": " + (e ? std::string(e) : "cannot be opened") +
+                                " (cuDNN 9's front library needs its sub-libraries in its own folder; install the "
+                                "whole nvidia-cudnn-cu13 wheel or cuDNN 9 package)";
+    close_all();
+    return problem;
   };
-  for (const char* sub : kRequiredSubLibraries) {
-    const std::string problem = load(sub);
-    if (!problem.empty()) {
-      close_all();
-      return problem;
-    }
-  }
-  for (const char* sub : kOptionalSubLibraries) {
-    if (access((folder + "/" + sub).c_str(), F_OK) != 0) continue;  // absent: cuDNN does without it
-    const std::string problem = load(sub);
-    if (!problem.empty()) {
-      close_all();
-      return problem;
-    }
-  }
+  for (const char* sub : kRequiredSubLibraries)
+    if (const std::string problem = load(sub, false); !problem.empty()) return problem;
+  for (const char* sub : kOptionalSubLibraries)
+    if (const std::string problem = load(sub, true); !problem.empty()) return problem;
   // cudnnGetVersion() answers with the graph sub-library's version, not the front library's: consistent here, as
   // graph was pinned from the front library's folder above.
   const size_t version = api->get_version();

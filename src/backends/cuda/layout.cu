@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include "backends/cuda/check.h"
+#include "backends/cuda/dtype_dispatch.h"
 #include "backends/cuda/launch_geometry.h"
 #include "backends/cuda/launchers.h"
 #include "backends/math/affine.h"
@@ -108,23 +109,11 @@ void launch_reverse(const void* x, void* y, int elem_bytes, int64_t outer, int64
                     Stream stream) {
   const Geometry g = elementwise_geometry(outer * len * inner, sm_count);
   const auto s = static_cast<cudaStream_t>(stream);
-  if (g.blocks) switch (elem_bytes) {
-      case 1:
-        reverse_axis<<<g.blocks, g.threads, 0, s>>>(static_cast<const uint8_t*>(x), static_cast<uint8_t*>(y), outer,
-                                                    len, inner);
-        break;
-      case 2:
-        reverse_axis<<<g.blocks, g.threads, 0, s>>>(static_cast<const uint16_t*>(x), static_cast<uint16_t*>(y), outer,
-                                                    len, inner);
-        break;
-      case 4:
-        reverse_axis<<<g.blocks, g.threads, 0, s>>>(static_cast<const uint32_t*>(x), static_cast<uint32_t*>(y), outer,
-                                                    len, inner);
-        break;
-      default:
-        reverse_axis<<<g.blocks, g.threads, 0, s>>>(static_cast<const uint64_t*>(x), static_cast<uint64_t*>(y), outer,
-                                                    len, inner);
-    }
+  if (g.blocks)
+    with_width(elem_bytes, [&](auto t) {
+      using T = typename decltype(t)::type;
+      reverse_axis<<<g.blocks, g.threads, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(y), outer, len, inner);
+    });
   check(cudaGetLastError(), "reverse kernel launch", "launch_reverse");
 }
 

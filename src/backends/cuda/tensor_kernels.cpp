@@ -116,19 +116,28 @@ void reduce(const KernelArgs& a) {
     launch_reduce(a.node.attrs.reduce, a.input<float>(0), a.output<float>(), kept, reduced, outputs, count, sms(a),
                   a.ctx.stream);
 }
+// A tensor of shape s as (outer, rows = s[axis], inner); count: Gather's indices.
+struct Around {
+  int64_t outer = 1, rows = 1, inner = 1, count = 1;
+};
+Around around(const Shape& s, int axis, int64_t count = 1) {
+  Around g;
+  for (int d = 0; d < axis; ++d) g.outer *= s[d];
+  for (int d = axis + 1; d < s.rank(); ++d) g.inner *= s[d];
+  g.rows = s[axis];
+  g.count = count;
+  return g;
+}
+
 void arg_reduce(const KernelArgs& a) {
-  const Shape& x = a.in_shape(0);
-  const int axis = axis_of(a, x.rank());
-  int64_t outer = 1, inner = 1;
-  for (int d = 0; d < axis; ++d) outer *= x[d];
-  for (int d = axis + 1; d < x.rank(); ++d) inner *= x[d];
+  const Around g = around(a.in_shape(0), axis_of(a, a.in_shape(0).rank()));
   const bool max = a.node.attrs.reduce == graph::ReduceFn::max;
-  const int group = reduce_group_threads(outer * inner, x[axis], inner == 1, sms(a));
+  const int group = reduce_group_threads(g.outer * g.inner, g.rows, g.inner == 1, sms(a));
   if (group > 1)
-    launch_arg_reduce_groups(max, group, a.input<float>(0), a.output<int32_t>(), outer, x[axis], inner, sms(a),
+    launch_arg_reduce_groups(max, group, a.input<float>(0), a.output<int32_t>(), g.outer, g.rows, g.inner, sms(a),
                              a.ctx.stream);
   else
-    launch_arg_reduce(max, a.input<float>(0), a.output<int32_t>(), outer, x[axis], inner, sms(a), a.ctx.stream);
+    launch_arg_reduce(max, a.input<float>(0), a.output<int32_t>(), g.outer, g.rows, g.inner, sms(a), a.ctx.stream);
 }
 
 // int32/int64 (integer_launchers.h): a divisor of 0 or a negative exponent is checked on the device first and raised
@@ -155,26 +164,11 @@ void integer_reduce(const KernelArgs& a) {
                         l.count, sms(a), a.ctx.stream);
 }
 void integer_arg_reduce(const KernelArgs& a) {
-  const Shape& x = a.in_shape(0);
-  const int axis = axis_of(a, x.rank());
-  int64_t outer = 1, inner = 1;
-  for (int d = 0; d < axis; ++d) outer *= x[d];
-  for (int d = axis + 1; d < x.rank(); ++d) inner *= x[d];
+  const Around g = around(a.in_shape(0), axis_of(a, a.in_shape(0).rank()));
   launch_integer_arg_reduce(a.node.attrs.reduce == graph::ReduceFn::max, a.in[0], bytes_of(a.in_dtypes[0]),
-                            a.output<int32_t>(), outer, x[axis], inner, sms(a), a.ctx.stream);
+                            a.output<int32_t>(), g.outer, g.rows, g.inner, sms(a), a.ctx.stream);
 }
 
-struct Around {
-  int64_t outer = 1, rows = 1, inner = 1, count = 1;
-};
-Around around(const Shape& table, const Shape& indices, int axis) {
-  Around g;
-  for (int d = 0; d < axis; ++d) g.outer *= table[d];
-  for (int d = axis + 1; d < table.rank(); ++d) g.inner *= table[d];
-  g.rows = table[axis];
-  g.count = indices.numel();
-  return g;
-}
 // Indices outside the table: launch_check_indices records the first, raised as the CPU kernel's InvalidArgument at the
 // next synchronization (device_errors_cuda.h); the gather itself never reads outside the table.
 void check_indices(const KernelArgs& a, const Around& g) {
@@ -182,13 +176,13 @@ void check_indices(const KernelArgs& a, const Around& g) {
                        backends::gather_site(a.node, a.in_shape(1)), a.ctx.stream);
 }
 void gather(const KernelArgs& a) {
-  const Around g = around(a.in_shape(0), a.in_shape(1), axis_of(a, a.in_shape(0).rank()));
+  const Around g = around(a.in_shape(0), axis_of(a, a.in_shape(0).rank()), a.in_shape(1).numel());
   check_indices(a, g);
   launch_gather(a.in[0], a.in[1], bytes_of(a.in_dtypes[1]), a.out, bytes_of(a.out_dtype), is_floating(a.out_dtype),
                 g.outer, g.rows, g.inner, g.count, sms(a), a.ctx.stream);
 }
 void gather_grad(const KernelArgs& a) {
-  const Around g = around(a.node.shape, a.in_shape(1), axis_of(a, a.node.shape.rank()));
+  const Around g = around(a.node.shape, axis_of(a, a.node.shape.rank()), a.in_shape(1).numel());
   check_indices(a, g);
   launch_gather_grad(a.input<float>(0), a.in[1], bytes_of(a.in_dtypes[1]), a.output<float>(), g.outer, g.rows, g.inner,
                      g.count, sms(a), a.ctx.stream);

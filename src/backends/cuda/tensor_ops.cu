@@ -7,6 +7,7 @@
 #include <string>
 
 #include "backends/cuda/check.h"
+#include "backends/cuda/dtype_dispatch.h"
 #include "backends/cuda/first_error.cuh"
 #include "backends/cuda/launch_geometry.h"
 #include "backends/cuda/tensor_launchers.h"
@@ -227,68 +228,34 @@ void launch_compare(BinaryFn f, const float* a, const float* b, bool* y, const m
   }
 }
 
-namespace {
-template <typename T>
-void where_as(const bool* c, const void* a, const void* b, void* y, const math::Strided& s, int64_t total, int sms,
-              Stream stream) {
-  launch("where kernel launch", total, sms, stream, where_kernel<T>, c, static_cast<const T*>(a),
-         static_cast<const T*>(b), static_cast<T*>(y), s, total);
-}
-template <typename T>
-void strided_copy_as(const void* x, void* y, const math::Strided& s, int64_t total, int sms, Stream stream) {
-  launch("strided copy kernel launch", total, sms, stream, strided_copy_kernel<T>, static_cast<const T*>(x),
-         static_cast<T*>(y), s, total);
-}
-template <typename T>
-void pad_as(const void* x, void* y, const PadGeo& g, uint64_t fill_bits, int64_t total, int sms, Stream stream) {
-  T fill;
-  static_assert(sizeof(T) <= sizeof(uint64_t));
-  memcpy(&fill, &fill_bits, sizeof(T));
-  launch("pad kernel launch", total, sms, stream, pad_kernel<T>, static_cast<const T*>(x), static_cast<T*>(y), g, fill,
-         total);
-}
-}  // namespace
-
 void launch_where(const bool* c, const void* a, const void* b, void* y, int bytes, const math::Strided& s,
                   int64_t total, int sms, Stream stream) {
-  switch (bytes) {
-    case 1:
-      return where_as<uint8_t>(c, a, b, y, s, total, sms, stream);
-    case 2:
-      return where_as<uint16_t>(c, a, b, y, s, total, sms, stream);
-    case 4:
-      return where_as<uint32_t>(c, a, b, y, s, total, sms, stream);
-    default:
-      return where_as<uint64_t>(c, a, b, y, s, total, sms, stream);
-  }
+  with_width(bytes, [&](auto t) {
+    using T = typename decltype(t)::type;
+    launch("where kernel launch", total, sms, stream, where_kernel<T>, c, static_cast<const T*>(a),
+           static_cast<const T*>(b), static_cast<T*>(y), s, total);
+  });
 }
 
 void launch_gather_strided(const void* x, void* y, int bytes, const math::Strided& s, int64_t total, int sms,
                            Stream stream) {
-  switch (bytes) {
-    case 1:
-      return strided_copy_as<uint8_t>(x, y, s, total, sms, stream);
-    case 2:
-      return strided_copy_as<uint16_t>(x, y, s, total, sms, stream);
-    case 4:
-      return strided_copy_as<uint32_t>(x, y, s, total, sms, stream);
-    default:
-      return strided_copy_as<uint64_t>(x, y, s, total, sms, stream);
-  }
+  with_width(bytes, [&](auto t) {
+    using T = typename decltype(t)::type;
+    launch("strided copy kernel launch", total, sms, stream, strided_copy_kernel<T>, static_cast<const T*>(x),
+           static_cast<T*>(y), s, total);
+  });
 }
 
 void launch_pad(const void* x, void* y, int bytes, const PadGeo& g, uint64_t fill_bits, int64_t total, int sms,
                 Stream stream) {
-  switch (bytes) {
-    case 1:
-      return pad_as<uint8_t>(x, y, g, fill_bits, total, sms, stream);
-    case 2:
-      return pad_as<uint16_t>(x, y, g, fill_bits, total, sms, stream);
-    case 4:
-      return pad_as<uint32_t>(x, y, g, fill_bits, total, sms, stream);
-    default:
-      return pad_as<uint64_t>(x, y, g, fill_bits, total, sms, stream);
-  }
+  with_width(bytes, [&](auto t) {
+    using T = typename decltype(t)::type;
+    T fill;
+    static_assert(sizeof(T) <= sizeof(uint64_t));
+    memcpy(&fill, &fill_bits, sizeof(T));
+    launch("pad kernel launch", total, sms, stream, pad_kernel<T>, static_cast<const T*>(x), static_cast<T*>(y), g,
+           fill, total);
+  });
 }
 
 void launch_reduce(ReduceFn f, const float* x, float* y, const math::Strided& kept, const math::Strided& reduced,
