@@ -146,13 +146,13 @@ class PrefetchIterator final : public IteratorImpl {
   std::thread thread_;
 };
 
-class PrefetchNode final : public Node {
+class PrefetchNode final : public UnaryNode {
  public:
-  PrefetchNode(std::shared_ptr<Node> in, int64_t buffer) : buffer_(buffer) { inputs = {std::move(in)}; }
+  PrefetchNode(std::shared_ptr<Node> in, int64_t buffer) : UnaryNode(std::move(in)), buffer_(buffer) {}
   std::unique_ptr<IteratorImpl> make(const PassContext& ctx) const override {
     return std::make_unique<PrefetchIterator>(ctx, *inputs[0], buffer_);
   }
-  int64_t cardinality() const override { return inputs[0]->cardinality(); }
+  int64_t cardinality() const override { return in_card(); }
   std::string label() const override {
     return "prefetch(" + (buffer_ == AUTOTUNE ? std::string("AUTOTUNE") : std::to_string(buffer_)) + ")";
   }
@@ -384,14 +384,14 @@ class ParallelMapIterator final : public IteratorImpl {
   std::vector<std::thread> threads_;
 };
 
-class MapNode final : public Node {
+class MapNode final : public UnaryNode {
  public:
-  MapNode(std::shared_ptr<Node> in, MapSpec m) : m_(std::move(m)) { inputs = {std::move(in)}; }
+  MapNode(std::shared_ptr<Node> in, MapSpec m) : UnaryNode(std::move(in)), m_(std::move(m)) {}
   std::unique_ptr<IteratorImpl> make(const PassContext& ctx) const override {
     if (m_.options.num_parallel_calls == 0) return std::make_unique<SequentialMapIterator>(ctx, *inputs[0], m_);
     return std::make_unique<ParallelMapIterator>(ctx, *inputs[0], m_);
   }
-  int64_t cardinality() const override { return inputs[0]->cardinality(); }
+  int64_t cardinality() const override { return in_card(); }
   std::string label() const override {
     const int64_t p = m_.options.num_parallel_calls;
     std::string s = stage_name(m_);

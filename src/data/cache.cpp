@@ -152,13 +152,12 @@ class CacheFileReader {
   bool done_ = false;
 };
 
-class CacheNode final : public Node {
+class CacheNode final : public UnaryNode {
  public:
-  CacheNode(std::shared_ptr<Node> in, std::string filename) : filename_(std::move(filename)) {
-    inputs = {std::move(in)};
-  }
+  CacheNode(std::shared_ptr<Node> in, std::string filename)
+      : UnaryNode(std::move(in)), filename_(std::move(filename)) {}
   std::unique_ptr<IteratorImpl> make(const PassContext& ctx) const override { return std::make_unique<It>(ctx, *this); }
-  int64_t cardinality() const override { return inputs[0]->cardinality(); }
+  int64_t cardinality() const override { return in_card(); }
   std::string label() const override { return filename_.empty() ? "cache" : "cache(" + filename_ + ")"; }
 
  private:

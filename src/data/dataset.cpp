@@ -372,28 +372,23 @@ Dataset Dataset::interleave(std::function<Dataset(const Element&)> fn, Interleav
 }
 
 namespace {
-class OptionsNode final : public Node {
+class OptionsNode final : public UnaryNode {
  public:
+  OptionsNode(std::shared_ptr<Node> in, std::optional<Options> o) : UnaryNode(std::move(in)) { options = o; }
   std::unique_ptr<IteratorImpl> make(const PassContext& ctx) const override { return inputs[0]->make(ctx); }
-  int64_t cardinality() const override { return inputs[0]->cardinality(); }
+  int64_t cardinality() const override { return in_card(); }
   std::string label() const override { return {}; }
   Flow flow() const override { return {Flow::elementwise}; }
   bool moves_rows() const override { return true; }
   std::shared_ptr<Node> with_input(std::shared_ptr<Node> in) const override {
-    auto n = std::make_shared<OptionsNode>();
-    n->inputs = {std::move(in)};
-    n->options = options;
-    return n;
+    return std::make_shared<OptionsNode>(std::move(in), options);
   }
 };
 }  // namespace
 
 Dataset Dataset::with_options(Options options) const {
   require(options.cpu_budget >= 0, "Dataset::with_options: cpu_budget must be >= 0 (0: all cores)");
-  auto n = std::make_shared<OptionsNode>();
-  n->inputs = {node_};
-  n->options = options;
-  return Dataset(n);
+  return Dataset(std::make_shared<OptionsNode>(node_, options));
 }
 
 int64_t Dataset::cardinality() const { return node_->cardinality(); }

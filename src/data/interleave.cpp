@@ -9,14 +9,12 @@
 namespace tk::data {
 namespace {
 
-class InterleaveNode final : public Node {
+class InterleaveNode final : public UnaryNode {
  public:
   InterleaveNode(std::shared_ptr<Node> in, std::function<Dataset(const Element&)> fn, InterleaveOptions o)
-      : fn_(std::move(fn)), o_(o) {
-    inputs = {std::move(in)};
-  }
+      : UnaryNode(std::move(in)), fn_(std::move(fn)), o_(o) {}
   std::unique_ptr<IteratorImpl> make(const PassContext& ctx) const override { return std::make_unique<It>(ctx, *this); }
-  int64_t cardinality() const override { return inputs[0]->cardinality() == 0 ? 0 : kUnknownCardinality; }
+  int64_t cardinality() const override { return in_card() == 0 ? 0 : kUnknownCardinality; }
   std::string label() const override {
     return "interleave(cycle_length=" + std::to_string(o_.cycle_length) + (o_.num_parallel_calls ? ", parallel" : "") +
            ")";

@@ -146,6 +146,13 @@ class Node {
   mutable std::atomic<uint64_t> passes{0};
 };
 
+// A stage with one input, inputs[0].
+class UnaryNode : public Node {
+ public:
+  explicit UnaryNode(std::shared_ptr<Node> in) { inputs = {std::move(in)}; }
+  int64_t in_card() const { return inputs[0]->cardinality(); }
+};
+
 // The options of the pipeline ending at `node` (with_options merged, the outermost first).
 Options pipeline_options(const Node& node);
 

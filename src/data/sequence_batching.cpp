@@ -31,15 +31,13 @@ class SingleInputIterator : public IteratorImpl {
 
 // ---- padded_batch
 
-class PaddedBatchNode final : public Node {
+class PaddedBatchNode final : public UnaryNode {
  public:
   PaddedBatchNode(std::shared_ptr<Node> in, int64_t batch, PadSpec spec, bool drop)
-      : batch_(batch), spec_(std::move(spec)), drop_(drop) {
-    inputs = {std::move(in)};
-  }
+      : UnaryNode(std::move(in)), batch_(batch), spec_(std::move(spec)), drop_(drop) {}
   std::unique_ptr<IteratorImpl> make(const PassContext& ctx) const override { return std::make_unique<It>(ctx, *this); }
   int64_t cardinality() const override {
-    const int64_t c = inputs[0]->cardinality();
+    const int64_t c = in_card();
     if (c < 0) return c;
     return drop_ ? c / batch_ : (c + batch_ - 1) / batch_;
   }
@@ -81,12 +79,12 @@ class PaddedBatchNode final : public Node {
 
 // ---- bucket_by_sequence_length: group_by_window keyed by bucket, each window padded_batch'ed
 
-class BucketNode final : public Node {
+class BucketNode final : public UnaryNode {
  public:
-  BucketNode(std::shared_ptr<Node> in, BucketSpec spec) : spec_(std::move(spec)) { inputs = {std::move(in)}; }
+  BucketNode(std::shared_ptr<Node> in, BucketSpec spec) : UnaryNode(std::move(in)), spec_(std::move(spec)) {}
   std::unique_ptr<IteratorImpl> make(const PassContext& ctx) const override { return std::make_unique<It>(ctx, *this); }
   int64_t cardinality() const override {
-    const int64_t c = inputs[0]->cardinality();
+    const int64_t c = in_card();
     return c == kInfiniteCardinality ? c : (c == 0 ? 0 : kUnknownCardinality);
   }
   std::string label() const override { return "bucket_by_sequence_length"; }

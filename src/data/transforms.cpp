@@ -13,11 +13,14 @@ namespace tk::data {
 namespace {
 
 // A stage with one input, created in the constructor body so that stages register downstream first.
+// `forward_index`: over a random-access input, the stage moves row indices (indexed() passes it along).
 class UnaryIterator : public IteratorImpl {
  public:
-  UnaryIterator(const PassContext& ctx, std::string name, const Node& input, uint64_t input_pass)
+  UnaryIterator(const PassContext& ctx, std::string name, const Node& input, uint64_t input_pass,
+                bool forward_index = false)
       : IteratorImpl(ctx, std::move(name)) {
     in_ = input.make({ctx.pipeline, input_pass});
+    forwards_index_ = forward_index && in_->indexed() != nullptr;
   }
   void cancel() override {
     std::lock_guard<std::mutex> lock(swap_mu_);
@@ -51,12 +54,6 @@ class UnaryIterator : public IteratorImpl {
  private:
   std::mutex swap_mu_;
   bool cancelled_ = false;
-};
-
-class UnaryNode : public Node {
- public:
-  explicit UnaryNode(std::shared_ptr<Node> in) { inputs = {std::move(in)}; }
-  int64_t in_card() const { return inputs[0]->cardinality(); }
 };
 
 // ---- filter
@@ -104,11 +101,9 @@ class ShuffleNode final : public UnaryNode {
   class It final : public UnaryIterator {
    public:
     It(const PassContext& c, const ShuffleNode& n)
-        : UnaryIterator(c, "shuffle", *n.inputs[0], c.pass),
+        : UnaryIterator(c, "shuffle", *n.inputs[0], c.pass, true),
           limit_(n.buffer_),
-          rng_(n.reshuffle_ ? mix_seed(n.seed_, c.pass) : n.seed_) {
-      forwards_index_ = in_->indexed() != nullptr;
-    }
+          rng_(n.reshuffle_ ? mix_seed(n.seed_, c.pass) : n.seed_) {}
     bool next_index(int64_t& index) override {
       return draw(indices_, index, [&](int64_t& i) { return pull_index(i); });
     }
@@ -284,9 +279,7 @@ class RepeatNode final : public UnaryNode {
   class It final : public UnaryIterator {
    public:
     It(const PassContext& c, const RepeatNode& n)
-        : UnaryIterator(c, "repeat", *n.inputs[0], mix_seed(c.pass, 0)), n_(n), pass_(c.pass) {
-      forwards_index_ = in_->indexed() != nullptr;
-    }
+        : UnaryIterator(c, "repeat", *n.inputs[0], mix_seed(c.pass, 0), true), n_(n), pass_(c.pass) {}
     bool next_index(int64_t& index) override {
       return advance([&] { return pull_index(index); });
     }
@@ -338,16 +331,10 @@ class TakeSkipShardNode final : public UnaryNode {
     }
     return kUnknownCardinality;
   }
+  const char* name() const { return kind_ == Kind::take ? "take" : kind_ == Kind::skip ? "skip" : "shard"; }
   std::string label() const override {
-    switch (kind_) {
-      case Kind::take:
-        return "take(" + std::to_string(a_) + ")";
-      case Kind::skip:
-        return "skip(" + std::to_string(a_) + ")";
-      case Kind::shard:
-        return "shard(" + std::to_string(a_) + ", " + std::to_string(b_) + ")";
-    }
-    return {};
+    return std::string(name()) + "(" + std::to_string(a_) + (kind_ == Kind::shard ? ", " + std::to_string(b_) : "") +
+           ")";
   }
   bool moves_rows() const override { return true; }
   std::shared_ptr<Node> with_input(std::shared_ptr<Node> in) const override {
@@ -358,14 +345,7 @@ class TakeSkipShardNode final : public UnaryNode {
   class It final : public UnaryIterator {
    public:
     It(const PassContext& c, const TakeSkipShardNode& n)
-        : UnaryIterator(c,
-                        n.kind_ == Kind::take   ? "take"
-                        : n.kind_ == Kind::skip ? "skip"
-                                                : "shard",
-                        *n.inputs[0], c.pass),
-          n_(n) {
-      forwards_index_ = in_->indexed() != nullptr;
-    }
+        : UnaryIterator(c, n.name(), *n.inputs[0], c.pass, true), n_(n) {}
     bool next_index(int64_t& index) override {
       return step([&] { return pull_index(index); });
     }

@@ -8,16 +8,14 @@
 namespace tk::data {
 namespace {
 
-class WindowNode final : public Node {
+class WindowNode final : public UnaryNode {
  public:
   WindowNode(std::shared_ptr<Node> in, int64_t size, int64_t shift, int64_t stride, bool drop)
-      : size_(size), shift_(shift), stride_(stride), drop_(drop) {
-    inputs = {std::move(in)};
-  }
+      : UnaryNode(std::move(in)), size_(size), shift_(shift), stride_(stride), drop_(drop) {}
   std::unique_ptr<IteratorImpl> make(const PassContext& ctx) const override { return std::make_unique<It>(ctx, *this); }
   // Window k starts at input position k * shift; a full one spans (size - 1) * stride + 1 positions.
   int64_t cardinality() const override {
-    const int64_t n = inputs[0]->cardinality();
+    const int64_t n = in_card();
     if (n < 0) return n;
     if (!drop_) return (n + shift_ - 1) / shift_;
     const int64_t span = (size_ - 1) * stride_ + 1;

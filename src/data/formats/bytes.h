@@ -9,16 +9,20 @@
 //   "found bytes " + hex_bytes(p, 4)              // "93 4e 55 4d"
 //   "descr " + quoted(descr)                      // 'text' with \xNN escapes, cut after 40 bytes with ...
 //   std::FILE* f = open_file(path, prefix);       // fopen(path, "rb"), or an IoError naming errno's words
+//   float f = narrow_to_float(d);                 // out-of-range doubles as infinities
+//   read_growing(buf, n, chunk, read);            // up to n bytes, buf growing only with what arrives
 //
 // Loads and stores go through memcpy, which compilers turn into one (unaligned) move plus a bswap where the
 // orders differ.
 #pragma once
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -139,6 +143,30 @@ inline std::FILE* open_file(const std::string& path, const std::string& prefix) 
     throw IoError(prefix + "cannot open: " + (errno ? std::strerror(errno) : "unknown error") +
                   " (check the path and its permissions)");
   return f;
+}
+
+// A double as float: out-of-range values become infinities explicitly rather than through an undefined conversion.
+inline float narrow_to_float(double d) {
+  constexpr double kMax = std::numeric_limits<float>::max();
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  return d > kMax ? kInf : d < -kMax ? -kInf : static_cast<float>(d);
+}
+
+// Reads into buf (a byte string or vector) until it holds n bytes, at most `chunk` per read(dst, want) call, its
+// capacity growing only with what arrives: a claimed size the stream cannot back costs at most one chunk more.
+// Stops at the first short read, so buf.size() < n says the stream ended early.
+template <typename Buf, typename Read>
+void read_growing(Buf& buf, uint64_t n, size_t chunk, Read read) {
+  while (buf.size() < n) {
+    const size_t old = buf.size();
+    const auto want = static_cast<size_t>(std::min<uint64_t>(chunk, n - old));
+    if (old + want > buf.capacity())
+      buf.reserve(static_cast<size_t>(std::min<uint64_t>(n, std::max(2 * buf.capacity(), old + want))));
+    buf.resize(old + want);
+    const size_t got = read(reinterpret_cast<uint8_t*>(buf.data()) + old, want);
+    buf.resize(old + got);
+    if (got < want) return;
+  }
 }
 
 }  // namespace tk::data

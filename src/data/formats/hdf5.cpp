@@ -641,6 +641,14 @@ void require_readable(hid_t ds, const DatasetMeta& m, const std::string& file) {
   }
 }
 
+// first times every entry of dims, saturating at UINT64_MAX (a later 0 dimension still makes it 0).
+template <typename Dims>
+uint64_t saturating_product(uint64_t first, const Dims& dims) {
+  for (auto d : dims)
+    if (__builtin_mul_overflow(first, static_cast<uint64_t>(d), &first)) first = std::numeric_limits<uint64_t>::max();
+  return first;
+}
+
 // Raw data stored in one piece must be as large as the dataspace says, and a contiguous dataset's data must
 // lie inside the file: libhdf5 1.10 reads past a compact dataset's buffer when its size disagrees.
 void check_storage_extent(hid_t ds, const DatasetMeta& m, const std::string& file, uint64_t file_size) {
@@ -648,9 +656,7 @@ void check_storage_extent(hid_t ds, const DatasetMeta& m, const std::string& fil
   PlistHandle dcpl(check_id(H5Dget_create_plist(ds), file, "cannot read the layout of " + dataset_label(name)));
   const H5D_layout_t layout = H5Pget_layout(dcpl.get());
   if (layout != H5D_CONTIGUOUS && layout != H5D_COMPACT) return;
-  uint64_t bytes = m.file_element_size;
-  for (hsize_t d : m.dims)
-    if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes)) bytes = std::numeric_limits<uint64_t>::max();
+  const uint64_t bytes = saturating_product(m.file_element_size, m.dims);
   const std::string what = dataset_label(name) + " of shape " + dims_string(m.dims) + " (" + m.type.name + ") needs " +
                            std::to_string(bytes) + " bytes";
   const std::string todo = " (the file is truncated or damaged; re-create or re-download it)";
@@ -884,14 +890,9 @@ Hdf5Reader::Hdf5Reader(const std::string& file, std::vector<std::string> dataset
     s.row_shape = m.info.shape.sample_shape();
     const std::string what = "one row of " + dataset_label(m.info.path) + " " + m.info.shape.to_string();
     s.row_bytes = static_cast<size_t>(checked_bytes(s.row_shape.dims(), m.type.dtype, path, what));
-    uint64_t chunk_bytes = 0;  // one chunk in the file, for the chunk cache
+    // One chunk in the file, for the chunk cache.
+    const uint64_t chunk_bytes = m.info.chunk.empty() ? 0 : saturating_product(m.file_element_size, m.info.chunk);
     int64_t rpr = rows_per_read;
-    if (!m.info.chunk.empty()) {
-      chunk_bytes = m.file_element_size;
-      for (int64_t c : m.info.chunk)
-        if (__builtin_mul_overflow(chunk_bytes, static_cast<uint64_t>(c), &chunk_bytes))
-          chunk_bytes = std::numeric_limits<uint64_t>::max();
-    }
     if (rpr == 0) {
       const uint64_t row = std::max<uint64_t>(s.row_bytes, 1);
       const auto chunk_rows = m.info.chunk.empty() ? 0 : static_cast<uint64_t>(m.info.chunk[0]);

@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <limits>
 #include <vector>
 
 #include "data/formats/bytes.h"
@@ -128,16 +127,9 @@ Tensor decode(const std::vector<uint8_t>& raw, const IdxType& type, Shape shape,
     case 0x0D:
       for (size_t i = 0; i < n; ++i) floats[i] = std::bit_cast<float>(load_be<uint32_t>(p + 4 * i));
       break;
-    case 0x0E: {
-      // Out-of-range doubles become infinities explicitly rather than through an undefined conversion.
-      constexpr double kMax = std::numeric_limits<float>::max();
-      constexpr float kInf = std::numeric_limits<float>::infinity();
-      for (size_t i = 0; i < n; ++i) {
-        double d = std::bit_cast<double>(load_be<uint64_t>(p + 8 * i));
-        floats[i] = d > kMax ? kInf : d < -kMax ? -kInf : static_cast<float>(d);
-      }
+    case 0x0E:
+      for (size_t i = 0; i < n; ++i) floats[i] = narrow_to_float(std::bit_cast<double>(load_be<uint64_t>(p + 8 * i)));
       break;
-    }
   }
   return t;
 }
@@ -199,15 +191,7 @@ Tensor load_idx(const std::string& path) {
   }
 
   std::vector<uint8_t> raw;
-  while (raw.size() < bytes) {
-    size_t old = raw.size();
-    size_t want = std::min<size_t>(kChunk, bytes - old);
-    if (old + want > raw.capacity()) raw.reserve(std::min<size_t>(bytes, std::max(2 * raw.capacity(), old + want)));
-    raw.resize(old + want);
-    got = in.read(raw.data() + old, want);
-    raw.resize(old + got);
-    if (got < want) break;
-  }
+  read_growing(raw, bytes, kChunk, [&](uint8_t* dst, size_t want) { return in.read(dst, want); });
   if (raw.size() < bytes)
     in.fail("truncated", in.offset(),
             "expected " + std::to_string(bytes) + " data bytes for shape " + shape.to_string() + " of " + type->name +

@@ -164,7 +164,7 @@ struct HeaderError {
 };
 
 struct PyValue {
-  enum class Kind { str, integer, boolean, none, tuple, list, dict };
+  enum class Kind { str, integer, boolean, none, tuple, list, dict };  // kind_name's order
   Kind kind = Kind::none;
   size_t pos = 0;
   std::string str;
@@ -175,23 +175,8 @@ struct PyValue {
 };
 
 const char* kind_name(PyValue::Kind k) {
-  switch (k) {
-    case PyValue::Kind::str:
-      return "a string";
-    case PyValue::Kind::integer:
-      return "an integer";
-    case PyValue::Kind::boolean:
-      return "a bool";
-    case PyValue::Kind::none:
-      return "None";
-    case PyValue::Kind::tuple:
-      return "a tuple";
-    case PyValue::Kind::list:
-      return "a list";
-    case PyValue::Kind::dict:
-      return "a dict";
-  }
-  return "?";
+  static constexpr const char* kNames[] = {"a string", "an integer", "a bool", "None", "a tuple", "a list", "a dict"};
+  return kNames[static_cast<size_t>(k)];
 }
 
 // The subset of Python literals a .npy header uses: dicts, tuples, lists, strings, integers (with Python 2's
@@ -305,28 +290,11 @@ class PyLiteralParser {
       }
       if (i_ >= s_.size()) fail(i_, "unterminated string");
       char e = s_[i_++];
-      switch (e) {
-        case 'n':
-          out += '\n';
-          break;
-        case 't':
-          out += '\t';
-          break;
-        case 'r':
-          out += '\r';
-          break;
-        case '0':
-          out += '\0';
-          break;
-        case '\\':
-        case '\'':
-        case '"':
-          out += e;
-          break;
-        default:  // Python keeps the backslash of an unknown escape
-          out += '\\';
-          out += e;
-      }
+      // Escapes \n \t \r \0 \\ \' \" and what each stands for.
+      static constexpr std::string_view kEscapes = "ntr0\\'\"", kMeanings("\n\t\r\0\\'\"", 7);
+      const size_t k = kEscapes.find(e);
+      if (k == std::string_view::npos) out += '\\';  // Python keeps the backslash of an unknown escape
+      out += k == std::string_view::npos ? e : kMeanings[k];
     }
   }
 
@@ -433,26 +401,19 @@ struct NpyHeader {
 NpyHeader interpret_header(const PyValue& v) {
   if (v.kind != PyValue::Kind::dict)
     throw HeaderError{v.pos, "the header is " + std::string(kind_name(v.kind)) + ", not a dict"};
-  const PyValue* descr = nullptr;
-  const PyValue* fortran = nullptr;
-  const PyValue* shape = nullptr;
+  static constexpr std::string_view kKeys[] = {"descr", "fortran_order", "shape"};
+  const PyValue* values[std::size(kKeys)] = {};  // by key
   for (size_t k = 0; k < v.items.size(); k += 2) {
     const PyValue& key = v.items[k];
-    if (key.str == "descr") {
-      descr = &v.items[k + 1];
-    } else if (key.str == "fortran_order") {
-      fortran = &v.items[k + 1];
-    } else if (key.str == "shape") {
-      shape = &v.items[k + 1];
-    } else {
+    const auto* at = std::ranges::find(kKeys, key.str);
+    if (at == std::end(kKeys))
       throw HeaderError{key.pos, "unexpected key " + quoted(key.str) +
                                      " (a .npy header has exactly 'descr', 'fortran_order' and 'shape')"};
-    }
+    values[at - kKeys] = &v.items[k + 1];
   }
-  const std::pair<const PyValue*, const char*> required[] = {
-      {descr, "descr"}, {fortran, "fortran_order"}, {shape, "shape"}};
-  for (const auto& [p, name] : required)
-    if (!p) throw HeaderError{v.pos, std::string("the key '") + name + "' is missing"};
+  for (size_t i = 0; i < std::size(kKeys); ++i)
+    if (!values[i]) throw HeaderError{v.pos, "the key '" + std::string(kKeys[i]) + "' is missing"};
+  const PyValue *descr = values[0], *fortran = values[1], *shape = values[2];
 
   NpyHeader h;
   if (descr->kind == PyValue::Kind::list)
@@ -508,14 +469,9 @@ void convert(const NpyType& t, const uint8_t* src, size_t n, uint8_t* dst, const
   for (size_t i = 0; i < n; ++i) {
     const uint8_t* p = src + i * t.size;
     switch (t.kind) {
-      case 'f': {  // float64 (float16 and float32 are read directly)
-        // Out-of-range doubles become infinities explicitly rather than through an undefined conversion.
-        constexpr double kMax = std::numeric_limits<float>::max();
-        constexpr float kInf = std::numeric_limits<float>::infinity();
-        double d = std::bit_cast<double>(load<uint64_t>(p, sw));
-        store(dst, i, d > kMax ? kInf : d < -kMax ? -kInf : static_cast<float>(d));
+      case 'f':  // float64 (float16 and float32 are read directly)
+        store(dst, i, narrow_to_float(std::bit_cast<double>(load<uint64_t>(p, sw))));
         break;
-      }
       case 'i':  // int8, int16 (int32 and int64 are read directly)
         if (t.size == 1) store(dst, i, int32_t{static_cast<int8_t>(*p)});
         if (t.size == 2) store(dst, i, int32_t{static_cast<int16_t>(load<uint16_t>(p, sw))});

@@ -60,18 +60,8 @@ class Reader {
     }
     fail("varint longer than 10 bytes", base_ + start);
   }
-  uint32_t fixed32() {
-    need(4, "fixed32 value");
-    const auto v = load_le<uint32_t>(buf_.data() + pos_);
-    pos_ += 4;
-    return v;
-  }
-  uint64_t fixed64() {
-    need(8, "fixed64 value");
-    const auto v = load_le<uint64_t>(buf_.data() + pos_);
-    pos_ += 8;
-    return v;
-  }
+  uint32_t fixed32() { return fixed<uint32_t>("fixed32 value"); }
+  uint64_t fixed64() { return fixed<uint64_t>("fixed64 value"); }
   // The payload of a length-delimited field, checked against the bytes left in this message.
   std::string_view len() {
     size_t start = pos_;
@@ -95,15 +85,13 @@ class Reader {
         varint();
         return;
       case WireType::fixed64:
-        need(8, "fixed64 value");
-        pos_ += 8;
+        fixed64();
         return;
       case WireType::len:
         len();
         return;
       case WireType::fixed32:
-        need(4, "fixed32 value");
-        pos_ += 4;
+        fixed32();
         return;
       case WireType::start_group: {
         size_t start = field_start_;
@@ -134,6 +122,14 @@ class Reader {
 
  private:
   static constexpr int kMaxDepth = 100;  // protobuf's default recursion limit
+  // A little-endian T at pos_, checked against the bytes left (`what` names it in the error).
+  template <ByteWord T>
+  T fixed(const char* what) {
+    need(sizeof(T), what);
+    const auto v = load_le<T>(buf_.data() + pos_);
+    pos_ += sizeof(T);
+    return v;
+  }
   void need(size_t n, const char* what) {
     if (buf_.size() - pos_ < n)
       fail("truncated " + std::string(what) + " (" + std::to_string(n) + " bytes needed, " +

@@ -224,6 +224,14 @@ struct TFRecordReader::Impl {
              hint);
       }
     }
+    const uint64_t data_at = start + kHeaderBytes;
+    // Fails: the file ends `present` bytes into the 4-byte data CRC.
+    auto truncated_footer = [&](uint64_t present) {
+      fail(idx, start,
+           "truncated record: the file ends " + std::to_string(present) +
+               " bytes into the 4-byte data CRC at byte offset " + std::to_string(data_at + length),
+           "the file was cut short, e.g. by an interrupted write; re-create it");
+    };
     // Never allocate for bytes that are not there: an uncompressed file says how many remain. (Streams
     // without a size grow the record as bytes arrive, below.)
     const uint64_t left = remaining();
@@ -234,12 +242,8 @@ struct TFRecordReader::Impl {
                  " bytes left in the file after the header",
              check_crc ? "the length's CRC is valid, so the file was cut short; re-create it"
                        : "the file is truncated or corrupt; re-create it");
-      fail(idx, start,
-           "truncated record: the file ends " + std::to_string(left - length) +
-               " bytes into the 4-byte data CRC at byte offset " + std::to_string(start + kHeaderBytes + length),
-           "the file was cut short, e.g. by an interrupted write; re-create it");
+      truncated_footer(left - length);
     }
-    const uint64_t data_at = start + kHeaderBytes;
     if (sized) {
       record.resize(static_cast<size_t>(length));
       got = length ? read(reinterpret_cast<uint8_t*>(record.data()), record.size()) : 0;
@@ -250,28 +254,16 @@ struct TFRecordReader::Impl {
              "the file was cut short; re-create it");
     } else {
       record.clear();
-      while (record.size() < length) {
-        size_t old = record.size();
-        size_t want = static_cast<size_t>(std::min<uint64_t>(kChunk, length - old));
-        if (old + want > record.capacity())
-          record.reserve(static_cast<size_t>(std::min<uint64_t>(length, std::max(2 * record.capacity(), old + want))));
-        record.resize(old + want);
-        got = read(reinterpret_cast<uint8_t*>(record.data()) + old, want);
-        record.resize(old + got);
-        if (got < want)
-          fail(idx, start,
-               "truncated record: the header promises " + std::to_string(length) + " data bytes from byte offset " +
-                   std::to_string(data_at) + " but the stream ends after " + std::to_string(record.size()),
-               "the file was cut short, or the length is corrupt; re-create it");
-      }
+      read_growing(record, length, kChunk, [&](uint8_t* dst, size_t want) { return read(dst, want); });
+      if (record.size() < length)
+        fail(idx, start,
+             "truncated record: the header promises " + std::to_string(length) + " data bytes from byte offset " +
+                 std::to_string(data_at) + " but the stream ends after " + std::to_string(record.size()),
+             "the file was cut short, or the length is corrupt; re-create it");
     }
     uint8_t footer[kFooterBytes];
     got = read(footer, kFooterBytes);
-    if (got < kFooterBytes)
-      fail(idx, start,
-           "truncated record: the file ends " + std::to_string(got) +
-               " bytes into the 4-byte data CRC at byte offset " + std::to_string(data_at + length),
-           "the file was cut short, e.g. by an interrupted write; re-create it");
+    if (got < kFooterBytes) truncated_footer(got);
     if (check_crc) {
       uint32_t stored = load_le<uint32_t>(footer), actual = masked_crc32c(record.data(), record.size());
       if (stored != actual)
@@ -474,17 +466,8 @@ Feature int64_feature(std::vector<int64_t> values) {
 }
 
 std::string_view kind_name(Feature::Kind kind) {
-  switch (kind) {
-    case Feature::Kind::bytes:
-      return "bytes_list";
-    case Feature::Kind::floats:
-      return "float_list";
-    case Feature::Kind::int64s:
-      return "int64_list";
-    case Feature::Kind::none:
-      break;
-  }
-  return "empty Feature";
+  static constexpr std::string_view kNames[] = {"empty Feature", "bytes_list", "float_list", "int64_list"};
+  return kNames[static_cast<size_t>(kind)];  // Kind's order: none, bytes, floats, int64s
 }
 
 namespace {
