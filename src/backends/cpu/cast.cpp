@@ -9,19 +9,18 @@ namespace tk::cpu {
 using graph::KernelArgs;
 using graph::Op;
 
-namespace {
-
-void cast(const KernelArgs& a) {
-  const DType from = a.in_dtypes[0], to = a.out_dtype;
-  const auto* src = static_cast<const char*>(a.in[0]);
-  auto* dst = static_cast<char*>(a.out);
+void convert_parallel(const void* src, DType from, void* dst, DType to, int64_t n, const graph::ExecContext&) {
   const size_t sf = dtype_size(from), st = dtype_size(to);
-  parallel_for(a.node.shape.numel(), [&](int64_t b, int64_t e) {
-    convert_elements(src + static_cast<size_t>(b) * sf, from, dst + static_cast<size_t>(b) * st, to,
-                     static_cast<size_t>(e - b));
+  parallel_for(n, [&](int64_t b, int64_t e) {
+    convert_elements(static_cast<const char*>(src) + static_cast<size_t>(b) * sf, from,
+                     static_cast<char*>(dst) + static_cast<size_t>(b) * st, to, static_cast<size_t>(e - b));
   });
 }
 
+namespace {
+void cast(const KernelArgs& a) {
+  convert_parallel(a.in[0], a.in_dtypes[0], a.out, a.out_dtype, a.node.shape.numel(), a.ctx);
+}
 }  // namespace
 
 void register_cast_kernels() {

@@ -127,12 +127,9 @@ void conv2d(const KernelArgs& a) {
 void fused_conv2d(const KernelArgs& a) {
   conv2d(a);
   const int64_t f = a.node.shape[3];
-  const GemmShape rows{a.node.shape.numel() / std::max<int64_t>(f, 1),
-                       f,
-                       0,
-                       false,
-                       false,
-                       a.node.attrs.epilogue == Op::Relu ? Epilogue::bias_relu : Epilogue::bias};
+  const GemmShape rows{.m = a.node.shape.numel() / std::max<int64_t>(f, 1),
+                       .n = f,
+                       .epilogue = a.node.attrs.epilogue == Op::Relu ? Epilogue::bias_relu : Epilogue::bias};
   apply_epilogue(rows, a.input<float>(2), nullptr, a.output<float>());
 }
 

@@ -327,7 +327,9 @@ void grad_filter(const KernelArgs& a) {
 // The kernels registered before this file's, per op and dtype (0: float32, 1: bfloat16), and their workspace rules.
 constexpr Op kOps[3] = {Op::Conv2D, Op::FusedConv2D, Op::Conv2DGradFilter};
 KernelFn g_prev[3][2] = {};
-WorkspaceFn g_prev_ws_f32[3] = {}, g_prev_ws_bf16[3] = {};
+WorkspaceFn g_prev_ws[3][2] = {};
+template <typename T>
+constexpr int kDtype = std::is_same_v<T, float> ? 0 : 1;  // T's column of g_prev and g_prev_ws
 
 int op_index(Op op) { return op == Op::Conv2D ? 0 : op == Op::FusedConv2D ? 1 : 2; }
 
@@ -335,7 +337,7 @@ template <typename T>
 void run(const KernelArgs& a) {
   const auto [g, f] = geometry(a.g, a.node);
   if (!fits(g, f)) {
-    g_prev[op_index(a.node.op)][std::is_same_v<T, float> ? 0 : 1](a);
+    g_prev[op_index(a.node.op)][kDtype<T>](a);
     return;
   }
   if (a.node.op == Op::Conv2DGradFilter)
@@ -344,21 +346,36 @@ void run(const KernelArgs& a) {
     forward<T>(a);
 }
 
-// The workspace where the direct kernel runs: every dtype of a fitting node when float32 is the stage (a 16-bit
-// node widened to float32 reaches the float32 kernel through widen.cpp, which adds its copies to this rule) ...
-size_t workspace_f32_stage(const graph::Graph& gr, int node) {
+// The workspace where the direct kernel runs: with T = float (the float32 stage), every dtype of a fitting node (a
+// 16-bit node widened to float32 reaches the float32 kernel through widen.cpp, which adds its copies to this rule);
+// with T = bfloat16, registered last, a bfloat16 node that runs the bfloat16 kernel of this file.
+template <typename T>
+size_t workspace_stage(const graph::Graph& gr, int node) {
   const auto [g, f] = geometry(gr, gr[node]);
-  if (fits(g, f)) return direct_workspace_floats(gr[node].op, g, f) * sizeof(float);
-  const WorkspaceFn prev = g_prev_ws_f32[op_index(gr[node].op)];
+  if ((kDtype<T> == 0 || gr[node].dtype == DType::bf16) && fits(g, f))
+    return direct_workspace_floats(gr[node].op, g, f) * sizeof(float);
+  const WorkspaceFn prev = g_prev_ws[op_index(gr[node].op)][kDtype<T>];
   return prev ? prev(gr, node) : 0;
 }
 
-// ... and, registered last, a bfloat16 node that runs the bfloat16 kernel of this file.
-size_t workspace_bf16_stage(const graph::Graph& gr, int node) {
-  const auto [g, f] = geometry(gr, gr[node]);
-  if (gr[node].dtype == DType::bf16 && fits(g, f)) return direct_workspace_floats(gr[node].op, g, f) * sizeof(float);
-  const WorkspaceFn prev = g_prev_ws_bf16[op_index(gr[node].op)];
-  return prev ? prev(gr, node) : 0;
+// Wraps, per op, what is registered before it for dtype t (and registers nothing twice: a second call keeps the first
+// wrapping).
+template <typename T>
+void register_c1(DType t) {
+  constexpr int k = kDtype<T>;
+  for (Op op : kOps) {
+    const int i = op_index(op);
+    const KernelFn now = graph::registered_kernel(DeviceKind::cpu, op, graph::signature_for(op, t));
+    if (now == run<T>) {  // bfloat16: a float32 kernel registered since may have replaced the op's workspace rule
+      if (k == 1 && g_prev_ws[i][k]) graph::register_workspace(DeviceKind::cpu, op, workspace_stage<T>);
+      continue;
+    }
+    g_prev[i][k] = now;
+    g_prev_ws[i][k] = graph::registered_workspace(DeviceKind::cpu, op);
+    if (!g_prev[i][k]) continue;
+    graph::register_kernel(DeviceKind::cpu, op, t, run<T>);
+    graph::register_workspace(DeviceKind::cpu, op, workspace_stage<T>);
+  }
 }
 
 }  // namespace
@@ -372,34 +389,7 @@ bool c1_conv_taken(const graph::Graph& gr, int node) {
   return fits(g, f) && graph::registered_kernel(DeviceKind::cpu, n.op, graph::signature_for(n.op, t)) == want;
 }
 
-// Each wraps what is registered before it (and registers nothing twice: a second call keeps the first wrapping).
-void register_c1_conv_kernels() {
-  for (Op op : kOps) {
-    const int i = op_index(op);
-    const KernelFn now = graph::registered_kernel(DeviceKind::cpu, op, graph::signature_for(op, DType::f32));
-    if (now == run<float>) continue;
-    g_prev[i][0] = now;
-    g_prev_ws_f32[i] = graph::registered_workspace(DeviceKind::cpu, op);
-    if (!g_prev[i][0]) continue;
-    graph::register_kernel(DeviceKind::cpu, op, DType::f32, run<float>);
-    graph::register_workspace(DeviceKind::cpu, op, workspace_f32_stage);
-  }
-}
-
-void register_c1_bf16_conv_kernels() {
-  for (Op op : kOps) {
-    const int i = op_index(op);
-    const KernelFn now = graph::registered_kernel(DeviceKind::cpu, op, graph::signature_for(op, DType::bf16));
-    if (now == run<bfloat16>) {  // a float32 kernel registered since may have replaced the op's workspace rule
-      if (g_prev_ws_bf16[i]) graph::register_workspace(DeviceKind::cpu, op, workspace_bf16_stage);
-      continue;
-    }
-    g_prev[i][1] = now;
-    g_prev_ws_bf16[i] = graph::registered_workspace(DeviceKind::cpu, op);
-    if (!g_prev[i][1]) continue;
-    graph::register_kernel(DeviceKind::cpu, op, DType::bf16, run<bfloat16>);
-    graph::register_workspace(DeviceKind::cpu, op, workspace_bf16_stage);
-  }
-}
+void register_c1_conv_kernels() { register_c1<float>(DType::f32); }
+void register_c1_bf16_conv_kernels() { register_c1<bfloat16>(DType::bf16); }
 
 }  // namespace tk::cpu

@@ -8,11 +8,14 @@
 // the program's workspace, whose size the planner asks for through register_workspace — so the memory
 // plan stays exact and nothing is allocated while a step runs (primitives are built once per shape).
 #ifdef TK_HAVE_ONEDNN
+#include <algorithm>
 #include <array>
+#include <bit>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <tuple>
 #include <vector>
 
 #include "backends/cpu/conv_grouped.h"
@@ -41,6 +44,8 @@ dnnl::engine& engine() {
 
 size_t align64(size_t x) { return (x + 63) / 64 * 64; }
 
+constexpr Op kConvOps[4] = {Op::Conv2D, Op::FusedConv2D, Op::Conv2DGradInput, Op::Conv2DGradFilter};
+
 // One convolution (op, shapes, window): the primitive, the reorders between our layouts and oneDNN's,
 // and memory objects whose data handles are set at every call.
 struct Conv {
@@ -59,31 +64,11 @@ struct Conv {
   size_t workspace = 0;
 };
 
-using Key = std::array<int64_t, 21>;  // the geometry, groups, and the thread (argument memories are per thread)
-
-// relu: FusedConv2D with the relu epilogue (its own cache entry; the primitive is the same, run() adds the relu).
+// The op (relu: FusedConv2D with the relu epilogue, its own entry; the primitive is the same, run() adds the relu), the
+// dtype, the window (its 16 fields), filters, groups, and the thread (argument memories are per thread).
+using Key = std::tuple<Op, bool, DType, std::array<int64_t, 16>, int64_t, int64_t, int64_t>;
 Key key_of(Op op, const Window& g, int64_t f, int64_t groups, bool relu, DType t) {
-  return {static_cast<int64_t>(op) * 2 + (relu ? 1 : 0),
-          static_cast<int64_t>(t),
-          g.n,
-          g.h,
-          g.w,
-          g.c,
-          f,
-          g.kh,
-          g.kw,
-          g.sh,
-          g.sw,
-          g.dh,
-          g.dw,
-          g.pt,
-          g.pb,
-          g.pl,
-          g.pr,
-          g.oh,
-          g.ow,
-          groups,
-          thread_index()};
+  return {op, relu, t, std::bit_cast<std::array<int64_t, 16>>(g), f, groups, thread_index()};
 }
 
 // t: float32, or bfloat16 where the CPU computes it natively (every operand, the bias and the result in
@@ -185,11 +170,15 @@ std::pair<Window, int64_t> geometry(const graph::Graph& gr, const graph::Node& n
   return {Window::of(gr[n.inputs[0]].shape, n.attrs), n.attrs.shape[3]};  // Conv2DGradFilter
 }
 
+// bfloat16 memory where this CPU computes it natively; elsewhere a 16-bit node runs widened (widen.cpp) and this
+// float32 convolution sees float32 copies in the workspace, so its primitive must be float32 too.
+DType compute_dtype(const graph::Node& n) {
+  return n.dtype == DType::bf16 && onednn_bf16_native() ? DType::bf16 : DType::f32;
+}
+
 Conv& conv_for(const graph::Node& n, const Window& g, int64_t f) {
   const bool relu = n.op == Op::FusedConv2D && n.attrs.epilogue == Op::Relu;
-  // bfloat16 memory where this CPU computes it natively; elsewhere a 16-bit node runs widened (widen.cpp) and this
-  // float32 convolution sees float32 copies in the workspace, so its primitive must be float32 too.
-  const DType t = n.dtype == DType::bf16 && onednn_bf16_native() ? DType::bf16 : DType::f32;
+  const DType t = compute_dtype(n);
   std::lock_guard lock(cache_mutex());
   auto& slot = cache()[key_of(n.op, g, f, n.attrs.groups, relu, t)];
   if (!slot) slot = std::make_unique<Conv>(build(n.op, g, f, n.attrs.groups, t));
@@ -232,18 +221,15 @@ void run(const KernelArgs& a) {
   reorder(2);
   dnnl_stream_wait(s.get());
   if (a.node.op == Op::FusedConv2D && a.node.attrs.epilogue == Op::Relu)  // in NHWC, our relu (relu_pass.h)
-    relu_in_place(a.out, a.node.shape.numel(),
-                  a.node.dtype == DType::bf16 && onednn_bf16_native() ? DType::bf16 : DType::f32);
+    relu_in_place(a.out, a.node.shape.numel(), compute_dtype(a.node));
 }
 
 graph::WorkspaceFn g_widened_ws[4] = {};  // per conv op: the widened kernels' rule (float16, float32)
 
 size_t bf16_or_widened_workspace(const graph::Graph& gr, int node) {
   if (gr[node].dtype == DType::bf16) return workspace(gr, node);
-  const Op ops[4] = {Op::Conv2D, Op::FusedConv2D, Op::Conv2DGradInput, Op::Conv2DGradFilter};
-  for (int i = 0; i < 4; ++i)
-    if (ops[i] == gr[node].op) return g_widened_ws[i] ? g_widened_ws[i](gr, node) : 0;
-  return 0;
+  const auto i = std::ranges::find(kConvOps, gr[node].op) - std::begin(kConvOps);
+  return i < 4 && g_widened_ws[i] ? g_widened_ws[i](gr, node) : 0;
 }
 
 }  // namespace
@@ -251,11 +237,10 @@ size_t bf16_or_widened_workspace(const graph::Graph& gr, int node) {
 bool register_onednn_bf16_conv_kernels() {
   const char* choice = runtime::setting_raw(runtime::Setting::conv);
   if ((choice && std::string(choice) == "im2col") || !onednn_bf16_native()) return false;
-  const Op ops[4] = {Op::Conv2D, Op::FusedConv2D, Op::Conv2DGradInput, Op::Conv2DGradFilter};
   for (int i = 0; i < 4; ++i) {
-    g_widened_ws[i] = graph::registered_workspace(DeviceKind::cpu, ops[i]);
-    graph::register_kernel(DeviceKind::cpu, ops[i], DType::bf16, run);
-    graph::register_workspace(DeviceKind::cpu, ops[i], bf16_or_widened_workspace);
+    g_widened_ws[i] = graph::registered_workspace(DeviceKind::cpu, kConvOps[i]);
+    graph::register_kernel(DeviceKind::cpu, kConvOps[i], DType::bf16, run);
+    graph::register_workspace(DeviceKind::cpu, kConvOps[i], bf16_or_widened_workspace);
   }
   return true;
 }
@@ -263,7 +248,7 @@ bool register_onednn_bf16_conv_kernels() {
 bool register_onednn_conv_kernels() {
   const char* choice = runtime::setting_raw(runtime::Setting::conv);
   if (choice && std::string(choice) == "im2col") return false;
-  for (Op op : {Op::Conv2D, Op::FusedConv2D, Op::Conv2DGradInput, Op::Conv2DGradFilter}) {
+  for (Op op : kConvOps) {
     graph::register_kernel(DeviceKind::cpu, op, DType::f32, run);
     graph::register_workspace(DeviceKind::cpu, op, workspace);
   }

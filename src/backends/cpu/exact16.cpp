@@ -143,10 +143,13 @@ void relu_grad16(const KernelArgs& a) {
     for (int64_t i = b; i < e; ++i) out[i].bits = in[i].bits & positive_mask(keep[i]);
   });
 }
-graph::WorkspaceFn g_widened_relu_ws = nullptr;
-size_t relu_workspace16(const graph::Graph& gr, int node) {
+graph::WorkspaceFn g_widened_relu_ws = nullptr, g_widened_bias_ws = nullptr;
+
+// None for a 16-bit node (no float32 copies), else the widened kernels' rule *Widened (ReluGrad's, BiasGrad's).
+template <graph::WorkspaceFn* Widened>
+size_t workspace_no16(const graph::Graph& gr, int node) {
   const DType t = gr[node].dtype;
-  return t == DType::f16 || t == DType::bf16 || !g_widened_relu_ws ? 0 : g_widened_relu_ws(gr, node);
+  return t == DType::f16 || t == DType::bf16 || !*Widened ? 0 : (*Widened)(gr, node);
 }
 
 // db(n) = sum over rows of dy(rows, n), read in 16 bits and summed in float32 in row order, then rounded once (the
@@ -165,11 +168,6 @@ void bias_grad16(const KernelArgs& a) {
       for (int64_t j = 0; j < jn; ++j) sum[j] += dy[r * n + j0 + j].to_float();
     for (int64_t j = 0; j < jn; ++j) db[j0 + j] = T::from_float(sum[j]);
   }
-}
-graph::WorkspaceFn g_widened_bias_ws = nullptr;
-size_t bias_workspace16(const graph::Graph& gr, int node) {
-  const DType t = gr[node].dtype;
-  return t == DType::f16 || t == DType::bf16 || !g_widened_bias_ws ? 0 : g_widened_bias_ws(gr, node);
 }
 
 size_t workspace16(const graph::Graph& gr, int node) {
@@ -200,11 +198,11 @@ void register_exact16_kernels() {
   g_widened_relu_ws = graph::registered_workspace(cpu, Op::ReluGrad);
   graph::register_kernel(cpu, Op::ReluGrad, DType::f16, relu_grad16<float16>);
   graph::register_kernel(cpu, Op::ReluGrad, DType::bf16, relu_grad16<bfloat16>);
-  graph::register_workspace(cpu, Op::ReluGrad, relu_workspace16);
+  graph::register_workspace(cpu, Op::ReluGrad, workspace_no16<&g_widened_relu_ws>);
   g_widened_bias_ws = graph::registered_workspace(cpu, Op::BiasGrad);
   graph::register_kernel(cpu, Op::BiasGrad, DType::f16, bias_grad16<float16>);
   graph::register_kernel(cpu, Op::BiasGrad, DType::bf16, bias_grad16<bfloat16>);
-  graph::register_workspace(cpu, Op::BiasGrad, bias_workspace16);
+  graph::register_workspace(cpu, Op::BiasGrad, workspace_no16<&g_widened_bias_ws>);
 }
 
 }  // namespace tk::cpu

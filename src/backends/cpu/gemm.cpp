@@ -242,12 +242,10 @@ void apply_choices(const std::string& text, bool listed, bool override, bool res
                     eng) != 8 ||
         m < 0 || n < 0 || k < 0 || threads < 1)
       continue;
-    GemmShape shape{m, n, k, ta != 0, tb != 0, Epilogue::none};
-    bool known = false;
-    for (int i = 0; i < 5; ++i)
-      if (kEpilogueNames[i] == epi) shape.epilogue = static_cast<Epilogue>(i), known = true;
+    const auto epilogue = std::ranges::find(kEpilogueNames, std::string_view(epi));
     const std::string_view engine(eng);
-    if (!known || (engine != "openblas" && engine != "onednn")) continue;
+    if (epilogue == std::end(kEpilogueNames) || (engine != "openblas" && engine != "onednn")) continue;
+    const GemmShape shape{m, n, k, ta != 0, tb != 0, static_cast<Epilogue>(epilogue - std::begin(kEpilogueNames))};
 #ifndef TK_HAVE_ONEDNN
     if (engine == "onednn") continue;
 #endif

@@ -1,8 +1,12 @@
 // CPU kernels, one file per family. Each family registers its kernels (and the scratch they need) in
 // its register_*_kernels(); register_kernels() calls them all, from CpuBackend::register_kernels().
 #pragma once
+#include <cstdint>
+
+#include "trainkit/core/dtype.h"
 
 namespace tk::graph {
+struct ExecContext;
 struct Graph;
 struct Node;
 }  // namespace tk::graph
@@ -12,9 +16,12 @@ namespace tk::cpu {
 void register_linalg_kernels();       // linalg.cpp: MatMul, FusedMatMul (gemm.h), BiasAdd, BiasGrad
 void register_elementwise_kernels();  // elementwise.cpp: Fill, Add, Mul, Scale, Reshape, DropoutMask, Random*
 void register_cast_kernels();         // cast.cpp: Cast between every pair of dtypes
-void register_activation_kernels();   // activations.cpp
-void register_loss_kernels();         // losses.cpp: losses, their gradients, accuracy metrics
-void register_optimizer_kernels();    // optimizers.cpp: SGD, Adam(W), RMSprop updates, AccumulateGrad
+// cast.cpp: dst(n, to) = src(n, from) converted in parallel (core/convert.h): the Cast kernel, and the widened
+// kernels' conversion (widen.cpp).
+void convert_parallel(const void* src, DType from, void* dst, DType to, int64_t n, const graph::ExecContext&);
+void register_activation_kernels();  // activations.cpp
+void register_loss_kernels();        // losses.cpp: losses, their gradients, accuracy metrics
+void register_optimizer_kernels();   // optimizers.cpp: SGD, Adam(W), RMSprop updates, AccumulateGrad
 void register_conv_kernels();  // conv.cpp: Conv2D, FusedConv2D and the gradients (im2col + OpenBLAS) and their scratch
 void register_pooling_kernels();          // pooling.cpp: max/avg pooling, Pad2D, Crop2D, Upsample2D, Resize
 void register_image_transform_kernels();  // image_transform.cpp: AffineTransform (Keras' random image transforms)

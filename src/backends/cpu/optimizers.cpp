@@ -22,17 +22,29 @@ using graph::UpdateConfig;
 
 namespace {
 
-// The factor for g: clip_by_norm's scale of g * unscale, times unscale (just unscale when clipnorm is off).
-float clipnorm_factor(const float* g, int64_t n, float clipnorm, float unscale) {
-  if (clipnorm <= 0.0f) return unscale;
+// Squares of one gradient in double, read in its own dtype (a step's gradients may mix float32 and 16 bits).
+template <typename T>
+double sum_squares(const T* g, int64_t n) {
+  auto v = [](T x) {
+    if constexpr (std::is_same_v<T, float>)
+      return double(x);
+    else
+      return double(x.to_float());
+  };
   double s = 0;
   if (n > kParallelGrain) {
 #pragma omp parallel for reduction(+ : s)
-    for (int64_t i = 0; i < n; ++i) s += double(g[i]) * g[i];
+    for (int64_t i = 0; i < n; ++i) s += v(g[i]) * v(g[i]);
   } else {
-    for (int64_t i = 0; i < n; ++i) s += double(g[i]) * g[i];
+    for (int64_t i = 0; i < n; ++i) s += v(g[i]) * v(g[i]);
   }
-  return math::clipnorm_factor(s, clipnorm, unscale);
+  return s;
+}
+
+// The factor for g: clip_by_norm's scale of g * unscale, times unscale (just unscale when clipnorm is off).
+float clipnorm_factor(const float* g, int64_t n, float clipnorm, float unscale) {
+  if (clipnorm <= 0.0f) return unscale;
+  return math::clipnorm_factor(sum_squares(g, n), clipnorm, unscale);
 }
 
 using Grad = math::GradFactor;  // backends/math/optimizers.h: shared with the CUDA kernels
@@ -225,25 +237,6 @@ void accumulate_grad(const KernelArgs& a) {
 
 // (grads...) -> [all finite, global-norm clip factor]: one pass over every gradient, summing squares in double
 // (which cannot overflow for float32 values, so the sum is finite exactly when every element is).
-// Squares of one gradient in double, read in its own dtype (a step's gradients may mix float32 and 16 bits).
-template <typename T>
-double sum_squares(const T* g, int64_t n) {
-  auto v = [](T x) {
-    if constexpr (std::is_same_v<T, float>)
-      return double(x);
-    else
-      return double(x.to_float());
-  };
-  double s = 0;
-  if (n > kParallelGrain) {
-#pragma omp parallel for reduction(+ : s)
-    for (int64_t i = 0; i < n; ++i) s += v(g[i]) * v(g[i]);
-  } else {
-    for (int64_t i = 0; i < n; ++i) s += v(g[i]) * v(g[i]);
-  }
-  return s;
-}
-
 // With loss scaling (Keras' LossScaleOptimizer, TensorFlow's order): a finite step is applied with the
 // gradients divided by the scale, then the finite-step counter grows and the scale doubles when it reaches
 // growth_steps; a step with a non-finite gradient is skipped, the scale halves and the counter restarts.
@@ -271,32 +264,23 @@ static void step_control(const KernelArgs& a) {
   const UpdateConfig& c = *a.node.attrs.update;
   const bool scaling = c.loss_scale_initial > 0.0f;
   const size_t grads = a.node.inputs.size() - (scaling ? 1 : 0);
+  // f(gradient j, its size), the gradient read in its own dtype.
+  auto own_dtype = [&](size_t j, auto f) {
+    const int in = static_cast<int>(j);
+    const int64_t n = a.in_shape(in).numel();
+    return a.in_dtypes[j] == DType::f16    ? f(a.input<float16>(in), n)
+           : a.in_dtypes[j] == DType::bf16 ? f(a.input<bfloat16>(in), n)
+                                           : f(a.input<float>(in), n);
+  };
   double sum = 0;
   if (c.global_clipnorm <= 0.0f) {  // only finiteness matters: the unscale factor is 1 / scale
     bool ok = true;
-    for (size_t j = 0; j < grads && ok; ++j) {
-      const int in = static_cast<int>(j);
-      const int64_t n = a.in_shape(in).numel();
-      ok = a.in_dtypes[j] == DType::f16    ? all_finite(a.input<float16>(in), n)
-           : a.in_dtypes[j] == DType::bf16 ? all_finite(a.input<bfloat16>(in), n)
-                                           : all_finite(a.input<float>(in), n);
-    }
+    for (size_t j = 0; j < grads && ok; ++j)
+      ok = own_dtype(j, [](const auto* g, int64_t n) { return all_finite(g, n); });
     sum = ok ? 0.0 : std::numeric_limits<double>::infinity();
   }
-  for (size_t j = 0; j < grads && c.global_clipnorm > 0.0f; ++j) {
-    const int in = static_cast<int>(j);
-    const int64_t n = a.in_shape(in).numel();
-    switch (a.in_dtypes[j]) {
-      case DType::f16:
-        sum += sum_squares(a.input<float16>(in), n);
-        break;
-      case DType::bf16:
-        sum += sum_squares(a.input<bfloat16>(in), n);
-        break;
-      default:
-        sum += sum_squares(a.input<float>(in), n);
-    }
-  }
+  for (size_t j = 0; j < grads && c.global_clipnorm > 0.0f; ++j)
+    sum += own_dtype(j, [](const auto* g, int64_t n) { return sum_squares(g, n); });
   // [scale, finite steps since the scale last changed, skipped steps]; written in place (a Variable).
   auto* state = scaling ? const_cast<float*>(static_cast<const float*>(a.in[grads])) : nullptr;
   const math::StepControlRule rule{c.global_clipnorm, c.skip_nonfinite, scaling, c.loss_scale_growth_steps};

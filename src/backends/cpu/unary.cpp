@@ -38,24 +38,13 @@ void backward(const KernelArgs& a) {
   });
 }
 
-void unary(const KernelArgs& a) {
+// The node's function, forward or (Grad) its gradient.
+template <bool Grad>
+void dispatch(const KernelArgs& a) {
   switch (a.node.attrs.unary) {
 #define TK_CASE(name) \
   case UnaryFn::name: \
-    return forward<UnaryFn::name>(a);
-    TK_UNARY_FNS(TK_CASE)
-#undef TK_CASE
-    case UnaryFn::kCount:
-      break;
-  }
-  unknown_function(a.node, "attrs.unary");
-}
-
-void unary_grad(const KernelArgs& a) {
-  switch (a.node.attrs.unary) {
-#define TK_CASE(name) \
-  case UnaryFn::name: \
-    return backward<UnaryFn::name>(a);
+    return Grad ? backward<UnaryFn::name>(a) : forward<UnaryFn::name>(a);
     TK_UNARY_FNS(TK_CASE)
 #undef TK_CASE
     case UnaryFn::kCount:
@@ -72,8 +61,8 @@ void unknown_function(const graph::Node& node, const char* field) {
 }
 
 void register_unary_kernels() {
-  graph::register_kernel(DeviceKind::cpu, Op::Unary, DType::f32, unary);
-  graph::register_kernel(DeviceKind::cpu, Op::UnaryGrad, DType::f32, unary_grad);
+  graph::register_kernel(DeviceKind::cpu, Op::Unary, DType::f32, dispatch<false>);
+  graph::register_kernel(DeviceKind::cpu, Op::UnaryGrad, DType::f32, dispatch<true>);
 }
 
 }  // namespace tk::cpu

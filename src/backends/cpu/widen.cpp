@@ -8,21 +8,8 @@
 #include "backends/widen.h"
 
 #include "backends/cpu/kernels.h"
-#include "backends/cpu/parallel.h"
-#include "trainkit/core/convert.h"
 
 namespace tk::cpu {
-namespace {
-
-void convert_parallel(const void* src, DType from, void* dst, DType to, int64_t n, const graph::ExecContext&) {
-  const size_t sf = dtype_size(from), st = dtype_size(to);
-  parallel_for(n, [&](int64_t b, int64_t e) {
-    convert_elements(static_cast<const char*>(src) + static_cast<size_t>(b) * sf, from,
-                     static_cast<char*>(dst) + static_cast<size_t>(b) * st, to, static_cast<size_t>(e - b));
-  });
-}
-
-}  // namespace
 
 void register_widened_kernels() { backends::register_widened<DeviceKind::cpu>(convert_parallel, 64); }
 
