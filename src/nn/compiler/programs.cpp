@@ -572,10 +572,9 @@ ProgramCache::Traced ProgramCache::trace(ProgramKind kind, int64_t batch, bool a
           state_->reaches(*weights[i]);
         }
       }
+      sinks.insert(sinks.end(), ctx.sinks.begin(), ctx.sinks.end());
     }
   }
-  if (kind == ProgramKind::train || kind == ProgramKind::accumulate)
-    sinks.insert(sinks.end(), ctx.sinks.begin(), ctx.sinks.end());
   fuse_input_scaling(g, *c, keep);
   if (fuse && graph::fusion_enabled()) {
     std::vector<int> roots = keep;

@@ -36,9 +36,7 @@ class AttentionLayer final : public Layer, public nn::MaskSupport {
     if (score_mode_ != "dot" && score_mode_ != "concat")
       throw InvalidArgument(class_name() + " '" + name + "': score_mode must be \"dot\" or \"concat\", got \"" +
                             score_mode_ + "\"");
-    if (!(dropout_ >= 0.0f && dropout_ < 1.0f))
-      throw InvalidArgument(class_name() + " '" + name + "': dropout must be in [0, 1), got " +
-                            std::to_string(dropout_));
+    nn::check_rate(*this, "dropout", dropout_);
   }
   std::string class_name() const override { return additive_ ? "AdditiveAttention" : "Attention"; }
   LayerConfig get_config() const override {
@@ -50,14 +48,7 @@ class AttentionLayer final : public Layer, public nn::MaskSupport {
   }
   int arity() const override { return -1; }
   void check_call_options(const LayerConfig& options) const override {
-    for (const auto& [key, v] : options.items) {
-      if (key == "use_causal_mask" && v.kind == LayerConfig::Value::boolean) continue;
-      if (key == "return_attention_scores" && v.kind == LayerConfig::Value::boolean && !v.b) continue;
-      if (key == "training" && v.kind == LayerConfig::Value::boolean) continue;
-      throw InvalidArgument(class_name() + " '" + name + "': call option '" + key +
-                            "' is not supported (trainkit takes use_causal_mask; return_attention_scores=True is "
-                            "not built)");
-    }
+    nn::check_attention_call_options(*this, options, "return_attention_scores=True is not built");
   }
   Shape build(const std::vector<Shape>& in) override {
     const std::string who = class_name() + " '" + name + "'";

@@ -102,6 +102,24 @@ inline void check_positive(const Layer& l, const char* what, int64_t v) {
     throw InvalidArgument(l.class_name() + " '" + l.name + "': " + what + " must be positive, got " +
                           std::to_string(v));
 }
+// The attention layers' call options: the booleans use_causal_mask and training, and return_attention_scores=False;
+// InvalidArgument "<Class> '<name>': call option '<key>' is not supported (trainkit takes use_causal_mask;
+// <not_built>)" for any other.
+inline void check_attention_call_options(const Layer& l, const LayerConfig& options, const char* not_built) {
+  for (const auto& [key, v] : options.items) {
+    if (v.kind == LayerConfig::Value::boolean &&
+        (key == "use_causal_mask" || key == "training" || (key == "return_attention_scores" && !v.b)))
+      continue;
+    throw InvalidArgument(l.class_name() + " '" + l.name + "': call option '" + key +
+                          "' is not supported (trainkit takes use_causal_mask; " + not_built + ")");
+  }
+}
+// InvalidArgument "<Class> '<name>': <what> must be in [0, 1), got <v>" unless 0 <= v < 1 (a dropout rate).
+inline void check_rate(const Layer& l, const char* what, float v) {
+  if (!(v >= 0.0f && v < 1.0f))
+    throw InvalidArgument(l.class_name() + " '" + l.name + "': " + what + " must be in [0, 1), got " +
+                          std::to_string(v));
+}
 
 // Initializers by Keras name: glorot_uniform, glorot_normal, he_normal, he_uniform, lecun_normal,
 // lecun_uniform, zeros, ones, random_normal, random_uniform, orthogonal.

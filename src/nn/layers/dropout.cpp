@@ -13,8 +13,7 @@ class DropoutLayer final : public Layer, public nn::MaskSupport {
  public:
   DropoutLayer(float rate, std::vector<int64_t> noise_shape, uint64_t seed, std::string n)
       : Layer("dropout", std::move(n)), rate_(rate), noise_shape_(std::move(noise_shape)), seed_(seed) {
-    if (!(rate >= 0.0f && rate < 1.0f))
-      throw InvalidArgument("Dropout '" + name + "': rate must be in [0, 1), got " + std::to_string(rate));
+    nn::check_rate(*this, "rate", rate);
     for (int64_t d : noise_shape_)
       if (d != -1 && d < 1)
         throw InvalidArgument("Dropout '" + name + "': noise_shape entries are None (-1) or positive, got " +
@@ -77,8 +76,7 @@ class SpatialDropoutLayer final : public Layer, public nn::MaskSupport {
         rate_(rate),
         seed_(seed),
         one_d_(one_d) {
-    if (!(rate >= 0.0f && rate < 1.0f))
-      throw InvalidArgument(class_name() + " '" + name + "': rate must be in [0, 1), got " + std::to_string(rate));
+    nn::check_rate(*this, "rate", rate);
     if (seed_ == 0) seed_ = nn::next_seed();
   }
   std::string class_name() const override { return one_d_ ? "SpatialDropout1D" : "SpatialDropout2D"; }

@@ -14,49 +14,27 @@ namespace {
 
 enum class Merge { add, subtract, multiply, average, maximum, minimum, concatenate };
 
-const char* class_of(Merge m) {
-  switch (m) {
-    case Merge::add:
-      return "Add";
-    case Merge::subtract:
-      return "Subtract";
-    case Merge::multiply:
-      return "Multiply";
-    case Merge::average:
-      return "Average";
-    case Merge::maximum:
-      return "Maximum";
-    case Merge::minimum:
-      return "Minimum";
-    case Merge::concatenate:
-      return "Concatenate";
-  }
-  return "";
-}
-const char* prefix_of(Merge m) {
-  switch (m) {
-    case Merge::add:
-      return "add";
-    case Merge::subtract:
-      return "subtract";
-    case Merge::multiply:
-      return "multiply";
-    case Merge::average:
-      return "average";
-    case Merge::maximum:
-      return "maximum";
-    case Merge::minimum:
-      return "minimum";
-    case Merge::concatenate:
-      return "concatenate";
-  }
-  return "";
-}
+// Each kind's Keras class, default-name prefix and elementwise op (Average sums, then divides; Concatenate has none),
+// in Merge's order.
+struct MergeKind {
+  const char* class_name;
+  const char* prefix;
+  graph::BinaryFn fn;
+};
+constexpr MergeKind kKinds[] = {{"Add", "add", graph::BinaryFn::add},
+                                {"Subtract", "subtract", graph::BinaryFn::subtract},
+                                {"Multiply", "multiply", graph::BinaryFn::multiply},
+                                {"Average", "average", graph::BinaryFn::add},
+                                {"Maximum", "maximum", graph::BinaryFn::maximum},
+                                {"Minimum", "minimum", graph::BinaryFn::minimum},
+                                {"Concatenate", "concatenate", graph::BinaryFn::add}};
+const MergeKind& kind_of(Merge m) { return kKinds[static_cast<size_t>(m)]; }
 
 class MergeLayer final : public Layer, public nn::MaskSupport {
  public:
-  MergeLayer(Merge kind, int axis, std::string n) : Layer(prefix_of(kind), std::move(n)), kind_(kind), axis_(axis) {}
-  std::string class_name() const override { return class_of(kind_); }
+  MergeLayer(Merge kind, int axis, std::string n)
+      : Layer(kind_of(kind).prefix, std::move(n)), kind_(kind), axis_(axis) {}
+  std::string class_name() const override { return kind_of(kind_).class_name; }
   LayerConfig get_config() const override {
     return kind_ == Merge::concatenate ? LayerConfig{}.set("axis", static_cast<int64_t>(axis_)) : LayerConfig{};
   }
@@ -93,13 +71,8 @@ class MergeLayer final : public Layer, public nn::MaskSupport {
       while (ctx.g[x].shape.rank() < rank) x = graph::ops::expand_dims(b, x, 1);
       return x;
     };
-    const graph::BinaryFn fn = kind_ == Merge::subtract   ? graph::BinaryFn::subtract
-                               : kind_ == Merge::multiply ? graph::BinaryFn::multiply
-                               : kind_ == Merge::maximum  ? graph::BinaryFn::maximum
-                               : kind_ == Merge::minimum  ? graph::BinaryFn::minimum
-                                                          : graph::BinaryFn::add;
     int out = expanded(in[0]);
-    for (size_t i = 1; i < in.size(); ++i) out = graph::ops::binary(b, fn, out, expanded(in[i]));
+    for (size_t i = 1; i < in.size(); ++i) out = graph::ops::binary(b, kind_of(kind_).fn, out, expanded(in[i]));
     if (kind_ == Merge::average)
       out = graph::ops::binary(b, graph::BinaryFn::divide, out,
                                graph::ops::scalar(b, static_cast<float>(in.size()), out));

@@ -42,9 +42,7 @@ class MultiHeadAttentionLayer final : public Layer, public nn::MaskSupport {
       throw InvalidArgument("MultiHeadAttention '" + name + "': value_dim must be positive (or 0 for key_dim), got " +
                             std::to_string(o_.value_dim));
     if (o_.value_dim == 0) o_.value_dim = key_dim_;
-    if (!(o_.dropout >= 0.0f && o_.dropout < 1.0f))
-      throw InvalidArgument("MultiHeadAttention '" + name + "': dropout must be in [0, 1), got " +
-                            std::to_string(o_.dropout));
+    nn::check_rate(*this, "dropout", o_.dropout);
     for (int64_t d : o_.output_shape)
       if (d <= 0) throw InvalidArgument("MultiHeadAttention '" + name + "': output_shape dimensions must be positive");
     nn::check_initializer(o_.kernel_initializer);
@@ -74,14 +72,7 @@ class MultiHeadAttentionLayer final : public Layer, public nn::MaskSupport {
   int arity() const override { return -1; }
   std::vector<std::string> call_arguments() const override { return {"query", "value", "key"}; }
   void check_call_options(const LayerConfig& options) const override {
-    for (const auto& [key, v] : options.items) {
-      if (key == "use_causal_mask" && v.kind == LayerConfig::Value::boolean) continue;
-      if (key == "return_attention_scores" && v.kind == LayerConfig::Value::boolean && !v.b) continue;
-      if (key == "training" && v.kind == LayerConfig::Value::boolean) continue;  // Keras' explicit training flag
-      throw InvalidArgument("MultiHeadAttention '" + name + "': call option '" + key +
-                            "' is not supported (trainkit takes use_causal_mask; attention_mask and "
-                            "return_attention_scores=True are not built)");
-    }
+    nn::check_attention_call_options(*this, options, "attention_mask and return_attention_scores=True are not built");
   }
 
   Shape build(const std::vector<Shape>& in) override {

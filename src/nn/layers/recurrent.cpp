@@ -27,17 +27,15 @@ using graph::BinaryFn;
 using graph::Op;
 namespace ops = graph::ops;
 
-const char* class_of(RecurrentSpec::Kind k) {
-  switch (k) {
-    case RecurrentSpec::Kind::simple_rnn:
-      return "SimpleRNN";
-    case RecurrentSpec::Kind::lstm:
-      return "LSTM";
-    case RecurrentSpec::Kind::gru:
-      return "GRU";
-  }
-  return "?";
-}
+// Each kind's Keras class, default-name prefix and gate count G, in RecurrentSpec::Kind's order.
+struct KindInfo {
+  const char* class_name;
+  const char* prefix;
+  int64_t gates;
+};
+constexpr KindInfo kKinds[] = {{"SimpleRNN", "simple_rnn", 1}, {"LSTM", "lstm", 4}, {"GRU", "gru", 3}};
+const KindInfo& info(RecurrentSpec::Kind k) { return kKinds[static_cast<size_t>(k)]; }
+
 // Keras' LSTM with its default activations runs as one fused op over the whole sequence (graph/lstm_rules.h): no
 // per-step ops for the executor to dispatch, the cell's element math in one pass per step, and dU one GEMM over all
 // steps in the gradient. RecurrentLayer::run keeps the per-step composite for other activations, masks and a
@@ -61,13 +59,9 @@ int fused_lstm(graph::OpBuilder& b, const RecurrentSpec& s, int proj, int recurr
   return ops::reshape(b, ops::slice(b, y, 0, layout.last_row(), 1), Shape{n, s.units});  // (N, u)
 }
 
-const char* prefix_of(RecurrentSpec::Kind k) {
-  return k == RecurrentSpec::Kind::simple_rnn ? "simple_rnn" : k == RecurrentSpec::Kind::lstm ? "lstm" : "gru";
-}
-
 }  // namespace
 
-RecurrentLayer::RecurrentLayer(RecurrentSpec spec) : Layer(prefix_of(spec.kind), spec.name), spec_(std::move(spec)) {
+RecurrentLayer::RecurrentLayer(RecurrentSpec spec) : Layer(info(spec.kind).prefix, spec.name), spec_(std::move(spec)) {
   spec_.name = name;
   const std::string where = class_name() + " '" + name + "'";
   check_positive(*this, "units", spec_.units);
@@ -76,9 +70,8 @@ RecurrentLayer::RecurrentLayer(RecurrentSpec spec) : Layer(prefix_of(spec.kind),
   check_initializer(spec_.kernel_initializer);
   check_initializer(spec_.recurrent_initializer);
   check_initializer(spec_.bias_initializer);
-  for (const auto& [key, rate] : {std::pair{"dropout", spec_.dropout}, {"recurrent_dropout", spec_.recurrent_dropout}})
-    if (!(rate >= 0.0f && rate < 1.0f))
-      throw InvalidArgument(where + ": " + key + " must be in [0, 1), got " + std::to_string(rate));
+  check_rate(*this, "dropout", spec_.dropout);
+  check_rate(*this, "recurrent_dropout", spec_.recurrent_dropout);
   if (spec_.stateful)
     throw Unsupported(where +
                       ": stateful=True is not supported (every batch starts from zero states); use "
@@ -86,11 +79,9 @@ RecurrentLayer::RecurrentLayer(RecurrentSpec spec) : Layer(prefix_of(spec.kind),
   if (spec_.dropout > 0.0f && spec_.seed == 0) spec_.seed = next_seed();
 }
 
-int64_t RecurrentLayer::gates() const {
-  return spec_.kind == RecurrentSpec::Kind::lstm ? 4 : spec_.kind == RecurrentSpec::Kind::gru ? 3 : 1;
-}
-std::string RecurrentLayer::cell_name() const { return std::string(prefix_of(spec_.kind)) + "_cell"; }
-std::string RecurrentLayer::class_name() const { return class_of(spec_.kind); }
+int64_t RecurrentLayer::gates() const { return info(spec_.kind).gates; }
+std::string RecurrentLayer::cell_name() const { return std::string(info(spec_.kind).prefix) + "_cell"; }
+std::string RecurrentLayer::class_name() const { return info(spec_.kind).class_name; }
 
 LayerConfig RecurrentLayer::get_config() const {
   // Keras' order: the RNN base's keys, then the cell's.

@@ -1,5 +1,6 @@
 #include "trainkit/nn/callbacks.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -9,28 +10,23 @@
 
 namespace tk {
 
+constexpr auto kKey = &std::pair<std::string, double>::first;  // a log's name, for std::ranges::find
+
 void Logs::set(const std::string& key, double value) {
-  for (auto& [k, v] : items_)
-    if (k == key) {
-      v = value;
-      return;
-    }
-  items_.emplace_back(key, value);
+  if (auto it = std::ranges::find(items_, key, kKey); it != items_.end())
+    it->second = value;
+  else
+    items_.emplace_back(key, value);
 }
 
 double Logs::get(const std::string& key) const {
-  for (const auto& [k, v] : items_)
-    if (k == key) return v;
+  if (auto it = std::ranges::find(items_, key, kKey); it != items_.end()) return it->second;
   std::string known;
   for (const auto& [k, v] : items_) known += (known.empty() ? "" : ", ") + k;
   throw InvalidArgument("no log named '" + key + "' (available: " + known + ")");
 }
 
-bool Logs::contains(const std::string& key) const {
-  for (const auto& [k, v] : items_)
-    if (k == key) return true;
-  return false;
-}
+bool Logs::contains(const std::string& key) const { return std::ranges::find(items_, key, kKey) != items_.end(); }
 
 bool Callback::is_chief() const { return !model || model->is_chief(); }
 
