@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -118,26 +119,25 @@ int run_run(const RunArgs& a) {
   if (bytes == 0) throw InvalidArgument("--memory-limit must be positive");
   apply_lease_options(a.lease);
   const Device device = parse_run_device(a.device);
-  DeviceInfo info;
-  bool found = false;
-  for (const DeviceInfo& d : config::list_devices())
-    if (d.device == device) info = d, found = true;
-  if (!found) throw Unsupported("--device " + a.device + ": " + device.to_string() + " is not available");
+  const std::vector<DeviceInfo> devices = config::list_devices();
+  const auto info = std::ranges::find(devices, device, &DeviceInfo::device);
+  if (info == devices.end())
+    throw Unsupported("--device " + a.device + ": " + device.to_string() + " is not available");
 
   runtime::Lease lease;
   std::vector<std::string> env{"TK_MEMORY_LIMIT=" + std::to_string(bytes)};
   if (runtime::Ledger* ledger = runtime::process_ledger()) {
-    lease = ledger->acquire(runtime::lease_device(info), bytes, runtime::lease_wait_policy());
+    lease = ledger->acquire(runtime::lease_device(*info), bytes, runtime::lease_wait_policy());
     env.push_back("TK_LEASE_INHERITED=" + lease.file());  // a trainkit child uses this lease, not a second one
   }
   // The device: a GPU by UUID (its index differs under each CUDA_VISIBLE_DEVICES), or none for the cpu.
-  env.push_back("CUDA_VISIBLE_DEVICES=" + (device.kind == DeviceKind::cuda ? info.uuid : std::string("-1")));
+  env.push_back("CUDA_VISIBLE_DEVICES=" + (device.kind == DeviceKind::cuda ? info->uuid : std::string("-1")));
   env.push_back("TK_VISIBLE_DEVICES=");
   // TensorFlow: take memory as needed instead of all of it at start (its only memory setting in the environment);
   // the cap itself comes from the import hook below. PyTorch: the fraction of the device the lease is.
   env.push_back("TF_FORCE_GPU_ALLOW_GROWTH=true");
   char fraction[32];
-  std::snprintf(fraction, sizeof fraction, "%.6f", info.total ? double(bytes) / double(info.total) : 0.0);
+  std::snprintf(fraction, sizeof fraction, "%.6f", info->total ? double(bytes) / double(info->total) : 0.0);
   env.push_back(std::string("TK_RUN_MEMORY_FRACTION=") + fraction);
   char tmpl[] = "/tmp/trainkit-run-XXXXXX";
   const char* shim_dir = ::mkdtemp(tmpl);

@@ -159,9 +159,7 @@ std::vector<int> group_updates(Graph& g, const std::vector<int>& sinks) {
     at.epilogue = first.op;
     const int group = g.add(Op::MultiUpdate, std::move(inputs), at, layer_of(g[first.inputs[0]].name) + "/update");
     std::replace(out.begin(), out.end(), run.front(), group);
-    out.erase(std::remove_if(out.begin(), out.end(),
-                             [&](int s) { return std::find(run.begin() + 1, run.end(), s) != run.end(); }),
-              out.end());
+    std::erase_if(out, [&](int s) { return std::find(run.begin() + 1, run.end(), s) != run.end(); });
   }
   return out;
 }

@@ -38,36 +38,28 @@ Program::Program(Graph g, std::vector<int> outputs, std::vector<int> sinks, Devi
   std::vector<int> side(static_cast<size_t>(g_.size()), -1);  // per producer: its fused BiasGrad
   for (int id : order_)
     if (is_side_output(g_, id)) side[static_cast<size_t>(g_[id].inputs[0])] = id;
-  steps_.reserve(order_.size());
-  for (int id : order_) {
-    const Node& n = g_[id];
-    if (n.op == Op::Input || n.op == Op::Variable || n.op == Op::View || is_side_output(g_, id)) continue;
-    steps_.push_back(Step{find_kernel(device.kind, n.op, signature_of(g_, id)), id, nullptr, in_dtypes_.size(),
-                          side[static_cast<size_t>(id)]});
-    for (int in : n.inputs) in_dtypes_.push_back(g_[in].dtype);
-  }
   // Between an overlapping AllReduce and its AllReduceWait the other kernels' steps give the collective a chance to
   // progress (Collective::progress: MPI moves a nonblocking collective on only inside MPI calls).
   Collective* in_flight = nullptr;
   int waits_left = 0;
-  for (Step& s : steps_) {
-    const Node& n = g_[s.node];
+  steps_.reserve(order_.size());
+  for (int id : order_) {
+    const Node& n = g_[id];
+    if (n.op == Op::Input || n.op == Op::Variable || n.op == Op::View || is_side_output(g_, id)) continue;
     if (n.op == Op::AllReduce && n.attrs.overlap && n.attrs.collective) in_flight = n.attrs.collective, ++waits_left;
     if (n.op == Op::AllReduceWait && g_[n.inputs[0]].attrs.collective && --waits_left == 0) in_flight = nullptr;
-    s.poll = in_flight;
+    steps_.push_back(Step{find_kernel(device.kind, n.op, signature_of(g_, id)), id, nullptr, in_dtypes_.size(),
+                          side[static_cast<size_t>(id)], nullptr, in_flight});
+    for (int in : n.inputs) in_dtypes_.push_back(g_[in].dtype);
+    // What capture depends on: decided once per program (a later enable_profiling turns it off in run()).
+    has_collective_ = has_collective_ || n.attrs.collective || n.op == Op::AllReduce || n.op == Op::AllReduceWait;
+    if (n.attrs.update && std::ranges::find(update_configs_, n.attrs.update) == update_configs_.end())
+      update_configs_.push_back(n.attrs.update);
   }
   in_ptrs_.assign(in_dtypes_.size(), nullptr);
   step_seconds_.assign(steps_.size(), 0.0);
   if (own_arena) bind_arena(Tensor(Shape{static_cast<int64_t>(arena_bytes_required())}, DType::u8, device, owner));
   profiling_ = print_profile_ = runtime::setting_bool_or_default(runtime::Setting::profile);
-  // Capture: decided once per program (a later enable_profiling turns it off in run()).
-  for (const Step& s : steps_) {
-    const Node& n = g_[s.node];
-    has_collective_ = has_collective_ || n.attrs.collective || n.op == Op::AllReduce || n.op == Op::AllReduceWait;
-    if (n.attrs.update &&
-        std::find(update_configs_.begin(), update_configs_.end(), n.attrs.update) == update_configs_.end())
-      update_configs_.push_back(n.attrs.update);
-  }
   set_step_launcher(backend_->make_step_launcher(device));
 }
 

@@ -239,7 +239,8 @@ class Reader {
       shape.push_back(static_cast<int64_t>(dims[i]));
     }
     const DType dt = cls == H5T_FLOAT ? DType::f32 : DType::i64;
-    total_ += numel * (dt == DType::f32 ? 4 : 8);
+    const size_t element = dt == DType::f32 ? 4 : 8;
+    total_ += numel * element;
     if (numel > kMaxTotalBytes || total_ > kMaxTotalBytes)
       throw FormatError(label_ + ": dataset '/" + path + "' would take the file's weights past 1 GiB (damaged?)");
     const hid_t mem_type = dt == DType::f32 ? H5T_NATIVE_FLOAT : H5T_NATIVE_INT64;
@@ -252,7 +253,6 @@ class Reader {
     }
     // Streaming: blocks of at most one staging buffer, read by hyperslab and appended to the data file.
     out_.stored[path] = {{Shape(shape), dt}, data_size_};
-    const size_t element = dt == DType::f32 ? 4 : 8;
     const size_t capacity = std::max(element, std::min<size_t>(numel * element, file_staging_capacity()));
     std::vector<hsize_t> hdims(dims, dims + rank);
     Tensor staging;  // (capacity) u8, made when the dataset has elements
@@ -364,10 +364,8 @@ class In {
  public:
   In(const std::string& b, const std::string& label, size_t start) : b_(b), label_(label), pos_(start) {}
   uint64_t u64() {
-    need(8);
     uint64_t v;
-    std::memcpy(&v, b_.data() + pos_, 8);
-    pos_ += 8;
+    raw(&v, 8);
     return v;
   }
   std::string str() {
@@ -479,11 +477,9 @@ H5Tree parse_h5_tree(const std::string& bytes, const std::string& label) {
     t.datasets[path] = std::move(v);
   }
   for (uint64_t n = in.count(16); n > 0; --n) {
-    std::string object = in.str();
-    auto& named = t.attrs[object];
+    auto& named = t.attrs[in.str()];
     for (uint64_t k = in.count(16); k > 0; --k) {
-      std::string name = in.str();
-      auto& values = named[name];
+      auto& values = named[in.str()];
       for (uint64_t j = in.count(8); j > 0; --j) values.push_back(in.str());
     }
   }

@@ -19,6 +19,7 @@
 #include <fstream>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "runtime/lease_record.h"
 #include "runtime/settings.h"
@@ -34,26 +35,19 @@ std::string errno_text() { return std::strerror(errno); }
 
 // A usable folder: exists (or was created), is a directory, and we may create files in it.
 bool usable_dir(const std::string& dir, bool shared, std::string* why) {
+  auto fail = [why](const std::string& reason) {
+    if (why) *why = reason;
+    return false;
+  };
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0) {
-    if (::mkdir(dir.c_str(), shared ? 01777 : 0700) != 0 && errno != EEXIST) {
-      if (why) *why = "cannot create " + dir + ": " + errno_text();
-      return false;
-    }
+    if (::mkdir(dir.c_str(), shared ? 01777 : 0700) != 0 && errno != EEXIST)
+      return fail("cannot create " + dir + ": " + errno_text());
     if (shared) ::chmod(dir.c_str(), 01777);  // mkdir's mode is cut by the umask
-    if (::stat(dir.c_str(), &st) != 0) {
-      if (why) *why = dir + ": " + errno_text();
-      return false;
-    }
+    if (::stat(dir.c_str(), &st) != 0) return fail(dir + ": " + errno_text());
   }
-  if (!S_ISDIR(st.st_mode)) {
-    if (why) *why = dir + " is not a folder";
-    return false;
-  }
-  if (::access(dir.c_str(), W_OK | X_OK | R_OK) != 0) {
-    if (why) *why = dir + ": " + errno_text();
-    return false;
-  }
+  if (!S_ISDIR(st.st_mode)) return fail(dir + " is not a folder");
+  if (::access(dir.c_str(), W_OK | X_OK | R_OK) != 0) return fail(dir + ": " + errno_text());
   return true;
 }
 
@@ -217,16 +211,15 @@ WaitPolicy lease_wait_policy() {
 // ---------------------------------------------------------------- Lease
 
 Lease::Lease(Lease&& o) noexcept
-    : fd_(o.fd_), inherited_(o.inherited_), dir_(std::move(o.dir_)), record_(std::move(o.record_)) {
-  o.fd_ = -1;
-  o.inherited_ = false;
-}
+    : fd_(std::exchange(o.fd_, -1)),
+      inherited_(std::exchange(o.inherited_, false)),
+      dir_(std::move(o.dir_)),
+      record_(std::move(o.record_)) {}
 Lease& Lease::operator=(Lease&& o) noexcept {
   if (this != &o) {
     release();
-    fd_ = o.fd_, inherited_ = o.inherited_, dir_ = std::move(o.dir_), record_ = std::move(o.record_);
-    o.fd_ = -1;
-    o.inherited_ = false;
+    fd_ = std::exchange(o.fd_, -1), inherited_ = std::exchange(o.inherited_, false);
+    dir_ = std::move(o.dir_), record_ = std::move(o.record_);
   }
   return *this;
 }
@@ -392,20 +385,20 @@ std::string Ledger::refusal(const LeaseDevice& device, uint64_t bytes, const Dev
 }
 
 namespace {
-LeaseRecord new_record(const LeaseDevice& device, uint64_t bytes, bool waiting, uint64_t ticket) {
-  LeaseRecord r;
-  r.waiting = waiting;
-  r.device = device.id;
-  r.name = device.name;
-  r.bytes = bytes;
-  r.total = device.total;
-  r.ticket = ticket;
-  r.pid = static_cast<int>(::getpid());
-  r.uid = ::geteuid();
-  r.user = user_name(r.uid);
-  r.since = now_unix();
-  r.command = process_command_line();
-  return r;
+LeaseRecord new_record(const LeaseDevice& device, uint64_t bytes, bool waiting, uint64_t ticket, std::string file) {
+  const unsigned uid = ::geteuid();
+  return {.waiting = waiting,
+          .device = device.id,
+          .name = device.name,
+          .bytes = bytes,
+          .total = device.total,
+          .ticket = ticket,
+          .pid = static_cast<int>(::getpid()),
+          .uid = uid,
+          .user = user_name(uid),
+          .since = now_unix(),
+          .command = process_command_line(),
+          .file = std::move(file)};
 }
 
 // A lease `trainkit run` took for this process (TK_LEASE_INHERITED names its file): alive and for this device.
@@ -446,8 +439,7 @@ Lease Ledger::acquire(const LeaseDevice& device, uint64_t bytes, const WaitPolic
     if (queued && !policy.wait)
       throw OutOfMemoryError("cannot lease " + format_bytes(bytes) + " now (--no-wait): " + refusal(device, bytes, u) +
                              " (wait for them: drop --no-wait; or lower the memory limit)");
-    lease.record_ = new_record(device, bytes, queued, ticket);
-    lease.record_.file = dir_ + (queued ? "/wait-" : "/lease-") + n;
+    lease.record_ = new_record(device, bytes, queued, ticket, dir_ + (queued ? "/wait-" : "/lease-") + n);
     lease.fd_ = create_locked(dir_ + "/.tmp-" + n, lease.record_.file, format_lease_record(lease.record_));
     track(lease.record_.file);
     if (!queued) {

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include "runtime/cuda_device.h"
 #include "runtime/dl_symbol.h"
@@ -89,11 +90,16 @@ Nvml::Nvml(const std::vector<std::string>& library_names) {
       continue;
     }
     auto api = std::make_unique<Api>();
-    api->init = dl_symbol<decltype(api->init)>(library, "nvmlInit_v2");
-    api->shutdown = dl_symbol<decltype(api->shutdown)>(library, "nvmlShutdown");
-    api->error_string = dl_symbol<decltype(api->error_string)>(library, "nvmlErrorString");
-    api->count = dl_symbol<decltype(api->count)>(library, "nvmlDeviceGetCount_v2");
-    api->handle_by_index = dl_symbol<decltype(api->handle_by_index)>(library, "nvmlDeviceGetHandleByIndex_v2");
+    // Sets `fn` to the library's `symbol` (null when it lacks it); true when found.
+    auto load = [library](auto& fn, const char* symbol) {
+      fn = dl_symbol<std::remove_reference_t<decltype(fn)>>(library, symbol);
+      return fn != nullptr;
+    };
+    load(api->init, "nvmlInit_v2");
+    load(api->shutdown, "nvmlShutdown");
+    load(api->error_string, "nvmlErrorString");
+    load(api->count, "nvmlDeviceGetCount_v2");
+    load(api->handle_by_index, "nvmlDeviceGetHandleByIndex_v2");
     if (!api->init || !api->shutdown || !api->count || !api->handle_by_index) {
       status_ = "NVML not available: " + name +
                 " lacks nvmlInit_v2 / nvmlShutdown / nvmlDeviceGetCount_v2 / nvmlDeviceGetHandleByIndex_v2 (not an "
@@ -107,16 +113,14 @@ Nvml::Nvml(const std::vector<std::string>& library_names) {
       dlclose(library);
       return;
     }
-    api->driver_version = dl_symbol<decltype(api->driver_version)>(library, "nvmlSystemGetDriverVersion");
-    api->name = dl_symbol<decltype(api->name)>(library, "nvmlDeviceGetName");
-    api->uuid = dl_symbol<decltype(api->uuid)>(library, "nvmlDeviceGetUUID");
-    api->pci_info = dl_symbol<decltype(api->pci_info)>(library, "nvmlDeviceGetPciInfo_v3");
-    if (!api->pci_info) api->pci_info = dl_symbol<decltype(api->pci_info)>(library, "nvmlDeviceGetPciInfo_v2");
-    api->memory_info = dl_symbol<decltype(api->memory_info)>(library, "nvmlDeviceGetMemoryInfo");
-    api->utilization = dl_symbol<decltype(api->utilization)>(library, "nvmlDeviceGetUtilizationRates");
-    api->processes = dl_symbol<decltype(api->processes)>(library, "nvmlDeviceGetComputeRunningProcesses_v3");
-    if (!api->processes)
-      api->processes = dl_symbol<decltype(api->processes)>(library, "nvmlDeviceGetComputeRunningProcesses_v2");
+    load(api->driver_version, "nvmlSystemGetDriverVersion");
+    load(api->name, "nvmlDeviceGetName");
+    load(api->uuid, "nvmlDeviceGetUUID");
+    if (!load(api->pci_info, "nvmlDeviceGetPciInfo_v3")) load(api->pci_info, "nvmlDeviceGetPciInfo_v2");
+    load(api->memory_info, "nvmlDeviceGetMemoryInfo");
+    load(api->utilization, "nvmlDeviceGetUtilizationRates");
+    if (!load(api->processes, "nvmlDeviceGetComputeRunningProcesses_v3"))
+      load(api->processes, "nvmlDeviceGetComputeRunningProcesses_v2");
     library_ = library;
     api_ = std::move(api);
     const std::string driver = driver_version();
@@ -157,33 +161,25 @@ std::vector<NvmlGpu> Nvml::gpus() const {
       out.push_back(std::move(g));
       continue;
     }
+    // An optional entry point's query of this device: true when it succeeded; a failure is noted.
+    auto query = [&](auto fn, const char* what, auto... args) {
+      if (!fn) return false;
+      if ((r = fn(h, args...)) == NVML_SUCCESS) return true;
+      note(what, api_->error(r));
+      return false;
+    };
     char text[NVML_DEVICE_NAME_V2_BUFFER_SIZE > NVML_DEVICE_UUID_V2_BUFFER_SIZE ? NVML_DEVICE_NAME_V2_BUFFER_SIZE
                                                                                 : NVML_DEVICE_UUID_V2_BUFFER_SIZE];
-    if (api_->name && (r = api_->name(h, text, NVML_DEVICE_NAME_V2_BUFFER_SIZE)) == NVML_SUCCESS)
-      text[sizeof text - 1] = '\0', g.name = text;
-    else if (api_->name)
-      note("name", api_->error(r));
-    if (api_->uuid && (r = api_->uuid(h, text, NVML_DEVICE_UUID_V2_BUFFER_SIZE)) == NVML_SUCCESS)
-      text[sizeof text - 1] = '\0', g.uuid = text;
-    else if (api_->uuid)
-      note("uuid", api_->error(r));
+    if (query(api_->name, "name", text, NVML_DEVICE_NAME_V2_BUFFER_SIZE)) text[sizeof text - 1] = '\0', g.name = text;
+    if (query(api_->uuid, "uuid", text, NVML_DEVICE_UUID_V2_BUFFER_SIZE)) text[sizeof text - 1] = '\0', g.uuid = text;
     nvmlPciInfo_t pci{};
-    if (api_->pci_info && (r = api_->pci_info(h, &pci)) == NVML_SUCCESS)
-      pci.busId[sizeof pci.busId - 1] = '\0', g.pci_bus_id = pci.busId;
-    else if (api_->pci_info)
-      note("pci info", api_->error(r));
+    if (query(api_->pci_info, "pci info", &pci)) pci.busId[sizeof pci.busId - 1] = '\0', g.pci_bus_id = pci.busId;
     nvmlMemory_t mem{};
-    if (api_->memory_info && (r = api_->memory_info(h, &mem)) == NVML_SUCCESS) {
+    if (query(api_->memory_info, "memory", &mem))
       g.total = mem.total, g.free = mem.free, g.used = mem.used, g.memory_known = true;
-    } else if (api_->memory_info) {
-      note("memory", api_->error(r));
-    }
     nvmlUtilization_t util{};
-    if (api_->utilization && (r = api_->utilization(h, &util)) == NVML_SUCCESS) {
+    if (query(api_->utilization, "utilization", &util))
       g.utilization_gpu = util.gpu, g.utilization_memory = util.memory, g.utilization_known = true;
-    } else if (api_->utilization) {
-      note("utilization", api_->error(r));
-    }
     if (api_->processes) {
       std::vector<nvmlProcessInfo_t> procs(16);
       for (int attempt = 0; attempt < 4; ++attempt) {
