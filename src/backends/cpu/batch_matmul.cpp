@@ -17,7 +17,7 @@
 #include "backends/strided.h"
 #include "graph/kernel.h"
 #ifdef TK_HAVE_ONEDNN
-#include <oneapi/dnnl/dnnl.hpp>
+#include "backends/cpu/onednn.h"
 #endif
 
 namespace tk::cpu {
@@ -51,11 +51,6 @@ std::optional<BatchForm> batch_form(const graph::Graph& g, const graph::Node& n)
   return std::nullopt;
 }
 
-dnnl::engine& engine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
-
 dnnl::matmul::primitive_desc describe(const BatchForm& f, const GemmShape& s, int threads) {
   const int64_t B = f.batches;
   const memory::desc a({f.a_batched ? B : 1, s.m, s.k}, dt::f32,
@@ -63,19 +58,13 @@ dnnl::matmul::primitive_desc describe(const BatchForm& f, const GemmShape& s, in
   const memory::desc b({f.b_batched ? B : 1, s.k, s.n}, dt::f32,
                        s.tb ? memory::dims{s.k * s.n, 1, s.k} : memory::dims{s.k * s.n, s.n, 1});
   const memory::desc c({B, s.m, s.n}, dt::f32, memory::dims{s.m * s.n, s.n, 1});
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  const int saved = omp_get_max_threads();
-  omp_set_num_threads(threads);  // oneDNN sizes per-thread scratch by the team size at creation
-  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr, engine());
-  omp_set_num_threads(saved);
-  return pd;
+  return matmul_for_threads(dnnl::matmul::desc(a, b, c), threads);
 }
 
 struct Batched {
-  dnnl::matmul prim;
-  memory::desc mds[4];  // a, b, c, scratchpad
-  size_t scratch = 0;
+  dnnl::matmul::primitive_desc pd;
+  dnnl::matmul prim{pd};
+  size_t scratch = pd.scratchpad_desc().get_size();
 };
 using Key = std::tuple<BatchForm, int64_t, int64_t, int64_t, bool, bool, int>;
 
@@ -85,36 +74,16 @@ Batched& batched(const BatchForm& f, const GemmShape& s) {
   const int threads = omp_get_max_threads();
   std::lock_guard lock(m);
   auto& slot = cache[Key{f, s.m, s.n, s.k, s.ta, s.tb, threads}];
-  if (!slot) {
-    const auto pd = describe(f, s, threads);
-    slot = std::make_unique<Batched>();
-    slot->prim = dnnl::matmul(pd);
-    slot->scratch = pd.scratchpad_desc().get_size();
-    const memory::desc d[4] = {pd.src_desc(), pd.weights_desc(), pd.dst_desc(), pd.scratchpad_desc()};
-    for (int i = 0; i < 4; ++i) slot->mds[i] = d[i];
-  }
+  if (!slot) slot = std::make_unique<Batched>(describe(f, s, threads));
   return *slot;
 }
 
 void run_batched(Batched& p, const float* a, const float* b, float* c, void* workspace) {
-  struct Bound {
-    memory mem[4];
-    dnnl_exec_arg_t args[4];
-  };
-  thread_local std::map<const Batched*, Bound> per_thread;  // made on a thread's first call, then reused
+  thread_local std::map<const Batched*, OnednnArgs<5>> per_thread;  // made on a thread's first call, then reused
   auto [it, fresh] = per_thread.try_emplace(&p);
-  Bound& bd = it->second;
-  const int roles[4] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST, DNNL_ARG_SCRATCHPAD};
-  if (fresh)
-    for (int i = 0; i < 4; ++i) {
-      bd.mem[i] = memory(p.mds[i], engine(), DNNL_MEMORY_NONE);
-      bd.args[i] = {roles[i], bd.mem[i].get()};
-    }
-  const void* ptrs[4] = {a, b, c, workspace};
-  for (int i = 0; i < 4; ++i) dnnl_memory_set_data_handle(bd.mem[i].get(), const_cast<void*>(ptrs[i]));
-  static thread_local dnnl::stream s(engine());
-  dnnl_primitive_execute(p.prim.get(), s.get(), 4, bd.args);
-  dnnl_stream_wait(s.get());
+  if (fresh) bind_matmul(it->second, p.pd, /*bias=*/false);
+  static thread_local dnnl::stream s(onednn_engine());
+  it->second.run(p.prim, s, {a, b, nullptr, c, workspace});
 }
 #endif
 

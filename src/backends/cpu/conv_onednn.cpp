@@ -14,13 +14,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <oneapi/dnnl/dnnl.hpp>
 #include <tuple>
 #include <vector>
 
 #include "backends/cpu/conv_grouped.h"
 #include "backends/cpu/gemm.h"
 #include "backends/cpu/kernels.h"
+#include "backends/cpu/onednn.h"
 #include "backends/cpu/relu_pass.h"
 #include "backends/cpu/threads.h"
 #include "graph/kernel.h"
@@ -37,11 +37,6 @@ using dnnl::memory;
 using tag = dnnl::memory::format_tag;
 using dt = dnnl::memory::data_type;
 
-dnnl::engine& engine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
-
 size_t align64(size_t x) { return (x + 63) / 64 * 64; }
 
 constexpr Op kConvOps[4] = {Op::Conv2D, Op::FusedConv2D, Op::Conv2DGradInput, Op::Conv2DGradFilter};
@@ -55,8 +50,8 @@ struct Conv {
   memory bias;  // FusedConv2D: the bias (F), read where it is
   dnnl::primitive prim;
   std::array<std::unique_ptr<dnnl::reorder>, 3> reorder;  // null when the layouts already agree
-  std::unordered_map<int, memory> args;
-  // The same arguments as C arrays, built once: the C++ execute() would build a std::vector (or map) per call.
+  // The primitive's and the reorders' arguments as C arrays, built once: the C++ execute() would build a container
+  // per call.
   std::vector<dnnl_exec_arg_t> exec_args;
   std::array<std::array<dnnl_exec_arg_t, 2>, 3> reorder_args{};
   int arg_of[3];
@@ -84,8 +79,7 @@ Conv build(Op op, const Window& g, int64_t f, int64_t groups, DType t) {
   auto any = [type](const memory::dims& d) { return memory::desc(d, type, tag::any); };
   const memory::desc user_src(src, type, tag::nhwc), user_wei(wei, type, grouped ? tag::hwigo : tag::hwio),
       user_dst(dst, type, tag::nhwc);
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  const dnnl::primitive_attr attr = user_scratchpad();
   const bool fused = op == Op::FusedConv2D;
   const memory::desc bias_md({f}, type, tag::a);
   // No relu post-op: run() applies the relu after the convolution (oneDNN's maps NaN to 0: relu_pass.h).
@@ -94,7 +88,7 @@ Conv build(Op op, const Window& g, int64_t f, int64_t groups, DType t) {
                                               any(src), any(wei), bias_md, any(dst), strides, dilates, pad_l, pad_r)
             : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
                                               any(src), any(wei), any(dst), strides, dilates, pad_l, pad_r);
-  const auto fwd_pd = dnnl::convolution_forward::primitive_desc(fwd_desc, attr, engine());
+  const auto fwd_pd = dnnl::convolution_forward::primitive_desc(fwd_desc, attr, onednn_engine());
   Conv c;
   memory::desc user_md[3], inner_md[3], scratch_md;
   if (op == Op::Conv2D || fused) {
@@ -106,7 +100,7 @@ Conv build(Op op, const Window& g, int64_t f, int64_t groups, DType t) {
   } else if (op == Op::Conv2DGradInput) {
     const auto d = dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, any(src), any(wei),
                                                          any(dst), strides, dilates, pad_l, pad_r);
-    const auto pd = dnnl::convolution_backward_data::primitive_desc(d, attr, engine(), fwd_pd);
+    const auto pd = dnnl::convolution_backward_data::primitive_desc(d, attr, onednn_engine(), fwd_pd);
     user_md[0] = user_dst, user_md[1] = user_wei, user_md[2] = user_src;
     inner_md[0] = pd.diff_dst_desc(), inner_md[1] = pd.weights_desc(), inner_md[2] = pd.diff_src_desc();
     scratch_md = pd.scratchpad_desc();
@@ -115,7 +109,7 @@ Conv build(Op op, const Window& g, int64_t f, int64_t groups, DType t) {
   } else {
     const auto d = dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, any(src), any(wei),
                                                             any(dst), strides, dilates, pad_l, pad_r);
-    const auto pd = dnnl::convolution_backward_weights::primitive_desc(d, attr, engine(), fwd_pd);
+    const auto pd = dnnl::convolution_backward_weights::primitive_desc(d, attr, onednn_engine(), fwd_pd);
     user_md[0] = user_src, user_md[1] = user_dst, user_md[2] = user_wei;
     inner_md[0] = pd.src_desc(), inner_md[1] = pd.diff_dst_desc(), inner_md[2] = pd.diff_weights_desc();
     scratch_md = pd.scratchpad_desc();
@@ -124,27 +118,26 @@ Conv build(Op op, const Window& g, int64_t f, int64_t groups, DType t) {
   }
   size_t at = 0;
   for (int i = 0; i < 3; ++i) {
-    c.user[i] = memory(user_md[i], engine(), DNNL_MEMORY_NONE);
+    c.user[i] = memory(user_md[i], onednn_engine(), DNNL_MEMORY_NONE);
     if (inner_md[i] == user_md[i]) {
       c.inner[i] = c.user[i];
       continue;
     }
-    c.inner[i] = memory(inner_md[i], engine(), DNNL_MEMORY_NONE);
+    c.inner[i] = memory(inner_md[i], onednn_engine(), DNNL_MEMORY_NONE);
     c.offset[i] = at;
     at += align64(inner_md[i].get_size());
     c.reorder[static_cast<size_t>(i)] = i < 2 ? std::make_unique<dnnl::reorder>(c.user[i], c.inner[i])
                                               : std::make_unique<dnnl::reorder>(c.inner[i], c.user[i]);
   }
   c.offset[3] = at;
-  c.scratch = memory(scratch_md, engine(), DNNL_MEMORY_NONE);
+  c.scratch = memory(scratch_md, onednn_engine(), DNNL_MEMORY_NONE);
   c.workspace = at + align64(scratch_md.get_size());
-  for (int i = 0; i < 3; ++i) c.args[c.arg_of[i]] = c.inner[i];
-  c.args[DNNL_ARG_SCRATCHPAD] = c.scratch;
+  for (int i = 0; i < 3; ++i) c.exec_args.push_back({c.arg_of[i], c.inner[i].get()});
+  c.exec_args.push_back({DNNL_ARG_SCRATCHPAD, c.scratch.get()});
   if (fused) {
-    c.bias = memory(bias_md, engine(), DNNL_MEMORY_NONE);
-    c.args[DNNL_ARG_BIAS] = c.bias;
+    c.bias = memory(bias_md, onednn_engine(), DNNL_MEMORY_NONE);
+    c.exec_args.push_back({DNNL_ARG_BIAS, c.bias.get()});
   }
-  for (const auto& [role, mem] : c.args) c.exec_args.push_back({role, mem.get()});
   for (size_t i = 0; i < 3; ++i) {
     const bool to_inner = i < 2;  // inputs are reordered into oneDNN's layout, the output back out of it
     c.reorder_args[i] = {dnnl_exec_arg_t{DNNL_ARG_FROM, (to_inner ? c.user[i] : c.inner[i]).get()},
@@ -212,7 +205,7 @@ void run(const KernelArgs& a) {
   for (int i = 0; i < 3; ++i)
     if (c.reorder[static_cast<size_t>(i)]) c.inner[i].set_data_handle(ws + c.offset[i]);
   c.scratch.set_data_handle(ws + c.offset[3]);
-  static thread_local dnnl::stream s(engine());  // created once per thread: no allocation per step
+  static thread_local dnnl::stream s(onednn_engine());  // created once per thread: no allocation per step
   auto reorder = [&](size_t i) {
     if (c.reorder[i]) dnnl_primitive_execute(c.reorder[i]->get(), s.get(), 2, c.reorder_args[i].data());
   };

@@ -36,7 +36,7 @@
 #include "trainkit/core/error.h"
 
 #ifdef TK_HAVE_ONEDNN
-#include <oneapi/dnnl/dnnl.hpp>
+#include "backends/cpu/onednn.h"
 #endif
 
 namespace tk::cpu {
@@ -47,9 +47,6 @@ constexpr std::string_view kEngineNames[] = {"openblas", "onednn"};
 // Below this many FLOPs a GEMM takes microseconds on either engine; measuring would cost more than it could
 // save, so OpenBLAS (no JIT) runs it.
 constexpr double kMeasureFlops = 2.0e6;
-
-bool has_bias(Epilogue e) { return e == Epilogue::bias || e == Epilogue::bias_relu; }
-bool has_relu(Epilogue e) { return e == Epilogue::bias_relu || e == Epilogue::relu; }
 
 // c = relu_grad(c), with c's column sums: one pass over fixed chunks of rows (column_sums.h).
 void relu_grad_sums_pass(const GemmShape& s, const float* y, float* c, const SumsOut& sums) {
@@ -108,81 +105,43 @@ void openblas_gemm(const GemmShape& s, const float* a, const float* b, float* c)
 }
 
 #ifdef TK_HAVE_ONEDNN
-using dnnl::memory;
 using dt = dnnl::memory::data_type;
 
-dnnl::engine& engine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
-
-// The primitive descriptor for s, with `threads` OpenMP threads (oneDNN sizes per-thread scratch by the
-// team size at creation).
+// The primitive descriptor for s, with `threads` OpenMP threads.
 dnnl::matmul::primitive_desc describe(const GemmShape& s, int threads) {
-  const memory::desc a({s.m, s.k}, dt::f32, s.ta ? memory::dims{1, s.m} : memory::dims{s.k, 1});
-  const memory::desc b({s.k, s.n}, dt::f32, s.tb ? memory::dims{1, s.k} : memory::dims{s.n, 1});
-  const memory::desc c({s.m, s.n}, dt::f32, memory::dims{s.n, 1});
-  const memory::desc bias =
-      has_bias(s.epilogue) ? memory::desc({1, s.n}, dt::f32, memory::dims{s.n, 1}) : memory::desc();
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  const int saved = omp_get_max_threads();
-  omp_set_num_threads(threads);
-  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, bias, c), attr, engine());
-  omp_set_num_threads(saved);
-  return pd;
+  return matmul_for_threads(matmul_desc(s, dt::f32, dt::f32), threads);
 }
 
 // A built matmul. The primitive may run on several threads at once (data-parallel replicas run the same shapes
 // side by side); the memories its arguments are bound through, whose data handles are set at each call, are per
 // thread (made on a thread's first call, then reused: no allocation per step).
 struct Dnnl {
-  dnnl::matmul prim;
-  memory::desc mds[5];  // a, b, bias, c, scratchpad
-  int roles[5] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS, DNNL_ARG_DST, DNNL_ARG_SCRATCHPAD};
-  bool bias = false;
-  size_t scratch = 0;
   uint64_t id;  // the key of each thread's argument memories (addresses are reused, ids are not)
+  dnnl::matmul::primitive_desc pd;
+  dnnl::matmul prim;
+  bool bias;
+  size_t scratch;
 
-  struct Bound {
-    memory mem[5];
-    dnnl_exec_arg_t args[5];
-    int nargs = 0;
-  };
-
-  explicit Dnnl(const GemmShape& s) : id(next_id()) {
-    const auto pd = describe(s, omp_get_max_threads());
-    prim = dnnl::matmul(pd);
-    scratch = pd.scratchpad_desc().get_size();
-    bias = has_bias(s.epilogue);
-    const memory::desc d[5] = {pd.src_desc(), pd.weights_desc(), bias ? pd.bias_desc() : memory::desc(), pd.dst_desc(),
-                               pd.scratchpad_desc()};
-    for (int i = 0; i < 5; ++i) mds[i] = d[i];
-  }
+  explicit Dnnl(const GemmShape& s)
+      : id(next_id()),
+        pd(describe(s, omp_get_max_threads())),
+        prim(pd),
+        bias(has_bias(s.epilogue)),
+        scratch(pd.scratchpad_desc().get_size()) {}
   static uint64_t next_id() {
     static std::atomic<uint64_t> n{0};
     return n.fetch_add(1, std::memory_order_relaxed);
   }
-  Bound& bound() {
-    thread_local std::map<uint64_t, Bound> per_thread;
+  OnednnArgs<5>& bound() {
+    thread_local std::map<uint64_t, OnednnArgs<5>> per_thread;
     auto [it, fresh] = per_thread.try_emplace(id);
-    Bound& b = it->second;
-    if (fresh)
-      for (int i = 0; i < 5; ++i) {
-        if (i == 2 && !bias) continue;
-        b.mem[i] = memory(mds[i], engine(), DNNL_MEMORY_NONE);
-        b.args[b.nargs++] = {roles[i], b.mem[i].get()};
-      }
-    return b;
+    if (fresh) bind_matmul(it->second, pd, bias);
+    return it->second;
   }
   void run(const float* a, const float* b, const float* bias_data, float* c, void* workspace) {
-    Bound& bd = bound();
-    const void* ptrs[5] = {a, b, bias_data, c, workspace};
-    for (int i = 0; i < 5; ++i)
-      if (bd.mem[i]) dnnl_memory_set_data_handle(bd.mem[i].get(), const_cast<void*>(ptrs[i]));
-    static thread_local dnnl::stream s(engine());  // one per thread, made once: no allocation per step
-    dnnl_primitive_execute(prim.get(), s.get(), bd.nargs, bd.args);
-    dnnl_stream_wait(s.get());
+    OnednnArgs<5>& bd = bound();
+    static thread_local dnnl::stream s(onednn_engine());  // one per thread, made once: no allocation per step
+    bd.run(prim, s, {a, b, bias_data, c, workspace});
   }
 };
 #endif

@@ -35,6 +35,10 @@ struct GemmShape {
   auto operator<=>(const GemmShape&) const = default;
 };
 
+// Whether the epilogue adds the bias (n), whether it applies a relu.
+inline bool has_bias(Epilogue e) { return e == Epilogue::bias || e == Epilogue::bias_relu; }
+inline bool has_relu(Epilogue e) { return e == Epilogue::bias_relu || e == Epilogue::relu; }
+
 enum class GemmEngine : uint8_t { openblas, onednn };
 
 // Scratch bytes gemm() may use for `s` (oneDNN's scratchpad; 0 without oneDNN). Cheap: builds no kernel.

@@ -26,7 +26,7 @@
 #ifdef TK_HAVE_ONEDNN
 #include <omp.h>
 
-#include <oneapi/dnnl/dnnl.hpp>
+#include "backends/cpu/onednn.h"
 #endif
 
 namespace tk::cpu {
@@ -53,51 +53,26 @@ bool onednn_bf16_native() {
 #ifdef TK_HAVE_ONEDNN
 namespace {
 
-using dnnl::memory;
 using dt = dnnl::memory::data_type;
-
-dnnl::engine& bf16_engine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
 
 bool native() { return onednn_bf16_native(); }
 
-bool has_bias(Epilogue e) { return e == Epilogue::bias || e == Epilogue::bias_relu; }
-bool has_relu(Epilogue e) { return e == Epilogue::bias_relu || e == Epilogue::relu; }
-
 // f32_out: the product written in float32 (a weight's gradient, graph/fuse.h), else in bfloat16.
 dnnl::matmul::primitive_desc describe(const GemmShape& s, bool f32_out) {
-  const memory::desc a({s.m, s.k}, dt::bf16, s.ta ? memory::dims{1, s.m} : memory::dims{s.k, 1});
-  const memory::desc b({s.k, s.n}, dt::bf16, s.tb ? memory::dims{1, s.k} : memory::dims{s.n, 1});
-  const memory::desc c({s.m, s.n}, f32_out ? dt::f32 : dt::bf16, memory::dims{s.n, 1});
-  const memory::desc bias =
-      has_bias(s.epilogue) ? memory::desc({1, s.n}, dt::bf16, memory::dims{s.n, 1}) : memory::desc();
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, bias, c), attr, bf16_engine());
+  return dnnl::matmul::primitive_desc(matmul_desc(s, dt::bf16, f32_out ? dt::f32 : dt::bf16), user_scratchpad(),
+                                      onednn_engine());
 }
 
 // A built primitive and its argument array (data handles set per call), per (shape, threads).
 struct Built {
   dnnl::matmul prim;
-  memory mem[5];  // a, b, bias, c, scratchpad
-  dnnl_exec_arg_t args[5];
-  int nargs = 0;
+  OnednnArgs<5> args;  // a, b, bias, c, scratchpad
   size_t scratch = 0;
   Built(const GemmShape& s, bool f32_out) {
     const auto pd = describe(s, f32_out);
     prim = dnnl::matmul(pd);
     scratch = pd.scratchpad_desc().get_size();
-    const memory::desc mds[5] = {pd.src_desc(), pd.weights_desc(),
-                                 has_bias(s.epilogue) ? pd.bias_desc() : memory::desc(), pd.dst_desc(),
-                                 pd.scratchpad_desc()};
-    const int roles[5] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS, DNNL_ARG_DST, DNNL_ARG_SCRATCHPAD};
-    for (int i = 0; i < 5; ++i) {
-      if (i == 2 && !has_bias(s.epilogue)) continue;
-      mem[i] = memory(mds[i], bf16_engine(), DNNL_MEMORY_NONE);
-      args[nargs++] = {roles[i], mem[i].get()};
-    }
+    bind_matmul(args, pd, has_bias(s.epilogue));
   }
 };
 
@@ -149,12 +124,8 @@ void matmul_bf16(const KernelArgs& a) {
     if (!slot) slot = std::make_unique<Built>(s, f32_out(a.node));
     b = slot.get();
   }
-  const void* ptrs[5] = {a.in[0], a.in[1], has_bias(s.epilogue) ? a.in[2] : nullptr, a.out, a.workspace};
-  for (int i = 0; i < 5; ++i)
-    if (b->mem[i]) dnnl_memory_set_data_handle(b->mem[i].get(), const_cast<void*>(ptrs[i]));
-  static thread_local dnnl::stream stream(bf16_engine());
-  dnnl_primitive_execute(b->prim.get(), stream.get(), b->nargs, b->args);
-  dnnl_stream_wait(stream.get());
+  static thread_local dnnl::stream stream(onednn_engine());
+  b->args.run(b->prim, stream, {a.in[0], a.in[1], has_bias(s.epilogue) ? a.in[2] : nullptr, a.out, a.workspace});
   if (has_relu(full.epilogue))  // after the rounding (exact), not oneDNN's post-op (relu_pass.h)
     relu_in_place(a.out, full.m * full.n, f32_out(a.node) ? DType::f32 : DType::bf16);
   if (full.epilogue == Epilogue::relu_grad) {  // c *= (y > 0), y the relu's bfloat16 output
