@@ -27,8 +27,10 @@ void dtype_error(const Graph& g, int node, const std::string& why, const std::st
 
 namespace {
 
-void check_rank(const Graph& g, int node, const Shape& s) {
+// s, once checked against kMaxRank.
+const Shape& check_rank(const Graph& g, int node, const Shape& s) {
   if (s.rank() > kMaxRank) shape_error(g, node, "rank above " + std::to_string(kMaxRank) + " is not supported");
+  return s;
 }
 
 int axis_of(const Graph& g, int node, int rank) {
@@ -59,8 +61,7 @@ Shape shape_broadcast(const Graph& g, int node) {
       shape_error(g, node, "operands do not broadcast (each dimension, aligned from the last, must be equal or 1)");
     }
   }
-  check_rank(g, node, s);
-  return s;
+  return check_rank(g, node, s);
 }
 
 Shape shape_reduce(const Graph& g, int node) {
@@ -155,9 +156,7 @@ Shape shape_batch_matmul(const Graph& g, int node) {
   std::vector<int64_t> out = batch.dims();
   out.push_back(m);
   out.push_back(n);
-  Shape s(std::move(out));
-  check_rank(g, node, s);
-  return s;
+  return check_rank(g, node, Shape(std::move(out)));
 }
 
 namespace {
@@ -166,9 +165,7 @@ Shape gathered(const Graph& g, int node, const Shape& params, const Shape& indic
   std::vector<int64_t> out(params.dims().begin(), params.dims().begin() + a);
   out.insert(out.end(), indices.dims().begin(), indices.dims().end());
   out.insert(out.end(), params.dims().begin() + a + 1, params.dims().end());
-  Shape s(std::move(out));
-  check_rank(g, node, s);
-  return s;
+  return check_rank(g, node, Shape(std::move(out)));
 }
 }  // namespace
 
@@ -190,9 +187,7 @@ Shape shape_one_hot(const Graph& g, int node) {
   if (g[node].attrs.depth <= 0) shape_error(g, node, "depth must be positive");
   std::vector<int64_t> out = in_shape(g, node, 0).dims();
   out.push_back(g[node].attrs.depth);
-  Shape s(std::move(out));
-  check_rank(g, node, s);
-  return s;
+  return check_rank(g, node, Shape(std::move(out)));
 }
 
 Shape shape_concat(const Graph& g, int node) {

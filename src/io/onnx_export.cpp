@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <numeric>
 #include <set>
 #include <string>
 #include <vector>
@@ -267,13 +268,25 @@ void export_onnx(Model& model, const std::string& path) {
       if (s.empty()) fail(id, "an input of this node was not exported");
       return s;
     };
+    auto all_in = [&] {  // every input, in order
+      std::vector<std::string> ins;
+      for (size_t i = 0; i < n.inputs.size(); ++i) ins.push_back(in(i));
+      return ins;
+    };
     switch (n.op) {
       case graph::Op::Input:
         continue;  // the model's inputs are named above; targets are not part of inference
-      case graph::Op::MatMul: {
+      case graph::Op::MatMul:
+      case graph::Op::BatchMatMul: {
+        auto swap_last = [&](size_t i, const std::string& x) {  // a transposed operand: its last two axes swapped
+          std::vector<int64_t> perm(static_cast<size_t>(rank_of(i)));
+          std::iota(perm.begin(), perm.end(), int64_t{0});
+          std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
+          return onnx.node("Transpose", {x}, onnx.unique(x + "_t"), {attr_ints("perm", perm)});
+        };
         std::string a = in(0), b = in(1);
-        if (n.attrs.trans_a) a = onnx.node("Transpose", {a}, onnx.unique(a + "_t"), {attr_ints("perm", {1, 0})});
-        if (n.attrs.trans_b) b = onnx.node("Transpose", {b}, onnx.unique(b + "_t"), {attr_ints("perm", {1, 0})});
+        if (n.attrs.trans_a) a = swap_last(0, a);
+        if (n.attrs.trans_b) b = swap_last(1, b);
         onnx.node("MatMul", {a, b}, out);
         break;
       }
@@ -283,7 +296,11 @@ void export_onnx(Model& model, const std::string& path) {
         onnx.node("Add", {in(0), in(1)}, out);
         break;
       case graph::Op::Mul:
-        onnx.node("Mul", {in(0), in(1)}, out);
+      case graph::Op::Relu:
+      case graph::Op::Sigmoid:
+      case graph::Op::Tanh:
+      case graph::Op::Where:  // ONNX's namesakes
+        onnx.node(std::string(graph::op_info(n.op).name), all_in(), out);
         break;
       case graph::Op::Scale: {
         std::string v = onnx.node("Mul", {in(0), scalar(out + "_scale", n.attrs.scale)}, onnx.unique(out + "_mul"));
@@ -292,26 +309,22 @@ void export_onnx(Model& model, const std::string& path) {
       }
       case graph::Op::Reshape: {
         std::vector<int64_t> dims = n.attrs.shape.dims();
-        if (!batched[static_cast<size_t>(id)]) {  // a weight's or a constant's: the shape as it is
-          onnx.node("Reshape", {in(0), onnx.constant_i64(onnx.unique(out + "_shape"), dims)}, out);
-          break;
+        if (batched[static_cast<size_t>(id)]) {  // the batch first (a weight's or a constant's shape stays as it is)
+          if (dims.empty()) fail(id, "a reshape to a scalar");
+          if (dims[0] == kTraceBatch && g[n.inputs[0]].shape[0] == kTraceBatch)
+            dims[0] = 0;  // ONNX: copy the (dynamic) batch dimension from the input
+          else if (dims[0] % kTraceBatch == 0)
+            dims[0] = -1;  // the batch merged with other axes, or split back out of them (Dense on rank 3): inferred
+          else
+            fail(id, "a reshape whose first axis is not the batch");
         }
-        if (dims.empty()) fail(id, "a reshape to a scalar");
-        if (dims[0] == kTraceBatch && g[n.inputs[0]].shape[0] == kTraceBatch)
-          dims[0] = 0;  // ONNX: copy the (dynamic) batch dimension from the input
-        else if (dims[0] % kTraceBatch == 0)
-          dims[0] = -1;  // the batch merged with other axes, or split back out of them (Dense on rank 3): inferred
-        else
-          fail(id, "a reshape whose first axis is not the batch");
         onnx.node("Reshape", {in(0), onnx.constant_i64(onnx.unique(out + "_shape"), dims)}, out);
         break;
       }
-      case graph::Op::Concat: {
-        std::vector<std::string> ins;
-        for (size_t i = 0; i < n.inputs.size(); ++i) ins.push_back(in(i));
-        onnx.node("Concat", ins, out, {attr_int("axis", n.attrs.axis)});
+      case graph::Op::Concat:
+      case graph::Op::Gather:  // ONNX's namesakes, with the axis
+        onnx.node(std::string(graph::op_info(n.op).name), all_in(), out, {attr_int("axis", n.attrs.axis)});
         break;
-      }
       case graph::Op::Slice: {  // Slice-13: starts, ends, axes as inputs
         const int a = n.attrs.axis < 0 ? n.attrs.axis + rank_of(0) : n.attrs.axis;
         if (a == 0 && batched[static_cast<size_t>(n.inputs[0])]) fail(id, "a slice of the batch axis");
@@ -321,15 +334,6 @@ void export_onnx(Model& model, const std::string& path) {
                   out);
         break;
       }
-      case graph::Op::Relu:
-        onnx.node("Relu", {in(0)}, out);
-        break;
-      case graph::Op::Sigmoid:
-        onnx.node("Sigmoid", {in(0)}, out);
-        break;
-      case graph::Op::Tanh:
-        onnx.node("Tanh", {in(0)}, out);
-        break;
       case graph::Op::Softmax:
       case graph::Op::LogSoftmax:
         onnx.node(n.op == graph::Op::Softmax ? "Softmax" : "LogSoftmax", {in(0)}, out, {attr_int("axis", -1)});
@@ -500,9 +504,6 @@ void export_onnx(Model& model, const std::string& path) {
         onnx.node(it->second, {in(0), in(1)}, out);
         break;
       }
-      case graph::Op::Where:
-        onnx.node("Where", {in(0), in(1), in(2)}, out);
-        break;
       case graph::Op::Reduce: {
         using graph::ReduceFn;
         std::vector<int64_t> axes;
@@ -552,22 +553,6 @@ void export_onnx(Model& model, const std::string& path) {
         onnx.node("Pad", {in(0), i64s(out + "_pads", pads), value}, out);
         break;
       }
-      case graph::Op::BatchMatMul: {
-        auto swap_last = [&](size_t i, const std::string& x) {
-          std::vector<int64_t> perm(static_cast<size_t>(rank_of(i)));
-          for (size_t k = 0; k < perm.size(); ++k) perm[k] = static_cast<int64_t>(k);
-          std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
-          return onnx.node("Transpose", {x}, onnx.unique(x + "_t"), {attr_ints("perm", perm)});
-        };
-        std::string a = in(0), b = in(1);
-        if (n.attrs.trans_a) a = swap_last(0, a);
-        if (n.attrs.trans_b) b = swap_last(1, b);
-        onnx.node("MatMul", {a, b}, out);
-        break;
-      }
-      case graph::Op::Gather:
-        onnx.node("Gather", {in(0), in(1)}, out, {attr_int("axis", n.attrs.axis)});
-        break;
       case graph::Op::OneHot: {  // ONNX counts negative indices from the end; trainkit (as TF) gives a row of 0s
         std::string idx = in(0);
         if (g[n.inputs[0]].dtype != DType::i64) idx = onnx.node("Cast", {idx}, tmp("_i64"), {attr_int("to", kInt64)});

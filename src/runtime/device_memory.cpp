@@ -47,16 +47,19 @@ class HostRegions final : public RegionSource {
 std::unique_ptr<RegionSource> host_region_source() { return std::make_unique<HostRegions>(); }
 
 namespace {
+// m with the TK_MEMORY_* settings applied and the process's ledger attached, released to its (never destroyed) owner.
+DeviceMemory* configured(std::unique_ptr<DeviceMemory> m) {
+  apply_environment(*m);  // may throw (a bad TK_MEMORY_* value): nothing leaks, the next call tries again
+  m->use_ledger(process_ledger());
+  return m.release();
+}
+
 // The CPU's logical devices: cpu:0 alone, unless split by set_logical_device_configuration. Never
 // destroyed: tensors with static storage duration may still free into them at exit.
 // (The vector is never destroyed either, so the devices stay reachable and leak checkers stay quiet.)
 std::vector<DeviceMemory*>& cpu_devices() {
-  static auto* devices = [] {
-    auto m = std::make_unique<DeviceMemory>(DeviceInfo{Device::cpu(), cpu_model_name(), physical_memory()});
-    apply_environment(*m);  // may throw (a bad TK_MEMORY_* value): nothing leaks, the next call tries again
-    m->use_ledger(process_ledger());
-    return new std::vector<DeviceMemory*>{m.release()};
-  }();
+  static auto* devices = new std::vector<DeviceMemory*>{
+      configured(std::make_unique<DeviceMemory>(DeviceInfo{Device::cpu(), cpu_model_name(), physical_memory()}))};
   return *devices;
 }
 // The CUDA devices' memories, created when each is first asked for (never destroyed, as the cpu's).
@@ -73,7 +76,7 @@ std::mutex& devices_mutex() {
 // the memory free now less a system reserve); TK_MEMORY_* override it in apply_environment.
 DeviceMemory* new_cuda_memory(const CudaDevice& d) {
   const CudaMemInfo now = cuda_mem_get_info(d.ordinal);
-  auto* m = new DeviceMemory(d.info, cuda_region_source(d.ordinal));
+  auto m = std::make_unique<DeviceMemory>(d.info, cuda_region_source(d.ordinal));
   const size_t reserve = gpu_system_reserve(now.free, d.info.compute_capability_major);
   if (now.free > reserve)
     m->set_limit(
@@ -82,7 +85,7 @@ DeviceMemory* new_cuda_memory(const CudaDevice& d) {
         false);
   else
     m->set_limit(now.free, "free memory (" + config::format_bytes(now.free) + ")", false);
-  return m;
+  return configured(std::move(m));
 }
 }  // namespace
 
@@ -93,12 +96,7 @@ DeviceMemory& DeviceMemory::get(Device device) {
     std::vector<DeviceMemory*>& memories = cuda_memories();
     const auto i = static_cast<size_t>(device.index);
     if (memories.size() <= i) memories.resize(i + 1, nullptr);
-    if (!memories[i]) {
-      std::unique_ptr<DeviceMemory> m(new_cuda_memory(d));
-      apply_environment(*m);
-      m->use_ledger(process_ledger());
-      memories[i] = m.release();
-    }
+    if (!memories[i]) memories[i] = new_cuda_memory(d);
     return *memories[i];
   }
   std::vector<DeviceMemory*>& cpus = cpu_devices();

@@ -244,9 +244,8 @@ std::string metric_kind(const Metric& m) {
 }
 
 std::string metric_class(const std::string& kind) {
-  for (const MetricName& n : kMetrics)
-    if (kind == n.kind) return n.keras_class;
-  return "";
+  const auto* n = std::ranges::find(kMetrics, kind, &MetricName::kind);
+  return n == std::end(kMetrics) ? "" : n->keras_class;
 }
 
 void validate_metric(const Metric& m) {
@@ -279,9 +278,9 @@ std::pair<int, LogStat> emit_metric(graph::Graph& g, const Metric& m, const Loss
     g[id].name = name;
     return id;
   };
-  if (kind == "top_k_categorical_accuracy" || kind == "sparse_top_k_categorical_accuracy" ||
-      kind == "mean_absolute_error" || kind == "mean_squared_error")
-    return {named(reduce_all_axes(b, ReduceFn::mean, position_values(b, kind, m, p, t))), {}};
+  // The other mean metrics (top-k, errors); the stateful ones below add no node here.
+  if (const int per = position_values(b, kind, m, p, t); per >= 0)
+    return {named(reduce_all_axes(b, ReduceFn::mean, per)), {}};
   if (kind == "precision" || kind == "recall")
     return {named(confusion_at_threshold(b, m, p, t, kind == "precision")),
             {.kind = kind == "precision" ? LogStat::Kind::precision : LogStat::Kind::recall, .width = 2}};

@@ -38,14 +38,9 @@ std::vector<Tensor> OptimizerState::slots(const Weight& w) const {
   std::vector<Tensor> out;
   synchronize_();
   auto it = slots_.find(w.id);
-  for (int s = 0; s < n; ++s) {
-    if (it == slots_.end()) {
-      out.push_back(Tensor::zeros(slot_shape(*optimizer_, s, w.value.shape()), w.value.dtype()));
-      continue;
-    }
-    const Tensor& t = it->second[static_cast<size_t>(s)];
-    out.push_back(t.to_device(Device::cpu()));  // a host copy from any device
-  }
+  for (int s = 0; s < n; ++s)  // zeros until the slots exist, else a host copy from any device
+    out.push_back(it == slots_.end() ? Tensor::zeros(slot_shape(*optimizer_, s, w.value.shape()), w.value.dtype())
+                                     : it->second[static_cast<size_t>(s)].to_device(Device::cpu()));
   return out;
 }
 

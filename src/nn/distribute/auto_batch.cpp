@@ -78,6 +78,7 @@ int64_t nn::Trainer::replicated_auto_batch(int64_t cap, bool micro, int64_t batc
   const int64_t in_sync = s.replicas_in_sync();
   const int64_t per_replica_cap = micro ? (batch + in_sync - 1) / in_sync : std::max<int64_t>(1, cap / in_sync);
   const size_t accumulators = micro ? accumulator_bytes(programs()) : 0;
+  const bool remat = model_.rematerialization == Remat::on;
 
   // This process's replicas: each one's largest batch on its own device beside what others hold there.
   auto local_fits = [&] {
@@ -87,14 +88,11 @@ int64_t nn::Trainer::replicated_auto_batch(int64_t cap, bool micro, int64_t batc
       const Device d = r == 0 ? model_.device() : programs(r).device();
       // Tracing makes the replica's copies of the weights on its device first: what they hold there (and strand: a
       // small tensor takes a shared 2 MiB region) is then counted the same way before and after training.
-      memory_plan_with(1, model_.rematerialization == Remat::on, r);
+      memory_plan_with(1, remat, r);
       const size_t available = replica_memory_available(r);
-      const size_t room = micro ? (available > accumulators ? available - accumulators : 0) : available;
-      f.batch = largest_batch_that_fits_on(r, room, per_replica_cap);
+      f.batch = largest_batch_that_fits_on(r, available > accumulators ? available - accumulators : 0, per_replica_cap);
       f.available = static_cast<int64_t>(available);
-      f.plan = f.batch > 0
-                   ? static_cast<int64_t>(memory_plan_with(f.batch, model_.rematerialization == Remat::on, r).total)
-                   : 0;
+      f.plan = f.batch > 0 ? static_cast<int64_t>(memory_plan_with(f.batch, remat, r).total) : 0;
       f.limit = static_cast<int64_t>(config::get_memory_info(d).limit);
       f.device_kind = static_cast<int64_t>(d.kind);
       f.device_index = d.index;

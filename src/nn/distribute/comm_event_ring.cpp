@@ -16,14 +16,12 @@ int CommEventRing::before(int64_t sequence, std::string what, bool started, void
   }
   ev_.comm_after_compute(slot, compute);
   ev_.record(slot, CommMark::start, compute);
-  Entry e;
-  e.slot = slot;
-  e.sequence = sequence;
-  e.what = std::move(what);
-  e.queued_s = now_s;
-  e.started = started;
-  e.awaiting = started;
-  entries_.push_back(std::move(e));
+  entries_.push_back({.slot = slot,
+                      .sequence = sequence,
+                      .what = std::move(what),
+                      .queued_s = now_s,
+                      .started = started,
+                      .awaiting = started});
   return slot;
 }
 

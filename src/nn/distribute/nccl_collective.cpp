@@ -108,8 +108,9 @@ struct Replica {
   // Its comm stream: non-blocking (no implicit order with the legacy default stream the programs run on) and of the
   // highest priority, so that NCCL's kernels are scheduled ahead of the backward pass's when both are ready (PyTorch's
   // NCCL streams may be made so too): the reduction then finishes as early as it can.
-  void open(int d) {
+  void open(ncclComm_t c, int d) {
     const DeviceRestore restore;  // the caller's current device is left as it was
+    comm = c;
     device = d;
     events = std::make_unique<ReplicaEvents>();
     events->device = d;
@@ -239,11 +240,7 @@ std::unique_ptr<NcclCollective> NcclCollective::for_devices(const std::vector<in
   std::vector<ncclComm_t> comms(devices.size());
   check_nccl(ncclCommInitAll(comms.data(), static_cast<int>(devices.size()), devices.data()), "ncclCommInitAll",
              std::to_string(devices.size()) + " devices in one process");
-  for (size_t r = 0; r < devices.size(); ++r) {
-    Replica& rep = s->replicas.emplace_back();
-    rep.comm = comms[r];
-    rep.open(devices[r]);
-  }
+  for (size_t r = 0; r < devices.size(); ++r) s->replicas.emplace_back().open(comms[r], devices[r]);
   s->start();
   return std::unique_ptr<NcclCollective>(new NcclCollective(std::move(s)));
 }
@@ -267,9 +264,7 @@ std::unique_ptr<NcclCollective> NcclCollective::for_rank(const std::string& id, 
   ncclComm_t comm = nullptr;
   check_nccl(ncclCommInitRank(&comm, ranks, uid, rank), "ncclCommInitRank",
              "rank " + std::to_string(rank) + " of " + std::to_string(ranks) + " on cuda:" + std::to_string(device));
-  Replica& rep = s->replicas.emplace_back();
-  rep.comm = comm;
-  rep.open(device);
+  s->replicas.emplace_back().open(comm, device);
   s->start();
   return std::unique_ptr<NcclCollective>(new NcclCollective(std::move(s)));
 }

@@ -4,6 +4,25 @@
 #include "trainkit/core/error.h"
 
 namespace tk::nn::distribute {
+namespace {
+
+// Runs fn(replica); on a failure, aborts the collective (the other replicas stop waiting) and returns the exception.
+std::exception_ptr run_replica(const std::function<void(int)>& fn, int replica, LocalCollective* collective) {
+  try {
+    fn(replica);
+  } catch (const std::exception& e) {
+    std::exception_ptr error = std::current_exception();
+    if (collective) collective->abort("replica " + std::to_string(replica) + " failed: " + e.what());
+    return error;
+  } catch (...) {
+    std::exception_ptr error = std::current_exception();
+    if (collective) collective->abort("replica " + std::to_string(replica) + " failed");
+    return error;
+  }
+  return nullptr;
+}
+
+}  // namespace
 
 ReplicaRunner::ReplicaRunner(int replicas) : errors_(static_cast<size_t>(replicas > 0 ? replicas : 1)) {
   for (int r = 1; r < replicas; ++r) workers_.emplace_back([this, r] { work(r); });
@@ -33,16 +52,7 @@ void ReplicaRunner::work(int replica) {
       collective = collective_;
       graph::share_host_threads(threads_each_);
     }
-    std::exception_ptr error;
-    try {
-      (*fn)(replica);
-    } catch (const std::exception& e) {
-      error = std::current_exception();
-      if (collective) collective->abort("replica " + std::to_string(replica) + " failed: " + e.what());
-    } catch (...) {
-      error = std::current_exception();
-      if (collective) collective->abort("replica " + std::to_string(replica) + " failed");
-    }
+    const std::exception_ptr error = run_replica(*fn, replica, collective);
     std::lock_guard<std::mutex> lock(m_);
     errors_[static_cast<size_t>(replica)] = error;
     if (--running_ == 0) finished_.notify_all();
@@ -65,16 +75,7 @@ void ReplicaRunner::run(int active, int threads_each, const std::function<void(i
   }
   start_.notify_all();
   graph::share_host_threads(threads_each);
-  std::exception_ptr own;
-  try {
-    fn(0);
-  } catch (const std::exception& e) {
-    own = std::current_exception();
-    if (collective) collective->abort(std::string("replica 0 failed: ") + e.what());
-  } catch (...) {
-    own = std::current_exception();
-    if (collective) collective->abort("replica 0 failed");
-  }
+  const std::exception_ptr own = run_replica(fn, 0, collective);
   graph::share_host_threads(0);
   std::unique_lock<std::mutex> lock(m_);
   finished_.wait(lock, [&] { return running_ == 0; });

@@ -18,11 +18,8 @@
 #include "trainkit/runtime/memory.h"
 
 namespace tk {
-namespace {
 
 using nn::require;
-
-}  // namespace
 
 History nn::Trainer::fit(const std::vector<Tensor>& x_all, const std::vector<Tensor>& y_all, FitOptions o) {
   check_compiled("fit");

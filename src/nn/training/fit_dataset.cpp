@@ -19,12 +19,9 @@
 #include "trainkit/core/error.h"
 
 namespace tk {
-namespace {
 
 using nn::require;
 using nn::staged;
-
-}  // namespace
 
 History nn::Trainer::fit(const data::Dataset& dataset, FitOptions o) {
   check_compiled("fit");

@@ -88,10 +88,10 @@ History isolated_fit(Model& model, const Tensor& x, const Tensor& y, IsolatedFit
                                 hist.string()};
   if (!o.memory_limit.empty()) argv.insert(argv.end(), {"--memory-limit", o.memory_limit});
   if (o.validation_data) {
-    data::save_npy((dir.path / "vx.npy").string(), o.validation_data->first);
-    data::save_npy((dir.path / "vy.npy").string(), o.validation_data->second);
-    argv.insert(argv.end(), {"--validation-data", (dir.path / "vx.npy").string(), "--validation-y",
-                             (dir.path / "vy.npy").string()});
+    const std::string vx = (dir.path / "vx.npy").string(), vy = (dir.path / "vy.npy").string();
+    data::save_npy(vx, o.validation_data->first);
+    data::save_npy(vy, o.validation_data->second);
+    argv.insert(argv.end(), {"--validation-data", vx, "--validation-y", vy});
   }
   const runtime::ChildResult r = runtime::run_child(argv, {}, o.verbose != 0);
   if (!r.ok()) {

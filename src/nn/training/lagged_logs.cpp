@@ -60,14 +60,13 @@ class DeviceStore final : public LogStore {
 }  // namespace
 
 int log_lag(Device device, bool loss_scaling, bool replicated) {
-  int lag = device.kind == DeviceKind::cpu ? 0 : 1;
   // Read when fit starts (lagged_logs.h); 0: fit reads each step's logs right after it, 1: one step late.
-  if (const std::optional<std::string> env = runtime::setting_choice(runtime::Setting::log_lag))
-    lag = *env == "1" ? 1 : 0;
+  const std::optional<std::string> env = runtime::setting_choice(runtime::Setting::log_lag);
   // Whatever TK_LOG_LAG says: the next step's host-side scalars depend on this step's outcome (loss scaling), or the
   // replicas' logs are merged on their own threads (data parallel).
   if (loss_scaling || replicated) return 0;
-  return lag;
+  if (env) return *env == "1" ? 1 : 0;
+  return device.kind == DeviceKind::cpu ? 0 : 1;
 }
 
 std::unique_ptr<LogStore> LaggedLogs::host_store() { return std::make_unique<HostStore>(); }
