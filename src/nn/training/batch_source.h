@@ -1,7 +1,8 @@
-// Where the two batch loops get their batches: fit's (Trainer::fit_loop, nn/training/fit_loop.cpp) and evaluate's
-// and predict's (Trainer::inference_loop, inference_loop.cpp). A source hands out batches as *row numbers of
-// arrays* (or a batch that is its own arrays) plus the row count; the stager (nn/training/staging.h) turns them into
-// program inputs. The sources:
+// The one batch loop of every pass (for_each_batch, below) and where it gets its batches. fit (Trainer::fit_loop,
+// nn/training/fit_loop.cpp: epochs, callbacks, resume, lagged logs) and evaluate / predict (Trainer::inference_loop,
+// inference_loop.cpp: replicas, MPI ranks) drive it. A source hands out batches as *row numbers of arrays* (or a
+// batch that is its own arrays) plus the row count; the stager (nn/training/staging.h) turns them into program
+// inputs. The sources:
 //   - ArrayBatches (array_batches.cpp): arrays x, y themselves — fit's rows a slice of a shuffled permutation of
 //     their row numbers, evaluate's and predict's the rows in order (no copy);
 //   - DatasetBatches (dataset_batches.cpp): fit(Dataset) — the pipeline's host batches (rows null), or a
@@ -13,8 +14,12 @@
 //
 //   nn::ArrayBatches source(x, &y, batch, steps, shuffle, seed);
 //   source.begin_epoch(0);
-//   nn::Batch b;
-//   while (source.next(0, b)) train_step(*b.x, *b.y, b.rows, b.n, ...);
+//   std::vector<nn::Batch> round(1);
+//   bool ran_out = false;
+//   nn::for_each_batch(source, 0, source.steps(), round, ran_out, [&](int64_t s, size_t got) {
+//     train_step(*round[0].x, *round[0].y, round[0].rows, round[0].n, ...);   // batch s
+//     return true;                                                             // false: stop here
+//   });
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -65,5 +70,31 @@ class BatchSource {
   virtual void end_epoch(Logs& /*logs*/) {}
   virtual void after_epoch(bool /*verbose*/) {}
 };
+
+// The batch loop: reads `source`'s batches from number `start` up to `steps` (0: until the source runs out) in
+// rounds of up to round.size() (fit: 1; evaluate / predict: one per replica, or every batch of host arrays at once)
+// into round[0..got), and calls run(s, got) for batches s .. s + got - 1; stops early when run returns false.
+// Returns the number after the last batch read; ran_out says whether the source ran out of batches.
+template <typename Run>
+int64_t for_each_batch(BatchSource& source, int64_t start, int64_t steps, std::vector<Batch>& round, bool& ran_out,
+                       Run&& run) {
+  ran_out = false;
+  int64_t s = start;
+  while (!ran_out && (steps == 0 || s < steps)) {
+    size_t got = 0;
+    while (got < round.size() && (steps == 0 || s + static_cast<int64_t>(got) < steps)) {
+      if (!source.next(got, round[got])) {
+        ran_out = true;
+        break;
+      }
+      ++got;
+    }
+    if (got == 0) break;
+    const bool more = run(s, got);
+    s += static_cast<int64_t>(got);
+    if (!more) break;
+  }
+  return s;
+}
 
 }  // namespace tk::nn

@@ -1,6 +1,7 @@
-// The batch loop of every fit — over arrays, a Dataset, or a device-resident dataset; on one replica or many (the
-// step splits the batch: train_step). Its source (nn/training/batch_source.h) says where batches come from and how a
-// resume finds its place again; this loop owns the rest: epochs, callbacks, the resume position, lagged logs.
+// Every fit — over arrays, a Dataset, or a device-resident dataset; on one replica or many (the step splits the
+// batch: train_step) — around the one batch loop (nn::for_each_batch, nn/training/batch_source.h), one batch per
+// round. Its source says where batches come from and how a resume finds its place again; this driver owns the rest:
+// epochs, callbacks, the resume position, lagged logs.
 #include <memory>
 
 #include "nn/compiler/programs.h"
@@ -37,6 +38,7 @@ History nn::Trainer::fit_loop(nn::BatchSource& source, const FitOptions& o, int6
   // On a GPU batch k's logs are read after batch k+1 was staged and queued (nn/training/lagged_logs.h: what that
   // means for callbacks and stop_training); on the CPU right after each step.
   const std::unique_ptr<nn::LaggedLogs> lagged = nn::make_lagged_logs(model_.device(), programs(), replicated());
+  std::vector<nn::Batch> round(1);  // fit reads one batch at a time (a replicated step splits it)
   for (int epoch = first_epoch; epoch < o.epochs && !model_.stop_training; ++epoch) {
     const int64_t start = epoch == first_epoch ? first_step : 0;
     source.begin_epoch(start);
@@ -55,29 +57,23 @@ History nn::Trainer::fit_loop(nn::BatchSource& source, const FitOptions& o, int6
     };
     const nn::DeliverOnUnwind deliver_on_unwind(lagged.get(), acc, end_batch);  // an exception: trained batches first
     const int64_t steps = source.steps();  // 0: until the source runs out (its length is learned then)
-    nn::Batch batch;
-    int64_t s = start;
-    for (; steps == 0 || s < steps; ++s) {
-      if (!source.next(0, batch)) {
-        if (source.stop_when_exhausted()) model_.stop_training = true;
-        break;
-      }
-      for (const CallbackPtr& cb : callbacks) cb->on_train_batch_begin(s, logs);
-      if (lagged) lagged->begin(s);
+    bool ran_out = false;
+    const int64_t s = nn::for_each_batch(source, start, steps, round, ran_out, [&](int64_t k, size_t) {
+      const nn::Batch& batch = round[0];
+      for (const CallbackPtr& cb : callbacks) cb->on_train_batch_begin(k, logs);
+      if (lagged) lagged->begin(k);
       train_step(*batch.x, *batch.y, batch.rows, batch.n, micro, acc, batch.own_rows);
       if (lagged) lagged->end();
       source.step_done();
-      position.batch = s + 1;  // with lagged logs: the batches queued (what the model's weights include)
+      position.batch = k + 1;  // with lagged logs: the batches queued (what the model's weights include)
       source.record(position, false);
       if (lagged)
-        nn::deliver_lagged(lagged.get(), acc, false, end_batch);  // batch s - 1's
+        nn::deliver_lagged(lagged.get(), acc, false, end_batch);  // batch k - 1's
       else
-        end_batch(s);
-      if (model_.stop_training) {  // a callback stopped training mid-epoch (TerminateOnNaN); Keras 3 does the same
-        ++s;
-        break;
-      }
-    }
+        end_batch(k);
+      return !model_.stop_training;  // a callback stopped training mid-epoch (TerminateOnNaN); Keras 3 does the same
+    });
+    if (ran_out && source.stop_when_exhausted()) model_.stop_training = true;
     nn::deliver_lagged(lagged.get(), acc, true, end_batch);  // the epoch's last (after a stop: the one queued since)
     if (steps == 0) {  // the first pass counted the steps: later progress bars know their length
       source.learned_steps(s);

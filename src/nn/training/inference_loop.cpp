@@ -1,7 +1,8 @@
-// The batch loop of every evaluate and predict — over arrays, a Dataset or a device-resident dataset; on this thread,
-// on the replicas of a MirroredStrategy (batch k on replica k % replicas, each on its own thread), or on this rank's
-// share of a MultiWorkerMirroredStrategy (batch k on rank k % ranks). Its source (nn/training/read_batches.h) says
-// where batches come from; the hooks say what evaluate (sum the logs) or predict (keep the outputs) does with each.
+// Every evaluate and predict — over arrays, a Dataset or a device-resident dataset — around the one batch loop
+// (nn::for_each_batch, nn/training/batch_source.h), a round of batches at a time: on this thread, on the replicas of
+// a MirroredStrategy (batch k on replica k % replicas, each on its own thread), or on this rank's share of a
+// MultiWorkerMirroredStrategy (batch k on rank k % ranks). Its source says where batches come from; the hooks
+// (nn/training/read_batches.h) say what evaluate (sum the logs) or predict (keep the outputs) does with each.
 #include <string>
 
 #include "nn/compiler/programs.h"
@@ -31,12 +32,8 @@ nn::distribute::MpiCollective* nn::Trainer::inference_loop(nn::BatchSource& sour
     nn::BatchStager::bind_rows(c, *b.x, b.y, b.rows, b.begin, b.n);
     c.program->run(on);
   };
-  for (int64_t s = 0;;) {
-    size_t got = 0;
-    while (got < round.size() && (h.steps == 0 || s + static_cast<int64_t>(got) < h.steps) &&
-           source.next(got, round[got]))
-      ++got;
-    if (got == 0) break;
+  bool ran_out = false;
+  nn::for_each_batch(source, 0, h.steps, round, ran_out, [&](int64_t s, size_t got) {
     const auto count = static_cast<int64_t>(got);
     if (h.read)
       for (size_t g = 0; g < got; ++g) h.read(s + static_cast<int64_t>(g), round[g]);
@@ -74,9 +71,8 @@ nn::distribute::MpiCollective* nn::Trainer::inference_loop(nn::BatchSource& sour
         }
       }
     }
-    s += count;
-    if (got < round.size()) break;
-  }
+    return true;
+  });
   return world;
 }
 

@@ -8,9 +8,9 @@
 //
 // Responsibilities, each in its own class: nn::ProgramCache (per replica: compiled programs, their arena and stream;
 // with it nn::OptimizerState, the slots / loss scale / accumulators, and nn::DeviceMirrors, the weights' device
-// copies), the batch sources (nn/training/batch_source.h), the one fit loop (fit_loop.cpp) and the one
-// inference loop (inference_loop.cpp). The Trainer owns the caches and the counters the passes share (step, resume
-// position).
+// copies), the batch sources and the one batch loop, nn::for_each_batch (nn/training/batch_source.h),
+// driven by fit_loop (fit_loop.cpp) and inference_loop (inference_loop.cpp). The Trainer owns the caches and the
+// counters the passes share (step, resume position).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -105,12 +105,12 @@ class Trainer {
   int64_t sample_weight_key = 0;
 
  private:
-  // The batch loop of every fit (fit_loop.cpp): epochs of steps over `source`'s batches, resume, lagged logs,
+  // Every fit's driver of the batch loop (fit_loop.cpp): epochs of steps over `source`'s batches, resume, lagged logs,
   // callbacks; `validate` (may be empty) gives the epoch's validation logs.
   History fit_loop(BatchSource& source, const FitOptions& o, int64_t micro, const std::function<Logs()>& validate);
-  // The batch loop of every evaluate and predict (inference_loop.cpp): `source`'s batches in rounds, on this thread,
-  // on the replicas (MirroredStrategy) or on this rank's share (MultiWorkerMirroredStrategy). Returns the ranks'
-  // group when there is one (the caller sums the logs / gathers the outputs), else null.
+  // Every evaluate's and predict's driver of the batch loop (inference_loop.cpp): `source`'s batches in rounds, on this
+  // thread, on the replicas (MirroredStrategy) or on this rank's share (MultiWorkerMirroredStrategy). Returns the
+  // ranks' group when there is one (the caller sums the logs / gathers the outputs), else null.
   distribute::MpiCollective* inference_loop(BatchSource& source, const InferenceHooks& hooks);
   Logs run_evaluation(const std::vector<Tensor>& x, const std::vector<Tensor>& y, int64_t batch_size, int64_t steps);
   Logs run_evaluation(const data::Dataset& dataset, int64_t steps);
