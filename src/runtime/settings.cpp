@@ -137,6 +137,7 @@ const SettingInfo* find_setting(std::string_view name) {
 const char* type_name(SettingType type) {
   // In SettingType's order.
   static constexpr const char* kNames[] = {"boolean", "integer", "bytes", "number", "text", "path", "choice"};
+  static_assert(std::size(kNames) == static_cast<size_t>(SettingType::choice) + 1, "one name per SettingType");
   const auto i = static_cast<size_t>(type);
   return i < std::size(kNames) ? kNames[i] : "?";
 }

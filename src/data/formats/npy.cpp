@@ -176,6 +176,7 @@ struct PyValue {
 
 const char* kind_name(PyValue::Kind k) {
   static constexpr const char* kNames[] = {"a string", "an integer", "a bool", "None", "a tuple", "a list", "a dict"};
+  static_assert(std::size(kNames) == static_cast<size_t>(PyValue::Kind::dict) + 1, "one name per Kind");
   return kNames[static_cast<size_t>(k)];
 }
 

@@ -467,6 +467,7 @@ Feature int64_feature(std::vector<int64_t> values) {
 
 std::string_view kind_name(Feature::Kind kind) {
   static constexpr std::string_view kNames[] = {"empty Feature", "bytes_list", "float_list", "int64_list"};
+  static_assert(std::size(kNames) == static_cast<size_t>(Feature::Kind::int64s) + 1, "one name per Kind");
   return kNames[static_cast<size_t>(kind)];  // Kind's order: none, bytes, floats, int64s
 }
 
